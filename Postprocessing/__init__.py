@@ -1,0 +1,1 @@
+"""Postprocessing of the study's outputs: automatic metrics, blinded review workbook, survey analysis."""
