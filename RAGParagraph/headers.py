@@ -1,0 +1,107 @@
+"""Page furniture: running headers/footers, page numbers and table-of-contents pages.
+
+Headers and footers are found by repetition, not by font: a line in the top or bottom band whose text (digits
+ignored) recurs on a share of the pages is furniture, wherever the content stream put it. TOC pages are found by
+their dotted leaders and page-number column, not by bookmarks.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+
+from RAGParagraph.extract import Line, PageLines
+
+_DIGITS = re.compile(r"\d+")
+_SPACES = re.compile(r"\s+")
+# A line that is only a page number: "12", "Pagina 3", "pag. 4 di 20", "7 - 53", "iii", "Page 2 of 9".
+PAGE_NUMBER = re.compile(
+    r"^(?:pag(?:ina|\.)?|page|p\.)?\s*(?:\d{1,4}|[ivxlc]{1,7})(?:\s*(?:di|of|/|-|–|de)\s*\d{1,4})?$", re.IGNORECASE
+)
+# Dotted (or dashed/underscored) leaders, as in a TOC entry "Introduzione ........ 5", or a bare rule line.
+LEADER = re.compile(r"(?:\.\s?){5,}|…{2,}|(?:_\s?){5,}|(?:-\s?){5,}|(?:·\s?){5,}")
+_TOC_TITLE = re.compile(
+    r"^(?:indice(?: generale| dei contenuti)?|sommario|contents|table of contents|index)$", re.IGNORECASE
+)
+_ENDS_WITH_PAGE = re.compile(r"\s(?:\d{1,4}|[ivxlc]{1,7})$", re.IGNORECASE)
+
+
+def band_of(line: Line, page: PageLines, header_band: float, footer_band: float) -> str | None:
+    """'top' or 'bottom' when the line's vertical centre lies in a furniture band, else None."""
+    centre = (line.y0 + line.y1) / 2
+    if centre <= page.height * header_band:
+        return "top"
+    if centre >= page.height * (1.0 - footer_band):
+        return "bottom"
+    return None
+
+
+def furniture_key(text: str) -> str:
+    """Text with digits and spacing normalised, so 'Pagina 3' and 'Pagina 14' share one key."""
+    return _SPACES.sub(" ", _DIGITS.sub("#", text.lower())).strip()
+
+
+def repeated_band_keys(pages: list[PageLines], header_band: float, footer_band: float, min_frac: float) -> set:
+    """(band, key) pairs that recur on at least max(2, min_frac of the pages) pages."""
+    if len(pages) < 2:
+        return set()
+    counts: Counter = Counter()
+    for page in pages:
+        seen = set()
+        for line in page.lines:
+            band = band_of(line, page, header_band, footer_band)
+            if band is not None:
+                seen.add((band, furniture_key(line.text)))
+        counts.update(seen)
+    need = max(2, math.ceil(min_frac * len(pages)))
+    return {key for key, n in counts.items() if n >= need}
+
+
+def furniture_mask(pages: list[PageLines], header_band: float, footer_band: float, min_frac: float) -> list[list[bool]]:
+    """Per page, per line: True where the line is a running header/footer or a page number."""
+    keys = repeated_band_keys(pages, header_band, footer_band, min_frac)
+    masks: list[list[bool]] = []
+    for page in pages:
+        mask = []
+        for line in page.lines:
+            band = band_of(line, page, header_band, footer_band)
+            mask.append(
+                band is not None and ((band, furniture_key(line.text)) in keys or PAGE_NUMBER.match(line.text) is not None)
+            )
+        masks.append(mask)
+    return masks
+
+
+def is_toc_entry(text: str) -> bool:
+    """A TOC entry line: dotted leaders (optionally followed by a page number)."""
+    return LEADER.search(text) is not None
+
+
+def toc_mask(lines: list[Line], min_frac: float) -> list[bool]:
+    """On a TOC page, mark the TOC (title, entries, wrapped entry text); elsewhere mark only leader lines.
+
+    A page is a TOC page when at least 3 of its lines, and `min_frac` of them, are entries (leaders, or text
+    ending in a page number right-aligned with the leaders). Everything from the first to the last entry is
+    dropped, so the entries' wrapped first lines go too; text above or below the TOC on that page is kept.
+    """
+    leaders = [is_toc_entry(line.text) for line in lines]
+    n_leaders = sum(leaders)
+    if n_leaders == 0:
+        return leaders
+    right = max(line.x1 for line, flag in zip(lines, leaders) if flag)
+    entries = [
+        flag or (_ENDS_WITH_PAGE.search(line.text) is not None and abs(line.x1 - right) < 3.0)
+        for line, flag in zip(lines, leaders)
+    ]
+    n_entries = sum(entries)
+    if n_entries < 3 or n_entries < min_frac * len(lines):
+        return leaders
+    order = sorted(range(len(lines)), key=lambda i: (lines[i].y0, lines[i].x0))
+    positions = [k for k, i in enumerate(order) if entries[i]]
+    first, last = positions[0], positions[-1]
+    mask = [False] * len(lines)
+    for k, i in enumerate(order):
+        if first <= k <= last or entries[i] or (k < first and _TOC_TITLE.match(lines[i].text.strip(" :."))):
+            mask[i] = True
+    return mask

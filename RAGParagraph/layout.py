@@ -1,0 +1,456 @@
+"""Layout mode: paragraphs from page geometry (gaps, indentation, font changes), furniture removed.
+
+Pipeline per document: one extraction pass (extract.py) -> furniture and TOC masks (headers.py) -> per page,
+reading order (columns, rows, table regions) -> a stream of visual lines and tables -> paragraph units
+(title / paragraph / list item / table) -> titles attached, lists grouped with their lead-in, short paragraphs
+merged within a section, long ones split at sentence boundaries.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from statistics import median
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pymupdf
+
+from RAGParagraph.extract import Line, PageLines, extract_lines
+from RAGParagraph.headers import furniture_mask, toc_mask
+from RAGParagraph.text import ENUMERATOR, fold_ascii, is_bullet_glyph, join_lines, split_to_max, starts_item
+
+if TYPE_CHECKING:
+    from RAGParagraph.segmenter import Paragraph, SegmenterConfig
+
+logger = logging.getLogger(__name__)
+
+_SENTENCE_END = ".!?:;"
+_NUMBERED_HEADING_RE = re.compile(r"^\d{1,2}(?:\.\d{1,2})+\.?\s+\S")
+
+
+@dataclass(slots=True)
+class VLine:
+    """A visual line: same-baseline fragments of a row merged, with the margins of its region."""
+
+    page: int
+    region: int  # region id, unique per (page, column band)
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+    text: str
+    size: float
+    bold: bool
+    left: float  # region's left text margin
+    right: float  # region's right text margin
+
+
+@dataclass(slots=True)
+class Table:
+    """Rows of cells detected as a table region (one chunk, rows on separate lines)."""
+
+    page: int
+    rows: list[list[str]]
+
+
+@dataclass(slots=True)
+class Unit:
+    """A paragraph under construction."""
+
+    kind: str  # "title" | "paragraph" | "item" | "table" | "list"
+    text: str
+    page_start: int
+    page_end: int
+    x0: float = 0.0
+    size: float = 0.0
+    last: VLine | None = field(default=None, repr=False)
+    headed: bool = False  # starts with a title: never merged into the unit before it
+
+
+@dataclass(frozen=True)
+class DocStats:
+    """Document-wide typography: body size, whether body text is bold, usual gap between lines."""
+
+    body_size: float
+    body_bold: bool
+    line_gap: float
+
+
+def doc_stats(pages: list[PageLines]) -> DocStats:
+    """Body size = size holding most characters; line gap = median gap between lines of one block."""
+    sizes: Counter = Counter()
+    bold_chars = 0
+    gaps: list[float] = []
+    for page in pages:
+        prev: Line | None = None
+        for line in page.lines:
+            sizes[round(line.size * 2) / 2] += len(line.text)
+            if prev is not None and prev.block == line.block and abs(prev.size - line.size) < 0.6:
+                gap = line.y0 - prev.y1
+                if -line.size < gap < line.size:
+                    gaps.append(gap)
+            prev = line
+    if not sizes:
+        return DocStats(10.0, False, 0.0)
+    body = sizes.most_common(1)[0][0]
+    for page in pages:
+        for line in page.lines:
+            if line.bold and abs(line.size - body) < 0.6:
+                bold_chars += len(line.text)
+    return DocStats(body, bold_chars > 0.5 * sizes[body], median(gaps) if gaps else 0.0)
+
+
+# ----------------------------------------------------------------------------- reading order per page
+
+
+def find_gutter(lines: list[Line], width: float, config: SegmenterConfig) -> tuple[float, float] | None:
+    """The x-interval of a column gutter in the middle of the page, or None for a one-column page.
+
+    Only lines narrower than 55 % of the page vote; each side needs `column_min_lines` lines whose median
+    width is at least 28 % of the page (prose columns, not table cells).
+    """
+    narrow = [line for line in lines if line.x1 - line.x0 < 0.55 * width]
+    if len(narrow) < 2 * config.column_min_lines:
+        return None
+    step = 2.0
+    cover = np.zeros(int(width / step) + 2, dtype=np.int32)
+    for line in narrow:
+        cover[int(line.x0 / step) : int(line.x1 / step) + 1] += 1
+    lo, hi = int(0.3 * width / step), int(0.7 * width / step)
+    tolerance = max(1, len(narrow) // 50)
+    best: tuple[int, int] | None = None
+    run_start = None
+    for i in range(lo, hi + 1):
+        if cover[i] <= tolerance:
+            if run_start is None:
+                run_start = i
+        elif run_start is not None:
+            if best is None or i - run_start > best[1] - best[0]:
+                best = (run_start, i)
+            run_start = None
+    if run_start is not None and (best is None or hi + 1 - run_start > best[1] - best[0]):
+        best = (run_start, hi + 1)
+    if best is None:
+        return None
+    g0, g1 = best[0] * step, best[1] * step
+    left = [ln for ln in narrow if ln.x1 <= g0 + step]
+    right = [ln for ln in narrow if ln.x0 >= g1 - step]
+    for side in (left, right):
+        if len(side) < config.column_min_lines or median(ln.x1 - ln.x0 for ln in side) < 0.28 * width:
+            return None
+    return g0, g1
+
+
+def order_regions(page: PageLines, lines: list[Line], config: SegmenterConfig) -> list[list[Line]]:
+    """Lines grouped into reading-order regions: full-width bands, and inside them left then right column."""
+    if not lines:
+        return []
+    gutter = find_gutter(lines, page.width, config)
+    by_y = sorted(lines, key=lambda ln: (ln.y0, ln.x0))
+    if gutter is None:
+        return [by_y]
+    g0, g1 = gutter
+    regions: list[list[Line]] = []
+    left: list[Line] = []
+    right: list[Line] = []
+    for line in by_y:
+        if line.x0 < g0 and line.x1 > g1:  # spans the gutter: a full-width band starts here
+            regions.extend(r for r in (left, right) if r)
+            left, right = [], []
+            if regions and regions[-1] and regions[-1][-1].x0 < g0 and regions[-1][-1].x1 > g1:
+                regions[-1].append(line)
+            else:
+                regions.append([line])
+        elif (line.x0 + line.x1) / 2 < (g0 + g1) / 2:
+            left.append(line)
+        else:
+            right.append(line)
+    regions.extend(r for r in (left, right) if r)
+    return regions
+
+
+def group_rows(lines: list[Line]) -> list[list[Line]]:
+    """Lines (sorted by top) grouped into rows of vertically overlapping lines, each row sorted by x."""
+    rows: list[list[Line]] = []
+    top = bottom = 0.0
+    for line in lines:
+        if rows:
+            overlap = min(bottom, line.y1) - max(top, line.y0)
+            if overlap > 0.5 * min(bottom - top, line.y1 - line.y0):
+                rows[-1].append(line)
+                bottom = max(bottom, line.y1)
+                continue
+        rows.append([line])
+        top, bottom = line.y0, line.y1
+    for row in rows:
+        if len(row) > 1:
+            row.sort(key=lambda ln: ln.x0)
+    return rows
+
+
+def row_cells(row: list[Line], cell_gap: float) -> list[list[Line]]:
+    """Split a row into cells at horizontal gaps wider than `cell_gap` font sizes (bullets stick to their text)."""
+    cells: list[list[Line]] = [[row[0]]]
+    for line in row[1:]:
+        prev = cells[-1][-1]
+        gap = line.x0 - prev.x1
+        lead = prev.text if len(cells[-1]) == 1 else ""
+        if gap <= cell_gap * max(line.size, prev.size) or is_bullet_glyph(lead) or ENUMERATOR.fullmatch(lead + " "):
+            cells[-1].append(line)
+        else:
+            cells.append([line])
+    return cells
+
+
+def merge_cell(cell: list[Line]) -> tuple[str, float, float, float, float, float, bool]:
+    """Text and geometry of fragments on one baseline: (text, x0, y0, x1, y1, size, bold)."""
+    if len(cell) == 1:
+        ln = cell[0]
+        return ln.text, ln.x0, ln.y0, ln.x1, ln.y1, ln.size, ln.bold
+    main = max(cell, key=lambda ln: len(ln.text))
+    text = " ".join(ln.text for ln in cell)
+    return (
+        text,
+        cell[0].x0,
+        min(ln.y0 for ln in cell),
+        cell[-1].x1,
+        max(ln.y1 for ln in cell),
+        main.size,
+        main.bold,
+    )
+
+
+def table_spans(rows: list[list[list[Line]]], left: float) -> list[tuple[int, int]]:
+    """Index ranges [start, end) of table regions: >= 2 multi-cell rows, close together.
+
+    Single-cell rows between multi-cell rows (at most 4, wrapped cell text) belong to the table, as do
+    indented single-cell rows right after it.
+    """
+    multi = [i for i, cells in enumerate(rows) if len(cells) >= 2]
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while i < len(multi):
+        j = i
+        while j + 1 < len(multi) and multi[j + 1] - multi[j] <= 5:
+            j += 1
+        if j > i:
+            start, end = multi[i], multi[j] + 1
+            size = rows[start][0][0].size
+            while end < len(rows) and len(rows[end]) == 1 and rows[end][0][0].x0 > left + 2 * size:
+                end += 1
+            spans.append((start, end))
+        i = j + 1
+    return spans
+
+
+def page_stream(
+    page: PageLines, lines: list[Line], config: SegmenterConfig, region_base: int
+) -> list[VLine | Table]:
+    """One page's content in reading order: visual lines and tables."""
+    out: list[VLine | Table] = []
+    for r, region in enumerate(order_regions(page, lines, config)):
+        region_id = region_base + r
+        left = min(ln.x0 for ln in region)
+        right = max(ln.x1 for ln in region)
+        rows = [row_cells(row, config.cell_gap) for row in group_rows(region)]
+        table_end = dict(table_spans(rows, left))
+        i = 0
+        while i < len(rows):
+            if i in table_end:
+                end = table_end[i]
+                out.append(Table(page.index, [[merge_cell(c)[0] for c in cells] for cells in rows[i:end]]))
+                i = end
+                continue
+            merged = [merge_cell(c) for c in rows[i]]
+            i += 1
+            text, x0, y0, x1, y1, size, bold = merged[0]
+            if len(merged) > 1:  # a lone row with gaps (text around an inline image): read left to right
+                text = " ".join(m[0] for m in merged)
+                x1 = merged[-1][3]
+                y0, y1 = min(m[2] for m in merged), max(m[4] for m in merged)
+            out.append(VLine(page.index, region_id, x0, y0, x1, y1, text, size, bold, left, right))
+    return out
+
+
+# ----------------------------------------------------------------------------- paragraph assembly
+
+
+def is_heading(line: VLine, stats: DocStats, config: SegmenterConfig) -> bool:
+    """A heading line: larger than body, or a numbered section heading, or bold/upper-case and short."""
+    text = line.text
+    if len(text) > config.heading_max_chars or not any(c.isalpha() for c in text):
+        return False
+    if line.size >= stats.body_size + config.heading_size_delta:
+        return True
+    if text[-1] in ".,;" or len(text) > 100:
+        return False
+    if _NUMBERED_HEADING_RE.match(text):
+        return True
+    if starts_item(text):
+        return False
+    if line.bold and not stats.body_bold:
+        return True
+    return text.isupper() and len(text) >= 4 and sum(c.isalpha() for c in text) >= 3
+
+
+def _new_unit(line: VLine, kind: str) -> Unit:
+    return Unit(kind, line.text, line.page, line.page, line.x0, line.size, line)
+
+
+def _continues(unit: Unit, line: VLine, heading: bool, stats: DocStats, config: SegmenterConfig) -> bool:
+    """Whether `line` continues `unit` (same paragraph / title / list item) or starts a new one."""
+    prev = unit.last
+    if prev is None or unit.kind == "table":
+        return False
+    if heading != (unit.kind == "title"):
+        return False
+    if starts_item(line.text) and not heading:
+        return False
+    size = max(line.size, prev.size)
+    if abs(line.size - prev.size) > 1.0:
+        return False
+    if line.page != prev.page or line.region != prev.region:
+        # Across a page or column break a paragraph goes on only if its last line did not end a sentence.
+        return unit.kind in ("paragraph", "item") and prev.text[-1] not in _SENTENCE_END
+    gap = line.y0 - prev.y1
+    if gap > stats.line_gap + config.para_gap * size or gap < -size:
+        return False
+    if unit.kind == "title":
+        return True
+    if unit.kind == "item":
+        return line.x0 > unit.x0 - 2.0  # an outdented line ends the item
+    if line.x0 - prev.x0 > config.indent * size and line.x0 > line.left + config.indent * size:
+        return False  # first-line indentation
+    width = max(line.right - line.left, 1.0)
+    if prev.text[-1] in _SENTENCE_END and prev.x1 < line.right - 0.15 * width:
+        return False  # the previous line ended a sentence well before the margin
+    return True
+
+
+def build_units(stream: list[VLine | Table], stats: DocStats, config: SegmenterConfig) -> list[Unit]:
+    """Walk the reading-order stream and cut it into title / paragraph / item / table units."""
+    units: list[Unit] = []
+    pending: VLine | None = None
+    current: Unit | None = None
+    for item in stream:
+        if isinstance(item, Table):
+            text = "\n".join(" | ".join(c for c in row if c) for row in item.rows)
+            prev = units[-1] if units else None
+            if (
+                prev is not None
+                and current is None
+                and prev.kind == "table"
+                and prev.page_end == item.page - 1
+            ):
+                prev.text += "\n" + text  # a table continued on the next page
+                prev.page_end = item.page
+            else:
+                units.append(Unit("table", text, item.page, item.page))
+            current = None
+            continue
+        line = item
+        if is_bullet_glyph(line.text):
+            pending = line  # a detached bullet glyph: joined to the next line
+            continue
+        if pending is not None:
+            line.text = "• " + line.text
+            line.x0 = min(line.x0, pending.x0)
+            pending = None
+        heading = is_heading(line, stats, config)
+        if current is not None and _continues(current, line, heading, stats, config):
+            current.text = join_lines(current.text, line.text) if current.kind != "title" else current.text + " " + line.text
+            current.page_end = line.page
+            current.last = line
+            continue
+        kind = "title" if heading else ("item" if starts_item(line.text) else "paragraph")
+        current = _new_unit(line, kind)
+        units.append(current)
+    return units
+
+
+def _combine(a: Unit, b: Unit, kind: str, sep: str) -> Unit:
+    return Unit(kind, a.text + sep + b.text, min(a.page_start, b.page_start), max(a.page_end, b.page_end))
+
+
+def group_lists(units: list[Unit]) -> list[Unit]:
+    """Consecutive list items become one list, together with a lead-in paragraph ending in ':'."""
+    out: list[Unit] = []
+    for unit in units:
+        if unit.kind == "item":
+            prev = out[-1] if out else None
+            if prev is not None and prev.kind == "list":
+                out[-1] = _combine(prev, unit, "list", "\n")
+            elif prev is not None and prev.kind == "paragraph" and prev.text.endswith(":"):
+                out[-1] = _combine(prev, unit, "list", "\n")
+            else:
+                out.append(Unit("list", unit.text, unit.page_start, unit.page_end))
+        else:
+            out.append(unit)
+    return out
+
+
+def attach_titles(units: list[Unit]) -> list[Unit]:
+    """Each title (or stack of titles) is prefixed to the unit it heads; a trailing title stays alone."""
+    out: list[Unit] = []
+    held: Unit | None = None
+    for unit in units:
+        if unit.kind == "title":
+            held = unit if held is None else _combine(held, unit, "title", "\n")
+            continue
+        if held is not None:
+            unit = _combine(held, unit, unit.kind, "\n")
+            unit.headed = True
+            held = None
+        out.append(unit)
+    if held is not None:
+        out.append(held)
+    return out
+
+
+def merge_short(units: list[Unit], min_chars: int, max_chars: int) -> list[Unit]:
+    """Merge a short paragraph/list with the following one of the same section (no title in between)."""
+    out: list[Unit] = []
+    for unit in units:
+        prev = out[-1] if out else None
+        if (
+            prev is not None
+            and len(prev.text) < min_chars
+            and prev.kind in ("paragraph", "list")
+            and unit.kind in ("paragraph", "list")
+            and not unit.headed
+            and len(prev.text) + 1 + len(unit.text) <= max_chars
+        ):
+            kind = "list" if "list" in (prev.kind, unit.kind) else "paragraph"
+            merged = _combine(prev, unit, kind, "\n")
+            merged.headed = prev.headed
+            out[-1] = merged
+        else:
+            out.append(unit)
+    return out
+
+
+def segment_layout(doc: pymupdf.Document, config: SegmenterConfig) -> list[Paragraph]:
+    """Layout-mode paragraphs of a whole document."""
+    from RAGParagraph.segmenter import Paragraph
+
+    pages = extract_lines(doc)
+    stats = doc_stats(pages)
+    masks = furniture_mask(pages, config.header_band, config.footer_band, config.repeat_min_frac)
+    stream: list[VLine | Table] = []
+    for page, mask in zip(pages, masks):
+        body = [line for line, drop in zip(page.lines, mask) if not drop]
+        toc = toc_mask(body, config.toc_page_min_frac)
+        body = [line for line, drop in zip(body, toc) if not drop]
+        stream.extend(page_stream(page, body, config, region_base=page.index * 1000))
+    units = merge_short(attach_titles(group_lists(build_units(stream, stats, config))), config.min_chars, config.max_chars)
+    paragraphs: list[Paragraph] = []
+    for unit in units:
+        kind = "paragraph" if unit.kind == "item" else unit.kind
+        text = fold_ascii(unit.text) if config.ascii_fold else unit.text
+        for piece in split_to_max(text.strip(), config.max_chars):
+            paragraphs.append(Paragraph(piece, unit.page_start + 1, unit.page_end + 1, kind))
+    logger.debug("body size %.1f, line gap %.1f, %d units", stats.body_size, stats.line_gap, len(units))
+    return paragraphs
