@@ -62,6 +62,8 @@ def lines_from_dict(index: int, data: dict) -> PageLines:
             else:
                 raw = "".join(s["text"] for s in spans)
                 span = max(spans, key=lambda s: len(s["text"].strip()))
+                if spans[0]["text"].strip() == "o" and spans[1]["text"][:1].isspace():
+                    raw = "•" + raw.lstrip()[1:]  # Word's second-level bullet: an 'o' in its own span
             text = clean_line(raw)
             if not text:
                 continue

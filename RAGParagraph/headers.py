@@ -97,11 +97,11 @@ def toc_mask(lines: list[Line], min_frac: float) -> list[bool]:
     n_entries = sum(entries)
     if n_entries < 3 or n_entries < min_frac * len(lines):
         return leaders
-    order = sorted(range(len(lines)), key=lambda i: (lines[i].y0, lines[i].x0))
-    positions = [k for k, i in enumerate(order) if entries[i]]
-    first, last = positions[0], positions[-1]
-    mask = [False] * len(lines)
-    for k, i in enumerate(order):
-        if first <= k <= last or entries[i] or (k < first and _TOC_TITLE.match(lines[i].text.strip(" :."))):
-            mask[i] = True
+    top = min(line.y0 for line, flag in zip(lines, entries) if flag)
+    bottom = max(line.y1 for line, flag in zip(lines, entries) if flag)
+    mask = []
+    for line in lines:
+        centre = (line.y0 + line.y1) / 2
+        in_toc = top <= centre <= bottom or (centre < top and _TOC_TITLE.match(line.text.strip(" :.")) is not None)
+        mask.append(in_toc)
     return mask

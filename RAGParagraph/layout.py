@@ -72,11 +72,12 @@ class Unit:
 
 @dataclass(frozen=True)
 class DocStats:
-    """Document-wide typography: body size, whether body text is bold, usual gap between lines."""
+    """Typography: body size (document and per page), whether body text is bold, usual gap between lines."""
 
     body_size: float
     body_bold: bool
     line_gap: float
+    page_body: tuple[float, ...] = ()  # per page: size holding most characters (tables can outweigh prose)
 
 
 def doc_stats(pages: list[PageLines]) -> DocStats:
@@ -84,23 +85,27 @@ def doc_stats(pages: list[PageLines]) -> DocStats:
     sizes: Counter = Counter()
     bold_chars = 0
     gaps: list[float] = []
+    page_body: list[float] = []
     for page in pages:
         prev: Line | None = None
+        local: Counter = Counter()
         for line in page.lines:
-            sizes[round(line.size * 2) / 2] += len(line.text)
+            local[round(line.size * 2) / 2] += len(line.text)
             if prev is not None and prev.block == line.block and abs(prev.size - line.size) < 0.6:
                 gap = line.y0 - prev.y1
                 if -line.size < gap < line.size:
                     gaps.append(gap)
             prev = line
+        sizes.update(local)
+        page_body.append(local.most_common(1)[0][0] if local else 0.0)
     if not sizes:
-        return DocStats(10.0, False, 0.0)
+        return DocStats(10.0, False, 0.0, tuple(page_body))
     body = sizes.most_common(1)[0][0]
     for page in pages:
         for line in page.lines:
             if line.bold and abs(line.size - body) < 0.6:
                 bold_chars += len(line.text)
-    return DocStats(body, bold_chars > 0.5 * sizes[body], median(gaps) if gaps else 0.0)
+    return DocStats(body, bold_chars > 0.5 * sizes[body], median(gaps) if gaps else 0.0, tuple(page_body))
 
 
 # ----------------------------------------------------------------------------- reading order per page
@@ -211,7 +216,10 @@ def merge_cell(cell: list[Line]) -> tuple[str, float, float, float, float, float
         ln = cell[0]
         return ln.text, ln.x0, ln.y0, ln.x1, ln.y1, ln.size, ln.bold
     main = max(cell, key=lambda ln: len(ln.text))
+    first = cell[0].text
     text = " ".join(ln.text for ln in cell)
+    if is_bullet_glyph(first) and first not in "-*":
+        text = "• " + " ".join(ln.text for ln in cell[1:])  # a detached glyph ('o', '', U+0001) reads as a bullet
     return (
         text,
         cell[0].x0,
@@ -223,18 +231,31 @@ def merge_cell(cell: list[Line]) -> tuple[str, float, float, float, float, float
     )
 
 
-def table_spans(rows: list[list[list[Line]]], left: float) -> list[tuple[int, int]]:
-    """Index ranges [start, end) of table regions: >= 2 multi-cell rows, close together.
+def _aligned(a: list[list[Line]], b: list[list[Line]], tol: float = 4.0) -> bool:
+    """Two multi-cell rows share a column grid: an inner cell edge of `b` lines up with one of `a`.
 
-    Single-cell rows between multi-cell rows (at most 4, wrapped cell text) belong to the table, as do
-    indented single-cell rows right after it.
+    Outer edges (the text margins) are ignored: prose split by an inline image shares them too.
+    """
+    starts = [c[0].x0 for c in a[1:]]
+    ends = [c[-1].x1 for c in a[:-1]]
+    return any(abs(c[0].x0 - x) <= tol for c in b[1:] for x in starts) or any(
+        abs(c[-1].x1 - x) <= tol for c in b[:-1] for x in ends
+    )
+
+
+def table_spans(rows: list[list[list[Line]]], left: float) -> list[tuple[int, int]]:
+    """Index ranges [start, end) of table regions: >= 2 multi-cell rows on a common column grid, close together.
+
+    Single-cell rows between multi-cell rows (at most 4: wrapped cell text) belong to the table, as do
+    indented single-cell rows right after it. Rows split by an inline image do not line up, so prose with
+    icons is not mistaken for a table.
     """
     multi = [i for i, cells in enumerate(rows) if len(cells) >= 2]
     spans: list[tuple[int, int]] = []
     i = 0
     while i < len(multi):
         j = i
-        while j + 1 < len(multi) and multi[j + 1] - multi[j] <= 5:
+        while j + 1 < len(multi) and multi[j + 1] - multi[j] <= 5 and _aligned(rows[multi[j]], rows[multi[j + 1]]):
             j += 1
         if j > i:
             start, end = multi[i], multi[j] + 1
@@ -281,11 +302,12 @@ def page_stream(
 def is_heading(line: VLine, stats: DocStats, config: SegmenterConfig) -> bool:
     """A heading line: larger than body, or a numbered section heading, or bold/upper-case and short."""
     text = line.text
-    if len(text) > config.heading_max_chars or not any(c.isalpha() for c in text):
+    if len(text) > config.heading_max_chars or text[-1] in ".,;:" or not any(c.isalpha() for c in text):
         return False
-    if line.size >= stats.body_size + config.heading_size_delta:
+    body = max(stats.body_size, stats.page_body[line.page]) if stats.page_body else stats.body_size
+    if line.size >= body + config.heading_size_delta:
         return True
-    if text[-1] in ".,;" or len(text) > 100:
+    if len(text) > 100:
         return False
     if _NUMBERED_HEADING_RE.match(text):
         return True
@@ -356,7 +378,7 @@ def build_units(stream: list[VLine | Table], stats: DocStats, config: SegmenterC
             pending = line  # a detached bullet glyph: joined to the next line
             continue
         if pending is not None:
-            line.text = "• " + line.text
+            line.text = "• " + line.text if pending.text not in "-*" else pending.text + " " + line.text
             line.x0 = min(line.x0, pending.x0)
             pending = None
         heading = is_heading(line, stats, config)
@@ -410,21 +432,43 @@ def attach_titles(units: list[Unit]) -> list[Unit]:
     return out
 
 
+def _merge_kind(a: Unit, b: Unit) -> str:
+    return a.kind if len(a.text) >= len(b.text) else b.kind
+
+
 def merge_short(units: list[Unit], min_chars: int, max_chars: int) -> list[Unit]:
-    """Merge a short paragraph/list with the following one of the same section (no title in between)."""
-    out: list[Unit] = []
+    """Merge units shorter than `min_chars` with a neighbour of the same section (no title in between).
+
+    Forward first (a short unit joins the one after it), then backward (a short unit still alone at the end
+    of its section joins the one before), never past `max_chars`. A lone title is never merged.
+    """
+    forward: list[Unit] = []
     for unit in units:
-        prev = out[-1] if out else None
+        prev = forward[-1] if forward else None
         if (
             prev is not None
             and len(prev.text) < min_chars
-            and prev.kind in ("paragraph", "list")
-            and unit.kind in ("paragraph", "list")
+            and prev.kind != "title"
+            and unit.kind != "title"
             and not unit.headed
             and len(prev.text) + 1 + len(unit.text) <= max_chars
         ):
-            kind = "list" if "list" in (prev.kind, unit.kind) else "paragraph"
-            merged = _combine(prev, unit, kind, "\n")
+            merged = _combine(prev, unit, _merge_kind(prev, unit), "\n")
+            merged.headed = prev.headed
+            forward[-1] = merged
+        else:
+            forward.append(unit)
+    out: list[Unit] = []
+    for unit in forward:
+        prev = out[-1] if out else None
+        if (
+            prev is not None
+            and len(unit.text) < min_chars
+            and not unit.headed
+            and "title" not in (prev.kind, unit.kind)
+            and len(prev.text) + 1 + len(unit.text) <= max_chars
+        ):
+            merged = _combine(prev, unit, _merge_kind(prev, unit), "\n")
             merged.headed = prev.headed
             out[-1] = merged
         else:

@@ -28,8 +28,8 @@ class SegmenterConfig:
     ascii_fold: bool = False  # the paper applied unidecode; off by default (accents kept)
     # --- layout mode ---
     min_chars: int = 200  # layout: a paragraph shorter than this is merged with the next one of its section
-    header_band: float = 0.12  # top share of the page height where running headers are looked for
-    footer_band: float = 0.12  # bottom share of the page height where running footers are looked for
+    header_band: float = 0.15  # top share of the page height where running headers are looked for
+    footer_band: float = 0.15  # bottom share of the page height where running footers are looked for
     repeat_min_frac: float = 0.25  # a band line repeating (digits ignored) on this share of pages is furniture
     toc_page_min_frac: float = 0.4  # a page whose lines are at least this share TOC entries is a TOC page
     heading_size_delta: float = 1.0  # layout: a line this many points above the body size is a heading

@@ -44,8 +44,8 @@ def clean_line(text: str) -> str:
 
 
 def is_bullet_glyph(text: str) -> bool:
-    """True when the text is nothing but a bullet glyph (a detached bullet)."""
-    return len(text) == 1 and text in BULLET_CHARS
+    """True when the text is nothing but a bullet glyph (a detached bullet; Word's second level is 'o')."""
+    return len(text) == 1 and (text in BULLET_CHARS or text in "o§")
 
 
 def starts_item(text: str) -> bool:
