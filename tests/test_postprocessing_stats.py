@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # repo root, for `import Postprocessing`
 
-from Postprocessing import stats  # noqa: E402
+from Postprocessing import stats
 
 VALUES = np.array([0.12, 0.55, 0.31, 0.9, 0.47, 0.66, 0.05, 0.73, 0.38, 0.29, 0.81, 0.44, 0.58, 0.2, 0.62,
                    0.35, 0.77, 0.15, 0.5, 0.69])
