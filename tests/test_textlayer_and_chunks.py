@@ -160,3 +160,18 @@ def test_resolved_config_records_origins(tmp_path: Path) -> None:
     data = config.to_dict()
     assert data["models"]["llm"] == "/x/y" and data["strategy_params"]["fixed-size"]["parent"]["chunk_size"] == 800
     json.dumps(data)
+
+
+def test_paragraph_strategy_modes_and_settings(pdf_dir: Path) -> None:
+    documents = load_documents(pdf_dir)
+    layout = StudyConfig.resolve(profile="lite", strategies="paragraph")
+    paper = StudyConfig.resolve(profile="lite", strategies="paragraph", set_params=["paragraph.mode=paper"])
+    assert layout.strategy_params["paragraph"].k == 1
+    assert layout.strategy_params["paragraph"].child_chunk_size == 250
+    for config in (layout, paper):
+        chunks = chunk_documents(documents, "paragraph", config)[0].chunks
+        assert any("SPID" in c.contents for c in chunks)
+        assert all(c.extra["kind"] in {"paragraph", "list", "table", "title"} for c in chunks)
+    with pytest.raises(StudyInputError, match=r"paragraph strategy: invalid segmenter setting.*max_chars"):
+        chunk_documents(documents, "paragraph", StudyConfig.resolve(
+            profile="lite", strategies="paragraph", set_params=["paragraph.max_chars=10"]))

@@ -1,0 +1,76 @@
+"""What differs for the paragraph strategy: parents are the layout-aware paragraphs of RAGParagraph.segmenter.
+
+The exported source text of a document is its paragraphs joined by a blank line; `start_end_idx` points into it.
+Every segmenter setting is a strategy parameter (`--set paragraph.max_chars=1500`, `--paragraph-mode paper`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from ragstudy.chunks import ChunkedDocument, build_chunks
+from ragstudy.errors import StudyInputError
+from ragstudy.knowledge_base import PaperKnowledgeBase
+from ragstudy.registry import StrategyParams, StrategySpec, register
+from ragstudy.textlayer import BLOCK_SEPARATOR, PdfDocument, SourceText
+
+from .segmenter import Paragraph, SegmenterConfig, segment_pdf
+
+
+def paragraphs_to_source(document: PdfDocument, paragraphs: list[Paragraph]) -> tuple[SourceText, list]:
+    """Join paragraphs into the text their chunks index into; returns (source, spans)."""
+    spans, parts, cursor = [], [], 0
+    for paragraph in paragraphs:
+        if parts:
+            cursor += len(BLOCK_SEPARATOR)
+        spans.append((cursor, cursor + len(paragraph.text)))
+        parts.append(paragraph.text)
+        cursor += len(paragraph.text)
+    text = BLOCK_SEPARATOR.join(parts)
+    # page p starts at the first paragraph that starts on page >= p (monotone even if reading order is not)
+    starts, index = [], 0
+    for page in range(1, document.page_count + 1):
+        while index < len(paragraphs) and paragraphs[index].page_start < page:
+            index += 1
+        starts.append(spans[index][0] if index < len(spans) else len(text))
+    for i in range(1, len(starts)):
+        starts[i] = max(starts[i], starts[i - 1])
+    return SourceText(path=document.path, sha256=document.sha256, text=text, page_starts=tuple(starts)), spans
+
+
+@dataclass(frozen=True)
+class ParagraphChunker:
+    config: SegmenterConfig
+
+    def chunk(self, document: PdfDocument, strategy: str) -> ChunkedDocument:
+        with document.open() as pdf:
+            paragraphs = segment_pdf(pdf, self.config)
+        source, spans = paragraphs_to_source(document, paragraphs)
+        chunked = build_chunks(source, spans, strategy, pages=[(p.page_start, p.page_end) for p in paragraphs])
+        chunks = tuple(replace(c, extra={"kind": p.kind}) for c, p in zip(chunked.chunks, paragraphs))
+        return ChunkedDocument(source=source, chunks=chunks)
+
+
+def make_chunker(params: StrategyParams) -> ParagraphChunker:
+    try:
+        return ParagraphChunker(SegmenterConfig(**params.parent))
+    except (TypeError, ValueError) as exc:
+        raise StudyInputError(f"paragraph strategy: invalid segmenter setting ({exc}); check --set paragraph.* "
+                              "and --paragraph-mode") from exc
+
+
+SPEC = register(StrategySpec(
+    name="paragraph",
+    dataset_name="DatasetCustom",  # the paper's name for its custom (paragraph) strategy
+    folder="RAGParagraph",
+    # paper: child windows 250/50, k=1; parents are whole paragraphs
+    defaults=StrategyParams(parent=asdict(SegmenterConfig()), child_chunk_size=250, child_chunk_overlap=50, k=1),
+    make_chunker=make_chunker,
+    description="layout-aware paragraphs (RAGParagraph.segmenter)",
+))
+
+
+class MyKnowledgeBase(PaperKnowledgeBase):
+    """The paper's entry point: MyKnowledgeBase(path).initiate_document_injetion_pipeline(); .retriever"""
+
+    strategy = SPEC.name
