@@ -67,7 +67,8 @@ class Unit:
     x0: float = 0.0
     size: float = 0.0
     last: VLine | None = field(default=None, repr=False)
-    headed: bool = False  # starts with a title: never merged into the unit before it
+    level: int = 0  # titles: 2 = section heading (larger or numbered), 1 = minor heading (bold/caps label)
+    headed: int = 0  # level of the title this unit starts with: a section heading is never merged across
 
 
 @dataclass(frozen=True)
@@ -299,35 +300,36 @@ def page_stream(
 # ----------------------------------------------------------------------------- paragraph assembly
 
 
-def is_heading(line: VLine, stats: DocStats, config: SegmenterConfig) -> bool:
-    """A heading line: larger than body, or a numbered section heading, or bold/upper-case and short."""
+def heading_level(line: VLine, stats: DocStats, config: SegmenterConfig) -> int:
+    """2 for a section heading (larger than the body, or numbered '1.2 ...'), 1 for a minor heading (a short
+    bold or upper-case label), 0 for body text. Text ending in . , ; : is never a heading."""
     text = line.text
     if len(text) > config.heading_max_chars or text[-1] in ".,;:" or not any(c.isalpha() for c in text):
-        return False
+        return 0
     body = max(stats.body_size, stats.page_body[line.page]) if stats.page_body else stats.body_size
     if line.size >= body + config.heading_size_delta:
-        return True
+        return 2
     if len(text) > 100:
-        return False
+        return 0
     if _NUMBERED_HEADING_RE.match(text):
-        return True
+        return 2
     if starts_item(text):
-        return False
+        return 0
     if line.bold and not stats.body_bold:
-        return True
-    return text.isupper() and len(text) >= 4 and sum(c.isalpha() for c in text) >= 3
+        return 1
+    return 1 if text.isupper() and len(text) >= 4 and sum(c.isalpha() for c in text) >= 3 else 0
 
 
 def _new_unit(line: VLine, kind: str) -> Unit:
     return Unit(kind, line.text, line.page, line.page, line.x0, line.size, line)
 
 
-def _continues(unit: Unit, line: VLine, heading: bool, stats: DocStats, config: SegmenterConfig) -> bool:
+def _continues(unit: Unit, line: VLine, heading: int, stats: DocStats, config: SegmenterConfig) -> bool:
     """Whether `line` continues `unit` (same paragraph / title / list item) or starts a new one."""
     prev = unit.last
     if prev is None or unit.kind == "table":
         return False
-    if heading != (unit.kind == "title"):
+    if bool(heading) != (unit.kind == "title") or (heading and heading != unit.level):
         return False
     if starts_item(line.text) and not heading:
         return False
@@ -365,9 +367,9 @@ def build_units(stream: list[VLine | Table], stats: DocStats, config: SegmenterC
                 prev is not None
                 and current is None
                 and prev.kind == "table"
-                and prev.page_end == item.page - 1
+                and item.page - 1 <= prev.page_end <= item.page
             ):
-                prev.text += "\n" + text  # a table continued on the next page
+                prev.text += "\n" + text  # the same table, cut by an unaligned row or by a page break
                 prev.page_end = item.page
             else:
                 units.append(Unit("table", text, item.page, item.page))
@@ -381,7 +383,7 @@ def build_units(stream: list[VLine | Table], stats: DocStats, config: SegmenterC
             line.text = "• " + line.text if pending.text not in "-*" else pending.text + " " + line.text
             line.x0 = min(line.x0, pending.x0)
             pending = None
-        heading = is_heading(line, stats, config)
+        heading = heading_level(line, stats, config)
         if current is not None and _continues(current, line, heading, stats, config):
             current.text = join_lines(current.text, line.text) if current.kind != "title" else current.text + " " + line.text
             current.page_end = line.page
@@ -389,6 +391,7 @@ def build_units(stream: list[VLine | Table], stats: DocStats, config: SegmenterC
             continue
         kind = "title" if heading else ("item" if starts_item(line.text) else "paragraph")
         current = _new_unit(line, kind)
+        current.level = heading
         units.append(current)
     return units
 
@@ -420,11 +423,16 @@ def attach_titles(units: list[Unit]) -> list[Unit]:
     held: Unit | None = None
     for unit in units:
         if unit.kind == "title":
-            held = unit if held is None else _combine(held, unit, "title", "\n")
+            if held is None:
+                held = unit
+            else:
+                level = max(held.level, unit.level)
+                held = _combine(held, unit, "title", "\n")
+                held.level = level
             continue
         if held is not None:
             unit = _combine(held, unit, unit.kind, "\n")
-            unit.headed = True
+            unit.headed = held.level
             held = None
         out.append(unit)
     if held is not None:
@@ -436,23 +444,28 @@ def _merge_kind(a: Unit, b: Unit) -> str:
     return a.kind if len(a.text) >= len(b.text) else b.kind
 
 
+def _mergeable(prev: Unit, unit: Unit, max_chars: int) -> bool:
+    """Two neighbours may merge: no lone title, no section heading between them, within max_chars."""
+    return (
+        prev.kind != "title"
+        and unit.kind != "title"
+        and unit.headed < 2
+        and len(prev.text) + 1 + len(unit.text) <= max_chars
+    )
+
+
 def merge_short(units: list[Unit], min_chars: int, max_chars: int) -> list[Unit]:
     """Merge units shorter than `min_chars` with a neighbour of the same section (no title in between).
 
     Forward first (a short unit joins the one after it), then backward (a short unit still alone at the end
-    of its section joins the one before), never past `max_chars`. A lone title is never merged.
+    of its section joins the one before), never past `max_chars` and never across a section heading; a minor
+    heading (a bold label such as "Definizione") does not stop merging. A merged unit takes the kind of its
+    longer part, so a short table and the definition under it become one chunk.
     """
     forward: list[Unit] = []
     for unit in units:
         prev = forward[-1] if forward else None
-        if (
-            prev is not None
-            and len(prev.text) < min_chars
-            and prev.kind != "title"
-            and unit.kind != "title"
-            and not unit.headed
-            and len(prev.text) + 1 + len(unit.text) <= max_chars
-        ):
+        if prev is not None and len(prev.text) < min_chars and _mergeable(prev, unit, max_chars):
             merged = _combine(prev, unit, _merge_kind(prev, unit), "\n")
             merged.headed = prev.headed
             forward[-1] = merged
@@ -461,13 +474,7 @@ def merge_short(units: list[Unit], min_chars: int, max_chars: int) -> list[Unit]
     out: list[Unit] = []
     for unit in forward:
         prev = out[-1] if out else None
-        if (
-            prev is not None
-            and len(unit.text) < min_chars
-            and not unit.headed
-            and "title" not in (prev.kind, unit.kind)
-            and len(prev.text) + 1 + len(unit.text) <= max_chars
-        ):
+        if prev is not None and len(unit.text) < min_chars and _mergeable(prev, unit, max_chars):
             merged = _combine(prev, unit, _merge_kind(prev, unit), "\n")
             merged.headed = prev.headed
             out[-1] = merged
