@@ -1,0 +1,423 @@
+"""Judge the chunking itself, per strategy, side by side: intrinsic chunk statistics, retrieval metrics from
+evidence spans, and HOPE (concept unity, semantic independence, information preservation).
+
+Reads what evaluation_chain.py wrote into --results-dir: chunks_<strategy>.csv + sources_<strategy>.jsonl (from
+any run, --chunks-only included), the Dataset files (retrieved contexts; for retrieval metrics), config.json
+(which models; for HOPE and token counts), and metrics_per_question.csv when Postprocessing/evaluation_metrics.py
+ran (for the Spearman correlations between chunk metrics and answer metrics).
+
+    python Postprocessing/chunk_quality.py --results-dir results                 # everything, HOPE on 3 PDFs
+    python Postprocessing/chunk_quality.py --results-dir results --no-hope       # seconds, no model calls
+    python Postprocessing/chunk_quality.py --results-dir results --hope-passages 8 --hope-windows 8
+
+Cross-strategy measures (coverage, boundaries, evidence overlap) use one reference text per PDF: the ground
+truth's body text (--groundtruth, default sample/groundtruth) or, for PDFs it does not describe, the shared
+PyMuPDF text layer. Writes chunk_quality.md / .csv (strategy x metric, mean [95% CI]) and per-item CSVs
+(chunk_quality_chunks.csv, chunk_quality_questions.csv, chunk_quality_hope.csv, chunk_quality_correlation.csv)
+plus chunk_quality_run.json into --out-dir (default: the results folder). HOPE's LLM calls go through the
+study's answer cache: a re-run regenerates nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from Postprocessing import common  # noqa: E402
+from Postprocessing.common import DataError  # noqa: E402
+
+logger = logging.getLogger("Postprocessing.chunk_quality")
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_GROUNDTRUTH = REPO_ROOT / "sample" / "groundtruth"
+DEFAULT_EVIDENCE = REPO_ROOT / "sample" / "evidence.json"
+DEFAULT_CORRELATE = ("ROUGE-L", "METEOR", "BERTScore F1")
+PER_QUESTION_CHUNK_METRICS = ("hit_at_1", "hit_at_k", "span_recall", "span_precision", "span_iou",
+                              "retrieved_chars_mean", "retrieved_boundary_quality", "retrieved_noise_share")
+
+
+# ----------------------------------------------------------------------------------------------- the metrics
+
+def intrinsic_rows(export, references, token_counter, tolerance: int, ci):
+    """Intrinsic metric rows of one strategy and its per-chunk facts (a DataFrame)."""
+    import pandas as pd
+
+    from Postprocessing.chunkeval import intrinsic
+    from Postprocessing.chunkeval.report import estimate, point
+
+    s = export.strategy
+    contents = [row["contents"] for row in export.rows]
+    sources = [export.sources[row["path"]].text for row in export.rows]
+    facts = intrinsic.chunk_facts(export.chunks, contents, sources, references, token_counter, tolerance)
+    chars = intrinsic.length_summary([f.chars for f in facts])
+    tokens = intrinsic.length_summary([f.tokens for f in facts])
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for chunk in export.chunks:
+        spans.setdefault(chunk.path, []).append((chunk.start, chunk.end))
+    with_body = [f.boundary_ok for f in facts if f.boundary_ok is not None]
+    n = len(facts)
+    rows = [
+        point(s, "chunks", n, n),
+        estimate(s, "chars_mean", [f.chars for f in facts], ci),
+        point(s, "chars_variance", chars["variance"], n), point(s, "chars_cv", chars["cv"], n),
+        estimate(s, "tokens_mean", [f.tokens for f in facts], ci),
+        point(s, "tokens_variance", tokens["variance"], n), point(s, "tokens_cv", tokens["cv"], n),
+        point(s, "overlap_ratio", intrinsic.overlap_ratio(spans), n),
+        point(s, "coverage", intrinsic.coverage(export.chunks, references), len(references),
+              note="share of reference characters"),
+        estimate(s, "boundary_quality", with_body, ci, note=f"tolerance {tolerance} characters"),
+        estimate(s, "midword_cut_rate", [f.midword_cut_share for f in facts], ci),
+        estimate(s, "noise_chunk_share", [float(f.body_chars == 0) for f in facts], ci),
+    ]
+    frame = pd.DataFrame([{"strategy": s, **asdict(f)} for f in facts])
+    return rows, frame
+
+
+def retrieval_rows(export, dataset: list[dict], dataset_file: Path, evidence, evidence_file: Path, references,
+                   tolerance: int, hit_threshold: float, ci):
+    """Retrieval metric rows of one strategy and its per-question values (a DataFrame)."""
+    import pandas as pd
+
+    from Postprocessing.chunkeval.data import check_question, retrieved_chunks
+    from Postprocessing.chunkeval.retrieval import question_retrieval
+    from Postprocessing.chunkeval.report import estimate
+
+    records = []
+    skipped_unanswerable = 0
+    for i, row in enumerate(dataset):
+        qi = row["question_index"]
+        if not 0 <= qi < len(evidence):
+            raise DataError(f"{dataset_file} row {i}: question_index {qi} has no record in {evidence_file} "
+                            f"({len(evidence)} records)")
+        record = evidence[qi]
+        check_question(row, dataset_file, i, record.question, evidence_file)
+        chunks = retrieved_chunks(row, dataset_file, i, export)
+        if not record.answerable:
+            skipped_unanswerable += 1
+            continue
+        spans = [(record.document, e.start, e.end) for e in record.evidence]
+        result = question_retrieval(qi, chunks, spans, hit_threshold)
+        boundary = [float(references[c.document].near_boundary(c.ref_end, tolerance)) for c in chunks
+                    if c.ref_end is not None]
+        values = asdict(result)
+        for name in ("recall", "precision", "iou"):
+            values[f"span_{name}"] = values.pop(name)
+        records.append({
+            "strategy": export.strategy, **values,
+            "retrieved_boundary_quality": sum(boundary) / len(boundary) if boundary else None,
+            "retrieved_noise_share": sum(c.ref_end is None for c in chunks) / len(chunks) if chunks else None,
+        })
+    frame = pd.DataFrame(records)
+    note = f"{skipped_unanswerable} unanswerable question(s) left out" if skipped_unanswerable else ""
+    rows = []
+    for metric in ("hit_at_1", "hit_at_k", "span_recall", "span_precision", "span_iou"):
+        values = frame[metric].tolist() if len(frame) else []
+        rows.append(estimate(export.strategy, metric, values, ci, note=note))
+    return rows, frame
+
+
+def hope_rows(exports, references, documents: Sequence[str], llms, embedder, settings, ci):
+    """HOPE items for every strategy on `documents`, and the summary rows."""
+    import pandas as pd
+
+    from Postprocessing.chunkeval import hope
+    from Postprocessing.chunkeval.report import estimate, point
+
+    windows = hope.sample_windows([(name, references[name].text) for name in documents], settings)
+    statements: dict = {}
+    items, rows = [], []
+    for export in exports:
+        passages = [hope.Passage(row["doc_id"], chunk.document, row["contents"])
+                    for row, chunk in zip(export.rows, export.chunks, strict=True) if chunk.document in documents]
+        strategy_items = hope.evaluate_strategy(export.strategy, passages, windows, llms, embedder, settings,
+                                                statements)
+        items += strategy_items
+        summary = hope.summarize(strategy_items, settings)
+        for measure in hope.MEASURES:
+            failures = summary[measure].failures
+            rows.append(estimate(export.strategy, measure, summary[measure].scores, ci, failures,
+                                 note=f"{failures} item(s) failed to parse" if failures else ""))
+        aggregate = summary[hope.AGGREGATE]
+        if aggregate.mean is not None:
+            rows.append(point(export.strategy, hope.AGGREGATE, aggregate.mean, len(aggregate.scores),
+                              note=f"weights {settings.weights}"))
+    frame = pd.DataFrame([asdict(item) for item in items],
+                         columns=["strategy", "measure", "item", "score", "failure", "detail"])
+    return rows, frame
+
+
+# ----------------------------------------------------------------------------------------------- the models
+
+def study_config(results_dir: Path, profile: str | None):
+    """The study config HOPE and token counts use: the run's models (config.json), or `profile`'s."""
+    from ragstudy.config import StudyConfig
+
+    run = common.read_run_config(results_dir)
+    name = profile or run.get("profile")
+    models = run.get("models", {}) if run.get("profile") == name else {}
+    flags = {key: models.get(key) for key in ("llm", "embedding", "device", "dtype", "max_new_tokens")}
+    return StudyConfig.resolve(profile=name, strategies="fixed-size", **flags)
+
+
+def make_token_counter(kind: str, config):
+    from Postprocessing.chunkeval.intrinsic import word_counts
+
+    if kind == "words":
+        return word_counts, "whitespace words"
+    from transformers import AutoTokenizer
+
+    from ragstudy.models import resolve_embedding
+
+    path = resolve_embedding(config.profile.embedding, config.origins.get("embedding", "config"))
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except OSError as exc:
+        raise DataError(f"cannot load the tokenizer of {config.profile.embedding} ({exc}); pass --tokens words "
+                        "or a profile whose embedding model is available offline") from exc
+    tokenizer.model_max_length = 10 ** 9  # counting only: silence the "longer than the model" warning
+
+    def count(texts: Sequence[str]) -> list[int]:
+        return [len(ids) for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
+
+    return count, f"tokenizer of {config.profile.embedding}"
+
+
+# ----------------------------------------------------------------------------------------------- the script
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--results-dir", default="results", help="folder evaluation_chain.py wrote (default: results)")
+    parser.add_argument("--out-dir", help="where the tables go (default: --results-dir)")
+    parser.add_argument("--strategies", help="comma-separated (default: every chunks_<strategy>.csv present)")
+    parser.add_argument("--groundtruth", default=str(DEFAULT_GROUNDTRUTH),
+                        help="folder of ground-truth JSON (default: sample/groundtruth; 'none': text layer only)")
+    parser.add_argument("--evidence", default=str(DEFAULT_EVIDENCE),
+                        help="evidence file, one record per Questions.csv row (default: sample/evidence.json; "
+                             "'none': skip retrieval metrics)")
+    parser.add_argument("--boundary-tolerance", type=int, default=5,
+                        help="a chunk end within this many characters of a sentence/block end is a clean end "
+                             "(default: 5)")
+    parser.add_argument("--hit-threshold", type=float, default=0.9,
+                        help="hit@k: share of evidence characters the retrieved parents must contain (default 0.9)")
+    parser.add_argument("--tokens", choices=["embedding", "words"], default="embedding",
+                        help="token counts with the embedding model's tokenizer (default) or whitespace words")
+    parser.add_argument("--profile", choices=["paper", "lite"],
+                        help="models for HOPE and token counts (default: the run's config.json profile)")
+    hope_group = parser.add_argument_group("HOPE (sample sizes; defaults fit ~10 min for 3 strategies x 3 PDFs "
+                                           "with the lite profile on a 2-core CPU)")
+    hope_group.add_argument("--no-hope", action="store_true", help="skip HOPE (no model calls)")
+    hope_group.add_argument("--hope-documents", default="3",
+                            help="a number N (the first N PDFs by name) or comma-separated PDF names (default 3)")
+    hope_group.add_argument("--hope-passages", type=int, default=4, help="focus passages per strategy (default 4)")
+    hope_group.add_argument("--hope-questions", type=int, default=3, help="questions per passage (default 3)")
+    hope_group.add_argument("--hope-si-questions", type=int, default=2,
+                            help="questions per passage answered twice for semantic independence (default 2)")
+    hope_group.add_argument("--hope-rag-passages", type=int, default=2,
+                            help="passages retrieved for semantic independence and info preservation (default 2)")
+    hope_group.add_argument("--hope-windows", type=int, default=4,
+                            help="sentence windows for information preservation (default 4)")
+    hope_group.add_argument("--hope-window-sentences", type=int, default=3, help="sentences per window (default 3)")
+    hope_group.add_argument("--hope-max-passage-chars", type=int, default=1200,
+                            help="passages are cut to this many characters inside prompts (default 1200)")
+    hope_group.add_argument("--hope-weights", default="1,1,1",
+                            help="weights of concept unity, semantic independence, information preservation")
+    parser.add_argument("--metrics-per-question",
+                        help="answer metrics for the correlations (default: <results-dir>/metrics_per_question.csv "
+                             "when present)")
+    parser.add_argument("--correlate-with", default=",".join(DEFAULT_CORRELATE),
+                        help="answer metrics shown in the Markdown correlation table (the CSV has all); default "
+                             f"{','.join(DEFAULT_CORRELATE)}")
+    parser.add_argument("--n-resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
+    parser.add_argument("--confidence", type=float, default=0.95, help="CI level (default 0.95)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of bootstrap and HOPE sampling (default 0)")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return parser
+
+
+def _optional_path(value: str | None) -> Path | None:
+    return None if value is None or value.strip().lower() in ("", "none") else Path(value)
+
+
+def hope_settings(args: argparse.Namespace):
+    from Postprocessing.chunkeval.hope import HopeSettings
+
+    try:
+        weights = tuple(float(w) for w in args.hope_weights.split(","))
+        return HopeSettings(passages=args.hope_passages, questions=args.hope_questions,
+                            si_questions=args.hope_si_questions, rag_passages=args.hope_rag_passages,
+                            windows=args.hope_windows, window_sentences=args.hope_window_sentences,
+                            max_passage_chars=args.hope_max_passage_chars, seed=args.seed, weights=weights)
+    except ValueError as exc:
+        raise DataError(f"HOPE settings: {exc}") from exc
+
+
+def run(args: argparse.Namespace) -> dict:
+    """The whole evaluation; returns what was written (for tests)."""
+    import pandas as pd
+
+    from Postprocessing.chunkeval import data
+    from Postprocessing.chunkeval.report import (CiSettings, markdown_correlations, markdown_summary,
+                                                  spearman_table, to_frame)
+
+    started = time.perf_counter()
+    results_dir = Path(args.results_dir)
+    out_dir = Path(args.out_dir or results_dir)
+    ci = CiSettings(args.n_resamples, args.seed, args.confidence)
+    strategies = ([s.strip() for s in args.strategies.split(",") if s.strip()] if args.strategies
+                  else data.discover_strategies(results_dir))
+    groundtruth_dir = _optional_path(args.groundtruth)
+    if groundtruth_dir is not None and not groundtruth_dir.is_dir():
+        logger.warning("%s not found: references are the PDFs' text layers (no ground truth)", groundtruth_dir)
+        groundtruth_dir = None
+    raw = {s: data.load_export(results_dir, s) for s in strategies}
+    references = data.load_references(raw, groundtruth_dir)
+    exports = [data.align_export(s, *raw[s], references) for s in strategies]
+    notes = [f"references: {sum(r.kind == 'groundtruth' for r in references.values())} ground-truth body texts, "
+             f"{sum(r.kind == 'textlayer' for r in references.values())} text layers"]
+    for export in exports:
+        shares = ", ".join(f"{d} {100 * v:.0f}%" for d, v in sorted(export.matched_share.items()))
+        notes.append(f"{export.strategy}: reference matched by its source text: {shares}")
+
+    needs_models = args.tokens == "embedding" or not args.no_hope
+    config = study_config(results_dir, args.profile) if needs_models else None
+    if config is not None:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    token_counter, token_label = make_token_counter(args.tokens, config)
+    notes.append(f"tokens: {token_label}")
+
+    rows, chunk_frames = [], []
+    for export in exports:
+        r, f = intrinsic_rows(export, references, token_counter, args.boundary_tolerance, ci)
+        rows += r
+        chunk_frames.append(f)
+
+    question_frames = []
+    evidence_file = _optional_path(args.evidence)
+    if evidence_file is not None and evidence_file.is_file():
+        from ragstudy.groundtruth import load_evidence
+
+        try:
+            evidence = load_evidence(evidence_file)
+        except ValueError as exc:
+            raise DataError(str(exc)) from exc
+        for export in exports:
+            path = data.dataset_path(results_dir, export.strategy)
+            if path is None:
+                notes.append(f"{export.strategy}: no Dataset file in {results_dir}, no retrieval metrics (run "
+                             "evaluation_chain.py without --chunks-only)")
+                continue
+            r, f = retrieval_rows(export, data.load_dataset(path), path, evidence, evidence_file, references,
+                                  args.boundary_tolerance, args.hit_threshold, ci)
+            rows += r
+            question_frames.append(f)
+        run_config = common.read_run_config(results_dir)
+        k = {name: p.get("k") for name, p in run_config.get("strategy_params", {}).items()}
+        notes.append(f"retrieval: evidence {evidence_file}; hit = evidence recall >= {args.hit_threshold}; k (child "
+                     f"windows) per strategy: {k or 'unknown'}")
+    else:
+        notes.append(f"retrieval metrics skipped: evidence file {evidence_file} not found")
+
+    hope_frame = None
+    hope_seconds = None
+    if not args.no_hope:
+        from Postprocessing.chunkeval.hope import llms_from_generator
+        from ragstudy.pipeline import make_embedding, make_generator
+
+        settings = hope_settings(args)
+        spec = args.hope_documents.strip()
+        documents = data.documents_subset(references, int(spec) if spec.isdigit() else None,
+                                          None if spec.isdigit() else [s.strip() for s in spec.split(",")])
+        generator = make_generator(config)
+        hope_started = time.perf_counter()
+        r, hope_frame = hope_rows(exports, references, documents, llms_from_generator(generator, settings),
+                                  make_embedding(config), settings, ci)
+        hope_seconds = time.perf_counter() - hope_started
+        rows += r
+        notes.append(f"HOPE: {config.profile.llm} + {config.profile.embedding} on {len(documents)} PDF(s) "
+                     f"({', '.join(documents)}); {settings.passages} passages x {settings.questions} questions, "
+                     f"{settings.windows} windows, seed {settings.seed}; {generator.generated} LLM calls generated, "
+                     f"{generator.cached} from cache; {hope_seconds:.0f} s")
+
+    correlations = []
+    per_question = pd.concat(question_frames, ignore_index=True) if question_frames else pd.DataFrame()
+    metrics_file = Path(args.metrics_per_question) if args.metrics_per_question else \
+        results_dir / "metrics_per_question.csv"
+    answer_metrics: list[str] = []
+    if len(per_question) and metrics_file.is_file():
+        answers = pd.read_csv(metrics_file)
+        for key in ("strategy", "question_index"):
+            if key not in answers.columns:
+                raise DataError(f"{metrics_file}: no {key!r} column; is it Postprocessing/evaluation_metrics.py's "
+                                "metrics_per_question.csv?")
+        skip = {"strategy", "strategy_display", "question_index", "question"}
+        answer_metrics = [c for c in answers.columns if c not in skip and pd.api.types.is_numeric_dtype(answers[c])]
+        merged = per_question.merge(answers, on=["strategy", "question_index"], how="inner")
+        correlations = spearman_table(merged, PER_QUESTION_CHUNK_METRICS, answer_metrics)
+        notes.append(f"correlations: {len(merged)} question x strategy pairs from {metrics_file}")
+    elif len(per_question):
+        notes.append(f"no correlations: {metrics_file} not found (run Postprocessing/evaluation_metrics.py)")
+
+    display = {s.name: s.display for s in common.STRATEGIES}
+    summary = to_frame(rows)
+    md = [f"# Chunk quality: {results_dir}\n", markdown_summary(rows, strategies, display)]
+    if correlations:
+        shown = [m for m in args.correlate_with.split(",") if m in answer_metrics] or answer_metrics
+        md.append("### Chunk metrics vs answer metrics\n\n" + markdown_correlations(correlations, shown))
+    md.append("### Notes\n\n" + "".join(f"- {n}\n" for n in notes))
+    report = "\n".join(md)
+    written = {"summary_csv": out_dir / "chunk_quality.csv", "summary_md": out_dir / "chunk_quality.md",
+               "chunks_csv": out_dir / "chunk_quality_chunks.csv"}
+    common.atomic_write_csv(written["summary_csv"], summary)
+    common.atomic_write_text(written["summary_md"], report)
+    common.atomic_write_csv(written["chunks_csv"], pd.concat(chunk_frames, ignore_index=True))
+    if len(per_question):
+        written["questions_csv"] = out_dir / "chunk_quality_questions.csv"
+        common.atomic_write_csv(written["questions_csv"], per_question)
+    if hope_frame is not None:
+        written["hope_csv"] = out_dir / "chunk_quality_hope.csv"
+        common.atomic_write_csv(written["hope_csv"], hope_frame)
+    if correlations:
+        written["correlation_csv"] = out_dir / "chunk_quality_correlation.csv"
+        common.atomic_write_csv(written["correlation_csv"], pd.DataFrame([asdict(c) for c in correlations]))
+    info = {"results_dir": str(results_dir), "strategies": strategies, "groundtruth": str(groundtruth_dir),
+            "evidence": str(evidence_file), "boundary_tolerance": args.boundary_tolerance,
+            "hit_threshold": args.hit_threshold, "tokens": token_label, "ci": asdict(ci),
+            "hope": None if args.no_hope else {**asdict(hope_settings(args)), "documents": args.hope_documents,
+                                                "seconds": hope_seconds},
+            "seconds": time.perf_counter() - started, "notes": notes}
+    written["run_json"] = out_dir / "chunk_quality_run.json"
+    common.atomic_write_text(written["run_json"], json.dumps(info, indent=2, ensure_ascii=False, default=str))
+    print(report)
+    print(f"outputs in {out_dir} ({info['seconds']:.0f} s)")
+    return {"written": written, "summary": summary, "notes": notes}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    common.setup_logging(args.verbose)
+    for noisy in ("httpx", "sentence_transformers", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    from ragstudy.errors import StudyInputError
+
+    try:
+        run(args)
+    except (DataError, StudyInputError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

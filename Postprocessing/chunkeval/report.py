@@ -1,0 +1,173 @@
+"""The chunk-quality table (strategy x metric, mean with a seeded bootstrap CI where per-item values exist) and
+the Spearman correlations between per-question chunk metrics and answer metrics (HOPE's analysis)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+
+from Postprocessing import stats
+from Postprocessing.common import markdown_table
+
+# metric name -> (group, description, higher is better (None: neither))
+METRICS: dict[str, tuple[str, str, bool | None]] = {
+    "chunks": ("intrinsic", "number of chunks", None),
+    "chars_mean": ("intrinsic", "chunk length, characters (mean)", None),
+    "chars_variance": ("intrinsic", "chunk length, characters (variance)", None),
+    "chars_cv": ("intrinsic", "chunk length, characters (coefficient of variation)", False),
+    "tokens_mean": ("intrinsic", "chunk length, tokens (mean)", None),
+    "tokens_variance": ("intrinsic", "chunk length, tokens (variance)", None),
+    "tokens_cv": ("intrinsic", "chunk length, tokens (coefficient of variation)", False),
+    "overlap_ratio": ("intrinsic", "characters in 2+ chunks / characters in any chunk", None),
+    "coverage": ("intrinsic", "share of the reference body text in some chunk", True),
+    "boundary_quality": ("intrinsic", "share of chunks whose body content ends at a sentence/block end", True),
+    "midword_cut_rate": ("intrinsic", "share of chunk edges that cut a word", False),
+    "noise_chunk_share": ("intrinsic", "share of chunks with no body text (headers, footers, TOC only)", False),
+    "hit_at_1": ("retrieval", "first retrieved parent contains the evidence", True),
+    "hit_at_k": ("retrieval", "retrieved parents contain the evidence", True),
+    "span_recall": ("retrieval", "evidence characters retrieved / evidence characters", True),
+    "span_precision": ("retrieval", "evidence characters retrieved / retrieved characters", True),
+    "span_iou": ("retrieval", "intersection over union of evidence and retrieved characters", True),
+    "concept_unity": ("hope", "HOPE concept unity", True),
+    "semantic_independence": ("hope", "HOPE semantic independence", True),
+    "information_preservation": ("hope", "HOPE information preservation (accuracy)", True),
+    "hope": ("hope", "HOPE aggregate (weighted mean of the three)", True),
+}
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    strategy: str
+    group: str
+    metric: str
+    n: int
+    mean: float
+    ci_low: float
+    ci_high: float
+    failures: int = 0
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class CiSettings:
+    n_resamples: int = 10_000
+    seed: int = 0
+    confidence: float = 0.95
+
+
+def estimate(strategy: str, metric: str, values: Sequence[float], ci: CiSettings, failures: int = 0,
+             note: str = "") -> MetricRow:
+    """Mean of per-item values with its bootstrap CI (NaN mean when there are no values)."""
+    group = METRICS[metric][0]
+    values = [float(v) for v in values]
+    if not values:
+        return MetricRow(strategy, group, metric, 0, math.nan, math.nan, math.nan, failures, note or "no items")
+    mean, low, high = stats.bootstrap_ci(values, ci.n_resamples, ci.seed, ci.confidence)
+    return MetricRow(strategy, group, metric, len(values), mean, low, high, failures, note)
+
+
+def point(strategy: str, metric: str, value: float, n: int, failures: int = 0, note: str = "") -> MetricRow:
+    """A value without per-item spread (a count, a variance, a ratio over all characters): no CI."""
+    return MetricRow(strategy, METRICS[metric][0], metric, n, float(value), math.nan, math.nan, failures, note)
+
+
+def to_frame(rows: Sequence[MetricRow]) -> pd.DataFrame:
+    return pd.DataFrame([asdict(r) for r in rows], columns=list(MetricRow.__dataclass_fields__))
+
+
+def _digits(metric: str) -> int:
+    if metric in ("chunks",) or metric.endswith(("_mean", "_variance")):
+        return 1
+    return 3
+
+
+def format_cell(row: MetricRow) -> str:
+    if row.n == 0 or math.isnan(row.mean):
+        text = "–"
+    elif row.metric == "chunks":
+        text = f"{int(row.mean)}"
+    elif math.isnan(row.ci_low):
+        text = f"{row.mean:,.{_digits(row.metric)}f}"
+    else:
+        text = stats.format_estimate(row.mean, row.ci_low, row.ci_high, _digits(row.metric))
+    if row.failures:
+        text += f" ({row.failures} failed)"
+    return text
+
+
+def markdown_summary(rows: Sequence[MetricRow], strategies: Sequence[str], display: Mapping[str, str]) -> str:
+    """Metrics as rows, strategies as columns, one section per group."""
+    by_key = {(r.strategy, r.metric): r for r in rows}
+    out = []
+    for group in ("intrinsic", "retrieval", "hope"):
+        metrics = [m for m, (g, _, _) in METRICS.items() if g == group and any((s, m) in by_key for s in strategies)]
+        if not metrics:
+            continue
+        body = []
+        for metric in metrics:
+            better = METRICS[metric][2]
+            arrow = " ↑" if better else " ↓" if better is False else ""
+            cells = [format_cell(by_key[(s, metric)]) if (s, metric) in by_key else "–" for s in strategies]
+            ns = [str(by_key[(s, metric)].n) if (s, metric) in by_key else "–" for s in strategies]
+            body.append([f"{metric}{arrow}", *cells, ns[0] if len(set(ns)) == 1 else "/".join(ns)])
+        headers = ["metric", *[display.get(s, s) for s in strategies], "n"]
+        out.append(f"### {group.capitalize()}\n\n" + markdown_table(headers, body, "l" + "r" * (len(strategies) + 1)))
+    return "\n".join(out)
+
+
+# ----------------------------------------------------------------------------------------------- correlation
+
+@dataclass(frozen=True)
+class Correlation:
+    chunk_metric: str
+    answer_metric: str
+    n: int
+    rho: float
+    p: float
+    note: str = ""
+
+
+def spearman_table(frame: pd.DataFrame, chunk_metrics: Sequence[str], answer_metrics: Sequence[str]
+                   ) -> list[Correlation]:
+    """Spearman's rho of every chunk metric with every answer metric over the rows of `frame` (question x
+    strategy). A constant column gives NaN with a note instead of a scipy warning."""
+    from scipy.stats import spearmanr
+
+    results = []
+    for chunk_metric in chunk_metrics:
+        for answer_metric in answer_metrics:
+            pair = frame[[chunk_metric, answer_metric]].dropna()
+            x, y = pair[chunk_metric].to_numpy(float), pair[answer_metric].to_numpy(float)
+            if len(pair) < 3:
+                results.append(Correlation(chunk_metric, answer_metric, len(pair), math.nan, math.nan,
+                                           "fewer than 3 pairs"))
+            elif np.ptp(x) == 0 or np.ptp(y) == 0:
+                constant = chunk_metric if np.ptp(x) == 0 else answer_metric
+                results.append(Correlation(chunk_metric, answer_metric, len(pair), math.nan, math.nan,
+                                           f"{constant} is constant"))
+            else:
+                rho, p = spearmanr(x, y)
+                results.append(Correlation(chunk_metric, answer_metric, len(pair), float(rho), float(p)))
+    return results
+
+
+def markdown_correlations(results: Sequence[Correlation], answer_metrics: Sequence[str]) -> str:
+    chunk_metrics = list(dict.fromkeys(r.chunk_metric for r in results))
+    by_key = {(r.chunk_metric, r.answer_metric): r for r in results}
+    body = []
+    for chunk_metric in chunk_metrics:
+        cells = []
+        for answer_metric in answer_metrics:
+            r = by_key.get((chunk_metric, answer_metric))
+            if r is None or math.isnan(r.rho):
+                cells.append("–" if r is None else f"– ({r.note})")
+            else:
+                cells.append(f"{r.rho:+.2f} ({stats.format_p(r.p)})")
+        body.append([chunk_metric, *cells])
+    n = max((r.n for r in results), default=0)
+    return (f"Spearman's ρ over question × strategy pairs (n = {n}):\n\n"
+            + markdown_table(["chunk metric", *answer_metrics], body, "l" + "r" * len(answer_metrics)))
