@@ -43,7 +43,9 @@ def furniture_key(text: str) -> str:
 
 
 def repeated_band_keys(pages: list[PageLines], header_band: float, footer_band: float, min_frac: float) -> set:
-    """(band, key) pairs that recur on at least max(2, min_frac of the pages) pages."""
+    """Keys of band lines that recur, in either band, on at least max(2, min_frac of the pages) pages.
+
+    Either band: journals print on page 1 at the top what later pages carry in the footer."""
     if len(pages) < 2:
         return set()
     counts: Counter = Counter()
@@ -52,23 +54,30 @@ def repeated_band_keys(pages: list[PageLines], header_band: float, footer_band: 
         for line in page.lines:
             band = band_of(line, page, header_band, footer_band)
             if band is not None:
-                seen.add((band, furniture_key(line.text)))
+                seen.add(furniture_key(line.text))
         counts.update(seen)
     need = max(2, math.ceil(min_frac * len(pages)))
     return {key for key, n in counts.items() if n >= need}
 
 
 def furniture_mask(pages: list[PageLines], header_band: float, footer_band: float, min_frac: float) -> list[list[bool]]:
-    """Per page, per line: True where the line is a running header/footer or a page number."""
+    """Per page, per line: True where the line is a running header/footer or a page number.
+
+    A band line also counts when it starts with a repeated key at least 8 characters long (a running string
+    extended on one page).
+    """
     keys = repeated_band_keys(pages, header_band, footer_band, min_frac)
+    prefixes = tuple(k for k in keys if len(k) >= 8)
     masks: list[list[bool]] = []
     for page in pages:
         mask = []
         for line in page.lines:
             band = band_of(line, page, header_band, footer_band)
-            mask.append(
-                band is not None and ((band, furniture_key(line.text)) in keys or PAGE_NUMBER.match(line.text) is not None)
-            )
+            if band is None:
+                mask.append(False)
+                continue
+            key = furniture_key(line.text)
+            mask.append(key in keys or key.startswith(prefixes) or PAGE_NUMBER.match(line.text) is not None)
         masks.append(mask)
     return masks
 

@@ -115,8 +115,8 @@ def doc_stats(pages: list[PageLines]) -> DocStats:
 def find_gutter(lines: list[Line], width: float, config: SegmenterConfig) -> tuple[float, float] | None:
     """The x-interval of a column gutter in the middle of the page, or None for a one-column page.
 
-    Only lines narrower than 55 % of the page vote; each side needs `column_min_lines` lines whose median
-    width is at least 28 % of the page (prose columns, not table cells).
+    Only lines narrower than 55 % of the page vote; each side needs `column_min_lines` lines at least 25 % of
+    the page wide (prose columns, not table cells).
     """
     narrow = [line for line in lines if line.x1 - line.x0 < 0.55 * width]
     if len(narrow) < 2 * config.column_min_lines:
@@ -145,8 +145,8 @@ def find_gutter(lines: list[Line], width: float, config: SegmenterConfig) -> tup
     left = [ln for ln in narrow if ln.x1 <= g0 + step]
     right = [ln for ln in narrow if ln.x0 >= g1 - step]
     for side in (left, right):
-        if len(side) < config.column_min_lines or median(ln.x1 - ln.x0 for ln in side) < 0.28 * width:
-            return None
+        if sum(ln.x1 - ln.x0 >= 0.25 * width for ln in side) < config.column_min_lines:
+            return None  # each column needs prose-width lines, not just table cells
     return g0, g1
 
 

@@ -18,6 +18,7 @@ _TRANSLATE = str.maketrans({**_LIGATURES, **_DROP, **_SPACES})
 BULLET_CHARS = frozenset("•-▪*‣◦‧–→●○■□◆◇►▶➢➤✓✔❖∙·—" + "\x01")
 _PRIVATE_USE = re.compile(r"[\ue000-\uf8ff]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_ODD = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\ue000-\uf8ff]")
 _MULTISPACE = re.compile(r"[ ]{2,}")
 
 # paper: bullets '• - ▪ * ‣ ◦ ‧ – →' and numbered/lettered items '1.', 'a)'.
@@ -33,14 +34,14 @@ ENUMERATOR = re.compile(r"^(?:\(?(?:\d{1,3}|[a-zA-Z]|[ivxIVX]{1,5})[\.\)]|\(\d{1
 def clean_line(text: str) -> str:
     """Normalise one extracted line: ligatures, odd spaces, control/private-use glyphs, collapsed spaces."""
     text = text.translate(_TRANSLATE)
-    if _PRIVATE_USE.search(text) or _CONTROL.search(text):
+    if _ODD.search(text):
         stripped = text.lstrip()
         # A symbol-font glyph at the start of a line is a bullet; anywhere else it is noise.
         if stripped and (_PRIVATE_USE.match(stripped) or stripped[0] == "\x01"):
             text = "• " + stripped[1:]
         text = _PRIVATE_USE.sub("", text)
         text = _CONTROL.sub("", text)
-    return _MULTISPACE.sub(" ", text).strip()
+    return _MULTISPACE.sub(" ", text).strip() if "  " in text else text.strip()
 
 
 def is_bullet_glyph(text: str) -> bool:
