@@ -57,7 +57,8 @@ def repeated_band_keys(pages: list[PageLines], header_band: float, footer_band: 
                 seen.add(furniture_key(line.text))
         counts.update(seen)
     need = max(2, math.ceil(min_frac * len(pages)))
-    return {key for key, n in counts.items() if n >= need}
+    # A key needs some substance: a lone bullet or dash near the page edge repeats without being furniture.
+    return {key for key, n in counts.items() if n >= need and sum(c.isalnum() or c == "#" for c in key) >= 3}
 
 
 def furniture_mask(pages: list[PageLines], header_band: float, footer_band: float, min_frac: float) -> list[list[bool]]:

@@ -314,6 +314,10 @@ def heading_level(line: VLine, stats: DocStats, config: SegmenterConfig) -> int:
     if _NUMBERED_HEADING_RE.match(text):
         return 2
     if starts_item(text):
+        # "8. GESTIONE DELLE EMERGENZE", "3. Ambito" in bold: numbered section headings, not list items
+        label, _, rest = text.partition(" ")
+        if label[:1].isdigit() and rest and (rest.isupper() or (line.bold and not stats.body_bold)):
+            return 2
         return 0
     if line.bold and not stats.body_bold:
         return 1
