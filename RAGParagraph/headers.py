@@ -42,23 +42,40 @@ def furniture_key(text: str) -> str:
     return _SPACES.sub(" ", _DIGITS.sub("#", text.lower())).strip()
 
 
+def _substantial(key: str) -> bool:
+    # A key needs some substance: a lone bullet or dash near the page edge repeats without being furniture.
+    return sum(c.isalnum() or c == "#" for c in key) >= 3
+
+
 def repeated_band_keys(pages: list[PageLines], header_band: float, footer_band: float, min_frac: float) -> set:
-    """Keys of band lines that recur, in either band, on at least max(2, min_frac of the pages) pages.
+    """Keys of band lines that recur, in either band, on at least max(2, min_frac of the pages) pages, or
+    that are the outermost text of at least max(2, 10 %) of the pages (a footer used on some pages only).
 
     Either band: journals print on page 1 at the top what later pages carry in the footer."""
     if len(pages) < 2:
         return set()
     counts: Counter = Counter()
+    edge_counts: Counter = Counter()
     for page in pages:
         seen = set()
-        for line in page.lines:
+        edge = set()
+        lines = [ln for ln in page.lines if PAGE_NUMBER.match(ln.text) is None]
+        top = min((ln.y0 for ln in lines), default=0.0)
+        bottom = max((ln.y1 for ln in lines), default=0.0)
+        for line in lines:
             band = band_of(line, page, header_band, footer_band)
             if band is not None:
-                seen.add(furniture_key(line.text))
+                key = furniture_key(line.text)
+                seen.add(key)
+                if line.y0 <= top + 3.0 or line.y1 >= bottom - 3.0:
+                    edge.add(key)
         counts.update(seen)
+        edge_counts.update(edge)
     need = max(2, math.ceil(min_frac * len(pages)))
-    # A key needs some substance: a lone bullet or dash near the page edge repeats without being furniture.
-    return {key for key, n in counts.items() if n >= need and sum(c.isalnum() or c == "#" for c in key) >= 3}
+    need_edge = max(2, math.ceil(0.1 * len(pages)))
+    keys = {key for key, n in counts.items() if n >= need}
+    keys |= {key for key, n in edge_counts.items() if n >= need_edge}
+    return {key for key in keys if _substantial(key)}
 
 
 def furniture_mask(pages: list[PageLines], header_band: float, footer_band: float, min_frac: float) -> list[list[bool]]:
