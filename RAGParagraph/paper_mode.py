@@ -9,6 +9,7 @@ pages that bookmarks point to (`paper_drop_bookmark_pages`, off by default becau
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from RAGParagraph.segmenter import Paragraph, SegmenterConfig
 
 Span = tuple[int, float, str, str]  # (page 0-based, size, font, text)
+_BLANK_LINES = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)*")
 
 
 def page_body_font(blocks: list[dict], height: float, low: float, high: float) -> tuple[float, str] | None:
@@ -147,7 +149,9 @@ def segment_paper(doc: pymupdf.Document, config: SegmenterConfig) -> list[Paragr
     """Paragraphs exactly as the paper's code cut them (no maximum size: that is the paper's behaviour)."""
     from RAGParagraph.segmenter import Paragraph
 
+    # Blank lines inside a paper paragraph (title + "\n" followed by "\n" + bullet) become one newline: the
+    # core separates paragraphs with a blank line. Whitespace only; words and order are the paper's.
     return [
-        Paragraph(text=text, page_start=first + 1, page_end=max(first, last) + 1, kind="paragraph")
+        Paragraph(text=_BLANK_LINES.sub("\n", text), page_start=first + 1, page_end=max(first, last) + 1, kind="paragraph")
         for text, first, last in paper_paragraphs(document_spans(doc, config), config)
     ]
