@@ -116,9 +116,10 @@ class PaperKnowledgeBase:
 
     strategy: ClassVar[str] = ""
 
-    def __init__(self, pdf_source_folder_path: str, profile: str | None = None) -> None:
+    def __init__(self, pdf_source_folder_path: str, profile: str | None = None, db_dir: str | None = None) -> None:
         self.pdf_source_folder_path = pdf_source_folder_path
         self.profile = profile
+        self.db_dir = db_dir
         self.retriever = None
 
     def initiate_document_injetion_pipeline(self):
@@ -126,6 +127,6 @@ class PaperKnowledgeBase:
         from .pipeline import build_retriever
 
         config = StudyConfig.resolve(documents=self.pdf_source_folder_path, profile=self.profile,
-                                     strategies=self.strategy)
+                                     strategies=self.strategy, db_dir=self.db_dir)
         self.retriever, _ = build_retriever(config, self.strategy)
         return self.retriever

