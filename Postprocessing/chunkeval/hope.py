@@ -150,8 +150,9 @@ class HopeItem:
 # --------------------------------------------------------------------------------------------------- parsing
 
 _NUMBERING = re.compile(r"^\s*(?:(?:domanda|d)\s*\d*\s*[:.)-]|\d+\s*[.):-]|[-*•·]|\(\d+\))\s*", re.IGNORECASE)
-_TRUE_LABEL = re.compile(r"^\s*(?:\d+\s*[.)]\s*)?\**\s*(?:vera|vero|true|v)\s*\**\s*[:.)-]\s*", re.IGNORECASE)
-_FALSE_LABEL = re.compile(r"^\s*(?:\d+\s*[.)]\s*)?\**\s*(?:falsa|falso|false|f)\s*\d*\s*\**\s*[:.)-]\s*",
+_TRUE_LABEL = re.compile(r"^\s*(?:\d+\s*[.)]\s*)?\**\s*(?:vera|vero|true|v)\s*\d*\s*\**\s*[:.)-]\s*\**\s*",
+                         re.IGNORECASE)
+_FALSE_LABEL = re.compile(r"^\s*(?:\d+\s*[.)]\s*)?\**\s*(?:falsa|falso|false|f)\s*\d*\s*\**\s*[:.)-]\s*\**\s*",
                           re.IGNORECASE)
 
 
@@ -211,12 +212,10 @@ def parse_choice(text: str, options: Sequence[str]) -> int | None:
     stripped = text.strip()
     match = re.match(rf"^\W*([{letters}])(?:\s*[).:\]-]|\s*$)", stripped)
     if match is None:
-        match = re.search(rf"(?:risposta|opzione|lettera|affermazione)\W+(?:è\W+|e\W+)?\(?([{letters}])\b",
-                          stripped, re.IGNORECASE)
-        if match is not None and match.group(1).upper() not in letters:
-            match = None
+        match = re.search(rf"(?i:risposta|opzione|lettera|affermazione)(?:\s+(?i:corretta|giusta|vera|esatta))?"
+                          rf"\s*(?:è|:)?\s*\(?([{letters}])(?:\W|$)", stripped)
     if match is not None:
-        return letters.index(match.group(1).upper())
+        return letters.index(match.group(1))
     folded = " ".join(stripped.casefold().split())
     quoted = [i for i, option in enumerate(options) if " ".join(option.casefold().split()) in folded]
     return quoted[0] if len(quoted) == 1 else None

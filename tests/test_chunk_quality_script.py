@@ -1,0 +1,190 @@
+"""Postprocessing/chunk_quality.py end to end on a hand-made results folder: two strategies over one document
+whose ground truth and evidence are in tests/fixtures/chunk_quality, with known retrieval scores; HOPE through
+the script with a fake LLM and fake embeddings."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from Postprocessing import chunk_quality
+from Postprocessing.chunkeval.align import document_name
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "chunk_quality"
+REPO_ROOT = Path(__file__).resolve().parents[1]
+QUESTIONS = ["Per quanti anni si conservano i fascicoli?", "Come si accede al portale?", "Quanto costa il servizio?"]
+P1 = ("Il sistema conserva i fascicoli per dieci anni dalla chiusura. La verifica dell'integrità avviene ogni sei "
+      "mesi.")
+P2 = "Per accedere al portale serve la Carta d'identità elettronica. L'accesso è consentito dalle otto alle venti."
+BODY = f"Conservazione\n\n{P1}\n\nAccesso\n\n{P2}"
+# the shared text layer: header and footer, a line-break hyphen and a ligature the ground truth does not have
+LAYER = ("Manuale di prova\n\nConservazione\n\nIl sistema conserva i fascicoli per dieci anni dalla chiu-\nsura. "
+         "La veri\ufb01ca dell'integrità avviene ogni sei mesi.\n\nAccesso\n\nPer accedere al portale serve la Carta "
+         "d'identità elettronica. L'accesso è consentito dalle otto alle venti.\n\nPagina 1 di 1")
+PDF = "/data/manuale.pdf"
+
+
+def _export(results: Path, strategy: str, text: str, pieces: list[str]) -> list:
+    from ragstudy.chunks import build_chunks, export_chunks, locate_pieces
+    from ragstudy.textlayer import SourceText
+
+    source = SourceText(PDF, "0" * 64, text, (0,))
+    chunked = build_chunks(source, locate_pieces(text, pieces), strategy, pages=[(1, 1)] * len(pieces))
+    export_chunks([chunked], strategy, results)
+    return list(chunked.chunks)
+
+
+def _dataset(results: Path, stem: str, strategy: str, retrieved: list[list]) -> None:
+    rows = [{"question_index": i, "question": q, "answer": "risposta", "contexts": [c.contents for c in chunks],
+             "sources": [{"doc_id": c.doc_id, "path": c.path, "page_start": 1, "page_end": 1} for c in chunks],
+             "strategy": strategy} for i, (q, chunks) in enumerate(zip(QUESTIONS, retrieved, strict=True))]
+    (results / f"{stem}.json").write_text(json.dumps(rows, ensure_ascii=False), encoding="utf-8")
+
+
+@pytest.fixture()
+def results(tmp_path: Path) -> Path:
+    folder = tmp_path / "results"
+    folder.mkdir()
+    para = _export(folder, "paragraph", BODY, ["Conservazione", P1, "Accesso", P2])
+    fixed_pieces = ["Manuale di prova\n\nConservazione\n\nIl sistema conserva i fascicoli per dieci anni dalla chiu-",
+                    "dalla chiu-\nsura. La veri\ufb01ca dell'integrità avviene ogni sei mesi.\n\nAccesso",
+                    "Per accedere al portale serve la Carta d'identità elettronica. L'accesso è",
+                    "L'accesso è consentito dalle otto alle venti.\n\nPagina 1 di 1"]
+    fixed = _export(folder, "fixed-size", LAYER, fixed_pieces)
+    _dataset(folder, "DatasetCustom", "paragraph", [[para[1]], [para[1], para[3]], [para[3]]])
+    _dataset(folder, "DatasetFixedSize", "fixed-size", [[fixed[1], fixed[0]], [fixed[2]], [fixed[3]]])
+    (folder / "config.json").write_text(json.dumps({"profile": "lite", "strategy_params": {
+        "paragraph": {"k": 1}, "fixed-size": {"k": 4}}}), encoding="utf-8")
+    return folder
+
+
+def _args(results: Path, *extra: str) -> list[str]:
+    return ["--results-dir", str(results), "--groundtruth", str(FIXTURES / "groundtruth"), "--evidence",
+            str(FIXTURES / "evidence.json"), "--tokens", "words", "--n-resamples", "500", *extra]
+
+
+def _table(results: Path) -> dict[tuple[str, str], pd.Series]:
+    frame = pd.read_csv(results / "chunk_quality.csv")
+    return {(row.strategy, row.metric): row for row in frame.itertuples()}
+
+
+def test_tables_with_known_retrieval_scores(results: Path, capsys) -> None:
+    assert chunk_quality.main(_args(results, "--no-hope")) == 0
+    table = _table(results)
+    # paragraph: question 0 retrieves exactly its evidence; question 1 retrieves P1 then P2 (evidence: P2's
+    # first sentence without its full stop, 61 characters); question 2 is unanswerable and left out
+    assert table[("paragraph", "hit_at_1")].mean == 0.5
+    assert table[("paragraph", "hit_at_k")].mean == 1.0
+    assert table[("paragraph", "span_recall")].mean == pytest.approx(1.0)
+    assert table[("paragraph", "span_iou")].mean == pytest.approx((1.0 + 61 / (len(P1) + len(P2))) / 2)
+    assert table[("paragraph", "span_iou")].n == 2
+    # fixed-size: P1 is split over two chunks; the first-ranked one holds most of it, but not 90%
+    assert table[("fixed-size", "hit_at_k")].mean == 1.0
+    assert table[("fixed-size", "hit_at_1")].mean == 0.5
+    # intrinsic: the ground truth's body text is fully covered by both, the fixed-size chunks overlap
+    assert table[("paragraph", "coverage")].mean == 1.0
+    assert table[("fixed-size", "coverage")].mean == 1.0
+    assert table[("paragraph", "overlap_ratio")].mean == 0.0
+    overlap = len("dalla chiu-") + len("L'accesso è")
+    covered = (LAYER.index("Accesso") + len("Accesso")) + (len(LAYER) - LAYER.index("Per accedere"))
+    assert table[("fixed-size", "overlap_ratio")].mean == pytest.approx(overlap / covered)
+    assert table[("paragraph", "chunks")].mean == 4
+    assert table[("paragraph", "boundary_quality")].mean == 1.0
+    assert table[("fixed-size", "boundary_quality")].mean == pytest.approx(2 / 4)
+    assert table[("fixed-size", "midword_cut_rate")].mean == 0.0
+    md = (results / "chunk_quality.md").read_text(encoding="utf-8")
+    assert "| span_iou ↑ |" in md and "Paragraph" in md and "Fixed-size" in md
+    assert "1 unanswerable question(s) left out" in (results / "chunk_quality.csv").read_text(encoding="utf-8")
+    per_question = pd.read_csv(results / "chunk_quality_questions.csv")
+    assert sorted(per_question["question_index"].unique()) == [0, 1]
+    assert "Chunk quality" in capsys.readouterr().out
+
+
+def test_correlations_with_answer_metrics(results: Path) -> None:
+    pd.DataFrame({
+        "strategy": ["paragraph", "paragraph", "fixed-size", "fixed-size"],
+        "strategy_display": ["Paragraph", "Paragraph", "Fixed-size", "Fixed-size"],
+        "question_index": [0, 1, 0, 1], "question": QUESTIONS[:2] * 2,
+        "ROUGE-L": [0.9, 0.5, 0.4, 0.3], "BERTScore F1": [0.8, 0.7, 0.6, 0.5],
+    }).to_csv(results / "metrics_per_question.csv", index=False)
+    assert chunk_quality.main(_args(results, "--no-hope")) == 0
+    corr = pd.read_csv(results / "chunk_quality_correlation.csv")
+    row = corr[(corr.chunk_metric == "span_iou") & (corr.answer_metric == "ROUGE-L")].iloc[0]
+    assert row.n == 4 and -1.0 <= row.rho <= 1.0
+    assert "Chunk metrics vs answer metrics" in (results / "chunk_quality.md").read_text(encoding="utf-8")
+
+
+def test_text_layer_reference_without_ground_truth(results: Path) -> None:
+    assert chunk_quality.main(_args(results, "--no-hope", "--groundtruth", "none", "--evidence", "none")) == 0
+    table = _table(results)
+    # the header and footer are now part of the reference: the paragraph strategy does not cover them
+    assert table[("paragraph", "coverage")].mean < 1.0
+    assert table[("fixed-size", "coverage")].mean == 1.0
+    assert ("paragraph", "span_iou") not in table
+
+
+def test_mismatched_dataset_and_export_is_an_error_naming_the_file(results: Path, capsys) -> None:
+    data = json.loads((results / "DatasetCustom.json").read_text(encoding="utf-8"))
+    data[1]["sources"][0]["doc_id"] = "nope"
+    data[1]["contexts"][0] = "testo che non esiste"
+    (results / "DatasetCustom.json").write_text(json.dumps(data), encoding="utf-8")
+    assert chunk_quality.main(_args(results, "--no-hope")) == 2
+    err = capsys.readouterr().err
+    assert "DatasetCustom.json row 1" in err and "different runs" in err
+
+
+class _Generator:
+    def __init__(self, params) -> None:
+        self.params, self.generated, self.cached = params, 0, 0
+
+    def __call__(self, prompt: str) -> str:
+        self.generated += 1
+        if prompt.startswith("Leggi il testo seguente e scrivi"):
+            return "1. Per quanto tempo si conserva?\n2. Chi controlla l'integrità?\n3. Come si accede?"
+        if prompt.startswith("Leggi il testo seguente. Scrivi"):
+            return "non ho capito"  # every window fails to parse: counted, not scored
+        return "Dieci anni."
+
+
+class _Embedder:
+    def embed_documents(self, texts):
+        return [[1.0, float(len(t) % 7)] for t in texts]
+
+    def embed_query(self, text):
+        return [1.0, float(len(text) % 7)]
+
+
+def test_hope_through_the_script_with_fake_models(results: Path, monkeypatch) -> None:
+    import ragstudy.pipeline
+    from ragstudy.generation import GenerationParams
+
+    monkeypatch.setattr(ragstudy.pipeline, "make_generator", lambda config: _Generator(GenerationParams(96)))
+    monkeypatch.setattr(ragstudy.pipeline, "make_embedding", lambda config: _Embedder())
+    assert chunk_quality.main(_args(results, "--hope-passages", "2", "--hope-windows", "2")) == 0
+    table = _table(results)
+    for strategy in ("paragraph", "fixed-size"):
+        assert table[(strategy, "semantic_independence")].mean == pytest.approx(1.0)  # same answer both ways
+        assert table[(strategy, "concept_unity")].n == 2
+        ip = table[(strategy, "information_preservation")]
+        assert ip.n == 0 and ip.failures == 2  # parse failures are counted, never scored as 0
+        assert table[(strategy, "hope")].mean == pytest.approx(
+            (table[(strategy, "concept_unity")].mean + 1.0) / 2)
+    items = pd.read_csv(results / "chunk_quality_hope.csv")
+    assert set(items["measure"]) == {"concept_unity", "semantic_independence", "information_preservation"}
+    run = json.loads((results / "chunk_quality_run.json").read_text(encoding="utf-8"))
+    assert run["hope"]["passages"] == 2
+
+
+def test_help_is_fast_and_describes_the_outputs() -> None:
+    out = subprocess.run([sys.executable, str(REPO_ROOT / "Postprocessing" / "chunk_quality.py"), "--help"],
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    assert "chunk_quality.md" in out and "--hope-passages" in out and "--no-hope" in out
+
+
+def test_document_name_ties_paths_to_ground_truth() -> None:
+    assert document_name(PDF) == "manuale.pdf"
