@@ -80,7 +80,8 @@ class StudyConfig:
         origins: dict[str, str] = {}
         profile_name = profile or file_values.pop("profile", None)
         if profile_name is None:
-            profile_name, origins["profile"] = default_profile_name(), "default (CUDA available?)"
+            profile_name = default_profile_name()
+            origins["profile"] = "default: CUDA available" if profile_name == "paper" else "default: no CUDA"
         else:
             origins["profile"] = "--profile" if profile else f"config file {config_file}"
         if profile_name not in PROFILES:
