@@ -61,7 +61,12 @@ def lines_from_dict(index: int, data: dict) -> PageLines:
                 raw = span["text"]
             else:
                 raw = "".join(s["text"] for s in spans)
-                span = max(spans, key=lambda s: len(s["text"].strip()))
+                span = spans[0]
+                best = -1
+                for s in spans:  # the span holding most characters gives the line's font
+                    n = len(s["text"])
+                    if n > best:
+                        span, best = s, n
                 if spans[0]["text"].strip() == "o" and spans[1]["text"][:1].isspace():
                     raw = "•" + raw.lstrip()[1:]  # Word's second-level bullet: an 'o' in its own span
             text = clean_line(raw)

@@ -100,9 +100,12 @@ def furniture_mask(pages: list[PageLines], header_band: float, footer_band: floa
     return masks
 
 
+_LEADER_HINTS = ("..", ". .", "…", "__", "_ _", "--", "- -", "··", "· ·")
+
+
 def is_toc_entry(text: str) -> bool:
     """A TOC entry line: dotted leaders (optionally followed by a page number)."""
-    return LEADER.search(text) is not None
+    return any(h in text for h in _LEADER_HINTS) and LEADER.search(text) is not None
 
 
 def toc_mask(lines: list[Line], min_frac: float) -> list[bool]:

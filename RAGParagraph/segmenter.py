@@ -36,7 +36,7 @@ class SegmenterConfig:
     heading_max_chars: int = 120  # layout: headings are shorter than this
     para_gap: float = 0.5  # layout: vertical gap (in font sizes) beyond the usual line gap that ends a paragraph
     indent: float = 0.8  # layout: first-line indentation (in font sizes) that starts a paragraph
-    cell_gap: float = 1.5  # layout: horizontal gap (in font sizes) between two cells of a table row
+    cell_gap: float = 0.5  # layout: horizontal gap (in font sizes) between two cells of a table row
     column_min_lines: int = 5  # layout: lines each column needs before a page is read as two columns
     # --- paper mode (values of the paper's code) ---
     paper_center_low: float = 0.4  # body font = most common (size, font) among spans centred in 40-60 % ...
