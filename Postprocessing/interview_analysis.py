@@ -250,9 +250,11 @@ def build_figures(survey: Survey) -> dict[str, object]:
     figs: dict[str, object] = {}
 
     def pie(frame: pd.DataFrame, title: str) -> go.Figure:
+        total = max(1, int(frame["count"].sum()))
+        text = [f"{v} ({v / total:.1%})" if v else "" for v in frame["count"]]  # no label on empty slices
         fig = go.Figure(go.Pie(labels=frame["category"], values=frame["count"], sort=False, direction="clockwise",
                                marker=dict(colors=[COLORS[c] for c in frame["category"]]),
-                               textinfo="percent+value", texttemplate="%{value} (%{percent:.1%})"))
+                               text=text, textinfo="text"))
         fig.update_layout(title=title, font=font, width=800, height=600,
                           legend=dict(orientation="h", yanchor="top", y=-0.05, xanchor="center", x=0.5))
         return fig
