@@ -44,7 +44,7 @@ def furniture_key(text: str) -> str:
 
 def _substantial(key: str) -> bool:
     # A key needs some substance: a lone bullet or dash near the page edge repeats without being furniture.
-    return sum(c.isalnum() or c == "#" for c in key) >= 3
+    return sum(c.isalnum() or c == "#" for c in key) >= 2
 
 
 def repeated_band_keys(pages: list[PageLines], header_band: float, footer_band: float, min_frac: float) -> set:
@@ -121,7 +121,11 @@ def toc_mask(lines: list[Line], min_frac: float) -> list[bool]:
         return leaders
     right = max(line.x1 for line, flag in zip(lines, leaders) if flag)
     entries = [
-        flag or (_ENDS_WITH_PAGE.search(line.text) is not None and abs(line.x1 - right) < 3.0)
+        flag
+        or (
+            abs(line.x1 - right) < 3.0
+            and (_ENDS_WITH_PAGE.search(line.text) is not None or PAGE_NUMBER.match(line.text) is not None)
+        )
         for line, flag in zip(lines, leaders)
     ]
     n_entries = sum(entries)

@@ -46,6 +46,7 @@ class VLine:
     bold: bool
     left: float  # region's left text margin
     right: float  # region's right text margin
+    note: bool = False  # a footnote at the foot of the page: read after the paragraph it interrupts
 
 
 @dataclass(slots=True)
@@ -297,6 +298,24 @@ def page_stream(
     return out
 
 
+_NOTE_MARK = re.compile(r"^(?:\d{1,3}|[*†‡§¹²³⁴⁵⁶⁷⁸⁹⁰]+)\s*\S")
+
+
+def mark_footnotes(items: list[VLine | Table], height: float, body: float) -> None:
+    """Flag the page's trailing small-print lines (smaller than the body, low on the page, opening with a note
+    mark such as '12 ...' or '* ...') as footnotes, so a paragraph running onto the next page is not cut."""
+    start = len(items)
+    while start > 0:
+        item = items[start - 1]
+        if not isinstance(item, VLine) or item.size > body - 1.0 or item.y0 < 0.6 * height:
+            break
+        start -= 1
+    while start < len(items) and not _NOTE_MARK.match(items[start].text):
+        start += 1  # the footnote block opens with a mark; small lines before it are not notes
+    for item in items[start:]:
+        item.note = True
+
+
 # ----------------------------------------------------------------------------- paragraph assembly
 
 
@@ -341,8 +360,13 @@ def _continues(unit: Unit, line: VLine, heading: int, stats: DocStats, config: S
     if abs(line.size - prev.size) > 1.0:
         return False
     if line.page != prev.page or line.region != prev.region:
-        # Across a page or column break a paragraph goes on only if its last line did not end a sentence.
-        return unit.kind in ("paragraph", "item") and prev.text[-1] not in _SENTENCE_END
+        # Across a page or column break a paragraph goes on only if its last line did not end a sentence,
+        # the new line is not indented (a new paragraph) and a list item is not left by an outdent.
+        if unit.kind not in ("paragraph", "item") or prev.text[-1] in _SENTENCE_END:
+            return False
+        if unit.kind == "item":
+            return line.x0 - line.left > unit.x0 - prev.left - 2.0
+        return line.x0 - line.left <= config.indent * size
     gap = line.y0 - prev.y1
     if gap > stats.line_gap + config.para_gap * size or gap < -size:
         return False
@@ -363,8 +387,22 @@ def build_units(stream: list[VLine | Table], stats: DocStats, config: SegmenterC
     units: list[Unit] = []
     pending: VLine | None = None
     current: Unit | None = None
+    notes: list[VLine] = []
+
+    def flush_notes() -> None:
+        for note in notes:
+            if units and units[-1].kind == "note" and not _NOTE_MARK.match(note.text):
+                units[-1].text = join_lines(units[-1].text, note.text)
+            else:
+                units.append(Unit("note", note.text, note.page, note.page))
+        notes.clear()
+
     for item in stream:
+        if isinstance(item, VLine) and item.note:
+            notes.append(item)
+            continue
         if isinstance(item, Table):
+            flush_notes()
             text = "\n".join(" | ".join(c for c in row if c) for row in item.rows)
             prev = units[-1] if units else None
             if (
@@ -394,9 +432,14 @@ def build_units(stream: list[VLine | Table], stats: DocStats, config: SegmenterC
             current.last = line
             continue
         kind = "title" if heading else ("item" if starts_item(line.text) else "paragraph")
+        flush_notes()
         current = _new_unit(line, kind)
         current.level = heading
         units.append(current)
+    flush_notes()
+    for unit in units:
+        if unit.kind == "note":
+            unit.kind = "paragraph"
     return units
 
 
@@ -499,7 +542,9 @@ def segment_layout(doc: pymupdf.Document, config: SegmenterConfig) -> list[Parag
         body = [line for line, drop in zip(page.lines, mask) if not drop]
         toc = toc_mask(body, config.toc_page_min_frac)
         body = [line for line, drop in zip(body, toc) if not drop]
-        stream.extend(page_stream(page, body, config, region_base=page.index * 1000))
+        items = page_stream(page, body, config, region_base=page.index * 1000)
+        mark_footnotes(items, page.height, stats.page_body[page.index] if stats.page_body else stats.body_size)
+        stream.extend(items)
     units = merge_short(attach_titles(group_lists(build_units(stream, stats, config))), config.min_chars, config.max_chars)
     paragraphs: list[Paragraph] = []
     for unit in units:

@@ -261,6 +261,14 @@ def test_layout_paragraph_continues_across_pages_until_sentence_end() -> None:
     assert (only.page_start, only.page_end) == (1, 2)
 
 
+def test_layout_footnote_does_not_cut_a_paragraph_running_onto_the_next_page() -> None:
+    note = "1 Decreto legislativo 7 marzo 2005, n. 82, Codice dell'amministrazione digitale."
+    page1 = lines_at(72, 600, BODY[:2], 11) + [(72, 780, note, 8, "helv")]
+    doc = build_pdf([page1, lines_at(72, 100, BODY[2:], 11)])
+    out = texts(segment_pdf(doc, SegmenterConfig(min_chars=0)))
+    assert out == [" ".join(BODY), note]
+
+
 def test_page_without_text_yields_nothing() -> None:
     doc = build_pdf([[], lines_at(72, 100, BODY, 11), []])
     for config in (LAYOUT, PAPER):
