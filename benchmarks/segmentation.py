@@ -384,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="folder of ground truth (<stem>.json sample format or <stem>.docling-gt.json); "
                              "repeatable (default: ../shared/pdfs/groundtruth and sample/groundtruth if present)")
     parser.add_argument("--modes", default="layout,paper", help="comma-separated modes (default: layout,paper)")
-    parser.add_argument("--repeat", type=int, default=3, help="timing repetitions, best kept (default: 3)")
+    parser.add_argument("--repeat", type=int, default=5, help="timing repetitions, best kept (default: 5)")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows as JSON to this file")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
