@@ -150,6 +150,9 @@ def run_study(config: StudyConfig) -> list[StrategyReport]:
     """Run every configured strategy end to end; returns what each did (for the summary and tests)."""
     from .models import model_label
 
+    import torch
+
+    torch.set_num_threads(config.resolved_threads())
     output_dir = Path(config.output_dir)
     documents = load_documents(Path(config.documents))
     questions = [] if config.chunks_only else read_questions(config.questions, config.limit)
