@@ -10,14 +10,14 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from ragstudy.io import atomic_save, atomic_write_text  # noqa: F401  (re-exported for the scripts)
 
 logger = logging.getLogger(__name__)
 
@@ -38,11 +38,15 @@ class Strategy:
     stem: str  # file stem evaluation_chain.py writes
 
 
-STRATEGIES: tuple[Strategy, ...] = (
-    Strategy("paragraph", "Paragraph", "DatasetCustom"),
-    Strategy("fixed-size", "Fixed-size", "DatasetFixedSize"),
-    Strategy("newline", "Blank-line", "DatasetNewLine"),
-)
+def _registered_strategies() -> tuple[Strategy, ...]:
+    """The strategies of the chain's registry, in its order (paragraph, fixed-size, newline, then any added)."""
+    from ragstudy import registry
+
+    specs = [registry.get(name) for name in registry.available()]
+    return tuple(Strategy(s.name, s.display_name or s.name, s.dataset_name) for s in specs)
+
+
+STRATEGIES: tuple[Strategy, ...] = _registered_strategies()
 STRATEGY_BY_NAME: dict[str, Strategy] = {s.name: s for s in STRATEGIES}
 # paper: the survey always showed (Custom, FixedSize, NewLine) as Opzione 1/2/3.
 PAPER_SURVEY_ORDER: tuple[str, ...] = ("paragraph", "fixed-size", "newline")
@@ -261,40 +265,9 @@ def read_run_config(results_dir: Path) -> dict[str, Any]:
     return data
 
 
-def _atomic_target(path: Path) -> tuple[int, str]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write UTF-8 text via a temp file and os.replace (never a half-written output)."""
-    path = Path(path)
-    fd, tmp = _atomic_target(path)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def atomic_write_csv(path: Path, frame: pd.DataFrame) -> None:
     """``frame.to_csv(index=False)`` atomically, UTF-8."""
     atomic_write_text(Path(path), frame.to_csv(index=False))
-
-
-def atomic_save(path: Path, save: Any) -> None:
-    """Call ``save(tmp_path)`` then move tmp onto ``path`` (for writers that need a file name)."""
-    path = Path(path)
-    fd, tmp = _atomic_target(path)
-    os.close(fd)
-    try:
-        save(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], align: str | None = None) -> str:

@@ -22,6 +22,7 @@ SPEC = register(StrategySpec(
     defaults=StrategyParams(parent={"chunk_size": 800, "chunk_overlap": 50}, child_chunk_size=200, k=4),
     make_chunker=make_chunker,
     description="RecursiveCharacterTextSplitter parents",
+    display_name="Fixed-size",
 ))
 
 

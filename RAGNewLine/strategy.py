@@ -36,6 +36,7 @@ SPEC = register(StrategySpec(
     defaults=StrategyParams(parent={}, child_chunk_size=200, k=4),
     make_chunker=make_chunker,
     description="parents split at blank lines",
+    display_name="Blank-line",
 ))
 
 

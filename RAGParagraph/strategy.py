@@ -67,6 +67,7 @@ SPEC = register(StrategySpec(
     defaults=StrategyParams(parent=asdict(SegmenterConfig()), child_chunk_size=250, child_chunk_overlap=50, k=1),
     make_chunker=make_chunker,
     description="layout-aware paragraphs (RAGParagraph.segmenter)",
+    display_name="Paragraph",
 ))
 
 

@@ -51,6 +51,20 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+def atomic_save(path: Path, save) -> None:
+    """Call `save(tmp_path)` (for writers that need a file name, e.g. openpyxl, kaleido), then rename onto `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
+    os.close(fd)
+    try:
+        save(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 

@@ -60,6 +60,7 @@ class StrategySpec:
     defaults: StrategyParams
     make_chunker: Callable[[StrategyParams], Chunker]
     description: str = ""
+    display_name: str = ""  # for tables and plots, e.g. "Blank-line"
 
 
 _REGISTRY: dict[str, StrategySpec] = {}
