@@ -74,11 +74,15 @@ def test_sentence_windows() -> None:
 # --------------------------------------------------------------------------------------------------- parsing
 
 def test_parse_questions_numbered_bulleted_and_missing() -> None:
-    output = "Ecco le domande:\n1. Quanti anni dura la conservazione?\n2) Chi verifica i file?\n\n- Ok\n3. Chi verifica i file?"
-    assert hope.parse_questions(output, 3) == ["Ecco le domande:", "Quanti anni dura la conservazione?",
-                                               "Chi verifica i file?"]
+    output = ("Ecco le domande:\n1. Quanti anni dura la conservazione?\n2) Chi verifica i file?\n\n- Ok\n"
+              "3. Chi verifica i file?\n4. Quale ente gestisce il portale\n5. Il sistema conserva i fascicoli.")
+    assert hope.parse_questions(output, 5) == ["Quanti anni dura la conservazione?", "Chi verifica i file?",
+                                               "Quale ente gestisce il portale"]
+    assert hope.parse_questions(output, 2) == ["Quanti anni dura la conservazione?", "Chi verifica i file?"]
     assert hope.parse_questions("Domanda 1: Dove si trova il server? Domanda 2: Come si accede al portale?", 3) == [
-        "Dove si trova il server?", "Domanda 2: Come si accede al portale?"]
+        "Dove si trova il server?", "Come si accede al portale?"]
+    # an echo of the passage is not a question
+    assert hope.parse_questions("4.2 Conservazione\nI pacchetti vengono trasformati in pacchetti.", 3) == []
     assert hope.parse_questions("", 3) == []
     assert hope.parse_questions("Sì.", 3) == []
 
@@ -90,6 +94,10 @@ def test_parse_statements_labelled_unlabelled_and_broken() -> None:
     assert hope.parse_statements(numbered) == ("Il cane abbaia forte.", ["Il cane miagola spesso.",
                                                                          "Il cane vola via."])
     assert hope.parse_statements("Non so cosa scrivere.") == (None, [])
+    assert hope.parse_statements("Il testo dice questo.\nE dice anche quello.") == (None, [])  # echo, no list
+    bare = "VERA:\nIl token dura un'ora.\n\nFALSE:\nIl token dura un giorno.\nFALSA: Il token non scade mai."
+    assert hope.parse_statements(bare) == ("Il token dura un'ora.", ["Il token dura un giorno.",
+                                                                     "Il token non scade mai."])
     assert hope.parse_statements("VERA: Il sole è caldo oggi.") == ("Il sole è caldo oggi.", [])
 
 

@@ -160,47 +160,73 @@ def _clean_line(line: str) -> str:
     return _NUMBERING.sub("", line).strip().strip("*").strip()
 
 
+_INTERROGATIVE = re.compile(r"^(?:chi|che|cosa|come|dove|quando|qual|quale|quali|quanto|quanta|quanti|quante|"
+                            r"perché|perche|in che|in quale|per quale|a cosa|a chi|di cosa|con cosa|da chi)\b",
+                            re.IGNORECASE)
+_LISTED = re.compile(r"^\s*(?:\d+\s*[.):-]|[-*•·]|\(\d+\))\s*")
+
+
+def is_question(text: str) -> bool:
+    """A question: it ends with '?' or starts with an Italian interrogative word (an echo of the passage is not)."""
+    return text.rstrip().endswith("?") or bool(_INTERROGATIVE.match(text.strip()))
+
+
 def parse_questions(text: str, limit: int) -> list[str]:
     """Questions from an LLM output: numbered or bulleted lines, or several '?' sentences on one line.
 
-    Lines shorter than three words are dropped (fragments), duplicates too; at most `limit` are returned.
+    Only questions count (see `is_question`); fragments under three words and duplicates are dropped; at most
+    `limit` are returned. Missing items simply make the list shorter.
     """
     candidates: list[str] = []
     for line in text.splitlines():
         line = _clean_line(line)
         if line.count("?") > 1:
-            candidates += [part.strip() + "?" for part in line.split("?") if part.strip()]
+            candidates += [_clean_line(part) + "?" for part in line.split("?") if part.strip()]
         elif line:
             candidates.append(line)
     questions, seen = [], set()
     for question in candidates:
         key = " ".join(question.casefold().split())
-        if len(question.split()) >= 3 and key not in seen:
+        if len(question.split()) >= 3 and is_question(question) and key not in seen:
             seen.add(key)
             questions.append(question)
     return questions[:limit]
 
 
 def parse_statements(text: str) -> tuple[str | None, list[str]]:
-    """(true statement, false statements) from lines labelled VERA/FALSA (or, without labels, numbered lines:
-    the first is taken as true, the next three as false). Statements under three words are dropped."""
+    """(true statement, false statements) from an LLM output.
+
+    Lines labelled VERA/FALSA (a label alone on its line labels the next line); without any label, numbered or
+    bulleted lines: the first is taken as true, the next three as false (plain echoed text is not accepted).
+    Statements under three words are dropped.
+    """
     true, false = None, []
-    unlabelled: list[str] = []
+    listed: list[str] = []
+    pending: str | None = None  # "true"/"false": a bare label waiting for its statement on the next line
     for line in text.splitlines():
-        if _TRUE_LABEL.match(line):
-            statement = _TRUE_LABEL.sub("", line).strip()
-            if true is None and len(statement.split()) >= 3:
-                true = statement
-        elif _FALSE_LABEL.match(line):
-            statement = _FALSE_LABEL.sub("", line).strip()
-            if len(statement.split()) >= 3:
-                false.append(statement)
+        if not line.strip():
+            continue
+        kind = "true" if _TRUE_LABEL.match(line) else "false" if _FALSE_LABEL.match(line) else None
+        if kind is not None:
+            statement = (_TRUE_LABEL if kind == "true" else _FALSE_LABEL).sub("", line).strip()
+            if not statement:
+                pending = kind
+                continue
+        elif pending is not None:
+            kind, statement = pending, _clean_line(line)
         else:
             statement = _clean_line(line)
-            if len(statement.split()) >= 3:
-                unlabelled.append(statement)
-    if true is None and not false and len(unlabelled) >= 2:
-        true, false = unlabelled[0], unlabelled[1:]
+            if _LISTED.match(line) and len(statement.split()) >= 3:
+                listed.append(statement)
+        pending = None
+        if kind is None or len(statement.split()) < 3:
+            continue
+        if kind == "true" and true is None:
+            true = statement
+        elif kind == "false":
+            false.append(statement)
+    if true is None and not false and len(listed) >= 2:
+        true, false = listed[0], listed[1:]
     false = [f for f in dict.fromkeys(false) if f != true]
     return true, false[:3]
 
