@@ -348,7 +348,8 @@ def run(args: argparse.Namespace) -> dict:
         notes.append(f"HOPE: {config.profile.llm} + {config.profile.embedding} on {len(documents)} PDF(s) "
                      f"({', '.join(documents)}); {settings.passages} passages x {settings.questions} questions, "
                      f"{settings.windows} windows, seed {settings.seed}; {generator.generated} LLM calls generated, "
-                     f"{generator.cached} from cache; {hope_seconds:.0f} s")
+                     f"{generator.cached} from cache; {hope_seconds:.0f} s. Information preservation picks among up "
+                     "to 4 statements (chance 0.25 with 4); the aggregate averages the measures that have scores")
 
     correlations = []
     per_question = pd.concat(question_frames, ignore_index=True) if question_frames else pd.DataFrame()

@@ -39,6 +39,10 @@ METRICS: dict[str, tuple[str, str, bool | None]] = {
 }
 
 
+GROUP_TITLES = {"intrinsic": "Intrinsic chunk statistics", "retrieval": "Retrieval from evidence (answerable questions)",
+                "hope": "HOPE (failed = LLM output that could not be parsed; left out of the mean)"}
+
+
 @dataclass(frozen=True)
 class MetricRow:
     strategy: str
@@ -115,7 +119,7 @@ def markdown_summary(rows: Sequence[MetricRow], strategies: Sequence[str], displ
             ns = [str(by_key[(s, metric)].n) if (s, metric) in by_key else "–" for s in strategies]
             body.append([f"{metric}{arrow}", *cells, ns[0] if len(set(ns)) == 1 else "/".join(ns)])
         headers = ["metric", *[display.get(s, s) for s in strategies], "n"]
-        out.append(f"### {group.capitalize()}\n\n" + markdown_table(headers, body, "l" + "r" * (len(strategies) + 1)))
+        out.append(f"### {GROUP_TITLES[group]}\n\n" + markdown_table(headers, body, "l" + "r" * (len(strategies) + 1)))
     return "\n".join(out)
 
 
