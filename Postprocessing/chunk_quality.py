@@ -261,13 +261,92 @@ def hope_settings(args: argparse.Namespace):
         raise DataError(f"HOPE settings: {exc}") from exc
 
 
+def retrieval_section(args: argparse.Namespace, results_dir: Path, exports, references, ci, notes: list[str]):
+    """Retrieval rows of every strategy that has a Dataset file, and the per-question frames."""
+    from Postprocessing.chunkeval import data
+
+    evidence_file = _optional_path(args.evidence)
+    if evidence_file is None or not evidence_file.is_file():
+        notes.append(f"retrieval metrics skipped: evidence file {evidence_file} not found")
+        return [], []
+    from ragstudy.groundtruth import load_evidence
+
+    try:
+        evidence = load_evidence(evidence_file)
+    except ValueError as exc:
+        raise DataError(str(exc)) from exc
+    rows, frames = [], []
+    for export in exports:
+        path = data.dataset_path(results_dir, export.strategy)
+        if path is None:
+            notes.append(f"{export.strategy}: no Dataset file in {results_dir}, no retrieval metrics (run "
+                         "evaluation_chain.py without --chunks-only)")
+            continue
+        r, f = retrieval_rows(export, data.load_dataset(path), path, evidence, evidence_file, references,
+                              args.boundary_tolerance, args.hit_threshold, ci)
+        rows += r
+        frames.append(f)
+    k = {name: p.get("k") for name, p in common.read_run_config(results_dir).get("strategy_params", {}).items()}
+    notes.append(f"retrieval: evidence {evidence_file}; hit = evidence recall >= {args.hit_threshold}; k (child "
+                 f"windows) per strategy: {k or 'unknown'}")
+    return rows, frames
+
+
+def hope_section(args: argparse.Namespace, config, exports, references, ci, notes: list[str]):
+    """HOPE rows and items (None when --no-hope), and the seconds HOPE took."""
+    if args.no_hope:
+        return [], None, None
+    from Postprocessing.chunkeval import data
+    from Postprocessing.chunkeval.hope import llms_from_generator
+    from ragstudy.pipeline import make_embedding, make_generator
+
+    settings = hope_settings(args)
+    spec = args.hope_documents.strip()
+    documents = data.documents_subset(references, int(spec) if spec.isdigit() else None,
+                                      None if spec.isdigit() else [s.strip() for s in spec.split(",")])
+    generator = make_generator(config)
+    started = time.perf_counter()
+    rows, items = hope_rows(exports, references, documents, llms_from_generator(generator, settings),
+                            make_embedding(config), settings, ci)
+    seconds = time.perf_counter() - started
+    notes.append(f"HOPE: {config.profile.llm} + {config.profile.embedding} on {len(documents)} PDF(s) "
+                 f"({', '.join(documents)}); {settings.passages} passages x {settings.questions} questions, "
+                 f"{settings.windows} windows, seed {settings.seed}; {generator.generated} LLM calls generated, "
+                 f"{generator.cached} from cache; {seconds:.0f} s. Information preservation picks among up to 4 "
+                 "statements (chance 0.25 with 4); the aggregate averages the measures that have scores")
+    return rows, items, seconds
+
+
+def correlation_section(args: argparse.Namespace, results_dir: Path, per_question, notes: list[str]):
+    """Spearman correlations of per-question chunk metrics with the answer metrics, and those metrics' names."""
+    import pandas as pd
+
+    from Postprocessing.chunkeval.report import spearman_table
+
+    metrics_file = Path(args.metrics_per_question or results_dir / "metrics_per_question.csv")
+    if not len(per_question):
+        return [], []
+    if not metrics_file.is_file():
+        notes.append(f"no correlations: {metrics_file} not found (run Postprocessing/evaluation_metrics.py)")
+        return [], []
+    answers = pd.read_csv(metrics_file)
+    for key in ("strategy", "question_index"):
+        if key not in answers.columns:
+            raise DataError(f"{metrics_file}: no {key!r} column; is it Postprocessing/evaluation_metrics.py's "
+                            "metrics_per_question.csv?")
+    skip = {"strategy", "strategy_display", "question_index", "question"}
+    answer_metrics = [c for c in answers.columns if c not in skip and pd.api.types.is_numeric_dtype(answers[c])]
+    merged = per_question.merge(answers, on=["strategy", "question_index"], how="inner")
+    notes.append(f"correlations: {len(merged)} question x strategy pairs from {metrics_file}")
+    return spearman_table(merged, PER_QUESTION_CHUNK_METRICS, answer_metrics), answer_metrics
+
+
 def run(args: argparse.Namespace) -> dict:
-    """The whole evaluation; returns what was written (for tests)."""
+    """The whole evaluation: load and align, compute every section, write the tables; returns what it wrote."""
     import pandas as pd
 
     from Postprocessing.chunkeval import data
-    from Postprocessing.chunkeval.report import (CiSettings, markdown_correlations, markdown_summary,
-                                                  spearman_table, to_frame)
+    from Postprocessing.chunkeval.report import CiSettings, markdown_correlations, markdown_summary, to_frame
 
     started = time.perf_counter()
     results_dir = Path(args.results_dir)
@@ -288,8 +367,7 @@ def run(args: argparse.Namespace) -> dict:
         shares = ", ".join(f"{d} {100 * v:.0f}%" for d, v in sorted(export.matched_share.items()))
         notes.append(f"{export.strategy}: reference matched by its source text: {shares}")
 
-    needs_models = args.tokens == "embedding" or not args.no_hope
-    config = study_config(results_dir, args.profile) if needs_models else None
+    config = study_config(results_dir, args.profile) if args.tokens == "embedding" or not args.no_hope else None
     if config is not None:
         import torch
 
@@ -302,76 +380,13 @@ def run(args: argparse.Namespace) -> dict:
         r, f = intrinsic_rows(export, references, token_counter, args.boundary_tolerance, ci)
         rows += r
         chunk_frames.append(f)
-
-    question_frames = []
-    evidence_file = _optional_path(args.evidence)
-    if evidence_file is not None and evidence_file.is_file():
-        from ragstudy.groundtruth import load_evidence
-
-        try:
-            evidence = load_evidence(evidence_file)
-        except ValueError as exc:
-            raise DataError(str(exc)) from exc
-        for export in exports:
-            path = data.dataset_path(results_dir, export.strategy)
-            if path is None:
-                notes.append(f"{export.strategy}: no Dataset file in {results_dir}, no retrieval metrics (run "
-                             "evaluation_chain.py without --chunks-only)")
-                continue
-            r, f = retrieval_rows(export, data.load_dataset(path), path, evidence, evidence_file, references,
-                                  args.boundary_tolerance, args.hit_threshold, ci)
-            rows += r
-            question_frames.append(f)
-        run_config = common.read_run_config(results_dir)
-        k = {name: p.get("k") for name, p in run_config.get("strategy_params", {}).items()}
-        notes.append(f"retrieval: evidence {evidence_file}; hit = evidence recall >= {args.hit_threshold}; k (child "
-                     f"windows) per strategy: {k or 'unknown'}")
-    else:
-        notes.append(f"retrieval metrics skipped: evidence file {evidence_file} not found")
-
-    hope_frame = None
-    hope_seconds = None
-    if not args.no_hope:
-        from Postprocessing.chunkeval.hope import llms_from_generator
-        from ragstudy.pipeline import make_embedding, make_generator
-
-        settings = hope_settings(args)
-        spec = args.hope_documents.strip()
-        documents = data.documents_subset(references, int(spec) if spec.isdigit() else None,
-                                          None if spec.isdigit() else [s.strip() for s in spec.split(",")])
-        generator = make_generator(config)
-        hope_started = time.perf_counter()
-        r, hope_frame = hope_rows(exports, references, documents, llms_from_generator(generator, settings),
-                                  make_embedding(config), settings, ci)
-        hope_seconds = time.perf_counter() - hope_started
-        rows += r
-        notes.append(f"HOPE: {config.profile.llm} + {config.profile.embedding} on {len(documents)} PDF(s) "
-                     f"({', '.join(documents)}); {settings.passages} passages x {settings.questions} questions, "
-                     f"{settings.windows} windows, seed {settings.seed}; {generator.generated} LLM calls generated, "
-                     f"{generator.cached} from cache; {hope_seconds:.0f} s. Information preservation picks among up "
-                     "to 4 statements (chance 0.25 with 4); the aggregate averages the measures that have scores")
-
-    correlations = []
+    retrieval, question_frames = retrieval_section(args, results_dir, exports, references, ci, notes)
+    hope, hope_items, hope_seconds = hope_section(args, config, exports, references, ci, notes)
+    rows += retrieval + hope
     per_question = pd.concat(question_frames, ignore_index=True) if question_frames else pd.DataFrame()
-    metrics_file = Path(args.metrics_per_question) if args.metrics_per_question else \
-        results_dir / "metrics_per_question.csv"
-    answer_metrics: list[str] = []
-    if len(per_question) and metrics_file.is_file():
-        answers = pd.read_csv(metrics_file)
-        for key in ("strategy", "question_index"):
-            if key not in answers.columns:
-                raise DataError(f"{metrics_file}: no {key!r} column; is it Postprocessing/evaluation_metrics.py's "
-                                "metrics_per_question.csv?")
-        skip = {"strategy", "strategy_display", "question_index", "question"}
-        answer_metrics = [c for c in answers.columns if c not in skip and pd.api.types.is_numeric_dtype(answers[c])]
-        merged = per_question.merge(answers, on=["strategy", "question_index"], how="inner")
-        correlations = spearman_table(merged, PER_QUESTION_CHUNK_METRICS, answer_metrics)
-        notes.append(f"correlations: {len(merged)} question x strategy pairs from {metrics_file}")
-    elif len(per_question):
-        notes.append(f"no correlations: {metrics_file} not found (run Postprocessing/evaluation_metrics.py)")
+    correlations, answer_metrics = correlation_section(args, results_dir, per_question, notes)
 
     display = {s.name: s.display for s in common.STRATEGIES}
-    summary = to_frame(rows)
     md = [f"# Chunk quality: {results_dir}\n", markdown_summary(rows, strategies, display)]
     if correlations:
         shown = [m for m in args.correlate_with.split(",") if m in answer_metrics] or answer_metrics
@@ -379,30 +394,30 @@ def run(args: argparse.Namespace) -> dict:
     md.append("### Notes\n\n" + "".join(f"- {n}\n" for n in notes))
     report = "\n".join(md)
     written = {"summary_csv": out_dir / "chunk_quality.csv", "summary_md": out_dir / "chunk_quality.md",
-               "chunks_csv": out_dir / "chunk_quality_chunks.csv"}
-    common.atomic_write_csv(written["summary_csv"], summary)
+               "chunks_csv": out_dir / "chunk_quality_chunks.csv", "run_json": out_dir / "chunk_quality_run.json"}
+    common.atomic_write_csv(written["summary_csv"], to_frame(rows))
     common.atomic_write_text(written["summary_md"], report)
     common.atomic_write_csv(written["chunks_csv"], pd.concat(chunk_frames, ignore_index=True))
     if len(per_question):
         written["questions_csv"] = out_dir / "chunk_quality_questions.csv"
         common.atomic_write_csv(written["questions_csv"], per_question)
-    if hope_frame is not None:
+    if hope_items is not None:
         written["hope_csv"] = out_dir / "chunk_quality_hope.csv"
-        common.atomic_write_csv(written["hope_csv"], hope_frame)
+        common.atomic_write_csv(written["hope_csv"], hope_items)
     if correlations:
         written["correlation_csv"] = out_dir / "chunk_quality_correlation.csv"
         common.atomic_write_csv(written["correlation_csv"], pd.DataFrame([asdict(c) for c in correlations]))
+    seconds = time.perf_counter() - started
     info = {"results_dir": str(results_dir), "strategies": strategies, "groundtruth": str(groundtruth_dir),
-            "evidence": str(evidence_file), "boundary_tolerance": args.boundary_tolerance,
+            "evidence": args.evidence, "boundary_tolerance": args.boundary_tolerance,
             "hit_threshold": args.hit_threshold, "tokens": token_label, "ci": asdict(ci),
             "hope": None if args.no_hope else {**asdict(hope_settings(args)), "documents": args.hope_documents,
                                                 "seconds": hope_seconds},
-            "seconds": time.perf_counter() - started, "notes": notes}
-    written["run_json"] = out_dir / "chunk_quality_run.json"
+            "seconds": seconds, "notes": notes}
     common.atomic_write_text(written["run_json"], json.dumps(info, indent=2, ensure_ascii=False, default=str))
     print(report)
-    print(f"outputs in {out_dir} ({info['seconds']:.0f} s)")
-    return {"written": written, "summary": summary, "notes": notes}
+    print(f"outputs in {out_dir} ({seconds:.0f} s)")
+    return written
 
 
 def main(argv: Sequence[str] | None = None) -> int:
