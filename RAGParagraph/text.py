@@ -6,7 +6,8 @@ import re
 import unicodedata
 
 # Ligature code points that some fonts map to a single glyph (U+FB00..U+FB06).
-_LIGATURES = {"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl", "\ufb05": "st", "\ufb06": "st"}
+from ragstudy.textnorm import LIGATURES as _LIGATURES
+
 # Characters dropped outright: soft hyphen, zero-width space/joiners, BOM.
 _DROP = {"\u00ad": "", "\u200b": "", "\u200c": "", "\u200d": "", "\ufeff": ""}
 # Spaces that should read as a plain space.

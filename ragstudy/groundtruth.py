@@ -43,13 +43,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from .textnorm import LIGATURES
+
 BLOCK_KINDS = frozenset({"title", "paragraph", "list_item", "table", "header", "footer", "toc"})
 DROPPED_KINDS = frozenset({"header", "footer", "toc"})
 UNANSWERABLE_ORACLE = "Il contesto fornito non contiene la risposta."
 TABLE_CELL_SEP = " | "
 BODY_BLOCK_SEP = "\n\n"
 
-_LIGATURES = {"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl"}
 _HYPHEN_BREAK = re.compile(r"(?<=[^\W\d_])-[ \t]*\n\s*(?=[^\W\d_])")
 
 
@@ -58,7 +59,7 @@ def normalize_for_match(text: str) -> str:
 
     Used to compare ground-truth text with text extracted from the PDFs (PyMuPDF `page.get_text()`).
     """
-    for lig, plain in _LIGATURES.items():
+    for lig, plain in LIGATURES.items():
         text = text.replace(lig, plain)
     text = _HYPHEN_BREAK.sub("", text)
     text = text.replace(TABLE_CELL_SEP, " ")

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ragstudy.textnorm import LIGATURES as _LIGATURES
+
 logger = logging.getLogger(__name__)
 
-_LIGATURES = {"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl", "\ufb05": "st",
-              "\ufb06": "st"}
 _SOFT_HYPHEN = "\u00ad"
 # a hyphen (or soft hyphen) at a line end between two letters: "configura-\nzione" -> "configurazione"
 _HYPHEN_BREAK = re.compile(r"(?<=[^\W\d_])[-\u00ad][ \t]*\n\s*(?=[^\W\d_])")
