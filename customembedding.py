@@ -35,25 +35,31 @@ class CustomEmbedding(Embeddings):
     """SentenceTransformer embeddings, normalised, batched, with e5-instruct query prompts."""
 
     def __init__(self, model_name_or_path: str, device: str = "auto", batch_size: int = 32,
-                 query_instruction: str | None = None, model_id: str | None = None) -> None:
+                 query_instruction: str | None = None, model_id: str | None = None,
+                 dtype: str = "float32") -> None:
+        import torch
         from sentence_transformers import SentenceTransformer
 
         self.model_name_or_path = str(model_name_or_path)
-        self.model_id = model_id or self.model_name_or_path  # what cache keys record
+        self.dtype = dtype
+        # what cache keys record: another dtype gives (slightly) other vectors, hence another collection
+        base_id = model_id or self.model_name_or_path
+        self.model_id = base_id if dtype == "float32" else f"{base_id}@{dtype}"
         self.device = resolve_device(device)
         self.batch_size = batch_size
         if query_instruction is None and is_e5_instruct(self.model_name_or_path):
             query_instruction = E5_INSTRUCT_TASK
         self.query_instruction = query_instruction
         try:
-            self.model = SentenceTransformer(self.model_name_or_path, device=self.device)
+            self.model = SentenceTransformer(self.model_name_or_path, device=self.device,
+                                             model_kwargs={"dtype": getattr(torch, dtype)})
         except OSError as exc:
             raise OSError(
                 f"embedding model {self.model_name_or_path!r} could not be loaded ({exc}). Pass a local model "
                 "folder (--embedding PATH) or make the model available in the Hugging Face cache."
             ) from exc
         self.texts_embedded = 0  # counts passages and queries encoded, for cache checks and benchmarks
-        logger.info("embedding model %s on %s (query instruction: %s)", self.model_id, self.device,
+        logger.info("embedding model %s on %s, %s (query instruction: %s)", self.model_id, self.device, dtype,
                     bool(self.query_instruction))
 
     def _encode(self, texts: list[str]) -> list[list[float]]:
@@ -62,7 +68,7 @@ class CustomEmbedding(Embeddings):
         vectors = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
                                     convert_to_numpy=True, show_progress_bar=False)
         self.texts_embedded += len(texts)
-        return vectors.tolist()
+        return vectors.astype("float32").tolist()
 
     def format_query(self, text: str) -> str:
         return f"Instruct: {self.query_instruction}\nQuery: {text}" if self.query_instruction else text

@@ -42,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--set", dest="set_params", action="append", metavar="STRATEGY.PARAM=VALUE",
                         help="override a strategy parameter, e.g. fixed-size.chunk_size=1000, newline.k=2 "
                              "(repeatable)")
+    parser.add_argument("--embedding-dtype", choices=["float32", "bfloat16", "float16"],
+                        help="embedding model dtype (default float32; bfloat16 ~2x faster on AMX CPUs and GPUs)")
     parser.add_argument("--threads", type=int, help="CPU threads for torch (default: half the cores)")
     parser.add_argument("--db-dir", help="root for Chroma folders (default: each strategy folder's db/)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")

@@ -64,7 +64,7 @@ def make_embedding(config: StudyConfig):
 
     path = resolve_embedding(config.profile.embedding, config.origins.get("embedding", "config"))
     return CustomEmbedding(path, device=config.profile.device, batch_size=config.embedding_batch_size,
-                           model_id=model_label(config.profile.embedding))
+                           model_id=model_label(config.profile.embedding), dtype=config.embedding_dtype)
 
 
 def index_strategy(config: StudyConfig, strategy: str, chunked: Sequence[ChunkedDocument], embedding):

