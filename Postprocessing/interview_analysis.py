@@ -265,22 +265,25 @@ def build_figures(survey: Survey) -> dict[str, object]:
     figs["pie_overall_without_none"] = pie(
         without, f"Preferred answer, excluding \"{NONE_DISPLAY}\" (n={int(without['count'].sum())})")
 
-    def grouped_bars(table: pd.DataFrame, by: str, axis_title: str, title: str) -> go.Figure:
+    def grouped_bars(table: pd.DataFrame, by: str, axis_title: str, title: str, stacked: bool = False) -> go.Figure:
         cats = [c for c in table.columns if c != by]
         labels = table[by].astype(str).tolist()
         fig = go.Figure([go.Bar(name=c, y=labels, x=table[c], orientation="h", marker_color=COLORS[c])
                          for c in cats])
-        fig.update_layout(barmode="group", bargap=0.15, font=font, plot_bgcolor="white",
+        # many questions: one stacked bar each stays readable; few raters: grouped bars compare better
+        rows = len(labels) if stacked else len(labels) * len(cats)
+        top = (table[cats].sum(axis=1) if stacked else table[cats].max(axis=1)).max()
+        fig.update_layout(barmode="stack" if stacked else "group", bargap=0.25, font=font, plot_bgcolor="white",
                           title=dict(text=title, y=0.98, yanchor="top"), margin=dict(t=130),
-                          width=1000, height=max(500, 170 + 14 * len(labels) * len(cats)),
-                          xaxis=dict(title="Count", gridcolor="lightgrey", dtick=1 if table[cats].to_numpy().max() <= 12
-                                     else None),
+                          width=1000, height=max(500, 200 + (24 if stacked else 14) * rows),
+                          xaxis=dict(title="Count", gridcolor="lightgrey", dtick=1 if top <= 12 else None),
                           yaxis=dict(title=axis_title, autorange="reversed"),
-                          legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0.0))
+                          legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0.0,
+                                      traceorder="normal"))
         return fig
 
     figs["bars_per_question"] = grouped_bars(counts_frame(survey, "question_id"), "question_id", "Question",
-                                             "Choices per question")
+                                             "Choices per question", stacked=True)
     figs["bars_per_rater"] = grouped_bars(counts_frame(survey, "rater"), "rater", "Rater", "Choices per rater")
     per_rater = counts_frame(survey, "rater")
     fig = go.Figure()
@@ -313,7 +316,9 @@ def write_figures(figs: dict[str, object], out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     targets = [(fig, out_dir / f"{stem}.{ext}", ext) for stem, fig in figs.items() for ext in ("pdf", "png")]
     tmp = [path.with_name(f".{path.stem}.tmp.{ext}") for _, path, ext in targets]
+    # kaleido ignores the layout's size unless it is passed explicitly
     pio.write_images([f for f, _, _ in targets], tmp, format=[e for _, _, e in targets],
+                     width=[f.layout.width for f, _, _ in targets], height=[f.layout.height for f, _, _ in targets],
                      scale=[2 if e == "png" else 1 for _, _, e in targets])
     for t, (_, path, _) in zip(tmp, targets):
         t.replace(path)
