@@ -509,19 +509,16 @@ def merge_short(units: list[Unit], min_chars: int, max_chars: int) -> list[Unit]
     heading (a bold label such as "Definizione") does not stop merging. A merged unit takes the kind of its
     longer part, so a short table and the definition under it become one chunk.
     """
-    forward: list[Unit] = []
-    for unit in units:
-        prev = forward[-1] if forward else None
-        if prev is not None and len(prev.text) < min_chars and _mergeable(prev, unit, max_chars):
-            merged = _combine(prev, unit, _merge_kind(prev, unit), "\n")
-            merged.headed = prev.headed
-            forward[-1] = merged
-        else:
-            forward.append(unit)
+    forward = _merge_pass(units, lambda prev, unit: len(prev.text) < min_chars, max_chars)
+    return _merge_pass(forward, lambda prev, unit: len(unit.text) < min_chars, max_chars)
+
+
+def _merge_pass(units: list[Unit], short, max_chars: int) -> list[Unit]:
+    """One left-to-right pass joining a unit to the previous one when `short(prev, unit)` and they may merge."""
     out: list[Unit] = []
-    for unit in forward:
+    for unit in units:
         prev = out[-1] if out else None
-        if prev is not None and len(unit.text) < min_chars and _mergeable(prev, unit, max_chars):
+        if prev is not None and short(prev, unit) and _mergeable(prev, unit, max_chars):
             merged = _combine(prev, unit, _merge_kind(prev, unit), "\n")
             merged.headed = prev.headed
             out[-1] = merged
