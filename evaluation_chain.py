@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     except StudyInputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"\n| strategy | documents | chunks | embedded | reused | generated | cached |")
+    print("\n| strategy | documents | chunks | embedded | reused | generated | cached |")
     print("|---|---|---|---|---|---|---|")
     for r in reports:
         print(f"| {r.strategy} | {r.documents} | {r.chunks} | {r.embedded} | {r.reused} | {r.generated} | "

@@ -421,18 +421,7 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    common.setup_logging(args.verbose)
-    for noisy in ("httpx", "sentence_transformers", "urllib3"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    from ragstudy.errors import StudyInputError
-
-    try:
-        run(args)
-    except (DataError, StudyInputError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return common.run_script(build_parser, run, argv)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from ragstudy.io import atomic_save, atomic_write_text  # noqa: F401  (re-exported for the scripts)
+from ragstudy.io import atomic_save, atomic_write_text  # noqa: F401  (the scripts use them from here)
 
 logger = logging.getLogger(__name__)
 
@@ -284,5 +285,22 @@ def setup_logging(verbose: bool = False) -> None:
     """Scripts: INFO (or DEBUG) logs to stderr, results on stdout."""
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
-    for noisy in ("kaleido", "choreographer", "logistro", "httpx", "urllib3"):  # chatty at INFO
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    for noisy in ("kaleido", "choreographer", "logistro", "httpx", "urllib3", "sentence_transformers"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)  # chatty at INFO
+
+
+def run_script(build_parser, run, argv: Sequence[str] | None = None) -> int:
+    """A Postprocessing script's main: parse, set up logging, run; bad input -> message on stderr, exit 2.
+
+    `run(args)` may return an int exit code; anything else (None, a dict of outputs) means 0.
+    """
+    from ragstudy.errors import StudyInputError
+
+    args = build_parser().parse_args(argv)
+    setup_logging(args.verbose)
+    try:
+        code = run(args)
+    except (DataError, StudyInputError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return code if isinstance(code, int) else 0

@@ -365,7 +365,7 @@ def markdown_report(result: MetricsResult, reference: Reference, config: Metrics
         lines.append(f"- BLEU: sacrebleu, 0–100; per-question sentence BLEU (exp smoothing, effective order) and "
                      f"corpus BLEU (`{result.corpus_bleu_signature}`, CI by resampling questions)")
     if "rouge" in config.metrics:
-        lines.append(f"- ROUGE: rouge_score F-measure, no stemming, tokenizer "
+        lines.append("- ROUGE: rouge_score F-measure, no stemming, tokenizer "
                      + ("Unicode-aware `\\w+` (keeps accented letters)" if config.rouge_tokenizer == "unicode"
                         else "rouge_score default (drops non-ASCII letters, as the paper's HF metric)"))
     if "meteor" in config.metrics:
@@ -511,14 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    common.setup_logging(args.verbose)
-    try:
-        run(args)
-    except DataError as exc:
-        logger.error("%s", exc)
-        return 2
-    return 0
+    return common.run_script(build_parser, run, argv)
 
 
 if __name__ == "__main__":

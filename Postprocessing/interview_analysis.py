@@ -28,7 +28,7 @@ import pandas as pd
 
 from Postprocessing import common, stats
 from Postprocessing.common import DataError
-from Postprocessing.preprocessing_files import (KEY_NAME, NONE_LABEL, RATER_HEADER, TEMPLATE_NAME, AnswerKey,
+from Postprocessing.preprocessing_files import (KEY_NAME, NONE_LABEL, TEMPLATE_NAME, AnswerKey,
                                                 KeyRow, question_id, read_answer_key)
 
 logger = logging.getLogger(__name__)
@@ -426,13 +426,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    common.setup_logging(args.verbose)
-    try:
-        return run(args)
-    except DataError as exc:
-        logger.error("%s", exc)
-        return 2
+    return common.run_script(build_parser, run, argv)
 
 
 if __name__ == "__main__":

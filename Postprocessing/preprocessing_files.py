@@ -291,14 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    common.setup_logging(args.verbose)
-    try:
-        run(args)
-    except DataError as exc:
-        logger.error("%s", exc)
-        return 2
-    return 0
+    return common.run_script(build_parser, run, argv)
 
 
 if __name__ == "__main__":

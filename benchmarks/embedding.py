@@ -68,7 +68,7 @@ def main() -> int:
     agreement = min(sum(a * b for a, b in zip(u, v)) for u, v in zip(single_vectors, batched_vectors))
 
     n = len(texts)
-    print(f"| mode | passages | seconds | passages/s |\n|---|---|---|---|")
+    print("| mode | passages | seconds | passages/s |\n|---|---|---|---|")
     print(f"| one at a time (paper) | {n} | {single:.2f} | {n / single:.1f} |")
     print(f"| batched (bs {args.batch_size}, {args.dtype}) | {n} | {batched:.2f} | {n / batched:.1f} |")
     print(f"\nspeed-up batched / one-at-a-time: {single / batched:.2f}x  (threads={args.threads}, "
