@@ -85,7 +85,12 @@ class ChatModel:
                                          temperature=None, top_p=None, top_k=None,
                                          pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id)
         new_tokens = output[0, inputs["input_ids"].shape[1]:]
-        return self.tokenizer.decode(new_tokens, skip_special_tokens=True).strip()
+        return clean_answer(self.tokenizer.decode(new_tokens, skip_special_tokens=True))
+
+
+def clean_answer(text: str) -> str:
+    """Strip whitespace and the U+FFFD left when max_new_tokens cuts a multi-byte character in half."""
+    return text.strip().rstrip("\ufffd").rstrip()
 
 
 class CachedGenerator:
@@ -120,7 +125,7 @@ class CachedGenerator:
         answer = self.cache.get(key)
         if answer is not None:
             self.cached += 1
-            return answer
+            return clean_answer(answer)  # also cleans answers cached before clean_answer existed
         answer = self.model().generate(prompt, self.params)
         self.cache.put(key, answer, model=self.model_label)
         self.generated += 1

@@ -304,3 +304,14 @@ def test_bfloat16_embeddings_are_close_and_keyed_apart(minilm_path: str, minilm_
         assert isinstance(a[0], float) and sum(x * y for x, y in zip(a, b)) > 0.99
     with pytest.raises(StudyInputError, match="embedding_dtype must be"):
         StudyConfig.resolve(profile="lite", strategies="newline", embedding_dtype="int8")
+
+
+def test_answers_cut_mid_character_lose_the_replacement_character(tmp_path: Path) -> None:
+    from ragstudy.generation import clean_answer
+
+    assert clean_answer("  Il servizio web \ufffd\n") == "Il servizio web"
+    assert clean_answer("perché \ufffd\ufffd") == "perché"
+    cache = AnswerCache(tmp_path / "a.jsonl")
+    generator = CachedGenerator("m", "model", "cpu", "float32", GenerationParams(4), cache)
+    cache.put(generator.key("p"), "risposta tagliata \ufffd")
+    assert generator("p") == "risposta tagliata"
