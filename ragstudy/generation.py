@@ -97,7 +97,7 @@ class CachedGenerator:
     """Answers prompts from the cache, loading and running the model only for missing ones."""
 
     def __init__(self, model_spec: str, model_label: str, device: str, dtype: str, params: GenerationParams,
-                 cache: AnswerCache, loader=None) -> None:
+                 cache: AnswerCache, loader=None, origin: str = "config") -> None:
         self.model_spec = model_spec
         self.model_label = model_label
         self.device = device
@@ -105,6 +105,7 @@ class CachedGenerator:
         self.params = params
         self.cache = cache
         self._loader = loader  # callable returning the resolved model path (defers wheel conversion)
+        self.origin = origin  # which profile, file or flag chose the model (for error messages)
         self._model: ChatModel | None = None
         self.generated = 0
         self.cached = 0
@@ -117,7 +118,13 @@ class CachedGenerator:
         if self._model is None:
             path = self._loader() if self._loader else self.model_spec
             logger.info("loading LLM %s (%s, %s)", self.model_label, self.device, self.dtype)
-            self._model = ChatModel(path, self.device, self.dtype)
+            try:
+                self._model = ChatModel(path, self.device, self.dtype)
+            except OSError as exc:
+                from .errors import StudyInputError
+
+                raise StudyInputError(f"LLM {self.model_spec!r} (set by {self.origin}) could not be loaded: "
+                                      f"{exc}") from exc
         return self._model
 
     def __call__(self, prompt: str) -> str:

@@ -62,9 +62,14 @@ def make_embedding(config: StudyConfig):
 
     from .models import model_label, resolve_embedding
 
-    path = resolve_embedding(config.profile.embedding, config.origins.get("embedding", "config"))
-    return CustomEmbedding(path, device=config.profile.device, batch_size=config.embedding_batch_size,
-                           model_id=model_label(config.profile.embedding), dtype=config.embedding_dtype)
+    origin = config.origins.get("embedding", "config")
+    path = resolve_embedding(config.profile.embedding, origin)
+    try:
+        return CustomEmbedding(path, device=config.profile.device, batch_size=config.embedding_batch_size,
+                               model_id=model_label(config.profile.embedding), dtype=config.embedding_dtype)
+    except OSError as exc:
+        raise StudyInputError(f"embedding model {config.profile.embedding!r} (set by {origin}) could not be "
+                              f"loaded: {exc}") from exc
 
 
 def index_strategy(config: StudyConfig, strategy: str, chunked: Sequence[ChunkedDocument], embedding):
@@ -100,6 +105,7 @@ def make_generator(config: StudyConfig):
         dtype=profile.dtype, params=GenerationParams(max_new_tokens=profile.max_new_tokens),
         cache=AnswerCache(cache_dir() / "answers" / "answers.jsonl"),
         loader=lambda: resolve_llm(profile.llm, config.origins.get("llm", "config")),
+        origin=config.origins.get("llm", "config"),
     )
 
 

@@ -315,3 +315,22 @@ def test_answers_cut_mid_character_lose_the_replacement_character(tmp_path: Path
     generator = CachedGenerator("m", "model", "cpu", "float32", GenerationParams(4), cache)
     cache.put(generator.key("p"), "risposta tagliata \ufffd")
     assert generator("p") == "risposta tagliata"
+
+
+def test_unreachable_hub_model_names_the_profile(pdf_dir: Path, questions_csv: Path, tmp_path: Path) -> None:
+    """The paper profile's hub ids cannot be fetched offline: exit 2 naming the model and what set it."""
+    result = _cli("--profile", "paper", "--device", "cpu", "--documents", str(pdf_dir), "--questions",
+                  str(questions_csv), "--output-dir", str(tmp_path / "out"), "--db-dir", str(tmp_path / "db"),
+                  "--strategies", "newline", "--limit", "1",
+                  env_extra={"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")})
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "embedding model 'intfloat/multilingual-e5-large-instruct' (set by profile paper) could not be loaded" \
+        in result.stderr
+    assert "Traceback" not in result.stderr
+    result = _cli("--profile", "lite", "--llm", "nessuno/modello-inesistente", "--documents", str(pdf_dir),
+                  "--questions", str(questions_csv), "--output-dir", str(tmp_path / "out2"), "--db-dir",
+                  str(tmp_path / "db2"), "--strategies", "newline", "--limit", "1",
+                  env_extra={"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")})
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "LLM 'nessuno/modello-inesistente' (set by --llm) could not be loaded" in result.stderr
+    assert not (tmp_path / "out2" / "DatasetNewLine.csv").exists()
