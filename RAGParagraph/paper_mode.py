@@ -25,18 +25,23 @@ Span = tuple[int, float, str, str]  # (page 0-based, size, font, text)
 _BLANK_LINES = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)*")
 
 
+def _text_spans(blocks: list[dict]):
+    """The spans of a page's text blocks, in content-stream order."""
+    for block in blocks:
+        if block.get("type", 0) == 0:
+            for line in block["lines"]:
+                yield from line["spans"]
+
+
+def _centre_y(span: dict) -> float:
+    return (span["bbox"][1] + span["bbox"][3]) / 2
+
+
 def page_body_font(blocks: list[dict], height: float, low: float, high: float) -> tuple[float, str] | None:
     """paper: body font = most common (size rounded to 0.1, font) among spans centred in [low, high] of height."""
-    fonts: list[tuple[float, str]] = []
     lo, hi = height * low, height * high
-    for block in blocks:
-        if block.get("type", 0) != 0:
-            continue
-        for line in block["lines"]:
-            for span in line["spans"]:
-                bbox = span["bbox"]
-                if lo <= (bbox[1] + bbox[3]) / 2 <= hi:
-                    fonts.append((round(span["size"], 1), span["font"]))
+    fonts = [(round(span["size"], 1), span["font"]) for span in _text_spans(blocks)
+             if lo <= _centre_y(span) <= hi]
     if not fonts:
         return None
     return Counter(fonts).most_common(1)[0][0]
@@ -49,16 +54,10 @@ def filter_page_spans(index: int, data: dict, config: SegmenterConfig) -> list[S
     body = page_body_font(blocks, height, config.paper_center_low, config.paper_center_high)
     bottom = height * config.paper_bottom
     spans: list[Span] = []
-    for block in blocks:
-        if block.get("type", 0) != 0:
+    for span in _text_spans(blocks):
+        if body is not None and _centre_y(span) > bottom and (round(span["size"], 1), span["font"]) != body:
             continue
-        for line in block["lines"]:
-            for span in line["spans"]:
-                bbox = span["bbox"]
-                if body is not None and (bbox[1] + bbox[3]) / 2 > bottom:
-                    if (round(span["size"], 1), span["font"]) != body:
-                        continue
-                spans.append((index, span["size"], span["font"], span["text"]))
+        spans.append((index, span["size"], span["font"], span["text"]))
     return spans
 
 
