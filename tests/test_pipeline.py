@@ -162,26 +162,23 @@ def test_interrupted_run_resumes_with_the_remaining_questions(pdf_dir, questions
     assert (report.cached, report.generated) == (2, 1)
 
 
-def test_questions_file_errors_name_file_and_row(tmp_path: Path) -> None:
-    missing_col = tmp_path / "q1.csv"
-    missing_col.write_text("domanda\nCome?\n", encoding="utf-8")
-    with pytest.raises(StudyInputError, match=r"q1\.csv: no 'questions' column \(found: domanda\)"):
-        read_questions(missing_col)
-    empty = tmp_path / "q2.csv"
-    empty.write_text("", encoding="utf-8")
-    with pytest.raises(StudyInputError, match=r"q2\.csv: the file is empty"):
-        read_questions(empty)
-    header_only = tmp_path / "q3.csv"
-    header_only.write_text("questions\n", encoding="utf-8")
-    with pytest.raises(StudyInputError, match=r"q3\.csv: no questions"):
-        read_questions(header_only)
-    blank_row = tmp_path / "q4.csv"
-    blank_row.write_text('questions\nUna?\n""\nTre?\n', encoding="utf-8")
-    with pytest.raises(StudyInputError, match=r"q4\.csv: row 2 \(line 3\) has an empty question"):
-        read_questions(blank_row)
-    fine = tmp_path / "q5.csv"
-    fine.write_text("questions\nUna?\nDue?\n", encoding="utf-8")
-    assert read_questions(fine, limit=1) == ["Una?"]
+@pytest.mark.parametrize("content, message", [
+    ("domanda\nCome?\n", r"q\.csv: no 'questions' column \(found: domanda\)"),
+    ("", r"q\.csv: the file is empty"),
+    ("questions\n", r"q\.csv: no questions"),
+    ('questions\nUna?\n""\nTre?\n', r"q\.csv: row 2 \(line 3\) has an empty question"),
+])
+def test_questions_file_errors_name_file_and_row(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "q.csv"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(StudyInputError, match=message):
+        read_questions(path)
+
+
+def test_questions_limit_keeps_the_first_rows(tmp_path: Path) -> None:
+    path = tmp_path / "q.csv"
+    path.write_text("questions\nUna?\nDue?\n", encoding="utf-8")
+    assert read_questions(path, limit=1) == ["Una?"]
 
 
 def test_missing_model_path_names_the_flag(pdf_dir, questions_csv, tmp_path) -> None:
