@@ -46,6 +46,22 @@ def build_parser() -> argparse.ArgumentParser:
                         help="embedding model dtype (default float32; bfloat16 ~2x faster on AMX CPUs and GPUs)")
     parser.add_argument("--threads", type=int, help="CPU threads for torch (default: half the cores)")
     parser.add_argument("--db-dir", help="root for Chroma folders (default: each strategy folder's db/)")
+    fair = parser.add_argument_group("retrieval-only runs and sweeps")
+    fair.add_argument("--retrieval-only", action="store_true", default=None,
+                      help="index and rank parents for every question (retrieval_<strategy>.csv); load no LLM")
+    fair.add_argument("--budgets", help="context budgets for retrieval-only runs, comma-separated (default: "
+                                        "500,1000,2000,4000)")
+    fair.add_argument("--budget-unit", choices=["chars", "tokens"],
+                      help="unit of --budgets: characters (default) or tokens of the LLM's tokenizer")
+    fair.add_argument("--sweep", metavar="FILE.yaml", help="run a grid of strategy x parameter settings "
+                                                           "retrieval-only (see sweeps/)")
+    scale = parser.add_argument_group("answers at scale")
+    scale.add_argument("--llm-batch-size", type=int, help="prompts generated together in-process")
+    scale.add_argument("--llm-server", dest="llm_servers", action="append", metavar="URL",
+                       help="OpenAI-compatible server (e.g. vLLM) base URL; repeatable or comma-separated")
+    scale.add_argument("--llm-server-model", help="model name the server(s) serve")
+    scale.add_argument("--concurrency", type=int, help="requests in flight when answering through servers")
+    scale.add_argument("--chroma-server", help="http://host:port of a Chroma server instead of local folders")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return parser
 

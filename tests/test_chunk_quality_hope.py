@@ -197,12 +197,12 @@ class FakeGenerator:
     params: object
     seen: list
 
-    def __call__(self, prompt: str) -> str:
-        self.seen.append(self.params.max_new_tokens)
+    def __call__(self, prompt: str, params=None) -> str:
+        self.seen.append((params or self.params).max_new_tokens)
         return "ok"
 
 
-def test_token_limited_calls_use_their_own_max_new_tokens_and_restore_the_generator() -> None:
+def test_token_limited_calls_pass_their_own_max_new_tokens_and_leave_the_generator_alone() -> None:
     from ragstudy.generation import GenerationParams
 
     generator = FakeGenerator(GenerationParams(max_new_tokens=96), [])
@@ -255,7 +255,7 @@ def test_real_lite_models_on_two_passages(minilm_embedding) -> None:
     """SmolLM2-135M writes weak text: every item is either a score in [0, 1] or a counted failure, and a second
     run answers every prompt from the cache."""
     from ragstudy.config import StudyConfig
-    from ragstudy.pipeline import make_generator
+    from ragstudy.models import make_generator
 
     config = StudyConfig.resolve(profile="lite", strategies="fixed-size")
     passages = [

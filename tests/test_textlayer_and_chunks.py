@@ -137,8 +137,8 @@ def test_empty_and_missing_documents_folder(tmp_path: Path) -> None:
 
 
 def test_unknown_strategy_lists_the_registered_ones() -> None:
-    with pytest.raises(StudyInputError, match=r"unknown strategy 'semantic'.*fixed-size"):
-        StudyConfig.resolve(profile="lite", strategies="fixed-size,semantic")
+    with pytest.raises(StudyInputError, match=r"unknown strategy 'semantik'.*fixed-size"):
+        StudyConfig.resolve(profile="lite", strategies="fixed-size,semantik")
 
 
 def test_limit_zero_is_rejected() -> None:
@@ -147,8 +147,32 @@ def test_limit_zero_is_rejected() -> None:
 
 
 def test_unknown_strategy_parameter_is_rejected() -> None:
-    with pytest.raises(StudyInputError, match=r"unknown strategy parameter 'chunk_sise'"):
+    with pytest.raises(StudyInputError, match=r"unknown strategy parameter --set fixed-size.chunk_sise"):
         StudyConfig.resolve(profile="lite", strategies="fixed-size", set_params=["fixed-size.chunk_sise=10"])
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("fixed-size.chunk_size=-5", r"--set fixed-size: chunk_size must be positive, got -5"),
+    ("fixed-size.chunk_overlap=900", r"--set fixed-size: chunk_overlap \(900\) must be >= 0 and less than chunk_size"),
+    ("fixed-size.chunk_size=abc", r"--set fixed-size.chunk_size: 'abc' is not a valid value \(expected int\)"),
+    ("fixed-size.chunk_size=1.5", r"--set fixed-size.chunk_size: 1.5 is not a valid value"),
+    ("fixed-size.k=0", r"--set fixed-size: k .* must be positive"),
+    ("fixed-size.k=two", r"--set fixed-size: k must be an integer, got 'two'"),
+    ("paragraph.max_chars=10", r"--set paragraph: SegmenterConfig.max_chars must be at least 100"),
+    ("paragraph.ascii_fold=maybe", r"--set paragraph.ascii_fold: 'maybe' is not a valid value \(expected bool\)"),
+])
+def test_strategy_parameters_are_validated_when_the_config_is_resolved(setting: str, message: str) -> None:
+    """Type and range errors surface at resolution, before anything is written, naming the setting."""
+    strategy = setting.split(".", 1)[0]
+    with pytest.raises(StudyInputError, match=message):
+        StudyConfig.resolve(profile="lite", strategies=strategy, set_params=[setting])
+
+
+def test_strategy_parameters_from_a_config_file_are_validated(tmp_path: Path) -> None:
+    settings = tmp_path / "s.yaml"
+    settings.write_text("strategy_params:\n  fixed-size:\n    chunk_size: -1\n", encoding="utf-8")
+    with pytest.raises(StudyInputError, match=r"strategy_params.fixed-size: chunk_size must be positive"):
+        StudyConfig.resolve(config_file=str(settings), profile="lite", strategies="fixed-size")
 
 
 def test_resolved_config_records_origins(tmp_path: Path) -> None:
@@ -172,6 +196,5 @@ def test_paragraph_strategy_modes_and_settings(pdf_dir: Path) -> None:
         chunks = chunk_documents(documents, "paragraph", config)[0].chunks
         assert any("SPID" in c.contents for c in chunks)
         assert all(c.extra["kind"] in {"paragraph", "list", "table", "title"} for c in chunks)
-    with pytest.raises(StudyInputError, match=r"paragraph strategy: invalid segmenter setting.*max_chars"):
-        chunk_documents(documents, "paragraph", StudyConfig.resolve(
-            profile="lite", strategies="paragraph", set_params=["paragraph.max_chars=10"]))
+    with pytest.raises(StudyInputError, match=r"--set paragraph: SegmenterConfig.max_chars must be at least 100"):
+        StudyConfig.resolve(profile="lite", strategies="paragraph", set_params=["paragraph.max_chars=10"])

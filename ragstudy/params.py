@@ -1,0 +1,82 @@
+"""Typed, range-checked parameter records built from user input (YAML, `--set`, sweep files).
+
+User values arrive as JSON-ish scalars: `--set fixed-size.chunk_size=abc` is the string "abc". A dataclass accepts
+anything in its fields, so `build_params` checks every value against its field's annotation before the record's
+own `__post_init__` checks ranges. Errors name the setting and what would be accepted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Any, Literal, TypeVar, get_args, get_origin
+
+from .errors import StudyInputError
+
+T = TypeVar("T")
+
+
+def _accepts(annotation: Any, value: Any) -> bool:
+    origin = get_origin(annotation)
+    if annotation is Any:
+        return True
+    if origin is Literal:
+        return value in get_args(annotation)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        return any(_accepts(arg, value) for arg in get_args(annotation))
+    if annotation is type(None):
+        return value is None
+    if origin in (tuple, list):
+        return isinstance(value, (tuple, list)) and all(
+            _accepts(get_args(annotation)[0], item) for item in value) if get_args(annotation) else True
+    if origin is dict:
+        return isinstance(value, dict)
+    if annotation is bool:
+        return isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if annotation is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if isinstance(annotation, type):
+        return isinstance(value, annotation)
+    return True
+
+
+def _describe(annotation: Any) -> str:
+    if get_origin(annotation) is Literal:
+        return "one of " + ", ".join(repr(a) for a in get_args(annotation))
+    return getattr(annotation, "__name__", str(annotation)).replace("NoneType", "null")
+
+
+def check_types(record: Any, where: str) -> None:
+    """Raise StudyInputError if a field of the dataclass `record` holds a value its annotation does not allow."""
+    hints = typing.get_type_hints(type(record))
+    for item in dataclasses.fields(record):
+        value = getattr(record, item.name)
+        annotation = hints.get(item.name, Any)
+        if not _accepts(annotation, value):
+            raise StudyInputError(f"{where}{item.name}: {value!r} is not a valid value (expected "
+                                  f"{_describe(annotation)})")
+
+
+def build_params(cls: type[T], values: dict[str, Any], where: str) -> T:
+    """`cls(**values)` with unknown keys, wrong types and out-of-range values reported as StudyInputError.
+
+    `where` prefixes messages, e.g. "--set fixed-size." so that the user sees the setting to fix.
+    """
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise StudyInputError(f"unknown parameter(s) {', '.join(where + u for u in unknown)}; known: "
+                              f"{', '.join(sorted(known))}")
+    hints = typing.get_type_hints(cls)
+    for key, value in values.items():
+        if not _accepts(hints.get(key, Any), value):
+            raise StudyInputError(f"{where}{key}: {value!r} is not a valid value (expected "
+                                  f"{_describe(hints.get(key, Any))})")
+    try:
+        return cls(**values)
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, StudyInputError):
+            raise StudyInputError(f"{where.rstrip('.')}: {exc}") from None
+        raise StudyInputError(f"{where.rstrip('.')}: {exc}") from exc
