@@ -1,0 +1,113 @@
+"""One page that answers the study's question: ``report.html`` (self-contained: plotly.js, styles and script
+inline; opens offline from a mail attachment) and ``report.md`` (the same tables, for a terminal or a paper draft),
+built from whatever the results folder holds.
+
+    python3 Postprocessing/report.py                                  # results/ -> results/report.html + .md
+    python3 Postprocessing/report.py --results-dir /tmp/run --out /tmp/run/report.html
+    python3 Postprocessing/report.py --screenshot docs/report.png     # also a PNG of the page (headless Chromium)
+
+Sections: setup (config.json), chunks per strategy (chunks_<strategy>.csv), retrieval (retrieval_summary.csv /
+retrieval_paired.csv, else what the Dataset contexts allow), answers (metrics_summary.csv, metrics_paired.csv),
+chunk quality and HOPE (chunk_quality.csv), the survey (survey_*.csv), sweeps (sweep_summary.csv, sweep_best.csv)
+and a per-question explorer (Dataset*.json, metrics_per_question.csv, Oracle.csv). A section whose inputs are
+missing says which command produces them. Strategy names, colours and order come from the registry.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import subprocess
+import sys
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from Postprocessing import common  # noqa: E402
+from ragstudy.io import PROJECT_ROOT  # noqa: E402
+
+logger = logging.getLogger("Postprocessing.report")
+
+TITLE = "Paragraph-based chunking: study report"
+
+
+def code_version() -> str | None:
+    """The repository's commit that *this report* was made with (not necessarily the run's)."""
+    try:
+        out = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None
+
+
+def build(results_dir: Path, generated: str | None = None) -> tuple[str, str, list]:
+    """The report as (html, markdown, sections) for the results folder ``results_dir``."""
+    from Postprocessing.reportkit import blocks, inputs, sections
+
+    inp = inputs.load(results_dir)
+    styles = inputs.Strategies.from_registry()
+    built = sections.build_sections(inp, styles)
+    profile = (inp.config or {}).get("profile")
+    subtitle = f"Results folder {results_dir}" + (f" · profile {profile}" if profile else "")
+    if generated is None:
+        version = code_version()
+        generated = (f"Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC} by Postprocessing/report.py"
+                     + (f" at commit {version}" if version else ""))
+    return (blocks.page_html(TITLE, subtitle, built, generated), blocks.page_md(TITLE, subtitle, built, generated),
+            built)
+
+
+def run(args: argparse.Namespace) -> int:
+    results_dir = Path(args.results_dir)
+    out = Path(args.out) if args.out else results_dir / "report.html"
+    html_text, md_text, built = build(results_dir)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    common.atomic_write_text(out, html_text)
+    md_path = out.with_suffix(".md")
+    common.atomic_write_text(md_path, md_text)
+    from Postprocessing.reportkit.blocks import Note
+
+    for section in built:
+        missing = [b for b in section.blocks if isinstance(b, Note)]
+        state = "shown" if len(missing) < len(section.blocks) else "missing inputs"
+        logger.info("%-28s %s", section.title, state)
+    print(f"Wrote {out} ({len(html_text.encode()) / 1e6:.1f} MB) and {md_path}")
+    if args.screenshot:
+        from Postprocessing.reportkit import browser
+
+        result = browser.render(out, Path(args.screenshot), width=args.width, height=args.height)
+        for message in result.errors:
+            logger.error("JavaScript error in %s: %s", out, message)
+        print(f"Wrote {args.screenshot}")
+        return 1 if result.errors else 0
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--results-dir", default=str(common.DEFAULT_RESULTS_DIR),
+                        help="results folder written by evaluation_chain.py and the Postprocessing scripts "
+                             "(default: results)")
+    parser.add_argument("--out", default=None,
+                        help="HTML file to write (default: <results-dir>/report.html); report.md goes beside it")
+    parser.add_argument("--screenshot", default=None, metavar="PNG",
+                        help="also render the page in headless Chromium and save a screenshot (fails on a "
+                             "JavaScript error)")
+    parser.add_argument("--width", type=int, default=1280, help="screenshot width in pixels (default 1280)")
+    parser.add_argument("--height", type=int, default=None,
+                        help="screenshot height in pixels (default: the whole page)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return common.run_script(build_parser, run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

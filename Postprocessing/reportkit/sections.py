@@ -1,0 +1,465 @@
+"""One builder per report section. Each returns a Section whose blocks are shown when their inputs exist; a
+missing input becomes a Note naming the command that would produce it. Nothing here re-derives what a file
+records: setup comes from config.json, scores from the scripts' CSVs."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from Postprocessing import stats
+from Postprocessing.reportkit import figures
+from Postprocessing.reportkit.blocks import (Bullets, Cell, Details, Figure, Heading, Note, Section, Table, Text,
+                                             estimate, num, pvalue)
+from Postprocessing.reportkit.inputs import Inputs, Strategies, require_columns
+
+ALPHA = 0.05
+EXAMPLE_CHARS = 300
+DATE_KEYS = ("date", "created", "created_at", "started_at", "timestamp", "run_date")
+VERSION_KEYS = ("git_commit", "code_version", "commit", "git", "version")
+
+
+def _cmd(script: str, results_dir: Path, extra: str = "") -> str:
+    return f"python3 {script} --results-dir {results_dir}{extra}"
+
+
+def strategy_cell(name: str, styles: Strategies) -> Cell:
+    return Cell(styles.display(name), color=styles.color(name))
+
+
+def _digits(metric: str) -> int:
+    return 2 if str(metric).startswith("BLEU") else 3
+
+
+def _compact(value: Any) -> str:
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    return "–" if value is None else str(value)
+
+
+# ------------------------------------------------------------------------------------------------ 1. setup
+
+def setup_section(inp: Inputs, styles: Strategies) -> Section:
+    s = Section("setup", "Setup")
+    config = inp.config
+    if config is None:
+        s.blocks.append(Note(f"No config.json in {inp.results_dir}: the run's settings are unknown. "
+                             "evaluation_chain.py writes it at the start of every run.",
+                             (f"python3 evaluation_chain.py --output-dir {inp.results_dir}",)))
+        return s
+    used = {"models", "origins", "model_labels", "strategy_params", "strategies", "documents_sha256", "documents",
+            "documents_pages", "questions", "limit", "budgets", "budget_unit", "profile"}
+    date = next((config[k] for k in DATE_KEYS if config.get(k)), None)
+    version = next((config[k] for k in VERSION_KEYS if config.get(k)), None)
+    used |= set(DATE_KEYS) | set(VERSION_KEYS)
+    budgets = config.get("budgets")
+    run_rows = [
+        ["profile", _compact(config.get("profile"))],
+        ["documents", _compact(config.get("documents"))],
+        ["questions", _compact(config.get("questions")) + (f" (first {config['limit']} only: --limit)"
+                                                          if config.get("limit") else "")],
+        ["context budgets", (", ".join(str(b) for b in budgets) + f" {config.get('budget_unit') or ''}").strip()
+         if budgets else "not recorded"],
+        ["date", _compact(date) if date else "not recorded in config.json"],
+        ["code version", _compact(version) if version else "not recorded in config.json"],
+    ]
+    s.blocks.append(Table(["setting", "value"], run_rows))
+
+    models = config.get("models") or {}
+    origins, labels = config.get("origins") or {}, config.get("model_labels") or {}
+    if models:
+        s.blocks.append(Heading("Models and devices"))
+        s.blocks.append(Table(["setting", "value", "resolved model", "set by"],
+                              [[k, _compact(v), _compact(labels.get(k, "")), _compact(origins.get(k, ""))]
+                               for k, v in models.items()]))
+
+    params = config.get("strategy_params") or {}
+    names = styles.ordered([*(config.get("strategies") or []), *params])
+    if names:
+        s.blocks.append(Heading("Strategies and their parameters"))
+        rows = []
+        for name in names:
+            p = params.get(name) or {}
+            parent = p.get("parent") or {}
+            rows.append([strategy_cell(name, styles), name,
+                         ", ".join(f"{k}={_compact(v)}" for k, v in parent.items()) or "–",
+                         num(p.get("child_chunk_size"), 0), num(p.get("child_chunk_overlap"), 0), num(p.get("k"), 0)])
+        s.blocks.append(Table(["strategy", "registry name", "parent splitter", "child size", "child overlap", "k"],
+                              rows, "lllrrr"))
+
+    shas = config.get("documents_sha256") or {}
+    pages = config.get("documents_pages") or {}
+    if shas:
+        s.blocks.append(Heading("Documents"))
+        rows = []
+        for path, sha in shas.items():
+            if isinstance(sha, Mapping):  # tolerate {path: {sha256, pages}}
+                pages.setdefault(path, sha.get("pages"))
+                sha = sha.get("sha256")
+            rows.append([str(path), num(pages.get(path), 0) if pages.get(path) is not None else "not recorded",
+                         _compact(sha)])
+        s.blocks.append(Table(["document", "pages", "sha256"], rows, "lrl"))
+
+    other = {k: v for k, v in config.items() if k not in used}
+    if other:
+        s.blocks.append(Details("All other settings recorded in config.json",
+                                "\n".join(f"{k}: {_compact(v)}" for k, v in other.items())))
+    return s
+
+
+# ----------------------------------------------------------------------------------------------- 2. chunks
+
+def _example(frame: pd.DataFrame, row: pd.Series) -> str:
+    text = " ".join(str(row["contents"]).split())
+    return text[:EXAMPLE_CHARS] + ("…" if len(text) > EXAMPLE_CHARS else "")
+
+
+def _where(row: pd.Series) -> str:
+    where = Path(str(row.get("path", ""))).name
+    try:
+        meta = json.loads(row.get("metadata") or "{}")
+    except (TypeError, json.JSONDecodeError):
+        meta = {}
+    if isinstance(meta, dict) and meta.get("page_start") is not None:
+        start, end = meta.get("page_start"), meta.get("page_end")
+        where += f" p.{start}" + (f"–{end}" if end not in (None, start) else "")
+    return where
+
+
+def chunks_section(inp: Inputs, styles: Strategies) -> Section:
+    s = Section("chunks", "Chunks per strategy")
+    if not inp.chunks:
+        s.blocks.append(Note("No chunks_<strategy>.csv in the results folder.",
+                             (f"python3 evaluation_chain.py --chunks-only --output-dir {inp.results_dir}",)))
+        return s
+    names = styles.ordered(inp.chunks)
+    rows, examples = [], []
+    for name in names:
+        frame = inp.chunks[name]
+        chars = frame["chars"]
+        rows.append([strategy_cell(name, styles), num(len(frame), 0), num(chars.min(), 0),
+                     num(float(chars.median()), 1), num(float(chars.mean()), 1), num(chars.max(), 0)])
+        if len(frame):
+            median = float(chars.median())
+            typical = frame.iloc[int((chars - median).abs().to_numpy().argmin())]
+            longest = frame.iloc[int(chars.to_numpy().argmax())]
+            for label, row in (("typical (median length)", typical), ("longest", longest)):
+                examples.append([strategy_cell(name, styles), label, num(row["chars"], 0), _where(row),
+                                 _example(frame, row)])
+    s.blocks.append(Table(["strategy", "chunks", "min chars", "median", "mean", "max chars"], rows, "lrrrrr"))
+    s.blocks.append(Figure(figures.chunk_lengths({n: inp.chunks[n]["chars"].tolist() for n in names}, styles),
+                           "Chunk length distribution per strategy (parent chunks, characters; same axis)."))
+    s.blocks.append(Heading(f"Example chunks (first {EXAMPLE_CHARS} characters)"))
+    s.blocks.append(Table(["strategy", "which", "chars", "from", "text"], examples, "llrll"))
+    return s
+
+
+# -------------------------------------------------------------------------------------- paired sentences
+
+def paired_sentence(metric: str, a: str, b: str, diff: float, low: float, high: float, p_holm: float,
+                    digits: int = 3) -> str:
+    """What a paired comparison supports: a direction only when Holm p < 0.05 *and* the CI excludes 0."""
+    if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in (diff, low, high)):
+        return f"{metric}: {a} vs {b} could not be compared (no paired values)"
+    est = f"{diff:+.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]".replace("-", "−")
+    p = "p<0.001" if p_holm < 0.001 else f"p={p_holm:.3f}" if not math.isnan(p_holm) else "p=–"
+    excludes = low > 0 or high < 0
+    if p_holm < ALPHA and excludes:
+        higher, lower = (a, b) if diff > 0 else (b, a)
+        verb = "retrieves more characters than" if metric == "context_chars" else "scores higher than"
+        return f"{higher} {verb} {lower} in {metric} ({a} − {b} {est}, Holm {p})"
+    caveat = ("; Holm p < 0.05 but the CI includes 0" if p_holm < ALPHA else
+              "; the CI excludes 0 but Holm p ≥ 0.05" if excludes else "")
+    return f"no significant difference in {metric} between {a} and {b} ({est}, Holm {p}{caveat})"
+
+
+def paired_table(frame: pd.DataFrame, styles: Strategies, p_col: str, p_holm_col: str,
+                 lead: Sequence[str] = ()) -> Table:
+    rows = []
+    for _, r in frame.iterrows():
+        a, b, metric = str(r["strategy_a"]), str(r["strategy_b"]), str(r["metric"])
+        d = _digits(metric)
+        rows.append([*(str(r[c]) for c in lead), metric, strategy_cell(a, styles), strategy_cell(b, styles),
+                     num(r.get("n"), 0), estimate(r["mean_diff"], r["ci_low"], r["ci_high"], d, signed=True),
+                     pvalue(r[p_col]), pvalue(r[p_holm_col]),
+                     paired_sentence(metric, styles.display(a), styles.display(b), r["mean_diff"], r["ci_low"],
+                                     r["ci_high"], r[p_holm_col], d)])
+    return Table([*lead, "metric", "A", "B", "n", "A − B [95 % CI]", "p (Wilcoxon)", "p (Holm)", "in words"],
+                 rows, "l" * len(lead) + "lllrrrrl")
+
+
+# -------------------------------------------------------------------------------------------- 3. retrieval
+
+def _context_chars(rows: Sequence[Mapping[str, Any]]) -> list[float]:
+    return [float(sum(len(str(c)) for c in (r.get("contexts") or []))) for r in rows]
+
+
+def retrieval_section(inp: Inputs, styles: Strategies) -> Section:
+    s = Section("retrieval", "Retrieval")
+    summary, paired = inp.retrieval_summary, inp.retrieval_paired
+    if summary is not None and len(summary):
+        require_columns(summary, ["strategy", "budget", "metric", "n", "mean", "ci_low", "ci_high"],
+                        "retrieval_summary.csv")
+        metrics = list(dict.fromkeys(summary["metric"]))
+        main = "hit" if "hit" in metrics else metrics[0]
+        s.blocks.append(Figure(figures.budget_curve(summary, main, styles),
+                               f"{main} against the context budget (mean over questions, 95 % CI band)."))
+        budgets = sorted(set(summary["budget"]), key=lambda b: (not b.isdigit(), int(b) if b.isdigit() else 0))
+        rows = []
+        for budget in budgets:
+            for name in styles.ordered(summary["strategy"]):
+                part = summary[(summary["budget"] == budget) & (summary["strategy"] == name)]
+                if part.empty:
+                    continue
+                by_metric = {m: r for m, r in zip(part["metric"], part.itertuples())}
+                cells = [estimate(by_metric[m].mean, by_metric[m].ci_low, by_metric[m].ci_high,
+                                  1 if m == "context_chars" else 3) if m in by_metric else Cell("–")
+                         for m in metrics]
+                rows.append([budget, strategy_cell(name, styles), num(int(part["n"].max()), 0), *cells])
+        s.blocks.append(Heading("Per budget (mean [95 % CI])"))
+        s.blocks.append(Table(["budget", "strategy", "n", *metrics], rows, "llr" + "r" * len(metrics),
+                              table_id="retrieval-table"))
+    else:
+        s.blocks.append(Note("No retrieval_summary.csv: hit rate against context budget needs a retrieval-only run "
+                             "and its evaluation.",
+                             (f"python3 evaluation_chain.py --retrieval-only --output-dir {inp.results_dir}",
+                              _cmd("Postprocessing/retrieval_eval.py", inp.results_dir))))
+        cq = inp.chunk_quality
+        if cq is not None and "group" in cq.columns and (cq["group"] == "retrieval").any():
+            s.blocks.append(Heading("At each strategy's own k, from the chain's retrieved contexts "
+                                    "(chunk_quality.csv)"))
+            s.blocks.append(_quality_table(cq[cq["group"] == "retrieval"], styles))
+        if inp.datasets:
+            rows = []
+            for name in styles.ordered(inp.datasets):
+                values = _context_chars(inp.datasets[name])
+                if not values:
+                    continue
+                mean, lo, hi = stats.bootstrap_ci(values, 2000, 0) if len(values) > 1 else (values[0],) * 3
+                k = ((inp.config or {}).get("strategy_params") or {}).get(name, {}).get("k")
+                rows.append([strategy_cell(name, styles), num(k, 0), num(len(values), 0),
+                             estimate(mean, lo, hi, 1)])
+            s.blocks.append(Heading("Context size the LLM received (Dataset files)"))
+            s.blocks.append(Table(["strategy", "k", "questions", "retrieved characters per question [95 % CI]"],
+                                  rows, "lrrr"))
+    if paired is not None and len(paired):
+        require_columns(paired, ["budget", "metric", "strategy_a", "strategy_b", "mean_diff", "ci_low", "ci_high",
+                                 "p_wilcoxon", "p_holm"], "retrieval_paired.csv")
+        s.blocks.append(Heading("Paired differences (same questions)"))
+        s.blocks.append(paired_table(paired, styles, "p_wilcoxon", "p_holm", lead=("budget",)))
+    return s
+
+
+# ---------------------------------------------------------------------------------------------- 4. answers
+
+def answers_section(inp: Inputs, styles: Strategies) -> Section:
+    s = Section("answers", "Answers")
+    summary = inp.metrics_summary
+    if summary is None or not len(summary):
+        s.blocks.append(Note("No metrics_summary.csv: the answers have not been scored.",
+                             (_cmd("Postprocessing/evaluation_metrics.py", inp.results_dir),)))
+        return s
+    require_columns(summary, ["strategy", "metric", "n", "mean", "ci_low", "ci_high"], "metrics_summary.csv")
+    names = styles.ordered(summary["strategy"])
+    s.blocks.append(Figure(figures.dot_whisker(summary, styles),
+                           "Every answer metric per strategy: mean over questions with its 95 % bootstrap CI."))
+    rows = []
+    for metric in dict.fromkeys(summary["metric"]):
+        part = summary[summary["metric"] == metric].set_index("strategy")
+        cells = [estimate(part.at[n, "mean"], part.at[n, "ci_low"], part.at[n, "ci_high"], _digits(metric))
+                 if n in part.index else Cell("–") for n in names]
+        rows.append([str(metric), *cells, num(int(part["n"].max()), 0)])
+    s.blocks.append(Table(["metric", *[styles.display(n) for n in names], "n"], rows,
+                          "l" + "r" * (len(names) + 1), table_id="answers-table"))
+    paired = inp.metrics_paired
+    if paired is not None and len(paired):
+        require_columns(paired, ["strategy_a", "strategy_b", "metric", "mean_diff", "ci_low", "ci_high",
+                                 "p_wilcoxon", "p_wilcoxon_holm"], "metrics_paired.csv")
+        s.blocks.append(Heading("Paired comparisons (A − B on the same questions; Holm over the pairs of each "
+                                "metric)"))
+        significant = [paired_sentence(str(r["metric"]), styles.display(r["strategy_a"]),
+                                       styles.display(r["strategy_b"]), r["mean_diff"], r["ci_low"], r["ci_high"],
+                                       r["p_wilcoxon_holm"], _digits(r["metric"]))
+                       for _, r in paired.iterrows()
+                       if r["p_wilcoxon_holm"] < ALPHA and (r["ci_low"] > 0 or r["ci_high"] < 0)]
+        s.blocks.append(Text(f"{len(significant)} of {len(paired)} comparisons show a difference (Holm p < 0.05 and "
+                             "a CI that excludes 0)" + (":" if significant else ".")))
+        if significant:
+            s.blocks.append(Bullets(significant))
+        s.blocks.append(paired_table(paired, styles, "p_wilcoxon", "p_wilcoxon_holm"))
+    return s
+
+
+# ---------------------------------------------------------------------------------- 5. quality, survey, sweeps
+
+def _quality_digits(metric: str) -> int:
+    return 0 if metric == "chunks" else 1 if metric.endswith(("_mean", "_variance")) else 3
+
+
+def _quality_table(frame: pd.DataFrame, styles: Strategies) -> Table:
+    names = styles.ordered(frame["strategy"])
+    rows = []
+    for metric in dict.fromkeys(frame["metric"]):
+        part = frame[frame["metric"] == metric].set_index("strategy")
+        cells = []
+        for n in names:
+            if n not in part.index:
+                cells.append(Cell("–"))
+                continue
+            r = part.loc[n]
+            cell = estimate(r["mean"], r["ci_low"], r["ci_high"], _quality_digits(metric))
+            failures = int(r["failures"]) if "failures" in part.columns and not pd.isna(r["failures"]) else 0
+            if failures:
+                cell = Cell(f"{cell.text} ({failures} failed)", cell.value, cell.ci)
+            cells.append(cell)
+        rows.append([str(metric), *cells, "/".join(dict.fromkeys(str(int(v)) for v in part["n"]))])
+    return Table(["metric", *[styles.display(n) for n in names], "n"], rows, "l" + "r" * (len(names) + 1))
+
+
+def chunk_quality_section(inp: Inputs, styles: Strategies) -> Section:
+    s = Section("chunk-quality", "Chunk quality and HOPE")
+    cq = inp.chunk_quality
+    if cq is None or not len(cq):
+        s.blocks.append(Note("No chunk_quality.csv.", (_cmd("Postprocessing/chunk_quality.py", inp.results_dir,
+                                                             " --no-hope"),
+                                                        _cmd("Postprocessing/chunk_quality.py", inp.results_dir))))
+        return s
+    require_columns(cq, ["strategy", "group", "metric", "n", "mean", "ci_low", "ci_high"], "chunk_quality.csv")
+    titles = {"intrinsic": "Intrinsic chunk statistics", "retrieval": "Retrieval from evidence, at each "
+              "strategy's own k", "hope": "HOPE (failed = unparseable LLM output, left out of the mean)"}
+    for group in dict.fromkeys(cq["group"]):
+        s.blocks.append(Heading(titles.get(group, str(group))))
+        s.blocks.append(_quality_table(cq[cq["group"] == group], styles))
+    if not (cq["group"] == "hope").any():
+        s.blocks.append(Note("HOPE was not computed (--no-hope). It needs the profile's LLM; with the lite profile "
+                             "SmolLM2 writes no usable items.", (_cmd("Postprocessing/chunk_quality.py",
+                                                                      inp.results_dir),)))
+    return s
+
+
+def survey_section(inp: Inputs, styles: Strategies) -> Section:
+    s = Section("survey", "Human preference survey")
+    overall, pairwise = inp.survey_overall, inp.survey_pairwise
+    if overall is None:
+        lead = ("interview_answers.xlsx is present; once the raters have filled it, analyse it."
+                if inp.survey_answers_present else "No survey results: make the blinded review workbook, have "
+                "raters fill interview_answers.xlsx, then analyse it.")
+        cmds = (() if inp.survey_answers_present else (_cmd("Postprocessing/preprocessing_files.py",
+                                                            inp.results_dir),))
+        s.blocks.append(Note(lead, (*cmds, _cmd("Postprocessing/interview_analysis.py", inp.results_dir))))
+        return s
+    require_columns(overall, ["category", "count"], "survey_counts_overall.csv")
+    cats = [str(c) for c in overall["category"]]
+    s.blocks.append(Figure(figures.bars([styles.display(c) for c in cats], overall["count"].tolist(),
+                                        [styles.color(c) for c in cats], "choices"),
+                           "How often raters preferred each strategy's answer."))
+    rows = [[strategy_cell(str(r["category"]), styles), num(int(r["count"]), 0),
+             num(r.get("share_all"), 3), num(r.get("share_without_none"), 3)] for _, r in overall.iterrows()]
+    s.blocks.append(Table(["choice", "count", "share", "share excl. none"], rows, "lrrr"))
+    if pairwise is not None and len(pairwise):
+        rows = []
+        for _, r in pairwise.iterrows():
+            rows.append([strategy_cell(str(r["strategy_a"]), styles), strategy_cell(str(r["strategy_b"]), styles),
+                         num(r.get("count_a"), 0), num(r.get("count_b"), 0), num(r.get("share_a"), 3),
+                         pvalue(r.get("p_sign", math.nan)), pvalue(r.get("p_sign_holm", math.nan))])
+        s.blocks.append(Heading("Pairwise sign tests"))
+        s.blocks.append(Table(["A", "B", "A chosen", "B chosen", "share A", "p (sign)", "p (Holm)"], rows,
+                              "llrrrrr"))
+    if inp.survey_summary:
+        s.blocks.append(Details("survey_summary.md", inp.survey_summary))
+    return s
+
+
+def sweeps_section(inp: Inputs, styles: Strategies) -> Section:
+    s = Section("sweeps", "Parameter sweeps")
+    summary, best = inp.sweep_summary, inp.sweep_best
+    if summary is None or not len(summary):
+        s.blocks.append(Note("No sweep_summary.csv: no parameter sweep was run.",
+                             (f"python3 evaluation_chain.py --retrieval-only --sweep SWEEP.yaml --output-dir "
+                              f"{inp.results_dir}",)))
+        return s
+    require_columns(summary, ["config", "strategy", "params", "chars_mean"], "sweep_summary.csv")
+    metric_cols = [c for c in summary.columns if "@" in str(c)]
+    if best is not None and len(best):
+        rows = [[str(r["metric"]), str(r["budget"]), strategy_cell(str(r["strategy"]), styles), str(r["config"]),
+                 str(r["params"]), num(r["value"], 3)] for _, r in best.iterrows()]
+        s.blocks.append(Heading("Best configuration per metric and budget"))
+        s.blocks.append(Table(["metric", "budget", "strategy", "config", "params", "value"], rows, "lllllr"))
+    if metric_cols:
+        main = next((c for c in metric_cols if c.startswith("hit@")), metric_cols[0])
+        s.blocks.append(Figure(figures.sweep_scatter(summary, main, styles),
+                               f"Every swept configuration: mean chunk length against {main}."))
+    order = {n: i for i, n in enumerate(styles.ordered(summary["strategy"]))}
+    frame = summary.sort_values("strategy", key=lambda col: col.map(order), kind="stable")
+    fixed = [c for c in ("chunks", "chars_mean", "chars_cv", "index_seconds") if c in frame.columns]
+    rows = [[str(r["config"]), strategy_cell(str(r["strategy"]), styles), str(r["params"]),
+             *(num(r[c], 0 if c == "chunks" else 3 if c == "chars_cv" else 1) for c in fixed),
+             *(num(r[c], 3) for c in metric_cols)] for _, r in frame.iterrows()]
+    s.blocks.append(Heading("All configurations"))
+    s.blocks.append(Table(["config", "strategy", "params", *fixed, *metric_cols], rows,
+                          "lll" + "r" * (len(fixed) + len(metric_cols)), table_id="sweep-table"))
+    return s
+
+
+# ------------------------------------------------------------------------------------- 6. per-question view
+
+def _sources_text(sources: Any) -> str:
+    parts = []
+    for src in sources or []:
+        if not isinstance(src, Mapping):
+            continue
+        name = Path(str(src.get("path", "?"))).name
+        start, end = src.get("page_start"), src.get("page_end")
+        pages = "" if start is None else f" p.{start}" + (f"–{end}" if end not in (None, start) else "")
+        parts.append(name + pages)
+    return "; ".join(parts) or "–"
+
+
+def explorer_section(inp: Inputs, styles: Strategies) -> Section:
+    s = Section("questions", "Per-question explorer")
+    per_q = inp.metrics_per_question
+    if not inp.datasets and per_q is None:
+        s.blocks.append(Note("No answers in the results folder (Dataset*.json).",
+                             (f"python3 evaluation_chain.py --output-dir {inp.results_dir}",)))
+        return s
+    metric_cols: list[str] = []
+    scores: dict[tuple[str, int], Mapping[str, Any]] = {}
+    if per_q is not None and len(per_q):
+        require_columns(per_q, ["strategy", "question_index"], "metrics_per_question.csv")
+        skip = {"strategy", "strategy_display", "question_index", "question", "answer", "oracle", "reference"}
+        metric_cols = [c for c in per_q.columns if c not in skip and pd.api.types.is_numeric_dtype(per_q[c])]
+        scores = {(str(r["strategy"]), int(r["question_index"])): r for _, r in per_q.iterrows()}
+    else:
+        s.blocks.append(Note("No per-question scores yet.", (_cmd("Postprocessing/evaluation_metrics.py",
+                                                                  inp.results_dir),)))
+    answers = {(name, int(r["question_index"])): r for name, rows in inp.datasets.items() for r in rows
+               if r.get("question_index") is not None}
+    oracle = inp.oracle[0] if inp.oracle else []
+    keys = sorted(set(answers) | set(scores), key=lambda k: (k[1], styles.style(k[0]).order, k[0]))
+    rows = []
+    for name, qi in keys:
+        a, sc = answers.get((name, qi), {}), scores.get((name, qi), {})
+        question = a.get("question") if a else sc.get("question", "")
+        rows.append([num(qi, 0), str(question or ""), oracle[qi] if qi < len(oracle) else "–",
+                     strategy_cell(name, styles), str(a.get("answer", "–")) if a else "–",
+                     *(num(sc.get(c, math.nan), 2 if c.startswith("BLEU") else 3) for c in metric_cols),
+                     _sources_text(a.get("sources") if a else None)])
+    if inp.oracle:
+        s.blocks.append(Text(f"Oracle answers from {inp.oracle[1]}. Click a column header to sort; type to filter."))
+    s.blocks.append(Table(["#", "question", "oracle", "strategy", "answer", *metric_cols, "retrieved sources"], rows,
+                          "rllll" + "r" * len(metric_cols) + "l", table_id="explorer-table", filterable=True,
+                          filter_column=3))
+    return s
+
+
+SECTIONS = (setup_section, chunks_section, retrieval_section, answers_section, chunk_quality_section,
+            survey_section, sweeps_section, explorer_section)
+
+
+def build_sections(inp: Inputs, styles: Strategies) -> list[Section]:
+    return [builder(inp, styles) for builder in SECTIONS]

