@@ -66,6 +66,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def interrupted_message(flags: dict) -> str:
+    """One line for Ctrl-C: what is kept and how to resume (no traceback)."""
+    from ragstudy.io import cache_dir
+
+    output = flags.get("output_dir") or "results"
+    return (f"interrupted: every answer generated so far is saved in {cache_dir() / 'answers'}, embedded child "
+            f"windows in the Chroma folders, finished strategies' files in {output}/; re-run the same command "
+            "to resume without redoing that work")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
@@ -78,12 +88,15 @@ def main(argv: list[str] | None = None) -> int:
     transformers.utils.logging.set_verbosity_error()
     from ragstudy.config import StudyConfig
     from ragstudy.errors import StudyInputError
-    from ragstudy.pipeline import run_study
+    from ragstudy.pipeline import run_retrieval, run_study
 
     flags = vars(args).copy()
     flags.pop("verbose")
     set_params = list(flags.pop("set_params") or [])
     mode = flags.pop("paragraph_mode")
+    sweep = flags.pop("sweep")
+    if sweep:
+        flags["retrieval_only"] = True  # a sweep is always retrieval-only
     if mode:
         set_params.append(f"paragraph.mode={mode}")
     started = time.perf_counter()
@@ -92,10 +105,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"profile: {config.profile.name} ({config.origins['profile']}); LLM {config.profile.llm}; "
               f"embedding {config.profile.embedding}; device {config.profile.device}; "
               f"strategies: {', '.join(config.strategies)}", flush=True)
-        reports = run_study(config)
+        if sweep:
+            from ragstudy.sweep import run_sweep
+
+            run_sweep(config, sweep)
+            return 0
+        reports = run_retrieval(config) if config.retrieval_only else run_study(config)
     except StudyInputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(interrupted_message(flags), file=sys.stderr)
+        return 130
     print("\n| strategy | documents | chunks | embedded | reused | generated | cached |")
     print("|---|---|---|---|---|---|---|")
     for r in reports:

@@ -386,7 +386,7 @@ def run(args: argparse.Namespace) -> dict:
     per_question = pd.concat(question_frames, ignore_index=True) if question_frames else pd.DataFrame()
     correlations, answer_metrics = correlation_section(args, results_dir, per_question, notes)
 
-    display = {s.name: s.display for s in common.STRATEGIES}
+    display = {s.name: s.display for s in common.strategies()}
     md = [f"# Chunk quality: {results_dir}\n", markdown_summary(rows, strategies, display)]
     if correlations:
         shown = [m for m in args.correlate_with.split(",") if m in answer_metrics] or answer_metrics

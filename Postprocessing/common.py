@@ -7,9 +7,7 @@ with oracle rows when a row was dropped, which this module exists to prevent.
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -18,43 +16,57 @@ from typing import Any
 
 import pandas as pd
 
+from ragstudy import registry, results
+from ragstudy.errors import StudyInputError
+from ragstudy.io import PROJECT_ROOT as REPO_ROOT  # noqa: F401  (the report's git lookup)
 from ragstudy.io import atomic_save, atomic_write_text  # noqa: F401  (the scripts use them from here)
+from ragstudy.results import normalize_ws  # noqa: F401
+from ragstudy.groundtruth import UNANSWERABLE_ORACLE  # noqa: F401
 
 logger = logging.getLogger(__name__)
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_RESULTS_DIR = Path("results")
-DEFAULT_QUESTIONS = REPO_ROOT / "Questions.csv"
-DEFAULT_ORACLE = REPO_ROOT / "Oracle.csv"
 CLEANED_ORACLE_NAME = "Cleaned_Oracle.csv"
-UNANSWERABLE_ORACLE = "Il contesto fornito non contiene la risposta."
+# paper: the survey always showed (Custom, FixedSize, NewLine) as Opzione 1/2/3.
+PAPER_SURVEY_ORDER: tuple[str, ...] = ("paragraph", "fixed-size", "newline")
+UNREGISTERED_COLOR = "#999999"
+
+# Bad input in the Postprocessing scripts is the same kind of error as in the chain.
+DataError = StudyInputError
 
 
 @dataclass(frozen=True)
 class Strategy:
-    """A chunking strategy as the postprocessing sees it."""
+    """A chunking strategy as the postprocessing sees it: the registry's facts (or a grey stand-in for a name
+    found in a file that no registered strategy has)."""
 
     name: str  # registry name, as in the Dataset files' ``strategy`` column
     display: str  # name used in tables and plots
-    stem: str  # file stem evaluation_chain.py writes
+    stem: str  # Dataset file stem evaluation_chain.py writes
+    color: str = UNREGISTERED_COLOR
 
 
-def _registered_strategies() -> tuple[Strategy, ...]:
-    """The strategies of the chain's registry, in its order (paragraph, fixed-size, newline, then any added)."""
-    from ragstudy import registry
-
-    specs = [registry.get(name) for name in registry.available()]
-    return tuple(Strategy(s.name, s.display_name or s.name, s.dataset_name) for s in specs)
+def _from_spec(spec: registry.StrategySpec) -> Strategy:
+    return Strategy(spec.name, spec.display_name, spec.dataset_name, spec.color)
 
 
-STRATEGIES: tuple[Strategy, ...] = _registered_strategies()
-STRATEGY_BY_NAME: dict[str, Strategy] = {s.name: s for s in STRATEGIES}
-# paper: the survey always showed (Custom, FixedSize, NewLine) as Opzione 1/2/3.
-PAPER_SURVEY_ORDER: tuple[str, ...] = ("paragraph", "fixed-size", "newline")
+def strategies() -> tuple[Strategy, ...]:
+    """Every registered strategy, in registry order (read each call: tests may register more)."""
+    return tuple(_from_spec(spec) for spec in registry.specs())
 
 
-class DataError(ValueError):
-    """An input file is missing, malformed, or inconsistent with another one."""
+def strategy(name: str) -> Strategy:
+    """The registered strategy `name`, or a stand-in that renders its name in grey."""
+    try:
+        return _from_spec(registry.get(name))
+    except StudyInputError:
+        return Strategy(name, name, name)
+
+
+def strategy_order(names: Iterable[str]) -> list[str]:
+    """`names` in registry order, unregistered ones last by name."""
+    order = {s.name: i for i, s in enumerate(strategies())}
+    return sorted(dict.fromkeys(names), key=lambda n: (order.get(n, len(order)), n))
 
 
 @dataclass(frozen=True)
@@ -73,19 +85,14 @@ class StrategyAnswers:
     strategy: Strategy
     path: Path
     rows: tuple[AnswerRow, ...]
+    paper_format: bool = False  # the paper's files: rows matched by position, no sources
 
     def by_index(self) -> dict[int, AnswerRow]:
         return {row.question_index: row for row in self.rows}
 
 
-def normalize_ws(text: str) -> str:
-    """Collapse runs of whitespace: how question texts are compared across files."""
-    return " ".join(text.split())
-
-
 def _short(text: str, limit: int = 80) -> str:
-    text = normalize_ws(text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return results.short(text, limit)
 
 
 def csv_row(path: Path, i: int) -> str:
@@ -93,33 +100,30 @@ def csv_row(path: Path, i: int) -> str:
     return f"{path} row {i + 2}"
 
 
-def _is_missing(value: Any) -> bool:
-    if value is None:
-        return True
-    if isinstance(value, float) and math.isnan(value):
-        return True
-    return isinstance(value, str) and not value.strip()
-
-
 def read_text_column(path: Path, column: str) -> list[str]:
-    """The cells of one text column of a UTF-8 CSV; an empty cell or missing column is an error."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path} not found")
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
-    if column not in frame.columns:
-        raise DataError(f"{path} has no column {column!r} (columns: {list(frame.columns)})")
-    values = frame[column].tolist()
-    for i, value in enumerate(values):
-        if _is_missing(value):
-            raise DataError(f"{csv_row(path, i)}: empty {column!r} cell; fill it or remove the row everywhere")
-    return values
+    """The cells of one text column of a UTF-8 CSV, strictly (see ragstudy.results.read_text_csv)."""
+    return list(results.read_text_csv(path, column).values)
+
+
+def default_questions(results_dir: Path) -> Path:
+    """The questions file the run used (config.json), else Questions.csv in the current folder."""
+    recorded = results.read_config(results_dir).questions_path if (Path(results_dir) / "config.json").is_file() \
+        else None
+    return recorded or Path("Questions.csv")
+
+
+def resolve_inputs(args) -> None:
+    """Fill ``args.questions`` / ``args.oracle`` left unset: the run's questions file, and Oracle.csv beside it."""
+    if getattr(args, "questions", None) is None:
+        args.questions = str(default_questions(Path(args.results_dir)))
+    if hasattr(args, "oracle") and args.oracle is None:
+        args.oracle = str(Path(args.questions).parent / "Oracle.csv")
 
 
 def load_questions_and_oracle(questions_path: Path, oracle_path: Path) -> tuple[list[str], list[str]]:
     """Questions.csv ``questions`` and Oracle.csv ``oracle``, which must have the same number of rows."""
-    questions = read_text_column(questions_path, "questions")
-    oracle = read_text_column(oracle_path, "oracle")
+    questions = results.read_questions(questions_path)
+    oracle = results.read_oracle(oracle_path)
     if len(questions) != len(oracle):
         n = min(len(questions), len(oracle))
         longer, extra = (questions_path, questions) if len(questions) > n else (oracle_path, oracle)
@@ -135,81 +139,33 @@ def find_dataset_files(results_dir: Path, fmt: str = "csv") -> dict[str, Path]:
     """The Dataset files present in ``results_dir``, keyed by strategy name, in registry order."""
     if fmt not in ("csv", "json"):
         raise ValueError(f"fmt must be 'csv' or 'json', not {fmt!r}")
-    found = {s.name: Path(results_dir) / f"{s.stem}.{fmt}" for s in STRATEGIES}
-    found = {name: path for name, path in found.items() if path.is_file()}
+    found = results.find_datasets(results_dir, prefer=fmt)
+    found = {name: path for name, path in found.items() if path.suffix == f".{fmt}"}
     if not found:
-        expected = ", ".join(f"{s.stem}.{fmt}" for s in STRATEGIES)
+        expected = ", ".join(f"{s.stem}.{fmt}" for s in strategies())
         raise DataError(f"no Dataset file in {results_dir} (expected one of {expected}); run evaluation_chain.py")
     return found
 
 
-def _read_dataset_records(path: Path) -> tuple[list[dict[str, Any]], str]:
-    """Raw records plus a label kind ('csv'|'json') used to name rows in errors."""
-    if path.suffix == ".json":
-        with path.open(encoding="utf-8") as fh:
-            data = json.load(fh)
-        if not isinstance(data, list):
-            raise DataError(f"{path}: expected a JSON list of records, got {type(data).__name__}")
-        return data, "json"
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
-    return frame.to_dict(orient="records"), "csv"
-
-
 def load_strategy_answers(path: Path, strategy: Strategy, questions: Sequence[str],
                           questions_path: Path) -> StrategyAnswers:
-    """Read one Dataset file and check every row against Questions.csv.
-
-    Errors (naming file and row): missing column, non-integer or out-of-range or repeated ``question_index``,
-    question text different from Questions.csv's row, empty answer, foreign ``strategy`` value.
-    """
-    path = Path(path)
-    records, kind = _read_dataset_records(path)
-
-    def where(i: int) -> str:
-        return csv_row(path, i) if kind == "csv" else f"{path} item {i}"
-
-    rows: list[AnswerRow] = []
-    seen: dict[int, int] = {}
-    for i, rec in enumerate(records):
-        for key in ("question_index", "question", "answer"):
-            if key not in rec:
-                raise DataError(f"{where(i)}: no {key!r} field; is this a file written by evaluation_chain.py?")
-        raw_index = rec["question_index"]
-        try:
-            qi = int(str(raw_index).strip())
-        except ValueError:
-            raise DataError(f"{where(i)}: question_index {raw_index!r} is not an integer") from None
-        if not 0 <= qi < len(questions):
-            raise DataError(
-                f"{where(i)}: question_index {qi} is outside {questions_path} ({len(questions)} questions); "
-                "the answers and Questions.csv do not belong together"
-            )
-        if qi in seen:
-            raise DataError(f"{where(i)}: question_index {qi} repeats {where(seen[qi])}")
-        seen[qi] = i
-        question = "" if _is_missing(rec["question"]) else str(rec["question"])
-        if normalize_ws(question) != normalize_ws(questions[qi]):
-            raise DataError(
-                f"{where(i)} (question_index {qi}): question {_short(question)!r} differs from "
-                f"{csv_row(Path(questions_path), qi)} {_short(questions[qi])!r}"
-            )
-        if _is_missing(rec["answer"]):
-            raise DataError(f"{where(i)} (question_index {qi}): empty answer; re-run that question")
-        row_strategy = rec.get("strategy")
-        if not _is_missing(row_strategy) and str(row_strategy) != strategy.name:
-            raise DataError(f"{where(i)}: strategy {row_strategy!r}, but {path.name} holds {strategy.name!r}")
-        rows.append(AnswerRow(qi, questions[qi], str(rec["answer"])))
-    if not rows:
-        raise DataError(f"{path} has no rows")
-    return StrategyAnswers(strategy, path, tuple(rows))
+    """Read one Dataset file (this project's format or the paper's) and check every row against Questions.csv."""
+    dataset = results.read_dataset(path, strategy.name, questions, questions_path)
+    rows = tuple(AnswerRow(r.question_index, r.question, r.answer) for r in dataset.rows)
+    return StrategyAnswers(strategy, Path(path), rows, dataset.paper_format)
 
 
 def load_all_answers(results_dir: Path, questions: Sequence[str], questions_path: Path,
                      fmt: str = "csv") -> list[StrategyAnswers]:
     """Every Dataset file present in ``results_dir``, validated."""
     files = find_dataset_files(results_dir, fmt)
-    return [load_strategy_answers(path, STRATEGY_BY_NAME[name], questions, questions_path)
-            for name, path in files.items()]
+    answers = [load_strategy_answers(path, strategy(name), questions, questions_path) for name, path in files.items()]
+    paper = [a.path.name for a in answers if a.paper_format]
+    if paper:
+        logger.warning("%s: the paper's Dataset format (question, answer, contexts): rows matched to %s by "
+                       "position; no sources recorded, so source-dependent metrics are not available",
+                       ", ".join(paper), questions_path)
+    return answers
 
 
 def common_question_indices(answers: Sequence[StrategyAnswers], n_questions: int,
@@ -254,16 +210,8 @@ def common_question_indices(answers: Sequence[StrategyAnswers], n_questions: int
 
 
 def read_run_config(results_dir: Path) -> dict[str, Any]:
-    """``config.json`` written by evaluation_chain.py, or {} (with a warning) when absent."""
-    path = Path(results_dir) / "config.json"
-    if not path.is_file():
-        logger.warning("%s not found: run settings (profile, models) unknown", path)
-        return {}
-    with path.open(encoding="utf-8") as fh:
-        data = json.load(fh)
-    if not isinstance(data, dict):
-        raise DataError(f"{path}: expected a JSON object")
-    return data
+    """``config.json`` written by evaluation_chain.py as a dict, or {} (with a warning) when absent."""
+    return dict(results.read_config(results_dir).raw)
 
 
 def atomic_write_csv(path: Path, frame: pd.DataFrame) -> None:

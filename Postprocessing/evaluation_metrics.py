@@ -390,7 +390,7 @@ def markdown_report(result: MetricsResult, reference: Reference, config: Metrics
                      "two-sided Wilcoxon signed-rank p; Holm-adjusted over the pairs of each metric)\n")
         headers = ["Metric"]
         pairs = list(dict.fromkeys(zip(result.paired["strategy_a"], result.paired["strategy_b"])))
-        names = {s.name: s.display for s in common.STRATEGIES}
+        names = {s.name: s.display for s in common.strategies()}
         headers += [f"{names[a]} − {names[b]}" for a, b in pairs]
         rows = []
         for metric in dict.fromkeys(result.paired["metric"]):
@@ -430,6 +430,7 @@ def run(args: argparse.Namespace) -> MetricsResult:
 
     torch.set_num_threads(args.threads)
     results_dir = Path(args.results_dir)
+    common.resolve_inputs(args)
     out_dir = Path(args.out_dir or results_dir)
     questions, oracle = common.load_questions_and_oracle(Path(args.questions), Path(args.oracle))
     cleaned_path = Path(args.cleaned_oracle or Path(args.oracle).with_name(common.CLEANED_ORACLE_NAME))
@@ -476,8 +477,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--results-dir", default=str(common.DEFAULT_RESULTS_DIR),
                         help="folder with Dataset*.csv|json and config.json")
     parser.add_argument("--out-dir", default=None, help="where outputs go (default: --results-dir)")
-    parser.add_argument("--questions", default=str(common.DEFAULT_QUESTIONS), help="Questions.csv (column questions)")
-    parser.add_argument("--oracle", default=str(common.DEFAULT_ORACLE), help="Oracle.csv (column oracle)")
+    parser.add_argument("--questions", help="Questions.csv (column questions; default: the one the run used, from "
+                                            "config.json, else ./Questions.csv)")
+    parser.add_argument("--oracle", help="Oracle.csv (column oracle; default: Oracle.csv beside the questions file)")
     parser.add_argument("--cleaned-oracle", default=None,
                         help="cleaned oracle file (default: Cleaned_Oracle.csv beside --oracle)")
     parser.add_argument("--reference", choices=("auto", "raw", "cleaned"), default="auto",

@@ -36,8 +36,7 @@ logger = logging.getLogger(__name__)
 NONE = "none"  # category name of "Nessuna delle precedenti"
 NONE_DISPLAY = "None of the above"
 CHROME_PACKAGE = "chromium"
-# Okabe–Ito colours, fixed per category so every plot agrees.
-COLORS = {"Paragraph": "#0072B2", "Fixed-size": "#E69F00", "Blank-line": "#009E73", NONE_DISPLAY: "#999999"}
+NONE_COLOR = "#BBBBBB"  # strategies' colours come from their registrations, so every plot agrees
 RATER_HEADERS = {"valutatore", "rater", "user", "utente"}
 IGNORED_HEADERS = {"timestamp", "informazioni cronologiche", "indirizzo email", "email", "email address"}
 _OPTION_RE = re.compile(r"^opzione\s*(\d+)$")
@@ -65,8 +64,13 @@ class Survey:
     skipped_cells: list[str] = field(default_factory=list)
 
 
+def category_colors(categories: Sequence[str]) -> dict[str, str]:
+    """Plot colour per displayed category: the strategy's registered colour, light grey for "none"."""
+    return {display(c): NONE_COLOR if c == NONE else common.strategy(c).color for c in categories}
+
+
 def display(category: str) -> str:
-    return NONE_DISPLAY if category == NONE else common.STRATEGY_BY_NAME[category].display
+    return NONE_DISPLAY if category == NONE else common.strategy(category).display
 
 
 def parse_cell(value: object, n_options: int) -> int | None | str:
@@ -168,8 +172,7 @@ def read_survey(path: Path, key: AnswerKey | None, skip_malformed: bool = False)
         logger.warning("%s: %d empty cells in filled rater rows: %s", where, len(missing), ", ".join(missing))
     if not choices:
         raise DataError(f"{where}: no rater has filled any cell")
-    strategies = sorted({s for r in key.rows for s in r.order},
-                        key=lambda s: [x.name for x in common.STRATEGIES].index(s))
+    strategies = common.strategy_order({s for r in key.rows for s in r.order})
     return Survey(choices, raters, [krow for _, krow in col_rows], [*strategies, NONE], key_used=key_used,
                   missing_cells=missing, skipped_cells=malformed)
 
@@ -248,6 +251,7 @@ def build_figures(survey: Survey) -> dict[str, object]:
     font = dict(family="Arial", size=16, color="black")
     overall = counts_frame(survey, None)
     figs: dict[str, object] = {}
+    COLORS = category_colors(survey.categories)  # noqa: N806  (a constant for the figures below)
 
     def pie(frame: pd.DataFrame, title: str) -> go.Figure:
         total = max(1, int(frame["count"].sum()))

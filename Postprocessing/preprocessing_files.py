@@ -123,10 +123,10 @@ def read_answer_key(path: Path) -> AnswerKey:
     rows = []
     for i, rec in frame.iterrows():
         order = tuple(rec[label] for label in labels)
-        unknown = [s for s in order if s not in common.STRATEGY_BY_NAME]
+        unknown = [s for s in order if s not in {x.name for x in common.strategies()}]
         if unknown or len(set(order)) != len(order):
             raise DataError(f"{common.csv_row(path, int(i))}: options {order} must be distinct strategies out of "
-                            f"{list(common.STRATEGY_BY_NAME)}")
+                            f"{[x.name for x in common.strategies()]}")
         rows.append(KeyRow(rec["question_id"], int(rec["question_index"]), rec.get("question", ""), order))
     seeds = set(frame["seed"]) if "seed" in frame.columns else {""}
     seed = int(next(iter(seeds))) if len(seeds) == 1 and next(iter(seeds)) != "" else None
@@ -253,6 +253,7 @@ def write_survey_template(path: Path, key: AnswerKey, n_raters: int) -> None:
 
 def run(args: argparse.Namespace) -> AnswerKey:
     results_dir = Path(args.results_dir)
+    common.resolve_inputs(args)
     out_dir = Path(args.out_dir or results_dir)
     questions, oracle = common.load_questions_and_oracle(Path(args.questions), Path(args.oracle))
     answers = common.load_all_answers(results_dir, questions, Path(args.questions), args.format)
@@ -277,8 +278,9 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--results-dir", default=str(common.DEFAULT_RESULTS_DIR), help="folder with Dataset*.csv")
     parser.add_argument("--out-dir", default=None, help="where the files go (default: --results-dir)")
-    parser.add_argument("--questions", default=str(common.DEFAULT_QUESTIONS), help="Questions.csv")
-    parser.add_argument("--oracle", default=str(common.DEFAULT_ORACLE), help="Oracle.csv (shown to raters)")
+    parser.add_argument("--questions", help="Questions.csv (default: the one the run used, from config.json, "
+                                            "else ./Questions.csv)")
+    parser.add_argument("--oracle", help="Oracle.csv shown to raters (default: Oracle.csv beside the questions file)")
     parser.add_argument("--format", choices=("csv", "json"), default="csv", help="which Dataset files to read")
     parser.add_argument("--allow-partial", action="store_true",
                         help="use only the questions every strategy answered instead of failing")

@@ -7,12 +7,10 @@ the content (not a random uuid), so ids are stable across runs and comparable be
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Iterable, Protocol, Sequence
 
-from .io import atomic_write_text, sha256_text
+from .io import sha256_text
 from .textlayer import PdfDocument, SourceText
 
 
@@ -109,52 +107,3 @@ class SplitterChunker:
         source = document.text_layer
         pieces = self.splitter.split_text(source.text)
         return build_chunks(source, locate_pieces(source.text, pieces, self.overlap), strategy)
-
-
-def chunks_table(chunked: Iterable[ChunkedDocument]) -> list[dict]:
-    """Rows of `chunks_<strategy>.csv`: doc_id, contents, path, start_end_idx, metadata (JSON)."""
-    rows = []
-    for item in chunked:
-        for chunk in item.chunks:
-            meta = {"page_start": chunk.page_start, "page_end": chunk.page_end, "strategy": chunk.strategy,
-                    "source_sha256": item.source.sha256, **chunk.extra}
-            rows.append({
-                "doc_id": chunk.doc_id, "contents": chunk.contents, "path": chunk.path,
-                "start_end_idx": json.dumps([chunk.start, chunk.end]),
-                "metadata": json.dumps(meta, ensure_ascii=False),
-            })
-    return rows
-
-
-def export_chunks(chunked: Sequence[ChunkedDocument], strategy: str, output_dir: Path) -> tuple[Path, Path]:
-    """Write `chunks_<strategy>.csv` and `sources_<strategy>.jsonl` (the texts start_end_idx points into)."""
-    import pandas as pd
-
-    output_dir = Path(output_dir)
-    csv_path = output_dir / f"chunks_{strategy}.csv"
-    sources_path = output_dir / f"sources_{strategy}.jsonl"
-    columns = ["doc_id", "contents", "path", "start_end_idx", "metadata"]
-    frame = pd.DataFrame(chunks_table(chunked), columns=columns)
-    atomic_write_text(csv_path, frame.to_csv(index=False))
-    atomic_write_text(sources_path, "".join(
-        json.dumps(item.source.to_record(), ensure_ascii=False) + "\n" for item in chunked))
-    return csv_path, sources_path
-
-
-def load_chunk_export(output_dir: Path, strategy: str) -> tuple[list[dict], dict[str, SourceText]]:
-    """Read back an export: rows (with start_end_idx and metadata decoded) and source texts by path."""
-    import pandas as pd
-
-    output_dir = Path(output_dir)
-    frame = pd.read_csv(output_dir / f"chunks_{strategy}.csv", keep_default_na=False, dtype=str)
-    rows = []
-    for record in frame.to_dict("records"):
-        record["start_end_idx"] = tuple(json.loads(record["start_end_idx"]))
-        record["metadata"] = json.loads(record["metadata"])
-        rows.append(record)
-    sources = {}
-    with open(output_dir / f"sources_{strategy}.jsonl", encoding="utf-8") as handle:
-        for line in handle:
-            rec = json.loads(line)
-            sources[rec["path"]] = SourceText(rec["path"], rec["sha256"], rec["text"], tuple(rec["page_starts"]))
-    return rows, sources

@@ -2,52 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 from . import registry
-from .chunks import ChunkedDocument, export_chunks
+from .chunks import ChunkedDocument
 from .config import StudyConfig
-from .errors import StudyInputError
-from .io import atomic_write_json, atomic_write_text
-from .models import embedding_tokenizer, make_embedding, make_generator, model_label
+from .models import check_generator, embedding_tokenizer, make_embedding, make_generator, model_label
+from .results import DatasetRow, ResultsFolder, Source, read_questions, write_chunks, write_config, write_dataset
 from .textlayer import PdfDocument, load_documents
 
 logger = logging.getLogger(__name__)
-
-QUESTION_COLUMN = "questions"
-
-
-def read_questions(path: str | Path, limit: int | None = None) -> list[str]:
-    """Questions from the `questions` column; errors name the file and row."""
-    import pandas as pd
-
-    path = Path(path)
-    if not path.is_file():
-        raise StudyInputError(f"{path}: questions file not found. Pass --questions FILE (a CSV with a "
-                              f"'{QUESTION_COLUMN}' column).")
-    try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except pd.errors.EmptyDataError:
-        raise StudyInputError(f"{path}: the file is empty; it needs a header '{QUESTION_COLUMN}' and one question "
-                              "per row.") from None
-    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise StudyInputError(f"{path}: not a readable UTF-8 CSV ({exc})") from exc
-    if QUESTION_COLUMN not in frame.columns:
-        raise StudyInputError(f"{path}: no '{QUESTION_COLUMN}' column (found: {', '.join(map(str, frame.columns))}). "
-                              f"Rename the column holding the questions to '{QUESTION_COLUMN}'.")
-    questions = [str(q).strip() for q in frame[QUESTION_COLUMN]]
-    if not questions:
-        raise StudyInputError(f"{path}: no questions (the '{QUESTION_COLUMN}' column is empty).")
-    for index, question in enumerate(questions):
-        if not question:
-            raise StudyInputError(f"{path}: row {index + 1} (line {index + 2}) has an empty question. Fill it in "
-                                  "or delete the row.")
-    return questions[:limit] if limit else questions
-
 
 def chunker_context(config: StudyConfig) -> registry.ChunkerContext:
     """What chunkers may ask for: the study's embedding model, loaded on first request and then reused."""
@@ -109,35 +76,35 @@ class StrategyReport:
     outputs: list[str] = field(default_factory=list)
 
 
-def answer_questions(retriever, generator, questions: Sequence[str], template: str, strategy: str) -> list[dict]:
+def answer_questions(retriever, generator, questions: Sequence[str], template: str, strategy: str
+                     ) -> list[DatasetRow]:
+    """Retrieve for every question, then answer all prompts (cached answers are not regenerated)."""
     from tqdm.auto import tqdm
 
+    retrieved = [retriever.invoke(question)
+                 for question in tqdm(questions, desc=f"Retrieving {strategy}", unit="question")]
+    prompts = [build_prompt(template, "\n\n".join(doc.page_content for doc in docs), question)
+               for question, docs in zip(questions, retrieved)]
+    answers = generator.generate_many(prompts, desc=f"Answering {strategy}")
     rows = []
-    for index, question in enumerate(tqdm(questions, desc=f"Answering {strategy}", unit="question")):
-        docs = retriever.invoke(question)
-        contexts = [doc.page_content for doc in docs]
-        answer = generator(build_prompt(template, "\n\n".join(contexts), question))
+    for index, (question, docs, answer) in enumerate(zip(questions, retrieved, answers)):
         if not answer:
             logger.warning("%s: empty answer to question %d", strategy, index)
-        sources = [{"doc_id": doc.id or doc.metadata.get("doc_id"), "path": doc.metadata.get("path"),
-                    "page_start": doc.metadata.get("page_start"), "page_end": doc.metadata.get("page_end")}
-                   for doc in docs]
-        rows.append({"question_index": index, "question": question, "answer": answer, "contexts": contexts,
-                     "sources": sources, "strategy": strategy})
+        sources = tuple(Source(doc.id or doc.metadata.get("doc_id"), doc.metadata.get("path"),
+                               doc.metadata.get("page_start"), doc.metadata.get("page_end")) for doc in docs)
+        rows.append(DatasetRow(index, question, answer, tuple(doc.page_content for doc in docs), sources, strategy))
     return rows
 
 
-def write_dataset(rows: list[dict], output_dir: Path, dataset_name: str) -> list[Path]:
-    """Write `<dataset_name>.json` and `.csv` (lists JSON-encoded in CSV cells), atomically."""
-    import pandas as pd
-
-    json_path, csv_path = output_dir / f"{dataset_name}.json", output_dir / f"{dataset_name}.csv"
-    atomic_write_json(json_path, rows)
-    flat = [{**row, "contexts": json.dumps(row["contexts"], ensure_ascii=False),
-             "sources": json.dumps(row["sources"], ensure_ascii=False)} for row in rows]
-    columns = ["question_index", "question", "answer", "contexts", "sources", "strategy"]
-    atomic_write_text(csv_path, pd.DataFrame(flat, columns=columns).to_csv(index=False))
-    return [csv_path, json_path]
+def run_facts(config: StudyConfig, documents: Sequence[PdfDocument]) -> dict:
+    """What config.json records besides the settings: PDF hashes and pages, model labels, resolved paths."""
+    return {
+        "documents_sha256": {doc.path: doc.sha256 for doc in documents},
+        "documents_pages": {doc.path: doc.page_count for doc in documents},
+        "model_labels": {"llm": model_label(config.profile.llm), "embedding": model_label(config.profile.embedding)},
+        "questions_resolved": str(Path(config.questions).resolve()),
+        "documents_resolved": str(Path(config.documents).resolve()),
+    }
 
 
 def run_study(config: StudyConfig) -> list[StrategyReport]:
@@ -145,20 +112,18 @@ def run_study(config: StudyConfig) -> list[StrategyReport]:
     import torch
 
     torch.set_num_threads(config.resolved_threads())
-    output_dir = Path(config.output_dir)
+    output_dir = ResultsFolder(config.output_dir).prepare().path  # lock before anything is written
+    if not config.chunks_only:
+        check_generator(config)
     documents = load_documents(Path(config.documents))
     questions = [] if config.chunks_only else read_questions(config.questions, config.limit)
-    resolved = config.to_dict()
-    resolved["documents_sha256"] = {doc.path: doc.sha256 for doc in documents}
-    resolved["model_labels"] = {"llm": model_label(config.profile.llm),
-                                "embedding": model_label(config.profile.embedding)}
-    atomic_write_json(output_dir / "config.json", resolved)
+    write_config(output_dir, config, run_facts(config, documents))
     embedding = generator = None
     reports = []
     for strategy in config.strategies:
         chunked = chunk_documents(documents, strategy, config)
         report = StrategyReport(strategy, len(documents), sum(len(c.chunks) for c in chunked))
-        report.outputs += [str(p) for p in export_chunks(chunked, strategy, output_dir)]
+        report.outputs += [str(p) for p in write_chunks(chunked, strategy, output_dir)]
         if not config.chunks_only:
             embedding = embedding or make_embedding(config)
             generator = generator or make_generator(config)
@@ -169,4 +134,30 @@ def run_study(config: StudyConfig) -> list[StrategyReport]:
             report.generated, report.cached = generator.generated - before[0], generator.cached - before[1]
             report.outputs += [str(p) for p in write_dataset(rows, output_dir, registry.get(strategy).dataset_name)]
         reports.append(report)
+    return reports
+
+
+# ------------------------------------------------------------------------------------- retrieval-only runs
+
+def run_retrieval(config: StudyConfig) -> list[StrategyReport]:
+    """Index every configured strategy and rank parents per question (retrieval_<strategy>.csv); no LLM is loaded.
+
+    Postprocessing/retrieval_eval.py then fills equal context budgets from these rankings (ragstudy/retrieval.py).
+    """
+    import torch
+
+    from .retrieval import llm_measure, retrieve_strategy
+
+    torch.set_num_threads(config.resolved_threads())
+    output_dir = ResultsFolder(config.output_dir).prepare().path
+    documents = load_documents(Path(config.documents))
+    questions = read_questions(config.questions, config.limit)
+    measure = llm_measure(config)
+    write_config(output_dir, config, run_facts(config, documents))
+    embedding = make_embedding(config)
+    reports = []
+    for strategy in config.strategies:
+        run = retrieve_strategy(config, strategy, documents, questions, embedding, output_dir, measure)
+        reports.append(StrategyReport(strategy, run.documents, run.chunks, embedded=run.embedded, reused=run.reused,
+                                      outputs=run.outputs))
     return reports

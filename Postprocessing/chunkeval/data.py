@@ -47,7 +47,7 @@ class StrategyExport:
 
 
 def load_export(results_dir: Path, strategy: str) -> tuple[list[dict], dict]:
-    from ragstudy.chunks import load_chunk_export
+    from ragstudy.results import read_chunks as load_chunk_export
 
     csv_path = Path(results_dir) / f"chunks_{strategy}.csv"
     try:

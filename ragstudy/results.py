@@ -1,0 +1,545 @@
+"""The results folder and the study's input tables: one owner for every file the chain writes and the scripts read.
+
+- Questions.csv / Oracle.csv: `read_text_csv` (strict: a row with more or fewer fields than the header is an
+  error naming the file and line, never an index guess; `,`, `;` and tab separators are detected from the header).
+- Dataset files (`<DatasetName>.csv/.json`): `write_dataset` / `read_dataset`. `read_dataset` also accepts the
+  paper's own files (columns `question, answer, contexts`, written by Hugging Face `datasets`), matched to
+  Questions.csv by position after checking that the question texts agree.
+- `config.json`: `write_config` / `read_config` (a `StudyConfig` round-trips through it).
+- Chunk exports (`chunks_<strategy>.csv`, `sources_<strategy>.jsonl`): `write_chunks` / `read_chunks`.
+- `ResultsFolder.lock()`: one run writes into a folder at a time; the lock is taken before anything is written.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import io
+import json
+import logging
+import os
+import tokenize
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from . import registry
+from .chunks import ChunkedDocument
+from .config import StudyConfig
+from .errors import StudyInputError
+from .io import atomic_write_json, atomic_write_text
+from .textlayer import SourceText
+
+logger = logging.getLogger(__name__)
+
+QUESTION_COLUMN = "questions"
+ORACLE_COLUMN = "oracle"
+CONFIG_NAME = "config.json"
+DATASET_COLUMNS = ("question_index", "question", "answer", "contexts", "sources", "strategy")
+PAPER_DATASET_COLUMNS = ("question", "answer", "contexts")
+CHUNK_COLUMNS = ("doc_id", "contents", "path", "start_end_idx", "metadata")
+_DELIMITERS = (",", ";", "\t")
+_DELIMITER_NAMES = {",": "comma", ";": "semicolon", "\t": "tab"}
+
+
+def normalize_ws(text: str) -> str:
+    """Collapse runs of whitespace: how question texts are compared across files."""
+    return " ".join(str(text).split())
+
+
+def short(text: str, limit: int = 80) -> str:
+    text = normalize_ws(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# ------------------------------------------------------------------------------------------ CSV input tables
+
+@dataclass(frozen=True)
+class TextTable:
+    """One column of a CSV: its cells and the 1-based file line each cell starts on (for messages)."""
+
+    path: Path
+    column: str
+    values: tuple[str, ...]
+    lines: tuple[int, ...]
+
+    def where(self, index: int) -> str:
+        return f"{self.path} line {self.lines[index]}"
+
+
+def _decode(path: Path) -> str:
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise StudyInputError(
+            f"{path} line {line}: not UTF-8 (byte 0x{data[exc.start]:02x}; a file saved by Excel as "
+            "Windows-1252?). Save it as 'CSV UTF-8', or convert it: iconv -f WINDOWS-1252 -t UTF-8 in.csv > "
+            "out.csv") from None
+
+
+def _delimiter(header: str, path: Path) -> str:
+    """The separator used by the header line: the one of `,` `;` tab it contains (outside quotes)."""
+    unquoted, quoted = [], False
+    for char in header:
+        if char == '"':
+            quoted = not quoted
+        elif not quoted:
+            unquoted.append(char)
+    found = [d for d in _DELIMITERS if d in unquoted]
+    if len(found) > 1:
+        raise StudyInputError(f"{path} line 1: the header mixes separators ({', '.join(_DELIMITER_NAMES[d] for d in found)}); "
+                              "use one (comma, semicolon or tab)")
+    if found and found[0] != ",":
+        logger.info("%s: read as %s-separated (from its header)", path, _DELIMITER_NAMES[found[0]])
+    return found[0] if found else ","
+
+
+def read_text_csv(path: str | Path, column: str, what: str = "") -> TextTable:
+    """The cells of `column` of a UTF-8 CSV, strictly.
+
+    Errors name the file and line: missing file, not UTF-8, empty file, no such column, a row whose number of
+    fields differs from the header's (an unquoted separator inside a cell — quote the cell), an empty cell, a
+    blank line between rows. Trailing blank lines are ignored.
+    """
+    path = Path(path)
+    what = what or f"a CSV with a '{column}' column"
+    if not path.is_file():
+        raise StudyInputError(f"{path}: file not found; expected {what}")
+    text = _decode(path)
+    if not text.strip():
+        raise StudyInputError(f"{path}: the file is empty; it needs a header '{column}' and one value per row")
+    delimiter = _delimiter(text.splitlines()[0], path)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    try:
+        header = next(reader)
+        rows, lines = [], []
+        start = reader.line_num + 1
+        for row in reader:
+            rows.append(row)
+            lines.append(start)
+            start = reader.line_num + 1
+    except csv.Error as exc:
+        raise StudyInputError(f"{path} line {reader.line_num}: not valid CSV ({exc})") from None
+    header = [h.strip() for h in header]
+    if column not in header:
+        hint = ""
+        if len(header) == 1 and any(d in header[0] for d in _DELIMITERS if d != delimiter):
+            hint = " The header looks separated by another character; use commas, semicolons or tabs."
+        raise StudyInputError(f"{path}: no '{column}' column (found: {', '.join(header)}). Rename the column "
+                              f"holding the values to '{column}'.{hint}")
+    if len(set(header)) != len(header):
+        raise StudyInputError(f"{path} line 1: repeated column names {header}")
+    while rows and not any(cell.strip() for cell in rows[-1]):
+        rows.pop()
+        lines.pop()
+    position = header.index(column)
+    values = []
+    for row, line in zip(rows, lines):
+        if not any(cell.strip() for cell in row):
+            raise StudyInputError(f"{path} line {line}: blank line between rows; delete it (rows are matched by "
+                                  "position to other files)")
+        if len(row) != len(header):
+            sep = _DELIMITER_NAMES[delimiter]
+            raise StudyInputError(
+                f"{path} line {line}: {len(row)} fields but the header has {len(header)} ({', '.join(header)}). "
+                f"A cell that contains a {sep} must be quoted, e.g. \"{short(delimiter.join(row), 60)}\"")
+        value = row[position].strip()
+        if not value:
+            raise StudyInputError(f"{path} line {line}: empty '{column}' cell; fill it in or delete the row")
+        values.append(value)
+    if not values:
+        raise StudyInputError(f"{path}: no rows under the header '{column}'")
+    return TextTable(path, column, tuple(values), tuple(lines))
+
+
+def read_questions(path: str | Path, limit: int | None = None) -> list[str]:
+    """Questions from the `questions` column; errors name the file and line."""
+    questions = list(read_text_csv(path, QUESTION_COLUMN, "a CSV with a 'questions' column (pass --questions FILE)"
+                                   ).values)
+    return questions[:limit] if limit else questions
+
+
+def read_oracle(path: str | Path) -> list[str]:
+    return list(read_text_csv(path, ORACLE_COLUMN, "a CSV with an 'oracle' column, one answer per question").values)
+
+
+# ------------------------------------------------------------------------------------------------ Dataset files
+
+@dataclass(frozen=True)
+class Source:
+    doc_id: str | None
+    path: str | None
+    page_start: int | None
+    page_end: int | None
+
+
+@dataclass(frozen=True)
+class DatasetRow:
+    """One answered question. `sources` is None for the paper's files, which did not record them."""
+
+    question_index: int
+    question: str
+    answer: str
+    contexts: tuple[str, ...]
+    sources: tuple[Source, ...] | None
+    strategy: str
+
+    def to_record(self) -> dict[str, Any]:
+        return {"question_index": self.question_index, "question": self.question, "answer": self.answer,
+                "contexts": list(self.contexts),
+                "sources": [vars(s).copy() for s in self.sources] if self.sources is not None else [],
+                "strategy": self.strategy}
+
+
+@dataclass(frozen=True)
+class Dataset:
+    strategy: str
+    path: Path
+    rows: tuple[DatasetRow, ...]
+    paper_format: bool = False  # rows matched to Questions.csv by position; no sources
+
+    def by_index(self) -> dict[int, DatasetRow]:
+        return {row.question_index: row for row in self.rows}
+
+    @property
+    def has_sources(self) -> bool:
+        return not self.paper_format
+
+
+def dataset_paths(results_dir: Path, spec: registry.StrategySpec) -> tuple[Path, Path]:
+    return Path(results_dir) / f"{spec.dataset_name}.json", Path(results_dir) / f"{spec.dataset_name}.csv"
+
+
+def write_dataset(rows: Sequence[DatasetRow], output_dir: Path, dataset_name: str) -> list[Path]:
+    """Write `<dataset_name>.json` and `.csv` (lists JSON-encoded in CSV cells), atomically."""
+    json_path, csv_path = Path(output_dir) / f"{dataset_name}.json", Path(output_dir) / f"{dataset_name}.csv"
+    records = [row.to_record() for row in rows]
+    import pandas as pd
+
+    atomic_write_json(json_path, records)
+    flat = [{**record, "contexts": json.dumps(record["contexts"], ensure_ascii=False),
+             "sources": json.dumps(record["sources"], ensure_ascii=False)} for record in records]
+    atomic_write_text(csv_path, pd.DataFrame(flat, columns=list(DATASET_COLUMNS)).to_csv(index=False))
+    return [csv_path, json_path]
+
+
+def parse_list_cell(value: Any, where: str) -> list[str]:
+    """A list cell: a JSON list, a Python list literal, or the NumPy-style `['a' 'b']` that `datasets` writes.
+
+    Python's own parser would silently join `'a' 'b'` into one string, so each string literal is read alone.
+    """
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    text = str(value).strip()
+    if not text:
+        return []
+    try:
+        parsed = json.loads(text)
+        if isinstance(parsed, list):
+            return [str(v) for v in parsed]
+    except json.JSONDecodeError:
+        pass
+    if not (text.startswith("[") and text.endswith("]")):
+        raise StudyInputError(f"{where}: contexts {short(text, 60)!r} is not a list")
+    items: list[str] = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text[1:-1]).readline):
+            if token.type == tokenize.STRING:
+                items.append(ast.literal_eval(token.string))
+            elif token.type in (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER, tokenize.INDENT,
+                                tokenize.DEDENT) or token.string == ",":
+                continue
+            else:
+                raise ValueError(f"unexpected {token.string!r}")
+    except (tokenize.TokenError, ValueError, SyntaxError) as exc:
+        raise StudyInputError(f"{where}: contexts is not a list of strings ({exc})") from None
+    return items
+
+
+def _read_records(path: Path) -> tuple[list[dict[str, Any]], str]:
+    """Records of a Dataset file and how to name them in messages ('row' for CSV lines, 'item' for JSON)."""
+    if path.suffix == ".json":
+        text = path.read_text(encoding="utf-8")
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            try:  # `datasets`' to_json writes JSON Lines
+                data = [json.loads(line) for line in text.splitlines() if line.strip()]
+            except json.JSONDecodeError as exc:
+                raise StudyInputError(f"{path}: neither JSON nor JSON Lines ({exc})") from None
+        if isinstance(data, dict):
+            data = [data]
+        if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+            raise StudyInputError(f"{path}: expected a JSON list of records")
+        return data, "json"
+    text = _decode(path)
+    reader = csv.DictReader(io.StringIO(text, newline=""), strict=True)
+    try:
+        records = []
+        for record in reader:
+            if None in record or any(v is None for v in record.values()):
+                raise StudyInputError(f"{path} row {reader.line_num}: the number of fields differs from the "
+                                      "header's; the file is damaged")
+            records.append(record)
+    except csv.Error as exc:
+        raise StudyInputError(f"{path}: not valid CSV ({exc})") from None
+    return records, "csv"
+
+
+def _where(path: Path, kind: str, i: int) -> str:
+    return f"{path} row {i + 2}" if kind == "csv" else f"{path} item {i}"
+
+
+def _sources(value: Any, where: str) -> tuple[Source, ...]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value or "[]")
+        except json.JSONDecodeError as exc:
+            raise StudyInputError(f"{where}: sources is not a JSON list ({exc})") from None
+    if not isinstance(value, list):
+        raise StudyInputError(f"{where}: sources is not a list")
+    return tuple(Source(s.get("doc_id"), s.get("path"), s.get("page_start"), s.get("page_end")) for s in value)
+
+
+def read_dataset(path: str | Path, strategy: str, questions: Sequence[str], questions_path: str | Path,
+                 require_answers: bool = True) -> Dataset:
+    """Read and check one Dataset file, in this project's format or the paper's.
+
+    This project's rows carry `question_index`; the paper's (`question, answer, contexts`) are matched to
+    Questions.csv by position. Either way every question must equal its Questions.csv row (whitespace
+    normalised); errors name the file and row: missing field, bad or repeated index, other question, empty answer,
+    foreign strategy.
+    """
+    path = Path(path)
+    records, kind = _read_records(path)
+    if not records:
+        raise StudyInputError(f"{path} has no rows")
+    paper = "question_index" not in records[0]
+    required = PAPER_DATASET_COLUMNS if paper else ("question_index", "question", "answer")
+    rows: list[DatasetRow] = []
+    seen: dict[int, int] = {}
+    for i, record in enumerate(records):
+        where = _where(path, kind, i)
+        for key in required:
+            if key not in record:
+                raise StudyInputError(f"{where}: no {key!r} field; expected a Dataset file of evaluation_chain.py "
+                                      f"(columns {', '.join(DATASET_COLUMNS)}) or of the paper's code "
+                                      f"({', '.join(PAPER_DATASET_COLUMNS)})")
+        index = i if paper else _question_index(record["question_index"], where)
+        if not 0 <= index < len(questions):
+            raise StudyInputError(f"{where}: question_index {index} is outside {questions_path} ({len(questions)} "
+                                  "questions); the answers and the questions file do not belong together")
+        if index in seen:
+            raise StudyInputError(f"{where}: question_index {index} repeats {_where(path, kind, seen[index])}")
+        seen[index] = i
+        question = "" if record["question"] is None else str(record["question"])
+        if normalize_ws(question) != normalize_ws(questions[index]):
+            raise StudyInputError(f"{where} (question_index {index}): question {short(question)!r} differs from "
+                                  f"{questions_path} row {index + 2} {short(questions[index])!r}")
+        answer = "" if record["answer"] is None else str(record["answer"])
+        if require_answers and not answer.strip():
+            raise StudyInputError(f"{where} (question_index {index}): empty answer; re-run that question")
+        row_strategy = record.get("strategy")
+        if row_strategy not in (None, "") and str(row_strategy) != strategy:
+            raise StudyInputError(f"{where}: strategy {row_strategy!r}, but {path.name} holds {strategy!r}")
+        contexts = tuple(parse_list_cell(record.get("contexts", []), where))
+        sources = None if paper else _sources(record.get("sources", []), where)
+        if sources is not None and sources and len(sources) != len(contexts):
+            raise StudyInputError(f"{where}: {len(contexts)} contexts but {len(sources)} sources")
+        rows.append(DatasetRow(index, questions[index], answer, contexts, sources, strategy))
+    if paper:
+        logger.info("%s: the paper's format (no question_index, no sources): rows matched to %s by position",
+                    path, questions_path)
+    return Dataset(strategy, path, tuple(rows), paper_format=paper)
+
+
+def _question_index(raw: Any, where: str) -> int:
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise StudyInputError(f"{where}: question_index {raw!r} is not an integer") from None
+    if str(raw).strip() != str(value):
+        raise StudyInputError(f"{where}: question_index {raw!r} is not an integer")
+    return value
+
+
+def find_datasets(results_dir: str | Path, prefer: str = "json") -> dict[str, Path]:
+    """Dataset files present in `results_dir`, keyed by strategy name, in registry order (JSON or CSV)."""
+    found: dict[str, Path] = {}
+    for spec in registry.specs():
+        json_path, csv_path = dataset_paths(results_dir, spec)
+        order = (json_path, csv_path) if prefer == "json" else (csv_path, json_path)
+        path = next((p for p in order if p.is_file()), None)
+        if path is not None:
+            found[spec.name] = path
+    return found
+
+
+# ---------------------------------------------------------------------------------------------------- config
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What `config.json` holds: the resolved config plus facts of the run (PDF hashes, model labels)."""
+
+    config: StudyConfig | None
+    raw: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = None
+
+    @property
+    def questions_path(self) -> Path | None:
+        for key in ("questions_resolved", "questions"):
+            value = self.raw.get(key)
+            if value and Path(value).is_file():
+                return Path(value)
+        return None
+
+
+def write_config(output_dir: Path, config: StudyConfig, extra: dict[str, Any]) -> Path:
+    record = config.to_dict()
+    record.update(extra)
+    path = Path(output_dir) / CONFIG_NAME
+    atomic_write_json(path, record)
+    return path
+
+
+def read_config(results_dir: str | Path) -> RunRecord:
+    """`config.json` of a results folder; a RunRecord with config None (and a warning) when absent."""
+    path = Path(results_dir) / CONFIG_NAME
+    if not path.is_file():
+        logger.warning("%s not found: run settings (profile, models) unknown; the scripts say which defaults they "
+                       "assume", path)
+        return RunRecord(None)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise StudyInputError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise StudyInputError(f"{path}: expected a JSON object")
+    try:
+        config = StudyConfig.from_dict(raw, str(path))
+    except StudyInputError as exc:  # an older or hand-made file: its keys are still used where present
+        logger.warning("%s", exc)
+        config = None
+    return RunRecord(config, raw, path)
+
+
+# ----------------------------------------------------------------------------------------------- chunk exports
+
+def chunks_table(chunked: Iterable[ChunkedDocument]) -> list[dict]:
+    """Rows of `chunks_<strategy>.csv`: doc_id, contents, path, start_end_idx, metadata (JSON)."""
+    rows = []
+    for item in chunked:
+        for chunk in item.chunks:
+            meta = {"page_start": chunk.page_start, "page_end": chunk.page_end, "strategy": chunk.strategy,
+                    "source_sha256": item.source.sha256, **chunk.extra}
+            rows.append({
+                "doc_id": chunk.doc_id, "contents": chunk.contents, "path": chunk.path,
+                "start_end_idx": json.dumps([chunk.start, chunk.end]),
+                "metadata": json.dumps(meta, ensure_ascii=False),
+            })
+    return rows
+
+
+def write_chunks(chunked: Sequence[ChunkedDocument], strategy: str, output_dir: Path) -> tuple[Path, Path]:
+    """Write `chunks_<strategy>.csv` and `sources_<strategy>.jsonl` (the texts start_end_idx points into)."""
+    import pandas as pd
+
+    output_dir = Path(output_dir)
+    csv_path = output_dir / f"chunks_{strategy}.csv"
+    sources_path = output_dir / f"sources_{strategy}.jsonl"
+    frame = pd.DataFrame(chunks_table(chunked), columns=list(CHUNK_COLUMNS))
+    atomic_write_text(csv_path, frame.to_csv(index=False))
+    atomic_write_text(sources_path, "".join(
+        json.dumps(item.source.to_record(), ensure_ascii=False) + "\n" for item in chunked))
+    return csv_path, sources_path
+
+
+def read_chunks(output_dir: Path, strategy: str) -> tuple[list[dict], dict[str, SourceText]]:
+    """Read back an export: rows (with start_end_idx and metadata decoded) and source texts by path."""
+    import pandas as pd
+
+    output_dir = Path(output_dir)
+    csv_path = output_dir / f"chunks_{strategy}.csv"
+    if not csv_path.is_file():
+        raise StudyInputError(f"{csv_path} not found: run `python3 evaluation_chain.py --chunks-only --output-dir "
+                              f"{output_dir}` first")
+    frame = pd.read_csv(csv_path, keep_default_na=False, dtype=str)
+    missing = [c for c in CHUNK_COLUMNS if c not in frame.columns]
+    if missing:
+        raise StudyInputError(f"{csv_path}: no column(s) {missing}; not a chunk export of evaluation_chain.py")
+    rows = []
+    for i, record in enumerate(frame.to_dict("records")):
+        try:
+            record["start_end_idx"] = tuple(json.loads(record["start_end_idx"]))
+            record["metadata"] = json.loads(record["metadata"])
+        except json.JSONDecodeError as exc:
+            raise StudyInputError(f"{csv_path} row {i + 2}: unreadable start_end_idx or metadata ({exc})") from None
+        rows.append(record)
+    sources = {}
+    with open(output_dir / f"sources_{strategy}.jsonl", encoding="utf-8") as handle:
+        for line in handle:
+            rec = json.loads(line)
+            sources[rec["path"]] = SourceText(rec["path"], rec["sha256"], rec["text"], tuple(rec["page_starts"]))
+    return rows, sources
+
+
+def exported_strategies(results_dir: str | Path) -> list[str]:
+    """Strategies with a chunk export in `results_dir`: registered ones in registry order, then others by name."""
+    names = [p.name[len("chunks_"):-len(".csv")] for p in sorted(Path(results_dir).glob("chunks_*.csv"))]
+    order = {name: i for i, name in enumerate(registry.available())}
+    return sorted(names, key=lambda n: (order.get(n, len(order)), n))
+
+
+# ---------------------------------------------------------------------------------------------- the folder lock
+
+_HELD: dict[Path, int] = {}
+
+
+class ResultsFolder:
+    """An output folder that one run at a time writes into."""
+
+    LOCK_NAME = ".ragstudy-run.lock"
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def prepare(self) -> "ResultsFolder":
+        """Create the folder (or check it), check it is writable and take its lock; before any write."""
+        if self.path.exists() and not self.path.is_dir():
+            raise StudyInputError(f"{self.path}: --output-dir is an existing file, not a folder. Pass a folder "
+                                  "path (it is created if missing).")
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StudyInputError(f"{self.path}: cannot create the output folder ({exc.strerror}). Pass a "
+                                  "writable --output-dir.") from None
+        if not os.access(self.path, os.W_OK | os.X_OK):
+            raise StudyInputError(f"{self.path}: the output folder is not writable. Pass a writable --output-dir.")
+        self.lock()
+        return self
+
+    def lock(self) -> None:
+        import fcntl
+
+        key = self.path.resolve()
+        if key in _HELD:
+            return
+        try:
+            fd = os.open(key / self.LOCK_NAME, os.O_CREAT | os.O_RDWR, 0o644)
+        except OSError as exc:
+            raise StudyInputError(f"{self.path}: cannot write in the output folder ({exc.strerror}). Pass a "
+                                  "writable --output-dir.") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StudyInputError(f"{self.path}: another run is writing into this output folder. Wait for it to "
+                                  "finish, or give this run its own --output-dir.") from None
+        _HELD[key] = fd
+
+    def release(self) -> None:
+        fd = _HELD.pop(self.path.resolve(), None)
+        if fd is not None:
+            os.close(fd)
