@@ -17,7 +17,8 @@ from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
 from ragstudy.generation import AnswerCache, CachedGenerator, ChatModel, GenerationParams
 from ragstudy.knowledge_base import KnowledgeBase
-from ragstudy.pipeline import build_prompt, chunk_documents, read_questions, run_study
+from ragstudy.pipeline import build_prompt, chunk_documents, run_study
+from ragstudy.results import read_questions
 from ragstudy.textlayer import load_documents
 
 
@@ -61,12 +62,24 @@ def test_changing_a_parameter_uses_another_collection(pdf_dir: Path, tmp_path: P
     assert second.collection != first.collection and second.embedded == second.children
 
 
-def test_e5_instruct_queries_get_the_instruction(minilm_embedding) -> None:
-    from customembedding import is_e5_instruct
+def test_e5_instruct_queries_get_the_instruction(minilm_embedding, minilm_path: str, tmp_path: Path) -> None:
+    from customembedding import CustomEmbedding, is_e5_instruct
 
     assert is_e5_instruct("intfloat/multilingual-e5-large-instruct")
     assert not is_e5_instruct("sentence-transformers/all-MiniLM-L6-v2")
-    assert minilm_embedding.format_query("ciao") == "ciao"
+    # MiniLM's weights in a folder named like e5-instruct: detected by the folder name, so queries get the prompt
+    e5_folder = tmp_path / "multilingual-e5-large-instruct"
+    e5_folder.symlink_to(minilm_path, target_is_directory=True)
+    e5 = CustomEmbedding(str(e5_folder), device="cpu")
+    prompt = "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery: ciao"
+
+    def close(a: list[float], b: list[float]) -> bool:
+        return max(abs(x - y) for x, y in zip(a, b)) < 1e-5
+
+    query, plain, prompted = e5.embed_query("ciao"), *minilm_embedding.embed_documents(["ciao", prompt])
+    assert close(query, prompted) and not close(query, plain)  # the text that reached the encoder is the prompt
+    assert close(e5.embed_documents(["ciao"])[0], plain)  # passages: no instruction
+    assert close(minilm_embedding.embed_query("ciao"), plain)  # other models: the query as given
 
 
 def test_batched_embeddings_equal_one_at_a_time(minilm_embedding) -> None:
@@ -103,11 +116,15 @@ def test_answer_cache_survives_a_truncated_last_line(tmp_path: Path) -> None:
 
 
 def test_generator_keys_change_with_model_and_params(tmp_path: Path) -> None:
-    cache = AnswerCache(tmp_path / "a.jsonl")
-    a = CachedGenerator("m", "model-a", "cpu", "float32", GenerationParams(16), cache)
-    b = CachedGenerator("m", "model-b", "cpu", "float32", GenerationParams(16), cache)
-    c = CachedGenerator("m", "model-a", "cpu", "float32", GenerationParams(32), cache)
-    assert len({a.key("p"), b.key("p"), c.key("p"), a.key("q")}) == 4 and a.key("p") == a.key("p")
+    def generator(model="model-a", device="cpu", dtype="float32", params=GenerationParams(16), name="a"):
+        return CachedGenerator("m", model, device, dtype, params, AnswerCache(tmp_path / f"{name}.jsonl"))
+
+    key = generator().key("p")
+    assert generator(name="b").key("p") == key  # equal settings, another generator and cache: the same key
+    others = [generator(model="model-b").key("p"), generator(device="cuda").key("p"),
+              generator(dtype="bfloat16").key("p"), generator(params=GenerationParams(32)).key("p"),
+              generator(params=GenerationParams(16, do_sample=True)).key("p"), generator().key("q")]
+    assert key not in others and len(set(others)) == len(others)
 
 
 def _study_config(pdf_dir: Path, questions: Path, out: Path, llm: str, **extra) -> StudyConfig:
@@ -165,8 +182,8 @@ def test_interrupted_run_resumes_with_the_remaining_questions(pdf_dir, questions
 @pytest.mark.parametrize("content, message", [
     ("domanda\nCome?\n", r"q\.csv: no 'questions' column \(found: domanda\)"),
     ("", r"q\.csv: the file is empty"),
-    ("questions\n", r"q\.csv: no questions"),
-    ('questions\nUna?\n""\nTre?\n', r"q\.csv: row 2 \(line 3\) has an empty question"),
+    ("questions\n", r"q\.csv: no rows under the header 'questions'"),
+    ('questions\nUna?\n""\nTre?\n', r"q\.csv line 3: empty 'questions' cell"),
 ])
 def test_questions_file_errors_name_file_and_row(tmp_path: Path, content: str, message: str) -> None:
     path = tmp_path / "q.csv"

@@ -1,0 +1,199 @@
+"""The results folder's owner (ragstudy.results): strict CSV input tables, Dataset files in both formats, the
+config round trip, and the output-folder lock. Each case of bad input is an error naming the file and line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ragstudy.config import StudyConfig
+from ragstudy.errors import StudyInputError
+from ragstudy.results import (DatasetRow, ResultsFolder, Source, parse_list_cell, read_config, read_dataset,
+                              read_oracle, read_questions, read_text_csv, write_config, write_dataset)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _write(tmp_path: Path, name: str, content: str | bytes) -> Path:
+    path = tmp_path / name
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+    return path
+
+
+# ------------------------------------------------------------------------------------------ CSV input tables
+
+def test_unquoted_commas_in_a_one_column_file_are_an_error_naming_the_line(tmp_path: Path) -> None:
+    """pandas read this row as an index plus 'i profili di GestiDoc 4?' and the run exited 0."""
+    path = _write(tmp_path, "Questions.csv", "questions\nChe cos'è GestiDoc?\nQuali sono, in ordine, i profili "
+                                             "di GestiDoc 4?\n")
+    with pytest.raises(StudyInputError, match=r"Questions\.csv line 3: 3 fields but the header has 1 \(questions\)"
+                                              r"\. A cell that contains a comma must be quoted"):
+        read_questions(path)
+
+
+def test_quoted_commas_are_kept_whole(tmp_path: Path) -> None:
+    path = _write(tmp_path, "Questions.csv", 'questions\n"Quali sono, in ordine, i profili di GestiDoc 4?"\n')
+    assert read_questions(path) == ["Quali sono, in ordine, i profili di GestiDoc 4?"]
+
+
+def test_oracle_with_unquoted_comma_is_an_error_not_a_truncated_reference(tmp_path: Path) -> None:
+    path = _write(tmp_path, "Oracle.csv", "oracle\nLa dimensione massima per file, è di 200 MB.\n")
+    with pytest.raises(StudyInputError, match=r"Oracle\.csv line 2: 2 fields but the header has 1"):
+        read_oracle(path)
+    quoted = _write(tmp_path, "Oracle2.csv", 'oracle\n"La dimensione massima per file, è di 200 MB."\n')
+    assert read_oracle(quoted) == ["La dimensione massima per file, è di 200 MB."]
+
+
+def test_uneven_fields_in_a_two_column_file(tmp_path: Path) -> None:
+    path = _write(tmp_path, "Oracle.csv", "oracle,note\nSì,ok\nNo, mai,breve\n")
+    with pytest.raises(StudyInputError, match=r"Oracle\.csv line 3: 3 fields but the header has 2"):
+        read_oracle(path)
+
+
+def test_semicolon_separated_files_from_italian_excel_are_read(tmp_path: Path) -> None:
+    path = _write(tmp_path, "Questions.csv", "questions;note\nQuali sono, in ordine, i profili?;prima\n"
+                                             "Quanto dura la firma?;seconda\n")
+    assert read_questions(path) == ["Quali sono, in ordine, i profili?", "Quanto dura la firma?"]
+    tabbed = _write(tmp_path, "Oracle.csv", "note\toracle\nx\tTre anni, rinnovabili.\n")
+    assert read_oracle(tabbed) == ["Tre anni, rinnovabili."]
+
+
+def test_windows_1252_is_an_error_naming_the_line_and_the_fix(tmp_path: Path) -> None:
+    path = _write(tmp_path, "Oracle.csv", "oracle\nSì\nPerché no\n".encode("cp1252"))
+    with pytest.raises(StudyInputError, match=r"Oracle\.csv line 2: not UTF-8 .*Windows-1252.*iconv"):
+        read_oracle(path)
+
+
+def test_utf8_with_bom_and_crlf_line_ends_are_fine(tmp_path: Path) -> None:
+    path = _write(tmp_path, "Questions.csv", "\ufeffquestions\r\nUna?\r\n\"Due,\r\ntre?\"\r\n\r\n")
+    table = read_text_csv(path, "questions")
+    assert table.values == ("Una?", "Due,\r\ntre?") and table.lines == (2, 3)
+
+
+@pytest.mark.parametrize("content, message", [
+    ("questions\nUna?\n\nDue?\n", r"line 3: blank line between rows"),
+    ('questions\n"Una?\nDue?\n', r"line \d: not valid CSV"),
+    ("questions,questions\nUna?,Due?\n", r"line 1: repeated column names"),
+    ("domanda\nUna?\n", r"no 'questions' column \(found: domanda\)"),
+])
+def test_other_malformed_tables(tmp_path: Path, content: str, message: str) -> None:
+    with pytest.raises(StudyInputError, match=message):
+        read_questions(_write(tmp_path, "q.csv", content))
+
+
+# ------------------------------------------------------------------------------------------------ Dataset files
+
+QUESTIONS = ["Quanto dura il certificato, in anni?", "Chi conserva i fascicoli?"]
+
+
+def _rows(strategy: str = "fixed-size") -> list[DatasetRow]:
+    return [DatasetRow(0, QUESTIONS[0], "Tre anni.", ("Il certificato dura tre anni.", "Altro, testo"),
+                       (Source("a1", "d.pdf", 1, 1), Source("b2", "d.pdf", 2, 3)), strategy),
+            DatasetRow(1, QUESTIONS[1], 'Il "responsabile".', ("Il responsabile\nconserva.",),
+                       (Source("c3", "d.pdf", 4, 4),), strategy)]
+
+
+def test_dataset_round_trips_through_csv_and_json(tmp_path: Path) -> None:
+    write_dataset(_rows(), tmp_path, "DatasetFixedSize")
+    for suffix in (".csv", ".json"):
+        dataset = read_dataset(tmp_path / f"DatasetFixedSize{suffix}", "fixed-size", QUESTIONS, "Questions.csv")
+        assert list(dataset.rows) == _rows() and not dataset.paper_format
+
+
+def test_papers_datasets_files_are_read_by_position(tmp_path: Path) -> None:
+    """Exactly what the paper's code wrote: Hugging Face `datasets`' to_csv (NumPy-style list cells) and to_json."""
+    datasets = pytest.importorskip("datasets", reason="the paper's files are written with Hugging Face datasets")
+    data = datasets.Dataset.from_dict({
+        "question": QUESTIONS, "answer": ["Tre anni.", 'Il "responsabile".'],
+        "contexts": [["Il certificato dura tre anni.", "Altro, testo con 'apici'" + " lungo" * 30],
+                     ["Il responsabile\nconserva."]]})
+    data.to_csv(str(tmp_path / "DatasetCustom.csv"))
+    data.to_json(str(tmp_path / "DatasetCustom.json"))
+    for suffix in (".csv", ".json"):
+        dataset = read_dataset(tmp_path / f"DatasetCustom{suffix}", "paragraph", QUESTIONS, "Questions.csv")
+        assert dataset.paper_format and not dataset.has_sources
+        assert [r.question_index for r in dataset.rows] == [0, 1]
+        assert dataset.rows[0].contexts == ("Il certificato dura tre anni.", "Altro, testo con 'apici'" + " lungo" * 30)
+        assert dataset.rows[1].answer == 'Il "responsabile".' and dataset.rows[1].sources is None
+
+
+def test_papers_file_with_another_question_is_an_error_naming_the_row(tmp_path: Path) -> None:
+    _write(tmp_path, "DatasetNewLine.json", json.dumps([{"question": QUESTIONS[1], "answer": "x", "contexts": []}]))
+    with pytest.raises(StudyInputError, match=r"DatasetNewLine\.json item 0 \(question_index 0\): question .* "
+                                              r"differs from Questions\.csv row 2"):
+        read_dataset(tmp_path / "DatasetNewLine.json", "newline", QUESTIONS, "Questions.csv")
+
+
+def test_numpy_style_list_cells_never_join_strings() -> None:
+    """Python's parser reads "['a' 'b']" as ['ab']: each literal is read on its own."""
+    assert parse_list_cell("['a' 'b']", "x") == ["a", "b"]
+    assert parse_list_cell("['a, b'\n 'c']", "x") == ["a, b", "c"]
+    assert parse_list_cell('["a", "b"]', "x") == ["a", "b"]
+    assert parse_list_cell("[]", "x") == []
+    with pytest.raises(StudyInputError, match="not a list of strings"):
+        parse_list_cell("['a' + 'b']", "x")
+
+
+# ---------------------------------------------------------------------------------------------------- config
+
+def test_config_round_trips_through_config_json(tmp_path: Path) -> None:
+    config = StudyConfig.resolve(profile="lite", strategies="paragraph,fixed-size", budgets="300,900",
+                                 set_params=["fixed-size.chunk_size=1000", "paragraph.k=2"])
+    write_config(tmp_path, config, {"documents_sha256": {"d.pdf": "0" * 64}})
+    record = read_config(tmp_path)
+    assert record.config.to_dict() == config.to_dict()
+    assert record.raw["documents_sha256"] == {"d.pdf": "0" * 64}
+
+
+# ------------------------------------------------------------------------------------------ the output folder
+
+def test_output_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    target = _write(tmp_path, "out", "not a folder")
+    with pytest.raises(StudyInputError, match=r"out: --output-dir is an existing file"):
+        ResultsFolder(target).prepare()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_read_only_output_dir_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    with pytest.raises(StudyInputError, match="not writable"):
+        ResultsFolder(folder).prepare()
+
+
+def test_second_run_on_one_output_folder_is_refused_before_writing(tmp_path: Path, pdf_dir: Path) -> None:
+    """The second run used to overwrite config.json and chunks_*.csv before the Chroma lock stopped it."""
+    out = tmp_path / "out"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from ragstudy.results import ResultsFolder; "
+         f"ResultsFolder({str(out)!r}).prepare(); print('locked', flush=True); time.sleep(60)"],
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        result = subprocess.run([sys.executable, "evaluation_chain.py", "--chunks-only", "--profile", "lite",
+                                 "--documents", str(pdf_dir), "--output-dir", str(out)],
+                                cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert result.returncode == 2, result.stderr
+    assert "another run is writing into this output folder" in result.stderr
+    assert sorted(p.name for p in out.iterdir()) == [ResultsFolder.LOCK_NAME]  # nothing written
+
+
+def test_config_file_values_are_overridden_by_flags(tmp_path: Path) -> None:
+    settings = _write(tmp_path, "s.yaml", "profile: paper\nstrategies: fixed-size\nprompt_file: nowhere.txt\n")
+    prompt = _write(tmp_path, "p.txt", "Contesto: {context}\nDomanda: {query}")
+    config = StudyConfig.resolve(config_file=str(settings), profile="lite", strategies="newline",
+                                 prompt_file=str(prompt))
+    assert config.profile.name == "lite" and config.strategies == ("newline",)
+    assert config.prompt_template.startswith("Contesto:")
