@@ -3,18 +3,29 @@
 Wraps SentenceTransformer (model id or local folder), picks CUDA when present, normalises vectors, embeds
 documents in batches, and adds e5-instruct's query prompt ("Instruct: ...\\nQuery: ...") when the model is an
 e5-instruct model (passages are embedded without instruction, as that model card prescribes).
+
+With `cache_dir`, every vector is also kept in a persistent `VectorCache`, so a text is run through the model once
+across collections, strategies, sweep configurations and the semantic chunker's sentences.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import sqlite3
+import threading
+from array import array
 from pathlib import Path
+from typing import Sequence
 
 from langchain_core.embeddings import Embeddings
 
 logger = logging.getLogger(__name__)
 
 E5_INSTRUCT_TASK = "Given a web search query, retrieve relevant passages that answer the query"
+CACHE_FILE = "vectors.sqlite3"
+CACHE_COMMIT_EVERY = 256  # texts encoded between commits: an interrupted run keeps what it embedded
+_SQL_VARIABLES = 500  # keys per SELECT ... IN (...) (sqlite's limit is 999 in old builds)
 
 
 def is_e5_instruct(model: str) -> bool:
@@ -31,20 +42,91 @@ def resolve_device(device: str = "auto") -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def default_cache_dir() -> Path:
+    """Where the study keeps embedding vectors: `<project cache>/vectors` ($RAGSTUDY_CACHE or .cache)."""
+    from ragstudy.io import cache_dir
+
+    return cache_dir() / "vectors"
+
+
+def text_key(text: str) -> str:
+    """Cache key of one text: sha256 of exactly the string given to the model (query instruction included)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class VectorCache:
+    """Normalised float32 vectors in one SQLite file, keyed by (model label, dtype, sha256 of the embedded text).
+
+    Chosen over LangChain's `CacheBackedEmbeddings` + `LocalFileStore`: that stores one JSON file per vector
+    (~50k small files for the paper's corpus, 8 KB of text for a 384-d vector, no de-duplication within a batch),
+    while here one file holds exact float32 blobs (4 bytes a dimension), looks keys up in bulk, and SQLite's
+    transactions make it safe for concurrent processes and for a run killed mid-write (a batch is all or nothing).
+    The key is the exact text given to the model, so a passage and a query prompt never collide unless the model
+    sees the same string; the vectors' format (normalised, float32) is fixed by CustomEmbedding.
+    """
+
+    def __init__(self, folder: str | Path) -> None:
+        self.path = Path(folder) / CACHE_FILE
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
+        with self._lock, self._db:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, dtype TEXT NOT NULL, "
+                             "key TEXT NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model, dtype, key)) "
+                             "WITHOUT ROWID")
+
+    def get_many(self, model: str, dtype: str, keys: Sequence[str]) -> dict[str, list[float]]:
+        """The stored vectors among `keys` (absent keys are simply missing from the result)."""
+        found: dict[str, list[float]] = {}
+        unique = list(dict.fromkeys(keys))
+        with self._lock:
+            for start in range(0, len(unique), _SQL_VARIABLES):
+                part = unique[start:start + _SQL_VARIABLES]
+                rows = self._db.execute(
+                    f"SELECT key, vector FROM vectors WHERE model = ? AND dtype = ? AND key IN "
+                    f"({','.join('?' * len(part))})", (model, dtype, *part))
+                for key, blob in rows:
+                    found[key] = array("f", blob).tolist()
+        return found
+
+    def put_many(self, model: str, dtype: str, items: Sequence[tuple[str, Sequence[float]]]) -> None:
+        """Store vectors (as float32) in one transaction; keys already present are left as they are."""
+        rows = [(model, dtype, key, array("f", vector).tobytes()) for key, vector in items]
+        with self._lock, self._db:
+            self._db.executemany("INSERT OR IGNORE INTO vectors (model, dtype, key, vector) VALUES (?, ?, ?, ?)",
+                                 rows)
+
+    def count(self, model: str | None = None) -> int:
+        query, args = ("SELECT COUNT(*) FROM vectors", ()) if model is None else (
+            "SELECT COUNT(*) FROM vectors WHERE model = ?", (model,))
+        with self._lock:
+            return self._db.execute(query, args).fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
 class CustomEmbedding(Embeddings):
-    """SentenceTransformer embeddings, normalised, batched, with e5-instruct query prompts."""
+    """SentenceTransformer embeddings, normalised, batched, with e5-instruct query prompts and an optional cache.
+
+    `cache_dir=None` (the default) embeds every text it is given, exactly as before; the study passes
+    `default_cache_dir()` (see ragstudy.models.make_embedding). `texts_embedded` counts texts run through the model
+    (cache misses), `cache_hits` the texts answered from the cache.
+    """
 
     def __init__(self, model_name_or_path: str, device: str = "auto", batch_size: int = 32,
                  query_instruction: str | None = None, model_id: str | None = None,
-                 dtype: str = "float32") -> None:
+                 dtype: str = "float32", cache_dir: str | Path | None = None) -> None:
         import torch
         from sentence_transformers import SentenceTransformer
 
         self.model_name_or_path = str(model_name_or_path)
         self.dtype = dtype
         # what cache keys record: another dtype gives (slightly) other vectors, hence another collection
-        base_id = model_id or self.model_name_or_path
-        self.model_id = base_id if dtype == "float32" else f"{base_id}@{dtype}"
+        self.model_label = model_id or self.model_name_or_path
+        self.model_id = self.model_label if dtype == "float32" else f"{self.model_label}@{dtype}"
         self.device = resolve_device(device)
         self.batch_size = batch_size
         if query_instruction is None and is_e5_instruct(self.model_name_or_path):
@@ -58,9 +140,11 @@ class CustomEmbedding(Embeddings):
                 f"embedding model {self.model_name_or_path!r} could not be loaded ({exc}). Pass a local model "
                 "folder (--embedding PATH) or make the model available in the Hugging Face cache."
             ) from exc
-        self.texts_embedded = 0  # counts passages and queries encoded, for cache checks and benchmarks
-        logger.info("embedding model %s on %s, %s (query instruction: %s)", self.model_id, self.device, dtype,
-                    bool(self.query_instruction))
+        self.cache = VectorCache(cache_dir) if cache_dir is not None else None
+        self.texts_embedded = 0  # texts (passages and queries) run through the model
+        self.cache_hits = 0  # texts whose vector came from the cache
+        logger.info("embedding model %s on %s, %s (query instruction: %s, vector cache: %s)", self.model_id,
+                    self.device, dtype, bool(self.query_instruction), self.cache.path if self.cache else "off")
 
     def _encode(self, texts: list[str]) -> list[list[float]]:
         if not texts:
@@ -70,12 +154,35 @@ class CustomEmbedding(Embeddings):
         self.texts_embedded += len(texts)
         return vectors.astype("float32").tolist()
 
+    def _embed(self, texts: list[str]) -> list[list[float]]:
+        """Vectors of exactly these strings: from the cache, else from the model (each distinct string once)."""
+        if self.cache is None:
+            return self._encode(texts)
+        keys = [text_key(text) for text in texts]
+        found = self.cache.get_many(self.model_label, self.dtype, keys)
+        missing = list(dict.fromkeys(key for key in keys if key not in found))
+        self.cache_hits += len(texts) - len(missing)
+        if missing:
+            text_of = dict(zip(keys, texts))
+            for start in range(0, len(missing), CACHE_COMMIT_EVERY):
+                part = missing[start:start + CACHE_COMMIT_EVERY]
+                vectors = self._encode([text_of[key] for key in part])
+                self.cache.put_many(self.model_label, self.dtype, list(zip(part, vectors)))
+                found.update(zip(part, vectors))  # float32 values: exactly what a later run reads back
+        return [found[key] for key in keys]
+
     def format_query(self, text: str) -> str:
         return f"Instruct: {self.query_instruction}\nQuery: {text}" if self.query_instruction else text
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Embed passages in batches of `batch_size`."""
-        return self._encode(list(texts))
+        """Embed passages in batches of `batch_size` (cached texts are not re-embedded)."""
+        return self._embed(list(texts))
 
     def embed_query(self, text: str) -> list[float]:
-        return self._encode([self.format_query(text)])[0]
+        # One query per model call, always: batch composition changes vectors in the 7th decimal, and the chain's
+        # retriever, retrieval-only rankings and the cache must all see the same query vector.
+        return self._embed([self.format_query(text)])[0]
+
+    def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        """`embed_query` for many queries (each encoded on its own, see there; cached ones are read back)."""
+        return [self.embed_query(text) for text in texts]

@@ -108,13 +108,15 @@ def embedding_tokenizer(config: StudyConfig):
 
 
 def make_embedding(config: StudyConfig):
-    from customembedding import CustomEmbedding
+    """The study's embedding model, with its persistent vector cache (`<project cache>/vectors`)."""
+    from customembedding import CustomEmbedding, default_cache_dir
 
     origin = config.origins.get("embedding", "config")
     path = resolve_embedding(config.profile.embedding, origin)
     try:
         return CustomEmbedding(path, device=config.profile.device, batch_size=config.embedding_batch_size,
-                               model_id=model_label(config.profile.embedding), dtype=config.embedding_dtype)
+                               model_id=model_label(config.profile.embedding), dtype=config.embedding_dtype,
+                               cache_dir=default_cache_dir())
     except OSError as exc:
         raise StudyInputError(f"embedding model {config.profile.embedding!r} (set by {origin}) could not be "
                               f"loaded: {exc}") from exc

@@ -1,0 +1,237 @@
+"""Knowledge base: vectors shared across configurations (embedding cache, k-free collections) and parent rankings."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from ragstudy import registry
+from ragstudy.config import StudyConfig
+from ragstudy.knowledge_base import KnowledgeBase, TIE_DECIMALS, child_windows, collection_name
+from ragstudy.pipeline import chunk_documents
+from ragstudy.textlayer import load_documents
+
+QUERIES = ["Come ci si autentica per accedere al portale? SPID", "Per quanti anni si conservano i fascicoli?",
+           "Entro quanti giorni risponde l'assistenza?", "firma digitale certificato qualificato"]
+
+
+def cached(embedding, folder: Path):
+    """The session's MiniLM (model shared, not reloaded) with its own vector cache and fresh counters."""
+    from customembedding import VectorCache
+
+    clone = copy.copy(embedding)
+    clone.cache = VectorCache(folder)
+    clone.texts_embedded = clone.cache_hits = 0
+    return clone
+
+
+def chunks(pdf_dir: Path, strategy: str, *set_params: str):
+    config = StudyConfig.resolve(profile="lite", strategies=strategy, set_params=list(set_params))
+    return config.strategy_params[strategy], chunk_documents(load_documents(pdf_dir), strategy, config)
+
+
+def knowledge_base(strategy: str, params, embedding, db: Path) -> KnowledgeBase:
+    return KnowledgeBase(registry.get(strategy), params, embedding, embedding.model_id, db_dir=db)
+
+
+def child_texts(kb: KnowledgeBase, chunked) -> list[str]:
+    parents = [chunk.to_document() for item in chunked for chunk in item.chunks]
+    return [child.page_content for child in child_windows(parents, kb.child_splitter())[0]]
+
+
+def test_a_sweep_over_k_embeds_once(pdf_dir: Path, tmp_path: Path, minilm_embedding) -> None:
+    embedding = cached(minilm_embedding, tmp_path / "vectors")
+    k2, chunked = chunks(pdf_dir, "fixed-size", "fixed-size.k=2")
+    k4, _ = chunks(pdf_dir, "fixed-size", "fixed-size.k=4")
+    first_kb = knowledge_base("fixed-size", k2, embedding, tmp_path / "db")
+    retriever2, first = first_kb.build(chunked)
+    distinct = len(set(child_texts(first_kb, chunked)))
+    assert first.embedded == embedding.texts_embedded == distinct and first.added == first.children
+    assert first.reused == first.children - distinct  # a text seen twice in one build is embedded once
+    retriever4, second = knowledge_base("fixed-size", k4, embedding, tmp_path / "db").build(chunked)
+    assert second.collection == first.collection
+    assert (second.embedded, second.added, second.reused) == (0, 0, second.children)
+    assert embedding.texts_embedded == distinct  # no window ran through the model twice
+    # k changes only what is read back
+    assert retriever2.search_kwargs["k"] == 2 and retriever4.search_kwargs["k"] == 4
+    two, four = ([doc.id for doc in r.invoke(QUERIES[0])] for r in (retriever2, retriever4))
+    assert two and four[:len(two)] == two
+
+
+def test_identical_child_windows_in_other_collections_are_not_embedded_again(pdf_dir: Path, tmp_path: Path,
+                                                                             minilm_embedding) -> None:
+    """Other collections whose windows coincide (another db folder, a wider child window than any parent,
+    another strategy with the same parents) read every vector from the cache."""
+    embedding = cached(minilm_embedding, tmp_path / "vectors")
+    narrow, chunked = chunks(pdf_dir, "newline", "newline.child_chunk_size=1000")
+    wide, _ = chunks(pdf_dir, "newline", "newline.child_chunk_size=2000")
+    kb = knowledge_base("newline", narrow, embedding, tmp_path / "db")
+    texts = child_texts(kb, chunked)
+    assert texts == [chunk.contents for item in chunked for chunk in item.chunks]  # windows are whole parents
+    _, first = kb.build(chunked)
+    assert first.embedded == len(set(texts)) > 0
+
+    # the same configuration in a fresh Chroma folder (another --db-dir, or a Chroma server)
+    _, moved = knowledge_base("newline", narrow, embedding, tmp_path / "db2").build(chunked)
+    assert moved.collection == first.collection and moved.added == moved.children
+    # child_chunk_size 1000 -> 2000: another collection, the same texts
+    kb_wide = knowledge_base("newline", wide, embedding, tmp_path / "db")
+    assert child_texts(kb_wide, chunked) == texts
+    _, widened = kb_wide.build(chunked)
+    assert widened.collection != first.collection and widened.added == widened.children
+    # another strategy whose parents (hence windows) are the same texts under other ids
+    twin = registry.register(replace(registry.get("newline"), name="newline-twin", folder="RAGNewLineTwin"))
+    try:
+        twin_chunked = chunk_documents(load_documents(pdf_dir), "newline-twin",
+                                       StudyConfig.resolve(profile="lite", strategies="newline-twin",
+                                                           set_params=["newline-twin.child_chunk_size=1000"]))
+        kb_twin = KnowledgeBase(twin, narrow, embedding, embedding.model_id, db_dir=tmp_path / "db")
+        assert child_texts(kb_twin, twin_chunked) == texts
+        _, other = kb_twin.build(twin_chunked)
+    finally:
+        registry.unregister("newline-twin")
+    assert other.collection not in (first.collection, widened.collection) and other.added == other.children
+    for stats in (moved, widened, other):
+        assert stats.embedded == 0 and stats.reused == stats.children
+    assert embedding.texts_embedded == len(set(texts))
+
+
+def test_resume_and_a_new_embedding_instance_read_the_cache(pdf_dir: Path, tmp_path: Path, minilm_path: str,
+                                                            minilm_embedding) -> None:
+    from customembedding import CustomEmbedding
+
+    params, chunked = chunks(pdf_dir, "newline")
+    embedding = cached(minilm_embedding, tmp_path / "vectors")
+    retriever, first = knowledge_base("newline", params, embedding, tmp_path / "db").build(chunked)
+    ids = retriever.vectorstore.get(include=[])["ids"]
+    retriever.vectorstore.delete(ids=ids[:5])  # an interrupted indexing run
+    _, resumed = knowledge_base("newline", params, embedding, tmp_path / "db").build(chunked)
+    assert resumed.added == 5 and resumed.embedded == 0
+    # a later process: a new model instance on the same cache folder, a fresh Chroma folder
+    later = CustomEmbedding(minilm_path, device="cpu", model_id=minilm_embedding.model_id,
+                            cache_dir=tmp_path / "vectors")
+    _, again = knowledge_base("newline", params, later, tmp_path / "db3").build(chunked)
+    assert again.embedded == later.texts_embedded == 0 and later.cache_hits == again.children == first.children
+
+
+def test_cached_vectors_equal_fresh_ones_and_keys_hold_the_exact_text(tmp_path: Path, minilm_embedding) -> None:
+    embedding = cached(minilm_embedding, tmp_path / "vectors")
+    texts = ["Il certificato dura tre anni.", "L'accesso è consentito dalle otto alle venti.",
+             "Il certificato dura tre anni."]
+    fresh = minilm_embedding.embed_documents(texts)
+    stored = embedding.embed_documents(texts)
+    assert embedding.texts_embedded == 2 and embedding.cache_hits == 1
+    again = embedding.embed_documents(list(reversed(texts)))
+    assert embedding.texts_embedded == 2 and again == list(reversed(stored))
+    for a, b in zip(stored, fresh):
+        assert max(abs(x - y) for x, y in zip(a, b)) < 1e-5
+    # a query is embedded with its instruction: another string, another key, another vector
+    instructed = copy.copy(embedding)
+    instructed.query_instruction = "Given a question, retrieve passages"
+    query = instructed.embed_query(texts[0])
+    assert instructed.texts_embedded == 3 and query != stored[0]
+    assert embedding.embed_query(texts[0]) == stored[0]  # no instruction: the same string as the passage
+    # another dtype or model label never reads these vectors
+    assert embedding.cache.get_many(embedding.model_label, "bfloat16", ["x"]) == {}
+    assert embedding.cache.count(embedding.model_label) == 3
+
+
+def test_collection_name_ignores_k_but_not_what_shapes_the_vectors(pdf_dir: Path) -> None:
+    spec = registry.get("fixed-size")
+    params, chunked = chunks(pdf_dir, "fixed-size")
+    base = collection_name(spec, params, chunked, "minilm")
+    assert collection_name(spec, replace(params, k=9), chunked, "minilm") == base
+    assert collection_name(spec, replace(params, child_chunk_size=150), chunked, "minilm") != base
+    assert collection_name(spec, replace(params, child_chunk_overlap=20), chunked, "minilm") != base
+    assert collection_name(spec, params, chunked, "minilm@bfloat16") != base
+    _, other_parents = chunks(pdf_dir, "fixed-size", "fixed-size.chunk_size=300")
+    assert collection_name(spec, params, other_parents, "minilm") != base
+
+
+@pytest.fixture(scope="module")
+def built_newline(pdf_dir: Path, tmp_path_factory: pytest.TempPathFactory, minilm_embedding):
+    params, chunked = chunks(pdf_dir, "newline")
+    kb = knowledge_base("newline", params, minilm_embedding, tmp_path_factory.mktemp("rank-db"))
+    retriever, stats = kb.build(chunked)
+    return kb, retriever, stats
+
+
+def brute_force_ranking(kb: KnowledgeBase, query: str) -> list[tuple[str, float]]:
+    """Every child window scored, ties broken by child id, parents by first appearance."""
+    scored = kb.vectorstore.similarity_search_with_score(query, k=kb.vectorstore._collection.count())
+    scored.sort(key=lambda pair: (round(pair[1], TIE_DECIMALS), pair[0].id))
+    best: dict[str, float] = {}
+    for doc, distance in scored:
+        best.setdefault(doc.metadata["doc_id"], distance)
+    return list(best.items())
+
+
+def test_rank_orders_parents_by_their_best_window(built_newline) -> None:
+    kb, _, stats = built_newline
+    for query in QUERIES:
+        expected = brute_force_ranking(kb, query)
+        for depth in (1, 3, 7):
+            ranked = kb.rank(query, depth)
+            assert [(r.document.id, r.score) for r in ranked] == expected[:depth]
+            assert [r.rank for r in ranked] == list(range(1, depth + 1))
+    top = kb.rank(QUERIES[0], 1)[0]
+    assert "SPID" in top.document.page_content
+    assert {"doc_id", "path", "page_start", "page_end"} <= set(top.document.metadata)
+    everything = kb.rank(QUERIES[1], 10_000)  # deeper than the collection: every parent once
+    assert len(everything) == len({r.document.id for r in everything}) == len(brute_force_ranking(kb, QUERIES[1]))
+    assert all(a.score <= b.score + 10 ** -TIE_DECIMALS for a, b in zip(everything, everything[1:]))
+
+
+def test_rank_agrees_with_the_retriever_and_rank_many_with_rank(built_newline) -> None:
+    kb, retriever, _ = built_newline
+    for query in QUERIES:
+        parents = [doc.id for doc in retriever.invoke(query)]
+        assert [r.document.id for r in kb.rank(query, len(parents))] == parents
+    assert kb.rank_many(QUERIES, 3) == [kb.rank(query, 3) for query in QUERIES]
+
+
+def test_rank_breaks_ties_between_identical_windows_by_id(tmp_path: Path, minilm_embedding) -> None:
+    from conftest import write_test_pdf
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    write_test_pdf(docs / "ripetuto.pdf", pages=6)  # six identical pages: every window has five exact twins
+    params, chunked = chunks(docs, "newline")
+    kb = knowledge_base("newline", params, minilm_embedding, tmp_path / "db")
+    kb.build(chunked)
+    ranked = kb.rank("firma digitale", 6)
+    scores = {round(r.score, TIE_DECIMALS) for r in ranked}
+    assert len(scores) == 1  # the six copies of the paragraph tie ...
+    assert [r.document.id for r in ranked] == [doc_id for doc_id, _ in brute_force_ranking(kb, "firma digitale")[:6]]
+    assert [r.document.id for r in ranked] == sorted(r.document.id for r in ranked)  # ... and come in id order
+
+
+def test_rank_before_build_or_with_a_bad_depth_is_an_error(pdf_dir: Path, tmp_path: Path, minilm_embedding,
+                                                           built_newline) -> None:
+    from ragstudy.errors import StudyInputError
+
+    params, _ = chunks(pdf_dir, "newline")
+    with pytest.raises(RuntimeError, match="build"):
+        knowledge_base("newline", params, minilm_embedding, tmp_path / "db").rank("x", 3)
+    with pytest.raises(StudyInputError, match="depth"):
+        built_newline[0].rank("x", 0)
+
+
+def test_rank_fetches_more_windows_until_it_has_depth_parents(pdf_dir: Path, tmp_path: Path,
+                                                               minilm_embedding) -> None:
+    params, chunked = chunks(pdf_dir, "newline", "newline.child_chunk_size=40")  # ~5 windows a parent
+    kb = knowledge_base("newline", params, minilm_embedding, tmp_path / "db")
+    kb.build(chunked)
+    search = kb.vectorstore.similarity_search_by_vector_with_relevance_scores
+    fetched: list[int] = []
+    kb.vectorstore.similarity_search_by_vector_with_relevance_scores = (
+        lambda vector, k: fetched.append(k) or search(vector, k=k))
+    query = QUERIES[2]
+    expected = brute_force_ranking(kb, query)
+    depth = len(expected) - 1
+    ranked = kb.rank(query, depth)
+    assert [(r.document.id, r.score) for r in ranked] == expected[:depth]
+    assert len(fetched) >= 2 and fetched == sorted(fetched)  # progressive, not everything at once
