@@ -29,11 +29,8 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make the repository root importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from Postprocessing import common  # noqa: E402
-from Postprocessing.common import DataError  # noqa: E402
+from Postprocessing import common
+from Postprocessing.common import DataError
 
 logger = logging.getLogger("Postprocessing.chunk_quality")
 

@@ -21,9 +21,6 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make the repository root importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import pandas as pd
 
 from Postprocessing import common, stats
