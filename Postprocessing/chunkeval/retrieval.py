@@ -1,27 +1,46 @@
-"""Retrieval metrics from evidence spans: did the retrieved parents contain the evidence, and how tightly.
+"""Retrieval metrics from evidence: did the retrieved parents contain the evidence, and how tightly. The one
+implementation of the span metrics, used by chunk_quality.py (the chain's own contexts, on the ground-truth
+reference) and retrieval_eval.py (equal context budgets, on each strategy's normalised source text).
 
 The character-span metrics follow chunking_evaluation (Chroma research, "Evaluating chunking strategies for
-retrieval"): with R the retrieved chunks and E the evidence spans of a question, both on the reference text,
+retrieval"): with R the retrieved chunks and E the evidence spans of a question, both on one text,
 
 - recall    = |E ∩ R| / |E|
 - precision = |E ∩ R| / Σ len(r)            (every retrieved chunk's length counts, as the LLM reads it all)
 - IoU       = |E ∩ R| / (Σ len(r) + |E \\ R|)
 
-``len(r)`` is the chunk's length as retrieved (its characters), so header/footer noise inside a chunk lowers
-precision. hit@k: recall >= a threshold (default 0.9: alignment to the reference may miss a few characters of
-punctuation); hit@1 uses the first retrieved chunk only.
+Evidence matching (retrieval_eval.py): texts are compared after `normalize_for_match`: Unicode NFKC, then the
+shared QA set's rules (NFKD with combining marks dropped, case folded, only letters and digits kept), so line
+breaks, whitespace, line-break hyphenation ("configura-\\nzione"), ligatures, quotes and table-cell separators
+do not matter. Each evidence text is located in the strategy's normalised source text (the text its chunks'
+`start_end_idx` point into), whole, or else in pieces (evidence that crosses a page break has a running footer
+between its two parts in the text layer); a retrieved parent covers the normalised characters of its span.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import bisect
+import logging
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
 
 from .align import AlignedChunk
 from .intrinsic import merged_length
 
-Span = tuple[str, int, int]  # (document name, start, end) on the reference text
+logger = logging.getLogger(__name__)
 
+Span = tuple[str, int, int]  # (document key, start, end) on one text per document
+
+MIN_PIECE = 16  # normalised characters: shorter evidence pieces located on their own are likely chance matches
+NEAR = 4000  # normalised characters after the previous piece where the next piece is looked for first
+
+
+# ------------------------------------------------------------------------------------------------ span metrics
 
 @dataclass(frozen=True)
 class SpanScores:
@@ -33,32 +52,73 @@ class SpanScores:
     retrieved_chars: int
 
 
-def _intersection(a: Sequence[tuple[int, int]], b: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    out = []
+def intersection_length(a: Iterable[tuple[int, int]], b: Iterable[tuple[int, int]]) -> int:
+    """Characters in both unions of [start, end) intervals."""
+    pieces = []
+    b = list(b)
     for s1, e1 in a:
         for s2, e2 in b:
             s, e = max(s1, s2), min(e1, e2)
             if e > s:
-                out.append((s, e))
-    return out
+                pieces.append((s, e))
+    return merged_length(pieces)
 
 
-def span_scores(retrieved: Sequence[AlignedChunk], evidence: Sequence[Span]) -> SpanScores:
-    """Recall, precision and IoU of the retrieved chunks against the evidence spans (see module docstring)."""
-    documents = {doc for doc, _, _ in evidence} | {c.document for c in retrieved}
-    intersection = evidence_chars = 0
+def score_spans(evidence: Sequence[Span], retrieved: Sequence[Span], retrieved_chars: int,
+                unlocated_chars: int = 0) -> SpanScores:
+    """Recall, precision and IoU of `retrieved` spans against `evidence` spans (see the module docstring).
+
+    `retrieved_chars` is Σ len(r) in the same unit as the spans; `unlocated_chars` is evidence that could not be
+    placed on the text: it counts in |E| and is never retrieved.
+    """
+    documents = {doc for doc, _, _ in evidence}
+    intersection = 0
+    evidence_chars = unlocated_chars
     for doc in documents:
         ev = [(s, e) for d, s, e in evidence if d == doc]
-        got = [iv for c in retrieved if c.document == doc for iv in c.ref_intervals]
         evidence_chars += merged_length(ev)
-        intersection += merged_length(_intersection(ev, got))
-    retrieved_chars = sum(c.length for c in retrieved)
+        intersection += intersection_length(ev, [(s, e) for d, s, e in retrieved if d == doc])
     recall = intersection / evidence_chars if evidence_chars else 0.0
     precision = intersection / retrieved_chars if retrieved_chars else 0.0
     denominator = retrieved_chars + evidence_chars - intersection
     iou = intersection / denominator if denominator else 0.0
     return SpanScores(recall, precision, iou, intersection, evidence_chars, retrieved_chars)
 
+
+@dataclass(frozen=True)
+class ContextScores:
+    """Metrics of one question's context (parents in rank order) against its located evidence."""
+
+    hit: float  # the whole evidence is inside the context
+    span_recall: float
+    span_precision: float
+    span_iou: float
+    reciprocal_rank: float  # 1 / rank of the parent that completes the evidence (0: never complete)
+
+
+def context_scores(evidence: Sequence[Span], parents: Sequence[tuple[Sequence[Span], int]],
+                   unlocated_chars: int = 0) -> ContextScores:
+    """Score a context given as parents in rank order, each (its spans, its length in the spans' unit).
+
+    The reciprocal rank is 1/r for the first r such that parents 1..r together contain the whole evidence (for
+    evidence inside one parent: the rank of the first parent containing it); hit is whether the whole context
+    does.
+    """
+    spans = [span for parent_spans, _ in parents for span in parent_spans]
+    scores = score_spans(evidence, spans, sum(length for _, length in parents), unlocated_chars)
+    complete = scores.evidence_chars > 0 and scores.intersection == scores.evidence_chars
+    reciprocal = 0.0
+    if complete:
+        so_far: list[Span] = []
+        for rank, (parent_spans, _) in enumerate(parents, start=1):
+            so_far += parent_spans
+            if score_spans(evidence, so_far, 1).intersection == scores.evidence_chars:
+                reciprocal = 1.0 / rank
+                break
+    return ContextScores(float(complete), scores.recall, scores.precision, scores.iou, reciprocal)
+
+
+# ------------------------------------------------------------------- chunk_quality: the chain's own contexts
 
 @dataclass(frozen=True)
 class QuestionRetrieval:
@@ -74,10 +134,21 @@ class QuestionRetrieval:
     retrieved_chars_mean: float  # mean length of the retrieved parents (characters)
 
 
+def aligned_spans(chunks: Sequence[AlignedChunk]) -> list[Span]:
+    return [(c.document, s, e) for c in chunks for s, e in c.ref_intervals]
+
+
+def span_scores(retrieved: Sequence[AlignedChunk], evidence: Sequence[Span]) -> SpanScores:
+    """`score_spans` of chunks aligned to the reference; Σ len(r) is their characters as retrieved."""
+    return score_spans(evidence, aligned_spans(retrieved), sum(c.length for c in retrieved))
+
+
 def question_retrieval(question_index: int, retrieved: Sequence[AlignedChunk], evidence: Sequence[Span],
                        hit_threshold: float) -> QuestionRetrieval:
+    """hit@k: recall >= `hit_threshold` (alignment to the reference may miss a few characters of punctuation);
+    hit@1 uses the first retrieved chunk only. Lengths are the chunks' characters as retrieved."""
     scores = span_scores(retrieved, evidence)
-    first = span_scores(retrieved[:1], evidence) if retrieved else scores
+    first = span_scores(retrieved[:1], evidence)
     return QuestionRetrieval(
         question_index=question_index, retrieved=len(retrieved),
         hit_at_1=float(bool(retrieved) and first.recall >= hit_threshold),
@@ -85,3 +156,214 @@ def question_retrieval(question_index: int, retrieved: Sequence[AlignedChunk], e
         iou=scores.iou,
         retrieved_chars_mean=sum(c.length for c in retrieved) / len(retrieved) if retrieved else 0.0,
     )
+
+
+# ---------------------------------------------------------------------------------------- normalised texts
+
+_QUOTES = {"\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u201c": '"', "\u201d": '"',
+           "\u201e": '"', "\u00ab": '"', "\u00bb": '"'}
+
+
+@lru_cache(maxsize=65536)
+def _fold_char(ch: str) -> str:
+    """One character -> its letters and digits after NFKC, NFKD without combining marks, case folding."""
+    ch = _QUOTES.get(ch, ch)
+    decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", ch))
+    out = []
+    for c in decomposed:
+        if unicodedata.combining(c):
+            continue
+        for f in c.casefold():
+            if f.isalnum():
+                out.append(f)
+    return "".join(out)
+
+
+def normalize_for_match(text: str) -> str:
+    """What evidence and contexts are compared on (see the module docstring)."""
+    return "".join(_fold_char(ch) for ch in text)
+
+
+@dataclass(frozen=True)
+class NormalizedText:
+    """A text's normalised form and, for each normalised character, its offset in the original."""
+
+    text: str
+    offsets: np.ndarray
+
+    @classmethod
+    def of(cls, raw: str) -> "NormalizedText":
+        chars: list[str] = []
+        offsets: list[int] = []
+        for i, ch in enumerate(raw):
+            folded = _fold_char(ch)
+            if folded:
+                chars.append(folded)
+                offsets.extend([i] * len(folded))
+        return cls("".join(chars), np.asarray(offsets, dtype=np.int64))
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        """Normalised interval of the original [start, end)."""
+        lo = int(np.searchsorted(self.offsets, start, side="left"))
+        hi = int(np.searchsorted(self.offsets, end, side="left"))
+        return lo, hi
+
+
+def _longest_prefix(needle: str, haystack: str, start: int) -> tuple[int, int]:
+    """(length, position) of the longest prefix of `needle` found in `haystack`, preferring [start, start+NEAR)."""
+    def find(piece: str) -> int:
+        near = haystack.find(piece, start, start + NEAR + len(piece)) if start > 0 else -1
+        return near if near >= 0 else haystack.find(piece)
+
+    lo, hi = 0, len(needle) + 1  # found(lo) holds, found(hi) does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if find(needle[:mid]) >= 0:
+            lo = mid
+        else:
+            hi = mid
+    return lo, (find(needle[:lo]) if lo else -1)
+
+
+def locate(evidence: str, text: str) -> tuple[list[tuple[int, int]], int]:
+    """Place normalised `evidence` on normalised `text`: intervals found (whole, else the longest pieces of at
+    least MIN_PIECE characters, left to right) and the number of evidence characters not placed."""
+    whole = text.find(evidence)
+    if whole >= 0:
+        return [(whole, whole + len(evidence))], 0
+    pieces: list[tuple[int, int]] = []
+    unlocated = pos = cursor = 0
+    while pos < len(evidence):
+        length, where = _longest_prefix(evidence[pos:], text, cursor)
+        tail_nearby = pos + length == len(evidence) and pieces and cursor <= where < cursor + NEAR
+        if where >= 0 and (length >= MIN_PIECE or tail_nearby):
+            pieces.append((where, where + length))
+            cursor, pos = where + length, pos + length
+        else:
+            unlocated += 1
+            pos += 1
+    return pieces, unlocated
+
+
+# ----------------------------------------------------------------------------------------------- evidence
+
+@dataclass(frozen=True)
+class EvidenceText:
+    text: str
+    document: str | None  # PDF file name; None: any indexed document
+
+
+@dataclass(frozen=True)
+class QuestionEvidence:
+    """Everything a question's answer needs: the context must contain every text (several rows allowed)."""
+
+    question_index: int
+    texts: tuple[EvidenceText, ...]
+
+
+class EvidenceError(ValueError):
+    """An evidence file is missing or malformed (the message names the file and row)."""
+
+
+def load_evidence_file(path: str | Path) -> dict[int, QuestionEvidence]:
+    """Evidence per answerable question from `sample/evidence.json` (ragstudy.groundtruth) or a hand-written CSV
+    (question_index, evidence (verbatim text), optional pdf; several rows per question allowed; other columns
+    ignored). Questions without evidence (unanswerable) are absent."""
+    path = Path(path)
+    if not path.is_file():
+        raise EvidenceError(f"{path}: evidence file not found; pass --evidence FILE (.json or .csv)")
+    if path.suffix.lower() == ".json":
+        from ragstudy.groundtruth import load_evidence
+
+        try:
+            records = load_evidence(path)
+        except ValueError as exc:
+            raise EvidenceError(str(exc)) from exc
+        return {r.question_index: QuestionEvidence(r.question_index, tuple(EvidenceText(e.text, r.document)
+                                                                          for e in r.evidence))
+                for r in records if r.answerable and r.evidence}
+    return _load_evidence_csv(path)
+
+
+def _load_evidence_csv(path: Path) -> dict[int, QuestionEvidence]:
+    import pandas as pd
+
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise EvidenceError(f"{path}: not a readable UTF-8 CSV ({exc})") from exc
+    for column in ("question_index", "evidence"):
+        if column not in frame.columns:
+            raise EvidenceError(f"{path}: no {column!r} column (found: {', '.join(frame.columns)}); the hand-written "
+                                "format is question_index,evidence[,pdf]")
+    texts: dict[int, list[EvidenceText]] = {}
+    for i, row in enumerate(frame.to_dict("records")):
+        where = f"{path} row {i + 2}"
+        try:
+            index = int(str(row["question_index"]).strip())
+        except ValueError:
+            raise EvidenceError(f"{where}: question_index {row['question_index']!r} is not a 0-based row number "
+                                "of Questions.csv") from None
+        if index < 0:
+            raise EvidenceError(f"{where}: question_index {index} is negative")
+        evidence = str(row["evidence"])
+        if not normalize_for_match(evidence):
+            raise EvidenceError(f"{where}: empty evidence (no letters or digits); fill it in or delete the row "
+                                "(a question without rows counts as unanswerable)")
+        pdf = str(row.get("pdf", "") or "").strip()
+        texts.setdefault(index, []).append(EvidenceText(evidence, Path(pdf).name if pdf else None))
+    return {i: QuestionEvidence(i, tuple(t)) for i, t in sorted(texts.items())}
+
+
+# ------------------------------------------------------------------------------- evidence on a strategy's text
+
+@dataclass(frozen=True)
+class LocatedEvidence:
+    spans: tuple[Span, ...]  # on the normalised source texts, keyed by source path
+    unlocated: int  # normalised evidence characters not found in the strategy's text
+    documents_missing: bool  # an evidence document is not among the strategy's sources
+
+
+class SourceIndex:
+    """A strategy's source texts, normalised once, to place evidence and parents on."""
+
+    def __init__(self, sources: Mapping[str, str]) -> None:
+        self.paths = sorted(sources)
+        self.raw = dict(sources)
+        self._normalized: dict[str, NormalizedText] = {}
+        self.by_name: dict[str, list[str]] = {}
+        for p in self.paths:
+            self.by_name.setdefault(Path(p).name, []).append(p)
+
+    def normalized(self, path: str) -> NormalizedText:
+        if path not in self._normalized:
+            self._normalized[path] = NormalizedText.of(self.raw[path])
+        return self._normalized[path]
+
+    def span(self, path: str, start: int, end: int) -> tuple[Span, int]:
+        """A raw [start, end) of `path` as a normalised span, and its normalised length."""
+        lo, hi = self.normalized(path).span(start, end)
+        return (path, lo, hi), hi - lo
+
+    def locate(self, evidence: QuestionEvidence) -> LocatedEvidence:
+        spans: list[Span] = []
+        unlocated = 0
+        missing = False
+        for item in evidence.texts:
+            needle = normalize_for_match(item.text)
+            candidates = self.by_name.get(item.document, []) if item.document else self.paths
+            if item.document and not candidates:
+                missing = True
+                unlocated += len(needle)
+                continue
+            best: tuple[int, list[tuple[int, int]], str] | None = None
+            for path in candidates:
+                pieces, lost = locate(needle, self.normalized(path).text)
+                if best is None or lost < best[0]:
+                    best = (lost, pieces, path)
+                if lost == 0:
+                    break
+            lost, pieces, path = best if best is not None else (len(needle), [], "")
+            unlocated += lost
+            spans += [(path, s, e) for s, e in pieces]
+        return LocatedEvidence(tuple(spans), unlocated, missing)

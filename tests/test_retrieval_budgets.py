@@ -1,0 +1,124 @@
+"""Equal context budgets: packing hand-made rankings, the retrieval file's round trip, and a real retrieval-only run
+(MiniLM, generated PDFs) whose rankings are deep enough for the largest budget and agree with the chain's k."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragstudy.errors import StudyInputError
+from ragstudy.retrieval import (CHARS, PackedContext, RetrievedParent, budget_labels, pack_all, pack_budget,
+                                pack_paper_k, read_retrieval, retrieval_path, token_measure, write_retrieval)
+
+
+def ranking(lengths, scores=None, in_k=0, question_index=0):
+    """Parents of the given lengths in rank order (contents: a letter per parent, repeated)."""
+    scores = scores or [0.1 * (i + 1) for i in range(len(lengths))]
+    return [RetrievedParent(question_index, i + 1, f"id{i}", "doc.pdf", 1, 1, scores[i], i < in_k,
+                            chr(ord("a") + i) * n) for i, n in enumerate(lengths)]
+
+
+def ids(packed: PackedContext) -> list[str]:
+    return [p.doc_id for p in packed.parents]
+
+
+def test_whole_parents_in_rank_order_until_one_does_not_fit():
+    packed = pack_budget(ranking([300, 400, 500, 100]), 1000)
+    # 300 + 400 fit; 500 would make 1200: packing stops there and does not skip ahead to the 100-character parent
+    assert ids(packed) == ["id0", "id1"]
+    assert packed.used == packed.chars == 700 and not packed.cut
+    assert packed.texts == ("a" * 300, "b" * 400)
+
+
+def test_a_total_equal_to_the_budget_fits():
+    packed = pack_budget(ranking([500, 500, 1]), 1000)
+    assert ids(packed) == ["id0", "id1"] and packed.used == 1000
+
+
+def test_first_parent_longer_than_the_budget_is_cut_at_the_budget():
+    parents = ranking([1500, 100])
+    packed = pack_budget(parents, 1000)
+    assert ids(packed) == ["id0"] and packed.cut
+    assert packed.texts == ("a" * 1000,) and packed.chars == 1000
+    assert packed.parents[0].contents == "a" * 1500  # the parent itself is untouched
+
+
+def test_tied_scores_keep_the_rankers_order_whatever_the_input_order():
+    parents = ranking([200, 200, 200], scores=[0.5, 0.5, 0.5])
+    packed = pack_budget(list(reversed(parents)), 400)
+    assert ids(packed) == ["id0", "id1"]
+
+
+def test_paper_k_takes_the_parents_the_k_windows_retrieved_whole():
+    parents = ranking([900, 800, 700], in_k=2)
+    packed = pack_paper_k(parents)
+    assert ids(packed) == ["id0", "id1"] and packed.used == 1700 and packed.budget == "k"
+
+
+def test_pack_all_labels_every_budget_and_k():
+    packed = pack_all(ranking([300, 300, 300, 300], in_k=1), [1000, 500])
+    assert list(packed) == ["500", "1000", "k"] == budget_labels([1000, 500])
+    assert [len(packed[b].parents) for b in packed] == [1, 3, 1]
+
+
+def test_budget_must_be_positive():
+    with pytest.raises(ValueError, match="positive"):
+        pack_budget(ranking([10]), 0)
+
+
+def test_token_budget_cuts_at_a_token_boundary(minilm_path):
+    from transformers import AutoTokenizer
+
+    measure = token_measure(AutoTokenizer.from_pretrained(minilm_path))
+    text = "La conservazione dei fascicoli dura dieci anni dalla chiusura del procedimento amministrativo."
+    n = measure.length(text)
+    assert n > 10
+    cut = measure.cut(text, 5)
+    assert text.startswith(cut) and measure.length(cut) == 5
+    packed = pack_budget(ranking([1])[:0] + [RetrievedParent(0, 1, "x", "d.pdf", 1, 1, 0.1, True, text)], 5,
+                         measure)
+    assert packed.cut and packed.texts == (cut,) and packed.used == 5
+    assert pack_budget([RetrievedParent(0, 1, "x", "d.pdf", 1, 1, 0.1, True, text)], n, measure).texts == (text,)
+
+
+def test_retrieval_file_round_trip(tmp_path):
+    rows = ranking([5, 6], in_k=1) + ranking([7], question_index=3)
+    rows[0] = RetrievedParent(0, 1, "id0", "doc.pdf", 2, 3, 0.25, True, 'testo con "virgolette", a capo\ne più')
+    path = write_retrieval(rows, tmp_path, "fixed-size")
+    assert path == retrieval_path(tmp_path, "fixed-size")
+    header = path.read_text(encoding="utf-8").splitlines()[0]
+    assert header == "question_index,rank,doc_id,path,page_start,page_end,score,in_k,contents"
+    back = read_retrieval(path)
+    assert back == {0: rows[:2], 3: rows[2:]}
+
+
+def test_retrieval_file_with_a_gap_in_the_ranks_is_an_error(tmp_path):
+    rows = ranking([5, 6, 7])
+    write_retrieval([rows[0], rows[2]], tmp_path, "x")
+    with pytest.raises(StudyInputError, match=r"question_index 0 has ranks \[1, 3\]"):
+        read_retrieval(retrieval_path(tmp_path, "x"))
+
+
+def test_retrieval_only_run_ranks_deep_enough_and_matches_the_chains_k(pdf_dir, questions_csv, tmp_path):
+    """A real run (MiniLM, two generated PDFs): no LLM loaded, every question ranked past the largest budget, and
+    the parents marked in_k are exactly what the strategy's retriever returns (a prefix of the ranking)."""
+    import evaluation_chain
+    from ragstudy import registry
+
+    out = tmp_path / "out"
+    code = evaluation_chain.main(["--retrieval-only", "--profile", "lite", "--documents", str(pdf_dir),
+                                  "--questions", str(questions_csv), "--output-dir", str(out), "--db-dir",
+                                  str(tmp_path / "db"), "--strategies", "fixed-size,newline", "--budgets", "300,900",
+                                  "--set", "fixed-size.chunk_size=200", "--set", "fixed-size.chunk_overlap=0"])
+    assert code == 0
+    assert not list(out.glob("Dataset*"))
+    for strategy in ("fixed-size", "newline"):
+        rankings = read_retrieval(retrieval_path(out, strategy))
+        assert sorted(rankings) == [0, 1, 2]
+        k = registry.get(strategy).defaults.k
+        for parents in rankings.values():
+            total = sum(len(p.contents) for p in parents)
+            assert total > 900 or len(parents) >= 8  # overfills the largest budget (or ranks every parent)
+            flags = [p.in_k for p in parents]
+            assert flags[0] and flags == sorted(flags, reverse=True)  # in_k is a prefix of the ranking
+            assert 1 <= sum(flags) <= k
+            assert [p.score for p in parents] == sorted(p.score for p in parents)
