@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from Postprocessing import common, stats
+from Postprocessing import common, metric_catalogue, stats
 from Postprocessing.common import DataError, Strategy, StrategyAnswers
 
 logger = logging.getLogger(__name__)
@@ -46,6 +46,8 @@ METRIC_GROUPS = {
     "bertscore": BERTSCORE,
 }
 ALL_METRICS: tuple[str, ...] = tuple(m for group in METRIC_GROUPS.values() for m in group)
+# facts of each metric (direction, scale, aggregation, decimals) live in the catalogue
+assert all(metric_catalogue.get(m).group == "answers" for m in (*ALL_METRICS, CORPUS_BLEU))
 
 
 # ---------------------------------------------------------------------------------------------- text cleaning
@@ -332,7 +334,7 @@ def paired_comparisons(per_question: pd.DataFrame, strategies: Sequence[Strategy
 
 
 def _digits(metric: str) -> int:
-    return 2 if metric.startswith("BLEU") else 3
+    return metric_catalogue.decimals(metric)
 
 
 def paired_sentence(row: pd.Series) -> str:

@@ -10,32 +10,13 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from Postprocessing import stats
+from Postprocessing import metric_catalogue, stats
 from Postprocessing.common import markdown_table
 
-# metric name -> (group, description, higher is better (None: neither))
+# metric name -> (group, description, higher is better (None: neither)), from the one metric catalogue
 METRICS: dict[str, tuple[str, str, bool | None]] = {
-    "chunks": ("intrinsic", "number of chunks", None),
-    "chars_mean": ("intrinsic", "chunk length, characters (mean)", None),
-    "chars_variance": ("intrinsic", "chunk length, characters (variance)", None),
-    "chars_cv": ("intrinsic", "chunk length, characters (coefficient of variation)", False),
-    "tokens_mean": ("intrinsic", "chunk length, tokens (mean)", None),
-    "tokens_variance": ("intrinsic", "chunk length, tokens (variance)", None),
-    "tokens_cv": ("intrinsic", "chunk length, tokens (coefficient of variation)", False),
-    "overlap_ratio": ("intrinsic", "characters in 2+ chunks / characters in any chunk", None),
-    "coverage": ("intrinsic", "share of the reference body text in some chunk", True),
-    "boundary_quality": ("intrinsic", "share of chunks whose body content ends at a sentence/block end", True),
-    "midword_cut_rate": ("intrinsic", "share of chunk edges that cut a word", False),
-    "noise_chunk_share": ("intrinsic", "share of chunks with no body text (headers, footers, TOC only)", False),
-    "hit_at_1": ("retrieval", "first retrieved parent contains the evidence", True),
-    "hit_at_k": ("retrieval", "retrieved parents contain the evidence", True),
-    "span_recall": ("retrieval", "evidence characters retrieved / evidence characters", True),
-    "span_precision": ("retrieval", "evidence characters retrieved / retrieved characters", True),
-    "span_iou": ("retrieval", "intersection over union of evidence and retrieved characters", True),
-    "concept_unity": ("hope", "HOPE concept unity", True),
-    "semantic_independence": ("hope", "HOPE semantic independence", True),
-    "information_preservation": ("hope", "HOPE information preservation (accuracy)", True),
-    "hope": ("hope", "HOPE aggregate (weighted mean of the three)", True),
+    info.name: (info.group, info.description, info.higher_is_better)
+    for group in ("intrinsic", "retrieval", "hope") for info in metric_catalogue.in_group(group)
 }
 
 
