@@ -68,11 +68,10 @@ def lexnames_text() -> str:
 
 
 def _atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    """Write beside `path`, then rename (the project's writer: the file gets the umask's mode, not mkstemp's 0600)."""
+    from ragstudy.io import atomic_write_text
+
+    atomic_write_text(path, text)
 
 
 def _require(path: Path, package: str) -> None:

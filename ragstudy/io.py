@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +35,28 @@ def cache_dir() -> Path:
     return Path(os.environ.get("RAGSTUDY_CACHE") or PROJECT_ROOT / ".cache")
 
 
+def _new_file_beside(path: Path, suffix: str) -> tuple[int, Path]:
+    """Create a new empty hidden file beside `path` and return (fd, its path).
+
+    Unlike tempfile.mkstemp (always 0600), the file gets the mode of any file the user writes: 0666 less the
+    umask, applied by the kernel at creation, so the umask is never read or changed (os.umask is process-wide and
+    racy between threads).
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}{suffix}"
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{path.parent}: could not create a temporary file beside {path.name} (100 names taken)")
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write to a temporary file beside `path`, then rename: readers never see a half-written file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = _new_file_beside(path, ".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -47,7 +64,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 
@@ -55,13 +72,13 @@ def atomic_save(path: Path, save) -> None:
     """Call `save(tmp_path)` (for writers that need a file name, e.g. openpyxl, kaleido), then rename onto `path`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
+    fd, tmp = _new_file_beside(path, path.suffix)
     os.close(fd)
     try:
-        save(tmp)
+        save(str(tmp))
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 

@@ -71,7 +71,11 @@ def _page_text(page) -> str:
 
 
 def read_pdf(path: Path) -> PdfDocument:
-    """Open, validate and extract one PDF; raise StudyInputError naming the file and the fix."""
+    """Open, validate and extract one PDF; raise StudyInputError naming the file and the fix.
+
+    A damaged file that PyMuPDF repairs on opening (e.g. a truncated download) is read, with a warning: pages may
+    be missing or empty, and nothing else would say so.
+    """
     import pymupdf
 
     try:
@@ -80,6 +84,8 @@ def read_pdf(path: Path) -> PdfDocument:
         raise StudyInputError(
             f"{path}: cannot be opened as a PDF ({exc}). Replace it with a valid PDF or remove it from the folder."
         ) from exc
+    damaged = ("the file is damaged (truncated or corrupt; PyMuPDF had to repair it): replace it with a complete "
+               "copy, or repair it (e.g. `qpdf in.pdf out.pdf`), or remove it from the folder.")
     with doc:
         if doc.needs_pass:
             raise StudyInputError(
@@ -87,6 +93,8 @@ def read_pdf(path: Path) -> PdfDocument:
                 "or remove it from the folder."
             )
         if doc.page_count == 0:
+            if doc.is_repaired:
+                raise StudyInputError(f"{path}: no page could be recovered: {damaged}")
             raise StudyInputError(f"{path}: the PDF has no pages. Replace it or remove it from the folder.")
         pages: list[str] = []
         try:
@@ -98,14 +106,25 @@ def read_pdf(path: Path) -> PdfDocument:
                 "(e.g. `qpdf in.pdf out.pdf`) or remove it."
             ) from exc
         page_count = doc.page_count
+        repaired = doc.is_repaired  # read after the pages: repair can happen while they load
+    empty = [i + 1 for i, text in enumerate(pages) if not text]
     if not any(pages):
+        if repaired:
+            raise StudyInputError(f"{path}: none of the {page_count} recovered page(s) has text: {damaged}")
         raise StudyInputError(
             f"{path}: no page has a text layer (a scanned PDF?). Run OCR first (e.g. `ocrmypdf in.pdf out.pdf`) "
             "or remove it from the folder."
         )
-    empty = [i + 1 for i, text in enumerate(pages) if not text]
+    if repaired:
+        logger.warning(
+            "%s: %d page(s) recovered, %d of them with text; pages may be missing or empty: %s",
+            path, page_count, page_count - len(empty), damaged,
+        )
     if empty:
-        logger.warning("%s: %d page(s) without text (images only?): %s", path, len(empty), empty[:10])
+        logger.warning(
+            "%s: %d of %d page(s) without text (%s): %s", path, len(empty), page_count,
+            "lost to the damage, or images only" if repaired else "images only?", _page_list(empty),
+        )
     text, starts = "", []
     for page_text in pages:
         if text and page_text:
@@ -119,23 +138,48 @@ def read_pdf(path: Path) -> PdfDocument:
     )
 
 
+def _page_list(pages: list[int], limit: int = 10) -> str:
+    """Page numbers for a message: all of them, or the first `limit` then '… (and N more)'."""
+    shown = ", ".join(str(page) for page in pages[:limit])
+    return shown if len(pages) <= limit else f"{shown} … (and {len(pages) - limit} more)"
+
+
 def list_pdfs(folder: Path) -> list[Path]:
-    """PDF files directly inside `folder`, sorted by name; other files are skipped with a warning."""
+    """PDF files directly inside `folder`, sorted by name; other files are skipped with a warning.
+
+    Subfolders are not read (a results or archive folder inside Documents/ must not join the corpus silently);
+    those that hold PDFs are named in a warning.
+    """
     folder = Path(folder)
     if not folder.is_dir():
         raise StudyInputError(
             f"{folder}: documents folder not found. Create it and put your PDFs in it, or pass --documents DIR."
         )
     pdfs: list[Path] = []
+    nested: list[str] = []
     for entry in sorted(folder.iterdir()):
-        if entry.is_dir() or entry.name.startswith("."):
+        if entry.name.startswith("."):
+            continue
+        if entry.is_dir():
+            count = sum(1 for found in entry.rglob("*") if found.suffix.lower() == ".pdf" and found.is_file())
+            if count:
+                nested.append(f"{entry.name}/ ({count} PDF{'s' if count != 1 else ''})")
             continue
         if entry.suffix.lower() == ".pdf":
             pdfs.append(entry)
         else:
             logger.warning("%s: not a .pdf file, skipped", entry)
+    if nested:
+        logger.warning(
+            "%s: subfolder(s) with PDFs not read: %s. Only the PDFs directly in the documents folder are used; "
+            "move the others up (or pass --documents SUBFOLDER) to include them.",
+            folder, ", ".join(nested),
+        )
     if not pdfs:
-        raise StudyInputError(f"{folder}: no PDF files in the documents folder. Add .pdf files or pass --documents DIR.")
+        where = f" (its subfolders hold some: {', '.join(nested)}; subfolders are not read)" if nested else ""
+        raise StudyInputError(
+            f"{folder}: no PDF files in the documents folder{where}. Add .pdf files or pass --documents DIR."
+        )
     return pdfs
 
 

@@ -107,16 +107,26 @@ def test_tables_with_known_retrieval_scores(results: Path, capsys) -> None:
 
 
 def test_correlations_with_answer_metrics(results: Path) -> None:
-    pd.DataFrame({
-        "strategy": ["paragraph", "paragraph", "fixed-size", "fixed-size"],
-        "strategy_display": ["Paragraph", "Paragraph", "Fixed-size", "Fixed-size"],
-        "question_index": [0, 1, 0, 1], "question": QUESTIONS[:2] * 2,
-        "ROUGE-L": [0.9, 0.5, 0.4, 0.3], "BERTScore F1": [0.8, 0.7, 0.6, 0.5],
-    }).to_csv(results / "metrics_per_question.csv", index=False)
+    from scipy.stats import spearmanr
+
+    # rows in another order than the script's per-question table: pairs must be joined by strategy and question
+    answers = pd.DataFrame({
+        "strategy": ["fixed-size", "paragraph", "fixed-size", "paragraph"],
+        "strategy_display": ["Fixed-size", "Paragraph", "Fixed-size", "Paragraph"],
+        "question_index": [1, 0, 0, 1], "question": [QUESTIONS[1], QUESTIONS[0], QUESTIONS[0], QUESTIONS[1]],
+        "ROUGE-L": [0.3, 0.9, 0.4, 0.5], "BERTScore F1": [0.5, 0.8, 0.6, 0.7],
+    })
+    answers.to_csv(results / "metrics_per_question.csv", index=False)
     assert chunk_quality.main(_args(results, "--no-hope")) == 0
     corr = pd.read_csv(results / "chunk_quality_correlation.csv")
     row = corr[(corr.chunk_metric == "span_iou") & (corr.answer_metric == "ROUGE-L")].iloc[0]
-    assert row.n == 4 and -1.0 <= row.rho <= 1.0
+    pairs = pd.read_csv(results / "chunk_quality_questions.csv").merge(answers, on=["strategy", "question_index"])
+    expected = spearmanr(pairs["span_iou"], pairs["ROUGE-L"])
+    assert row.n == len(pairs) == 4
+    assert row.rho == pytest.approx(expected.statistic) and row.p == pytest.approx(expected.pvalue)
+    # by hand: span_iou (paragraph 1.0, 0.277; fixed-size 0.675, 0.824) has ranks 4, 1, 2, 3 and ROUGE-L
+    # (0.9, 0.5, 0.4, 0.3) ranks 4, 3, 2, 1: sum of d^2 = 8, rho = 1 - 6 * 8 / (4 * 15) = 0.2
+    assert row.rho == pytest.approx(0.2)
     assert "Chunk metrics vs answer metrics" in (results / "chunk_quality.md").read_text(encoding="utf-8")
 
 

@@ -115,11 +115,15 @@ def test_out_of_range_index_is_an_error(results):
 
 # ------------------------------------------------------------------------------------------ offline data, cleaning
 
-def test_italian_stopwords_come_from_debian_snowball_list(nltk_data_ready):
+def test_italian_stopwords_come_from_debian_snowball_list(nltk_data_ready, tmp_path, monkeypatch):
     words = offline_data.italian_stopwords()
     assert len(words) == 279
     assert {"perché", "più", "è", "non", "della"} <= words
-    assert offline_data.ensure_stopwords() == offline_data.ensure_stopwords()  # idempotent
+    path = offline_data.ensure_stopwords(tmp_path / "nltk_data")
+    assert set(path.read_text(encoding="utf-8").split("\n")[:-1]) == words
+    # idempotent: an existing list is kept, not rebuilt from the Debian file
+    monkeypatch.setattr(offline_data, "read_debian_italian_stopwords", lambda: pytest.fail("stopwords rebuilt"))
+    assert offline_data.ensure_stopwords(tmp_path / "nltk_data") == path
 
 
 def test_wordnet_copy_works_for_nltk(nltk_data_ready):

@@ -104,12 +104,16 @@ def test_evidence_offsets_point_into_body_text(groundtruth: dict[str, GroundTrut
         gt = groundtruth[r.document]
         covered.add(r.document)
         offsets = gt.body_offsets()
+        block_pages: set[int] = set()
         for span in r.evidence:
             assert gt.body_text[span.start:span.end] == span.text, (r.question_index, span)
             block = gt.blocks[span.block]
             assert block.kind not in DROPPED_KINDS
             assert block.text[span.start - offsets[span.block]:span.end - offsets[span.block]] == span.text
-            assert block.pages[0] <= min(r.pages) or block.pages[1] >= max(r.pages)
+            spanned = set(range(block.pages[0], block.pages[1] + 1))
+            assert spanned & set(r.pages), (r.question_index, "evidence block on none of the question's pages")
+            block_pages |= spanned
+        assert set(r.pages) <= block_pages, (r.question_index, "a listed page holds none of the evidence")
         assert all(1 <= p <= gt.page_count for p in r.pages)
     assert covered == set(groundtruth), "every document has questions"
 
