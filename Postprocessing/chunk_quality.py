@@ -31,10 +31,10 @@ from pathlib import Path
 
 from Postprocessing import common
 from Postprocessing.common import DataError
+from ragstudy.io import PROJECT_ROOT as REPO_ROOT
 
 logger = logging.getLogger("Postprocessing.chunk_quality")
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_GROUNDTRUTH = REPO_ROOT / "sample" / "groundtruth"
 DEFAULT_EVIDENCE = REPO_ROOT / "sample" / "evidence.json"
 DEFAULT_CORRELATE = ("ROUGE-L", "METEOR", "BERTScore F1")

@@ -14,9 +14,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from ragstudy.io import cache_dir as project_cache_dir
+
 logger = logging.getLogger(__name__)
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 WORDNET_SOURCE = Path("/usr/share/wordnet")
 STOPWORDS_IT_SOURCE = Path("/usr/share/perl5/Lingua/StopWords/IT.pm")
 APT_LINE = (
@@ -52,9 +53,8 @@ class OfflineDataError(RuntimeError):
 
 
 def cache_dir() -> Path:
-    """The project cache folder: ``$RAGSTUDY_CACHE`` if set, else ``<repo>/.cache`` (git-ignored)."""
-    env = os.environ.get("RAGSTUDY_CACHE")
-    return Path(env) if env else REPO_ROOT / ".cache"
+    """The project cache folder (ragstudy.io.cache_dir: ``$RAGSTUDY_CACHE`` if set, else ``<repo>/.cache``)."""
+    return project_cache_dir()
 
 
 def nltk_data_dir() -> Path:

@@ -37,13 +37,12 @@ have answerable false, document null, pages [] and evidence []; their oracle ans
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from .textnorm import LIGATURES
+from .textnorm import LIGATURES, LINE_BREAK_HYPHEN
 
 BLOCK_KINDS = frozenset({"title", "paragraph", "list_item", "table", "header", "footer", "toc"})
 DROPPED_KINDS = frozenset({"header", "footer", "toc"})
@@ -51,7 +50,7 @@ UNANSWERABLE_ORACLE = "Il contesto fornito non contiene la risposta."
 TABLE_CELL_SEP = " | "
 BODY_BLOCK_SEP = "\n\n"
 
-_HYPHEN_BREAK = re.compile(r"(?<=[^\W\d_])-[ \t]*\n\s*(?=[^\W\d_])")
+_HYPHEN_BREAK = LINE_BREAK_HYPHEN
 
 
 def normalize_for_match(text: str) -> str:

@@ -153,7 +153,7 @@ class _Generator:
     def __init__(self, params) -> None:
         self.params, self.generated, self.cached = params, 0, 0
 
-    def __call__(self, prompt: str) -> str:
+    def __call__(self, prompt: str, params=None) -> str:
         self.generated += 1
         if prompt.startswith("Leggi il testo seguente e scrivi"):
             return "1. Per quanto tempo si conserva?\n2. Chi controlla l'integrità?\n3. Come si accede?"

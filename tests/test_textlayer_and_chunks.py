@@ -10,7 +10,7 @@ import pytest
 
 from conftest import TEST_PARAGRAPHS, write_test_pdf
 from ragstudy import registry
-from ragstudy.chunks import export_chunks, load_chunk_export
+from ragstudy.results import read_chunks as load_chunk_export, write_chunks as export_chunks
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
 from ragstudy.pipeline import chunk_documents

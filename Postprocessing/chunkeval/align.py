@@ -22,17 +22,17 @@ from pathlib import Path
 
 import numpy as np
 
-from ragstudy.textnorm import LIGATURES as _LIGATURES
+from ragstudy.textnorm import LINE_BREAK_HYPHEN, SENTENCE_FINAL, LIGATURES as _LIGATURES
 
 logger = logging.getLogger(__name__)
 
 _SOFT_HYPHEN = "\u00ad"
 # a hyphen (or soft hyphen) at a line end between two letters: "configura-\nzione" -> "configurazione"
-_HYPHEN_BREAK = re.compile(r"(?<=[^\W\d_])[-\u00ad][ \t]*\n\s*(?=[^\W\d_])")
+_HYPHEN_BREAK = LINE_BREAK_HYPHEN
 _TOKEN = re.compile(r"\S+")
 _WORD = re.compile(r"\w+")
 # a sentence ends after . ! ? or … (and any closing quotes/brackets) followed by whitespace or the end
-_SENTENCE_END = re.compile(r"[.!?…][\"'»”’)\]]*(?=\s|$)")
+_SENTENCE_END = SENTENCE_FINAL
 _BLOCK_BREAK = re.compile(r"\n[ \t]*\n")
 MOVED_BLOCK_MIN_TOKENS = 3  # second-pass matches shorter than this are too likely to be chance
 

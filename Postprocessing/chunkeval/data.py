@@ -10,22 +10,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from Postprocessing.common import STRATEGIES, STRATEGY_BY_NAME, DataError, csv_row, normalize_ws
+from Postprocessing.common import DataError, csv_row, normalize_ws
+from ragstudy import registry, results
 
 from .align import AlignedChunk, ReferenceDoc, align_document, document_name, groundtruth_reference, \
     textlayer_reference
 
 logger = logging.getLogger(__name__)
 
-TEXT_LAYER_STRATEGIES = ("fixed-size", "newline")  # baselines: their source text is the shared PyMuPDF text
 MIN_MATCHED_SHARE = 0.5  # below this, a reference and a strategy's text probably describe different PDFs
+
+
+def text_layer_strategies() -> list[str]:
+    """Registered strategies whose source text is the shared PyMuPDF text layer (the reference fallback)."""
+    return [spec.name for spec in registry.specs() if spec.source_kind == "text-layer"]
 
 
 def discover_strategies(results_dir: Path) -> list[str]:
     """Strategies with a chunk export (chunks_<name>.csv) in `results_dir`, in the paper's order."""
-    names = [p.name[len("chunks_"):-len(".csv")] for p in sorted(Path(results_dir).glob("chunks_*.csv"))]
-    order = {s.name: i for i, s in enumerate(STRATEGIES)}
-    names.sort(key=lambda n: (order.get(n, len(order)), n))
+    names = results.exported_strategies(results_dir)
     if not names:
         raise DataError(f"no chunks_<strategy>.csv in {results_dir}: run `python evaluation_chain.py --chunks-only "
                         f"--output-dir {results_dir}` (or a full run) first")
@@ -86,7 +89,7 @@ def load_references(exports: Mapping[str, tuple[list[dict], dict]], groundtruth_
         if name in groundtruth:
             references[name] = groundtruth_reference(groundtruth[name])
             continue
-        text = next((exports[s][1][p].text for s in TEXT_LAYER_STRATEGIES if s in exports
+        text = next((exports[s][1][p].text for s in text_layer_strategies() if s in exports
                      for p in exports[s][1] if document_name(p) == name), None)
         if text is None:
             from ragstudy.textlayer import read_pdf
@@ -121,12 +124,7 @@ def align_export(strategy: str, rows: list[dict], sources: dict, references: Map
 
 def dataset_path(results_dir: Path, strategy: str) -> Path | None:
     """The strategy's Dataset file (JSON preferred: its lists need no decoding), or None."""
-    if strategy in STRATEGY_BY_NAME:
-        stem = STRATEGY_BY_NAME[strategy].stem
-    else:
-        from ragstudy import registry
-
-        stem = registry.get(strategy).dataset_name
+    stem = registry.get(strategy).dataset_name
     for suffix in (".json", ".csv"):
         path = Path(results_dir) / f"{stem}{suffix}"
         if path.is_file():
