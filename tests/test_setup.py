@@ -1,0 +1,97 @@
+"""The README's set-up: its commands are what CI runs, pyproject.toml packages every strategy folder, and (slow,
+needs PyPI) the quick start works in a fresh clone with Debian's own, externally managed, python3."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DEBIAN_PYTHON = Path("/usr/bin/python3")
+
+
+def quick_start_commands() -> list[str]:
+    """The lines of the ```bash blocks in the README's "Quick start" section, in order."""
+    section = re.search(r"^## Quick start.*?(?=^## )", (REPO / "README.md").read_text(encoding="utf-8"),
+                        flags=re.S | re.M)
+    assert section, "README.md has no '## Quick start' section"
+    blocks = re.findall(r"^```bash\n(.*?)^```", section.group(0), flags=re.S | re.M)
+    return [line for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def test_ci_runs_the_readme_setup_and_test_commands():
+    run_command, test_command = quick_start_commands()
+    setup_command = run_command.split("&&")[0].strip()
+    assert setup_command == "bash tools/setup.sh"
+    ci_lines = [line.strip() for line in (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
+    assert setup_command in ci_lines
+    assert test_command in ci_lines
+    assert ci_lines.index(setup_command) < ci_lines.index(test_command)
+
+
+def _find_packages(root: Path) -> set[str]:
+    """What `pip install .` would package from root, by pyproject.toml's own discovery settings."""
+    setuptools = pytest.importorskip("setuptools")
+    find = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"]["find"]
+    assert find.get("namespaces") is False
+    return set(setuptools.find_packages(where=str(root), include=find["include"]))
+
+
+def test_pyproject_packages_every_strategy_folder_and_nothing_else():
+    found = _find_packages(REPO)
+    expected = {"ragstudy", "RAGParagraph", "RAGFixedSize", "RAGNewLine", "Postprocessing",
+                "Postprocessing.chunkeval", "benchmarks"}
+    expected |= {p.name for p in REPO.glob("RAG*") if (p / "__init__.py").is_file()}
+    assert expected <= found
+    assert not {name for name in found if name.split(".")[0] in {"tests", "tools", "sample"}}
+
+
+def test_pyproject_picks_up_a_new_strategy_folder(tmp_path: Path):
+    for package in ("RAGToken", "RAGToken/sub", "ragstudy", "tests", "tools/sample_corpus"):
+        (tmp_path / package).mkdir(parents=True)
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "RAGToken" / "db").mkdir()  # a Chroma folder: data, not a package
+    assert _find_packages(tmp_path) == {"RAGToken", "RAGToken.sub", "ragstudy"}
+
+
+def _externally_managed(python: Path) -> bool:
+    out = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('stdlib'))"],
+                         capture_output=True, text=True, timeout=30)
+    return out.returncode == 0 and (Path(out.stdout.strip()) / "EXTERNALLY-MANAGED").is_file()
+
+
+def _pypi_reachable() -> bool:
+    try:
+        socket.create_connection(("pypi.org", 443), timeout=5).close()
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.slow
+def test_quick_start_in_a_fresh_clone_with_debians_python(tmp_path: Path):
+    if not DEBIAN_PYTHON.exists():
+        pytest.skip(f"{DEBIAN_PYTHON} does not exist: no distribution Python to check the set-up with")
+    if not _externally_managed(DEBIAN_PYTHON):
+        pytest.skip(f"{DEBIAN_PYTHON} is not externally managed (PEP 668): the case this test is for is absent")
+    if not (REPO / ".git").exists():
+        pytest.skip(f"{REPO} is not a git checkout: nothing to clone")
+    if not _pypi_reachable():
+        pytest.skip("pypi.org:443 is unreachable: the set-up installs from PyPI")
+    env = {k: v for k, v in os.environ.items() if k not in {"VIRTUAL_ENV", "PYTHONPATH"}}
+    env.update(PYTHON=str(DEBIAN_PYTHON), SKIP_APT="1", TMPDIR=str(tmp_path))
+    result = subprocess.run(["bash", str(REPO / "tools" / "check_bare_setup.sh")], capture_output=True, text=True,
+                            env=env, timeout=1800)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-6000:]
+    assert "== check_bare_setup: OK" in output
+    # Nothing went into the system's Python.
+    system = subprocess.run([str(DEBIAN_PYTHON), "-c", "import importlib.util as u; print(u.find_spec('ragstudy'))"],
+                            cwd="/", capture_output=True, text=True, timeout=30)
+    assert system.stdout.strip() == "None", system.stdout + system.stderr
