@@ -7,10 +7,35 @@ from dataclasses import dataclass
 import pymupdf
 
 from RAGParagraph.text import clean_line
+from ragstudy.textnorm import compose_latex_accents
 
 # What we need from MuPDF: text, fonts, boxes. No images (their bytes dominate "dict" time), ligatures expanded.
 EXTRACT_FLAGS = pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_IMAGES & ~pymupdf.TEXT_PRESERVE_LIGATURES
 _BOLD_FLAG = 16
+_MONO_FLAG = 8
+_MONO_NAMES = ("mono", "courier", "consol", "cmtt", "sourcecode", "menlo")
+
+
+def _is_mono(span: dict) -> bool:
+    """A monospace span (code): its backquotes and carets are characters, never accents."""
+    return bool(span["flags"] & _MONO_FLAG) or any(n in span["font"].lower() for n in _MONO_NAMES)
+
+
+def _span_text(spans: list[dict]) -> str:
+    """The spans' text joined, with LaTeX's separate accent glyphs composed outside monospace runs."""
+    parts: list[str] = []
+    run: list[str] = []
+    for span in spans:
+        if _is_mono(span):
+            if run:
+                parts.append(compose_latex_accents("".join(run)))
+                run = []
+            parts.append(span["text"])
+        else:
+            run.append(span["text"])
+    if run:
+        parts.append(compose_latex_accents("".join(run)))
+    return "".join(parts)
 
 
 @dataclass(slots=True)
@@ -58,9 +83,9 @@ def lines_from_dict(index: int, data: dict) -> PageLines:
             spans = line["spans"]
             if len(spans) == 1:
                 span = spans[0]
-                raw = span["text"]
+                raw = span["text"] if _is_mono(span) else compose_latex_accents(span["text"])
             else:
-                raw = "".join(s["text"] for s in spans)
+                raw = _span_text(spans)
                 span = spans[0]
                 best = -1
                 for s in spans:  # the span holding most characters gives the line's font

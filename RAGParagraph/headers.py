@@ -1,17 +1,23 @@
 """Page furniture: running headers/footers, page numbers and table-of-contents pages.
 
-Headers and footers are found by repetition, not by font: a line in the top or bottom band whose text (digits
-ignored) recurs on a share of the pages is furniture, wherever the content stream put it. TOC pages are found by
-their dotted leaders and page-number column, not by bookmarks.
+Headers and footers are found two ways, neither by one string. By repetition: a line in the top or bottom band
+whose text (digits ignored) recurs on a share of the pages is furniture, wherever the content stream put it. By
+pattern, for running heads that change with the chapter or section ("CAPITOLO 1. INTRODUZIONE" on the left page,
+"1.2 VALUTAZIONE 7" on the right): the outermost row of a page, set off from the text by a gap, in the position
+and font that the outermost rows of many pages share, most of which carry the page number or repeat their text.
+TOC pages are found by their dotted leaders and page-number column, not by bookmarks.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections import Counter
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from statistics import median
 
 from RAGParagraph.extract import Line, PageLines
+from RAGParagraph.types import SegmenterConfig
 
 _DIGITS = re.compile(r"\d+")
 _SPACES = re.compile(r"\s+")
@@ -100,6 +106,165 @@ def furniture_mask(pages: list[PageLines], header_band: float, footer_band: floa
     return masks
 
 
+# ----------------------------------------------------------------------------- running heads by pattern
+
+_ROMAN = {"i": 1, "v": 5, "x": 10, "l": 50, "c": 100}
+_FIRST_NUMBER = re.compile(r"\d{1,4}")
+# A page number glued to the end of a running head by the text layer: "... SU PIÙ LINEE7".
+_GLUED_NUMBER = re.compile(r"(?<=[^\W\d_])(\d{1,4})$")
+
+
+def _roman_value(text: str) -> int | None:
+    text = text.lower()
+    if not text or any(c not in _ROMAN for c in text):
+        return None
+    total = 0
+    for i, c in enumerate(text):
+        value = _ROMAN[c]
+        total += -value if i + 1 < len(text) and _ROMAN[text[i + 1]] > value else value
+    return total
+
+
+def _page_number_value(text: str) -> int | None:
+    found = _FIRST_NUMBER.search(text)
+    return int(found.group()) if found else _roman_value(text.split()[-1])
+
+
+def _row_numbers(lines: list[Line]) -> list[int]:
+    """Page-number candidates of a row (lines sorted by x): a number-only line at either end of the row, at
+    least a font size away from the row's text (a section number sits next to its title, a page number at
+    the outer edge), or digits glued to the end of the row's last text."""
+    out = []
+    for pos, inner in ((0, 1), (len(lines) - 1, len(lines) - 2)):
+        line = lines[pos]
+        if PAGE_NUMBER.match(line.text) is None:
+            glued = _GLUED_NUMBER.search(line.text) if pos == len(lines) - 1 else None
+            if glued:
+                out.append(int(glued.group(1)))
+            continue
+        neighbour = lines[inner] if 0 <= inner < len(lines) and inner != pos else None
+        gap = float("inf") if neighbour is None else max(neighbour.x0 - line.x1, line.x0 - neighbour.x1)
+        value = _page_number_value(line.text)
+        if value is not None and gap >= line.size:
+            out.append(value)
+    return sorted(set(out))
+
+
+@dataclass(slots=True)
+class _EdgeRow:
+    """The outermost row of text of one page in one band, and what it carries."""
+
+    page: int
+    lines: list[int]  # indices into page.lines
+    numbers: list[int]  # page-number candidates
+
+
+def _centre(line: Line) -> float:
+    return (line.y0 + line.y1) / 2
+
+
+def _edge_row(page: PageLines, keep: list[int], band: str, config: SegmenterConfig) -> _EdgeRow | None:
+    """The outermost row (top or bottom) of the kept lines, if it lies in its band, is short, and a gap of at
+    least `head_gap` font sizes sets it off from the text next to it."""
+    if not keep:
+        return None
+    lines = page.lines
+    top = band == "top"
+    o = lines[min(keep, key=lambda i: lines[i].y0) if top else max(keep, key=lambda i: lines[i].y1)]
+    row = [i for i in keep if o.y0 - 1.0 <= _centre(lines[i]) <= o.y1 + 1.0]
+    if top and any(_centre(lines[i]) > page.height * config.header_band for i in row):
+        return None
+    if not top and any(_centre(lines[i]) < page.height * (1.0 - config.footer_band) for i in row):
+        return None
+    if sum(len(lines[i].text) for i in row) > config.head_max_chars:
+        return None
+    rest = [lines[i] for i in keep if i not in row]
+    if top:
+        below = [ln.y0 for ln in rest if _centre(ln) > _centre(o)]
+        gap = min(below) - max(lines[i].y1 for i in row) if below else float("inf")
+    else:
+        above = [ln.y1 for ln in rest if _centre(ln) < _centre(o)]
+        gap = min(lines[i].y0 for i in row) - max(above) if above else float("inf")
+    if gap < config.head_gap * max(lines[i].size for i in row):
+        return None
+    row.sort(key=lambda i: lines[i].x0)
+    return _EdgeRow(page.index, row, _row_numbers([lines[i] for i in row]))
+
+
+def _pattern_rows(pages: list[PageLines], keeps: list[list[int]], band: str, config: SegmenterConfig) -> list[_EdgeRow]:
+    """The edge rows that are running heads (or feet) by pattern; see the module docstring."""
+    rows = [r for r in (_edge_row(p, k, band, config) for p, k in zip(pages, keeps)) if r is not None]
+    if len(rows) < 3:
+        return []
+    # Page numbers: a candidate is one when its offset to the physical page recurs on >= 3 pages.
+    offsets: Counter = Counter()
+    for row in rows:
+        offsets.update({n - (row.page + 1) for n in row.numbers})
+    good = {off for off, n in offsets.items() if n >= 3}
+    numbered = {row.page for row in rows if any(n - (row.page + 1) in good for n in row.numbers)}
+    # Styles: (font, size) of the rows' text lines, at a position shared across pages.
+    members: dict[tuple[str, float], list[tuple[_EdgeRow, float, str]]] = defaultdict(list)
+    for row in rows:
+        page = pages[row.page]
+        for i in row.lines:
+            line = page.lines[i]
+            if PAGE_NUMBER.match(line.text) is None:
+                key = (line.font, round(line.size * 2) / 2)
+                members[key].append((row, _centre(line), furniture_key(line.text)))
+    need = max(3, math.ceil(config.head_min_frac * len(pages)))
+    outermost = _outermost_centres(pages, keeps, band)
+    heads: dict[int, _EdgeRow] = {}
+    for (_font, size), found in members.items():
+        centre = median(c for _, c, _ in found)
+        tol = max(2.0, 0.5 * size)
+        on = [(row, text) for row, c, text in found if abs(c - centre) <= tol]
+        pages_on = {row.page for row, _ in on}
+        if len(pages_on) < need:
+            continue
+        # Where other pages start their text at the same height, the rows are the text block's first lines
+        # (a section opening each page), not heads set above the text block.
+        clash = sum(abs(c - centre) <= tol for page, c in outermost.items() if page not in pages_on)
+        if clash >= max(2.0, config.head_clash_frac * len(pages_on)):
+            continue
+        text_pages: dict[str, set] = defaultdict(set)
+        for row, text in on:
+            text_pages[text].add(row.page)
+        repeated = {row.page for row, text in on if len(text_pages[text]) >= 2}
+        evidence = len(pages_on & (numbered | repeated))
+        if evidence >= config.head_evidence_frac * len(pages_on):
+            heads.update({row.page: row for row, _ in on})
+    return list(heads.values())
+
+
+def _outermost_centres(pages: list[PageLines], keeps: list[list[int]], band: str) -> dict[int, float]:
+    """Per page, the vertical centre of its outermost kept line that is not a page number."""
+    out = {}
+    for page, keep in zip(pages, keeps):
+        lines = [page.lines[i] for i in keep if PAGE_NUMBER.match(page.lines[i].text) is None]
+        if lines:
+            line = min(lines, key=lambda ln: ln.y0) if band == "top" else max(lines, key=lambda ln: ln.y1)
+            out[page.index] = _centre(line)
+    return out
+
+
+def running_head_mask(pages: list[PageLines], masks: list[list[bool]], config: SegmenterConfig) -> list[list[bool]]:
+    """`masks` (repetition-based furniture) extended with the running heads and feet found by pattern.
+
+    Rows are looked for among the lines not yet dropped, so a head under a repeated logo line is still seen;
+    page-number lines stay in, as they are the rows' main evidence.
+    """
+    out = [list(mask) for mask in masks]
+    for band in ("top", "bottom"):
+        keeps = [
+            [i for i, (line, drop) in enumerate(zip(page.lines, mask)) if not drop or PAGE_NUMBER.match(line.text)]
+            for page, mask in zip(pages, out)
+        ]
+        for row in _pattern_rows(pages, keeps, band, config):
+            for i in row.lines:
+                out[row.page][i] = True
+    return out
+
+
 _LEADER_HINTS = ("..", ". .", "…", "__", "_ _", "--", "- -", "··", "· ·")
 
 
@@ -120,10 +285,18 @@ def toc_mask(lines: list[Line], min_frac: float) -> list[bool]:
     if n_leaders == 0:
         return leaders
     right = max(line.x1 for line, flag in zip(lines, leaders) if flag)
+    # LaTeX sets the page number as its own text right of the leader: the number column is then the margin.
+    rows = [(line.y0, line.y1) for line, flag in zip(lines, leaders) if flag]
+    numbers = [
+        line.x1 for line in lines
+        if PAGE_NUMBER.match(line.text) is not None and line.x0 >= right
+        and any(min(y1, line.y1) - max(y0, line.y0) > 0 for y0, y1 in rows)
+    ]
+    edges = (right, median(numbers)) if numbers else (right,)
     entries = [
         flag
         or (
-            abs(line.x1 - right) < 3.0
+            any(abs(line.x1 - edge) < 3.0 for edge in edges)
             and (_ENDS_WITH_PAGE.search(line.text) is not None or PAGE_NUMBER.match(line.text) is not None)
         )
         for line, flag in zip(lines, leaders)

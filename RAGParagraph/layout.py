@@ -13,21 +13,18 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from statistics import median
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pymupdf
 
 from RAGParagraph.extract import Line, PageLines, extract_lines
-from RAGParagraph.headers import furniture_mask, toc_mask
+from RAGParagraph.headers import furniture_mask, running_head_mask, toc_mask
 from RAGParagraph.text import ENUMERATOR, fold_ascii, is_bullet_glyph, join_lines, split_to_max, starts_item
-
-if TYPE_CHECKING:
-    from RAGParagraph.segmenter import Paragraph, SegmenterConfig
+from RAGParagraph.types import Paragraph, SegmenterConfig
+from ragstudy.textnorm import continues_sentence, ends_sentence
 
 logger = logging.getLogger(__name__)
 
-_SENTENCE_END = ".!?:;"
 _NUMBERED_HEADING_RE = re.compile(r"^\d{1,2}(?:\.\d{1,2})+\.?\s+\S")
 
 
@@ -70,6 +67,7 @@ class Unit:
     last: VLine | None = field(default=None, repr=False)
     level: int = 0  # titles: 2 = section heading (larger or numbered), 1 = minor heading (bold/caps label)
     headed: int = 0  # level of the title this unit starts with: a section heading is never merged across
+    lines: int = 1  # visual lines taken in so far
 
 
 @dataclass(frozen=True)
@@ -360,13 +358,20 @@ def _continues(unit: Unit, line: VLine, heading: int, stats: DocStats, config: S
     if abs(line.size - prev.size) > 1.0:
         return False
     if line.page != prev.page or line.region != prev.region:
-        # Across a page or column break a paragraph goes on only if its last line did not end a sentence,
-        # the new line is not indented (a new paragraph) and a list item is not left by an outdent.
-        if unit.kind not in ("paragraph", "item") or prev.text[-1] in _SENTENCE_END:
+        # Across a page or column break a paragraph goes on only if its last line did not end a sentence, and
+        # the new line continues the sentence (lower case), or is not indented (a new paragraph) or is indented
+        # like the paragraph's previous line (a hanging indent), and does not leave a list item by an outdent.
+        if unit.kind not in ("paragraph", "item") or ends_sentence(prev.text):
             return False
+        if continues_sentence(line.text):
+            return True
         if unit.kind == "item":
             return line.x0 - line.left > unit.x0 - prev.left - 2.0
-        return line.x0 - line.left <= config.indent * size
+        offset = line.x0 - line.left
+        # A line of the paragraph's body (not its first line) set as far in as the new line: a hanging or block
+        # indent that goes on, not a new paragraph's first-line indent.
+        same_indent = unit.lines > 1 and abs(offset - (prev.x0 - prev.left)) <= 2.0
+        return offset <= config.indent * size or same_indent
     gap = line.y0 - prev.y1
     if gap > stats.line_gap + config.para_gap * size or gap < -size:
         return False
@@ -377,7 +382,7 @@ def _continues(unit: Unit, line: VLine, heading: int, stats: DocStats, config: S
     if line.x0 - prev.x0 > config.indent * size and line.x0 > line.left + config.indent * size:
         return False  # first-line indentation
     width = max(line.right - line.left, 1.0)
-    if prev.text[-1] in _SENTENCE_END and prev.x1 < line.right - 0.15 * width:
+    if ends_sentence(prev.text) and prev.x1 < line.right - 0.15 * width:
         return False  # the previous line ended a sentence well before the margin
     return True
 
@@ -430,6 +435,7 @@ def build_units(stream: list[VLine | Table], stats: DocStats, config: SegmenterC
             current.text = join_lines(current.text, line.text) if current.kind != "title" else current.text + " " + line.text
             current.page_end = line.page
             current.last = line
+            current.lines += 1
             continue
         kind = "title" if heading else ("item" if starts_item(line.text) else "paragraph")
         flush_notes()
@@ -529,11 +535,10 @@ def _merge_pass(units: list[Unit], short, max_chars: int) -> list[Unit]:
 
 def segment_layout(doc: pymupdf.Document, config: SegmenterConfig) -> list[Paragraph]:
     """Layout-mode paragraphs of a whole document."""
-    from RAGParagraph.segmenter import Paragraph
-
     pages = extract_lines(doc)
     stats = doc_stats(pages)
     masks = furniture_mask(pages, config.header_band, config.footer_band, config.repeat_min_frac)
+    masks = running_head_mask(pages, masks, config)
     stream: list[VLine | Table] = []
     for page, mask in zip(pages, masks):
         body = [line for line, drop in zip(page.lines, mask) if not drop]

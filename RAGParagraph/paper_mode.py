@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import TYPE_CHECKING
 
 import pymupdf
 
 from RAGParagraph.extract import page_dict
 from RAGParagraph.text import PAPER_BULLETS, PAPER_NUMBERED, PAPER_SEPARATOR, fold_ascii
-
-if TYPE_CHECKING:
-    from RAGParagraph.segmenter import Paragraph, SegmenterConfig
+from RAGParagraph.types import Paragraph, SegmenterConfig
 
 Span = tuple[int, float, str, str]  # (page 0-based, size, font, text)
 _BLANK_LINES = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)*")
@@ -146,8 +143,6 @@ def paper_paragraphs(spans: list[Span], config: SegmenterConfig) -> list[tuple[s
 
 def segment_paper(doc: pymupdf.Document, config: SegmenterConfig) -> list[Paragraph]:
     """Paragraphs exactly as the paper's code cut them (no maximum size: that is the paper's behaviour)."""
-    from RAGParagraph.segmenter import Paragraph
-
     # Blank lines inside a paper paragraph (title + "\n" followed by "\n" + bullet) become one newline: the
     # core separates paragraphs with a blank line. Whitespace only; words and order are the paper's.
     return [

@@ -9,104 +9,23 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass, fields
 
 import pymupdf
 
+from RAGParagraph.layout import segment_layout
+from RAGParagraph.paper_mode import segment_paper
+from RAGParagraph.types import KINDS, MODES, Paragraph, SegmenterConfig
+
+__all__ = ["KINDS", "MODES", "Paragraph", "SegmenterConfig", "segment_pdf"]
+
 logger = logging.getLogger(__name__)
-
-MODES = ("layout", "paper")
-KINDS = ("paragraph", "list", "table", "title")
-
-
-@dataclass(frozen=True)
-class SegmenterConfig:
-    """Every threshold of both modes, with defaults; `dataclasses.asdict` is JSON-serialisable (cache keys)."""
-
-    mode: str = "layout"  # "layout" (default, what real documents need) | "paper" (faithful to the paper)
-    max_chars: int = 2000  # layout: hard maximum paragraph size; longer ones split at sentence boundaries
-    ascii_fold: bool = False  # the paper applied unidecode; off by default (accents kept)
-    # --- layout mode ---
-    min_chars: int = 200  # layout: a paragraph shorter than this is merged with the next one of its section
-    header_band: float = 0.15  # top share of the page height where running headers are looked for
-    footer_band: float = 0.15  # bottom share of the page height where running footers are looked for
-    repeat_min_frac: float = 0.25  # a band line repeating (digits ignored) on this share of pages is furniture
-    toc_page_min_frac: float = 0.4  # a page whose lines are at least this share TOC entries is a TOC page
-    heading_size_delta: float = 1.0  # layout: a line this many points above the body size is a heading
-    heading_max_chars: int = 120  # layout: headings are shorter than this
-    para_gap: float = 0.5  # layout: vertical gap (in font sizes) beyond the usual line gap that ends a paragraph
-    indent: float = 0.8  # layout: first-line indentation (in font sizes) that starts a paragraph
-    cell_gap: float = 0.5  # layout: horizontal gap (in font sizes) between two cells of a table row
-    column_min_lines: int = 5  # layout: lines each column needs before a page is read as two columns
-    # --- paper mode (values of the paper's code) ---
-    paper_center_low: float = 0.4  # body font = most common (size, font) among spans centred in 40-60 % ...
-    paper_center_high: float = 0.6  # ... of the page height
-    paper_bottom: float = 0.85  # below this share of the height, spans not in the body font are dropped
-    paper_title_size_delta: float = 1.0  # title iff size > document mode + 1 ...
-    paper_title_max_chars: int = 60  # ... and text shorter than 60 characters
-    paper_flush_words: int = 100  # a title ends the running paragraph only after 100 words
-    paper_drop_bookmark_pages: bool = False  # the paper's code deleted the pages bookmarks point to
-
-    def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ValueError(f"SegmenterConfig.mode must be one of {MODES}, got {self.mode!r}")
-        if self.max_chars < 100:
-            raise ValueError(f"SegmenterConfig.max_chars must be at least 100, got {self.max_chars}")
-        if not 0 <= self.min_chars < self.max_chars:
-            raise ValueError(
-                f"SegmenterConfig.min_chars must be in [0, max_chars={self.max_chars}), got {self.min_chars}"
-            )
-        for name in ("header_band", "footer_band", "paper_center_low", "paper_center_high", "paper_bottom"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"SegmenterConfig.{name} is a share of the page height in [0, 1], got {value}")
-        if self.header_band + self.footer_band >= 1.0:
-            raise ValueError("SegmenterConfig.header_band + footer_band must leave room for the body (< 1)")
-        if self.paper_center_low >= self.paper_center_high:
-            raise ValueError("SegmenterConfig.paper_center_low must be below paper_center_high")
-        for name in ("repeat_min_frac", "toc_page_min_frac"):
-            value = getattr(self, name)
-            if not 0.0 < value <= 1.0:
-                raise ValueError(f"SegmenterConfig.{name} is a share of pages/lines in (0, 1], got {value}")
-        for name in ("heading_size_delta", "para_gap", "indent", "cell_gap", "paper_title_size_delta"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"SegmenterConfig.{name} must be >= 0, got {getattr(self, name)}")
-        for name in ("heading_max_chars", "column_min_lines", "paper_title_max_chars", "paper_flush_words"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"SegmenterConfig.{name} must be >= 1, got {getattr(self, name)}")
-
-    @classmethod
-    def field_names(cls) -> list[str]:
-        """Names of all settings (for CLIs that expose them)."""
-        return [f.name for f in fields(cls)]
-
-
-@dataclass(frozen=True)
-class Paragraph:
-    """One segment as it will be indexed: non-empty stripped text and the 1-based pages it spans."""
-
-    text: str  # the paragraph as it will be indexed (title attached to the paragraph it heads, etc.)
-    page_start: int  # 1-based
-    page_end: int  # 1-based, >= page_start
-    kind: str  # "paragraph" | "list" | "table" | "title"
-
-    def __post_init__(self) -> None:
-        if not self.text or self.text != self.text.strip():
-            raise ValueError(f"Paragraph.text must be non-empty and stripped, got {self.text[:40]!r}")
-        if not 1 <= self.page_start <= self.page_end:
-            raise ValueError(f"Paragraph pages must satisfy 1 <= page_start <= page_end, got "
-                             f"{self.page_start}..{self.page_end}")
-        if self.kind not in KINDS:
-            raise ValueError(f"Paragraph.kind must be one of {KINDS}, got {self.kind!r}")
+DEFAULT_CONFIG = SegmenterConfig()
 
 
 def segment_pdf(
-    source: str | os.PathLike | pymupdf.Document, config: SegmenterConfig = SegmenterConfig()
+    source: str | os.PathLike | pymupdf.Document, config: SegmenterConfig = DEFAULT_CONFIG
 ) -> list[Paragraph]:
     """Cut a PDF into paragraphs with the configured mode. A Document passed in is left open."""
-    from RAGParagraph.layout import segment_layout
-    from RAGParagraph.paper_mode import segment_paper
-
     own = not isinstance(source, pymupdf.Document)
     doc = pymupdf.open(os.fspath(source)) if own else source
     name = doc.name or "<memory>"

@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 import unicodedata
 
-# Ligature code points that some fonts map to a single glyph (U+FB00..U+FB06).
+# Ligature code points that some fonts map to a single glyph (U+FB00..U+FB06). join_lines and split_sentences
+# are re-exported: the one definition of the line-join and sentence rules lives in ragstudy.textnorm.
 from ragstudy.textnorm import LIGATURES as _LIGATURES
+from ragstudy.textnorm import join_lines, split_sentences  # noqa: F401
 
 # Characters dropped outright: soft hyphen, zero-width space/joiners, BOM.
 _DROP = {"\u00ad": "", "\u200b": "", "\u200c": "", "\u200d": "", "\ufeff": ""}
@@ -61,17 +63,6 @@ def starts_item(text: str) -> bool:
     return ENUMERATOR.match(text) is not None
 
 
-def join_lines(left: str, right: str) -> str:
-    """Join two wrapped lines, removing a line-end hyphen when a lowercase word continues after it."""
-    if not left:
-        return right
-    if not right:
-        return left
-    if len(left) > 1 and left[-1] == "-" and left[-2].isalpha() and right[0].islower():
-        return left[:-1] + right
-    return left + " " + right
-
-
 def fold_ascii(text: str) -> str:
     """ASCII folding without unidecode: NFKD, drop combining marks, map common typographic punctuation."""
     text = text.translate(_PUNCT_FOLD)
@@ -82,15 +73,6 @@ def fold_ascii(text: str) -> str:
 _PUNCT_FOLD = str.maketrans(
     {"’": "'", "‘": "'", "“": '"', "”": '"', "«": '"', "»": '"', "–": "-", "—": "-", "…": "...", "•": "*", "€": "EUR"}
 )
-
-# A sentence ends at . ! ? ; followed by whitespace and an uppercase letter, digit, quote or bullet.
-_SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+(?=[A-ZÀ-ÖØ-Þ0-9\"“«(•])")
-
-
-def split_sentences(text: str) -> list[str]:
-    """Split text into sentences (a light rule-based splitter: NLTK's punkt data is not available offline)."""
-    return [s for s in _SENTENCE_END.split(text) if s]
-
 
 def pack(pieces: list[tuple[str, str]], max_chars: int) -> list[str]:
     """Greedily pack (separator, piece) pairs into chunks of at most max_chars; an oversized piece is cut at spaces."""

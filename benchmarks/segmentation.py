@@ -7,7 +7,10 @@ For each PDF and each mode (layout, paper) in the same run:
   * paragraphs, median / p95 / max length in characters;
   * share of chunks containing a running string (a line that repeats, digits ignored, on >= 30 % of pages and
     sits mostly in the top/bottom 15 % of the page), share of chunks with dotted-leader lines;
-  * accented letters kept in the chunks vs in the raw text;
+  * share of chunks carrying a numbered running head: text that shares the top row of a page with the printed
+    page number (a number that tracks the page on >= 3 pages), found here independently of the segmenter; this
+    catches heads that change with the chapter, which the repetition count misses;
+  * accented letters kept in the chunks vs in the raw text (LaTeX's separate accent glyphs composed);
   * with ground truth (Docling `*.docling-gt.json` or the sample's `<stem>.json`): paragraph-boundary
     precision/recall/F1 and the share of header/footer/TOC blocks whose text leaked into chunks.
 
@@ -38,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from RAGParagraph.extract import EXTRACT_FLAGS, extract_lines  # noqa: E402
 from RAGParagraph.headers import LEADER, furniture_key  # noqa: E402
 from RAGParagraph.segmenter import SegmenterConfig, segment_pdf  # noqa: E402
+from ragstudy.textnorm import compose_latex_accents  # noqa: E402
 
 logger = logging.getLogger("benchmarks.segmentation")
 
@@ -70,6 +74,7 @@ class Row:
     p95_chars: float
     max_chars: int
     running_share: float
+    head_share: float
     leader_share: float
     accents_kept: int
     accents_raw: int
@@ -143,10 +148,63 @@ def running_strings(path: Path, min_frac: float = 0.3, band: float = 0.15) -> se
     return {k for k, n in on_pages.items() if n >= need and in_band[k] >= 0.5 * total[k]}
 
 
-def raw_accents(path: Path) -> int:
-    """Accented letters in the PDF's plain text."""
+_NUMBER = re.compile(r"^(?:\d{1,4}|[ivxlc]{1,7})$", re.IGNORECASE)
+_ROMAN = {"i": 1, "v": 5, "x": 10, "l": 50, "c": 100}
+
+
+def _number_value(text: str) -> int:
+    if text.isdigit():
+        return int(text)
+    values = [_ROMAN[c] for c in text.lower()]
+    return sum(-v if i + 1 < len(values) and values[i + 1] > v else v for i, v in enumerate(values))
+
+
+def numbered_heads(path: Path, band: float = 0.15) -> dict[int, set[str]]:
+    """Per page (1-based), the texts that share a top-band row with the printed page number, where the
+    document's page numbers are the numbers whose offset to the physical page recurs on >= 3 pages. Texts that
+    also appear in that page's body (a section title repeated by its head) are left out."""
     with pymupdf.open(path) as doc:
-        return sum(len(ACCENTED.findall(page.get_text())) for page in doc)
+        pages = extract_lines(doc)
+    rows: list[tuple[int, list, list]] = []  # (page, numbers in the row, texts in the row)
+    offsets: Counter = Counter()
+    for page in pages:
+        band_lines = sorted((ln for ln in page.lines if (ln.y0 + ln.y1) / 2 < band * page.height), key=lambda ln: ln.y0)
+        used: set[int] = set()
+        for i, line in enumerate(band_lines):
+            if i in used:
+                continue
+            centre = (line.y0 + line.y1) / 2
+            row = [j for j, other in enumerate(band_lines) if j not in used and abs((other.y0 + other.y1) / 2 - centre) <= 3.0]
+            used.update(row)
+            numbers = [_number_value(band_lines[j].text) for j in row if _NUMBER.match(band_lines[j].text)]
+            texts = [band_lines[j].text for j in row if not _NUMBER.match(band_lines[j].text)]
+            if numbers and texts:
+                rows.append((page.index, numbers, texts))
+                offsets.update({n - page.index - 1 for n in numbers})
+    good = {off for off, n in offsets.items() if n >= 3}
+    heads: dict[int, set[str]] = {}
+    for index, numbers, texts in rows:
+        if any(n - index - 1 in good for n in numbers):
+            body = {ln.text for ln in pages[index].lines if ln.text not in texts}
+            keep = {t for t in texts if sum(c.isalpha() for c in t) >= 4 and not any(t in b for b in body)}
+            if keep:
+                heads.setdefault(index + 1, set()).update(keep)
+    return heads
+
+
+def head_share(paragraphs: list, heads: dict[int, set[str]]) -> float:
+    """Share of paragraphs holding a numbered running head of a page they span."""
+    leaked = 0
+    for p in paragraphs:
+        texts = {t for page in range(p.page_start, p.page_end + 1) for t in heads.get(page, ())}
+        leaked += any(t in p.text for t in texts)
+    return leaked / max(1, len(paragraphs))
+
+
+def raw_accents(path: Path) -> int:
+    """Accented letters in the PDF's plain text, LaTeX's separate accent glyphs composed ('`e' is one)."""
+    with pymupdf.open(path) as doc:
+        return sum(len(ACCENTED.findall(compose_latex_accents(page.get_text()))) for page in doc)
 
 
 # ----------------------------------------------------------------------------- ground truth
@@ -291,6 +349,7 @@ def measure(path: Path, modes: list[str], gt_folders: list[Path], repeat: int) -
     best, segmented = time_all(path, modes, repeat)
     raw_default, raw_flags = best["raw_default"], best["raw_flags"]
     running = running_strings(path)
+    heads = numbered_heads(path)
     accents_raw = raw_accents(path)
     blocks = load_groundtruth(gt_folders, path)
     rows = []
@@ -317,6 +376,7 @@ def measure(path: Path, modes: list[str], gt_folders: list[Path], repeat: int) -
                 p95_chars=lengths[min(len(lengths) - 1, int(0.95 * len(lengths)))],
                 max_chars=lengths[-1],
                 running_share=sum(any(r in n for r in running) for n in normed) / max(1, len(texts)),
+                head_share=head_share(segmented[mode], heads),
                 leader_share=sum(LEADER.search(t) is not None for t in texts) / max(1, len(texts)),
                 accents_kept=sum(len(ACCENTED.findall(t)) for t in texts),
                 accents_raw=accents_raw,
@@ -337,8 +397,8 @@ def markdown(rows: list[Row]) -> str:
     """The result table in Markdown."""
     head = (
         "| pdf | mode | pages | pages/s | × raw dict (default flags) | × raw dict (seg. flags) | paragraphs | "
-        "median | p95 | max | running-text share | leader share | accents kept/raw | boundary P/R/F1 | "
-        "furniture leak |"
+        "median | p95 | max | running-text share | numbered-head share | leader share | accents kept/raw | "
+        "boundary P/R/F1 | furniture leak |"
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
@@ -346,7 +406,7 @@ def markdown(rows: list[Row]) -> str:
         lines.append(
             f"| {r.pdf} | {r.mode} | {r.pages} | {r.pages_per_s:.0f} | {r.ratio_default:.2f} | {r.ratio_flags:.2f} | "
             f"{r.paragraphs} | {r.median_chars:.0f} | {r.p95_chars} | {r.max_chars} | {r.running_share:.3f} | "
-            f"{r.leader_share:.3f} | {r.accents_kept}/{r.accents_raw} | {prf} | {_fmt(r.furniture_leak)} |"
+            f"{r.head_share:.3f} | {r.leader_share:.3f} | {r.accents_kept}/{r.accents_raw} | {prf} | {_fmt(r.furniture_leak)} |"
         )
     return "\n".join(lines)
 
@@ -411,6 +471,15 @@ def main(argv: list[str] | None = None) -> int:
         raw_f = sum(r.raw_flags_s for r in sub)
         print(f"\n{mode}: {pages} pages in {seconds:.2f} s = {pages / seconds:.0f} pages/s; "
               f"× raw dict: {seconds / raw_d:.2f} (default flags), {seconds / raw_f:.2f} (segmenter's flags)")
+        chunks = sum(r.paragraphs for r in sub) or 1
+        print(f"{mode}: of {chunks} chunks, {sum(r.running_share * r.paragraphs for r in sub) / chunks:.2%} hold a "
+              f"running string, {sum(r.head_share * r.paragraphs for r in sub) / chunks:.2%} a numbered running head; "
+              f"accents kept {sum(r.accents_kept for r in sub)}/{sum(r.accents_raw for r in sub)}")
+        scored = [r for r in sub if r.boundary_f1 is not None]
+        if scored:
+            print(f"{mode}: {len(scored)} PDFs with ground truth: mean boundary F1 "
+                  f"{statistics.mean(r.boundary_f1 for r in scored):.3f}, mean furniture leak "
+                  f"{statistics.mean(r.furniture_leak for r in scored):.3f}")
     if args.json is not None:
         write_json_atomic(args.json, {"rows": [asdict(r) for r in rows], "config": asdict(SegmenterConfig())})
     return 0

@@ -11,14 +11,16 @@ import json
 import pymupdf
 import pytest
 
-from RAGParagraph.paper_mode import document_mode_size, is_bullet, is_title, page_body_font
 from RAGParagraph.extract import page_dict
+from RAGParagraph.paper_mode import document_mode_size, is_bullet, is_title, page_body_font
 from RAGParagraph.segmenter import Paragraph, SegmenterConfig, segment_pdf
 from RAGParagraph.text import clean_line, fold_ascii, join_lines, split_to_max
 
 PAPER = SegmenterConfig(mode="paper")
 LAYOUT = SegmenterConfig()
-FONTS = {"helv": pymupdf.Font("helv"), "hebo": pymupdf.Font("hebo"), "tiro": pymupdf.Font("tiro")}
+FONTS = {
+    "helv": pymupdf.Font("helv"), "hebo": pymupdf.Font("hebo"), "tiro": pymupdf.Font("tiro"), "cour": pymupdf.Font("cour"),
+}
 W, H = 595.0, 842.0
 
 Item = tuple[float, float, str, float, str]  # x, baseline y, text, size, font
@@ -261,6 +263,89 @@ def test_layout_paragraph_continues_across_pages_until_sentence_end() -> None:
     assert (only.page_start, only.page_end) == (1, 2)
 
 
+WORDS = ["Anzitutto", "Inoltre", "Quindi", "Poi", "Infine", "Peraltro", "Dunque", "Invece", "Ancora", "Allora",
+         "Tuttavia", "Comunque"]
+
+
+def unique_body(page: int) -> list[str]:
+    """Three body lines no other page repeats (a repeated line near the page edge would read as furniture)."""
+    return [f"{WORDS[page % 12]} {WORDS[(page * 5 + 1) % 12].lower()}, " + BODY[0]] + BODY[1:]
+
+
+def running_head_book(pages: int = 12) -> list[list[Item]]:
+    """A book: left pages carry the page number and 'CAPITOLO k. TITOLO', right pages the section title and the
+    page number at the outer edge; each head in a smaller font than the text and on one or two pages only."""
+    chapters = ["INTRODUZIONE", "INSTALLAZIONE", "CONFIGURAZIONE", "MANUTENZIONE"]
+    out = []
+    for i in range(pages):
+        number, chapter = i + 1, i // 3 + 1
+        if number % 2 == 0:
+            head = [(72, 50, str(number), 10, "helv"), (300, 50, f"CAPITOLO {chapter}. {chapters[chapter - 1]}", 8, "helv")]
+        else:
+            section = f"{chapter}.{number} {WORDS[i].upper()} SULLA {chapters[chapter - 1]}"
+            head = [(72, 50, section, 8, "helv"), (520, 50, str(number), 10, "helv")]
+        body = lines_at(72, 100, unique_body(i), 11) + lines_at(72, 160, BODY, 11)
+        out.append(head + body + lines_at(72, 220, [f"Fine della pagina {number}."], 11))
+    return out
+
+
+def test_layout_sentence_cut_by_a_page_break_under_a_running_head_is_one_paragraph() -> None:
+    # The sentence breaks after "entro" at the foot of page 2; page 3 opens with its running head, then
+    # "questo termine".
+    first = ["La password temporanea dell'utente amministratore scade dopo ventiquattro ore: se non", "viene cambiata entro"]
+    second = ["questo termine, l'account viene bloccato e occorre rigenerarla dal server di gestione."]
+    pages = running_head_book(4)
+    pages[1] += lines_at(72, 760, first, 11)
+    pages[2] = [item for item in pages[2] if item[1] < 90] + lines_at(72, 100, second, 11) + lines_at(72, 160, BODY, 11)
+    out = segment_pdf(build_pdf(pages), SegmenterConfig(min_chars=0))
+    (joined,) = [p for p in out if "entro" in p.text]
+    assert joined.text == " ".join(first + second)
+    assert (joined.page_start, joined.page_end) == (2, 3)
+
+
+def test_layout_indented_entry_continues_across_a_page_break() -> None:
+    # A glossary: each entry's text indented under its term; one entry runs onto page 2, where it goes on with
+    # a capital ("Unicode") at the same indentation.
+    entry = ["La scatola che racchiude un oggetto, le cui dimensioni sono specificate", "con le coordinate del vertice inferiore sinistro e di quelle del vertice"]
+    rest = ["Unicode permette di descriverle in modo portabile tra sistemi diversi e leggibile.", "Resta valido anche quando il documento viene stampato."]
+    page1 = [(72, 714, "bounding box", 11, "hebo")] + lines_at(100, 727, entry, 11)
+    page2 = lines_at(100, 100, rest, 11) + [(72, 140, "carattere", 11, "hebo")] + lines_at(100, 153, rest[1:], 11)
+    out = segment_pdf(build_pdf([page1, page2]), SegmenterConfig(min_chars=0))
+    (joined,) = [p for p in out if "Unicode" in p.text]
+    assert joined.text.endswith(" ".join(entry + rest))
+    assert (joined.page_start, joined.page_end) == (1, 2)
+
+
+def test_layout_drops_running_heads_that_change_with_the_chapter_and_section() -> None:
+    out = segment_pdf(build_pdf(running_head_book()), LAYOUT)
+    text = "\n".join(texts(out))
+    assert "CAPITOLO" not in text and "SULLA" not in text
+    assert text.count("La conservazione") == 24 and text.count("Fine della pagina") == 12
+
+
+def test_layout_keeps_section_headings_that_open_pages() -> None:
+    # Sections that each open a page, numbered in step with the pages, at the top of the text block where
+    # other pages start their text: headings, not running heads.
+    titles = ["Introduzione", "Ruoli e responsabilità", "Oggetti conservati", "", "Sicurezza del sistema", ""]
+    pages = []
+    for i, title in enumerate(titles):
+        if title:
+            pages.append([(72, 100, str(i + 1), 14, "hebo"), (100, 100, title, 14, "hebo")]
+                         + lines_at(72, 130, unique_body(i), 11))
+        else:
+            pages.append(lines_at(72, 100, unique_body(i) + unique_body(i + 6), 11))
+    text = "\n".join(texts(segment_pdf(build_pdf(pages), LAYOUT)))
+    for title in filter(None, titles):
+        assert title in text
+
+
+def test_layout_composes_latex_accents_outside_code() -> None:
+    items = [(72, 100, "La configurazione sar`a pi`u semplice, poich´e `e automatica.", 11, "helv"),
+             (72, 140, "set x=`e e poi `ls` e ``quoted''", 10, "cour")]
+    out = texts(segment_pdf(build_pdf([items]), SegmenterConfig(min_chars=0)))
+    assert out == ["La configurazione sarà più semplice, poiché è automatica.", "set x=`e e poi `ls` e ``quoted''"]
+
+
 def test_layout_footnote_does_not_cut_a_paragraph_running_onto_the_next_page() -> None:
     note = "1 Decreto legislativo 7 marzo 2005, n. 82, Codice dell'amministrazione digitale."
     page1 = lines_at(72, 600, BODY[:2], 11) + [(72, 780, note, 8, "helv")]
@@ -306,6 +391,10 @@ def test_config_is_json_serialisable_and_validated() -> None:
         SegmenterConfig(header_band=1.5)
     with pytest.raises(ValueError, match="paper_center_low"):
         SegmenterConfig(paper_center_low=0.7)
+    with pytest.raises(ValueError, match="head_min_frac"):
+        SegmenterConfig(head_min_frac=0.0)
+    with pytest.raises(ValueError, match="head_gap"):
+        SegmenterConfig(head_gap=-1.0)
 
 
 def test_paragraph_record_is_validated() -> None:

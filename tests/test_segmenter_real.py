@@ -1,6 +1,8 @@
 """The segmenter on real PDFs (../shared/pdfs): furniture removed, reading order, sizes, accents, no exception.
 
 The PDFs are not part of the repository (see ../shared/pdfs/README.md); without them these tests skip.
+../shared/pdfs/more-it/ holds Italian LaTeX manuals: running heads that change with the chapter, accents set as
+separate glyphs, paragraphs running across pages.
 """
 
 from __future__ import annotations
@@ -14,13 +16,16 @@ import pymupdf
 import pytest
 
 from RAGParagraph.segmenter import Paragraph, SegmenterConfig, segment_pdf
+from ragstudy.textnorm import compose_latex_accents
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 PDFS = SHARED / "pdfs"
 pytestmark = pytest.mark.skipif(not PDFS.is_dir(), reason=f"real PDFs not available ({PDFS} is absent)")
 
+MORE_IT = sorted(f"more-it/{p.name}" for p in (PDFS / "more-it").glob("*.pdf")) if PDFS.is_dir() else []
 ITALIAN = sorted(p.name for p in PDFS.glob("it_*.pdf")) if PDFS.is_dir() else []
 ALL = sorted(p.name for p in PDFS.glob("*.pdf")) if PDFS.is_dir() else []
+LSHORT, AMSLDOC = "more-it/it_texlive_lshort-italian.pdf", "more-it/it_texlive_amsldoc-it.pdf"
 
 # Running headers/footers as printed (checked by eye on the rendered pages; see ../shared/pdfs/README.md).
 FURNITURE = {
@@ -33,7 +38,41 @@ FURNITURE = {
     "it_gu-ue_eupl-v1.2_licenza.pdf": [r"Gazzetta ufficiale dell'Unione europea"],
     "it_ipzs_cie-middleware_manuale-uso.pdf": [r"POLIGRAFICO", r"E ZECCA"],
 }
+# Running heads that change with the chapter or section (seen on the pages rendered with `pdftoppm -r 50`):
+# (pdf, head as printed, first page, last page). No paragraph starting on those pages may carry the head; the
+# chapter or section title it repeats is kept where it opens its chapter or section, on an earlier page.
+RUNNING_HEADS = [
+    # book layout: "2   Cose che bisogna sapere" on left pages, "1.2 Fondamenti   3" on right pages
+    (LSHORT, "Cose che bisogna sapere", 26, 40),
+    (LSHORT, "Comporre il testo", 42, 70),
+    (LSHORT, "Comporre matematica", 72, 102),
+    (LSHORT, "Funzionalità speciali", 104, 120),
+    (LSHORT, "Creare la grafica per la matematica", 122, 140),
+    (LSHORT, "Personalizzare LATEX", 142, 159),
+    (LSHORT, "Glossario", 16, 23),
+    (LSHORT, "1.2 Fondamenti", 27, 27),
+    (LSHORT, "2.11 Ambienti", 59, 65),
+    (LSHORT, "3.12 Elenchi di simboli matematici", 95, 101),
+    (LSHORT, "5.2 L’ambiente picture", 123, 135),
+    (LSHORT, "INDICE ANALITICO", 173, 184),
+    # small caps: "2   CAPITOLO 2. OPZIONI PER IL PACCHETTO AMSMATH", "3.6. GRUPPI DI EQUAZIONI ...   5",
+    # and a page number glued on: "3.9. SPAZIATURA VERTICALE ... IN DISPLAY SU PIÙ LINEE7"
+    (AMSLDOC, "CAPITOLO", 1, 39),
+    (AMSLDOC, "EQUAZIONI IN DISPLAY", 1, 39),
+    (AMSLDOC, "SU PIÙ LINEE", 1, 39),
+    (AMSLDOC, "VARIE FUNZIONALITÀ MATEMATICHE", 1, 39),
+    (AMSLDOC, "MESSAGGI DI ERRORE", 1, 39),
+    (AMSLDOC, "INDICE", 1, 39),
+]
+# A paragraph that runs across a page break: (pdf, text across the break, first page, last page).
+ACROSS_PAGES = [
+    (AMSLDOC, "si può usare \\allowdisplaybreaks[1] nel preambolo del documento", 11, 12),  # under a running head
+    (LSHORT, "le coordinate del vertice inferiore sinistro e di quelle del vertice superiore destro", 15, 16),
+]
 LEADER = re.compile(r"(?:\.\s?){5,}|…{2,}|(?:_\s?){5,}")
+TOC_ENTRY = re.compile(r"(?:\.\s?){5,}\s*(?:\d{1,4}|[ivxlc]{1,7})\s*$", re.MULTILINE)
+# An accent glyph left before its letter: "sar`a", "`e", "Poich´e" (a backquote in code is followed by more).
+LATEX_ACCENT = re.compile(r"[`´¨ˆ˜˘˙˚˝ˇ][A-Za-zı](?![\w`])")
 ACCENTED = re.compile(r"[àèéìíòóùúÀÈÉÌÍÒÓÙÚ]")
 
 # (pdf, phrase near the end of the left column, phrase at the top of the right column) on one page.
@@ -74,13 +113,37 @@ def test_italian_paragraph_sizes(name: str) -> None:
     assert max(lengths) <= SegmenterConfig().max_chars
 
 
-@pytest.mark.parametrize("name", ITALIAN)
+@pytest.mark.parametrize("name", ITALIAN + MORE_IT)
 def test_accents_are_kept(name: str) -> None:
     with pymupdf.open(PDFS / name) as doc:
-        raw = sum(len(ACCENTED.findall(page.get_text())) for page in doc)
+        raw = sum(len(ACCENTED.findall(compose_latex_accents(page.get_text()))) for page in doc)
     kept = len(ACCENTED.findall(joined(name)))
     # Header/footer/TOC text is dropped on purpose, so a few accents may go with it.
     assert kept >= 0.9 * raw, f"{name}: {kept} accented letters kept of {raw}"
+
+
+@pytest.mark.parametrize(("name", "head", "first", "last"), RUNNING_HEADS)
+def test_no_chapter_running_head_in_any_paragraph(name: str, head: str, first: int, last: int) -> None:
+    leaked = [p for p in layout(name) if first <= p.page_start <= last and head in p.text]
+    assert not leaked, f"{name}: running head {head!r} on page {leaked[0].page_start}: {leaked[0].text[:160]!r}"
+
+
+@pytest.mark.parametrize("name", MORE_IT)
+def test_no_toc_entry_lines_in_latex_manuals(name: str) -> None:
+    leaked = [p for p in layout(name) if TOC_ENTRY.search(p.text)]
+    assert not leaked, f"{name}: TOC entry on page {leaked[0].page_start}: {leaked[0].text[:120]!r}"
+
+
+@pytest.mark.parametrize("name", ALL + MORE_IT)
+def test_no_latex_accent_glyph_left(name: str) -> None:
+    left = [(p.page_start, m.group()) for p in layout(name) for m in LATEX_ACCENT.finditer(p.text)]
+    assert not left, f"{name}: accents not composed: {left[:5]}"
+
+
+@pytest.mark.parametrize(("name", "text", "first", "last"), ACROSS_PAGES)
+def test_paragraph_running_across_a_page_break_is_one_paragraph(name: str, text: str, first: int, last: int) -> None:
+    found = [p for p in layout(name) if text in re.sub(r"\s+", " ", p.text)]
+    assert [(p.page_start, p.page_end) for p in found] == [(first, last)]
 
 
 @pytest.mark.parametrize(("name", "left", "right"), TWO_COLUMNS)
