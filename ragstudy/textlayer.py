@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .errors import StudyInputError
 from .io import sha256_file
+from .textnorm import compose_latex_accents
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ def _page_text(page) -> str:
     for block in page.get_text("blocks"):
         if block[6] != 0:  # image block
             continue
-        text = _BLANK_LINES.sub("\n", block[4]).strip()
+        text = compose_latex_accents(_BLANK_LINES.sub("\n", block[4]).strip())  # LaTeX's '`e' -> 'è'
         if text:
             blocks.append(text)
     return BLOCK_SEPARATOR.join(blocks)
