@@ -23,11 +23,8 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make the repository root importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from Postprocessing import common  # noqa: E402
-from ragstudy.io import PROJECT_ROOT  # noqa: E402
+from Postprocessing import common
+from ragstudy.io import PROJECT_ROOT
 
 logger = logging.getLogger("Postprocessing.report")
 

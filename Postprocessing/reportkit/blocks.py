@@ -150,14 +150,15 @@ def table_html(table: Table) -> str:
                               else str(r[table.filter_column])) for r in table.rows})
             options = "".join(f'<option value="{_esc(v)}">{_esc(v)}</option>' for v in values)
             parts.append(f'<select data-filter-col="{table.filter_column}" data-filter-for="{_esc(table.table_id)}"'
-                         f' aria-label="{_esc(table.headers[table.filter_column])}"><option value="">all</option>{options}</select>')
+                         f' aria-label="{_esc(table.headers[table.filter_column])}">'
+                     f'<option value="">all</option>{options}</select>')
         parts.append(f'<span class="count" data-count-for="{_esc(table.table_id)}"></span></div>')
     head = "".join(f'<th class="{"num" if a == "r" else ""}" title="click to sort">{_esc(h)}</th>'
-                   for h, a in zip(table.headers, align))
+                   for h, a in zip(table.headers, align, strict=True))
     body = []
     for row in table.rows:
         cells = "".join(_cell_html(c).replace("<td", '<td class="num"', 1) if a == "r" else _cell_html(c)
-                        for c, a in zip(row, align))
+                        for c, a in zip(row, align, strict=True))
         body.append(f"<tr>{cells}</tr>")
     parts.append(f'<div class="tablewrap"><table class="sortable"{tid}><thead><tr>{head}</tr></thead><tbody>'
                  + "".join(body) + "</tbody></table></div>")
@@ -213,7 +214,7 @@ margin:8px 0}pre{background:#f4f5f7;padding:8px;overflow-x:auto;white-space:pre-
 pre.cmd{margin:4px 0}code{font-family:ui-monospace,Menlo,Consolas,monospace}figure.plot{margin:6px 0}
 figcaption{font-size:13px;color:#556}.filters{margin:6px 0}.filters input{width:320px;padding:4px}
 .filters select{padding:4px;margin-left:8px}.count{margin-left:10px;color:#556;font-size:13px}
-#explorer-table td{max-width:360px}footer{color:#667;font-size:12px;padding:0 32px 24px}
+#explorer-table td{max-width:380px}#explorer-table td:nth-child(2),#explorer-table td:nth-child(3),#explorer-table td:nth-child(5){min-width:220px}footer{color:#667;font-size:12px;padding:0 32px 24px}
 """
 
 # Sorting (numbers by data-value, else text) and filtering; no library, no network.

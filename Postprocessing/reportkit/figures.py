@@ -103,14 +103,23 @@ def bars(categories: Sequence[str], values: Sequence[float], colors: Sequence[st
     return fig
 
 
-def sweep_scatter(frame: pd.DataFrame, metric_column: str, styles: Strategies) -> go.Figure:
-    """Every sweep configuration: mean chunk length against ``metric_column``, coloured by strategy."""
+def sweep_scatter(frame: pd.DataFrame, metric_column: str, styles: Strategies,
+                  choices: Sequence[str] = ()) -> go.Figure:
+    """Every sweep configuration: mean chunk length against ``metric_column``, coloured by strategy; a drop-down
+    switches the y axis to any of ``choices`` (other metric@budget columns)."""
     fig = go.Figure()
-    for name in styles.ordered(frame["strategy"]):
+    names = styles.ordered(frame["strategy"])
+    for name in names:
         part = frame[frame["strategy"] == name]
         fig.add_trace(go.Scatter(x=part["chars_mean"], y=part[metric_column], mode="markers",
                                  name=styles.display(name), marker=dict(color=styles.color(name), size=9),
-                                 text=[f"{c}<br>{p}" for c, p in zip(part["config"], part["params"])],
+                                 text=[f"{c}<br>{p}" for c, p in zip(part["config"], part["params"], strict=True)],
                                  hovertemplate="%{text}<br>chars_mean %{x:.0f}<br>%{y:.3f}<extra></extra>"))
-    fig.update_layout(**LAYOUT, height=380, xaxis_title="mean chunk length (characters)", yaxis_title=metric_column)
+    fig.update_layout(**LAYOUT, height=400, xaxis_title="mean chunk length (characters)", yaxis_title=metric_column)
+    if len(choices) > 1:
+        buttons = [dict(label=c, method="update",
+                        args=[{"y": [frame.loc[frame["strategy"] == n, c].tolist() for n in names]},
+                              {"yaxis": {"title": {"text": c}}}]) for c in choices]
+        fig.update_layout(updatemenus=[dict(buttons=buttons, x=1.0, xanchor="right", y=1.15, yanchor="top",
+                                            active=list(choices).index(metric_column))])
     return fig

@@ -12,9 +12,9 @@ from typing import Any
 
 import pandas as pd
 
-from Postprocessing import stats
+from Postprocessing import metric_catalogue, stats
 from Postprocessing.reportkit import figures
-from Postprocessing.reportkit.blocks import (Bullets, Cell, Details, Figure, Heading, Note, Section, Table, Text,
+from Postprocessing.reportkit.blocks import (Block, Bullets, Cell, Details, Figure, Heading, Note, Section, Table, Text,
                                              estimate, num, pvalue)
 from Postprocessing.reportkit.inputs import Inputs, Strategies, require_columns
 
@@ -33,7 +33,10 @@ def strategy_cell(name: str, styles: Strategies) -> Cell:
 
 
 def _digits(metric: str) -> int:
-    return 2 if str(metric).startswith("BLEU") else 3
+    """Decimals the metric catalogue gives ``metric`` (BLEU's 0–100 scale: 2; lengths: 1)."""
+    if metric == "context_chars":
+        return 1
+    return metric_catalogue.decimals(str(metric))
 
 
 def _compact(value: Any) -> str:
@@ -178,7 +181,7 @@ def paired_sentence(metric: str, a: str, b: str, diff: float, low: float, high: 
     return f"no significant difference in {metric} between {a} and {b} ({est}, Holm {p}{caveat})"
 
 
-def paired_table(frame: pd.DataFrame, styles: Strategies, p_col: str, p_holm_col: str,
+def paired_table(frame: pd.DataFrame, styles: Strategies, p_col: str, p_holm_col: str, table_id: str,
                  lead: Sequence[str] = ()) -> Table:
     rows = []
     for _, r in frame.iterrows():
@@ -190,7 +193,22 @@ def paired_table(frame: pd.DataFrame, styles: Strategies, p_col: str, p_holm_col
                      paired_sentence(metric, styles.display(a), styles.display(b), r["mean_diff"], r["ci_low"],
                                      r["ci_high"], r[p_holm_col], d)])
     return Table([*lead, "metric", "A", "B", "n", "A − B [95 % CI]", "p (Wilcoxon)", "p (Holm)", "in words"],
-                 rows, "l" * len(lead) + "lllrrrrl")
+                 rows, "l" * len(lead) + "lllrrrrl", table_id=table_id, filterable=len(rows) > 12,
+                 filter_column=len(lead))
+
+
+def significant_summary(frame: pd.DataFrame, styles: Strategies, p_holm_col: str,
+                        budget_col: str | None = None) -> list[Block]:
+    """How many paired comparisons show a difference, and a sentence for each of them."""
+    found = []
+    for _, r in frame.iterrows():
+        if r[p_holm_col] < ALPHA and (r["ci_low"] > 0 or r["ci_high"] < 0):
+            text = paired_sentence(str(r["metric"]), styles.display(r["strategy_a"]), styles.display(r["strategy_b"]),
+                                   r["mean_diff"], r["ci_low"], r["ci_high"], r[p_holm_col], _digits(r["metric"]))
+            found.append(f"budget {r[budget_col]}: {text}" if budget_col else text)
+    blocks: list[Block] = [Text(f"{len(found)} of {len(frame)} comparisons show a difference (Holm p < 0.05 and a "
+                                "CI that excludes 0)" + (":" if found else "."))]
+    return blocks + ([Bullets(found)] if found else [])
 
 
 # -------------------------------------------------------------------------------------------- 3. retrieval
@@ -216,9 +234,9 @@ def retrieval_section(inp: Inputs, styles: Strategies) -> Section:
                 part = summary[(summary["budget"] == budget) & (summary["strategy"] == name)]
                 if part.empty:
                     continue
-                by_metric = {m: r for m, r in zip(part["metric"], part.itertuples())}
+                by_metric = dict(zip(part["metric"], part.itertuples(), strict=True))
                 cells = [estimate(by_metric[m].mean, by_metric[m].ci_low, by_metric[m].ci_high,
-                                  1 if m == "context_chars" else 3) if m in by_metric else Cell("–")
+                                  _digits(m)) if m in by_metric else Cell("–")
                          for m in metrics]
                 rows.append([budget, strategy_cell(name, styles), num(int(part["n"].max()), 0), *cells])
         s.blocks.append(Heading("Per budget (mean [95 % CI])"))
@@ -250,8 +268,10 @@ def retrieval_section(inp: Inputs, styles: Strategies) -> Section:
     if paired is not None and len(paired):
         require_columns(paired, ["budget", "metric", "strategy_a", "strategy_b", "mean_diff", "ci_low", "ci_high",
                                  "p_wilcoxon", "p_holm"], "retrieval_paired.csv")
-        s.blocks.append(Heading("Paired differences (same questions)"))
-        s.blocks.append(paired_table(paired, styles, "p_wilcoxon", "p_holm", lead=("budget",)))
+        s.blocks.append(Heading("Paired differences (A − B on the same questions; Holm over the pairs of each "
+                                "budget and metric)"))
+        s.blocks += significant_summary(paired, styles, "p_holm", "budget")
+        s.blocks.append(paired_table(paired, styles, "p_wilcoxon", "p_holm", "retrieval-paired", lead=("budget",)))
     return s
 
 
@@ -282,24 +302,12 @@ def answers_section(inp: Inputs, styles: Strategies) -> Section:
                                  "p_wilcoxon", "p_wilcoxon_holm"], "metrics_paired.csv")
         s.blocks.append(Heading("Paired comparisons (A − B on the same questions; Holm over the pairs of each "
                                 "metric)"))
-        significant = [paired_sentence(str(r["metric"]), styles.display(r["strategy_a"]),
-                                       styles.display(r["strategy_b"]), r["mean_diff"], r["ci_low"], r["ci_high"],
-                                       r["p_wilcoxon_holm"], _digits(r["metric"]))
-                       for _, r in paired.iterrows()
-                       if r["p_wilcoxon_holm"] < ALPHA and (r["ci_low"] > 0 or r["ci_high"] < 0)]
-        s.blocks.append(Text(f"{len(significant)} of {len(paired)} comparisons show a difference (Holm p < 0.05 and "
-                             "a CI that excludes 0)" + (":" if significant else ".")))
-        if significant:
-            s.blocks.append(Bullets(significant))
-        s.blocks.append(paired_table(paired, styles, "p_wilcoxon", "p_wilcoxon_holm"))
+        s.blocks += significant_summary(paired, styles, "p_wilcoxon_holm")
+        s.blocks.append(paired_table(paired, styles, "p_wilcoxon", "p_wilcoxon_holm", "answers-paired"))
     return s
 
 
 # ---------------------------------------------------------------------------------- 5. quality, survey, sweeps
-
-def _quality_digits(metric: str) -> int:
-    return 0 if metric == "chunks" else 1 if metric.endswith(("_mean", "_variance")) else 3
-
 
 def _quality_table(frame: pd.DataFrame, styles: Strategies) -> Table:
     names = styles.ordered(frame["strategy"])
@@ -312,7 +320,7 @@ def _quality_table(frame: pd.DataFrame, styles: Strategies) -> Table:
                 cells.append(Cell("–"))
                 continue
             r = part.loc[n]
-            cell = estimate(r["mean"], r["ci_low"], r["ci_high"], _quality_digits(metric))
+            cell = estimate(r["mean"], r["ci_low"], r["ci_high"], _digits(metric))
             failures = int(r["failures"]) if "failures" in part.columns and not pd.isna(r["failures"]) else 0
             if failures:
                 cell = Cell(f"{cell.text} ({failures} failed)", cell.value, cell.ci)
@@ -392,8 +400,9 @@ def sweeps_section(inp: Inputs, styles: Strategies) -> Section:
         s.blocks.append(Table(["metric", "budget", "strategy", "config", "params", "value"], rows, "lllllr"))
     if metric_cols:
         main = next((c for c in metric_cols if c.startswith("hit@")), metric_cols[0])
-        s.blocks.append(Figure(figures.sweep_scatter(summary, main, styles),
-                               f"Every swept configuration: mean chunk length against {main}."))
+        s.blocks.append(Figure(figures.sweep_scatter(summary, main, styles, metric_cols),
+                               f"Every swept configuration: mean chunk length against {main} (the menu switches "
+                               "the metric and budget)."))
     order = {n: i for i, n in enumerate(styles.ordered(summary["strategy"]))}
     frame = summary.sort_values("strategy", key=lambda col: col.map(order), kind="stable")
     fixed = [c for c in ("chunks", "chars_mean", "chars_cv", "index_seconds") if c in frame.columns]
