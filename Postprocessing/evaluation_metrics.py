@@ -170,6 +170,7 @@ def resolve_bertscore(model: str | None, num_layers: int | None, run_config: dic
         raise DataError(f"config.json profile {profile!r} is neither 'paper' nor 'lite'; pass --bertscore-model")
     if profile is None:
         logger.warning("No profile in config.json: using the paper's BERTScore model %s", PAPER_BERTSCORE_MODEL)
+        return BertScoreSpec(PAPER_BERTSCORE_MODEL, num_layers, "assumed: no profile in config.json, so the paper's")
     return BertScoreSpec(PAPER_BERTSCORE_MODEL, num_layers, "profile:paper")
 
 
@@ -346,7 +347,7 @@ def paired_sentence(row: pd.Series) -> str:
 
 
 def markdown_report(result: MetricsResult, reference: Reference, config: MetricsConfig, n_scored: int,
-                    n_questions: int) -> str:
+                    n_questions: int, notes: Sequence[str] = ()) -> str:
     """The Markdown summary: settings, metric × strategy table with CIs, paired comparisons."""
     pct = round(config.confidence * 100)
     summary = result.summary
@@ -373,6 +374,7 @@ def markdown_report(result: MetricsResult, reference: Reference, config: Metrics
         layers = config.bertscore.num_layers if config.bertscore.num_layers is not None else "bert-score default"
         lines.append(f"- BERTScore: `{config.bertscore.model}`, layer {layers}, no idf, no baseline rescaling "
                      f"({config.bertscore.source})")
+    lines.extend(f"- {note}" for note in notes)
     lines.append("")
     metric_order = list(dict.fromkeys(summary["metric"]))
     table_rows = []
@@ -450,7 +452,13 @@ def run(args: argparse.Namespace) -> MetricsResult:
                            bertscore_batch_size=args.bertscore_batch_size, clean_answers=not args.no_clean_answers,
                            n_resamples=args.n_resamples, seed=args.seed, confidence=args.confidence)
     result = compute_metrics(answers, reference, indices, config)
-    report = markdown_report(result, reference, config, len(indices), len(questions))
+    notes = [f"`{a.path.name}`: the paper's format (question, answer, contexts): rows matched to the questions by "
+             "position; no sources recorded, so no source-dependent metric" for a in answers if a.paper_format]
+    if not (results_dir / "config.json").is_file():
+        notes.append(f"No config.json in {results_dir}: run settings unknown; BERTScore model "
+                     f"{spec.model if spec else 'not used'}"
+                     + (" (the paper profile's, assumed)" if spec and spec.source.startswith("assumed") else ""))
+    report = markdown_report(result, reference, config, len(indices), len(questions), notes=notes)
     common.atomic_write_csv(out_dir / "metrics_per_question.csv", result.per_question)
     common.atomic_write_csv(out_dir / "metrics_summary.csv", result.summary)
     common.atomic_write_csv(out_dir / "metrics_paired.csv", result.paired)

@@ -70,6 +70,9 @@ def test_papers_files_give_the_same_numbers_as_this_projects(tmp_path: Path) -> 
 
     for fmt in ("csv", "json"):
         pd.testing.assert_frame_equal(_metrics(ours, fmt), _metrics(papers, fmt))
+    said = (papers / "metrics-csv" / "metrics_summary.md").read_text(encoding="utf-8")
+    assert "`DatasetCustom.csv`: the paper's format" in said and "No config.json" in said
+    assert "the paper's format" not in (ours / "metrics-csv" / "metrics_summary.md").read_text(encoding="utf-8")
 
     for folder in (ours, papers):
         assert pf.main(["--results-dir", str(folder), *_inputs(folder), "--raters", "3"]) == 0
