@@ -155,14 +155,28 @@ def hope_rows(exports, references, documents: Sequence[str], llms, embedder, set
 # ----------------------------------------------------------------------------------------------- the models
 
 def study_config(results_dir: Path, profile: str | None):
-    """The study config HOPE and token counts use: the run's models (config.json), or `profile`'s."""
+    """The study config HOPE and token counts use: the run's (config.json, via ragstudy.results), or `profile`'s
+    defaults when there is no config.json or `--profile` names another profile."""
     from ragstudy.config import StudyConfig
+    from ragstudy.results import read_config
 
-    run = common.read_run_config(results_dir)
-    name = profile or run.get("profile")
-    models = run.get("models", {}) if run.get("profile") == name else {}
-    flags = {key: models.get(key) for key in ("llm", "embedding", "device", "dtype", "max_new_tokens")}
-    return StudyConfig.resolve(profile=name, strategies="fixed-size", **flags)
+    record = read_config(results_dir) if (Path(results_dir) / "config.json").is_file() else None
+    if record is not None and record.config is not None and profile in (None, record.config.profile.name):
+        return record.config
+    name = profile or (record.raw.get("profile") if record else None)
+    if record is None or record.config is None:
+        logger.warning("no usable config.json in %s: using the %s profile's models", results_dir,
+                       name or "default")
+    return StudyConfig.resolve(profile=name, strategies=",".join(data_strategies(results_dir)) or None)
+
+
+def data_strategies(results_dir: Path) -> list[str]:
+    """Registered strategies that have a chunk export here (unregistered exports need no config)."""
+    from ragstudy import registry
+    from ragstudy.results import exported_strategies
+
+    registered = set(registry.available())
+    return [name for name in exported_strategies(results_dir) if name in registered]
 
 
 def make_token_counter(kind: str, config):
@@ -338,17 +352,10 @@ def correlation_section(args: argparse.Namespace, results_dir: Path, per_questio
     return spearman_table(merged, PER_QUESTION_CHUNK_METRICS, answer_metrics), answer_metrics
 
 
-def run(args: argparse.Namespace) -> dict:
-    """The whole evaluation: load and align, compute every section, write the tables; returns what it wrote."""
-    import pandas as pd
-
+def load_aligned(args: argparse.Namespace, results_dir: Path):
+    """Chunk exports aligned to one reference per PDF: (strategies, references, exports, notes, groundtruth dir)."""
     from Postprocessing.chunkeval import data
-    from Postprocessing.chunkeval.report import CiSettings, markdown_correlations, markdown_summary, to_frame
 
-    started = time.perf_counter()
-    results_dir = Path(args.results_dir)
-    out_dir = Path(args.out_dir or results_dir)
-    ci = CiSettings(args.n_resamples, args.seed, args.confidence)
     strategies = ([s.strip() for s in args.strategies.split(",") if s.strip()] if args.strategies
                   else data.discover_strategies(results_dir))
     groundtruth_dir = _optional_path(args.groundtruth)
@@ -363,7 +370,56 @@ def run(args: argparse.Namespace) -> dict:
     for export in exports:
         shares = ", ".join(f"{d} {100 * v:.0f}%" for d, v in sorted(export.matched_share.items()))
         notes.append(f"{export.strategy}: reference matched by its source text: {shares}")
+    return strategies, references, exports, notes, groundtruth_dir
 
+
+def summary_markdown(results_dir: Path, rows, strategies, correlations, answer_metrics, notes, correlate_with: str
+                     ) -> str:
+    from Postprocessing.chunkeval.report import markdown_correlations, markdown_summary
+
+    display = {s.name: s.display for s in common.strategies()}
+    md = [f"# Chunk quality: {results_dir}\n", markdown_summary(rows, strategies, display)]
+    if correlations:
+        shown = [m for m in correlate_with.split(",") if m in answer_metrics] or answer_metrics
+        md.append("### Chunk metrics vs answer metrics\n\n" + markdown_correlations(correlations, shown))
+    md.append("### Notes\n\n" + "".join(f"- {n}\n" for n in notes))
+    return "\n".join(md)
+
+
+def write_tables(out_dir: Path, rows, report: str, chunk_frames, per_question, hope_items, correlations
+                 ) -> dict[str, Path]:
+    """Write every table atomically; returns the paths written."""
+    import pandas as pd
+
+    from Postprocessing.chunkeval.report import to_frame
+
+    written = {"summary_csv": out_dir / "chunk_quality.csv", "summary_md": out_dir / "chunk_quality.md",
+               "chunks_csv": out_dir / "chunk_quality_chunks.csv", "run_json": out_dir / "chunk_quality_run.json"}
+    common.atomic_write_csv(written["summary_csv"], to_frame(rows))
+    common.atomic_write_text(written["summary_md"], report)
+    common.atomic_write_csv(written["chunks_csv"], pd.concat(chunk_frames, ignore_index=True))
+    optional = {"questions_csv": ("chunk_quality_questions.csv", per_question if len(per_question) else None),
+                "hope_csv": ("chunk_quality_hope.csv", hope_items),
+                "correlation_csv": ("chunk_quality_correlation.csv",
+                                    pd.DataFrame([asdict(c) for c in correlations]) if correlations else None)}
+    for key, (name, frame) in optional.items():
+        if frame is not None:
+            written[key] = out_dir / name
+            common.atomic_write_csv(written[key], frame)
+    return written
+
+
+def run(args: argparse.Namespace) -> dict:
+    """The whole evaluation: load and align, compute every section, write the tables; returns what it wrote."""
+    import pandas as pd
+
+    from Postprocessing.chunkeval.report import CiSettings
+
+    started = time.perf_counter()
+    results_dir = Path(args.results_dir)
+    out_dir = Path(args.out_dir or results_dir)
+    ci = CiSettings(args.n_resamples, args.seed, args.confidence)
+    strategies, references, exports, notes, groundtruth_dir = load_aligned(args, results_dir)
     config = study_config(results_dir, args.profile) if args.tokens == "embedding" or not args.no_hope else None
     if config is not None:
         import torch
@@ -383,27 +439,9 @@ def run(args: argparse.Namespace) -> dict:
     per_question = pd.concat(question_frames, ignore_index=True) if question_frames else pd.DataFrame()
     correlations, answer_metrics = correlation_section(args, results_dir, per_question, notes)
 
-    display = {s.name: s.display for s in common.strategies()}
-    md = [f"# Chunk quality: {results_dir}\n", markdown_summary(rows, strategies, display)]
-    if correlations:
-        shown = [m for m in args.correlate_with.split(",") if m in answer_metrics] or answer_metrics
-        md.append("### Chunk metrics vs answer metrics\n\n" + markdown_correlations(correlations, shown))
-    md.append("### Notes\n\n" + "".join(f"- {n}\n" for n in notes))
-    report = "\n".join(md)
-    written = {"summary_csv": out_dir / "chunk_quality.csv", "summary_md": out_dir / "chunk_quality.md",
-               "chunks_csv": out_dir / "chunk_quality_chunks.csv", "run_json": out_dir / "chunk_quality_run.json"}
-    common.atomic_write_csv(written["summary_csv"], to_frame(rows))
-    common.atomic_write_text(written["summary_md"], report)
-    common.atomic_write_csv(written["chunks_csv"], pd.concat(chunk_frames, ignore_index=True))
-    if len(per_question):
-        written["questions_csv"] = out_dir / "chunk_quality_questions.csv"
-        common.atomic_write_csv(written["questions_csv"], per_question)
-    if hope_items is not None:
-        written["hope_csv"] = out_dir / "chunk_quality_hope.csv"
-        common.atomic_write_csv(written["hope_csv"], hope_items)
-    if correlations:
-        written["correlation_csv"] = out_dir / "chunk_quality_correlation.csv"
-        common.atomic_write_csv(written["correlation_csv"], pd.DataFrame([asdict(c) for c in correlations]))
+    report = summary_markdown(results_dir, rows, strategies, correlations, answer_metrics, notes,
+                              args.correlate_with)
+    written = write_tables(out_dir, rows, report, chunk_frames, per_question, hope_items, correlations)
     seconds = time.perf_counter() - started
     info = {"results_dir": str(results_dir), "strategies": strategies, "groundtruth": str(groundtruth_dir),
             "evidence": args.evidence, "boundary_tolerance": args.boundary_tolerance,
