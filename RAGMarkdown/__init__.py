@@ -1,0 +1,5 @@
+"""Markdown strategy: PyMuPDF4LLM Markdown split at headings, sections over 800 characters split again."""
+
+from .strategy import SPEC, MyKnowledgeBase
+
+__all__ = ["SPEC", "MyKnowledgeBase"]

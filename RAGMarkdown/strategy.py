@@ -1,0 +1,206 @@
+"""What differs for the markdown strategy: PyMuPDF4LLM's Markdown of each PDF, split at headings, size-bounded.
+
+The Markdown comes from `pymupdf4llm.to_markdown(page_chunks=True, header=False, footer=False, use_ocr=False)`:
+PyMuPDF's own converter (its ONNX layout model ships in the pymupdf-layout wheel), with running headers and footers
+dropped by its layout analysis and one Markdown text per page, so each chunk knows its pages. Pages are joined by a
+blank line into the text `start_end_idx` indexes (source_kind "markdown"). The conversion is slow (about 0.3-1
+page/s on 2 CPU cores), so it is cached under the PDF's sha256, the pymupdf4llm version and the options.
+
+Sections: LangChain's `ExperimentalMarkdownSyntaxTextSplitter` (langchain-text-splitters), which cuts at every
+heading `#`..`######` outside code fences and, unlike `MarkdownHeaderTextSplitter`, keeps the lines exactly as
+written, so sections are slices of the Markdown. Only its heading cuts are kept (it also isolates each code fence,
+and PyMuPDF4LLM fences every Courier line separately); a section holding only headings joins the next one, and the
+headings of a long section stay with its first piece.
+Size bound: a section longer than `chunk_size` (800 characters, the fixed-size parents) is split by
+`RecursiveCharacterTextSplitter.from_language(Language.MARKDOWN)` with `chunk_overlap` 50, as the fixed-size
+baseline. Each chunk carries its heading path in its metadata ("headers"). Child windows 200 / 0, k=4.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field, replace
+
+from ragstudy.chunks import ChunkedDocument, build_chunks, locate_pieces
+from ragstudy.io import atomic_write_json, cache_dir, sha256_text, stable_json
+from ragstudy.paper_api import PaperKnowledgeBase
+from ragstudy.registry import ChunkerContext, StrategyParams, StrategySpec, register
+from ragstudy.textlayer import BLOCK_SEPARATOR, PdfDocument, SourceText
+
+Span = tuple[int, int]
+_HEADING_LINE = re.compile(r"^#{1,6} ")
+_LEADING_HEADINGS = re.compile(r"(?:[ \t]*#{1,6} [^\n]*\n\s*)+")
+_EMPHASIS = re.compile(r"[*_`]+")
+
+
+@dataclass(frozen=True)
+class MarkdownParams:
+    """Heading sections of at most `chunk_size` characters (longer ones split with `chunk_overlap`)."""
+
+    chunk_size: int = 800
+    chunk_overlap: int = 50
+    heading_levels: int = 6  # split at headings `#` .. `#` * heading_levels
+
+    def __post_init__(self) -> None:
+        if self.chunk_size < 20:
+            raise ValueError(f"chunk_size must be at least 20 characters, got {self.chunk_size}")
+        if not 0 <= self.chunk_overlap < self.chunk_size:
+            raise ValueError(f"chunk_overlap ({self.chunk_overlap}) must be >= 0 and less than chunk_size "
+                             f"({self.chunk_size})")
+        if not 1 <= self.heading_levels <= 6:
+            raise ValueError(f"heading_levels must be between 1 and 6, got {self.heading_levels}")
+
+
+MARKDOWN_OPTIONS = {"page_chunks": True, "header": False, "footer": False, "use_ocr": False, "show_progress": False}
+
+
+def pdf_markdown_pages(document: PdfDocument) -> list[str]:
+    """PyMuPDF4LLM Markdown of each page of `document` (cached under its sha256, the converter's version, options)."""
+    import pymupdf4llm
+
+    key = sha256_text(document.sha256, pymupdf4llm.__version__, stable_json(MARKDOWN_OPTIONS))
+    path = cache_dir() / "markdown" / f"{key}.json"
+    if path.is_file():
+        return json.loads(path.read_text(encoding="utf-8"))["pages"]
+    with document.open() as pdf:
+        pages = [page["text"] for page in pymupdf4llm.to_markdown(pdf, **MARKDOWN_OPTIONS)]
+    atomic_write_json(path, {"path": document.path, "pymupdf4llm": pymupdf4llm.__version__, "pages": pages})
+    return pages
+
+
+def markdown_source(document: PdfDocument) -> SourceText:
+    """The document's Markdown as the text chunks index into, with the offset where each page begins."""
+    text, starts = "", []
+    for page_text in pdf_markdown_pages(document):
+        page_text = page_text.strip()
+        if text and page_text:
+            text += BLOCK_SEPARATOR
+        starts.append(len(text))
+        text += page_text
+    return SourceText(path=document.path, sha256=document.sha256, text=text, page_starts=tuple(starts))
+
+
+def _stripped(text: str, start: int, end: int) -> Span | None:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return (start, end) if end > start else None
+
+
+@dataclass
+class MarkdownSectionSplitter:
+    """Heading sections of a Markdown text as (span, heading path), each at most `chunk_size` characters."""
+
+    params: MarkdownParams
+    _sections: object = field(init=False, repr=False)
+    _bounded: object = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        from langchain_text_splitters import (ExperimentalMarkdownSyntaxTextSplitter, Language,
+                                              RecursiveCharacterTextSplitter)
+
+        headers = [("#" * level, f"h{level}") for level in range(1, self.params.heading_levels + 1)]
+        self._sections = ExperimentalMarkdownSyntaxTextSplitter(headers_to_split_on=headers, strip_headers=False)
+        self._bounded = RecursiveCharacterTextSplitter.from_language(
+            Language.MARKDOWN, chunk_size=self.params.chunk_size, chunk_overlap=self.params.chunk_overlap)
+
+    def sections(self, text: str) -> list[tuple[Span, str]]:
+        """Heading sections (stripped spans) with their heading path; they cover all non-blank text."""
+        starts: list[tuple[int, str]] = []
+        cursor = 0
+        for doc in self._sections.split_text(text):
+            at = text.find(doc.page_content, cursor)
+            if at < 0:  # the splitter keeps lines verbatim; this would be a change in langchain-text-splitters
+                raise ValueError(f"markdown section not found in its source: {doc.page_content[:60]!r}")
+            cursor = at + len(doc.page_content)
+            # only headings start a section: code blocks and text after a rule stay with their heading
+            if _HEADING_LINE.match(doc.page_content):
+                path = " > ".join(_EMPHASIS.sub("", str(value)).strip()
+                                  for key, value in sorted(doc.metadata.items()) if key.startswith("h"))
+                starts.append((at, path))
+        if not starts or text[:starts[0][0]].strip():
+            starts.insert(0, (0, ""))
+        sections: list[tuple[Span, str]] = []
+        pending: int | None = None
+        for number, (start, path) in enumerate(starts):
+            end = starts[number + 1][0] if number + 1 < len(starts) else len(text)
+            span = _stripped(text, pending if pending is not None else start, end)
+            if span is None:
+                continue
+            body = [line for line in text[start:end].splitlines() if line.strip()]
+            if number + 1 < len(starts) and all(_HEADING_LINE.match(line) for line in body):
+                pending = span[0]  # a heading with no text of its own belongs to the next section
+                continue
+            pending = None
+            sections.append((span, path))
+        return sections
+
+    def _split(self, text: str, start: int, end: int, size: int) -> list[Span]:
+        from langchain_text_splitters import Language, RecursiveCharacterTextSplitter
+
+        splitter = self._bounded if size == self.params.chunk_size else RecursiveCharacterTextSplitter.from_language(
+            Language.MARKDOWN, chunk_size=size, chunk_overlap=min(self.params.chunk_overlap, size // 2))
+        section = text[start:end]
+        return [(start + a, start + b) for a, b in locate_pieces(section, splitter.split_text(section),
+                                                                 self.params.chunk_overlap)]
+
+    def spans(self, text: str) -> list[tuple[Span, str]]:
+        out: list[tuple[Span, str]] = []
+        limit = self.params.chunk_size
+        for (start, end), path in self.sections(text):
+            if end - start <= limit:
+                out.append(((start, end), path))
+                continue
+            # keep the section's headings with its first piece of text (the splitter would isolate them)
+            head = _LEADING_HEADINGS.match(text, start, end)
+            body = head.end() if head else start
+            if body - start > limit // 2:
+                body = start
+            pieces = self._split(text, body, end, limit - (body - start))
+            pieces[0] = (start, pieces[0][1])
+            out.extend((piece, path) for piece in pieces)
+        return out
+
+    def split_text(self, text: str) -> list[str]:
+        return [text[start:end] for (start, end), _ in self.spans(text)]
+
+
+@dataclass
+class MarkdownChunker:
+    splitter: MarkdownSectionSplitter
+
+    def chunk(self, document: PdfDocument, strategy: str) -> ChunkedDocument:
+        source = markdown_source(document)
+        spans = self.splitter.spans(source.text)
+        chunked = build_chunks(source, [span for span, _ in spans], strategy)
+        chunks = tuple(replace(chunk, extra={"headers": path}) for chunk, (_, path) in zip(chunked.chunks, spans))
+        return ChunkedDocument(source=source, chunks=chunks)
+
+
+def make_chunker(params: StrategyParams, context: ChunkerContext) -> MarkdownChunker:
+    return MarkdownChunker(MarkdownSectionSplitter(SPEC.parent_config(params)))
+
+
+SPEC = register(StrategySpec(
+    name="markdown",
+    dataset_name="DatasetMarkdown",
+    folder="RAGMarkdown",
+    # parents: heading sections of PyMuPDF4LLM Markdown, at most 800 characters (overlap 50 inside a long section);
+    # child windows 200/0, k=4, as the baselines
+    defaults=StrategyParams(parent=asdict(MarkdownParams()), child_chunk_size=200, child_chunk_overlap=0, k=4),
+    make_chunker=make_chunker,
+    display_name="Markdown",
+    color="#555555",  # dark grey (Okabe–Ito's yellow is too pale on white)
+    order=6,
+    source_kind="markdown",
+    parent_type=MarkdownParams,
+    description="PyMuPDF4LLM Markdown split at headings, up to 800 characters",
+))
+
+
+class MyKnowledgeBase(PaperKnowledgeBase):
+    """The paper's entry point: MyKnowledgeBase(path).initiate_document_injetion_pipeline(); .retriever"""
+
+    strategy = SPEC.name
