@@ -55,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="unit of --budgets: characters (default) or tokens of the LLM's tokenizer")
     fair.add_argument("--sweep", metavar="FILE.yaml", help="run a grid of strategy x parameter settings "
                                                            "retrieval-only (see sweeps/)")
+    fair.add_argument("--evidence", help="evidence file the sweep is scored against (sample/evidence.json format or "
+                                         "CSV question_index,evidence[,pdf]; default: the sweep file's)")
     scale = parser.add_argument_group("answers at scale")
     scale.add_argument("--llm-batch-size", type=int, help="prompts generated together in-process")
     scale.add_argument("--llm-server", dest="llm_servers", action="append", metavar="URL",
@@ -94,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     flags.pop("verbose")
     set_params = list(flags.pop("set_params") or [])
     mode = flags.pop("paragraph_mode")
-    sweep = flags.pop("sweep")
+    sweep, evidence = flags.pop("sweep"), flags.pop("evidence")
     if sweep:
         flags["retrieval_only"] = True  # a sweep is always retrieval-only
     if mode:
@@ -108,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         if sweep:
             from ragstudy.sweep import run_sweep
 
-            run_sweep(config, sweep)
+            run_sweep(config, sweep, evidence)
             return 0
         reports = run_retrieval(config) if config.retrieval_only else run_study(config)
     except StudyInputError as exc:

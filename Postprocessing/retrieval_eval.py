@@ -229,7 +229,7 @@ def hit_rate_figure(summary: pd.DataFrame, frame: pd.DataFrame, strategies: Sequ
         part = part.sort_values("x")
         x = part["x"].tolist()
         fig.add_trace(go.Scatter(x=x + x[::-1], y=part["ci_high"].tolist() + part["ci_low"].tolist()[::-1],
-                                 fill="toself", fillcolor=_rgba(spec.color, 0.15), line=dict(width=0),
+                                 mode="lines", fill="toself", fillcolor=_rgba(spec.color, 0.10), line=dict(width=0),
                                  hoverinfo="skip", showlegend=False, legendgroup=s))
         fig.add_trace(go.Scatter(x=x, y=part["mean"], mode="lines+markers", name=spec.display_name,
                                  line=dict(color=spec.color, width=2), legendgroup=s,
@@ -247,7 +247,7 @@ def hit_rate_figure(summary: pd.DataFrame, frame: pd.DataFrame, strategies: Sequ
                 hovertemplate=f"{spec.display_name}, own k<br>mean context %{{x:.0f}} {unit}<br>hit %{{y:.3f}}"
                               "<extra></extra>"))
     fig.update_layout(
-        title="Evidence inside the context against the context budget (hollow: each strategy's own k)",
+        title="Evidence in the context vs context budget (hollow: each strategy's own k)",
         width=900, height=560, plot_bgcolor="white", font=dict(size=14), legend=dict(title="strategy"),
         xaxis=dict(title=f"context budget ({unit}, log scale)", type="log", tickvals=budgets,
                    ticktext=[str(b) for b in budgets], gridcolor="lightgrey"),

@@ -144,17 +144,14 @@ def run_retrieval(config: StudyConfig) -> list[StrategyReport]:
 
     Postprocessing/retrieval_eval.py then fills equal context budgets from these rankings (ragstudy/retrieval.py).
     """
-    import torch
+    from .retrieval import lazy_embedding, llm_measure, retrieve_strategy
 
-    from .retrieval import llm_measure, retrieve_strategy
-
-    torch.set_num_threads(config.resolved_threads())
     output_dir = ResultsFolder(config.output_dir).prepare().path
     documents = load_documents(Path(config.documents))
     questions = read_questions(config.questions, config.limit)
     measure = llm_measure(config)
     write_config(output_dir, config, run_facts(config, documents))
-    embedding = make_embedding(config)
+    embedding = lazy_embedding(config)
     reports = []
     for strategy in config.strategies:
         run = retrieve_strategy(config, strategy, documents, questions, embedding, output_dir, measure)

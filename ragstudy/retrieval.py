@@ -15,7 +15,7 @@ import logging
 import math
 import statistics
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -201,12 +201,13 @@ def rank_question(kb, retriever, question: str, question_index: int, largest: in
             break
         depth *= 2
     in_k = {doc.id or doc.metadata.get("doc_id") for doc in retriever.invoke(question)}
-    rows = [RetrievedParent(question_index=question_index, rank=r.rank, doc_id=str(r.document.id or
-                                                                                  r.document.metadata["doc_id"]),
-                            path=str(r.document.metadata["path"]), page_start=int(r.document.metadata["page_start"]),
-                            page_end=int(r.document.metadata["page_end"]), score=float(r.score),
-                            in_k=(r.document.id or r.document.metadata.get("doc_id")) in in_k,
-                            contents=r.document.page_content) for r in ranked]
+    rows = []
+    for r in ranked:
+        meta = r.document.metadata
+        doc_id = str(r.document.id or meta["doc_id"])
+        rows.append(RetrievedParent(question_index=question_index, rank=r.rank, doc_id=doc_id, path=str(meta["path"]),
+                                    page_start=int(meta["page_start"]), page_end=int(meta["page_end"]),
+                                    score=float(r.score), in_k=doc_id in in_k, contents=r.document.page_content))
     found = {row.doc_id for row in rows if row.in_k}
     if found != in_k:
         logger.warning("question %d: the retriever returned %d parent(s) outside the ranking", question_index,
@@ -292,12 +293,32 @@ def _ranking_cache_path(collection: str, params, questions: Sequence[str], large
     return cache_dir() / "rankings" / f"{collection}-{key[:24]}.json"
 
 
-def retrieve_strategy(config, strategy: str, documents, questions: Sequence[str], embedding, output_dir: Path,
-                      measure: Measure = CHARS) -> RetrievalRun:
+def lazy_embedding(config) -> Callable[[], Any]:
+    """The study's embedding model, loaded (and torch's threads set) on the first call only: a warm retrieval-only
+    run whose rankings are cached imports neither torch nor sentence-transformers nor Chroma."""
+    loaded: list[Any] = []
+
+    def get():
+        if not loaded:
+            import torch
+
+            from .models import make_embedding
+
+            torch.set_num_threads(config.resolved_threads())
+            loaded.append(make_embedding(config))
+        return loaded[0]
+
+    return get
+
+
+def retrieve_strategy(config, strategy: str, documents, questions: Sequence[str], embedding: Callable[[], Any],
+                      output_dir: Path, measure: Measure = CHARS) -> RetrievalRun:
     """Chunk, export, index and rank one strategy; write chunks_/sources_/retrieval_<strategy> into output_dir.
 
-    Rankings are cached under a hash of (Chroma collection, k, questions, largest budget and unit, ranking code):
-    a warm re-run re-ranks nothing.
+    `embedding()` returns the study's embedding model (see lazy_embedding). Rankings are cached under a hash of
+    (Chroma collection name — itself a hash of the parents, child windows and embedding model —, k, questions,
+    largest budget and its unit, ranking code): a warm re-run neither opens Chroma nor loads the model, and reports
+    every child window as reused.
     """
     import json
 
@@ -305,7 +326,8 @@ def retrieve_strategy(config, strategy: str, documents, questions: Sequence[str]
 
     from . import registry
     from .io import atomic_write_text
-    from .knowledge_base import KnowledgeBase
+    from .knowledge_base import KnowledgeBase, collection_name
+    from .models import model_label
     from .results import write_chunks
 
     spec = registry.get(strategy)
@@ -313,25 +335,31 @@ def retrieve_strategy(config, strategy: str, documents, questions: Sequence[str]
     started = time.perf_counter()
     chunked = chunk_cached(config, strategy, documents)
     outputs = [str(p) for p in write_chunks(chunked, strategy, output_dir)]
-    db_dir = Path(config.db_dir) / spec.folder if config.db_dir else None
-    kb = KnowledgeBase(spec, params, embedding, embedding.model_id, db_dir=db_dir,
-                       chroma_server=getattr(config, "chroma_server", None))
-    retriever, stats = kb.build(chunked)
-    index_seconds = time.perf_counter() - started
     largest = max(config.budgets)
-    cache = _ranking_cache_path(stats.collection, params, questions, largest, measure)
-    rows: list[RetrievedParent] = []
+    collection = collection_name(spec, params, chunked, model_label(config.profile.embedding))
+    cache = _ranking_cache_path(collection, params, questions, largest, measure)
     if cache.is_file():
-        rows = [RetrievedParent.from_dict(r) for r in json.loads(cache.read_text(encoding="utf-8"))]
+        cached = json.loads(cache.read_text(encoding="utf-8"))
+        rows = [RetrievedParent.from_dict(r) for r in cached["rows"]]
+        embedded, reused, index_seconds = 0, int(cached["children"]), time.perf_counter() - started
         logger.info("%s: rankings of %d questions read from %s", strategy, len(questions), cache)
     else:
+        model = embedding()
+        db_dir = Path(config.db_dir) / spec.folder if config.db_dir else None
+        kb = KnowledgeBase(spec, params, model, model.model_id, db_dir=db_dir,
+                           chroma_server=getattr(config, "chroma_server", None))
+        retriever, stats = kb.build(chunked)
+        index_seconds = time.perf_counter() - started
+        embedded, reused = stats.embedded, stats.reused
+        rows = []
         for index, question in enumerate(tqdm(questions, desc=f"Ranking {strategy}", unit="question")):
             rows += rank_question(kb, retriever, question, index, largest, measure)
-        atomic_write_text(cache, json.dumps([r.to_dict() for r in rows], ensure_ascii=False))
+        atomic_write_text(cache, json.dumps({"children": stats.children, "rows": [r.to_dict() for r in rows]},
+                                            ensure_ascii=False))
     outputs.append(str(write_retrieval(rows, output_dir, strategy)))
     chunks, chars_mean, chars_cv = chunk_length_stats(chunked)
-    return RetrievalRun(strategy, len(documents), chunks, chars_mean, chars_cv, index_seconds, stats.embedded,
-                        stats.reused, outputs)
+    return RetrievalRun(strategy, len(documents), chunks, chars_mean, chars_cv, index_seconds, embedded, reused,
+                        outputs)
 
 
 def llm_measure(config) -> Measure:
@@ -350,7 +378,3 @@ def llm_measure(config) -> Measure:
                               f" which could not be loaded: {exc}") from exc
     tokenizer.model_max_length = 10 ** 9  # counting only
     return token_measure(tokenizer)
-
-
-def run_fields() -> list[str]:
-    return [f.name for f in fields(RetrievalRun) if f.name != "outputs"]

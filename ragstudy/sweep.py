@@ -132,15 +132,13 @@ def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None
     """Run every configuration of `sweep_file` retrieval-only and write the sweep tables (and, with `plots`, the
     hit-rate plot); `evidence` overrides the sweep file's. Returns the summary rows."""
     import pandas as pd
-    import torch
 
     from Postprocessing.retrieval_eval import PER_QUESTION_COLUMNS, evaluate_folder, load_evidence
     from . import registry
     from .io import atomic_write_text
-    from .models import make_embedding
     from .pipeline import read_questions, run_facts
     from .results import ResultsFolder, write_config
-    from .retrieval import budget_labels, llm_measure, retrieve_strategy
+    from .retrieval import budget_labels, lazy_embedding, llm_measure, retrieve_strategy
     from .textlayer import load_documents
 
     sweep = load_sweep(sweep_file)
@@ -148,12 +146,11 @@ def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None
         config = replace(config, budgets=sweep.budgets)
     evidence_path = Path(evidence) if evidence else sweep.evidence or DEFAULT_EVIDENCE
     evidence_items = load_evidence(evidence_path)
-    torch.set_num_threads(config.resolved_threads())
     output_dir = ResultsFolder(config.output_dir).prepare().path
     documents = load_documents(Path(config.documents))
     questions = read_questions(config.questions, config.limit)
     measure = llm_measure(config)
-    embedding = make_embedding(config)
+    embedding = lazy_embedding(config)
     labels = budget_labels(config.budgets)
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()

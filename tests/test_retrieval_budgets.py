@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ragstudy.errors import StudyInputError
-from ragstudy.retrieval import (CHARS, PackedContext, RetrievedParent, budget_labels, pack_all, pack_budget,
+from ragstudy.retrieval import (PackedContext, RetrievedParent, budget_labels, pack_all, pack_budget,
                                 pack_paper_k, read_retrieval, retrieval_path, token_measure, write_retrieval)
 
 

@@ -19,7 +19,6 @@ between its two parts in the text layer); a retrieved parent covers the normalis
 
 from __future__ import annotations
 
-import bisect
 import logging
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
