@@ -94,6 +94,77 @@ def paper_key(question_ids: Sequence[str]) -> AnswerKey:
     return AnswerKey(tuple(rows), None, "fixed (paper order, assumed: no answer key)")
 
 
+def _header_columns(ws, where: str) -> tuple[int | None, list[tuple[str, int, str]]]:
+    """The rater column (if any) and the question columns (coordinate, column, title) of row 1."""
+    rater_col, question_cols = None, []
+    for cell in ws[1]:
+        title = "" if cell.value is None else str(cell.value).strip()
+        low = title.casefold()
+        if not title:
+            continue
+        if low in RATER_HEADERS and rater_col is None:
+            rater_col = cell.column
+        elif low not in IGNORED_HEADERS:
+            question_cols.append((cell.coordinate, cell.column, title))
+    if not question_cols:
+        raise DataError(f"{where}: no question columns in row 1")
+    return rater_col, question_cols
+
+
+def _map_columns(question_cols, key: AnswerKey, where: str) -> list:
+    """Pair each question column with its key row: by question id or text, else by position when counts agree."""
+    by_id = key.by_id()
+    by_text = {common.normalize_ws(r.question).casefold(): r for r in key.rows if r.question}
+    col_rows, unknown = [], []
+    for coord, col, title in question_cols:
+        row = by_id.get(title) or by_text.get(common.normalize_ws(title).casefold())
+        if row is None:
+            unknown.append(f"{coord} {title!r}")
+        col_rows.append(((coord, col, title), row))
+    if unknown and len(question_cols) == len(key.rows):
+        logger.warning("%s: headers %s do not match the key's question ids; mapping columns by position",
+                       where, ", ".join(unknown))
+        return list(zip(question_cols, key.rows))
+    if unknown:
+        raise DataError(f"{where}: header cells {', '.join(unknown)} match no question of the answer key "
+                        f"({len(key.rows)} questions, ids {key.rows[0].question_id}..{key.rows[-1].question_id})")
+    return col_rows
+
+
+@dataclass
+class _Cells:
+    """What the rater rows hold: choices, raters, empty and malformed cells."""
+
+    choices: list[Choice] = field(default_factory=list)
+    raters: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    malformed: list[str] = field(default_factory=list)
+
+
+def _read_rater_rows(ws, where: str, rater_col: int | None, col_rows, n_options: int) -> _Cells:
+    found = _Cells()
+    for r in range(2, ws.max_row + 1):
+        cells = {col: ws.cell(row=r, column=col) for (_, col, _), _ in col_rows}
+        if all(parse_cell(c.value, n_options) is None for c in cells.values()):
+            continue  # an unused rater row of the template
+        rater = str(ws.cell(row=r, column=rater_col).value or "").strip() if rater_col else ""
+        rater = rater or f"row {r}"
+        if rater in found.raters:
+            raise DataError(f"{where} row {r}: rater {rater!r} appears twice")
+        found.raters.append(rater)
+        for (_, col, _), krow in col_rows:
+            cell = cells[col]
+            parsed = parse_cell(cell.value, n_options)
+            if parsed is None:
+                found.missing.append(cell.coordinate)
+            elif isinstance(parsed, str):
+                found.malformed.append(f"{cell.coordinate} {parsed!r}")
+            else:
+                category = NONE if parsed == 0 else krow.order[parsed - 1]
+                found.choices.append(Choice(rater, krow.question_id, krow.question_index, category, cell.coordinate))
+    return found
+
+
 def read_survey(path: Path, key: AnswerKey | None, skip_malformed: bool = False) -> Survey:
     """Read the raters' workbook (first sheet, header row 1) and map every choice to a strategy."""
     from openpyxl import load_workbook
@@ -105,73 +176,28 @@ def read_survey(path: Path, key: AnswerKey | None, skip_malformed: bool = False)
     ws = wb["Risposte"] if "Risposte" in wb.sheetnames else wb.worksheets[0]
     where = f"{path.name}!{ws.title}"
     key_used = key is not None
-    header = [(cell.coordinate, cell.column, "" if cell.value is None else str(cell.value).strip())
-              for cell in ws[1]]
-    rater_col, question_cols = None, []
-    for coord, col, title in header:
-        low = title.casefold()
-        if not title:
-            continue
-        if low in RATER_HEADERS and rater_col is None:
-            rater_col = col
-        elif low not in IGNORED_HEADERS:
-            question_cols.append((coord, col, title))
-    if not question_cols:
-        raise DataError(f"{where}: no question columns in row 1")
+    rater_col, question_cols = _header_columns(ws, where)
     if key is None:
         key = paper_key([question_id(i) for i in range(len(question_cols))])
         col_rows = list(zip(question_cols, key.rows))
     else:
-        by_id = key.by_id()
-        by_text = {common.normalize_ws(r.question).casefold(): r for r in key.rows if r.question}
-        col_rows = []
-        unknown = []
-        for coord, col, title in question_cols:
-            row = by_id.get(title) or by_text.get(common.normalize_ws(title).casefold())
-            if row is None:
-                unknown.append(f"{coord} {title!r}")
-            col_rows.append(((coord, col, title), row))
-        if unknown and len(question_cols) == len(key.rows):
-            logger.warning("%s: headers %s do not match the key's question ids; mapping columns by position",
-                           where, ", ".join(unknown))
-            col_rows = list(zip(question_cols, key.rows))
-        elif unknown:
-            raise DataError(f"{where}: header cells {', '.join(unknown)} match no question of the answer key "
-                            f"({len(key.rows)} questions, ids {key.rows[0].question_id}..{key.rows[-1].question_id})")
+        col_rows = _map_columns(question_cols, key, where)
     n_options = len(key.rows[0].order)
-    choices, raters, missing, malformed = [], [], [], []
-    for r in range(2, ws.max_row + 1):
-        cells = {col: ws.cell(row=r, column=col) for (_, col, _), _ in col_rows}
-        if all(parse_cell(c.value, n_options) is None for c in cells.values()):
-            continue  # an unused rater row of the template
-        rater = str(ws.cell(row=r, column=rater_col).value or "").strip() if rater_col else ""
-        rater = rater or f"row {r}"
-        if rater in raters:
-            raise DataError(f"{where} row {r}: rater {rater!r} appears twice")
-        raters.append(rater)
-        for (_, col, _), krow in col_rows:
-            cell = cells[col]
-            parsed = parse_cell(cell.value, n_options)
-            if parsed is None:
-                missing.append(cell.coordinate)
-            elif isinstance(parsed, str):
-                malformed.append(f"{cell.coordinate} {parsed!r}")
-            else:
-                category = NONE if parsed == 0 else krow.order[parsed - 1]
-                choices.append(Choice(rater, krow.question_id, krow.question_index, category, cell.coordinate))
+    found = _read_rater_rows(ws, where, rater_col, col_rows, n_options)
     allowed = ", ".join([f"Opzione 1..{n_options}", NONE_LABEL])
-    if malformed and not skip_malformed:
-        raise DataError(f"{where}: malformed cells (allowed: {allowed}): {'; '.join(malformed)}. Fix them, or "
-                        "pass --skip-malformed to count them as unanswered")
-    if malformed:
-        logger.warning("%s: ignoring malformed cells %s", where, "; ".join(malformed))
-    if missing:
-        logger.warning("%s: %d empty cells in filled rater rows: %s", where, len(missing), ", ".join(missing))
-    if not choices:
+    if found.malformed and not skip_malformed:
+        raise DataError(f"{where}: malformed cells (allowed: {allowed}): {'; '.join(found.malformed)}. Fix them, "
+                        "or pass --skip-malformed to count them as unanswered")
+    if found.malformed:
+        logger.warning("%s: ignoring malformed cells %s", where, "; ".join(found.malformed))
+    if found.missing:
+        logger.warning("%s: %d empty cells in filled rater rows: %s", where, len(found.missing),
+                       ", ".join(found.missing))
+    if not found.choices:
         raise DataError(f"{where}: no rater has filled any cell")
     strategies = common.strategy_order({s for r in key.rows for s in r.order})
-    return Survey(choices, raters, [krow for _, krow in col_rows], [*strategies, NONE], key_used=key_used,
-                  missing_cells=missing, skipped_cells=malformed)
+    return Survey(found.choices, found.raters, [krow for _, krow in col_rows], [*strategies, NONE],
+                  key_used=key_used, missing_cells=found.missing, skipped_cells=found.malformed)
 
 
 # ---------------------------------------------------------------------------------------------- counting
