@@ -362,6 +362,11 @@ def run(args: argparse.Namespace) -> dict:
         budgets = list(run_config.get("budgets") or DEFAULT_BUDGETS)
     if not budgets or min(budgets) <= 0:
         raise DataError(f"budgets must be positive integers, got {budgets}")
+    ranked_for = max(run_config.get("budgets") or DEFAULT_BUDGETS)
+    if max(budgets) > ranked_for:
+        raise DataError(f"--budgets {max(budgets)} exceeds the largest budget the run ranked parents for "
+                        f"({ranked_for}): re-run evaluation_chain.py --retrieval-only --budgets "
+                        f"{','.join(map(str, budgets))}")
     unit = run_config.get("budget_unit", "chars")
     measure = measure_for(run_config, results_dir)
     strategies = ([s.strip() for s in args.strategies.split(",") if s.strip()] if args.strategies
