@@ -376,39 +376,44 @@ def markdown_report(result: MetricsResult, reference: Reference, config: Metrics
                      f"({config.bertscore.source})")
     lines.extend(f"- {note}" for note in notes)
     lines.append("")
-    metric_order = list(dict.fromkeys(summary["metric"]))
+    lines.append(_summary_table(summary, strategies))
+    lines.extend(_paired_section(result.paired, pct))
+    return "\n".join(lines)
+
+
+def _summary_table(summary: pd.DataFrame, strategies: Sequence[str]) -> str:
+    """Metric x strategy, mean [CI]."""
     table_rows = []
-    for metric in metric_order:
+    for metric in dict.fromkeys(summary["metric"]):
         cells = []
         for display in strategies:
-            hit = summary[(summary["metric"] == metric) & (summary["strategy_display"] == display)]
-            r = hit.iloc[0]
+            r = summary[(summary["metric"] == metric) & (summary["strategy_display"] == display)].iloc[0]
             cells.append(stats.format_estimate(r["mean"], r["ci_low"], r["ci_high"], _digits(metric)))
         table_rows.append([metric, *cells])
-    lines.append(common.markdown_table(["Metric", *strategies], table_rows, "l" + "r" * len(strategies)))
-    if not result.paired.empty:
-        lines.append(f"## Paired comparisons (A − B on the same questions; {pct} % paired-bootstrap CI; "
-                     "two-sided Wilcoxon signed-rank p; Holm-adjusted over the pairs of each metric)\n")
-        headers = ["Metric"]
-        pairs = list(dict.fromkeys(zip(result.paired["strategy_a"], result.paired["strategy_b"])))
-        names = {s.name: s.display for s in common.strategies()}
-        headers += [f"{names[a]} − {names[b]}" for a, b in pairs]
-        rows = []
-        for metric in dict.fromkeys(result.paired["metric"]):
-            cells = []
-            for a, b in pairs:
-                r = result.paired[(result.paired["metric"] == metric) & (result.paired["strategy_a"] == a)
-                                  & (result.paired["strategy_b"] == b)].iloc[0]
-                cells.append(f"{stats.format_estimate(r['mean_diff'], r['ci_low'], r['ci_high'], _digits(metric), True)}"
-                             f", {stats.format_p(r['p_wilcoxon'])} (Holm {stats.format_p(r['p_wilcoxon_holm'])})")
-            rows.append([metric, *cells])
-        lines.append(common.markdown_table(headers, rows, "l" + "r" * len(pairs)))
-        lines.append("In words:\n")
-        lines += [f"- {paired_sentence(r)}" for _, r in result.paired.iterrows()]
-        lines.append("")
-    else:
-        lines.append("Paired comparisons need at least two strategies; only one was found.\n")
-    return "\n".join(lines)
+    return common.markdown_table(["Metric", *strategies], table_rows, "l" + "r" * len(strategies))
+
+
+def _paired_section(paired: pd.DataFrame, pct: int) -> list[str]:
+    """The paired-comparison table and one sentence per pair and metric."""
+    if paired.empty:
+        return ["Paired comparisons need at least two strategies; only one was found.\n"]
+    lines = [f"## Paired comparisons (A − B on the same questions; {pct} % paired-bootstrap CI; "
+             "two-sided Wilcoxon signed-rank p; Holm-adjusted over the pairs of each metric)\n"]
+    pairs = list(dict.fromkeys(zip(paired["strategy_a"], paired["strategy_b"])))
+    headers = ["Metric", *[f"{common.strategy(a).display} − {common.strategy(b).display}" for a, b in pairs]]
+    rows = []
+    for metric in dict.fromkeys(paired["metric"]):
+        cells = []
+        for a, b in pairs:
+            r = paired[(paired["metric"] == metric) & (paired["strategy_a"] == a) & (paired["strategy_b"] == b)].iloc[0]
+            cells.append(f"{stats.format_estimate(r['mean_diff'], r['ci_low'], r['ci_high'], _digits(metric), True)}"
+                         f", {stats.format_p(r['p_wilcoxon'])} (Holm {stats.format_p(r['p_wilcoxon_holm'])})")
+        rows.append([metric, *cells])
+    lines.append(common.markdown_table(headers, rows, "l" + "r" * len(pairs)))
+    lines.append("In words:\n")
+    lines += [f"- {paired_sentence(r)}" for _, r in paired.iterrows()]
+    lines.append("")
+    return lines
 
 
 def resolve_reference(oracle_path: Path, cleaned_path: Path, mode: str, clean: bool) -> Reference:
