@@ -126,12 +126,29 @@ def _lock_db_dir(path: Path) -> None:
     _LOCKS[path] = fd
 
 
+def prepare_db_dir(path: Path) -> None:
+    """Create a Chroma folder, check it is writable and lock it; a clear error naming it otherwise."""
+    import os
+
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StudyInputError(f"{path}: cannot create the Chroma folder ({exc.strerror}). Pass a writable --db-dir "
+                              "DIR.") from None
+    if not path.is_dir() or not os.access(path, os.W_OK | os.X_OK):
+        raise StudyInputError(f"{path}: the Chroma folder is not a writable folder. Pass a writable --db-dir DIR.")
+    try:
+        _lock_db_dir(path)
+    except OSError as exc:
+        raise StudyInputError(f"{path}: cannot write in the Chroma folder ({exc.strerror}). Pass a writable "
+                              "--db-dir DIR.") from None
+
+
 def _chroma_client(path: Path):
     import chromadb
     from chromadb.config import Settings
 
-    path.mkdir(parents=True, exist_ok=True)
-    _lock_db_dir(path)
+    prepare_db_dir(path)
     return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
 
 
@@ -215,12 +232,17 @@ class KnowledgeBase:
         self.params = params
         self.embedding = embedding
         self.embedding_id = embedding_id
-        self.db_dir = Path(db_dir) if db_dir is not None else PROJECT_ROOT / spec.folder / "db"
+        self.db_dir = Path(db_dir) if db_dir is not None else self.default_db_dir(spec)
         self.chroma_server = chroma_server or None
         if self.chroma_server:
             parse_chroma_server(self.chroma_server)
         self.vectorstore = None
         self.docstore = None
+
+    @staticmethod
+    def default_db_dir(spec: StrategySpec) -> Path:
+        """`<strategy folder>/db` in the repository."""
+        return PROJECT_ROOT / spec.folder / "db"
 
     @property
     def location(self) -> str:

@@ -48,9 +48,26 @@ def index_strategy(config: StudyConfig, strategy: str, chunked: Sequence[Chunked
     from .knowledge_base import KnowledgeBase
 
     spec = registry.get(strategy)
-    db_dir = Path(config.db_dir) / spec.folder if config.db_dir else None
-    kb = KnowledgeBase(spec, config.strategy_params[strategy], embedding, embedding.model_id, db_dir=db_dir)
+    kb = KnowledgeBase(spec, config.strategy_params[strategy], embedding, embedding.model_id,
+                       db_dir=db_dir_of(config, spec), chroma_server=config.chroma_server)
     return kb.build(chunked)
+
+
+def db_dir_of(config: StudyConfig, spec: registry.StrategySpec) -> Path | None:
+    """The strategy's Chroma folder under --db-dir (None: its own folder's db/)."""
+    return Path(config.db_dir) / spec.folder if config.db_dir else None
+
+
+def check_vector_store(config: StudyConfig) -> None:
+    """Fail fast, before chunking and embedding: the Chroma server answers, or every Chroma folder is writable."""
+    from .knowledge_base import KnowledgeBase, check_chroma_server, prepare_db_dir
+
+    if config.chroma_server:
+        check_chroma_server(config.chroma_server)
+        return
+    for strategy in config.strategies:
+        spec = registry.get(strategy)
+        prepare_db_dir(db_dir_of(config, spec) or KnowledgeBase.default_db_dir(spec))
 
 
 def build_retriever(config: StudyConfig, strategy: str):
@@ -115,6 +132,7 @@ def run_study(config: StudyConfig) -> list[StrategyReport]:
     output_dir = ResultsFolder(config.output_dir).prepare().path  # lock before anything is written
     if not config.chunks_only:
         check_generator(config)
+        check_vector_store(config)
     documents = load_documents(Path(config.documents))
     questions = [] if config.chunks_only else read_questions(config.questions, config.limit)
     write_config(output_dir, config, run_facts(config, documents))

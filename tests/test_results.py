@@ -197,3 +197,23 @@ def test_config_file_values_are_overridden_by_flags(tmp_path: Path) -> None:
                                  prompt_file=str(prompt))
     assert config.profile.name == "lite" and config.strategies == ("newline",)
     assert config.prompt_template.startswith("Contesto:")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_read_only_db_dir_is_refused_before_chunking(tmp_path: Path, pdf_dir: Path, questions_csv: Path) -> None:
+    db = tmp_path / "db"
+    db.mkdir()
+    db.chmod(0o555)
+    result = subprocess.run([sys.executable, "evaluation_chain.py", "--profile", "lite", "--documents", str(pdf_dir),
+                             "--questions", str(questions_csv), "--output-dir", str(tmp_path / "out"),
+                             "--db-dir", str(db), "--strategies", "fixed-size"],
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2 and "Pass a writable --db-dir" in result.stderr
+
+
+def test_db_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    from ragstudy.knowledge_base import prepare_db_dir
+
+    target = _write(tmp_path, "db", "a file")
+    with pytest.raises(StudyInputError, match=r"db/RAGFixedSize: cannot create the Chroma folder"):
+        prepare_db_dir(target / "RAGFixedSize")
