@@ -441,3 +441,20 @@ def test_chromium_reports_javascript_errors(tmp_path: Path) -> None:
     result = browser.render(page, None, probe="document.body.childElementCount")
     assert any("boom" in e for e in result.errors)
     assert any("undefinedFunction" in e for e in result.errors)
+
+
+def test_paper_format_dataset_files_are_shown(tmp_path: Path) -> None:
+    """The paper's Dataset JSON (JSON Lines, no question_index, no sources): rows follow Questions.csv."""
+    results = tmp_path / "paper"
+    results.mkdir()
+    spec = registry.specs()[0]
+    questions = pd.read_csv(REPO / "Questions.csv")["questions"].tolist()[:2]
+    (results / f"{spec.dataset_name}.json").write_text(
+        "".join(json.dumps({"question": q, "answer": f"risposta {i}", "contexts": ["c"]}) + "\n"
+                for i, q in enumerate(questions)), encoding="utf-8")
+    page, _, _ = report.build(results, generated="test")
+    explorer = parse(page).table("explorer-table")
+    h = {name: i for i, name in enumerate(explorer["headers"])}
+    assert [(r[h["#"]]["text"], r[h["strategy"]]["text"], r[h["answer"]]["text"]) for r in explorer["rows"]] == [
+        ("0", spec.display_name, "risposta 0"), ("1", spec.display_name, "risposta 1")]
+    assert explorer["rows"][0][h["question"]]["text"] == questions[0]

@@ -120,6 +120,7 @@ def sweep_scatter(frame: pd.DataFrame, metric_column: str, styles: Strategies,
         buttons = [dict(label=c, method="update",
                         args=[{"y": [frame.loc[frame["strategy"] == n, c].tolist() for n in names]},
                               {"yaxis": {"title": {"text": c}}}]) for c in choices]
-        fig.update_layout(updatemenus=[dict(buttons=buttons, x=1.0, xanchor="right", y=1.15, yanchor="top",
-                                            active=list(choices).index(metric_column))])
+        fig.update_layout(margin={**LAYOUT["margin"], "t": 90},
+                          updatemenus=[dict(buttons=buttons, x=1.0, xanchor="right", y=1.25,
+                                            yanchor="top", active=list(choices).index(metric_column))])
     return fig

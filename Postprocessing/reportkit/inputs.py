@@ -137,18 +137,32 @@ def read_datasets(results_dir: Path) -> dict[str, list[dict[str, Any]]]:
 
     out: dict[str, list[dict[str, Any]]] = {}
     for path in sorted(Path(results_dir).glob("Dataset*.json")):
-        with path.open(encoding="utf-8") as fh:
-            try:
-                rows = json.load(fh)
-            except json.JSONDecodeError as exc:
-                raise common.DataError(f"{path}: invalid JSON ({exc}); re-run evaluation_chain.py") from exc
-        if not isinstance(rows, list):
-            raise common.DataError(f"{path}: expected a JSON list of rows")
-        names = {str(r["strategy"]) for r in rows if isinstance(r, dict) and r.get("strategy")}
+        rows = _json_rows(path)
+        names = {str(r["strategy"]) for r in rows if r.get("strategy")}
         spec = registry.by_dataset_name(path.stem)
         name = names.pop() if len(names) == 1 else spec.name if spec else path.stem
-        out[name] = [r for r in rows if isinstance(r, dict)]
+        # the paper's files have no question_index: their rows follow Questions.csv
+        out[name] = [r if r.get("question_index") is not None else {**r, "question_index": i}
+                     for i, r in enumerate(rows)]
     return out
+
+
+def _json_rows(path: Path) -> list[dict[str, Any]]:
+    """A JSON list of objects (this project's Dataset files) or JSON Lines (the paper's, via `datasets`)."""
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        try:
+            data = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except json.JSONDecodeError as exc:
+            raise common.DataError(f"{path}: neither JSON nor JSON Lines ({exc}); re-run evaluation_chain.py") \
+                from None
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, list):
+        raise common.DataError(f"{path}: expected a list of rows, got {type(data).__name__}")
+    return [r for r in data if isinstance(r, dict)]
 
 
 def oracle_path(config: Mapping[str, Any] | None) -> Path | None:
