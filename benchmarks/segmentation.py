@@ -161,8 +161,9 @@ def _number_value(text: str) -> int:
 
 def numbered_heads(path: Path, band: float = 0.15) -> dict[int, set[str]]:
     """Per page (1-based), the texts that share a top-band row with the printed page number, where the
-    document's page numbers are the numbers whose offset to the physical page recurs on >= 3 pages. Texts that
-    also appear in that page's body (a section title repeated by its head) are left out."""
+    document's page numbers are the numbers whose offset to the physical page recurs on >= 3 pages and >= 15 % of
+    them (section numbers of sections that each open a page can coincide on a few). Texts that also appear in
+    that page's body (a section title repeated by its head) are left out."""
     with pymupdf.open(path) as doc:
         pages = extract_lines(doc)
     rows: list[tuple[int, list, list]] = []  # (page, numbers in the row, texts in the row)
@@ -181,12 +182,12 @@ def numbered_heads(path: Path, band: float = 0.15) -> dict[int, set[str]]:
             if numbers and texts:
                 rows.append((page.index, numbers, texts))
                 offsets.update({n - page.index - 1 for n in numbers})
-    good = {off for off, n in offsets.items() if n >= 3}
+    good = {off for off, n in offsets.items() if n >= max(3, 0.15 * len(pages))}
     heads: dict[int, set[str]] = {}
     for index, numbers, texts in rows:
         if any(n - index - 1 in good for n in numbers):
-            body = {ln.text for ln in pages[index].lines if ln.text not in texts}
-            keep = {t for t in texts if sum(c.isalpha() for c in t) >= 4 and not any(t in b for b in body)}
+            body = " ".join(ln.text for ln in pages[index].lines if ln.text not in texts)
+            keep = {t for t in texts if sum(c.isalpha() for c in t) >= 4 and t not in body}
             if keep:
                 heads.setdefault(index + 1, set()).update(keep)
     return heads
