@@ -315,6 +315,26 @@ def test_other_sections_numbers_equal_their_files(full_report_reused: tuple[Path
         assert row[h["retrieved sources"]]["text"] == "a.pdf p.2–3"
     cq_tables = parsed.section_tables("chunk-quality")
     assert any(c["text"] == "0.700 [0.600, 0.800] (2 failed)" for t in cq_tables for r in t["rows"] for c in r)
+    cq = pd.read_csv(full_results / "chunk_quality.csv")
+    shown = {}
+    for table in cq_tables:
+        h = table["headers"]
+        for r in table["rows"]:
+            shown.update({(r[0]["text"], h[i]): cell for i, cell in enumerate(r) if "data-value" in cell})
+    for _, r in cq.iterrows():
+        assert _value(shown[(r["metric"], styles.display(r["strategy"]))]) == r["mean"]
+    rp = pd.read_csv(full_results / "retrieval_paired.csv", dtype={"budget": str})
+    table = parsed.table("retrieval-paired")
+    h = {name: i for i, name in enumerate(table["headers"])}
+    for row, (_, r) in zip(table["rows"], rp.iterrows(), strict=True):
+        assert row[h["budget"]]["text"] == r["budget"]
+        assert [_value(row[h["A − B [95 % CI]"]], k) for k in ("data-value", "data-ci-low", "data-ci-high")] == [
+            r["mean_diff"], r["ci_low"], r["ci_high"]]
+        assert (_value(row[h["p (Wilcoxon)"]]), _value(row[h["p (Holm)"]])) == (r["p_wilcoxon"], r["p_holm"])
+    survey = next(t for t in parsed.section_tables("survey") if t["headers"][0] == "choice")
+    overall = pd.read_csv(full_results / "survey" / "survey_counts_overall.csv")
+    assert [(r[0]["text"], _value(r[1]), _value(r[2])) for r in survey["rows"]] == list(
+        zip(overall["category"], overall["count"], overall["share_all"], strict=True))
 
 
 def test_chunk_examples_are_median_and_longest(full_report_reused: tuple[Path, str, str]) -> None:
@@ -429,6 +449,10 @@ def test_page_renders_in_chromium_without_errors(tmp_path: Path) -> None:
         assert registry.get(name).display_name in probe["text"]
     assert UNKNOWN in probe["text"]
     assert len(list(results.glob("chunks_*.csv"))) == 3
+    counts = parse(out.read_text(encoding="utf-8")).section_tables("chunks")[0]
+    shown = {r[0]["text"]: int(_value(r[1])) for r in counts["rows"]}
+    for name in registered:  # the real export's row counts
+        assert shown[registry.get(name).display_name] == len(pd.read_csv(results / f"chunks_{name}.csv"))
     assert png.stat().st_size > 20_000 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert result.page_height > 2000
 
