@@ -68,15 +68,17 @@ def run(args: argparse.Namespace) -> int:
     common.atomic_write_text(md_path, md_text)
     from Postprocessing.reportkit.blocks import Note
 
-    for section in built:
-        missing = [b for b in section.blocks if isinstance(b, Note)]
-        state = "shown" if len(missing) < len(section.blocks) else "missing inputs"
-        logger.info("%-28s %s", section.title, state)
-    print(f"Wrote {out} ({len(html_text.encode()) / 1e6:.1f} MB) and {md_path}")
+    empty = [s.title for s in built if all(isinstance(b, Note) for b in s.blocks)]
+    print(f"Wrote {out} ({len(html_text.encode()) / 1e6:.1f} MB) and {md_path}; "
+          + (f"no inputs for: {', '.join(empty)}" if empty else "every section has its inputs"))
     if args.screenshot:
         from Postprocessing.reportkit import browser
 
-        result = browser.render(out, Path(args.screenshot), width=args.width, height=args.height)
+        try:
+            result = browser.render(out, Path(args.screenshot), width=args.width, height=args.height)
+        except browser.BrowserError as exc:  # the report itself is written; only the screenshot is missing
+            logger.error("Screenshot not written: %s", exc)
+            return 3
         for message in result.errors:
             logger.error("JavaScript error in %s: %s", out, message)
         print(f"Wrote {args.screenshot}")
@@ -85,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\nSections:")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results-dir", default=str(common.DEFAULT_RESULTS_DIR),
                         help="results folder written by evaluation_chain.py and the Postprocessing scripts "
