@@ -482,3 +482,12 @@ def test_paper_format_dataset_files_are_shown(tmp_path: Path) -> None:
     assert [(r[h["#"]]["text"], r[h["strategy"]]["text"], r[h["answer"]]["text"]) for r in explorer["rows"]] == [
         ("0", spec.display_name, "risposta 0"), ("1", spec.display_name, "risposta 1")]
     assert explorer["rows"][0][h["question"]]["text"] == questions[0]
+
+
+def test_screenshot_without_chromium_still_writes_the_report(full_results: Path, tmp_path: Path, monkeypatch,
+                                                             caplog) -> None:
+    monkeypatch.setattr(browser, "find_chromium", lambda: None)
+    code = report.main(["--results-dir", str(full_results), "--screenshot", str(tmp_path / "shot.png")])
+    assert code == 3
+    assert (full_results / "report.html").is_file() and not (tmp_path / "shot.png").exists()
+    assert "apt-get install -y --no-install-recommends chromium" in caplog.text
