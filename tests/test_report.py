@@ -484,6 +484,20 @@ def test_paper_format_dataset_files_are_shown(tmp_path: Path) -> None:
     assert explorer["rows"][0][h["question"]]["text"] == questions[0]
 
 
+def test_dataset_csv_is_read_when_its_json_is_missing(full_results: Path) -> None:
+    spec = registry.specs()[0]
+    rows = json.loads((full_results / f"{spec.dataset_name}.json").read_text(encoding="utf-8"))
+    (full_results / f"{spec.dataset_name}.json").unlink()
+    pd.DataFrame([{**r, "contexts": json.dumps(r["contexts"]), "sources": json.dumps(r["sources"])} for r in rows]
+                 ).to_csv(full_results / f"{spec.dataset_name}.csv", index=False)
+    page, _, _ = report.build(full_results, generated="test")
+    explorer = parse(page).table("explorer-table")
+    h = {name: i for i, name in enumerate(explorer["headers"])}
+    mine = [r for r in explorer["rows"] if r[h["strategy"]]["text"] == spec.display_name]
+    assert [r[h["answer"]]["text"] for r in mine] == [r["answer"] for r in rows]
+    assert {r[h["retrieved sources"]]["text"] for r in mine} == {"a.pdf p.2–3"}
+
+
 def test_screenshot_without_chromium_still_writes_the_report(full_results: Path, tmp_path: Path, monkeypatch,
                                                              caplog) -> None:
     monkeypatch.setattr(browser, "find_chromium", lambda: None)

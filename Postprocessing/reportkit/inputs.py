@@ -136,8 +136,10 @@ def read_datasets(results_dir: Path) -> dict[str, list[dict[str, Any]]]:
     from ragstudy import registry
 
     out: dict[str, list[dict[str, Any]]] = {}
-    for path in sorted(Path(results_dir).glob("Dataset*.json")):
-        rows = _json_rows(path)
+    paths = sorted(Path(results_dir).glob("Dataset*.json"))
+    paths += [p for p in sorted(Path(results_dir).glob("Dataset*.csv")) if not p.with_suffix(".json").is_file()]
+    for path in paths:
+        rows = _json_rows(path) if path.suffix == ".json" else _csv_rows(path)
         names = {str(r["strategy"]) for r in rows if r.get("strategy")}
         spec = registry.by_dataset_name(path.stem)
         name = names.pop() if len(names) == 1 else spec.name if spec else path.stem
@@ -145,6 +147,19 @@ def read_datasets(results_dir: Path) -> dict[str, list[dict[str, Any]]]:
         out[name] = [r if r.get("question_index") is not None else {**r, "question_index": i}
                      for i, r in enumerate(rows)]
     return out
+
+
+def _csv_rows(path: Path) -> list[dict[str, Any]]:
+    """A Dataset CSV whose JSON twin is missing: ``sources`` decoded when it is JSON (the paper's have none)."""
+    rows = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8").to_dict("records")
+    for row in rows:
+        try:
+            row["sources"] = json.loads(row.get("sources") or "[]")
+        except json.JSONDecodeError:
+            row["sources"] = []
+        if not str(row.get("question_index", "")).strip().isdigit():
+            row.pop("question_index", None)
+    return rows
 
 
 def _json_rows(path: Path) -> list[dict[str, Any]]:
