@@ -505,3 +505,16 @@ def test_screenshot_without_chromium_still_writes_the_report(full_results: Path,
     assert code == 3
     assert (full_results / "report.html").is_file() and not (tmp_path / "shot.png").exists()
     assert "apt-get install -y --no-install-recommends chromium" in caplog.text
+
+
+@pytest.mark.skipif(browser.find_chromium() is None, reason="no Chromium on this machine (Debian package "
+                                                            "'chromium'; tools/setup.sh installs it)")
+def test_bare_folder_page_renders_in_chromium(tmp_path: Path) -> None:
+    results = tmp_path / "bare"
+    results.mkdir()
+    assert report.main(["--results-dir", str(results)]) == 0
+    result = browser.render(results / "report.html", tmp_path / "bare.png",
+                            probe="[...document.querySelectorAll('section')].map(s => s.id)")
+    assert result.errors == []
+    assert result.probe == SECTION_IDS
+    assert (tmp_path / "bare.png").read_bytes()[:4] == b"\x89PNG"
