@@ -215,10 +215,6 @@ def child_windows(parents: Sequence, splitter) -> tuple[list, list[str]]:
     return children, child_ids
 
 
-def _tie_order(pair) -> tuple:
-    return (round(pair[1], TIE_DECIMALS), pair[0].id or "")
-
-
 class KnowledgeBase:
     """Index a strategy's parent chunks; expose them as a ParentDocumentRetriever and as parent rankings.
 
@@ -238,6 +234,8 @@ class KnowledgeBase:
             parse_chroma_server(self.chroma_server)
         self.vectorstore = None
         self.docstore = None
+        self._parent_of: dict[str, str] = {}  # child id -> parent id, for rank
+        self._twins: dict[str, list[str]] = {}  # text -> ids of the child windows with exactly that text (>1)
 
     @staticmethod
     def default_db_dir(spec: StrategySpec) -> Path:
@@ -289,6 +287,11 @@ class KnowledgeBase:
         stats = IndexStats(collection=name, parents=len(parents), children=len(children), embedded=embedded,
                            reused=len(children) - embedded, added=len(missing))
         self.vectorstore, self.docstore = vectorstore, docstore
+        self._parent_of = {cid: child.metadata["doc_id"] for cid, child in zip(child_ids, children)}
+        groups: dict[str, list[str]] = {}
+        for cid, child in zip(child_ids, children):
+            groups.setdefault(child.page_content, []).append(cid)
+        self._twins = {text: cids for text, cids in groups.items() if len(cids) > 1}
         logger.info("%s: %d parents, %d child windows (%d embedded now, %d reused, %d added) in %s/%s",
                     self.spec.name, stats.parents, stats.children, stats.embedded, stats.reused, stats.added,
                     self.location, name)
@@ -296,7 +299,9 @@ class KnowledgeBase:
 
     def rank(self, query: str, depth: int) -> list[RankedParent]:
         """The `depth` best parents for `query` (fewer if the collection has fewer), ordered by their best child
-        window; ties (equal to TIE_DECIMALS) broken by child id, as the retriever does."""
+        window; ties (equal to TIE_DECIMALS) broken by child id, as the retriever does. Windows with the same text
+        as a fetched one are ranked with it even where the HNSW search skipped them, so the order does not depend on
+        how the index happened to be built."""
         return self.rank_vector(self.embedding.embed_query(query), depth)
 
     def rank_many(self, queries: Sequence[str], depth: int) -> list[list[RankedParent]]:
@@ -318,24 +323,30 @@ class KnowledgeBase:
             return []
         fetch = min(total, max(2 * depth, self.params.k) + TIE_EXTRA)
         while True:
-            scored = sorted(self.vectorstore.similarity_search_by_vector_with_relevance_scores(list(vector),
-                                                                                                k=fetch),
-                            key=_tie_order)
-            exhausted = fetch >= total or len(scored) < fetch
-            # windows tied with the last one fetched may have unfetched twins that sort first by id
-            frontier = None if exhausted or not scored else round(scored[-1][1], TIE_DECIMALS)
+            found = self.vectorstore.similarity_search_by_vector_with_relevance_scores(list(vector), k=fetch)
+            exhausted = fetch >= total or len(found) < fetch
+            # Windows with the same text have the same vector (one cache entry) and so the same distance, but
+            # HNSW links exact duplicates poorly and may return any subset of them: add the missing twins.
+            fetched = {doc.id: distance for doc, distance in found}
+            windows = dict(fetched)
+            for doc, distance in found:
+                for cid in self._twins.get(doc.page_content, ()):
+                    if cid not in fetched:
+                        windows[cid] = min(distance, windows.get(cid, distance))
+            scored = sorted(windows.items(), key=lambda item: (round(item[1], TIE_DECIMALS), item[0]))
+            # windows tied with the farthest one fetched may have unfetched twins that sort first by id
+            frontier = None if exhausted or not found else round(max(d for _, d in found), TIE_DECIMALS)
             best: dict[str, float] = {}
-            for doc, distance in scored:
+            for cid, distance in scored:
                 if frontier is not None and round(distance, TIE_DECIMALS) >= frontier:
                     break
-                parent = doc.metadata.get("doc_id")
+                parent = self._parent_of.get(cid)
                 if parent is not None and parent not in best:
                     best[parent] = distance
             if exhausted or len(best) >= depth:
                 break
             fetch = min(total, 2 * fetch)
         ids = list(best)[:depth]
-        found = self.docstore.mget(ids)
-        ranked = [(doc, best[pid]) for pid, doc in zip(ids, found) if doc is not None]
+        ranked = [(doc, best[pid]) for pid, doc in zip(ids, self.docstore.mget(ids)) if doc is not None]
         return [RankedParent(document=doc, score=float(score), rank=number)
                 for number, (doc, score) in enumerate(ranked, start=1)]

@@ -235,3 +235,25 @@ def test_rank_fetches_more_windows_until_it_has_depth_parents(pdf_dir: Path, tmp
     ranked = kb.rank(query, depth)
     assert [(r.document.id, r.score) for r in ranked] == expected[:depth]
     assert len(fetched) >= 2 and fetched == sorted(fetched)  # progressive, not everything at once
+
+
+def test_rank_keeps_identical_windows_the_index_search_skipped(tmp_path: Path, minilm_embedding) -> None:
+    """HNSW links exact duplicates poorly and may return any subset of them; the ranking must not depend on it."""
+    from conftest import write_test_pdf
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    write_test_pdf(docs / "ripetuto.pdf", pages=6)
+    params, chunked = chunks(docs, "newline")
+    kb = knowledge_base("newline", params, minilm_embedding, tmp_path / "db")
+    kb.build(chunked)
+    query = "firma digitale"
+    complete = kb.rank(query, 6)
+    search = kb.vectorstore.similarity_search_by_vector_with_relevance_scores
+    best_text = complete[0].document.page_content
+    # an index that returns only the last copy of each duplicated window, as a badly linked graph may
+    kb.vectorstore.similarity_search_by_vector_with_relevance_scores = lambda vector, k: [
+        (doc, d) for doc, d in search(vector, k=k)
+        if doc.page_content not in kb._twins or doc.id == kb._twins[doc.page_content][-1]]
+    assert [(r.document.id, r.score) for r in kb.rank(query, 6)] == [(r.document.id, r.score) for r in complete]
+    assert best_text in kb._twins and len(kb._twins[best_text]) == 6
