@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -121,7 +122,25 @@ def run_facts(config: StudyConfig, documents: Sequence[PdfDocument]) -> dict:
         "model_labels": {"llm": model_label(config.profile.llm), "embedding": model_label(config.profile.embedding)},
         "questions_resolved": str(Path(config.questions).resolve()),
         "documents_resolved": str(Path(config.documents).resolve()),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "git_commit": code_version(),
     }
+
+
+def code_version() -> str | None:
+    """The repository's commit (with "+dirty" when files differ from it), or None outside a git checkout."""
+    import subprocess
+
+    from .io import PROJECT_ROOT
+
+    try:
+        commit = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"], capture_output=True,
+                                text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(PROJECT_ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return commit + ("+dirty" if dirty else "")
 
 
 def run_study(config: StudyConfig) -> list[StrategyReport]:
