@@ -19,15 +19,18 @@ baseline. Each chunk carries its heading path in its metadata ("headers"). Child
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import asdict, dataclass, field, replace
 
 from ragstudy.chunks import ChunkedDocument, build_chunks, locate_pieces
+from ragstudy.errors import StudyInputError
 from ragstudy.io import atomic_write_json, cache_dir, sha256_text, stable_json
 from ragstudy.paper_api import PaperKnowledgeBase
 from ragstudy.registry import ChunkerContext, StrategyParams, StrategySpec, register
 from ragstudy.textlayer import BLOCK_SEPARATOR, PdfDocument, SourceText
 
+logger = logging.getLogger(__name__)
 Span = tuple[int, int]
 _HEADING_LINE = re.compile(r"^#{1,6} ")
 _LEADING_HEADINGS = re.compile(r"(?:[ \t]*#{1,6} [^\n]*\n\s*)+")
@@ -64,7 +67,16 @@ def pdf_markdown_pages(document: PdfDocument) -> list[str]:
     if path.is_file():
         return json.loads(path.read_text(encoding="utf-8"))["pages"]
     with document.open() as pdf:
-        pages = [page["text"] for page in pymupdf4llm.to_markdown(pdf, **MARKDOWN_OPTIONS)]
+        try:
+            pages = [page["text"] for page in pymupdf4llm.to_markdown(pdf, **MARKDOWN_OPTIONS)]
+        except Exception as exc:  # the converter raises many types; name the file and the way out
+            raise StudyInputError(
+                f"{document.path}: PyMuPDF4LLM {pymupdf4llm.__version__} could not convert it to Markdown "
+                f"({type(exc).__name__}: {exc}). Leave the markdown strategy out (--strategies) or remove the file."
+            ) from exc
+    if not any(page.strip() for page in pages):
+        logger.warning("%s: PyMuPDF4LLM produced no Markdown text; the markdown strategy has no chunks for it",
+                       document.path)
     atomic_write_json(path, {"path": document.path, "pymupdf4llm": pymupdf4llm.__version__, "pages": pages})
     return pages
 

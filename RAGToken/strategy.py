@@ -80,7 +80,10 @@ class TokenWindowSplitter:
             j = min(i + self.chunk_size, n)
             if j < n and word_start(j) > i:  # don't end inside a word
                 j = word_start(j)
-            spans.append((offsets[i][0], offsets[j - 1][1]))
+            start, end = offsets[i][0], offsets[j - 1][1]
+            while start < end and text[start].isspace():  # SentencePiece offsets may include the leading space
+                start += 1
+            spans.append((start, end))
             if j == n:
                 break
             nxt = j - self.chunk_overlap
