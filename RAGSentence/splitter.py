@@ -10,6 +10,8 @@ as "1.000" and "v. 1.2" whole, handles closing brackets and quotes after a full 
 span that still ends with an abbreviation (e.g. the elided "dall'art.", which Punkt sees as one word) to the next.
 
 Block boundaries (blank lines in the text layer) always end a sentence: a heading or table cell has no full stop.
+The list is Italian: in English text a sentence that ends in e.g. "all." or "ed." is joined to the next one (a
+longer sentence, never a cut one).
 """
 
 from __future__ import annotations
@@ -25,14 +27,14 @@ ITALIAN_ABBREVIATIONS: frozenset[str] = frozenset({
     # references inside a document
     "art", "artt", "pag", "pagg", "p", "pp", "cap", "capp", "par", "parr", "sez", "all", "fig", "figg", "tab",
     "tabb", "n", "nn", "nr", "num", "lett", "co", "v", "vol", "voll", "cfr", "cit", "op", "rif", "seg", "segg",
-    "sgg", "ss", "nota", "mod", "doc", "rev", "ver", "vers", "ed",
+    "sgg", "ss", "mod", "doc", "rev", "ver", "vers", "ed",
     # Latin and discourse
-    "ecc", "es", "p.es", "c.d", "cd", "ca", "e.g", "i.e", "etc", "vs", "max", "min",
+    "ecc", "es", "p.es", "c.d", "cd", "ca", "e.g", "i.e", "etc", "vs", "max", "min", "n.b", "n.d.r",
     # laws and acts
     "d.lgs", "dlgs", "d.l", "d.m", "d.p.r", "dpr", "d.p.c.m", "l", "r.d", "g.u", "s.m.i", "ss.mm.ii", "c.c", "c.p",
     # titles and companies
     "sig", "sigg", "sig.ra", "sig.na", "dott", "dott.ssa", "prof", "prof.ssa", "ing", "avv", "arch", "geom", "rag",
-    "on", "s.p.a", "s.r.l", "s.n.c", "s.a.s", "soc", "tel", "fax",
+    "s.p.a", "s.r.l", "s.n.c", "s.a.s", "soc", "tel", "fax",
 })
 
 _ABBREVIATION_END = re.compile(
