@@ -148,12 +148,12 @@ def run_study(config: StudyConfig) -> list[StrategyReport]:
     import torch
 
     torch.set_num_threads(config.resolved_threads())
-    output_dir = ResultsFolder(config.output_dir).prepare().path  # lock before anything is written
     if not config.chunks_only:
         check_generator(config)
         check_vector_store(config)
     documents = load_documents(Path(config.documents))
     questions = [] if config.chunks_only else read_questions(config.questions, config.limit)
+    output_dir = ResultsFolder(config.output_dir).prepare().path  # locked before anything is written in it
     write_config(output_dir, config, run_facts(config, documents))
     embedding = generator = None
     reports = []
@@ -183,9 +183,9 @@ def run_retrieval(config: StudyConfig) -> list[StrategyReport]:
     """
     from .retrieval import lazy_embedding, llm_measure, retrieve_strategy
 
-    output_dir = ResultsFolder(config.output_dir).prepare().path
     documents = load_documents(Path(config.documents))
     questions = read_questions(config.questions, config.limit)
+    output_dir = ResultsFolder(config.output_dir).prepare().path  # locked before anything is written in it
     measure = llm_measure(config)
     write_config(output_dir, config, run_facts(config, documents))
     embedding = lazy_embedding(config)

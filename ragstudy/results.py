@@ -131,13 +131,13 @@ def read_text_csv(path: str | Path, column: str, what: str = "") -> TextTable:
                               f"holding the values to '{column}'.{hint}")
     if len(set(header)) != len(header):
         raise StudyInputError(f"{path} line 1: repeated column names {header}")
-    while rows and not any(cell.strip() for cell in rows[-1]):
+    while rows and not rows[-1]:  # trailing blank lines
         rows.pop()
         lines.pop()
     position = header.index(column)
     values = []
     for row, line in zip(rows, lines):
-        if not any(cell.strip() for cell in row):
+        if not row:
             raise StudyInputError(f"{path} line {line}: blank line between rows; delete it (rows are matched by "
                                   "position to other files)")
         if len(row) != len(header):

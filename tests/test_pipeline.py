@@ -55,7 +55,8 @@ def test_rebuild_embeds_nothing_and_resumes_a_partial_index(pdf_dir: Path, tmp_p
 def test_changing_a_parameter_uses_another_collection(pdf_dir: Path, tmp_path: Path, minilm_embedding) -> None:
     kb, chunked = _index(pdf_dir, tmp_path / "db", minilm_embedding, "fixed-size")
     _, first = kb.build(chunked)
-    config = StudyConfig.resolve(profile="lite", strategies="fixed-size", set_params=["fixed-size.k=2"])
+    config = StudyConfig.resolve(profile="lite", strategies="fixed-size",
+                                 set_params=["fixed-size.child_chunk_size=150"])  # k alone keeps the collection
     other = KnowledgeBase(registry.get("fixed-size"), config.strategy_params["fixed-size"], minilm_embedding,
                           "minilm", db_dir=tmp_path / "db")
     _, second = other.build(chunked)
