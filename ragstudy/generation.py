@@ -2,7 +2,8 @@
 
 Answers are cached under a sha256 of (prompt, model, dtype, device, generation params) in an append-only JSONL
 file: a re-run regenerates nothing, an interrupted run resumes at the first unanswered question, and the model is
-only loaded when some answer is missing.
+only loaded when some answer is missing. `generate_many` answers a list of prompts, generating the missing ones in
+batches (in-process, left padding) or concurrently (OpenAI-compatible servers, `ragstudy.llm_server`).
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from .io import sha256_text, stable_json
 
@@ -74,6 +77,17 @@ class ChatModel:
                           "or make the model available in the Hugging Face cache.") from exc
         self.model.to(device).eval()
 
+    @property
+    def pad_token_id(self) -> int:
+        pad = self.tokenizer.pad_token_id
+        return self.tokenizer.eos_token_id if pad is None else pad
+
+    def prompt_ids(self, prompt: str) -> list[int]:
+        """The token ids of `prompt` as one user message through the chat template, ready for the answer."""
+        messages = [{"role": "user", "content": prompt}]
+        encoded = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True)
+        return list(encoded["input_ids"])
+
     def generate(self, prompt: str, params: GenerationParams) -> str:
         import torch
 
@@ -82,10 +96,38 @@ class ChatModel:
                                                     return_dict=True).to(self.device)
         with torch.inference_mode():
             output = self.model.generate(**inputs, max_new_tokens=params.max_new_tokens, do_sample=params.do_sample,
-                                         temperature=None, top_p=None, top_k=None,
-                                         pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id)
+                                         temperature=None, top_p=None, top_k=None, pad_token_id=self.pad_token_id)
         new_tokens = output[0, inputs["input_ids"].shape[1]:]
         return clean_answer(self.tokenizer.decode(new_tokens, skip_special_tokens=True))
+
+    def generate_batch(self, prompts: Sequence[str], params: GenerationParams) -> list[str]:
+        """Answer several prompts in one `generate` call: left-padded to the longest, greedy, same template."""
+        import torch
+
+        if not prompts:
+            return []
+        ids = [self.prompt_ids(prompt) for prompt in prompts]
+        width = max(len(row) for row in ids)
+        input_ids = torch.tensor([[self.pad_token_id] * (width - len(row)) + row for row in ids])
+        attention_mask = torch.tensor([[0] * (width - len(row)) + [1] * len(row) for row in ids])
+        with torch.inference_mode():
+            output = self.model.generate(input_ids=input_ids.to(self.device),
+                                         attention_mask=attention_mask.to(self.device),
+                                         max_new_tokens=params.max_new_tokens, do_sample=params.do_sample,
+                                         temperature=None, top_p=None, top_k=None, pad_token_id=self.pad_token_id)
+        stops = self._stop_ids()
+        answers = []
+        for row in output[:, width:].tolist():
+            # a row that finished early is filled with padding: cut at its first stop token, as generate() does
+            cut = next((i + 1 for i, token in enumerate(row) if token in stops), len(row))
+            answers.append(clean_answer(self.tokenizer.decode(row[:cut], skip_special_tokens=True)))
+        return answers
+
+    def _stop_ids(self) -> set[int]:
+        eos = self.model.generation_config.eos_token_id
+        if eos is None:
+            eos = self.tokenizer.eos_token_id
+        return set(eos if isinstance(eos, (list, tuple)) else [eos]) - {None}
 
 
 def clean_answer(text: str) -> str:
@@ -93,26 +135,102 @@ def clean_answer(text: str) -> str:
     return text.strip().rstrip("\ufffd").rstrip()
 
 
-class CachedGenerator:
-    """Answers prompts from the cache, loading and running the model only for missing ones."""
+class CachingGeneratorBase:
+    """Cache bookkeeping shared by the in-process and server generators.
+
+    Subclasses define `key(prompt, params)` and `_generate_missing(prompts, params, done)`, which must call
+    `done(index, answer)` as soon as each answer exists, so it is cached (fsynced) before the next one is awaited.
+    `generated` / `cached` count answers produced and answers read from the cache.
+    """
+
+    params: GenerationParams
+    cache: AnswerCache
+    model_label: str
+
+    def __init__(self) -> None:
+        self.generated = 0
+        self.cached = 0
+
+    def key(self, prompt: str, params: GenerationParams | None = None) -> str:
+        raise NotImplementedError
+
+    def _generate_missing(self, prompts: Sequence[str], params: GenerationParams,
+                          done: Callable[[int, str], None]) -> None:
+        raise NotImplementedError
+
+    def _cache_meta(self) -> dict[str, Any]:
+        return {"model": self.model_label}
+
+    def __call__(self, prompt: str, params: GenerationParams | None = None) -> str:
+        return self.generate_many([prompt], params)[0]
+
+    def generate_many(self, prompts: Sequence[str], params: GenerationParams | None = None,
+                      desc: str = "") -> list[str]:
+        """Answers in input order: cached ones from the cache, the rest generated and cached one by one."""
+        from tqdm.auto import tqdm
+
+        params = params or self.params
+        answers: list[str | None] = [None] * len(prompts)
+        missing: dict[str, list[int]] = {}  # key -> positions (a prompt repeated in the list is generated once)
+        for index, prompt in enumerate(prompts):
+            key = self.key(prompt, params)
+            cached = self.cache.get(key)
+            if cached is not None:
+                self.cached += 1
+                answers[index] = clean_answer(cached)  # also cleans answers cached before clean_answer existed
+            else:
+                missing.setdefault(key, []).append(index)
+        if missing:
+            keys = list(missing)
+            todo = [prompts[missing[key][0]] for key in keys]
+            bar = tqdm(total=len(todo), desc=desc or "Generating", unit="answer", disable=len(prompts) < 2)
+
+            def done(position: int, answer: str) -> None:
+                key = keys[position]
+                self.cache.put(key, answer, **self._cache_meta())
+                self.generated += 1
+                for index in missing[key]:
+                    answers[index] = answer
+                bar.update(1)
+
+            try:
+                self._generate_missing(todo, params, done)
+            finally:
+                bar.close()
+        return [answer if answer is not None else "" for answer in answers]
+
+
+class CachedGenerator(CachingGeneratorBase):
+    """Answers prompts from the cache, loading and running the model in-process only for missing ones.
+
+    batch_size 1 generates one prompt at a time (the paper's way); batch_size > 1 generates prompts of similar
+    length together with left padding. Batched greedy decoding can differ from one-at-a-time decoding in the last
+    bits of the logits, so the batch size is part of the cache key when it is > 1 (the key of batch size 1 is the
+    key every earlier run used).
+    """
 
     def __init__(self, model_spec: str, model_label: str, device: str, dtype: str, params: GenerationParams,
-                 cache: AnswerCache, loader=None, origin: str = "config") -> None:
+                 cache: AnswerCache, loader=None, origin: str = "config", batch_size: int = 1) -> None:
+        super().__init__()
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.model_spec = model_spec
         self.model_label = model_label
         self.device = device
         self.dtype = dtype
         self.params = params
         self.cache = cache
+        self.batch_size = batch_size
         self._loader = loader  # callable returning the resolved model path (defers wheel conversion)
         self.origin = origin  # which profile, file or flag chose the model (for error messages)
         self._model: ChatModel | None = None
-        self.generated = 0
-        self.cached = 0
 
-    def key(self, prompt: str) -> str:
-        return sha256_text(stable_json({"prompt": prompt, "model": self.model_label, "dtype": self.dtype,
-                                        "device": self.device, "params": asdict(self.params)}))
+    def key(self, prompt: str, params: GenerationParams | None = None) -> str:
+        fields: dict[str, Any] = {"prompt": prompt, "model": self.model_label, "dtype": self.dtype,
+                                  "device": self.device, "params": asdict(params or self.params)}
+        if self.batch_size > 1:
+            fields["batch_size"] = self.batch_size
+        return sha256_text(stable_json(fields))
 
     def model(self) -> ChatModel:
         if self._model is None:
@@ -127,13 +245,20 @@ class CachedGenerator:
                                       f"{exc}") from exc
         return self._model
 
-    def __call__(self, prompt: str) -> str:
-        key = self.key(prompt)
-        answer = self.cache.get(key)
-        if answer is not None:
-            self.cached += 1
-            return clean_answer(answer)  # also cleans answers cached before clean_answer existed
-        answer = self.model().generate(prompt, self.params)
-        self.cache.put(key, answer, model=self.model_label)
-        self.generated += 1
-        return answer
+    def _generate_missing(self, prompts: Sequence[str], params: GenerationParams,
+                          done: Callable[[int, str], None]) -> None:
+        model = self.model()
+        if self.batch_size == 1:
+            for position, prompt in enumerate(prompts):
+                done(position, model.generate(prompt, params))
+            return
+        for batch in length_batches([len(model.prompt_ids(p)) for p in prompts], self.batch_size):
+            for position, answer in zip(batch, model.generate_batch([prompts[i] for i in batch], params)):
+                done(position, answer)
+
+
+def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """Positions grouped into batches of similar length, longest first (padding waste stays small, and a batch
+    that does not fit in memory fails at once rather than at the end)."""
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]

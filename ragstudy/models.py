@@ -131,7 +131,7 @@ def make_generator(config: StudyConfig):
     if config.llm_servers:
         from .llm_server import ServerGenerator
 
-        return ServerGenerator(config.llm_servers, config.llm_server_model, params, cache,
+        return ServerGenerator(server_urls(config), config.llm_server_model, params, cache,
                                concurrency=config.concurrency)
     from customembedding import resolve_device
 
@@ -143,6 +143,11 @@ def make_generator(config: StudyConfig):
     )
 
 
+def server_urls(config: StudyConfig) -> tuple[str, ...]:
+    """`--llm-server` values, each of which may itself be a comma-separated list."""
+    return tuple(url.strip() for entry in config.llm_servers for url in entry.split(",") if url.strip())
+
+
 def check_generator(config: StudyConfig) -> None:
     """Fail fast, before chunking and embedding, when the LLM cannot be reached: a local --llm path that does not
     exist or is not a model folder, a missing lite-model wheel, or a server that is down or does not serve
@@ -150,7 +155,7 @@ def check_generator(config: StudyConfig) -> None:
     if config.llm_servers:
         from .llm_server import check_servers
 
-        check_servers(config.llm_servers, config.llm_server_model)
+        check_servers(server_urls(config), config.llm_server_model)
         return
     spec, origin = config.profile.llm, config.origins.get("llm", "config")
     if spec == WHEEL_SMOLLM2:

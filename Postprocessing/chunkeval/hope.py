@@ -107,19 +107,17 @@ class HopeLLMs:
 
 
 class TokenLimited:
-    """A CachedGenerator called with another max_new_tokens (part of its cache key, so answers stay separate)."""
+    """A CachedGenerator called with its own max_new_tokens (part of the cache key, so answers stay separate).
+
+    The settings travel with each request; the shared generator's own settings are never changed.
+    """
 
     def __init__(self, generator, max_new_tokens: int) -> None:  # generator: ragstudy CachedGenerator
         self.generator = generator
-        self.max_new_tokens = max_new_tokens
+        self.params = replace(generator.params, max_new_tokens=max_new_tokens)
 
     def __call__(self, prompt: str) -> str:
-        saved = self.generator.params
-        self.generator.params = replace(saved, max_new_tokens=self.max_new_tokens)
-        try:
-            return self.generator(prompt)
-        finally:
-            self.generator.params = saved
+        return self.generator(prompt, params=self.params)
 
 
 def llms_from_generator(generator, settings: HopeSettings) -> HopeLLMs:

@@ -1,0 +1,131 @@
+"""Generation through `generate_many`: answers in input order, cached answers never regenerated, batches equal
+to one-at-a-time greedy answers, per-call settings, an interrupted batched run resumes, and the generator the
+config asks for (tiny Phi-3 built in conftest; no network)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from ragstudy.config import StudyConfig
+from ragstudy.errors import StudyInputError
+from ragstudy.generation import AnswerCache, CachedGenerator, ChatModel, GenerationParams, length_batches
+from ragstudy.io import sha256_text, stable_json
+
+# different lengths on purpose: batches are left-padded
+PROMPTS = ["Come si accede al portale?", "Chi verifica l'integrità dei file?",
+           "Entro quanti giorni risponde l'assistenza alle richieste inviate per posta elettronica?",
+           "Quanto dura il certificato?", "Per quanti anni si conservano i fascicoli dalla chiusura del fascicolo?"]
+
+
+def _generator(path: str, tmp_path: Path, batch_size: int = 1, max_new_tokens: int = 8) -> CachedGenerator:
+    return CachedGenerator(path, "tiny-phi3", "cpu", "float32", GenerationParams(max_new_tokens),
+                           AnswerCache(tmp_path / "answers.jsonl"), batch_size=batch_size)
+
+
+@pytest.fixture(scope="module")
+def one_at_a_time_reused(tiny_phi3: str, tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The paper's way: every prompt alone (computed once for this module)."""
+    generator = _generator(tiny_phi3, tmp_path_factory.mktemp("single"))
+    return [generator(prompt) for prompt in PROMPTS]
+
+
+def test_batched_answers_equal_one_at_a_time_answers_in_question_order(tiny_phi3, tmp_path,
+                                                                      one_at_a_time_reused) -> None:
+    generator = _generator(tiny_phi3, tmp_path, batch_size=3)
+    assert generator.generate_many(PROMPTS) == one_at_a_time_reused
+    assert (generator.generated, generator.cached) == (len(PROMPTS), 0)
+    assert all(one_at_a_time_reused)
+
+
+def test_cached_answers_are_not_regenerated(tiny_phi3, tmp_path, monkeypatch, one_at_a_time_reused) -> None:
+    generator = _generator(tiny_phi3, tmp_path, batch_size=4)
+    generator.generate_many(PROMPTS[:2])
+    batches = []
+    real = ChatModel.generate_batch
+    monkeypatch.setattr(ChatModel, "generate_batch",
+                        lambda self, prompts, params: batches.append(list(prompts)) or real(self, prompts, params))
+    again = CachedGenerator(tiny_phi3, "tiny-phi3", "cpu", "float32", GenerationParams(8),
+                            AnswerCache(tmp_path / "answers.jsonl"), batch_size=4)  # a new run, same cache file
+    assert again.generate_many(PROMPTS) == one_at_a_time_reused
+    assert sorted(p for batch in batches for p in batch) == sorted(PROMPTS[2:])
+    assert (again.generated, again.cached) == (3, 2)
+    assert again.generate_many(PROMPTS) == one_at_a_time_reused and again.generated == 3
+    assert again.generate_many([]) == []
+
+
+def test_a_repeated_prompt_is_generated_once(tiny_phi3, tmp_path) -> None:
+    generator = _generator(tiny_phi3, tmp_path, batch_size=2)
+    answers = generator.generate_many([PROMPTS[0], PROMPTS[1], PROMPTS[0]])
+    assert answers[0] == answers[2] and generator.generated == 2
+
+
+def test_interrupted_batched_run_keeps_finished_batches(tiny_phi3, tmp_path, monkeypatch,
+                                                        one_at_a_time_reused) -> None:
+    real, calls = ChatModel.generate_batch, []
+
+    def dying(self, prompts, params):
+        if calls:
+            raise KeyboardInterrupt  # the user kills the run during the second batch
+        calls.append(prompts)
+        return real(self, prompts, params)
+
+    monkeypatch.setattr(ChatModel, "generate_batch", dying)
+    with pytest.raises(KeyboardInterrupt):
+        _generator(tiny_phi3, tmp_path, batch_size=2).generate_many(PROMPTS)
+    monkeypatch.setattr(ChatModel, "generate_batch", real)
+    resumed = _generator(tiny_phi3, tmp_path, batch_size=2)
+    assert resumed.generate_many(PROMPTS) == one_at_a_time_reused
+    assert (resumed.cached, resumed.generated) == (2, 3)
+
+
+def test_settings_travel_with_the_request(tiny_phi3, tmp_path) -> None:
+    generator = _generator(tiny_phi3, tmp_path, max_new_tokens=8)
+    short = generator.generate_many(PROMPTS[:2], params=GenerationParams(max_new_tokens=2))
+    assert generator.params == GenerationParams(8)
+    assert generator.key(PROMPTS[0], GenerationParams(2)) != generator.key(PROMPTS[0])
+    assert generator(PROMPTS[0], params=GenerationParams(2)) == short[0] and generator.cached == 1
+    generator(PROMPTS[0])
+    assert generator.generated == 3 and generator.cached == 1
+
+
+def test_cache_key_of_batch_size_1_is_unchanged_and_batches_get_their_own(tmp_path) -> None:
+    cache = AnswerCache(tmp_path / "a.jsonl")
+    params = GenerationParams(16)
+    single = CachedGenerator("m", "model-a", "cpu", "float32", params, cache)
+    batched = CachedGenerator("m", "model-a", "cpu", "float32", params, cache, batch_size=8)
+    # the key every run before batched generation wrote: existing caches stay valid
+    assert single.key("p") == sha256_text(stable_json({"prompt": "p", "model": "model-a", "dtype": "float32",
+                                                       "device": "cpu", "params": asdict(params)}))
+    assert batched.key("p") != single.key("p")
+
+
+def test_length_batches_group_similar_lengths_longest_first() -> None:
+    assert length_batches([5, 50, 7, 48, 6], 2) == [[1, 3], [2, 4], [0]]
+    assert length_batches([], 4) == []
+
+
+def test_make_generator_follows_the_config(tmp_path) -> None:
+    from ragstudy.llm_server import ServerGenerator
+    from ragstudy.models import make_generator
+
+    local = make_generator(StudyConfig.resolve(profile="lite", strategies="newline", llm_batch_size=4))
+    assert isinstance(local, CachedGenerator) and local.batch_size == 4
+    served = make_generator(StudyConfig.resolve(profile="lite", strategies="newline", concurrency=3,
+                                                llm_servers="http://127.0.0.1:1,http://127.0.0.1:2/v1",
+                                                llm_server_model="phi"))
+    assert isinstance(served, ServerGenerator) and served.servers == ("http://127.0.0.1:1", "http://127.0.0.1:2/v1")
+    assert served.concurrency == 3 and served.model == "phi"
+
+
+def test_check_generator_rejects_a_missing_or_non_model_llm_folder(tmp_path, tiny_phi3) -> None:
+    from ragstudy.models import check_generator
+
+    missing = str(tmp_path / "no-such-model")
+    with pytest.raises(StudyInputError, match=r"no-such-model.*\(set by --llm\) does not exist"):
+        check_generator(StudyConfig.resolve(profile="lite", strategies="newline", llm=missing))
+    with pytest.raises(StudyInputError, match="not a model folder"):
+        check_generator(StudyConfig.resolve(profile="lite", strategies="newline", llm=str(tmp_path)))
+    check_generator(StudyConfig.resolve(profile="lite", strategies="newline", llm=tiny_phi3))
