@@ -16,8 +16,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 
 def child_windows(documents: str, limit: int) -> list[str]:
     """The texts the knowledge base embeds: 200-character child windows of fixed-size parents."""

@@ -27,7 +27,6 @@ import logging
 import os
 import re
 import statistics
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -36,12 +35,10 @@ from pathlib import Path
 
 import pymupdf
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from RAGParagraph.extract import EXTRACT_FLAGS, extract_lines  # noqa: E402
-from RAGParagraph.headers import LEADER, furniture_key  # noqa: E402
-from RAGParagraph.segmenter import SegmenterConfig, segment_pdf  # noqa: E402
-from ragstudy.textnorm import compose_latex_accents  # noqa: E402
+from RAGParagraph.extract import EXTRACT_FLAGS, extract_lines
+from RAGParagraph.headers import LEADER, furniture_key
+from RAGParagraph.segmenter import SegmenterConfig, segment_pdf
+from ragstudy.textnorm import compose_latex_accents
 
 logger = logging.getLogger("benchmarks.segmentation")
 
