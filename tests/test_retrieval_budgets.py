@@ -122,3 +122,29 @@ def test_retrieval_only_run_ranks_deep_enough_and_matches_the_chains_k(pdf_dir, 
             assert flags[0] and flags == sorted(flags, reverse=True)  # in_k is a prefix of the ranking
             assert 1 <= sum(flags) <= k
             assert [p.score for p in parents] == sorted(p.score for p in parents)
+
+
+def test_token_budgets_use_the_llms_tokenizer_end_to_end(pdf_dir, questions_csv, tmp_path, tiny_phi3):
+    """--budget-unit tokens: rankings overfill the largest budget in LLM tokens (the tiny Phi-3's BPE), and the
+    evaluation reads the unit from config.json and packs in tokens too."""
+    import pandas as pd
+    from transformers import AutoTokenizer
+
+    import evaluation_chain
+    from Postprocessing import retrieval_eval
+
+    out = tmp_path / "out"
+    assert evaluation_chain.main(["--retrieval-only", "--profile", "lite", "--llm", tiny_phi3, "--documents",
+                                  str(pdf_dir), "--questions", str(questions_csv), "--output-dir", str(out),
+                                  "--db-dir", str(tmp_path / "db"), "--strategies", "newline", "--budgets", "60,300",
+                                  "--budget-unit", "tokens"]) == 0
+    measure = token_measure(AutoTokenizer.from_pretrained(tiny_phi3))
+    for parents in read_retrieval(retrieval_path(out, "newline")).values():
+        assert sum(measure.length(p.contents) for p in parents) > 300 or len(parents) >= 8
+    evidence = tmp_path / "evidence.csv"
+    pd.DataFrame([{"question_index": 1, "evidence": "autenticarsi con SPID"}]).to_csv(evidence, index=False)
+    assert retrieval_eval.main(["--results-dir", str(out), "--evidence", str(evidence), "--no-plot",
+                                "--n-resamples", "100"]) == 0
+    per_q = pd.read_csv(out / "retrieval_per_question.csv", dtype={"budget": str})
+    assert set(per_q["budget"]) == {"60", "300", "k"}
+    assert "(tokens)" in (out / "retrieval_summary.md").read_text(encoding="utf-8")
