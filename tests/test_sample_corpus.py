@@ -13,11 +13,7 @@ from pathlib import Path
 import pymupdf
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # the tests run from a checkout, not an installed package
-    sys.path.insert(0, str(ROOT))
-
-from ragstudy.groundtruth import (  # noqa: E402
+from ragstudy.groundtruth import (
     DROPPED_KINDS,
     UNANSWERABLE_ORACLE,
     GroundTruth,
@@ -25,6 +21,8 @@ from ragstudy.groundtruth import (  # noqa: E402
     load_groundtruth_dir,
     normalize_for_match,
 )
+
+ROOT = Path(__file__).resolve().parents[1]
 
 DOCS = ROOT / "Documents"
 GT_DIR = ROOT / "sample" / "groundtruth"

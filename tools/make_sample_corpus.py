@@ -21,9 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+REPO = Path(__file__).resolve().parents[1]  # run as a script: tools/ is on sys.path, the repository is installed
 
 OUTPUTS = ("Documents", "sample/groundtruth", "sample/evidence.json", "Questions.csv", "Oracle.csv")
 
