@@ -146,9 +146,9 @@ def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None
         config = replace(config, budgets=sweep.budgets)
     evidence_path = Path(evidence) if evidence else sweep.evidence or DEFAULT_EVIDENCE
     evidence_items = load_evidence(evidence_path)
-    output_dir = ResultsFolder(config.output_dir).prepare().path
     documents = load_documents(Path(config.documents))
     questions = read_questions(config.questions, config.limit)
+    output_dir = ResultsFolder(config.output_dir).prepare().path  # inputs first: a bad one leaves no folder behind
     measure = llm_measure(config)
     embedding = lazy_embedding(config)
     labels = budget_labels(config.budgets)
