@@ -90,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     transformers.utils.logging.set_verbosity_error()
     from ragstudy.config import StudyConfig
     from ragstudy.errors import StudyInputError
-    from ragstudy.pipeline import run_retrieval, run_study
+    from ragstudy.pipeline import run_study
+    from ragstudy.retrieval import run_retrieval
 
     flags = vars(args).copy()
     flags.pop("verbose")

@@ -30,17 +30,14 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make the repository root importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import pandas as pd
 
-import pandas as pd  # noqa: E402
-
-from Postprocessing import common, stats  # noqa: E402
-from Postprocessing.common import DataError  # noqa: E402
+from Postprocessing import common, stats
+from Postprocessing.common import DataError
+from ragstudy.io import PROJECT_ROOT as REPO_ROOT
 
 logger = logging.getLogger("Postprocessing.retrieval_eval")
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_EVIDENCE = REPO_ROOT / "sample" / "evidence.json"
 PER_QUESTION_COLUMNS = ("strategy", "budget", "question_index", "hit", "span_recall", "span_precision", "span_iou",
                         "reciprocal_rank", "context_chars", "parents")

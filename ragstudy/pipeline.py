@@ -172,26 +172,3 @@ def run_study(config: StudyConfig) -> list[StrategyReport]:
             report.outputs += [str(p) for p in write_dataset(rows, output_dir, registry.get(strategy).dataset_name)]
         reports.append(report)
     return reports
-
-
-# ------------------------------------------------------------------------------------- retrieval-only runs
-
-def run_retrieval(config: StudyConfig) -> list[StrategyReport]:
-    """Index every configured strategy and rank parents per question (retrieval_<strategy>.csv); no LLM is loaded.
-
-    Postprocessing/retrieval_eval.py then fills equal context budgets from these rankings (ragstudy/retrieval.py).
-    """
-    from .retrieval import lazy_embedding, llm_measure, retrieve_strategy
-
-    documents = load_documents(Path(config.documents))
-    questions = read_questions(config.questions, config.limit)
-    output_dir = ResultsFolder(config.output_dir).prepare().path  # locked before anything is written in it
-    measure = llm_measure(config)
-    write_config(output_dir, config, run_facts(config, documents))
-    embedding = lazy_embedding(config)
-    reports = []
-    for strategy in config.strategies:
-        run = retrieve_strategy(config, strategy, documents, questions, embedding, output_dir, measure)
-        reports.append(StrategyReport(strategy, run.documents, run.chunks, embedded=run.embedded, reused=run.reused,
-                                      outputs=run.outputs))
-    return reports

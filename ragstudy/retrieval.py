@@ -19,7 +19,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from .config import StudyConfig
 from .errors import StudyInputError
+from .pipeline import StrategyReport, chunk_documents, run_facts
+from .results import ResultsFolder, read_questions, write_config
+from .textlayer import load_documents
 
 logger = logging.getLogger(__name__)
 
@@ -258,7 +262,6 @@ def chunk_cached(config, strategy: str, documents) -> list:
     from . import registry
     from .io import PROJECT_ROOT, atomic_write_bytes, cache_dir, sha256_text, stable_json
     from .models import model_label
-    from .pipeline import chunk_documents
 
     spec = registry.get(strategy)
     code = _code_hash(PROJECT_ROOT / spec.folder, PROJECT_ROOT / "ragstudy" / "chunks.py",
@@ -378,3 +381,24 @@ def llm_measure(config) -> Measure:
                               f" which could not be loaded: {exc}") from exc
     tokenizer.model_max_length = 10 ** 9  # counting only
     return token_measure(tokenizer)
+
+
+# ------------------------------------------------------------------------------------- retrieval-only runs
+
+def run_retrieval(config: StudyConfig) -> list[StrategyReport]:
+    """Index every configured strategy and rank parents per question (retrieval_<strategy>.csv); no LLM is loaded.
+
+    Postprocessing/retrieval_eval.py then fills equal context budgets from these rankings (ragstudy/retrieval.py).
+    """
+    documents = load_documents(Path(config.documents))
+    questions = read_questions(config.questions, config.limit)
+    output_dir = ResultsFolder(config.output_dir).prepare().path  # locked before anything is written in it
+    measure = llm_measure(config)
+    write_config(output_dir, config, run_facts(config, documents))
+    embedding = lazy_embedding(config)
+    reports = []
+    for strategy in config.strategies:
+        run = retrieve_strategy(config, strategy, documents, questions, embedding, output_dir, measure)
+        reports.append(StrategyReport(strategy, run.documents, run.chunks, embedded=run.embedded, reused=run.reused,
+                                      outputs=run.outputs))
+    return reports
