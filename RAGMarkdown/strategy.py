@@ -172,8 +172,20 @@ class MarkdownSectionSplitter:
                 body = start
             pieces = self._split(text, body, end, limit - (body - start))
             pieces[0] = (start, pieces[0][1])
-            out.extend((piece, path) for piece in pieces)
+            out.extend((piece, path) for piece in _join_crumbs(pieces, limit))
         return out
+
+
+def _join_crumbs(pieces: list[Span], limit: int, crumb: int = 40) -> list[Span]:
+    """Join a piece shorter than `crumb` characters (a lone code fence, "<!-- Start of picture text -->") to the
+    piece before or after it when the result fits in `limit`."""
+    out: list[Span] = []
+    for piece in pieces:
+        if out and min(out[-1][1] - out[-1][0], piece[1] - piece[0]) < crumb and piece[1] - out[-1][0] <= limit:
+            out[-1] = (out[-1][0], piece[1])
+        else:
+            out.append(piece)
+    return out
 
     def split_text(self, text: str) -> list[str]:
         return [text[start:end] for (start, end), _ in self.spans(text)]
