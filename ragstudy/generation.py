@@ -138,8 +138,9 @@ def clean_answer(text: str) -> str:
 class CachingGeneratorBase:
     """Cache bookkeeping shared by the in-process and server generators.
 
-    Subclasses define `key(prompt, params)` and `_generate_missing(prompts, params, done)`, which must call
-    `done(index, answer)` as soon as each answer exists, so it is cached (fsynced) before the next one is awaited.
+    Subclasses define `key(prompt, params, batch_size)` and `_generate_missing(prompts, params, batch_size, done)`,
+    which must call `done(index, answer)` as soon as each answer exists, so it is cached (fsynced) before the next
+    one is awaited. `batch_size` None means the generator's own; backends that do not batch ignore it.
     `generated` / `cached` count answers produced and answers read from the cache.
     """
 
@@ -151,10 +152,10 @@ class CachingGeneratorBase:
         self.generated = 0
         self.cached = 0
 
-    def key(self, prompt: str, params: GenerationParams | None = None) -> str:
+    def key(self, prompt: str, params: GenerationParams | None = None, batch_size: int | None = None) -> str:
         raise NotImplementedError
 
-    def _generate_missing(self, prompts: Sequence[str], params: GenerationParams,
+    def _generate_missing(self, prompts: Sequence[str], params: GenerationParams, batch_size: int | None,
                           done: Callable[[int, str], None]) -> None:
         raise NotImplementedError
 
@@ -167,13 +168,17 @@ class CachingGeneratorBase:
     def generate_many(self, prompts: Sequence[str], params: GenerationParams | None = None,
                       desc: str = "") -> list[str]:
         """Answers in input order: cached ones from the cache, the rest generated and cached one by one."""
+        return self._answer(prompts, params, desc, None)
+
+    def _answer(self, prompts: Sequence[str], params: GenerationParams | None, desc: str,
+                batch_size: int | None) -> list[str]:
         from tqdm.auto import tqdm
 
         params = params or self.params
         answers: list[str | None] = [None] * len(prompts)
         missing: dict[str, list[int]] = {}  # key -> positions (a prompt repeated in the list is generated once)
         for index, prompt in enumerate(prompts):
-            key = self.key(prompt, params)
+            key = self.key(prompt, params, batch_size)
             cached = self.cache.get(key)
             if cached is not None:
                 self.cached += 1
@@ -194,7 +199,7 @@ class CachingGeneratorBase:
                 bar.update(1)
 
             try:
-                self._generate_missing(todo, params, done)
+                self._generate_missing(todo, params, batch_size, done)
             finally:
                 bar.close()
         return [answer if answer is not None else "" for answer in answers]
@@ -225,12 +230,17 @@ class CachedGenerator(CachingGeneratorBase):
         self.origin = origin  # which profile, file or flag chose the model (for error messages)
         self._model: ChatModel | None = None
 
-    def key(self, prompt: str, params: GenerationParams | None = None) -> str:
+    def key(self, prompt: str, params: GenerationParams | None = None, batch_size: int | None = None) -> str:
+        batch_size = self.batch_size if batch_size is None else batch_size
         fields: dict[str, Any] = {"prompt": prompt, "model": self.model_label, "dtype": self.dtype,
                                   "device": self.device, "params": asdict(params or self.params)}
-        if self.batch_size > 1:
-            fields["batch_size"] = self.batch_size
+        if batch_size > 1:
+            fields["batch_size"] = batch_size
         return sha256_text(stable_json(fields))
+
+    def __call__(self, prompt: str, params: GenerationParams | None = None) -> str:
+        """One prompt, generated alone (the paper's way, under its cache key) whatever `batch_size` is."""
+        return self._answer([prompt], params, "", 1)[0]
 
     def model(self) -> ChatModel:
         if self._model is None:
@@ -245,14 +255,15 @@ class CachedGenerator(CachingGeneratorBase):
                                       f"{exc}") from exc
         return self._model
 
-    def _generate_missing(self, prompts: Sequence[str], params: GenerationParams,
+    def _generate_missing(self, prompts: Sequence[str], params: GenerationParams, batch_size: int | None,
                           done: Callable[[int, str], None]) -> None:
         model = self.model()
-        if self.batch_size == 1:
+        batch_size = self.batch_size if batch_size is None else batch_size
+        if batch_size == 1:
             for position, prompt in enumerate(prompts):
                 done(position, model.generate(prompt, params))
             return
-        for batch in length_batches([len(model.prompt_ids(p)) for p in prompts], self.batch_size):
+        for batch in length_batches([len(model.prompt_ids(p)) for p in prompts], batch_size):
             for position, answer in zip(batch, model.generate_batch([prompts[i] for i in batch], params)):
                 done(position, answer)
 

@@ -101,7 +101,7 @@ class ServerGenerator(CachingGeneratorBase):
         self._lock = threading.Lock()
         self._checked = False
 
-    def key(self, prompt: str, params: GenerationParams | None = None) -> str:
+    def key(self, prompt: str, params: GenerationParams | None = None, batch_size: int | None = None) -> str:
         # no URL in the key: every server serving the same model name shares the answers
         return sha256_text(stable_json({"prompt": prompt, "model": self.model, "backend": BACKEND,
                                         "params": asdict(params or self.params)}))
@@ -156,7 +156,7 @@ class ServerGenerator(CachingGeneratorBase):
             raise StudyInputError(f"LLM server {url} returned no choices for model {self.model!r}")
         return clean_answer(response.choices[0].message.content or "")
 
-    def _generate_missing(self, prompts: Sequence[str], params: GenerationParams,
+    def _generate_missing(self, prompts: Sequence[str], params: GenerationParams, batch_size: int | None,
                           done: Callable[[int, str], None]) -> None:
         self.check()
         pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(prompts)), thread_name_prefix="llm-server")

@@ -129,3 +129,10 @@ def test_check_generator_rejects_a_missing_or_non_model_llm_folder(tmp_path, tin
     with pytest.raises(StudyInputError, match="not a model folder"):
         check_generator(StudyConfig.resolve(profile="lite", strategies="newline", llm=str(tmp_path)))
     check_generator(StudyConfig.resolve(profile="lite", strategies="newline", llm=tiny_phi3))
+
+
+def test_a_single_call_is_generated_alone_under_the_one_at_a_time_key(tiny_phi3, tmp_path,
+                                                                       one_at_a_time_reused) -> None:
+    batched = _generator(tiny_phi3, tmp_path, batch_size=4)
+    assert batched(PROMPTS[0]) == one_at_a_time_reused[0]
+    assert batched.key(PROMPTS[0], batch_size=1) in batched.cache and batched.key(PROMPTS[0]) not in batched.cache
