@@ -4,7 +4,8 @@
     python evaluation_chain.py --profile lite --limit 5 --strategies fixed-size,newline
     python evaluation_chain.py --chunks-only        # export chunks_<strategy>.csv + sources, then stop
 
-Writes Dataset{Custom,FixedSize,NewLine}.{csv,json} and config.json into --output-dir. Chroma collections and
+Writes one Dataset<Name>.{csv,json} per strategy (the paper's DatasetCustom/FixedSize/NewLine, then DatasetToken,
+DatasetSentence, DatasetSemantic, DatasetMarkdown) and config.json into --output-dir. Chroma collections and
 LLM answers are cached by content hash: an identical re-run re-embeds and regenerates nothing, and an interrupted
 run resumes where it stopped.
 """
@@ -25,7 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--profile", choices=["paper", "lite"],
                         help="paper: Phi-3.5-mini-ITA bf16 on CUDA + multilingual-e5-large-instruct; lite: "
                              "SmolLM2-135M + MiniLM from PyPI wheels on CPU (default: paper if CUDA is available)")
-    parser.add_argument("--strategies", help="comma-separated: paragraph,fixed-size,newline (default: all "
+    parser.add_argument("--strategies", help="comma-separated registry names, e.g. paragraph,fixed-size,newline,token,"
+                                             "sentence,semantic,markdown (default: all "
                                              "registered)")
     parser.add_argument("--limit", type=int, help="answer only the first N questions")
     parser.add_argument("--chunks-only", action="store_true", default=None,

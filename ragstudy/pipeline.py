@@ -6,7 +6,7 @@ import logging
 from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 from . import registry
 from .chunks import ChunkedDocument
@@ -17,13 +17,14 @@ from .textlayer import PdfDocument, load_documents
 
 logger = logging.getLogger(__name__)
 
-def chunker_context(config: StudyConfig) -> registry.ChunkerContext:
-    """What chunkers may ask for: the study's embedding model, loaded on first request and then reused."""
+def chunker_context(config: StudyConfig, embedding: Callable[[], Any] | None = None) -> registry.ChunkerContext:
+    """What chunkers may ask for: the study's embedding model (`embedding`, a shared loader, so that chunking and
+    indexing use one model; else one loaded on first request) and its tokenizer."""
     loaded: dict[str, object] = {}
 
-    def embedding():
+    def load_embedding():
         if "embedding" not in loaded:
-            loaded["embedding"] = make_embedding(config)
+            loaded["embedding"] = embedding() if embedding is not None else make_embedding(config)
         return loaded["embedding"]
 
     def tokenizer():
@@ -31,15 +32,16 @@ def chunker_context(config: StudyConfig) -> registry.ChunkerContext:
             loaded["tokenizer"] = embedding_tokenizer(config)
         return loaded["tokenizer"]
 
-    return registry.ChunkerContext(embedding=embedding, tokenizer=tokenizer,
+    return registry.ChunkerContext(embedding=load_embedding, tokenizer=tokenizer,
                                    embedding_label=model_label(config.profile.embedding))
 
 
-def chunk_documents(documents: Sequence[PdfDocument], strategy: str, config: StudyConfig) -> list[ChunkedDocument]:
+def chunk_documents(documents: Sequence[PdfDocument], strategy: str, config: StudyConfig,
+                    context: registry.ChunkerContext | None = None) -> list[ChunkedDocument]:
     from tqdm.auto import tqdm
 
     spec = registry.get(strategy)
-    chunker = spec.make_chunker(config.strategy_params[strategy], chunker_context(config))
+    chunker = spec.make_chunker(config.strategy_params[strategy], context or chunker_context(config))
     return [chunker.chunk(doc, strategy) for doc in tqdm(documents, desc=f"Chunking {strategy}", unit="pdf",
                                                           disable=len(documents) < 2)]
 
@@ -155,16 +157,16 @@ def run_study(config: StudyConfig) -> list[StrategyReport]:
     questions = [] if config.chunks_only else read_questions(config.questions, config.limit)
     output_dir = ResultsFolder(config.output_dir).prepare().path  # locked before anything is written in it
     write_config(output_dir, config, run_facts(config, documents))
-    embedding = generator = None
+    context = chunker_context(config)  # one embedding model for the semantic chunker and the index
+    generator = None
     reports = []
     for strategy in config.strategies:
-        chunked = chunk_documents(documents, strategy, config)
+        chunked = chunk_documents(documents, strategy, config, context)
         report = StrategyReport(strategy, len(documents), sum(len(c.chunks) for c in chunked))
         report.outputs += [str(p) for p in write_chunks(chunked, strategy, output_dir)]
         if not config.chunks_only:
-            embedding = embedding or make_embedding(config)
             generator = generator or make_generator(config)
-            retriever, stats = index_strategy(config, strategy, chunked, embedding)
+            retriever, stats = index_strategy(config, strategy, chunked, context.embedding())
             report.embedded, report.reused = stats.embedded, stats.reused
             before = (generator.generated, generator.cached)
             rows = answer_questions(retriever, generator, questions, config.prompt_template, strategy)

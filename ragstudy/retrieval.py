@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 
 from .config import StudyConfig
 from .errors import StudyInputError
-from .pipeline import StrategyReport, chunk_documents, run_facts
+from .pipeline import StrategyReport, chunk_documents, chunker_context, run_facts
 from .results import ResultsFolder, read_questions, write_config
 from .textlayer import load_documents
 
@@ -252,7 +252,7 @@ def _code_hash(*paths: Path) -> str:
     return sha256_text(*(f.read_text(encoding="utf-8") for f in files))[:16]
 
 
-def chunk_cached(config, strategy: str, documents) -> list:
+def chunk_cached(config, strategy: str, documents, embedding: Callable[[], Any] | None = None) -> list:
     """`pipeline.chunk_documents`, cached under a hash of (strategy, parameters, PDF bytes, embedding model, the
     chunking code): a warm retrieval-only run or sweep re-chunks nothing (the markdown and semantic chunkers take
     seconds per PDF)."""
@@ -280,7 +280,7 @@ def chunk_cached(config, strategy: str, documents) -> list:
                 return chunked
         except (OSError, pickle.UnpicklingError, EOFError, AttributeError) as exc:
             logger.warning("%s: unreadable chunk cache (%s); chunking again", path, exc)
-    chunked = chunk_documents(documents, strategy, config)
+    chunked = chunk_documents(documents, strategy, config, chunker_context(config, embedding))
     atomic_write_bytes(path, pickle.dumps(chunked, protocol=pickle.HIGHEST_PROTOCOL))
     return chunked
 
@@ -336,7 +336,7 @@ def retrieve_strategy(config, strategy: str, documents, questions: Sequence[str]
     spec = registry.get(strategy)
     params = config.strategy_params[strategy]
     started = time.perf_counter()
-    chunked = chunk_cached(config, strategy, documents)
+    chunked = chunk_cached(config, strategy, documents, embedding)
     outputs = [str(p) for p in write_chunks(chunked, strategy, output_dir)]
     largest = max(config.budgets)
     collection = collection_name(spec, params, chunked, model_label(config.profile.embedding))
