@@ -194,6 +194,7 @@ class CachingGeneratorBase:
                 key = keys[position]
                 self.cache.put(key, answer, **self._cache_meta())
                 self.generated += 1
+                self.cached += len(missing[key]) - 1  # a repeat is answered from the cache, as one at a time
                 for index in missing[key]:
                     answers[index] = answer
                 bar.update(1)
