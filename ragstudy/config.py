@@ -81,7 +81,8 @@ class StudyConfig:
     # 5x faster than 2 for SmolLM2 generation while anything else ran)
     budgets: tuple[int, ...] = DEFAULT_BUDGETS  # context budgets of retrieval-only runs
     budget_unit: str = "chars"  # chars | tokens (the LLM's tokenizer)
-    llm_batch_size: int = 1  # prompts generated together in-process (left padding, greedy)
+    llm_batch_size: int = 8  # prompts generated together in-process (left padding, greedy); measured on the
+    # sample with SmolLM2 fp32 on 2 CPU cores: 2.6-2.8x the answers/s of one at a time, answers identical (16/16)
     llm_servers: tuple[str, ...] = ()  # OpenAI-compatible servers (e.g. vLLM) instead of the in-process LLM
     llm_server_model: str | None = None  # the model name the servers serve
     concurrency: int = 4  # requests in flight per run when answering through servers

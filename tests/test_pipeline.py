@@ -159,23 +159,35 @@ def test_study_end_to_end_then_warm_rerun_does_no_work(pdf_dir, questions_csv, t
     assert all(r.embedded == 0 and r.generated == 0 and r.cached == 3 for r in again)
 
 
+@pytest.mark.parametrize("batch_size", [1, 2])
 def test_interrupted_run_resumes_with_the_remaining_questions(pdf_dir, questions_csv, tmp_path, tiny_phi3,
-                                                             monkeypatch) -> None:
+                                                             monkeypatch, batch_size: int) -> None:
+    """Killed after two answers (one at a time, or one batch of two): the re-run generates only the third."""
     out = tmp_path / "results"
-    config = _study_config(pdf_dir, questions_csv, out, tiny_phi3, strategies="newline", max_new_tokens=5)
-    real_generate, calls = ChatModel.generate, []
+    config = _study_config(pdf_dir, questions_csv, out, tiny_phi3, strategies="newline", max_new_tokens=5,
+                           llm_batch_size=batch_size)
+    real_generate, real_batch, calls = ChatModel.generate, ChatModel.generate_batch, []
 
     def dying_generate(self, prompt, params):
-        if len(calls) == 2:
+        if len(calls) >= 2:
             raise KeyboardInterrupt  # the user kills the run after two answers
         calls.append(prompt)
         return real_generate(self, prompt, params)
 
+    def dying_batch(self, prompts, params):
+        if len(calls) >= 2:
+            raise KeyboardInterrupt
+        calls.extend(prompts)
+        return real_batch(self, prompts, params)
+
     monkeypatch.setattr(ChatModel, "generate", dying_generate)
+    monkeypatch.setattr(ChatModel, "generate_batch", dying_batch)
     with pytest.raises(KeyboardInterrupt):
         run_study(config)
+    assert len(calls) == 2
     assert not (out / "DatasetNewLine.csv").exists()  # nothing half-written
     monkeypatch.setattr(ChatModel, "generate", real_generate)
+    monkeypatch.setattr(ChatModel, "generate_batch", real_batch)
     [report] = run_study(config)
     assert (report.cached, report.generated) == (2, 1)
 
