@@ -293,7 +293,7 @@ def retrieval_section(args: argparse.Namespace, results_dir: Path, exports, refe
             notes.append(f"{export.strategy}: no Dataset file in {results_dir}, no retrieval metrics (run "
                          "evaluation_chain.py without --chunks-only)")
             continue
-        r, f = retrieval_rows(export, data.load_dataset(path), path, evidence, evidence_file, references,
+        r, f = retrieval_rows(export, data.load_dataset(path, export.strategy), path, evidence, evidence_file, references,
                               args.boundary_tolerance, args.hit_threshold, ci)
         rows += r
         frames.append(f)

@@ -303,14 +303,15 @@ def _sources(value: Any, where: str) -> tuple[Source, ...]:
     return tuple(Source(s.get("doc_id"), s.get("path"), s.get("page_start"), s.get("page_end")) for s in value)
 
 
-def read_dataset(path: str | Path, strategy: str, questions: Sequence[str], questions_path: str | Path,
+def read_dataset(path: str | Path, strategy: str, questions: Sequence[str] | None, questions_path: str | Path = "",
                  require_answers: bool = True) -> Dataset:
     """Read and check one Dataset file, in this project's format or the paper's.
 
     This project's rows carry `question_index`; the paper's (`question, answer, contexts`) are matched to
     Questions.csv by position. Either way every question must equal its Questions.csv row (whitespace
     normalised); errors name the file and row: missing field, bad or repeated index, other question, empty answer,
-    foreign strategy.
+    foreign strategy. With `questions` None (a reader that checks questions against another file, e.g. an evidence
+    file) only the file's own consistency is checked.
     """
     path = Path(path)
     records, kind = _read_records(path)
@@ -328,14 +329,14 @@ def read_dataset(path: str | Path, strategy: str, questions: Sequence[str], ques
                                       f"(columns {', '.join(DATASET_COLUMNS)}) or of the paper's code "
                                       f"({', '.join(PAPER_DATASET_COLUMNS)})")
         index = i if paper else _question_index(record["question_index"], where)
-        if not 0 <= index < len(questions):
+        if questions is not None and not 0 <= index < len(questions):
             raise StudyInputError(f"{where}: question_index {index} is outside {questions_path} ({len(questions)} "
                                   "questions); the answers and the questions file do not belong together")
         if index in seen:
             raise StudyInputError(f"{where}: question_index {index} repeats {_where(path, kind, seen[index])}")
         seen[index] = i
         question = "" if record["question"] is None else str(record["question"])
-        if normalize_ws(question) != normalize_ws(questions[index]):
+        if questions is not None and normalize_ws(question) != normalize_ws(questions[index]):
             raise StudyInputError(f"{where} (question_index {index}): question {short(question)!r} differs from "
                                   f"{questions_path} row {index + 2} {short(questions[index])!r}")
         answer = "" if record["answer"] is None else str(record["answer"])
@@ -348,7 +349,8 @@ def read_dataset(path: str | Path, strategy: str, questions: Sequence[str], ques
         sources = None if paper else _sources(record.get("sources", []), where)
         if sources is not None and sources and len(sources) != len(contexts):
             raise StudyInputError(f"{where}: {len(contexts)} contexts but {len(sources)} sources")
-        rows.append(DatasetRow(index, questions[index], answer, contexts, sources, strategy))
+        rows.append(DatasetRow(index, questions[index] if questions is not None else question, answer, contexts,
+                               sources, strategy))
     if paper:
         logger.info("%s: the paper's format (no question_index, no sources): rows matched to %s by position",
                     path, questions_path)

@@ -199,3 +199,16 @@ def test_help_is_fast_and_describes_the_outputs() -> None:
 
 def test_document_name_ties_paths_to_ground_truth() -> None:
     assert document_name(PDF) == "manuale.pdf"
+
+
+def test_papers_dataset_files_give_the_same_retrieval_scores(results: Path) -> None:
+    """The paper's files (question, answer, contexts; no question_index, no sources) match chunks by their text."""
+    assert chunk_quality.main(_args(results, "--no-hope")) == 0
+    ours = pd.read_csv(results / "chunk_quality.csv")
+    for path in results.glob("Dataset*.json"):
+        rows = json.loads(path.read_text(encoding="utf-8"))
+        path.write_text("\n".join(json.dumps({k: r[k] for k in ("question", "answer", "contexts")},
+                                             ensure_ascii=False) for r in rows), encoding="utf-8")
+        path.with_suffix(".csv").unlink(missing_ok=True)
+    assert chunk_quality.main(_args(results, "--no-hope")) == 0
+    pd.testing.assert_frame_equal(pd.read_csv(results / "chunk_quality.csv"), ours)

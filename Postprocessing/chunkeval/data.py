@@ -3,7 +3,6 @@ strategy's chunks to the common per-document reference."""
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -132,35 +131,19 @@ def dataset_path(results_dir: Path, strategy: str) -> Path | None:
     return None
 
 
-def load_dataset(path: Path) -> list[dict]:
-    """Rows of a Dataset file with `contexts` and `sources` as lists."""
-    import pandas as pd
-
-    if path.suffix == ".json":
-        rows = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(rows, list):
-            raise DataError(f"{path}: expected a JSON list of rows")
-    else:
-        rows = pd.read_csv(path, dtype=str, keep_default_na=False).to_dict("records")
-        for i, row in enumerate(rows):
-            for key in ("contexts", "sources"):
-                try:
-                    row[key] = json.loads(row.get(key) or "[]")
-                except json.JSONDecodeError as exc:
-                    raise DataError(f"{csv_row(path, i)}: {key} is not a JSON list ({exc})") from exc
-    for i, row in enumerate(rows):
-        for key in ("question_index", "question", "contexts", "sources"):
-            if key not in row:
-                raise DataError(f"{path} row {i}: no {key!r}; is this a Dataset file of evaluation_chain.py?")
-        row["question_index"] = int(row["question_index"])
-    return rows
+def load_dataset(path: Path, strategy: str) -> list[dict]:
+    """Rows of a Dataset file (this project's format or the paper's), read by ragstudy.results, as dicts with
+    `contexts` and `sources` lists (sources empty for the paper's files, which did not record them)."""
+    dataset = results.read_dataset(path, strategy, None, require_answers=False)
+    return [{**row.to_record(), "sources": [vars(s).copy() for s in row.sources or ()]} for row in dataset.rows]
 
 
 def retrieved_chunks(row: dict, path: Path, i: int, export: StrategyExport) -> list[AlignedChunk]:
     """The aligned chunks a Dataset row retrieved, found by doc_id (or, without one, by their text)."""
     by_id = export.by_doc_id()
     chunks = []
-    for j, (source, context) in enumerate(zip(row["sources"], row["contexts"], strict=True)):
+    sources = row["sources"] or [{}] * len(row["contexts"])  # the paper's files record no sources: match by text
+    for j, (source, context) in enumerate(zip(sources, row["contexts"], strict=True)):
         chunk = by_id.get(source.get("doc_id") or "")
         if chunk is None:
             chunk = next((c for c, r in zip(export.chunks, export.rows) if r["contents"] == context), None)
