@@ -27,10 +27,9 @@ from typing import Any, Callable, Literal
 
 import numpy as np
 
-from ragstudy.chunks import ChunkedDocument, build_chunks
+from ragstudy.chunks import SpanChunker
 from ragstudy.paper_api import PaperKnowledgeBase
 from ragstudy.registry import ChunkerContext, StrategyParams, StrategySpec, register
-from ragstudy.textlayer import PdfDocument
 from RAGSentence.splitter import ItalianSentenceSplitter, SentenceUnits, Span
 
 ThresholdType = Literal["percentile", "standard_deviation", "interquartile", "gradient"]
@@ -175,17 +174,15 @@ class SemanticSplitter:
         return [text[start:end] for start, end in self.spans(text)]
 
 
-@dataclass
-class SemanticChunker:
+@dataclass(frozen=True)
+class SemanticChunker(SpanChunker):
+    """A SpanChunker that reports its splitter's embedding and splitting seconds (for the benchmark)."""
+
     splitter: SemanticSplitter
 
     @property
     def seconds(self) -> dict:
         return self.splitter.seconds
-
-    def chunk(self, document: PdfDocument, strategy: str) -> ChunkedDocument:
-        source = document.text_layer
-        return build_chunks(source, self.splitter.spans(source.text), strategy)
 
 
 def make_chunker(params: StrategyParams, context: ChunkerContext) -> SemanticChunker:

@@ -14,10 +14,9 @@ from dataclasses import asdict, dataclass
 
 from langchain_text_splitters import TextSplitter
 
-from ragstudy.chunks import ChunkedDocument, build_chunks
+from ragstudy.chunks import SpanChunker
 from ragstudy.paper_api import PaperKnowledgeBase
 from ragstudy.registry import ChunkerContext, StrategyParams, StrategySpec, register
-from ragstudy.textlayer import PdfDocument
 
 from .splitter import ItalianSentenceSplitter, SentenceUnits, Span, pack
 
@@ -51,18 +50,10 @@ class SentenceTextSplitter(TextSplitter):
         return [text[start:end] for start, end in self.spans(text)]
 
 
-@dataclass(frozen=True)
-class SentenceChunker:
-    splitter: SentenceTextSplitter
 
-    def chunk(self, document: PdfDocument, strategy: str) -> ChunkedDocument:
-        source = document.text_layer
-        return build_chunks(source, self.splitter.spans(source.text), strategy)
-
-
-def make_chunker(params: StrategyParams, context: ChunkerContext) -> SentenceChunker:
+def make_chunker(params: StrategyParams, context: ChunkerContext) -> SpanChunker:
     config = SPEC.parent_config(params)
-    return SentenceChunker(SentenceTextSplitter(config.chunk_size, config.overlap_sentences))
+    return SpanChunker(SentenceTextSplitter(config.chunk_size, config.overlap_sentences))
 
 
 SPEC = register(StrategySpec(

@@ -17,29 +17,22 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ragstudy.chunks import ChunkedDocument, build_chunks
+from ragstudy.chunks import SpanChunker
 from ragstudy.errors import StudyInputError
 from ragstudy.paper_api import PaperKnowledgeBase
+from ragstudy.params import WindowParams
 from ragstudy.registry import ChunkerContext, StrategyParams, StrategySpec, register
-from ragstudy.textlayer import PdfDocument
 
 Span = tuple[int, int]
 _UNBOUNDED = 1_000_000  # transformers' stand-in for "no limit" is ~1e30; anything above this means "unknown"
 
 
 @dataclass(frozen=True)
-class TokenParams:
+class TokenParams(WindowParams):
     """Windows of `chunk_size` embedding-model tokens; consecutive windows share `chunk_overlap` tokens."""
 
     chunk_size: int = 200
     chunk_overlap: int = 20
-
-    def __post_init__(self) -> None:
-        if self.chunk_size <= 0:
-            raise ValueError(f"chunk_size must be positive, got {self.chunk_size}")
-        if not 0 <= self.chunk_overlap < self.chunk_size:
-            raise ValueError(f"chunk_overlap ({self.chunk_overlap}) must be >= 0 and less than chunk_size "
-                             f"({self.chunk_size})")
 
 
 def embedder_token_limit(tokenizer: Any) -> int | None:
@@ -95,16 +88,7 @@ class TokenWindowSplitter:
         return [text[start:end] for start, end in self.spans(text)]
 
 
-@dataclass
-class TokenChunker:
-    splitter: TokenWindowSplitter
-
-    def chunk(self, document: PdfDocument, strategy: str) -> ChunkedDocument:
-        source = document.text_layer
-        return build_chunks(source, self.splitter.spans(source.text), strategy)
-
-
-def make_chunker(params: StrategyParams, context: ChunkerContext) -> TokenChunker:
+def make_chunker(params: StrategyParams, context: ChunkerContext) -> SpanChunker:
     config = SPEC.parent_config(params)
     tokenizer = context.tokenizer()
     if not getattr(tokenizer, "is_fast", False):
@@ -115,7 +99,7 @@ def make_chunker(params: StrategyParams, context: ChunkerContext) -> TokenChunke
         raise StudyInputError(
             f"--set token.chunk_size={config.chunk_size}: the embedding model {context.embedding_label or ''} reads "
             f"at most {limit} tokens of text; choose chunk_size <= {limit}")
-    return TokenChunker(TokenWindowSplitter(tokenizer, config.chunk_size, config.chunk_overlap))
+    return SpanChunker(TokenWindowSplitter(tokenizer, config.chunk_size, config.chunk_overlap))
 
 
 SPEC = register(StrategySpec(

@@ -107,3 +107,15 @@ class SplitterChunker:
         source = document.text_layer
         pieces = self.splitter.split_text(source.text)
         return build_chunks(source, locate_pieces(source.text, pieces, self.overlap), strategy)
+
+
+@dataclass(frozen=True)
+class SpanChunker:
+    """Chunks the shared text layer with a splitter that returns character spans (`spans(text)`): the offsets are
+    exact, no search for the pieces is needed (token, sentence and semantic strategies)."""
+
+    splitter: object  # has spans(text: str) -> list[tuple[int, int]]
+
+    def chunk(self, document: PdfDocument, strategy: str) -> ChunkedDocument:
+        source = document.text_layer
+        return build_chunks(source, self.splitter.spans(source.text), strategy)
