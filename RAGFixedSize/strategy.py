@@ -6,22 +6,16 @@ from dataclasses import asdict, dataclass
 
 from ragstudy.chunks import SplitterChunker
 from ragstudy.paper_api import PaperKnowledgeBase
+from ragstudy.params import WindowParams
 from ragstudy.registry import ChunkerContext, StrategyParams, StrategySpec, register
 
 
 @dataclass(frozen=True)
-class FixedSizeParams:
+class FixedSizeParams(WindowParams):
     """RecursiveCharacterTextSplitter settings (paper: 800 characters, 50 overlap)."""
 
     chunk_size: int = 800
     chunk_overlap: int = 50
-
-    def __post_init__(self) -> None:
-        if self.chunk_size <= 0:
-            raise ValueError(f"chunk_size must be positive, got {self.chunk_size}")
-        if not 0 <= self.chunk_overlap < self.chunk_size:
-            raise ValueError(f"chunk_overlap ({self.chunk_overlap}) must be >= 0 and less than chunk_size "
-                             f"({self.chunk_size})")
 
 
 def make_chunker(params: StrategyParams, context: ChunkerContext) -> SplitterChunker:

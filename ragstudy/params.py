@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
 from .errors import StudyInputError
@@ -80,3 +81,19 @@ def build_params(cls: type[T], values: dict[str, Any], where: str) -> T:
         if isinstance(exc, StudyInputError):
             raise StudyInputError(f"{where.rstrip('.')}: {exc}") from None
         raise StudyInputError(f"{where.rstrip('.')}: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class WindowParams:
+    """Windows of `chunk_size` units sharing `chunk_overlap` units with the next (characters, tokens, …): the
+    range checks every such splitter needs. Strategies subclass it with their own defaults."""
+
+    chunk_size: int
+    chunk_overlap: int
+
+    def __post_init__(self) -> None:
+        if self.chunk_size <= 0:
+            raise ValueError(f"chunk_size must be positive, got {self.chunk_size}")
+        if not 0 <= self.chunk_overlap < self.chunk_size:
+            raise ValueError(f"chunk_overlap ({self.chunk_overlap}) must be >= 0 and less than chunk_size "
+                             f"({self.chunk_size})")
