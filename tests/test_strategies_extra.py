@@ -22,7 +22,7 @@ from ragstudy.registry import ChunkerContext
 from ragstudy.results import read_chunks, write_chunks
 from ragstudy.textlayer import PdfDocument, read_pdf
 from RAGSemantic.strategy import SemanticParams, breakpoints
-from RAGSentence.splitter import ItalianSentenceSplitter, ends_with_abbreviation, pack, split_oversize
+from ragstudy.sentences import ItalianSentenceSplitter, ends_with_abbreviation, pack, split_oversize
 
 from conftest import REPO_ROOT, SHARED_PDFS
 
