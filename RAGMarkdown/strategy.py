@@ -27,6 +27,7 @@ from ragstudy.chunks import ChunkedDocument, build_chunks, locate_pieces
 from ragstudy.errors import StudyInputError
 from ragstudy.io import atomic_write_json, cache_dir, sha256_text, stable_json
 from ragstudy.registry import ChunkerContext, register_strategy
+from ragstudy.sentences import strip_span
 from ragstudy.textlayer import BLOCK_SEPARATOR, PdfDocument, SourceText
 
 logger = logging.getLogger(__name__)
@@ -92,14 +93,6 @@ def markdown_source(document: PdfDocument) -> SourceText:
     return SourceText(path=document.path, sha256=document.sha256, text=text, page_starts=tuple(starts))
 
 
-def _stripped(text: str, start: int, end: int) -> Span | None:
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return (start, end) if end > start else None
-
-
 @dataclass
 class MarkdownSectionSplitter:
     """Heading sections of a Markdown text as (span, heading path), each at most `chunk_size` characters."""
@@ -137,7 +130,7 @@ class MarkdownSectionSplitter:
         pending: int | None = None
         for number, (start, path) in enumerate(starts):
             end = starts[number + 1][0] if number + 1 < len(starts) else len(text)
-            span = _stripped(text, pending if pending is not None else start, end)
+            span = strip_span(text, pending if pending is not None else start, end)
             if span is None:
                 continue
             body = [line for line in text[start:end].splitlines() if line.strip()]

@@ -7,29 +7,12 @@ from .elements import DocStyle, H, HeadingStyle, NewPage, P, Sep, T, clean, ul
 TEAL = (0.0, 0.36, 0.42)
 
 STYLE = DocStyle(
-    stem="guida_api_servizi_pagamento",
-    title="PagoFacile API v2 - Guida per gli sviluppatori",
-    author="Consorzio PagoFacile dei Comuni",
-    subject="Guida all'integrazione delle API di pagamento PagoFacile",
-    margins=(54.0, 80.0, 54.0, 70.0),
-    body_font="helv",
-    bold_font="hebo",
-    italic_font="heit",
-    body_size=10.0,
-    leading=1.42,
-    para_space=5.0,
-    headings=(
-        HeadingStyle("hebo", 14.0, TEAL, 12.0, 6.0),
-        HeadingStyle("hebo", 11.0, TEAL, 9.0, 3.0),
-    ),
-    columns=2,
-    column_gap=22.0,
-    hyphenate=True,
-    header_lines=("PagoFacile API v2 – Guida per gli sviluppatori",),
-    header_align="left",
-    footer_template="Pagina {n} di {m}",
-    footer_align="center",
-    list_indent=13.0,
+    stem="guida_api_servizi_pagamento", title="PagoFacile API v2 - Guida per gli sviluppatori",
+    author="Consorzio PagoFacile dei Comuni", subject="Guida all'integrazione delle API di pagamento PagoFacile",
+    margins=(54.0, 80.0, 54.0, 70.0), body_size=10.0, leading=1.42, para_space=5.0,
+    headings=(HeadingStyle("hebo", 14.0, TEAL, 12.0, 6.0), HeadingStyle("hebo", 11.0, TEAL, 9.0, 3.0)), columns=2,
+    column_gap=22.0, hyphenate=True, header_lines=("PagoFacile API v2 – Guida per gli sviluppatori",),
+    footer_template="Pagina {n} di {m}", list_indent=13.0,
 )
 
 CONTENT = (

@@ -9,24 +9,12 @@ GREEN = (0.05, 0.33, 0.20)
 STYLE = DocStyle(
     stem="manuale_conservazione_digitale",
     title="Comune di Valfiorita - Manuale di conservazione dei documenti informatici",
-    author="Comune di Valfiorita - Servizio archivio e protocollo",
-    subject="Manuale di conservazione",
-    margins=(72.0, 96.0, 72.0, 80.0),
-    body_font="helv",
-    bold_font="hebo",
-    italic_font="heit",
-    body_size=11.5,
-    leading=1.5,
-    para_space=8.0,
-    headings=(
-        HeadingStyle("hebo", 16.0, GREEN, 4.0, 12.0),
-        HeadingStyle("hebo", 12.5, GREEN, 14.0, 5.0),
-    ),
+    author="Comune di Valfiorita - Servizio archivio e protocollo", subject="Manuale di conservazione",
+    margins=(72.0, 96.0, 72.0, 80.0), body_size=11.5, leading=1.5, para_space=8.0,
+    headings=(HeadingStyle("hebo", 16.0, GREEN, 4.0, 12.0), HeadingStyle("hebo", 12.5, GREEN, 14.0, 5.0)),
     chapter_new_page=True,
     header_lines=("Comune di Valfiorita", "Manuale di conservazione dei documenti informatici – versione 2.1"),
-    header_align="left",
-    footer_template="Pag. {n} di {m}",
-    footer_align="right",
+    footer_template="Pag. {n} di {m}", footer_align="right",
 )
 
 CONTENT = (

@@ -2,33 +2,17 @@
 italics, • bullets, numbered steps, a technical-data table, a dashed separator, footer with product name and
 page number, and a landscape page inside a portrait document."""
 
-from .elements import DocStyle, H, HeadingStyle, NewPage, P, Sep, T, clean, ul
+from .elements import BLACK, DocStyle, H, HeadingStyle, NewPage, P, Sep, T, clean, ul
 
 ORANGE = (0.72, 0.30, 0.0)
 
 STYLE = DocStyle(
-    stem="manuale_inverter_fotovoltaico",
-    title="SOLARIS 6K - Manuale di installazione e manutenzione",
-    author="Elettrosole Italia S.r.l.",
-    subject="Manuale di installazione dell'inverter fotovoltaico SOLARIS 6K",
-    margins=(64.0, 84.0, 64.0, 76.0),
-    body_font="helv",
-    bold_font="hebo",
-    italic_font="heit",
-    body_size=10.5,
-    leading=1.45,
-    para_space=6.0,
-    headings=(
-        HeadingStyle("hebo", 17.0, ORANGE, 4.0, 10.0),
-        HeadingStyle("hebo", 12.0, (0.0, 0.0, 0.0), 12.0, 4.0),
-    ),
-    chapter_new_page=True,
-    header_lines=("Elettrosole Italia",),
-    header_align="right",
-    header_rule=True,
-    footer_left="SOLARIS 6K – Manuale di installazione – Rev. 1.4",
-    footer_template="{n}",
-    footer_align="right",
+    stem="manuale_inverter_fotovoltaico", title="SOLARIS 6K - Manuale di installazione e manutenzione",
+    author="Elettrosole Italia S.r.l.", subject="Manuale di installazione dell'inverter fotovoltaico SOLARIS 6K",
+    margins=(64.0, 84.0, 64.0, 76.0), body_size=10.5, leading=1.45,
+    headings=(HeadingStyle("hebo", 17.0, ORANGE, 4.0, 10.0), HeadingStyle("hebo", 12.0, BLACK, 12.0, 4.0)),
+    chapter_new_page=True, header_lines=("Elettrosole Italia",), header_align="right",
+    footer_left="SOLARIS 6K – Manuale di installazione – Rev. 1.4", footer_align="right",
 )
 
 CONTENT = (

@@ -1,33 +1,20 @@
 """Software manual (Word style): numbered headings in larger bold fonts, TOC with dotted leaders, detached
 Symbol bullets, numbered lists, a requirements table, running header and footer "Pagina N di M"."""
 
-from .elements import TOC, DocStyle, H, HeadingStyle, NewPage, P, T, clean, ul
+from .elements import BLACK, TOC, DocStyle, H, HeadingStyle, NewPage, P, T, clean, ul
 
 BLUE = (0.12, 0.24, 0.48)
 
 STYLE = DocStyle(
-    stem="manuale_software_gestionale",
-    title="GestiDoc 4 - Manuale utente",
+    stem="manuale_software_gestionale", title="GestiDoc 4 - Manuale utente",
     author="Studio Informatica Valdarno S.r.l.",
-    subject="Manuale utente del sistema di gestione documentale GestiDoc 4",
-    margins=(70.0, 86.0, 70.0, 80.0),
-    body_font="helv",
-    bold_font="hebo",
-    italic_font="heit",
-    body_size=11.0,
-    leading=1.45,
-    para_space=7.0,
-    headings=(
-        HeadingStyle("hebo", 18.0, BLUE, 4.0, 12.0),
-        HeadingStyle("hebo", 13.5, BLUE, 14.0, 6.0),
-        HeadingStyle("hebo", 11.5, (0.0, 0.0, 0.0), 10.0, 4.0),
-    ),
-    chapter_new_page=True,
-    header_lines=("GestiDoc 4 – Manuale utente",),
-    header_align="left",
-    footer_left="Versione 4.2 – marzo 2025",
-    footer_template="Pagina {n} di {m}",
-    footer_align="right",
+    subject="Manuale utente del sistema di gestione documentale GestiDoc 4", margins=(70.0, 86.0, 70.0, 80.0),
+    leading=1.45, para_space=7.0,
+    headings=(HeadingStyle("hebo", 18.0, BLUE, 4.0, 12.0),
+              HeadingStyle("hebo", 13.5, BLUE, 14.0, 6.0),
+              HeadingStyle("hebo", 11.5, BLACK, 10.0, 4.0)),
+    chapter_new_page=True, header_lines=("GestiDoc 4 – Manuale utente",), footer_left="Versione 4.2 – marzo 2025",
+    footer_template="Pagina {n} di {m}", footer_align="right",
 )
 
 CONTENT = (
