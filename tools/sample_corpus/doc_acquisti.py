@@ -2,7 +2,7 @@
 hyphenated line ends, larger bold headings, lettered lists, two-line running header, footer "N - M",
 and mixed page sizes (A4 portrait, an A4 landscape annex with a table, back to A4 portrait)."""
 
-from .elements import BLACK, DocStyle, H, HeadingStyle, NewPage, P, Sep, T, clean, ul
+from .elements import BLACK, DocStyle, H, HeadingStyle, NewPage, P, Sep, clean, table, ul
 
 STYLE = DocStyle(
     stem="linee_guida_acquisti_ict", title="Linee guida per l'acquisizione di beni e servizi ICT",
@@ -130,13 +130,12 @@ CONTENT = (
     H(1, "Allegato A – Soglie e procedure di affidamento"),
     P(clean("""La tabella riassume le procedure che gli enti utilizzano in base all'importo stimato
     dell'affidamento, al netto dell'IVA, e i tempi massimi entro cui la procedura deve concludersi.""")),
-    T((
-        ("Fascia", "Importo stimato", "Procedura", "Pubblicità", "Durata massima"),
-        ("F1", "da 5.000 a 40.000 euro", "affidamento diretto", "sito dell'ente", "30 giorni"),
-        ("F2", "da 40.000 a 140.000 euro", "affidamento diretto con tre preventivi", "sito dell'ente", "60 giorni"),
-        ("F3", "da 140.000 euro alla soglia europea", "procedura negoziata con cinque operatori", "portale regionale", "4 mesi"),
-        ("F4", "oltre la soglia europea", "procedura aperta", "Gazzetta UE e portale regionale", "6 mesi"),
-    ), (0.07, 0.25, 0.30, 0.22, 0.16)),
+    table("""
+        Fascia | Importo stimato | Procedura | Pubblicità | Durata massima
+        F1 | da 5.000 a 40.000 euro | affidamento diretto | sito dell'ente | 30 giorni
+        F2 | da 40.000 a 140.000 euro | affidamento diretto con tre preventivi | sito dell'ente | 60 giorni
+        F3 | da 140.000 euro alla soglia europea | procedura negoziata con cinque operatori | portale regionale | 4 mesi
+        F4 | oltre la soglia europea | procedura aperta | Gazzetta UE e portale regionale | 6 mesi""", (0.07, 0.25, 0.30, 0.22, 0.16)),
     P(clean("""Per gli acquisti tramite convenzioni e accordi quadro della centrale di committenza regionale
     non si applicano le durate massime indicate: l'ordine deve essere emesso entro quindici giorni dalla
     determina a contrarre.""")),

@@ -1,7 +1,7 @@
 """Software manual (Word style): numbered headings in larger bold fonts, TOC with dotted leaders, detached
 Symbol bullets, numbered lists, a requirements table, running header and footer "Pagina N di M"."""
 
-from .elements import BLACK, TOC, DocStyle, H, HeadingStyle, NewPage, P, T, clean, ul
+from .elements import BLACK, TOC, DocStyle, H, HeadingStyle, NewPage, P, clean, table, ul
 
 BLUE = (0.12, 0.24, 0.48)
 
@@ -54,14 +54,13 @@ CONTENT = (
     funziona nei principali browser. Per installazioni con più di venti utenti contemporanei si consiglia di
     separare il database dal server applicativo. La tabella seguente riporta i requisiti minimi e consigliati per
     ciascun componente.""")),
-    T((
-        ("Componente", "Requisito minimo", "Configurazione consigliata"),
-        ("Server applicativo", "4 core, 8 GB di RAM", "8 core, 16 GB di RAM"),
-        ("Database PostgreSQL", "versione 14, 4 GB di RAM", "versione 16, 16 GB di RAM"),
-        ("Spazio su disco", "200 GB", "1 TB su RAID 1"),
-        ("Sistema operativo", "Debian 12 o Windows Server 2019", "Debian 12"),
-        ("Browser del client", "Firefox 115 o Chrome 120", "ultima versione stabile"),
-    ), (0.28, 0.36, 0.36)),
+    table("""
+        Componente | Requisito minimo | Configurazione consigliata
+        Server applicativo | 4 core, 8 GB di RAM | 8 core, 16 GB di RAM
+        Database PostgreSQL | versione 14, 4 GB di RAM | versione 16, 16 GB di RAM
+        Spazio su disco | 200 GB | 1 TB su RAID 1
+        Sistema operativo | Debian 12 o Windows Server 2019 | Debian 12
+        Browser del client | Firefox 115 o Chrome 120 | ultima versione stabile""", (0.28, 0.36, 0.36)),
     P(clean("""Il server deve poter raggiungere il servizio di attivazione delle licenze all'indirizzo
     licenze.gestidoc.example sulla porta 443. Se la rete dell'ente utilizza un proxy, il suo indirizzo va indicato
     durante l'installazione; in alternativa è possibile attivare la licenza con il file di attivazione descritto

@@ -2,7 +2,7 @@
 items, numbered steps, hyphenated line ends, a separator line of underscores, a small table, running header
 with the procedure code and centred page-number footer."""
 
-from .elements import BLACK, DocStyle, H, HeadingStyle, NewPage, P, Sep, T, clean, ul
+from .elements import BLACK, DocStyle, H, HeadingStyle, NewPage, P, Sep, clean, table, ul
 
 STYLE = DocStyle(
     stem="procedura_sicurezza_laboratorio",
@@ -57,13 +57,12 @@ CONTENT = (
     materiale infiammabile e di apparecchiature che possono surriscaldarsi.""")),
     P(clean("""Il livello di ciascun rischio è riassunto nella tabella seguente, dove la probabilità e il danno
     sono valutati su una scala da 1 a 4 e il livello è il loro prodotto.""")),
-    T((
-        ("Rischio", "Prob.", "Danno", "Livello"),
-        ("Elettrico", "2", "4", "8 – alto"),
-        ("Ustione", "3", "2", "6 – medio"),
-        ("Chimico", "2", "2", "4 – medio"),
-        ("Incendio", "1", "4", "4 – medio"),
-    ), (0.34, 0.18, 0.18, 0.30)),
+    table("""
+        Rischio | Prob. | Danno | Livello
+        Elettrico | 2 | 4 | 8 – alto
+        Ustione | 3 | 2 | 6 – medio
+        Chimico | 2 | 2 | 4 – medio
+        Incendio | 1 | 4 | 4 – medio""", (0.34, 0.18, 0.18, 0.30)),
     H(1, "5. DISPOSITIVI DI PROTEZIONE INDIVIDUALE"),
     P(clean("""Durante le attività di laboratorio è obbligatorio indossare i dispositivi di protezione
     individuale indicati per ciascuna lavorazione. I dispositivi sono forniti dall'istituto, sono personali
