@@ -3,7 +3,8 @@
 A strategy is a top-level folder whose name starts with `RAG` (RAGParagraph/, RAGFixedSize/, …) holding its
 chunker, its parameters dataclass and one `register_strategy(...)` call. The registry imports every such folder on
 first use, so adding a strategy is one new folder: the chain, `--chunks-only`, retrieval-only runs, sweeps and every
-Postprocessing table and plot pick it up from here (name, display name, order, colour, Dataset file name, source-text kind).
+Postprocessing table and plot pick it up from here (name, display name, order, colour, Dataset file name,
+source-text kind).
 Packages outside the repository can be registered with `RAGSTUDY_STRATEGY_PACKAGES=pkg1,pkg2`.
 """
 

@@ -5,6 +5,7 @@ plots and the report."""
 
 from __future__ import annotations
 
+import ast
 import json
 import sys
 from pathlib import Path
@@ -15,13 +16,14 @@ from openpyxl import load_workbook
 
 from ragstudy import registry
 from ragstudy.retrieval import read_retrieval, retrieval_path
+from test_structure import LEAF_CORE
 
 FOLDER = "RAGEveryLine"
 NAME = "every-line"
 DISPLAY = "Every line"
 COLOR = "#AA3377"
 # The whole strategy folder: a chunker, its parameters and one registration, importing only the core's blocks.
-STRATEGY_SOURCE = f'''"""Every-line strategy (a test's): parents are the non-blank lines of the text layer, at least `min_chars` long."""
+STRATEGY_SOURCE = f'''"""Every-line strategy (a test's): parents are the text layer's lines of at least `min_chars`."""
 
 from dataclasses import dataclass
 
@@ -91,6 +93,8 @@ def test_an_eighth_strategy_folder_shows_up_everywhere(eighth_strategy, pdf_dir:
     from Postprocessing import report
 
     spec = eighth_strategy
+    imported = {node.module for node in ast.walk(ast.parse(STRATEGY_SOURCE)) if isinstance(node, ast.ImportFrom)}
+    assert {name for name in imported if name.startswith("ragstudy")} <= LEAF_CORE  # a leaf, as the layers want
     assert (spec.folder, spec.dataset_name, spec.defaults.parent) == (FOLDER, "DatasetEveryLine", {"min_chars": 1})
     assert registry.available()[-1] == NAME and NAME in registry.parse_strategies("all")
 
