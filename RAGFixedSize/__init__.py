@@ -1,5 +1,5 @@
 """Fixed-size strategy: RecursiveCharacterTextSplitter parents (paper: 800 characters, 50 overlap)."""
 
-from .strategy import SPEC, MyKnowledgeBase
+from .strategy import SPEC
 
-__all__ = ["SPEC", "MyKnowledgeBase"]
+__all__ = ["SPEC"]

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from ragstudy.chunks import SplitterChunker
-from ragstudy.paper_api import PaperKnowledgeBase
 from ragstudy.params import WindowParams
-from ragstudy.registry import ChunkerContext, StrategyParams, StrategySpec, register
+from ragstudy.registry import ChunkerContext, register_strategy
 
 
 @dataclass(frozen=True)
@@ -18,32 +17,13 @@ class FixedSizeParams(WindowParams):
     chunk_overlap: int = 50
 
 
-def make_chunker(params: StrategyParams, context: ChunkerContext) -> SplitterChunker:
+def make_chunker(config: FixedSizeParams, context: ChunkerContext) -> SplitterChunker:
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-    config = SPEC.parent_config(params)
-    return SplitterChunker(RecursiveCharacterTextSplitter(chunk_size=config.chunk_size,
-                                                          chunk_overlap=config.chunk_overlap),
-                           overlap=config.chunk_overlap)
+    splitter = RecursiveCharacterTextSplitter(chunk_size=config.chunk_size, chunk_overlap=config.chunk_overlap)
+    return SplitterChunker(splitter, overlap=config.chunk_overlap)
 
 
-SPEC = register(StrategySpec(
-    name="fixed-size",
-    dataset_name="DatasetFixedSize",
-    folder="RAGFixedSize",
-    # paper: parents 800/50, child windows 200, k=4
-    defaults=StrategyParams(parent=asdict(FixedSizeParams()), child_chunk_size=200, k=4),
-    make_chunker=make_chunker,
-    display_name="Fixed-size",
-    color="#E69F00",  # Okabe–Ito orange
-    order=1,
-    source_kind="text-layer",
-    parent_type=FixedSizeParams,
-    description="RecursiveCharacterTextSplitter parents",
-))
-
-
-class MyKnowledgeBase(PaperKnowledgeBase):
-    """The paper's entry point: MyKnowledgeBase(path).initiate_document_injetion_pipeline(); .retriever"""
-
-    strategy = SPEC.name
+# paper: parents 800/50, child windows 200, k=4; colour Okabe–Ito orange
+SPEC = register_strategy("fixed-size", make_chunker, FixedSizeParams, display_name="Fixed-size", color="#E69F00",
+                         order=1, description="RecursiveCharacterTextSplitter parents")

@@ -21,13 +21,13 @@ from __future__ import annotations
 import json
 import logging
 import re
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 
 from ragstudy.chunks import ChunkedDocument, build_chunks, locate_pieces
 from ragstudy.errors import StudyInputError
 from ragstudy.io import atomic_write_json, cache_dir, sha256_text, stable_json
-from ragstudy.paper_api import PaperKnowledgeBase
-from ragstudy.registry import ChunkerContext, StrategyParams, StrategySpec, register
+from ragstudy.registry import ChunkerContext, register_strategy
+from ragstudy.sentences import strip_span
 from ragstudy.textlayer import BLOCK_SEPARATOR, PdfDocument, SourceText
 
 logger = logging.getLogger(__name__)
@@ -93,14 +93,6 @@ def markdown_source(document: PdfDocument) -> SourceText:
     return SourceText(path=document.path, sha256=document.sha256, text=text, page_starts=tuple(starts))
 
 
-def _stripped(text: str, start: int, end: int) -> Span | None:
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return (start, end) if end > start else None
-
-
 @dataclass
 class MarkdownSectionSplitter:
     """Heading sections of a Markdown text as (span, heading path), each at most `chunk_size` characters."""
@@ -138,7 +130,7 @@ class MarkdownSectionSplitter:
         pending: int | None = None
         for number, (start, path) in enumerate(starts):
             end = starts[number + 1][0] if number + 1 < len(starts) else len(text)
-            span = _stripped(text, pending if pending is not None else start, end)
+            span = strip_span(text, pending if pending is not None else start, end)
             if span is None:
                 continue
             body = [line for line in text[start:end].splitlines() if line.strip()]
@@ -203,28 +195,12 @@ class MarkdownChunker:
         return ChunkedDocument(source=source, chunks=chunks)
 
 
-def make_chunker(params: StrategyParams, context: ChunkerContext) -> MarkdownChunker:
-    return MarkdownChunker(MarkdownSectionSplitter(SPEC.parent_config(params)))
+def make_chunker(config: MarkdownParams, context: ChunkerContext) -> MarkdownChunker:
+    return MarkdownChunker(MarkdownSectionSplitter(config))
 
 
-SPEC = register(StrategySpec(
-    name="markdown",
-    dataset_name="DatasetMarkdown",
-    folder="RAGMarkdown",
-    # parents: heading sections of PyMuPDF4LLM Markdown, at most 800 characters (overlap 50 inside a long section);
-    # child windows 200/0, k=4, as the baselines
-    defaults=StrategyParams(parent=asdict(MarkdownParams()), child_chunk_size=200, child_chunk_overlap=0, k=4),
-    make_chunker=make_chunker,
-    display_name="Markdown",
-    color="#555555",  # dark grey (Okabe–Ito's yellow is too pale on white)
-    order=6,
-    source_kind="markdown",
-    parent_type=MarkdownParams,
-    description="PyMuPDF4LLM Markdown split at headings, up to 800 characters",
-))
-
-
-class MyKnowledgeBase(PaperKnowledgeBase):
-    """The paper's entry point: MyKnowledgeBase(path).initiate_document_injetion_pipeline(); .retriever"""
-
-    strategy = SPEC.name
+# parents: heading sections of PyMuPDF4LLM Markdown, at most 800 characters (overlap 50 inside a long section);
+# child windows 200/0, k=4, as the baselines; dark grey (Okabe–Ito's yellow is too pale on white)
+SPEC = register_strategy("markdown", make_chunker, MarkdownParams, display_name="Markdown", color="#555555", order=6,
+                         source_kind="markdown",
+                         description="PyMuPDF4LLM Markdown split at headings, up to 800 characters")

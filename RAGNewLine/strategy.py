@@ -7,8 +7,7 @@ import re
 from langchain_text_splitters import TextSplitter
 
 from ragstudy.chunks import SplitterChunker
-from ragstudy.paper_api import PaperKnowledgeBase
-from ragstudy.registry import ChunkerContext, StrategyParams, StrategySpec, register
+from ragstudy.registry import ChunkerContext, register_strategy
 
 _BLANK_LINE = re.compile(r"\n[ \t\r\f\v]*\n")
 
@@ -24,26 +23,10 @@ class BlankLineSplitter(TextSplitter):
         return [piece.strip() for piece in _BLANK_LINE.split(text) if piece.strip()]
 
 
-def make_chunker(params: StrategyParams, context: ChunkerContext) -> SplitterChunker:
+def make_chunker(config: dict, context: ChunkerContext) -> SplitterChunker:
     return SplitterChunker(BlankLineSplitter())
 
 
-SPEC = register(StrategySpec(
-    name="newline",
-    dataset_name="DatasetNewLine",
-    folder="RAGNewLine",
-    # paper: parents at "\n\n" with no size limit, child windows 200, k=4
-    defaults=StrategyParams(parent={}, child_chunk_size=200, k=4),
-    make_chunker=make_chunker,
-    display_name="Blank-line",
-    color="#009E73",  # Okabe–Ito bluish green
-    order=2,
-    source_kind="text-layer",
-    description="parents split at blank lines",
-))
-
-
-class MyKnowledgeBase(PaperKnowledgeBase):
-    """The paper's entry point: MyKnowledgeBase(path).initiate_document_injetion_pipeline(); .retriever"""
-
-    strategy = SPEC.name
+# paper: parents at "\n\n" with no size limit (no parameters), child windows 200, k=4; colour Okabe–Ito bluish green
+SPEC = register_strategy("newline", make_chunker, display_name="Blank-line", color="#009E73", order=2,
+                         description="parents split at blank lines")

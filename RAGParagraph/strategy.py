@@ -6,11 +6,10 @@ Every segmenter setting is a strategy parameter (`--set paragraph.max_chars=1500
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 from ragstudy.chunks import ChunkedDocument, build_chunks
-from ragstudy.paper_api import PaperKnowledgeBase
-from ragstudy.registry import ChunkerContext, StrategyParams, StrategySpec, register
+from ragstudy.registry import ChunkerContext, register_strategy
 from ragstudy.textlayer import BLOCK_SEPARATOR, PdfDocument, SourceText
 
 from .segmenter import Paragraph, SegmenterConfig, segment_pdf
@@ -50,27 +49,11 @@ class ParagraphChunker:
         return ChunkedDocument(source=source, chunks=chunks)
 
 
-def make_chunker(params: StrategyParams, context: ChunkerContext) -> ParagraphChunker:
-    return ParagraphChunker(SPEC.parent_config(params))
+def make_chunker(config: SegmenterConfig, context: ChunkerContext) -> ParagraphChunker:
+    return ParagraphChunker(config)
 
 
-SPEC = register(StrategySpec(
-    name="paragraph",
-    dataset_name="DatasetCustom",  # the paper's name for its custom (paragraph) strategy
-    folder="RAGParagraph",
-    # paper: child windows 250/50, k=1; parents are whole paragraphs
-    defaults=StrategyParams(parent=asdict(SegmenterConfig()), child_chunk_size=250, child_chunk_overlap=50, k=1),
-    make_chunker=make_chunker,
-    display_name="Paragraph",
-    color="#0072B2",  # Okabe–Ito blue
-    order=0,
-    source_kind="paragraphs",
-    parent_type=SegmenterConfig,
-    description="layout-aware paragraphs (RAGParagraph.segmenter)",
-))
-
-
-class MyKnowledgeBase(PaperKnowledgeBase):
-    """The paper's entry point: MyKnowledgeBase(path).initiate_document_injetion_pipeline(); .retriever"""
-
-    strategy = SPEC.name
+# paper: parents are whole paragraphs, child windows 250/50, k=1; "DatasetCustom" is the paper's file name
+SPEC = register_strategy("paragraph", make_chunker, SegmenterConfig, display_name="Paragraph", color="#0072B2",
+                         order=0, source_kind="paragraphs", dataset_name="DatasetCustom", child_chunk_size=250,
+                         child_chunk_overlap=50, k=1, description="layout-aware paragraphs (RAGParagraph.segmenter)")

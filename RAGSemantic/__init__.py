@@ -1,5 +1,5 @@
 """Semantic strategy: sentences grouped where the embedding similarity of neighbours drops, 100-800 characters."""
 
-from .strategy import SPEC, MyKnowledgeBase
+from .strategy import SPEC
 
-__all__ = ["SPEC", "MyKnowledgeBase"]
+__all__ = ["SPEC"]

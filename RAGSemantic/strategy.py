@@ -1,12 +1,12 @@
 """What differs for the semantic strategy: breakpoints where consecutive sentences stop being similar.
 
-Sentences come from the sentence strategy's Italian splitter (`RAGSentence.splitter`). Each is embedded once with
-the study's embedding model (`context.embedding()`, whose vector cache embeds a repeated sentence once) and a
-sentence's vector is the mean with its `buffer_size` neighbours on each side (`buffer_mode="mean"`, the default;
-LangChain and LlamaIndex embed the joined text of the window instead, `buffer_mode="text"`, which costs ~2.5x more
-on Italian manuals at buffer 1 and re-embeds everything when buffer_size changes). The cosine distance between
-consecutive sentences is then thresholded as in
-LangChain's SemanticChunker (langchain-experimental) — `percentile` (default, 95), `standard_deviation` (mean +
+Sentences come from the core's Italian splitter (`ragstudy.sentences`, shared with the sentence strategy). Each is
+embedded once with the study's embedding model (`context.embedding()`, whose vector cache embeds a repeated
+sentence once) and a sentence's vector is the mean with its `buffer_size` neighbours on each side
+(`buffer_mode="mean"`, the default; LangChain and LlamaIndex embed the joined text of the window instead,
+`buffer_mode="text"`, which costs ~2.5x more on Italian manuals at buffer 1 and re-embeds everything when
+buffer_size changes). The cosine distance between consecutive sentences is then thresholded as in LangChain's
+SemanticChunker (langchain-experimental) — `percentile` (default, 95), `standard_deviation` (mean +
 3 sd), `interquartile` (mean + 1.5 IQR) or `gradient` (95th percentile of the distances' gradient) — and as in
 LlamaIndex's SemanticSplitterNodeParser (buffer 1, percentile 95). Unlike those, every chunk is bounded: a group
 longer than `max_chunk_size` is split again at its largest internal distance until it fits (a sentence longer than
@@ -22,15 +22,14 @@ child windows 200 / overlap 0, k=4, as the baselines.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
 import numpy as np
 
 from ragstudy.chunks import SpanChunker
-from ragstudy.paper_api import PaperKnowledgeBase
-from ragstudy.registry import ChunkerContext, StrategyParams, StrategySpec, register
-from RAGSentence.splitter import ItalianSentenceSplitter, SentenceUnits, Span
+from ragstudy.registry import ChunkerContext, register_strategy
+from ragstudy.sentences import ItalianSentenceSplitter, SentenceUnits, Span
 
 ThresholdType = Literal["percentile", "standard_deviation", "interquartile", "gradient"]
 BufferMode = Literal["mean", "text"]
@@ -185,29 +184,11 @@ class SemanticChunker(SpanChunker):
         return self.splitter.seconds
 
 
-def make_chunker(params: StrategyParams, context: ChunkerContext) -> SemanticChunker:
-    config = SPEC.parent_config(params)
-    embedding = context.embedding()
-    return SemanticChunker(SemanticSplitter(embedding.embed_documents, config))
+def make_chunker(config: SemanticParams, context: ChunkerContext) -> SemanticChunker:
+    return SemanticChunker(SemanticSplitter(context.embedding().embed_documents, config))
 
 
-SPEC = register(StrategySpec(
-    name="semantic",
-    dataset_name="DatasetSemantic",
-    folder="RAGSemantic",
-    # parents: sentences grouped at 95th-percentile distance drops, 100-800 characters; child windows 200/0, k=4
-    defaults=StrategyParams(parent=asdict(SemanticParams()), child_chunk_size=200, child_chunk_overlap=0, k=4),
-    make_chunker=make_chunker,
-    display_name="Semantic",
-    color="#56B4E9",  # Okabe–Ito sky blue
-    order=5,
-    source_kind="text-layer",
-    parent_type=SemanticParams,
-    description="sentences grouped at embedding-similarity drops, 100-800 characters",
-))
-
-
-class MyKnowledgeBase(PaperKnowledgeBase):
-    """The paper's entry point: MyKnowledgeBase(path).initiate_document_injetion_pipeline(); .retriever"""
-
-    strategy = SPEC.name
+# parents: sentences grouped at 95th-percentile distance drops, 100-800 characters; child windows 200/0, k=4;
+# colour Okabe–Ito sky blue
+SPEC = register_strategy("semantic", make_chunker, SemanticParams, display_name="Semantic", color="#56B4E9", order=5,
+                         description="sentences grouped at embedding-similarity drops, 100-800 characters")

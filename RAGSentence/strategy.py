@@ -1,6 +1,6 @@
 """What differs for the sentence strategy: whole sentences packed into size-bounded parents.
 
-Sentences come from `RAGSentence.splitter` (NLTK Punkt with an explicit Italian abbreviation list; the module says
+Sentences come from `ragstudy.sentences` (NLTK Punkt with an explicit Italian abbreviation list; the module says
 why not pysbd or sentencex). They are packed greedily into parents of at most `chunk_size` characters (800, like
 the fixed-size baseline's parents), never cutting inside a sentence; a "sentence" longer than `chunk_size` (in PDFs
 a table or list without full stops) is cut at line breaks, then between words. Child windows 200 / overlap 0 and
@@ -10,15 +10,14 @@ k=4, as for the other baselines. chonkie's SentenceChunker was not used: it spli
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from langchain_text_splitters import TextSplitter
 
 from ragstudy.chunks import SpanChunker
-from ragstudy.paper_api import PaperKnowledgeBase
-from ragstudy.registry import ChunkerContext, StrategyParams, StrategySpec, register
+from ragstudy.registry import ChunkerContext, register_strategy
 
-from .splitter import ItalianSentenceSplitter, SentenceUnits, Span, pack
+from ragstudy.sentences import ItalianSentenceSplitter, SentenceUnits, Span, pack
 
 
 @dataclass(frozen=True)
@@ -51,28 +50,11 @@ class SentenceTextSplitter(TextSplitter):
 
 
 
-def make_chunker(params: StrategyParams, context: ChunkerContext) -> SpanChunker:
-    config = SPEC.parent_config(params)
+def make_chunker(config: SentenceParams, context: ChunkerContext) -> SpanChunker:
     return SpanChunker(SentenceTextSplitter(config.chunk_size, config.overlap_sentences))
 
 
-SPEC = register(StrategySpec(
-    name="sentence",
-    dataset_name="DatasetSentence",
-    folder="RAGSentence",
-    # parents: whole sentences up to 800 characters (the fixed-size parents' size); child windows 200/0, k=4
-    defaults=StrategyParams(parent=asdict(SentenceParams()), child_chunk_size=200, child_chunk_overlap=0, k=4),
-    make_chunker=make_chunker,
-    display_name="Sentence",
-    color="#CC79A7",  # Okabe–Ito reddish purple
-    order=4,
-    source_kind="text-layer",
-    parent_type=SentenceParams,
-    description="whole Italian sentences packed up to 800 characters",
-))
-
-
-class MyKnowledgeBase(PaperKnowledgeBase):
-    """The paper's entry point: MyKnowledgeBase(path).initiate_document_injetion_pipeline(); .retriever"""
-
-    strategy = SPEC.name
+# parents: whole sentences up to 800 characters (the fixed-size parents' size); child windows 200/0, k=4;
+# colour Okabe–Ito reddish purple
+SPEC = register_strategy("sentence", make_chunker, SentenceParams, display_name="Sentence", color="#CC79A7", order=4,
+                         description="whole Italian sentences packed up to 800 characters")

@@ -1,5 +1,5 @@
 """Token strategy: windows of 200 embedding-model tokens with 20 tokens of overlap."""
 
-from .strategy import SPEC, MyKnowledgeBase
+from .strategy import SPEC
 
-__all__ = ["SPEC", "MyKnowledgeBase"]
+__all__ = ["SPEC"]

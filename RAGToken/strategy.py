@@ -13,15 +13,14 @@ fixed-size parents on Italian with MiniLM), overlap 20; child windows 200 charac
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ragstudy.chunks import SpanChunker
 from ragstudy.errors import StudyInputError
-from ragstudy.paper_api import PaperKnowledgeBase
 from ragstudy.params import WindowParams
-from ragstudy.registry import ChunkerContext, StrategyParams, StrategySpec, register
+from ragstudy.registry import ChunkerContext, register_strategy
 
 Span = tuple[int, int]
 _UNBOUNDED = 1_000_000  # transformers' stand-in for "no limit" is ~1e30; anything above this means "unknown"
@@ -88,8 +87,7 @@ class TokenWindowSplitter:
         return [text[start:end] for start, end in self.spans(text)]
 
 
-def make_chunker(params: StrategyParams, context: ChunkerContext) -> SpanChunker:
-    config = SPEC.parent_config(params)
+def make_chunker(config: TokenParams, context: ChunkerContext) -> SpanChunker:
     tokenizer = context.tokenizer()
     if not getattr(tokenizer, "is_fast", False):
         raise StudyInputError(f"the token strategy needs a fast tokenizer (offset mapping); the embedding model's "
@@ -102,23 +100,7 @@ def make_chunker(params: StrategyParams, context: ChunkerContext) -> SpanChunker
     return SpanChunker(TokenWindowSplitter(tokenizer, config.chunk_size, config.chunk_overlap))
 
 
-SPEC = register(StrategySpec(
-    name="token",
-    dataset_name="DatasetToken",
-    folder="RAGToken",
-    # parents: 200 embedding-model tokens, overlap 20; child windows 200 characters / 0, k=4 (as the baselines)
-    defaults=StrategyParams(parent=asdict(TokenParams()), child_chunk_size=200, child_chunk_overlap=0, k=4),
-    make_chunker=make_chunker,
-    display_name="Token",
-    color="#D55E00",  # Okabe–Ito vermillion
-    order=3,
-    source_kind="text-layer",
-    parent_type=TokenParams,
-    description="windows of 200 embedding-model tokens, overlap 20",
-))
-
-
-class MyKnowledgeBase(PaperKnowledgeBase):
-    """The paper's entry point: MyKnowledgeBase(path).initiate_document_injetion_pipeline(); .retriever"""
-
-    strategy = SPEC.name
+# parents: 200 embedding-model tokens, overlap 20; child windows 200 characters / 0, k=4 (as the baselines);
+# colour Okabe–Ito vermillion
+SPEC = register_strategy("token", make_chunker, TokenParams, display_name="Token", color="#D55E00", order=3,
+                         description="windows of 200 embedding-model tokens, overlap 20")

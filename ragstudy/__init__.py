@@ -1,7 +1,8 @@
 """Shared core of the paragraph-chunking RAG study.
 
-Every strategy (paragraph, fixed-size, blank-line) goes through the same PDF text layer, chunk records,
-knowledge base, embedding model, prompt and generator; only the splitter and its parameters differ.
+Every registered strategy (the paper's paragraph, fixed-size and blank-line, plus token, sentence, semantic and
+markdown; see `ragstudy.registry`) goes through the same chunk records, knowledge base, embedding model, prompt and
+generator; only the chunker and its parameters differ.
 Importing this package is cheap: heavy libraries (torch, langchain, chromadb) load lazily where used.
 """
 

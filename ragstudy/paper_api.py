@@ -1,26 +1,25 @@
-"""The paper's entry points, kept for familiarity: `MyKnowledgeBase(path).initiate_document_injetion_pipeline()`.
-
-Each strategy folder subclasses `PaperKnowledgeBase` with its registry name; everything else is the study's code.
+"""The paper's entry point, kept for familiarity and defined once for every registered strategy:
+`MyKnowledgeBase(path, strategy="paragraph").initiate_document_injetion_pipeline()`, then `.retriever`.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
-
+from . import registry
 from .config import StudyConfig
 from .pipeline import build_retriever
 
 
-class PaperKnowledgeBase:
-    """`MyKnowledgeBase(pdf_folder).initiate_document_injetion_pipeline()` -> a ParentDocumentRetriever.
+class MyKnowledgeBase:
+    """`MyKnowledgeBase(pdf_folder, strategy).initiate_document_injetion_pipeline()` -> a ParentDocumentRetriever.
 
-    Subclasses set `strategy`. Uses the study's defaults for the profile picked by the machine (or `profile`).
+    `strategy` is a registry name (`paragraph`, `fixed-size`, `newline`, …; default: the paper's paragraph
+    strategy). Uses the study's defaults for the profile picked by the machine (or `profile`).
     """
 
-    strategy: ClassVar[str] = ""
-
-    def __init__(self, pdf_source_folder_path: str, profile: str | None = None, db_dir: str | None = None) -> None:
+    def __init__(self, pdf_source_folder_path: str, strategy: str = "paragraph", profile: str | None = None,
+                 db_dir: str | None = None) -> None:
         self.pdf_source_folder_path = pdf_source_folder_path
+        self.strategy = registry.get(strategy).name
         self.profile = profile
         self.db_dir = db_dir
         self.retriever = None

@@ -1,9 +1,10 @@
 """Strategy registry: everything the study knows about a chunking strategy lives in its registration.
 
 A strategy is a top-level folder whose name starts with `RAG` (RAGParagraph/, RAGFixedSize/, …) holding its
-splitter and one `register(StrategySpec(...))` call. The registry imports every such folder on first use, so adding
-a strategy is one new folder: the chain, `--chunks-only`, retrieval-only runs, sweeps and every Postprocessing
-table and plot pick it up from here (name, display name, order, colour, Dataset file name, source-text kind).
+chunker, its parameters dataclass and one `register_strategy(...)` call. The registry imports every such folder on
+first use, so adding a strategy is one new folder: the chain, `--chunks-only`, retrieval-only runs, sweeps and every
+Postprocessing table and plot pick it up from here (name, display name, order, colour, Dataset file name,
+source-text kind).
 Packages outside the repository can be registered with `RAGSTUDY_STRATEGY_PACKAGES=pkg1,pkg2`.
 """
 
@@ -12,7 +13,8 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
-from dataclasses import dataclass, field, replace
+import re
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Literal
 
 from .chunks import Chunker
@@ -109,9 +111,13 @@ class StrategySpec:
 
     def parent_config(self, params: StrategyParams):
         """`params.parent` as the strategy's typed record (or the plain dict when it declares none)."""
-        if self.parent_type is None:
-            return dict(params.parent)
-        return build_params(self.parent_type, dict(params.parent), f"{self.name}.")
+        return _parent_record(self.name, self.parent_type, params)
+
+
+def _parent_record(name: str, parent_type: type | None, params: StrategyParams):
+    if parent_type is None:
+        return dict(params.parent)
+    return build_params(parent_type, dict(params.parent), f"{name}.")
 
 
 _REGISTRY: dict[str, StrategySpec] = {}
@@ -124,6 +130,44 @@ def register(spec: StrategySpec) -> StrategySpec:
         raise ValueError(f"strategy {spec.name!r} is already registered by {existing.folder}")
     _REGISTRY[spec.name] = spec
     return spec
+
+
+def default_dataset_name(folder: str, name: str) -> str:
+    """The Dataset file stem of a strategy: "Dataset" + the folder name after `RAG` ("RAGNewLine" ->
+    "DatasetNewLine"), or + the registry name in CamelCase for a package not named RAG* ("my-way" -> "DatasetMyWay")."""
+    if folder.startswith(STRATEGY_FOLDER_PREFIX) and len(folder) > len(STRATEGY_FOLDER_PREFIX):
+        return "Dataset" + folder[len(STRATEGY_FOLDER_PREFIX):]
+    return "Dataset" + "".join(part[:1].upper() + part[1:] for part in re.split(r"[^0-9A-Za-z]+", name))
+
+
+@dataclass(frozen=True)
+class _TypedChunker:
+    """A registration's `make_chunker`: hands the strategy's chunker its typed parent record and the context."""
+
+    spec_name: str
+    parent_type: type | None
+    build: Callable[[Any, ChunkerContext], Chunker]
+
+    def __call__(self, params: StrategyParams, context: ChunkerContext) -> Chunker:
+        return self.build(_parent_record(self.spec_name, self.parent_type, params), context)
+
+
+def register_strategy(name: str, chunker: Callable[[Any, ChunkerContext], Chunker], parent_type: type | None = None,
+                      *, display_name: str, color: str, order: float = 100.0, description: str = "",
+                      source_kind: SourceKind = "text-layer", dataset_name: str | None = None,
+                      child_chunk_size: int = 200, child_chunk_overlap: int = 0, k: int = 4) -> StrategySpec:
+    """Register a strategy folder's chunker: `chunker(parent_record, context)` gets the strategy's parameters as
+    a `parent_type` instance (defaults: `parent_type()`). The folder is the chunker's top-level package, the
+    Dataset file stem follows from it (`default_dataset_name`); child windows default to the baselines' 200/0, k=4.
+    """
+    folder = chunker.__module__.split(".")[0]
+    parent = asdict(parent_type()) if parent_type is not None else {}
+    return register(StrategySpec(
+        name=name, dataset_name=dataset_name or default_dataset_name(folder, name), folder=folder,
+        defaults=StrategyParams(parent=parent, child_chunk_size=child_chunk_size,
+                                child_chunk_overlap=child_chunk_overlap, k=k),
+        make_chunker=_TypedChunker(name, parent_type, chunker), display_name=display_name, color=color,
+        order=order, source_kind=source_kind, parent_type=parent_type, description=description))
 
 
 def unregister(name: str) -> None:

@@ -255,11 +255,13 @@ def test_cli_chunks_only_writes_exports_and_stops(pdf_dir: Path, tmp_path: Path)
     assert "| newline |" in result.stdout
 
 
-@pytest.mark.parametrize("package", ["RAGFixedSize", "RAGNewLine", "RAGParagraph"])
-def test_papers_entry_points_build_a_working_retriever(package: str, pdf_dir: Path, tmp_path: Path) -> None:
-    import importlib
+@pytest.mark.parametrize("strategy, package", [("fixed-size", "RAGFixedSize"), ("newline", "RAGNewLine"),
+                                               ("paragraph", "RAGParagraph")])
+def test_papers_entry_points_build_a_working_retriever(strategy: str, package: str, pdf_dir: Path,
+                                                       tmp_path: Path) -> None:
+    from ragstudy.paper_api import MyKnowledgeBase
 
-    kb = importlib.import_module(package).MyKnowledgeBase(str(pdf_dir), profile="lite", db_dir=str(tmp_path))
+    kb = MyKnowledgeBase(str(pdf_dir), strategy=strategy, profile="lite", db_dir=str(tmp_path))
     retriever = kb.initiate_document_injetion_pipeline()
     assert retriever is kb.retriever
     docs = retriever.invoke("firma digitale dei documenti con un certificato qualificato")

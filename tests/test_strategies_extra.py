@@ -20,9 +20,9 @@ from ragstudy.chunks import ChunkedDocument
 from ragstudy.errors import StudyInputError
 from ragstudy.registry import ChunkerContext
 from ragstudy.results import read_chunks, write_chunks
+from ragstudy.sentences import ItalianSentenceSplitter, ends_with_abbreviation, pack, split_oversize
 from ragstudy.textlayer import PdfDocument, read_pdf
 from RAGSemantic.strategy import SemanticParams, breakpoints
-from RAGSentence.splitter import ItalianSentenceSplitter, ends_with_abbreviation, pack, split_oversize
 
 from conftest import REPO_ROOT, SHARED_PDFS
 
@@ -189,6 +189,22 @@ def test_the_four_strategies_are_registered_with_their_facts() -> None:
     colours = [spec.color.lower() for spec in registry.specs()]
     assert len(set(colours)) == len(colours)
     assert registry.parse_strategies("token,sentence,semantic,markdown") == EXTRA
+
+
+def test_dataset_names_follow_from_the_folder_or_the_registry_name() -> None:
+    assert registry.default_dataset_name("RAGNewLine", "newline") == "DatasetNewLine"
+    assert registry.default_dataset_name("my_chunkers", "by-heading_v2") == "DatasetByHeadingV2"
+    assert registry.get("paragraph").dataset_name == "DatasetCustom"  # the paper's name, given explicitly
+
+
+def test_a_registration_hands_the_chunker_its_typed_parameters() -> None:
+    spec = registry.get("sentence")
+    chunker = spec.make_chunker(spec.resolve_params({"chunk_size": 300}), registry.ChunkerContext())
+    text = "Prima frase del testo. " * 40
+    assert max(len(piece) for piece in chunker.splitter.split_text(text)) <= 300
+    with pytest.raises(StudyInputError, match="at least 20"):
+        spec.make_chunker(registry.StrategyParams(parent={"chunk_size": 5, "overlap_sentences": 0}),
+                          registry.ChunkerContext())
 
 
 @pytest.mark.parametrize("name, overrides, message", [

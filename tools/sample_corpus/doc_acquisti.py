@@ -2,33 +2,18 @@
 hyphenated line ends, larger bold headings, lettered lists, two-line running header, footer "N - M",
 and mixed page sizes (A4 portrait, an A4 landscape annex with a table, back to A4 portrait)."""
 
-from .elements import DocStyle, H, HeadingStyle, NewPage, P, Sep, T, clean, ul
+from .elements import BLACK, DocStyle, H, HeadingStyle, NewPage, P, Sep, clean, table, ul
 
 STYLE = DocStyle(
-    stem="linee_guida_acquisti_ict",
-    title="Linee guida per l'acquisizione di beni e servizi ICT",
+    stem="linee_guida_acquisti_ict", title="Linee guida per l'acquisizione di beni e servizi ICT",
     author="Agenzia Regionale per l'Innovazione Digitale",
-    subject="Linee guida per gli acquisti ICT degli enti regionali",
-    margins=(78.0, 92.0, 78.0, 78.0),
-    body_font="tiro",
-    bold_font="tibo",
-    italic_font="tiit",
-    body_size=12.0,
-    leading=1.42,
-    para_space=6.0,
-    headings=(
-        HeadingStyle("tibo", 15.0, (0.0, 0.0, 0.0), 16.0, 8.0),
-        HeadingStyle("tibo", 12.5, (0.0, 0.0, 0.0), 12.0, 4.0),
-    ),
-    hyphenate=True,
-    ligatures=True,
+    subject="Linee guida per gli acquisti ICT degli enti regionali", margins=(78.0, 92.0, 78.0, 78.0),
+    body_font="tiro", bold_font="tibo", italic_font="tiit", body_size=12.0, leading=1.42,
+    headings=(HeadingStyle("tibo", 15.0, BLACK, 16.0, 8.0), HeadingStyle("tibo", 12.5, BLACK, 12.0, 4.0)),
+    hyphenate=True, ligatures=True,
     header_lines=("Agenzia Regionale per l'Innovazione Digitale",
                   "Linee guida per l'acquisizione di beni e servizi ICT"),
-    header_align="center",
-    header_rule=True,
-    footer_template="{n} - {m}",
-    footer_align="right",
-    furniture_size=9.0,
+    header_align="center", footer_template="{n} - {m}", footer_align="right", furniture_size=9.0,
 )
 
 CONTENT = (
@@ -145,13 +130,12 @@ CONTENT = (
     H(1, "Allegato A – Soglie e procedure di affidamento"),
     P(clean("""La tabella riassume le procedure che gli enti utilizzano in base all'importo stimato
     dell'affidamento, al netto dell'IVA, e i tempi massimi entro cui la procedura deve concludersi.""")),
-    T((
-        ("Fascia", "Importo stimato", "Procedura", "Pubblicità", "Durata massima"),
-        ("F1", "da 5.000 a 40.000 euro", "affidamento diretto", "sito dell'ente", "30 giorni"),
-        ("F2", "da 40.000 a 140.000 euro", "affidamento diretto con tre preventivi", "sito dell'ente", "60 giorni"),
-        ("F3", "da 140.000 euro alla soglia europea", "procedura negoziata con cinque operatori", "portale regionale", "4 mesi"),
-        ("F4", "oltre la soglia europea", "procedura aperta", "Gazzetta UE e portale regionale", "6 mesi"),
-    ), (0.07, 0.25, 0.30, 0.22, 0.16)),
+    table("""
+        Fascia | Importo stimato | Procedura | Pubblicità | Durata massima
+        F1 | da 5.000 a 40.000 euro | affidamento diretto | sito dell'ente | 30 giorni
+        F2 | da 40.000 a 140.000 euro | affidamento diretto con tre preventivi | sito dell'ente | 60 giorni
+        F3 | da 140.000 euro alla soglia europea | procedura negoziata con cinque operatori | portale regionale | 4 mesi
+        F4 | oltre la soglia europea | procedura aperta | Gazzetta UE e portale regionale | 6 mesi""", (0.07, 0.25, 0.30, 0.22, 0.16)),
     P(clean("""Per gli acquisti tramite convenzioni e accordi quadro della centrale di committenza regionale
     non si applicano le durate massime indicate: l'ordine deve essere emesso entro quindici giorni dalla
     determina a contrarre.""")),

@@ -2,34 +2,17 @@
 hyphenated line ends, code lines in Courier, a table of error codes inside a column, running header and
 footer "Pagina N di M"."""
 
-from .elements import DocStyle, H, HeadingStyle, NewPage, P, Sep, T, clean, ul
+from .elements import DocStyle, H, HeadingStyle, NewPage, P, Sep, clean, table, ul
 
 TEAL = (0.0, 0.36, 0.42)
 
 STYLE = DocStyle(
-    stem="guida_api_servizi_pagamento",
-    title="PagoFacile API v2 - Guida per gli sviluppatori",
-    author="Consorzio PagoFacile dei Comuni",
-    subject="Guida all'integrazione delle API di pagamento PagoFacile",
-    margins=(54.0, 80.0, 54.0, 70.0),
-    body_font="helv",
-    bold_font="hebo",
-    italic_font="heit",
-    body_size=10.0,
-    leading=1.42,
-    para_space=5.0,
-    headings=(
-        HeadingStyle("hebo", 14.0, TEAL, 12.0, 6.0),
-        HeadingStyle("hebo", 11.0, TEAL, 9.0, 3.0),
-    ),
-    columns=2,
-    column_gap=22.0,
-    hyphenate=True,
-    header_lines=("PagoFacile API v2 – Guida per gli sviluppatori",),
-    header_align="left",
-    footer_template="Pagina {n} di {m}",
-    footer_align="center",
-    list_indent=13.0,
+    stem="guida_api_servizi_pagamento", title="PagoFacile API v2 - Guida per gli sviluppatori",
+    author="Consorzio PagoFacile dei Comuni", subject="Guida all'integrazione delle API di pagamento PagoFacile",
+    margins=(54.0, 80.0, 54.0, 70.0), body_size=10.0, leading=1.42, para_space=5.0,
+    headings=(HeadingStyle("hebo", 14.0, TEAL, 12.0, 6.0), HeadingStyle("hebo", 11.0, TEAL, 9.0, 3.0)), columns=2,
+    column_gap=22.0, hyphenate=True, header_lines=("PagoFacile API v2 – Guida per gli sviluppatori",),
+    footer_template="Pagina {n} di {m}", list_indent=13.0,
 )
 
 CONTENT = (
@@ -122,16 +105,15 @@ CONTENT = (
     servizio risponde con il codice 429 e l'intestazione Retry-After, che indica dopo quanti secondi è possibile
     riprovare. Gli errori sono descritti nel corpo della risposta con un codice interno e un messaggio in
     italiano; la tabella riporta i codici HTTP più frequenti.""")),
-    T((
-        ("HTTP", "Significato", "Cosa fare"),
-        ("400", "dati non validi", "correggere i campi"),
-        ("401", "token scaduto", "nuovo token"),
-        ("403", "scope errato", "verificare lo scope"),
-        ("404", "non trovata", "controllare l'id"),
-        ("409", "conflitto", "rileggere i dati"),
-        ("429", "troppe richieste", "attendere"),
-        ("503", "manutenzione", "riprovare più tardi"),
-    ), (0.18, 0.38, 0.44)),
+    table("""
+        HTTP | Significato | Cosa fare
+        400 | dati non validi | correggere i campi
+        401 | token scaduto | nuovo token
+        403 | scope errato | verificare lo scope
+        404 | non trovata | controllare l'id
+        409 | conflitto | rileggere i dati
+        429 | troppe richieste | attendere
+        503 | manutenzione | riprovare più tardi""", (0.18, 0.38, 0.44)),
     P(clean("""Le finestre di manutenzione programmata si svolgono il martedì dalle 22:00 alle 24:00 e sono
     annunciate nel portale con almeno cinque giorni di anticipo. Durante la manutenzione tutte le API rispondono
     con il codice 503.""")),

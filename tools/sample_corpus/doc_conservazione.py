@@ -2,31 +2,19 @@
 chapters on new pages, • bullets, lettered lists, a retention table, a dotted separator line, two-line running
 header, footer "Pag. N di M"."""
 
-from .elements import TOC, DocStyle, H, HeadingStyle, NewPage, P, Sep, T, clean, ul
+from .elements import TOC, DocStyle, H, HeadingStyle, NewPage, P, Sep, clean, table, ul
 
 GREEN = (0.05, 0.33, 0.20)
 
 STYLE = DocStyle(
     stem="manuale_conservazione_digitale",
     title="Comune di Valfiorita - Manuale di conservazione dei documenti informatici",
-    author="Comune di Valfiorita - Servizio archivio e protocollo",
-    subject="Manuale di conservazione",
-    margins=(72.0, 96.0, 72.0, 80.0),
-    body_font="helv",
-    bold_font="hebo",
-    italic_font="heit",
-    body_size=11.5,
-    leading=1.5,
-    para_space=8.0,
-    headings=(
-        HeadingStyle("hebo", 16.0, GREEN, 4.0, 12.0),
-        HeadingStyle("hebo", 12.5, GREEN, 14.0, 5.0),
-    ),
+    author="Comune di Valfiorita - Servizio archivio e protocollo", subject="Manuale di conservazione",
+    margins=(72.0, 96.0, 72.0, 80.0), body_size=11.5, leading=1.5, para_space=8.0,
+    headings=(HeadingStyle("hebo", 16.0, GREEN, 4.0, 12.0), HeadingStyle("hebo", 12.5, GREEN, 14.0, 5.0)),
     chapter_new_page=True,
     header_lines=("Comune di Valfiorita", "Manuale di conservazione dei documenti informatici – versione 2.1"),
-    header_align="left",
-    footer_template="Pag. {n} di {m}",
-    footer_align="right",
+    footer_template="Pag. {n} di {m}", footer_align="right",
 )
 
 CONTENT = (
@@ -74,15 +62,14 @@ CONTENT = (
     repertori dell'ente, insieme ai fascicoli informatici a cui appartengono. La tabella seguente indica, per le
     principali tipologie, il termine entro il quale i documenti sono versati in conservazione e il tempo minimo
     di conservazione previsto dal piano di conservazione.""")),
-    T((
-        ("Tipologia documentale", "Versamento", "Conservazione"),
-        ("Registro giornaliero di protocollo", "entro il giorno successivo", "illimitata"),
-        ("Deliberazioni e determinazioni", "entro 30 giorni", "illimitata"),
-        ("Contratti e convenzioni", "entro 60 giorni", "illimitata"),
-        ("Fatture elettroniche", "entro 90 giorni", "10 anni"),
-        ("Mandati e reversali", "a fine esercizio", "10 anni"),
-        ("Pratiche edilizie", "alla chiusura del fascicolo", "illimitata"),
-    ), (0.42, 0.34, 0.24)),
+    table("""
+        Tipologia documentale | Versamento | Conservazione
+        Registro giornaliero di protocollo | entro il giorno successivo | illimitata
+        Deliberazioni e determinazioni | entro 30 giorni | illimitata
+        Contratti e convenzioni | entro 60 giorni | illimitata
+        Fatture elettroniche | entro 90 giorni | 10 anni
+        Mandati e reversali | a fine esercizio | 10 anni
+        Pratiche edilizie | alla chiusura del fascicolo | illimitata""", (0.42, 0.34, 0.24)),
     H(2, "3.2 Formati ammessi"),
     P(clean("""Per garantire la leggibilità nel tempo sono accettati in conservazione soltanto formati aperti,
     standardizzati e documentati. I formati ammessi sono PDF/A per i documenti testuali e le immagini di

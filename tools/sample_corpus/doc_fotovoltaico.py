@@ -2,33 +2,17 @@
 italics, • bullets, numbered steps, a technical-data table, a dashed separator, footer with product name and
 page number, and a landscape page inside a portrait document."""
 
-from .elements import DocStyle, H, HeadingStyle, NewPage, P, Sep, T, clean, ul
+from .elements import BLACK, DocStyle, H, HeadingStyle, NewPage, P, Sep, clean, table, ul
 
 ORANGE = (0.72, 0.30, 0.0)
 
 STYLE = DocStyle(
-    stem="manuale_inverter_fotovoltaico",
-    title="SOLARIS 6K - Manuale di installazione e manutenzione",
-    author="Elettrosole Italia S.r.l.",
-    subject="Manuale di installazione dell'inverter fotovoltaico SOLARIS 6K",
-    margins=(64.0, 84.0, 64.0, 76.0),
-    body_font="helv",
-    bold_font="hebo",
-    italic_font="heit",
-    body_size=10.5,
-    leading=1.45,
-    para_space=6.0,
-    headings=(
-        HeadingStyle("hebo", 17.0, ORANGE, 4.0, 10.0),
-        HeadingStyle("hebo", 12.0, (0.0, 0.0, 0.0), 12.0, 4.0),
-    ),
-    chapter_new_page=True,
-    header_lines=("Elettrosole Italia",),
-    header_align="right",
-    header_rule=True,
-    footer_left="SOLARIS 6K – Manuale di installazione – Rev. 1.4",
-    footer_template="{n}",
-    footer_align="right",
+    stem="manuale_inverter_fotovoltaico", title="SOLARIS 6K - Manuale di installazione e manutenzione",
+    author="Elettrosole Italia S.r.l.", subject="Manuale di installazione dell'inverter fotovoltaico SOLARIS 6K",
+    margins=(64.0, 84.0, 64.0, 76.0), body_size=10.5, leading=1.45,
+    headings=(HeadingStyle("hebo", 17.0, ORANGE, 4.0, 10.0), HeadingStyle("hebo", 12.0, BLACK, 12.0, 4.0)),
+    chapter_new_page=True, header_lines=("Elettrosole Italia",), header_align="right",
+    footer_left="SOLARIS 6K – Manuale di installazione – Rev. 1.4", footer_align="right",
 )
 
 CONTENT = (
@@ -60,18 +44,17 @@ CONTENT = (
     l'applicazione Elettrosole Monitor il proprietario può consultare la produzione istantanea, giornaliera e
     storica, mentre l'installatore può aggiornare il firmware e leggere il registro degli allarmi. I principali
     dati tecnici sono riportati nella tabella seguente.""")),
-    T((
-        ("Parametro", "Valore"),
-        ("Potenza nominale in uscita", "6.000 W"),
-        ("Tensione massima in ingresso", "600 V"),
-        ("Intervallo di tensione MPPT", "90 – 550 V"),
-        ("Corrente massima per ingresso", "16 A"),
-        ("Numero di inseguitori MPPT", "2"),
-        ("Efficienza massima", "97,6 %"),
-        ("Grado di protezione", "IP65"),
-        ("Temperatura di funzionamento", "da -25 a +60 °C"),
-        ("Peso", "11,5 kg"),
-    ), (0.62, 0.38)),
+    table("""
+        Parametro | Valore
+        Potenza nominale in uscita | 6.000 W
+        Tensione massima in ingresso | 600 V
+        Intervallo di tensione MPPT | 90 – 550 V
+        Corrente massima per ingresso | 16 A
+        Numero di inseguitori MPPT | 2
+        Efficienza massima | 97,6 %
+        Grado di protezione | IP65
+        Temperatura di funzionamento | da -25 a +60 °C
+        Peso | 11,5 kg""", (0.62, 0.38)),
     H(1, "3 Installazione meccanica"),
     P(clean("""Scegliere un luogo di installazione riparato dalla luce diretta del sole e dalla pioggia battente,
     per esempio sotto una tettoia o sul lato nord dell'edificio. Oltre i 45 °C di temperatura ambiente
@@ -116,14 +99,13 @@ CONTENT = (
     prime 24 ore di funzionamento; successivamente la modifica richiede la password dell'installatore.""")),
     NewPage("A4L"),
     H(1, "6 Codici di allarme"),
-    T((
-        ("Codice", "Descrizione", "Causa probabile", "Rimedio"),
-        ("E-03", "tensione di rete fuori limiti", "rete instabile o cavo sottodimensionato", "verificare la sezione del cavo CA"),
-        ("E-07", "isolamento insufficiente", "umidità nei connettori o cavo danneggiato", "controllare l'isolamento delle stringhe"),
-        ("E-12", "polarità invertita", "stringa collegata al contrario", "invertire i connettori della stringa"),
-        ("E-21", "sovratemperatura", "ventilazione ostruita o sole diretto", "liberare gli spazi di ventilazione"),
-        ("E-30", "guasto interno", "componente elettronico difettoso", "contattare l'assistenza tecnica"),
-    ), (0.09, 0.25, 0.33, 0.33)),
+    table("""
+        Codice | Descrizione | Causa probabile | Rimedio
+        E-03 | tensione di rete fuori limiti | rete instabile o cavo sottodimensionato | verificare la sezione del cavo CA
+        E-07 | isolamento insufficiente | umidità nei connettori o cavo danneggiato | controllare l'isolamento delle stringhe
+        E-12 | polarità invertita | stringa collegata al contrario | invertire i connettori della stringa
+        E-21 | sovratemperatura | ventilazione ostruita o sole diretto | liberare gli spazi di ventilazione
+        E-30 | guasto interno | componente elettronico difettoso | contattare l'assistenza tecnica""", (0.09, 0.25, 0.33, 0.33)),
     P(clean("""Dopo aver eliminato la causa di un allarme, l'inverter si riavvia automaticamente entro cinque
     minuti. Se lo stesso allarme si ripete più di tre volte nello stesso giorno, l'inverter si blocca e deve
     essere riavviato manualmente spegnendo e riaccendendo entrambi i sezionatori.""")),

@@ -1,33 +1,20 @@
 """Software manual (Word style): numbered headings in larger bold fonts, TOC with dotted leaders, detached
 Symbol bullets, numbered lists, a requirements table, running header and footer "Pagina N di M"."""
 
-from .elements import TOC, DocStyle, H, HeadingStyle, NewPage, P, T, clean, ul
+from .elements import BLACK, TOC, DocStyle, H, HeadingStyle, NewPage, P, clean, table, ul
 
 BLUE = (0.12, 0.24, 0.48)
 
 STYLE = DocStyle(
-    stem="manuale_software_gestionale",
-    title="GestiDoc 4 - Manuale utente",
+    stem="manuale_software_gestionale", title="GestiDoc 4 - Manuale utente",
     author="Studio Informatica Valdarno S.r.l.",
-    subject="Manuale utente del sistema di gestione documentale GestiDoc 4",
-    margins=(70.0, 86.0, 70.0, 80.0),
-    body_font="helv",
-    bold_font="hebo",
-    italic_font="heit",
-    body_size=11.0,
-    leading=1.45,
-    para_space=7.0,
-    headings=(
-        HeadingStyle("hebo", 18.0, BLUE, 4.0, 12.0),
-        HeadingStyle("hebo", 13.5, BLUE, 14.0, 6.0),
-        HeadingStyle("hebo", 11.5, (0.0, 0.0, 0.0), 10.0, 4.0),
-    ),
-    chapter_new_page=True,
-    header_lines=("GestiDoc 4 – Manuale utente",),
-    header_align="left",
-    footer_left="Versione 4.2 – marzo 2025",
-    footer_template="Pagina {n} di {m}",
-    footer_align="right",
+    subject="Manuale utente del sistema di gestione documentale GestiDoc 4", margins=(70.0, 86.0, 70.0, 80.0),
+    leading=1.45, para_space=7.0,
+    headings=(HeadingStyle("hebo", 18.0, BLUE, 4.0, 12.0),
+              HeadingStyle("hebo", 13.5, BLUE, 14.0, 6.0),
+              HeadingStyle("hebo", 11.5, BLACK, 10.0, 4.0)),
+    chapter_new_page=True, header_lines=("GestiDoc 4 – Manuale utente",), footer_left="Versione 4.2 – marzo 2025",
+    footer_template="Pagina {n} di {m}", footer_align="right",
 )
 
 CONTENT = (
@@ -67,14 +54,13 @@ CONTENT = (
     funziona nei principali browser. Per installazioni con più di venti utenti contemporanei si consiglia di
     separare il database dal server applicativo. La tabella seguente riporta i requisiti minimi e consigliati per
     ciascun componente.""")),
-    T((
-        ("Componente", "Requisito minimo", "Configurazione consigliata"),
-        ("Server applicativo", "4 core, 8 GB di RAM", "8 core, 16 GB di RAM"),
-        ("Database PostgreSQL", "versione 14, 4 GB di RAM", "versione 16, 16 GB di RAM"),
-        ("Spazio su disco", "200 GB", "1 TB su RAID 1"),
-        ("Sistema operativo", "Debian 12 o Windows Server 2019", "Debian 12"),
-        ("Browser del client", "Firefox 115 o Chrome 120", "ultima versione stabile"),
-    ), (0.28, 0.36, 0.36)),
+    table("""
+        Componente | Requisito minimo | Configurazione consigliata
+        Server applicativo | 4 core, 8 GB di RAM | 8 core, 16 GB di RAM
+        Database PostgreSQL | versione 14, 4 GB di RAM | versione 16, 16 GB di RAM
+        Spazio su disco | 200 GB | 1 TB su RAID 1
+        Sistema operativo | Debian 12 o Windows Server 2019 | Debian 12
+        Browser del client | Firefox 115 o Chrome 120 | ultima versione stabile""", (0.28, 0.36, 0.36)),
     P(clean("""Il server deve poter raggiungere il servizio di attivazione delle licenze all'indirizzo
     licenze.gestidoc.example sulla porta 443. Se la rete dell'ente utilizza un proxy, il suo indirizzo va indicato
     durante l'installazione; in alternativa è possibile attivare la licenza con il file di attivazione descritto

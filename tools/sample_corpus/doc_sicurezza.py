@@ -2,32 +2,17 @@
 items, numbered steps, hyphenated line ends, a separator line of underscores, a small table, running header
 with the procedure code and centred page-number footer."""
 
-from .elements import DocStyle, H, HeadingStyle, NewPage, P, Sep, T, clean, ul
+from .elements import BLACK, DocStyle, H, HeadingStyle, NewPage, P, Sep, clean, table, ul
 
 STYLE = DocStyle(
     stem="procedura_sicurezza_laboratorio",
     title="PRO-SIC-07 Procedura di sicurezza per il laboratorio di elettronica",
     author="Istituto Tecnico Superiore Galileo Ferraris - Servizio di prevenzione e protezione",
-    subject="Procedura operativa di sicurezza",
-    page_size="A5",
-    margins=(46.0, 62.0, 46.0, 54.0),
-    body_font="helv",
-    bold_font="hebo",
-    italic_font="heit",
-    body_size=9.5,
-    leading=1.4,
+    subject="Procedura operativa di sicurezza", page_size="A5", margins=(46.0, 62.0, 46.0, 54.0), body_size=9.5,
     para_space=5.0,
-    headings=(
-        HeadingStyle("hebo", 9.5, (0.0, 0.0, 0.0), 12.0, 3.0),
-        HeadingStyle("hebo", 9.5, (0.0, 0.0, 0.0), 8.0, 2.0),
-    ),
-    hyphenate=True,
-    header_lines=("PRO-SIC-07 Rev. 3 – Laboratorio di elettronica",),
-    header_align="right",
-    footer_template="{n}",
-    footer_align="center",
-    furniture_size=7.5,
-    list_indent=14.0,
+    headings=(HeadingStyle("hebo", 9.5, BLACK, 12.0, 3.0), HeadingStyle("hebo", 9.5, BLACK, 8.0, 2.0)),
+    hyphenate=True, header_lines=("PRO-SIC-07 Rev. 3 – Laboratorio di elettronica",), header_align="right",
+    furniture_size=7.5, list_indent=14.0,
 )
 
 CONTENT = (
@@ -72,13 +57,12 @@ CONTENT = (
     materiale infiammabile e di apparecchiature che possono surriscaldarsi.""")),
     P(clean("""Il livello di ciascun rischio è riassunto nella tabella seguente, dove la probabilità e il danno
     sono valutati su una scala da 1 a 4 e il livello è il loro prodotto.""")),
-    T((
-        ("Rischio", "Prob.", "Danno", "Livello"),
-        ("Elettrico", "2", "4", "8 – alto"),
-        ("Ustione", "3", "2", "6 – medio"),
-        ("Chimico", "2", "2", "4 – medio"),
-        ("Incendio", "1", "4", "4 – medio"),
-    ), (0.34, 0.18, 0.18, 0.30)),
+    table("""
+        Rischio | Prob. | Danno | Livello
+        Elettrico | 2 | 4 | 8 – alto
+        Ustione | 3 | 2 | 6 – medio
+        Chimico | 2 | 2 | 4 – medio
+        Incendio | 1 | 4 | 4 – medio""", (0.34, 0.18, 0.18, 0.30)),
     H(1, "5. DISPOSITIVI DI PROTEZIONE INDIVIDUALE"),
     P(clean("""Durante le attività di laboratorio è obbligatorio indossare i dispositivi di protezione
     individuale indicati per ciascuna lavorazione. I dispositivi sono forniti dall'istituto, sono personali

@@ -107,6 +107,15 @@ def ul(marker: str, *items: Union[str, tuple[str, list[str]]]) -> L:
     return L(marker, tuple(built))
 
 
+def table(text: str, widths: tuple[float, ...]) -> T:
+    """A table written as one line per row, cells separated by "|" (the first line is the header row)."""
+    rows = tuple(tuple(cell.strip() for cell in line.split("|")) for line in text.strip().splitlines())
+    for row in rows:
+        if len(row) != len(widths):
+            raise ValueError(f"table row {row!r} has {len(row)} cells for {len(widths)} column widths")
+    return T(rows, widths)
+
+
 @dataclass(frozen=True)
 class HeadingStyle:
     font: str

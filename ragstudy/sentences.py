@@ -60,7 +60,8 @@ def _punkt():
     return PunktSentenceTokenizer(params)
 
 
-def _stripped(text: str, start: int, end: int) -> Span | None:
+def strip_span(text: str, start: int, end: int) -> Span | None:
+    """`(start, end)` narrowed to exclude surrounding whitespace, or None when only whitespace is inside."""
     while start < end and text[start].isspace():
         start += 1
     while end > start and text[end - 1].isspace():
@@ -101,7 +102,7 @@ class ItalianSentenceSplitter:
             block_end = match.start() if match else len(text)
             block = text[block_start:block_end]
             for start, end in self._tokenizer.span_tokenize(block):
-                span = _stripped(text, block_start + start, block_start + end)
+                span = strip_span(text, block_start + start, block_start + end)
                 if span:
                     raw.append(span)
             if match:
@@ -117,10 +118,10 @@ def split_oversize(text: str, span: Span, limit: int) -> list[Span]:
     if end - start <= limit:
         return [span]
     lines = _glue(text, [(start + m.start(), start + m.end()) for m in _LINE.finditer(text[start:end])
-                         if _stripped(text, start + m.start(), start + m.end())], keep_enumerators=True)
+                         if strip_span(text, start + m.start(), start + m.end())], keep_enumerators=True)
     units: list[Span] = []
     for line in lines:
-        line = _stripped(text, *line) or line
+        line = strip_span(text, *line) or line
         if line[1] - line[0] <= limit:
             units.append(line)
             continue
