@@ -76,8 +76,8 @@ configs:
     out = tmp_path / "out"
     config = StudyConfig.resolve(profile="lite", strategies="fixed-size", documents=str(pdf_dir),
                                  questions=str(questions_csv), output_dir=str(out), db_dir=str(tmp_path / "db"))
-    rows = run_sweep(config, sweep, evidence, plots=False)
-    assert [r["config"] for r in rows] == ["small", "large"]
+    result = run_sweep(config, sweep, evidence)
+    assert [r["config"] for r in result.rows] == ["small", "large"]
     summary = pd.read_csv(out / "sweep_summary.csv")
     assert list(summary.columns[:9]) == ["config", "strategy", "params", "chunks", "chars_mean", "chars_cv",
                                          "index_seconds", "embedded", "reused"]
@@ -98,5 +98,5 @@ configs:
         assert (out / "sweep" / name / "retrieval_fixed-size.csv").is_file()
         assert (out / "sweep" / name / "retrieval_per_question.csv").is_file()
     # a second sweep with nothing changed embeds nothing
-    again = run_sweep(config, sweep, evidence, plots=False)
+    again = run_sweep(config, sweep, evidence).rows
     assert [r["embedded"] for r in again] == [0, 0]
