@@ -90,6 +90,7 @@ def retrieval_rows(export, dataset: list[dict], dataset_file: Path, evidence, ev
 
     records = []
     skipped_unanswerable = 0
+    context_sizes = [float(sum(len(str(c)) for c in row.get("contexts") or [])) for row in dataset]
     for i, row in enumerate(dataset):
         qi = row["question_index"]
         if not 0 <= qi < len(evidence):
@@ -119,6 +120,7 @@ def retrieval_rows(export, dataset: list[dict], dataset_file: Path, evidence, ev
     for metric in ("hit_at_1", "hit_at_k", "span_recall", "span_precision", "span_iou"):
         values = frame[metric].tolist() if len(frame) else []
         rows.append(estimate(export.strategy, metric, values, ci, note=note))
+    rows.append(estimate(export.strategy, "context_chars", context_sizes, ci))  # every question, as prompted
     return rows, frame
 
 

@@ -307,7 +307,7 @@ def _sources(value: Any, where: str) -> tuple[Source, ...]:
     return tuple(Source(s.get("doc_id"), s.get("path"), s.get("page_start"), s.get("page_end")) for s in value)
 
 
-def read_dataset(path: str | Path, strategy: str, questions: Sequence[str] | None, questions_path: str | Path = "",
+def read_dataset(path: str | Path, strategy: str | None, questions: Sequence[str] | None, questions_path: str | Path = "",
                  require_answers: bool = True) -> Dataset:
     """Read and check one Dataset file, in this project's format or the paper's.
 
@@ -315,12 +315,17 @@ def read_dataset(path: str | Path, strategy: str, questions: Sequence[str] | Non
     Questions.csv by position. Either way every question must equal its Questions.csv row (whitespace
     normalised); errors name the file and row: missing field, bad or repeated index, other question, empty answer,
     foreign strategy. With `questions` None (a reader that checks questions against another file, e.g. an evidence
-    file) only the file's own consistency is checked.
+    file) only the file's own consistency is checked. With `strategy` None the strategy is the registry's owner of
+    the file name, else the one its rows name, else the file stem.
     """
     path = Path(path)
     records, kind = _read_records(path)
     if not records:
         raise StudyInputError(f"{path} has no rows")
+    if strategy is None:  # the registry's owner of the file name, else the rows' strategy, else the file stem
+        spec = registry.by_dataset_name(path.stem)
+        named = {str(r["strategy"]) for r in records if r.get("strategy")}
+        strategy = spec.name if spec else named.pop() if len(named) == 1 else path.stem
     paper = "question_index" not in records[0]
     required = PAPER_DATASET_COLUMNS if paper else ("question_index", "question", "answer")
     rows: list[DatasetRow] = []
@@ -369,6 +374,13 @@ def _question_index(raw: Any, where: str) -> int:
     if str(raw).strip() != str(value):
         raise StudyInputError(f"{where}: question_index {raw!r} is not an integer")
     return value
+
+
+def dataset_files(results_dir: str | Path) -> list[Path]:
+    """Every `Dataset*.json` in `results_dir`, and each `Dataset*.csv` whose JSON twin is absent, by name."""
+    folder = Path(results_dir)
+    paths = sorted(folder.glob("Dataset*.json"))
+    return paths + [p for p in sorted(folder.glob("Dataset*.csv")) if not p.with_suffix(".json").is_file()]
 
 
 def find_datasets(results_dir: str | Path, prefer: str = "json") -> dict[str, Path]:
@@ -462,8 +474,8 @@ def write_chunks(chunked: Sequence[ChunkedDocument], strategy: str, output_dir: 
     return csv_path, sources_path
 
 
-def read_chunks(output_dir: Path, strategy: str) -> tuple[list[dict], dict[str, SourceText]]:
-    """Read back an export: rows (with start_end_idx and metadata decoded) and source texts by path."""
+def read_chunk_rows(output_dir: Path, strategy: str) -> list[dict]:
+    """`chunks_<strategy>.csv` alone: rows with start_end_idx and metadata decoded (no source texts)."""
     import pandas as pd
 
     output_dir = Path(output_dir)
@@ -483,6 +495,13 @@ def read_chunks(output_dir: Path, strategy: str) -> tuple[list[dict], dict[str, 
         except json.JSONDecodeError as exc:
             raise StudyInputError(f"{csv_path} row {i + 2}: unreadable start_end_idx or metadata ({exc})") from None
         rows.append(record)
+    return rows
+
+
+def read_chunks(output_dir: Path, strategy: str) -> tuple[list[dict], dict[str, SourceText]]:
+    """Read back an export: rows (with start_end_idx and metadata decoded) and source texts by path."""
+    output_dir = Path(output_dir)
+    rows = read_chunk_rows(output_dir, strategy)
     sources = {}
     with open(output_dir / f"sources_{strategy}.jsonl", encoding="utf-8") as handle:
         for line in handle:
