@@ -5,7 +5,7 @@ The paper's strategies hand the LLM very different amounts of context (paragraph
 child windows -> up to 4 parents). A budget B is filled by `pack_budget`: whole parents in rank order while the
 total stays <= B; a first parent longer than B is cut at B. The budget "k" is what the strategy's own k child
 windows retrieve, as the chain prompts with. Budgets are counted in characters or in tokens of the LLM's tokenizer
-(`Measure`) and validated once, by `validate_budgets`.
+(`Measure`) and validated once, by `validate_budgets` (ragstudy.config, re-exported here).
 
 Per question and budget: hit (the whole evidence inside the context), span recall / precision / IoU and the
 reciprocal rank of the parent that completes the evidence (ragstudy.evidence), and the context size. Per strategy
@@ -22,6 +22,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from .config import validate_budgets  # noqa: F401  (budgets are checked by the config, once)
 from .errors import StudyInputError
 
 if TYPE_CHECKING:
@@ -37,20 +38,6 @@ PAIRED_METRICS = ("hit", "span_recall", "span_precision", "span_iou", "mrr")
 
 
 # ------------------------------------------------------------------------------------------------ budgets
-
-def validate_budgets(budgets: Any, where: str) -> tuple[int, ...]:
-    """`budgets` as a tuple of positive integers, or a StudyInputError naming `where` (a file, flag or setting)."""
-    if isinstance(budgets, str):
-        try:
-            budgets = [int(b) for b in budgets.split(",") if b.strip()]
-        except ValueError:
-            raise StudyInputError(f"{where}: {budgets!r}: give positive integers, e.g. 500,1000,2000") from None
-    if (not isinstance(budgets, (list, tuple)) or not budgets
-            or any(not isinstance(b, int) or isinstance(b, bool) or b <= 0 for b in budgets)):
-        shown = list(budgets) if isinstance(budgets, (list, tuple)) else budgets
-        raise StudyInputError(f"{where}: budgets must be positive integers, got {shown!r}")
-    return tuple(budgets)
-
 
 def budget_labels(budgets: Sequence[int]) -> list[str]:
     """Budget labels in table order: the numeric budgets ascending, then "k"."""

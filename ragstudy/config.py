@@ -114,8 +114,6 @@ class StudyConfig:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
                 raise StudyInputError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
-        from .budget_eval import validate_budgets
-
         validate_budgets(self.budgets, "--budgets")
         if self.budget_unit not in ("chars", "tokens"):
             raise StudyInputError(f"budget_unit must be chars or tokens, got {self.budget_unit!r}")
@@ -238,6 +236,20 @@ def _as_int(value: Any, name: str) -> int:
         return int(str(value).strip())
     except ValueError:
         raise StudyInputError(f"{name}: {value!r} is not an integer") from None
+
+
+def validate_budgets(budgets: Any, where: str) -> tuple[int, ...]:
+    """`budgets` as a tuple of positive integers, or a StudyInputError naming `where` (a file, flag or setting)."""
+    if isinstance(budgets, str):
+        try:
+            budgets = [int(b) for b in budgets.split(",") if b.strip()]
+        except ValueError:
+            raise StudyInputError(f"{where}: {budgets!r}: give positive integers, e.g. 500,1000,2000") from None
+    if (not isinstance(budgets, (list, tuple)) or not budgets
+            or any(not isinstance(b, int) or isinstance(b, bool) or b <= 0 for b in budgets)):
+        shown = list(budgets) if isinstance(budgets, (list, tuple)) else budgets
+        raise StudyInputError(f"{where}: budgets must be positive integers, got {shown!r}")
+    return tuple(budgets)
 
 
 def read_yaml_mapping(path: str | Path, what: str, shape: str) -> dict[str, Any]:
