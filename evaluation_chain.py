@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     from ragstudy.config import StudyConfig
     from ragstudy.errors import StudyInputError
     from ragstudy.pipeline import run_study
-    from ragstudy.retrieval import run_retrieval
+    from ragstudy.ranking import run_retrieval
 
     flags = vars(args).copy()
     flags.pop("verbose")
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         if sweep:
             from ragstudy.sweep import run_sweep
 
-            run_sweep(config, sweep, evidence)
+            print_sweep(run_sweep(config, sweep, evidence))
             return 0
         reports = run_retrieval(config) if config.retrieval_only else run_study(config)
     except StudyInputError as exc:
@@ -129,6 +129,19 @@ def main(argv: list[str] | None = None) -> int:
               f"{r.cached} |")
     print(f"\noutputs in {config.output_dir}/ ({time.perf_counter() - started:.1f} s)")
     return 0
+
+
+def print_sweep(result) -> None:
+    """The sweep's table on stdout and its hit-rate plot beside the tables (HTML; PNG/PDF when Chromium is there)."""
+    from Postprocessing.budget_plots import sweep_figure, write_plots
+
+    notes: list[str] = []
+    write_plots(sweep_figure(result.summary, list(result.labels)), result.output_dir, "sweep_hit_rate", notes)
+    print(result.summary.to_string(index=False, max_colwidth=40))
+    for note in notes:
+        print(f"note: {note}")
+    print(f"\nsweep of {len(result.summary)} configurations in {result.seconds:.0f} s; evidence {result.evidence}; "
+          f"tables in {result.output_dir}/sweep_summary.csv and sweep_best.csv")
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ def intrinsic_rows(export, references, token_counter, tolerance: int, ci):
     import pandas as pd
 
     from Postprocessing.chunkeval import intrinsic
-    from Postprocessing.chunkeval.report import estimate, point
+    from Postprocessing.chunkeval.tables import estimate, point
 
     s = export.strategy
     contents = [row["contents"] for row in export.rows]
@@ -85,11 +85,12 @@ def retrieval_rows(export, dataset: list[dict], dataset_file: Path, evidence, ev
     import pandas as pd
 
     from Postprocessing.chunkeval.data import check_question, retrieved_chunks
-    from Postprocessing.chunkeval.retrieval import question_retrieval
-    from Postprocessing.chunkeval.report import estimate
+    from Postprocessing.chunkeval.chain_retrieval import question_retrieval
+    from Postprocessing.chunkeval.tables import estimate
 
     records = []
     skipped_unanswerable = 0
+    context_sizes = [float(sum(len(str(c)) for c in row.get("contexts") or [])) for row in dataset]
     for i, row in enumerate(dataset):
         qi = row["question_index"]
         if not 0 <= qi < len(evidence):
@@ -119,6 +120,7 @@ def retrieval_rows(export, dataset: list[dict], dataset_file: Path, evidence, ev
     for metric in ("hit_at_1", "hit_at_k", "span_recall", "span_precision", "span_iou"):
         values = frame[metric].tolist() if len(frame) else []
         rows.append(estimate(export.strategy, metric, values, ci, note=note))
+    rows.append(estimate(export.strategy, "context_chars", context_sizes, ci))  # every question, as prompted
     return rows, frame
 
 
@@ -127,7 +129,7 @@ def hope_rows(exports, references, documents: Sequence[str], llms, embedder, set
     import pandas as pd
 
     from Postprocessing.chunkeval import hope
-    from Postprocessing.chunkeval.report import estimate, point
+    from Postprocessing.chunkeval.tables import estimate, point
 
     windows = hope.sample_windows([(name, references[name].text) for name in documents], settings)
     statements: dict = {}
@@ -280,12 +282,9 @@ def retrieval_section(args: argparse.Namespace, results_dir: Path, exports, refe
     if evidence_file is None or not evidence_file.is_file():
         notes.append(f"retrieval metrics skipped: evidence file {evidence_file} not found")
         return [], []
-    from ragstudy.groundtruth import load_evidence
+    from ragstudy.evidence import load_evidence_records
 
-    try:
-        evidence = load_evidence(evidence_file)
-    except ValueError as exc:
-        raise DataError(str(exc)) from exc
+    evidence = load_evidence_records(evidence_file)  # EvidenceError: exit 2 with the file and record
     rows, frames = [], []
     for export in exports:
         path = data.dataset_path(results_dir, export.strategy)
@@ -332,7 +331,7 @@ def correlation_section(args: argparse.Namespace, results_dir: Path, per_questio
     """Spearman correlations of per-question chunk metrics with the answer metrics, and those metrics' names."""
     import pandas as pd
 
-    from Postprocessing.chunkeval.report import spearman_table
+    from Postprocessing.chunkeval.tables import spearman_table
 
     metrics_file = Path(args.metrics_per_question or results_dir / "metrics_per_question.csv")
     if not len(per_question):
@@ -375,7 +374,7 @@ def load_aligned(args: argparse.Namespace, results_dir: Path):
 
 def summary_markdown(results_dir: Path, rows, strategies, correlations, answer_metrics, notes, correlate_with: str
                      ) -> str:
-    from Postprocessing.chunkeval.report import markdown_correlations, markdown_summary
+    from Postprocessing.chunkeval.tables import markdown_correlations, markdown_summary
 
     display = {s.name: s.display for s in common.strategies()}
     md = [f"# Chunk quality: {results_dir}\n", markdown_summary(rows, strategies, display)]
@@ -391,7 +390,7 @@ def write_tables(out_dir: Path, rows, report: str, chunk_frames, per_question, h
     """Write every table atomically; returns the paths written."""
     import pandas as pd
 
-    from Postprocessing.chunkeval.report import to_frame
+    from Postprocessing.chunkeval.tables import to_frame
 
     written = {"summary_csv": out_dir / "chunk_quality.csv", "summary_md": out_dir / "chunk_quality.md",
                "chunks_csv": out_dir / "chunk_quality_chunks.csv", "run_json": out_dir / "chunk_quality_run.json"}
@@ -413,7 +412,7 @@ def run(args: argparse.Namespace) -> dict:
     """The whole evaluation: load and align, compute every section, write the tables; returns what it wrote."""
     import pandas as pd
 
-    from Postprocessing.chunkeval.report import CiSettings
+    from Postprocessing.chunkeval.tables import CiSettings
 
     started = time.perf_counter()
     results_dir = Path(args.results_dir)

@@ -1,146 +1,17 @@
-"""Small, seeded statistics used by the postprocessing: bootstrap confidence intervals, paired comparisons,
-multiple-comparison correction, survey tests and Fleiss' kappa.
-
-All resampling uses ``numpy.random.default_rng(seed)``: the same inputs and seed give the same numbers.
+"""Statistics of the postprocessing: the core's bootstrap, paired comparisons and Holm correction (ragstudy.stats,
+re-exported here), plus survey tests, Fleiss' kappa and the formatting of estimates and p-values.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-_BLOCK = 1000  # resamples drawn per block, to bound memory on long inputs
-
-
-def _as_values(values: Sequence[float] | np.ndarray, what: str = "values") -> np.ndarray:
-    arr = np.asarray(values, dtype=float)
-    if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(f"{what}: need a non-empty 1-D sequence, got shape {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{what}: contains NaN or infinite values")
-    return arr
-
-
-def _check(n_resamples: int, confidence: float) -> None:
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-
-
-def bootstrap_distribution(n: int, statistic: Callable[[np.ndarray], np.ndarray], n_resamples: int,
-                           seed: int) -> np.ndarray:
-    """``statistic`` evaluated on ``n_resamples`` resamples (with replacement) of the indices 0..n-1.
-
-    ``statistic`` receives a (block, n) integer index matrix and returns one value per row.
-    """
-    rng = np.random.default_rng(seed)
-    out = np.empty(n_resamples, dtype=float)
-    for start in range(0, n_resamples, _BLOCK):
-        size = min(_BLOCK, n_resamples - start)
-        out[start:start + size] = statistic(rng.integers(0, n, size=(size, n)))
-    return out
-
-
-def _percentile_interval(dist: np.ndarray, confidence: float) -> tuple[float, float]:
-    alpha = (1.0 - confidence) / 2.0
-    low, high = np.quantile(dist, [alpha, 1.0 - alpha])
-    return float(low), float(high)
-
-
-def bootstrap_ci(values: Sequence[float] | np.ndarray, n_resamples: int = 10_000, seed: int = 0,
-                 confidence: float = 0.95) -> tuple[float, float, float]:
-    """Mean of ``values`` and its percentile-bootstrap confidence interval: ``(mean, low, high)``."""
-    _check(n_resamples, confidence)
-    arr = _as_values(values)
-    dist = bootstrap_distribution(arr.size, lambda idx: arr[idx].mean(axis=1), n_resamples, seed)
-    low, high = _percentile_interval(dist, confidence)
-    return float(arr.mean()), low, high
-
-
-def bootstrap_statistic_ci(n: int, statistic: Callable[[np.ndarray], float], n_resamples: int = 10_000,
-                           seed: int = 0, confidence: float = 0.95) -> tuple[float, float, float]:
-    """Like :func:`bootstrap_ci` for a statistic of a whole resample (e.g. corpus BLEU).
-
-    ``statistic(indices)`` gets one 1-D index array and returns a float; the point estimate uses 0..n-1.
-    """
-    _check(n_resamples, confidence)
-    if n < 1:
-        raise ValueError("n must be >= 1")
-    dist = bootstrap_distribution(n, lambda idx: np.array([statistic(row) for row in idx]), n_resamples, seed)
-    low, high = _percentile_interval(dist, confidence)
-    return float(statistic(np.arange(n))), low, high
-
-
-@dataclass(frozen=True)
-class PairedComparison:
-    """Mean of ``a - b`` over the same items, its bootstrap CI and two p-values."""
-
-    n: int
-    mean_diff: float
-    ci_low: float
-    ci_high: float
-    p_wilcoxon: float
-    p_bootstrap: float
-
-
-def paired_bootstrap(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, n_resamples: int = 10_000,
-                     seed: int = 0, confidence: float = 0.95) -> tuple[float, float, float, float]:
-    """Paired bootstrap of the mean difference ``a - b``: ``(mean_diff, low, high, p)``.
-
-    p is two-sided, from the bootstrap distribution shifted to the null (mean difference 0):
-    the share of resampled differences at least as far from the observed one as the observed one is from 0.
-    """
-    _check(n_resamples, confidence)
-    x, y = _as_values(a, "a"), _as_values(b, "b")
-    if x.shape != y.shape:
-        raise ValueError(f"paired samples differ in length: {x.size} vs {y.size}")
-    d = x - y
-    dist = bootstrap_distribution(d.size, lambda idx: d[idx].mean(axis=1), n_resamples, seed)
-    low, high = _percentile_interval(dist, confidence)
-    observed = float(d.mean())
-    extreme = np.abs(dist - observed) >= abs(observed) - 1e-12
-    p = float((extreme.sum() + 1) / (n_resamples + 1))
-    return observed, low, high, min(1.0, p)
-
-
-def wilcoxon_p(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:
-    """Two-sided Wilcoxon signed-rank p-value of ``a - b`` (scipy; exact for small n without ties).
-
-    All-zero differences give p = 1 (scipy would refuse them).
-    """
-    from scipy.stats import wilcoxon
-
-    x, y = _as_values(a, "a"), _as_values(b, "b")
-    if x.shape != y.shape:
-        raise ValueError(f"paired samples differ in length: {x.size} vs {y.size}")
-    d = x - y
-    if np.all(np.abs(d) < 1e-12):
-        return 1.0
-    return float(wilcoxon(d, zero_method="wilcox", alternative="two-sided").pvalue)
-
-
-def compare_paired(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, n_resamples: int = 10_000,
-                   seed: int = 0, confidence: float = 0.95) -> PairedComparison:
-    """Paired bootstrap CI of mean(a - b) plus Wilcoxon and bootstrap p-values."""
-    mean_diff, low, high, p_boot = paired_bootstrap(a, b, n_resamples, seed, confidence)
-    return PairedComparison(len(a), mean_diff, low, high, wilcoxon_p(a, b), p_boot)
-
-
-def holm(pvalues: Sequence[float]) -> list[float]:
-    """Holm–Bonferroni adjusted p-values (same order as given)."""
-    p = np.asarray(pvalues, dtype=float)
-    m = p.size
-    order = np.argsort(p, kind="stable")
-    adjusted = np.empty(m)
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * p[i]))
-        adjusted[i] = running
-    return adjusted.tolist()
+from ragstudy.stats import (PairedComparison, bootstrap_ci, bootstrap_distribution, bootstrap_statistic_ci,  # noqa: F401
+                            compare_paired, holm, paired_bootstrap, wilcoxon_p)
 
 
 @dataclass(frozen=True)

@@ -114,8 +114,7 @@ class StudyConfig:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
                 raise StudyInputError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
-        if not self.budgets or any(not isinstance(b, int) or isinstance(b, bool) or b <= 0 for b in self.budgets):
-            raise StudyInputError(f"budgets must be positive integers, got {list(self.budgets)!r}")
+        validate_budgets(self.budgets, "--budgets")
         if self.budget_unit not in ("chars", "tokens"):
             raise StudyInputError(f"budget_unit must be chars or tokens, got {self.budget_unit!r}")
         if self.chunks_only and self.retrieval_only:
@@ -239,19 +238,39 @@ def _as_int(value: Any, name: str) -> int:
         raise StudyInputError(f"{name}: {value!r} is not an integer") from None
 
 
-def _read_config_file(path: str) -> dict[str, Any]:
+def validate_budgets(budgets: Any, where: str) -> tuple[int, ...]:
+    """`budgets` as a tuple of positive integers, or a StudyInputError naming `where` (a file, flag or setting)."""
+    if isinstance(budgets, str):
+        try:
+            budgets = [int(b) for b in budgets.split(",") if b.strip()]
+        except ValueError:
+            raise StudyInputError(f"{where}: {budgets!r}: give positive integers, e.g. 500,1000,2000") from None
+    if (not isinstance(budgets, (list, tuple)) or not budgets
+            or any(not isinstance(b, int) or isinstance(b, bool) or b <= 0 for b in budgets)):
+        shown = list(budgets) if isinstance(budgets, (list, tuple)) else budgets
+        raise StudyInputError(f"{where}: budgets must be positive integers, got {shown!r}")
+    return tuple(budgets)
+
+
+def read_yaml_mapping(path: str | Path, what: str, shape: str) -> dict[str, Any]:
+    """A YAML file whose top level is a mapping (an empty file is {}); errors name the file, `what` it is (e.g.
+    "the config file") and the expected `shape`."""
     import yaml
 
     try:
         with open(path, encoding="utf-8") as handle:
             data = yaml.safe_load(handle) or {}
     except OSError as exc:
-        raise StudyInputError(f"{path}: cannot read the config file ({exc})") from exc
+        raise StudyInputError(f"{path}: cannot read {what} ({exc})") from exc
     except yaml.YAMLError as exc:
         raise StudyInputError(f"{path}: not valid YAML ({exc})") from exc
     if not isinstance(data, dict):
-        raise StudyInputError(f"{path}: the config file must be a mapping of settings")
+        raise StudyInputError(f"{path}: {what} must be {shape}")
     return dict(data)
+
+
+def _read_config_file(path: str) -> dict[str, Any]:
+    return read_yaml_mapping(path, "the config file", "a mapping of settings")
 
 
 def _parse_set(items: list[str], strategy: str) -> dict[str, Any]:

@@ -17,22 +17,34 @@ from .textlayer import PdfDocument, load_documents
 
 logger = logging.getLogger(__name__)
 
-def chunker_context(config: StudyConfig, embedding: Callable[[], Any] | None = None) -> registry.ChunkerContext:
-    """What chunkers may ask for: the study's embedding model (`embedding`, a shared loader, so that chunking and
-    indexing use one model; else one loaded on first request) and its tokenizer."""
-    loaded: dict[str, object] = {}
 
-    def load_embedding():
-        if "embedding" not in loaded:
-            loaded["embedding"] = embedding() if embedding is not None else make_embedding(config)
-        return loaded["embedding"]
+def lazy_embedding(config: StudyConfig) -> Callable[[], Any]:
+    """The study's embedding model, loaded (and torch's threads set) on the first call only: a warm retrieval-only
+    run whose rankings are cached imports neither torch nor sentence-transformers nor Chroma."""
+    loaded: list[Any] = []
+
+    def get():
+        if not loaded:
+            import torch
+
+            torch.set_num_threads(config.resolved_threads())
+            loaded.append(make_embedding(config))
+        return loaded[0]
+
+    return get
+
+
+def chunker_context(config: StudyConfig, embedding: Callable[[], Any] | None = None) -> registry.ChunkerContext:
+    """What chunkers may ask for: the study's embedding model (`embedding`, a shared lazy_embedding loader, so that
+    chunking and indexing use one model; else a new one) and its tokenizer, each loaded on first request."""
+    tokenizers: list[Any] = []
 
     def tokenizer():
-        if "tokenizer" not in loaded:
-            loaded["tokenizer"] = embedding_tokenizer(config)
-        return loaded["tokenizer"]
+        if not tokenizers:
+            tokenizers.append(embedding_tokenizer(config))
+        return tokenizers[0]
 
-    return registry.ChunkerContext(embedding=load_embedding, tokenizer=tokenizer,
+    return registry.ChunkerContext(embedding=embedding or lazy_embedding(config), tokenizer=tokenizer,
                                    embedding_label=model_label(config.profile.embedding))
 
 
@@ -46,14 +58,18 @@ def chunk_documents(documents: Sequence[PdfDocument], strategy: str, config: Stu
                                                           disable=len(documents) < 2)]
 
 
-def index_strategy(config: StudyConfig, strategy: str, chunked: Sequence[ChunkedDocument], embedding):
-    """Index a strategy's chunks; returns (ParentDocumentRetriever, IndexStats)."""
+def make_knowledge_base(config: StudyConfig, strategy: str, embedding):
+    """The strategy's KnowledgeBase under this config (its parameters, --db-dir or --chroma-server)."""
     from .knowledge_base import KnowledgeBase
 
     spec = registry.get(strategy)
-    kb = KnowledgeBase(spec, config.strategy_params[strategy], embedding, embedding.model_id,
-                       db_dir=db_dir_of(config, spec), chroma_server=config.chroma_server)
-    return kb.build(chunked)
+    return KnowledgeBase(spec, config.strategy_params[strategy], embedding, embedding.model_id,
+                         db_dir=db_dir_of(config, spec), chroma_server=config.chroma_server)
+
+
+def index_strategy(config: StudyConfig, strategy: str, chunked: Sequence[ChunkedDocument], embedding):
+    """Index a strategy's chunks; returns (ParentDocumentRetriever, IndexStats)."""
+    return make_knowledge_base(config, strategy, embedding).build(chunked)
 
 
 def db_dir_of(config: StudyConfig, spec: registry.StrategySpec) -> Path | None:

@@ -7,6 +7,10 @@
   Questions.csv by position after checking that the question texts agree.
 - `config.json`: `write_config` / `read_config` (a `StudyConfig` round-trips through it).
 - Chunk exports (`chunks_<strategy>.csv`, `sources_<strategy>.jsonl`): `write_chunks` / `read_chunks`.
+- Rankings of retrieval-only runs (`retrieval_<strategy>.csv`): `write_retrieval` / `read_retrieval`.
+- Derived tables (`retrieval_summary.csv`, `metrics_summary.csv`, `sweep_summary.csv`, ...): one `Table` each in
+  `TABLES` (file name, the columns it must have, the columns read as text), written by `write_table` and read by
+  `read_table` (None when absent; missing columns are an error naming the file and the script that writes it).
 - `ResultsFolder.lock()`: one run writes into a folder at a time; the lock is taken before anything is written.
 """
 
@@ -303,7 +307,7 @@ def _sources(value: Any, where: str) -> tuple[Source, ...]:
     return tuple(Source(s.get("doc_id"), s.get("path"), s.get("page_start"), s.get("page_end")) for s in value)
 
 
-def read_dataset(path: str | Path, strategy: str, questions: Sequence[str] | None, questions_path: str | Path = "",
+def read_dataset(path: str | Path, strategy: str | None, questions: Sequence[str] | None, questions_path: str | Path = "",
                  require_answers: bool = True) -> Dataset:
     """Read and check one Dataset file, in this project's format or the paper's.
 
@@ -311,12 +315,17 @@ def read_dataset(path: str | Path, strategy: str, questions: Sequence[str] | Non
     Questions.csv by position. Either way every question must equal its Questions.csv row (whitespace
     normalised); errors name the file and row: missing field, bad or repeated index, other question, empty answer,
     foreign strategy. With `questions` None (a reader that checks questions against another file, e.g. an evidence
-    file) only the file's own consistency is checked.
+    file) only the file's own consistency is checked. With `strategy` None the strategy is the registry's owner of
+    the file name, else the one its rows name, else the file stem.
     """
     path = Path(path)
     records, kind = _read_records(path)
     if not records:
         raise StudyInputError(f"{path} has no rows")
+    if strategy is None:  # the registry's owner of the file name, else the rows' strategy, else the file stem
+        spec = registry.by_dataset_name(path.stem)
+        named = {str(r["strategy"]) for r in records if r.get("strategy")}
+        strategy = spec.name if spec else named.pop() if len(named) == 1 else path.stem
     paper = "question_index" not in records[0]
     required = PAPER_DATASET_COLUMNS if paper else ("question_index", "question", "answer")
     rows: list[DatasetRow] = []
@@ -365,6 +374,13 @@ def _question_index(raw: Any, where: str) -> int:
     if str(raw).strip() != str(value):
         raise StudyInputError(f"{where}: question_index {raw!r} is not an integer")
     return value
+
+
+def dataset_files(results_dir: str | Path) -> list[Path]:
+    """Every `Dataset*.json` in `results_dir`, and each `Dataset*.csv` whose JSON twin is absent, by name."""
+    folder = Path(results_dir)
+    paths = sorted(folder.glob("Dataset*.json"))
+    return paths + [p for p in sorted(folder.glob("Dataset*.csv")) if not p.with_suffix(".json").is_file()]
 
 
 def find_datasets(results_dir: str | Path, prefer: str = "json") -> dict[str, Path]:
@@ -458,8 +474,8 @@ def write_chunks(chunked: Sequence[ChunkedDocument], strategy: str, output_dir: 
     return csv_path, sources_path
 
 
-def read_chunks(output_dir: Path, strategy: str) -> tuple[list[dict], dict[str, SourceText]]:
-    """Read back an export: rows (with start_end_idx and metadata decoded) and source texts by path."""
+def read_chunk_rows(output_dir: Path, strategy: str) -> list[dict]:
+    """`chunks_<strategy>.csv` alone: rows with start_end_idx and metadata decoded (no source texts)."""
     import pandas as pd
 
     output_dir = Path(output_dir)
@@ -479,6 +495,13 @@ def read_chunks(output_dir: Path, strategy: str) -> tuple[list[dict], dict[str, 
         except json.JSONDecodeError as exc:
             raise StudyInputError(f"{csv_path} row {i + 2}: unreadable start_end_idx or metadata ({exc})") from None
         rows.append(record)
+    return rows
+
+
+def read_chunks(output_dir: Path, strategy: str) -> tuple[list[dict], dict[str, SourceText]]:
+    """Read back an export: rows (with start_end_idx and metadata decoded) and source texts by path."""
+    output_dir = Path(output_dir)
+    rows = read_chunk_rows(output_dir, strategy)
     sources = {}
     with open(output_dir / f"sources_{strategy}.jsonl", encoding="utf-8") as handle:
         for line in handle:
@@ -492,6 +515,175 @@ def exported_strategies(results_dir: str | Path) -> list[str]:
     names = [p.name[len("chunks_"):-len(".csv")] for p in sorted(Path(results_dir).glob("chunks_*.csv"))]
     order = {name: i for i, name in enumerate(registry.available())}
     return sorted(names, key=lambda n: (order.get(n, len(order)), n))
+
+
+# -------------------------------------------------------------------------------- rankings of retrieval-only runs
+
+RETRIEVAL_COLUMNS = ("question_index", "rank", "doc_id", "path", "page_start", "page_end", "score", "in_k",
+                     "contents")
+_DERIVED_RETRIEVAL = ("per_question", "summary", "paired")  # retrieval_<these>.csv are tables, not rankings
+
+
+@dataclass(frozen=True)
+class RetrievedParent:
+    """One ranked parent of one question: `score` is its best child window's Chroma distance (lower is better);
+    `in_k` says whether the chain's retriever (k child windows) returns it."""
+
+    question_index: int
+    rank: int
+    doc_id: str
+    path: str
+    page_start: int
+    page_end: int
+    score: float
+    in_k: bool
+    contents: str
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        row = asdict(self)
+        row["in_k"] = int(self.in_k)
+        return row
+
+    @classmethod
+    def from_dict(cls, row: dict[str, Any]) -> "RetrievedParent":
+        return cls(question_index=int(row["question_index"]), rank=int(row["rank"]), doc_id=str(row["doc_id"]),
+                   path=str(row["path"]), page_start=int(row["page_start"]), page_end=int(row["page_end"]),
+                   score=float(row["score"]), in_k=str(row["in_k"]).strip().lower() in ("1", "true"),
+                   contents=str(row["contents"]))
+
+
+def retrieval_path(output_dir: str | Path, strategy: str) -> Path:
+    return Path(output_dir) / f"retrieval_{strategy}.csv"
+
+
+def write_retrieval(rows: Sequence[RetrievedParent], output_dir: str | Path, strategy: str) -> Path:
+    """Write `retrieval_<strategy>.csv` (RETRIEVAL_COLUMNS, one row per ranked parent)."""
+    import pandas as pd
+
+    path = retrieval_path(output_dir, strategy)
+    frame = pd.DataFrame([row.to_dict() for row in rows], columns=list(RETRIEVAL_COLUMNS))
+    atomic_write_text(path, frame.to_csv(index=False))
+    return path
+
+
+def read_retrieval(path: str | Path) -> dict[int, list[RetrievedParent]]:
+    """`retrieval_<strategy>.csv` -> question_index -> parents in rank order; errors name the file and row."""
+    import pandas as pd
+
+    path = Path(path)
+    if not path.is_file():
+        raise StudyInputError(f"{path}: not found; run `python3 evaluation_chain.py --retrieval-only` first")
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    missing = [c for c in RETRIEVAL_COLUMNS if c not in frame.columns]
+    if missing:
+        raise StudyInputError(f"{path}: missing columns {missing}; is it a retrieval file of evaluation_chain.py "
+                              "--retrieval-only?")
+    result: dict[int, list[RetrievedParent]] = {}
+    for i, row in enumerate(frame.to_dict("records")):
+        try:
+            parent = RetrievedParent.from_dict(row)
+        except (TypeError, ValueError) as exc:
+            raise StudyInputError(f"{path} row {i + 2}: {exc}") from exc
+        result.setdefault(parent.question_index, []).append(parent)
+    for question, parents in result.items():
+        parents.sort(key=lambda p: p.rank)
+        if [p.rank for p in parents] != list(range(1, len(parents) + 1)):
+            raise StudyInputError(f"{path}: question_index {question} has ranks {[p.rank for p in parents]}, "
+                                  "expected 1..n; the file was edited or comes from two runs")
+    return result
+
+
+def ranked_strategies(results_dir: str | Path) -> list[str]:
+    """Strategies with a `retrieval_<strategy>.csv` in `results_dir`, registered ones in registry order first."""
+    names = [p.name[len("retrieval_"):-len(".csv")] for p in sorted(Path(results_dir).glob("retrieval_*.csv"))]
+    names = [n for n in names if n not in _DERIVED_RETRIEVAL]
+    order = {name: i for i, name in enumerate(registry.available())}
+    return sorted(names, key=lambda n: (order.get(n, len(order)), n))
+
+
+# ------------------------------------------------------------------------------------------------ derived tables
+
+@dataclass(frozen=True)
+class Table:
+    """A derived table of a results folder: its file name, the columns it has, and who writes it."""
+
+    name: str
+    columns: tuple[str, ...]
+    writer: str  # the command that writes it, for messages
+    text_columns: tuple[str, ...] = ()  # read as text whatever pandas would guess (budget labels "500", "k")
+    subdir: str = ""  # looked for in <results>/<subdir>/ too
+
+    def path(self, folder: str | Path) -> Path:
+        return Path(folder) / self.name
+
+
+_RETRIEVAL_EVAL = "python3 Postprocessing/retrieval_eval.py --results-dir RESULTS"
+_METRICS = "python3 Postprocessing/evaluation_metrics.py --results-dir RESULTS"
+_SWEEP = "python3 evaluation_chain.py --sweep SWEEP.yaml --output-dir RESULTS"
+_SURVEY = "python3 Postprocessing/interview_analysis.py --results-dir RESULTS"
+
+RETRIEVAL_PER_QUESTION = Table("retrieval_per_question.csv", (
+    "strategy", "budget", "question_index", "hit", "span_recall", "span_precision", "span_iou", "reciprocal_rank",
+    "context_chars", "parents"), _RETRIEVAL_EVAL, ("budget",))
+RETRIEVAL_SUMMARY = Table("retrieval_summary.csv", (
+    "strategy", "strategy_display", "budget", "metric", "n", "mean", "ci_low", "ci_high"), _RETRIEVAL_EVAL,
+    ("budget",))
+RETRIEVAL_PAIRED = Table("retrieval_paired.csv", (
+    "budget", "metric", "strategy_a", "strategy_b", "n", "mean_diff", "ci_low", "ci_high", "p_wilcoxon", "p_holm"),
+    _RETRIEVAL_EVAL, ("budget",))
+SWEEP_FIXED_COLUMNS = ("config", "strategy", "params", "chunks", "chars_mean", "chars_cv", "index_seconds",
+                       "embedded", "reused")  # then <metric>@<budget> columns
+SWEEP_SUMMARY = Table("sweep_summary.csv", SWEEP_FIXED_COLUMNS, _SWEEP)
+SWEEP_BEST = Table("sweep_best.csv", ("metric", "budget", "config", "strategy", "params", "value"), _SWEEP,
+                   ("budget",))
+METRICS_SUMMARY = Table("metrics_summary.csv", ("strategy", "metric"), _METRICS)
+METRICS_PAIRED = Table("metrics_paired.csv", ("metric", "strategy_a", "strategy_b"), _METRICS)
+METRICS_PER_QUESTION = Table("metrics_per_question.csv", ("strategy", "question_index"), _METRICS)
+CHUNK_QUALITY = Table("chunk_quality.csv", ("strategy", "metric"),
+                      "python3 Postprocessing/chunk_quality.py --results-dir RESULTS")
+SURVEY_OVERALL = Table("survey_counts_overall.csv", (), _SURVEY, subdir="survey")
+SURVEY_PAIRWISE = Table("survey_pairwise_tests.csv", (), _SURVEY, subdir="survey")
+
+TABLES = {t.name: t for t in (RETRIEVAL_PER_QUESTION, RETRIEVAL_SUMMARY, RETRIEVAL_PAIRED, SWEEP_SUMMARY, SWEEP_BEST,
+                              METRICS_SUMMARY, METRICS_PAIRED, METRICS_PER_QUESTION, CHUNK_QUALITY, SURVEY_OVERALL,
+                              SURVEY_PAIRWISE)}
+
+
+def write_table(folder: str | Path, table: Table, frame) -> Path:
+    """`frame` as `table` in `folder` (its declared columns first, in order; UTF-8, atomic)."""
+    missing = [c for c in table.columns if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{table.name}: the frame lacks column(s) {missing}")
+    extra = [c for c in frame.columns if c not in table.columns]
+    path = table.path(folder)
+    atomic_write_text(path, frame[[*table.columns, *extra]].to_csv(index=False))
+    return path
+
+
+def read_table(folder: str | Path, table: Table):
+    """`table` from `folder` (or `folder/<subdir>`) as a DataFrame, or None when absent or empty; a file that is not
+    a readable CSV or lacks a column is an error naming it and the command that writes it."""
+    import pandas as pd
+
+    candidates = [table.path(folder)] + ([table.path(Path(folder) / table.subdir)] if table.subdir else [])
+    path = next((p for p in candidates if p.is_file()), None)
+    if path is None:
+        return None
+    writer = table.writer.replace("RESULTS", str(folder))
+    try:
+        frame = pd.read_csv(path, encoding="utf-8", dtype={c: str for c in table.text_columns})
+    except pd.errors.EmptyDataError:
+        logger.warning("%s is empty; treated as absent", path)
+        return None
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise StudyInputError(f"{path}: not a readable UTF-8 CSV ({exc}); re-run `{writer}`") from exc
+    missing = [c for c in table.columns if c not in frame.columns]
+    if missing:
+        raise StudyInputError(f"{path}: no column(s) {missing} (columns: {list(frame.columns)}); written by an "
+                              f"older version? Re-run `{writer}`")
+    return frame
 
 
 # ---------------------------------------------------------------------------------------------- the folder lock

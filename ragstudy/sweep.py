@@ -16,10 +16,10 @@ A sweep file (YAML)::
 
 Every configuration writes its retrieval files into `<output-dir>/sweep/<id>/`; the sweep writes
 `sweep_summary.csv` (one row per configuration: chunk statistics, indexing time and cost, and the metrics at each
-budget as `hit@500`, `span_recall@500`, …, `hit@k`, …), `sweep_best.csv` (the best configuration per metric and
-budget) and `sweep_hit_rate.{html,png,pdf}` into the output folder, like AutoRAG's summary.csv per node. Child windows
-already embedded for another configuration are not embedded again (Chroma collections and the vector cache are keyed
-by content).
+budget as `hit@500`, `span_recall@500`, …, `hit@k`, …) and `sweep_best.csv` (the best configuration per metric and
+budget) into the output folder, like AutoRAG's summary.csv per node; evaluation_chain.py prints the table and draws
+`sweep_hit_rate.{html,png,pdf}`. Scores come from ragstudy.budget_eval. Child windows already embedded for another
+configuration are not embedded again (Chroma collections and the vector cache are keyed by content).
 """
 
 from __future__ import annotations
@@ -33,15 +33,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from .budget_eval import PAIRED_METRICS, budget_labels, budget_means, validate_budgets
 from .errors import StudyInputError
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_EVIDENCE = Path(__file__).resolve().parents[1] / "sample" / "evidence.json"
-SWEEP_METRICS = ("hit", "span_recall", "span_precision", "span_iou", "mrr")
-FIXED_COLUMNS = ("config", "strategy", "params", "chunks", "chars_mean", "chars_cv", "index_seconds", "embedded",
-                 "reused")
-BEST_COLUMNS = ("metric", "budget", "config", "strategy", "params", "value")
+SWEEP_METRICS = PAIRED_METRICS  # the per-question metrics, averaged per configuration and budget
 
 
 @dataclass(frozen=True)
@@ -67,19 +65,11 @@ def _default_id(strategy: str, params: dict[str, Any]) -> str:
 def load_sweep(path: str | Path) -> SweepFile:
     """Read and validate a sweep file: strategies and parameters are checked against the registry here, before
     anything runs; configuration ids must be unique."""
-    import yaml
-
     from . import registry
+    from .config import read_yaml_mapping
 
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except OSError as exc:
-        raise StudyInputError(f"{path}: cannot read the sweep file ({exc})") from exc
-    except yaml.YAMLError as exc:
-        raise StudyInputError(f"{path}: not valid YAML ({exc})") from exc
-    if not isinstance(data, dict):
-        raise StudyInputError(f"{path}: a sweep file is a mapping with `configs:` and/or `grid:`")
+    data = read_yaml_mapping(path, "a sweep file", "a mapping with `configs:` and/or `grid:`")
     unknown = set(data) - {"configs", "grid", "evidence", "budgets", "description"}
     if unknown:
         raise StudyInputError(f"{path}: unknown keys {sorted(unknown)}; known: configs, grid, evidence, budgets")
@@ -112,9 +102,7 @@ def load_sweep(path: str | Path) -> SweepFile:
     evidence = data.get("evidence")
     budgets = data.get("budgets")
     if budgets is not None:
-        if not isinstance(budgets, list) or not budgets or any(not isinstance(b, int) or b <= 0 for b in budgets):
-            raise StudyInputError(f"{path}: budgets must be a list of positive integers, got {budgets!r}")
-        budgets = tuple(budgets)
+        budgets = validate_budgets(budgets, f"{path}: budgets")
     evidence_path = None
     if evidence:
         evidence_path = Path(evidence)
@@ -127,25 +115,41 @@ def metric_columns(labels: list[str]) -> list[str]:
     return [f"{metric}@{label}" for label in labels for metric in SWEEP_METRICS]
 
 
-def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None, plots: bool = True
-              ) -> list[dict[str, Any]]:
-    """Run every configuration of `sweep_file` retrieval-only and write the sweep tables (and, with `plots`, the
-    hit-rate plot); `evidence` overrides the sweep file's. Returns the summary rows."""
+@dataclass(frozen=True)
+class SweepResult:
+    """What a sweep wrote: the summary and best-configuration tables and where they are."""
+
+    summary: Any  # pandas DataFrame, the sweep_summary.csv table
+    best: Any  # pandas DataFrame, the sweep_best.csv table
+    labels: tuple[str, ...]  # budget labels in table order
+    output_dir: Path
+    evidence: Path
+    seconds: float
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        return self.summary.to_dict("records")
+
+
+def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None) -> SweepResult:
+    """Run every configuration of `sweep_file` retrieval-only, score it at every budget and write
+    sweep_summary.csv and sweep_best.csv; `evidence` overrides the sweep file's."""
     import pandas as pd
 
-    from Postprocessing.retrieval_eval import PER_QUESTION_COLUMNS, evaluate_folder, load_evidence
     from . import registry
-    from .io import atomic_write_text
-    from .pipeline import read_questions, run_facts
-    from .results import ResultsFolder, write_config
-    from .retrieval import budget_labels, lazy_embedding, llm_measure, retrieve_strategy
+    from .budget_eval import evaluate_folder, llm_measure
+    from .evidence import load_evidence_file
+    from .pipeline import lazy_embedding, read_questions, run_facts
+    from .ranking import retrieve_strategy
+    from .results import (RETRIEVAL_PER_QUESTION, SWEEP_BEST, SWEEP_FIXED_COLUMNS, SWEEP_SUMMARY, ResultsFolder,
+                          write_config, write_table)
     from .textlayer import load_documents
 
     sweep = load_sweep(sweep_file)
     if sweep.budgets:
         config = replace(config, budgets=sweep.budgets)
     evidence_path = Path(evidence) if evidence else sweep.evidence or DEFAULT_EVIDENCE
-    evidence_items = load_evidence(evidence_path)
+    evidence_items = load_evidence_file(evidence_path)
     documents = load_documents(Path(config.documents))
     questions = read_questions(config.questions, config.limit)
     output_dir = ResultsFolder(config.output_dir).prepare().path  # inputs first: a bad one leaves no folder behind
@@ -166,34 +170,26 @@ def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None
         write_config(folder, run_config, {**run_facts(run_config, documents), "sweep_config": item.id,
                                           "sweep_params": item.params})
         run = retrieve_strategy(run_config, item.strategy, documents, questions, embedding, folder, measure)
-        frame, notes, _ = evaluate_folder(folder, evidence_items, config.budgets, measure, [item.strategy])
-        atomic_write_text(folder / "retrieval_per_question.csv", frame[list(PER_QUESTION_COLUMNS)].to_csv(index=False))
-        row: dict[str, Any] = {"config": item.id, "strategy": item.strategy,
-                               "params": json.dumps(item.params, sort_keys=True, ensure_ascii=False),
-                               "chunks": run.chunks, "chars_mean": run.chars_mean, "chars_cv": run.chars_cv,
-                               "index_seconds": run.index_seconds, "embedded": run.embedded, "reused": run.reused}
-        for label in labels:
-            part = frame[frame["budget"] == label]
-            for metric in SWEEP_METRICS:
-                column = "reciprocal_rank" if metric == "mrr" else metric
-                row[f"{metric}@{label}"] = float(part[column].mean()) if len(part) else float("nan")
-        rows.append(row)
-        logger.info("%s: %s", item.id, "; ".join(notes))
-    summary = pd.DataFrame(rows, columns=[*FIXED_COLUMNS, *metric_columns(labels)])
-    atomic_write_text(output_dir / "sweep_summary.csv", summary.to_csv(index=False))
+        frame, evaluations = evaluate_folder(folder, evidence_items, config.budgets, measure, [item.strategy])
+        write_table(folder, RETRIEVAL_PER_QUESTION, frame[list(RETRIEVAL_PER_QUESTION.columns)])
+        rows.append({"config": item.id, "strategy": item.strategy,
+                     "params": json.dumps(item.params, sort_keys=True, ensure_ascii=False),
+                     "chunks": run.chunks, "chars_mean": run.chars_mean, "chars_cv": run.chars_cv,
+                     "index_seconds": run.index_seconds, "embedded": run.embedded, "reused": run.reused,
+                     **budget_means(frame, labels, SWEEP_METRICS)})
+        logger.info("%s: %s", item.id, "; ".join(e.note() for e in evaluations))
+    summary = pd.DataFrame(rows, columns=[*SWEEP_FIXED_COLUMNS, *metric_columns(labels)])
+    write_table(output_dir, SWEEP_SUMMARY, summary)
     best = best_configs(summary, labels)
-    atomic_write_text(output_dir / "sweep_best.csv", best.to_csv(index=False))
-    if plots:
-        _plot(summary, labels, output_dir)
-    print(summary.to_string(index=False, max_colwidth=40))
-    print(f"\nsweep of {len(rows)} configurations in {time.perf_counter() - started:.0f} s; evidence {evidence_path}; "
-          f"tables in {output_dir}/sweep_summary.csv and sweep_best.csv")
-    return rows
+    write_table(output_dir, SWEEP_BEST, best)
+    return SweepResult(summary, best, tuple(labels), output_dir, evidence_path, time.perf_counter() - started)
 
 
 def best_configs(summary, labels: list[str]):
     """The best configuration per metric and budget (highest mean; ties: the first in the sweep file)."""
     import pandas as pd
+
+    from .results import SWEEP_BEST
 
     records = []
     for label in labels:
@@ -204,35 +200,4 @@ def best_configs(summary, labels: list[str]):
                 best = summary.loc[values.idxmax()]
                 records.append({"metric": metric, "budget": label, "config": best["config"],
                                 "strategy": best["strategy"], "params": best["params"], "value": best[column]})
-    return pd.DataFrame(records, columns=list(BEST_COLUMNS))
-
-
-def _plot(summary, labels: list[str], output_dir: Path) -> None:
-    """Hit rate against the budget, one line per configuration in its strategy's colour (HTML; PNG and PDF when
-    Chromium is there)."""
-    import plotly.graph_objects as go
-
-    from Postprocessing.retrieval_eval import write_plots
-    from . import registry
-
-    budgets = [label for label in labels if label.isdigit()]
-    dashes = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"]
-    seen: dict[str, int] = {}
-    fig = go.Figure()
-    for _, row in summary.iterrows():
-        spec = registry.get(row["strategy"])
-        n = seen[row["strategy"]] = seen.get(row["strategy"], -1) + 1
-        fig.add_trace(go.Scatter(x=[int(b) for b in budgets], y=[row[f"hit@{b}"] for b in budgets],
-                                 mode="lines+markers", name=f"{row['config']} ({spec.display_name})",
-                                 line=dict(color=spec.color, dash=dashes[n % len(dashes)], width=2),
-                                 hovertemplate=f"{row['config']}<br>{row['params']}<br>budget %{{x}}<br>"
-                                               "hit %{y:.3f}<extra></extra>"))
-    fig.update_layout(title="Sweep: hit rate against the context budget, one line per configuration", width=1000,
-                      height=600, plot_bgcolor="white", font=dict(size=13),
-                      xaxis=dict(title="context budget (log scale)", type="log", tickvals=[int(b) for b in budgets],
-                                 gridcolor="lightgrey"),
-                      yaxis=dict(title="hit rate", range=[0, 1.02], gridcolor="lightgrey"))
-    notes: list[str] = []
-    write_plots(fig, output_dir, "sweep_hit_rate", notes)
-    for note in notes:
-        logger.warning("%s", note)
+    return pd.DataFrame(records, columns=list(SWEEP_BEST.columns))

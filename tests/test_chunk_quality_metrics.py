@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from Postprocessing.chunkeval import align, intrinsic, report, retrieval
+from Postprocessing.chunkeval import align, chain_retrieval, intrinsic, tables
 from Postprocessing.chunkeval.align import ReferenceDoc, TokenSeq, align_document, textlayer_reference
 
 BODY = ("Conservazione\n\nIl sistema conserva i fascicoli per dieci anni dalla chiusura. La verifica avviene ogni sei "
@@ -135,28 +135,28 @@ def _chunk(intervals, length, document="d.pdf") -> align.AlignedChunk:
 
 
 def test_evidence_equal_to_the_retrieved_chunk_scores_one() -> None:
-    result = retrieval.question_retrieval(0, [_chunk([(100, 200)], 100)], [("d.pdf", 100, 200)], 0.9)
+    result = chain_retrieval.question_retrieval(0, [_chunk([(100, 200)], 100)], [("d.pdf", 100, 200)], 0.9)
     assert (result.recall, result.precision, result.iou, result.hit_at_1, result.hit_at_k) == (1, 1, 1, 1, 1)
 
 
 def test_chunk_twice_as_long_as_the_evidence() -> None:
-    scores = retrieval.span_scores([_chunk([(100, 300)], 200)], [("d.pdf", 150, 250)])
+    scores = chain_retrieval.span_scores([_chunk([(100, 300)], 200)], [("d.pdf", 150, 250)])
     assert (scores.recall, scores.precision, scores.iou) == (1.0, 0.5, 0.5)
 
 
 def test_partial_and_second_rank_hits() -> None:
     first = _chunk([(0, 100)], 100)  # misses the evidence
     second = _chunk([(150, 200)], 50)  # holds half of it
-    result = retrieval.question_retrieval(3, [first, second], [("d.pdf", 150, 250)], 0.9)
+    result = chain_retrieval.question_retrieval(3, [first, second], [("d.pdf", 150, 250)], 0.9)
     assert result.recall == 0.5 and result.hit_at_k == 0.0 and result.hit_at_1 == 0.0
     assert result.precision == pytest.approx(50 / 150)
     assert result.iou == pytest.approx(50 / (150 + 50))  # retrieved + unused evidence
     third = _chunk([(200, 250)], 50)
-    assert retrieval.question_retrieval(3, [first, second, third], [("d.pdf", 150, 250)], 0.9).hit_at_k == 1.0
+    assert chain_retrieval.question_retrieval(3, [first, second, third], [("d.pdf", 150, 250)], 0.9).hit_at_k == 1.0
 
 
 def test_a_chunk_of_another_document_never_intersects() -> None:
-    scores = retrieval.span_scores([_chunk([(0, 100)], 100, "other.pdf")], [("d.pdf", 0, 100)])
+    scores = chain_retrieval.span_scores([_chunk([(0, 100)], 100, "other.pdf")], [("d.pdf", 0, 100)])
     assert (scores.recall, scores.precision, scores.iou) == (0.0, 0.0, 0.0)
 
 
@@ -164,7 +164,7 @@ def test_a_chunk_of_another_document_never_intersects() -> None:
 
 def test_spearman_table_known_values_and_constant_columns() -> None:
     frame = pd.DataFrame({"span_iou": [0.1, 0.2, 0.3, 0.4], "hit_at_k": [1.0] * 4, "ROUGE-L": [0.2, 0.4, 0.5, 0.9]})
-    rows = {(r.chunk_metric, r.answer_metric): r for r in report.spearman_table(frame, ["span_iou", "hit_at_k"],
+    rows = {(r.chunk_metric, r.answer_metric): r for r in tables.spearman_table(frame, ["span_iou", "hit_at_k"],
                                                                                 ["ROUGE-L"])}
     assert rows[("span_iou", "ROUGE-L")].rho == pytest.approx(1.0)
     assert rows[("span_iou", "ROUGE-L")].n == 4
@@ -173,10 +173,10 @@ def test_spearman_table_known_values_and_constant_columns() -> None:
 
 
 def test_estimate_uses_the_seeded_bootstrap_and_keeps_zeros() -> None:
-    ci = report.CiSettings(n_resamples=2000, seed=1)
-    row = report.estimate("paragraph", "span_iou", [0.0, 0.0, 1.0, 1.0], ci)
+    ci = tables.CiSettings(n_resamples=2000, seed=1)
+    row = tables.estimate("paragraph", "span_iou", [0.0, 0.0, 1.0, 1.0], ci)
     assert row.mean == 0.5 and row.n == 4
-    assert row == report.estimate("paragraph", "span_iou", [0.0, 0.0, 1.0, 1.0], ci)
+    assert row == tables.estimate("paragraph", "span_iou", [0.0, 0.0, 1.0, 1.0], ci)
     assert 0.0 <= row.ci_low < 0.5 < row.ci_high <= 1.0
-    empty = report.estimate("paragraph", "span_iou", [], ci)
+    empty = tables.estimate("paragraph", "span_iou", [], ci)
     assert empty.n == 0 and math.isnan(empty.mean)

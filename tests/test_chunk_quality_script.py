@@ -84,6 +84,9 @@ def test_tables_with_known_retrieval_scores(results: Path, capsys) -> None:
     assert table[("paragraph", "span_recall")].mean == pytest.approx(1.0)
     assert table[("paragraph", "span_iou")].mean == pytest.approx((1.0 + 61 / (len(P1) + len(P2))) / 2)
     assert table[("paragraph", "span_iou")].n == 2
+    # context size: every question (the unanswerable one too), the characters the LLM received
+    assert table[("paragraph", "context_chars")].n == 3
+    assert table[("paragraph", "context_chars")].mean == pytest.approx((len(P1) + len(P1) + len(P2) + len(P2)) / 3)
     # fixed-size: P1 is split over two chunks; the first-ranked one holds most of it, but not 90%
     assert table[("fixed-size", "hit_at_k")].mean == 1.0
     assert table[("fixed-size", "hit_at_1")].mean == 0.5

@@ -70,7 +70,7 @@ def make_full_results(folder: Path, n_questions: int = 4) -> Path:
         rows = []
         for qi, q in enumerate(questions):
             rows.append({"question_index": qi, "question": q, "answer": f"answer {qi} by {name}",
-                         "contexts": [f"context {qi}"] * (1 + s), "strategy": name,
+                         "contexts": [f"context {qi}"], "strategy": name,
                          "sources": [{"doc_id": "x", "path": "Documents/a.pdf", "page_start": 2, "page_end": 3}]})
             per_q.append({"strategy": name, "strategy_display": name, "question_index": qi, "question": q,
                           **{m: round(0.1 + 0.05 * s + 0.01 * qi + 0.001 * j, 4) for j, m in
@@ -366,18 +366,26 @@ def test_empty_folder_notes_name_the_commands(tmp_path: Path) -> None:
         assert command in page and command in md
 
 
-def test_retrieval_falls_back_to_dataset_contexts(full_results: Path) -> None:
+def test_retrieval_falls_back_to_chunk_quality_numbers(full_results: Path) -> None:
+    """Without retrieval_summary.csv the section shows chunk_quality.csv's retrieval rows, context size included,
+    as that script wrote them: the report computes no statistics of its own."""
+    cq = pd.read_csv(full_results / "chunk_quality.csv")
+    cq = pd.concat([cq, pd.DataFrame([{"strategy": name, "group": "retrieval", "metric": "context_chars", "n": 4,
+                                       "mean": 9.0 * (s + 1), "ci_low": 9.0, "ci_high": 30.0, "failures": 0,
+                                       "note": ""} for s, name in enumerate(strategy_names())])])
+    cq.to_csv(full_results / "chunk_quality.csv", index=False)
     (full_results / "retrieval_summary.csv").unlink()
     (full_results / "retrieval_paired.csv").unlink()
     page, _, _ = report.build(full_results, generated="test")
     parsed = parse(page)
     assert parsed.notes == {"retrieval": 1}
-    tables = parsed.section_tables("retrieval")
-    contexts = tables[-1]
-    assert contexts["headers"][-1].startswith("retrieved characters")
-    # "context i" is 9 characters; strategy s retrieved 1 + s of them for every question
-    assert [_value(r[-1]) for r in contexts["rows"]] == [9.0, 18.0, 27.0]
-    assert any(r[0]["text"] == "span_recall" for r in tables[0]["rows"])  # chunk_quality.csv's retrieval rows
+    rows = parsed.section_tables("retrieval")[0]["rows"]
+    assert any(r[0]["text"] == "span_recall" for r in rows)  # chunk_quality.csv's retrieval rows
+    context = next(r for r in rows if r[0]["text"] == "context_chars")
+    assert "9.0" in context[1]["text"] and "27.0" in context[3]["text"]
+    (full_results / "chunk_quality.csv").unlink()
+    parsed = parse(report.build(full_results, generated="test")[0])
+    assert parsed.notes == {"retrieval": 2, "chunk-quality": 1}
 
 
 @pytest.mark.parametrize("holm, low, high, expected", [

@@ -217,3 +217,28 @@ def test_db_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:
     target = _write(tmp_path, "db", "a file")
     with pytest.raises(StudyInputError, match=r"db/RAGFixedSize: cannot create the Chroma folder"):
         prepare_db_dir(target / "RAGFixedSize")
+
+
+def test_derived_tables_round_trip_through_their_one_owner(tmp_path):
+    """write_table / read_table: declared columns first, budget labels read back as text ("500", "k"), an absent
+    file is None, and a file lacking a declared column is an error naming it and the command that writes it."""
+    import pandas as pd
+
+    from ragstudy import results
+
+    frame = pd.DataFrame([{"extra": 1, **{c: 0 for c in results.RETRIEVAL_SUMMARY.columns}, "budget": b}
+                          for b in ("500", "1000", "k")])
+    assert results.read_table(tmp_path, results.RETRIEVAL_SUMMARY) is None
+    path = results.write_table(tmp_path, results.RETRIEVAL_SUMMARY, frame)
+    assert path == tmp_path / "retrieval_summary.csv"
+    back = results.read_table(tmp_path, results.RETRIEVAL_SUMMARY)
+    assert list(back.columns) == [*results.RETRIEVAL_SUMMARY.columns, "extra"]
+    assert back["budget"].tolist() == ["500", "1000", "k"]
+    frame.drop(columns=["ci_high"]).to_csv(path, index=False)
+    with pytest.raises(StudyInputError, match=r"retrieval_summary.csv: no column\(s\) \['ci_high'\].*"
+                                              r"Postprocessing/retrieval_eval.py --results-dir"):
+        results.read_table(tmp_path, results.RETRIEVAL_SUMMARY)
+    with pytest.raises(ValueError, match="lacks column"):
+        results.write_table(tmp_path, results.RETRIEVAL_PAIRED, frame)
+    assert set(results.TABLES) >= {"retrieval_per_question.csv", "retrieval_paired.csv", "sweep_summary.csv",
+                                   "sweep_best.csv", "metrics_summary.csv", "chunk_quality.csv"}

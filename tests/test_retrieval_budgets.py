@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from ragstudy.errors import StudyInputError
-from ragstudy.retrieval import (PackedContext, RetrievedParent, budget_labels, pack_all, pack_budget,
-                                pack_paper_k, read_retrieval, retrieval_path, token_measure, write_retrieval)
+from ragstudy.budget_eval import (PackedContext, budget_labels, pack_all, pack_budget, pack_paper_k, token_measure,
+                                  validate_budgets)
+from ragstudy.results import RetrievedParent, read_retrieval, retrieval_path, write_retrieval
 
 
 def ranking(lengths, scores=None, in_k=0, question_index=0):
@@ -148,3 +149,64 @@ def test_token_budgets_use_the_llms_tokenizer_end_to_end(pdf_dir, questions_csv,
     per_q = pd.read_csv(out / "retrieval_per_question.csv", dtype={"budget": str})
     assert set(per_q["budget"]) == {"60", "300", "k"}
     assert "(tokens)" in (out / "retrieval_summary.md").read_text(encoding="utf-8")
+
+
+# ------------------------------------------------------------------------------------------------ the chunk cache
+
+class _Planted:
+    """Unpickling this would create `marker`: a stand-in for a malicious pickle in the cache folder."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        import pathlib
+
+        return pathlib.Path.touch, (pathlib.Path(self.marker),)
+
+
+@pytest.mark.parametrize("planted", ["pickle", "garbage", "wrong-json"])
+def test_chunk_cache_is_json_and_a_bad_file_is_replaced_never_run(pdf_dir, tmp_path, monkeypatch, caplog, planted):
+    """The chunk cache is JSON: a planted pickle (which would create a file if unpickled), bytes that are not
+    JSON, or JSON of another shape is reported by name, never executed, and replaced by a readable cache whose
+    chunks equal a fresh chunking."""
+    import json
+    import logging
+    import pickle
+
+    from ragstudy.config import StudyConfig
+    from ragstudy.pipeline import chunk_documents
+    from ragstudy.ranking import chunk_cache_path, chunk_cached, chunked_from_json
+    from ragstudy.textlayer import load_documents
+
+    monkeypatch.setenv("RAGSTUDY_CACHE", str(tmp_path / "cache"))
+    config = StudyConfig.resolve(profile="lite", strategies="newline")
+    documents = load_documents(pdf_dir)
+    path = chunk_cache_path(config, "newline", documents)
+    assert path.suffix == ".json"
+    marker = tmp_path / "executed"
+    path.parent.mkdir(parents=True)
+    path.write_bytes({"pickle": pickle.dumps(_Planted(marker)), "garbage": b"\x80\x04not json at all",
+                      "wrong-json": json.dumps({"format": 1, "documents": [{"chunks": []}]}).encode()}[planted])
+    with caplog.at_level(logging.WARNING, logger="ragstudy.ranking"):
+        chunked = chunk_cached(config, "newline", documents)
+    assert not marker.exists()
+    assert str(path) in caplog.text and "unreadable chunk cache" in caplog.text
+    fresh = chunk_documents(documents, "newline", config)
+    assert [c.chunks for c in chunked] == [c.chunks for c in fresh]
+    again = chunked_from_json(path.read_text(encoding="utf-8"))  # replaced by a readable cache
+    assert [c.chunks for c in again] == [c.chunks for c in fresh] and [c.source for c in again] == [
+        c.source for c in fresh]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="ragstudy.ranking"):
+        assert [c.chunks for c in chunk_cached(config, "newline", documents)] == [c.chunks for c in fresh]
+    assert "unreadable" not in caplog.text
+
+
+@pytest.mark.parametrize("budgets, message", [
+    ([0, 500], "positive integers"), ([], "positive integers"), ("500,abc", "give positive integers"),
+    ([True], "positive integers")])
+def test_budgets_are_validated_in_one_place(budgets, message):
+    with pytest.raises(StudyInputError, match=message):
+        validate_budgets(budgets, "--budgets")
+    assert validate_budgets("500, 1000", "--budgets") == (500, 1000)

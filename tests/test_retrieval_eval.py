@@ -9,9 +9,9 @@ import json
 import pandas as pd
 import pytest
 
-from Postprocessing.chunkeval.retrieval import (EvidenceError, EvidenceText, QuestionEvidence, SourceIndex,
-                                                context_scores, load_evidence_file, locate, normalize_for_match,
-                                                score_spans)
+from ragstudy.errors import StudyInputError
+from ragstudy.evidence import (EvidenceError, EvidenceText, QuestionEvidence, SourceIndex, context_scores,
+                               load_evidence_file, locate, normalize_for_match, score_spans)
 
 
 # ------------------------------------------------------------------------------------------ metric values
@@ -129,7 +129,7 @@ def _results_folder(tmp_path):
     three; budgets S and 3S."""
     from ragstudy.chunks import build_chunks
     from ragstudy.results import write_chunks
-    from ragstudy.retrieval import RetrievedParent, write_retrieval
+    from ragstudy.results import RetrievedParent, write_retrieval
     from ragstudy.textlayer import SourceText
 
     sentences = [f"Frase numero {i:02d} del manuale tecnico. " for i in range(12)]

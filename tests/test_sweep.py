@@ -59,7 +59,7 @@ def test_shipped_sweeps_are_valid():
 
 
 @pytest.mark.slow  # ~45 s on a loaded 2-core machine (indexes 4 configurations' windows)
-def test_sweep_of_two_configurations(pdf_dir, questions_csv, tmp_path):
+def test_sweep_of_two_configurations(pdf_dir, questions_csv, tmp_path, capsys):
     from ragstudy.config import StudyConfig
     from ragstudy.sweep import run_sweep
 
@@ -76,8 +76,8 @@ configs:
     out = tmp_path / "out"
     config = StudyConfig.resolve(profile="lite", strategies="fixed-size", documents=str(pdf_dir),
                                  questions=str(questions_csv), output_dir=str(out), db_dir=str(tmp_path / "db"))
-    rows = run_sweep(config, sweep, evidence, plots=False)
-    assert [r["config"] for r in rows] == ["small", "large"]
+    result = run_sweep(config, sweep, evidence)
+    assert [r["config"] for r in result.rows] == ["small", "large"]
     summary = pd.read_csv(out / "sweep_summary.csv")
     assert list(summary.columns[:9]) == ["config", "strategy", "params", "chunks", "chars_mean", "chars_cv",
                                          "index_seconds", "embedded", "reused"]
@@ -97,6 +97,12 @@ configs:
     for name in ("small", "large"):
         assert (out / "sweep" / name / "retrieval_fixed-size.csv").is_file()
         assert (out / "sweep" / name / "retrieval_per_question.csv").is_file()
+    # the script prints the table and draws the plot (the core does neither)
+    import evaluation_chain
+
+    evaluation_chain.print_sweep(result)
+    assert "sweep of 2 configurations" in capsys.readouterr().out
+    assert (out / "sweep_hit_rate.html").is_file()
     # a second sweep with nothing changed embeds nothing
-    again = run_sweep(config, sweep, evidence, plots=False)
+    again = run_sweep(config, sweep, evidence).rows
     assert [r["embedded"] for r in again] == [0, 0]

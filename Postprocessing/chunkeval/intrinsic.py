@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ragstudy.evidence import merged_length  # noqa: F401  (also used by the chunk_quality tests)
+
 from .align import AlignedChunk, ReferenceDoc
 
 TokenCounter = Callable[[Sequence[str]], list[int]]
@@ -20,23 +22,6 @@ TokenCounter = Callable[[Sequence[str]], list[int]]
 def word_counts(texts: Sequence[str]) -> list[int]:
     """Whitespace-separated words per text (the token counter that needs no model)."""
     return [len(text.split()) for text in texts]
-
-
-def merged_length(spans: Iterable[tuple[int, int]]) -> int:
-    """Characters covered by the union of [start, end) spans."""
-    total, cur_start, cur_end = 0, None, None
-    for start, end in sorted(spans):
-        if end <= start:
-            continue
-        if cur_end is None or start > cur_end:
-            if cur_end is not None:
-                total += cur_end - cur_start
-            cur_start, cur_end = start, end
-        else:
-            cur_end = max(cur_end, end)
-    if cur_end is not None:
-        total += cur_end - cur_start
-    return total
 
 
 def overlap_counts(spans: Sequence[tuple[int, int]]) -> tuple[int, int]:

@@ -1,14 +1,13 @@
-"""Reading a results folder for the report: every file is optional, and each reader returns None (or an empty
-mapping) when its file is absent, so that a section can say which command would produce it.
+"""Reading a results folder for the report, through ragstudy.results (the one owner of every file's name, columns
+and reader): every file is optional, and a reader returns None (or an empty mapping) when its file is absent, so
+that a section can say which command would produce it; a file that is there but malformed is an error naming it.
 
-The readers are kept small and in one place so that they can move to the shared results-folder module once it
-exists. Strategy names, display names, colours and order come from the registry; a strategy found in a file but not
-registered is still shown (grey, its name as display name).
+Strategy names, display names, colours and order are the registry's StrategySpec; a strategy found in a file but
+not registered is still shown (grey, its name as display name, after the registered ones).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -18,98 +17,57 @@ from typing import Any
 import pandas as pd
 
 from Postprocessing import common
+from ragstudy import results
 from ragstudy.io import PROJECT_ROOT
+from ragstudy.registry import StrategySpec
 
 logger = logging.getLogger(__name__)
 
 UNKNOWN_COLOR = "#999999"
-SURVEY_SUBDIR = "survey"  # interview_analysis.py writes into <results>/survey by default
-
-
-@dataclass(frozen=True)
-class StrategyStyle:
-    """How one strategy is named, coloured and ordered in the report."""
-
-    name: str
-    display: str
-    color: str
-    order: float
-    registered: bool
 
 
 class Strategies:
-    """The registry's strategies, plus any unregistered names met in the files (grey, after the registered)."""
+    """The registry's strategies (StrategySpec), looked up by registry or display name; names met in the files but
+    not registered are shown grey, after the registered ones."""
 
-    def __init__(self, styles: Iterable[StrategyStyle]) -> None:
-        self._styles = {s.name: s for s in styles}
-        self._by_display = {s.display: s for s in self._styles.values()}
+    def __init__(self, specs: Iterable[StrategySpec]) -> None:
+        self._specs = {s.name: s for s in specs}
+        self._by_display = {s.display_name: s for s in self._specs.values()}
 
     @classmethod
     def from_registry(cls) -> "Strategies":
         from ragstudy import registry
 
-        return cls(StrategyStyle(s.name, s.display_name or s.name, s.color or UNKNOWN_COLOR, float(s.order), True)
-                   for s in registry.specs())
+        return cls(registry.specs())
 
-    def style(self, name: str) -> StrategyStyle:
-        """The registered style of ``name`` (a registry name, or a display name as survey tables use)."""
+    def spec(self, name: str) -> StrategySpec | None:
+        """The registered spec of ``name`` (a registry name, or a display name as survey tables use), or None."""
         name = str(name)
-        if name in self._styles:
-            return self._styles[name]
-        if name in self._by_display:
-            return self._by_display[name]
-        return StrategyStyle(name, name, UNKNOWN_COLOR, float("inf"), False)
+        return self._specs.get(name) or self._by_display.get(name)
 
     def display(self, name: str) -> str:
-        return self.style(name).display
+        spec = self.spec(name)
+        return spec.display_name if spec and spec.display_name else str(name)
 
     def color(self, name: str) -> str:
-        return self.style(name).color
+        spec = self.spec(name)
+        return spec.color if spec and spec.color else UNKNOWN_COLOR
+
+    def order(self, name: str) -> float:
+        spec = self.spec(name)
+        return float(spec.order) if spec else float("inf")
 
     def ordered(self, names: Iterable[str]) -> list[str]:
         """Distinct ``names`` in registry order; unregistered ones after, in the order first met."""
         names = list(dict.fromkeys(str(n) for n in names))
         first = {n: i for i, n in enumerate(names)}
-        return sorted(names, key=lambda n: (self.style(n).order, first[n]))
+        return sorted(names, key=lambda n: (self.order(n), first[n]))
 
 
 def read_config(results_dir: Path) -> dict[str, Any] | None:
-    """``config.json`` as written by evaluation_chain.py (any version: keys are not checked), or None when
-    absent."""
-    path = Path(results_dir) / "config.json"
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise common.DataError(f"{path}: not valid JSON ({exc}); re-run evaluation_chain.py") from None
-    if not isinstance(data, dict):
-        raise common.DataError(f"{path}: expected a JSON object; re-run evaluation_chain.py")
-    return data
-
-
-def read_csv(results_dir: Path, name: str, subdirs: Iterable[str] = ()) -> pd.DataFrame | None:
-    """``<results_dir>/<name>`` (or the first ``<results_dir>/<subdir>/<name>``) as a DataFrame, or None."""
-    for folder in (Path(results_dir), *(Path(results_dir) / d for d in subdirs)):
-        path = folder / name
-        if path.is_file():
-            logger.debug("reading %s", path)
-            try:
-                return pd.read_csv(path, encoding="utf-8", keep_default_na=True)
-            except (pd.errors.ParserError, UnicodeDecodeError) as exc:
-                raise common.DataError(f"{path}: not a readable UTF-8 CSV ({exc}); re-run the script that wrote "
-                                       "it") from exc
-            except pd.errors.EmptyDataError:
-                logger.warning("%s is empty; treated as absent", path)
-                return None
-    return None
-
-
-def read_text(results_dir: Path, name: str, subdirs: Iterable[str] = ()) -> str | None:
-    for folder in (Path(results_dir), *(Path(results_dir) / d for d in subdirs)):
-        if (folder / name).is_file():
-            return (folder / name).read_text(encoding="utf-8")
-    return None
+    """``config.json`` as written by evaluation_chain.py (ragstudy.results.read_config), or None when absent."""
+    record = results.read_config(results_dir)
+    return dict(record.raw) if record.path is not None else None
 
 
 def require_columns(frame: pd.DataFrame, columns: Iterable[str], what: str) -> None:
@@ -120,64 +78,24 @@ def require_columns(frame: pd.DataFrame, columns: Iterable[str], what: str) -> N
 
 
 def read_chunks(results_dir: Path) -> dict[str, pd.DataFrame]:
-    """``chunks_<strategy>.csv`` files, keyed by strategy name, with a ``chars`` column (length of ``contents``)."""
+    """``chunks_<strategy>.csv`` files (ragstudy.results.read_chunk_rows), keyed by strategy name, with a
+    ``chars`` column (length of ``contents``)."""
     out: dict[str, pd.DataFrame] = {}
-    for path in sorted(Path(results_dir).glob("chunks_*.csv")):
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
-        require_columns(frame, ["contents"], str(path))
+    for name in results.exported_strategies(results_dir):
+        frame = pd.DataFrame(results.read_chunk_rows(Path(results_dir), name), columns=list(results.CHUNK_COLUMNS))
         frame["chars"] = frame["contents"].str.len()
-        out[path.stem[len("chunks_"):]] = frame
+        out[name] = frame
     return out
 
 
 def read_datasets(results_dir: Path) -> dict[str, list[dict[str, Any]]]:
-    """The chain's ``Dataset*.json`` files keyed by strategy name (the rows' ``strategy`` field, else the registry's
-    owner of the file stem, else the stem)."""
-    from ragstudy import registry
-
+    """The chain's Dataset files (ragstudy.results.read_dataset; JSON preferred over CSV) keyed by strategy name,
+    as rows with question_index, question, answer, contexts, sources."""
     out: dict[str, list[dict[str, Any]]] = {}
-    paths = sorted(Path(results_dir).glob("Dataset*.json"))
-    paths += [p for p in sorted(Path(results_dir).glob("Dataset*.csv")) if not p.with_suffix(".json").is_file()]
-    for path in paths:
-        rows = _json_rows(path) if path.suffix == ".json" else _csv_rows(path)
-        names = {str(r["strategy"]) for r in rows if r.get("strategy")}
-        spec = registry.by_dataset_name(path.stem)
-        name = names.pop() if len(names) == 1 else spec.name if spec else path.stem
-        # the paper's files have no question_index: their rows follow Questions.csv
-        out[name] = [r if r.get("question_index") is not None else {**r, "question_index": i}
-                     for i, r in enumerate(rows)]
+    for path in results.dataset_files(results_dir):
+        dataset = results.read_dataset(path, None, None, require_answers=False)
+        out[dataset.strategy] = [row.to_record() for row in dataset.rows]
     return out
-
-
-def _csv_rows(path: Path) -> list[dict[str, Any]]:
-    """A Dataset CSV whose JSON twin is missing: ``sources`` decoded when it is JSON (the paper's have none)."""
-    rows = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8").to_dict("records")
-    for row in rows:
-        try:
-            row["sources"] = json.loads(row.get("sources") or "[]")
-        except json.JSONDecodeError:
-            row["sources"] = []
-        if not str(row.get("question_index", "")).strip().isdigit():
-            row.pop("question_index", None)
-    return rows
-
-
-def _json_rows(path: Path) -> list[dict[str, Any]]:
-    """A JSON list of objects (this project's Dataset files) or JSON Lines (the paper's, via `datasets`)."""
-    text = path.read_text(encoding="utf-8")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        try:
-            data = [json.loads(line) for line in text.splitlines() if line.strip()]
-        except json.JSONDecodeError as exc:
-            raise common.DataError(f"{path}: neither JSON nor JSON Lines ({exc}); re-run evaluation_chain.py") \
-                from None
-    if isinstance(data, dict):
-        data = [data]
-    if not isinstance(data, list):
-        raise common.DataError(f"{path}: expected a list of rows, got {type(data).__name__}")
-    return [r for r in data if isinstance(r, dict)]
 
 
 def oracle_path(config: Mapping[str, Any] | None) -> Path | None:
@@ -194,14 +112,11 @@ def oracle_path(config: Mapping[str, Any] | None) -> Path | None:
 
 
 def read_oracle(config: Mapping[str, Any] | None) -> tuple[list[str], Path] | None:
+    """Oracle answers (ragstudy.results.read_oracle) and their file, or None when there is no Oracle.csv."""
     path = oracle_path(config)
     if path is None:
         return None
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
-    if "oracle" not in frame.columns:
-        logger.warning("%s has no 'oracle' column; the explorer shows no oracle answers", path)
-        return None
-    return frame["oracle"].tolist(), path
+    return results.read_oracle(path), path
 
 
 @dataclass
@@ -227,15 +142,6 @@ class Inputs:
     oracle: tuple[list[str], Path] | None
 
 
-def _budgets_as_text(frame: pd.DataFrame | None) -> pd.DataFrame | None:
-    """Budgets are labels ("500" … "4000", "k"): read them as text whatever pandas guessed."""
-    if frame is not None and "budget" in frame.columns:
-        frame = frame.copy()
-        frame["budget"] = [str(int(b)) if isinstance(b, float) and b.is_integer() else str(b)
-                           for b in frame["budget"]]
-    return frame
-
-
 def load(results_dir: Path) -> Inputs:
     """Read every file the report can use from ``results_dir``."""
     d = Path(results_dir)
@@ -243,18 +149,20 @@ def load(results_dir: Path) -> Inputs:
         raise common.DataError(f"results folder {d} not found; run evaluation_chain.py (--output-dir {d}) first, "
                                "or pass --results-dir")
     config = read_config(d)
-    survey = (SURVEY_SUBDIR,)
+    survey_dir = d / results.SURVEY_OVERALL.subdir
+    summary_md = next((p for p in (d / "survey_summary.md", survey_dir / "survey_summary.md") if p.is_file()), None)
     return Inputs(
         results_dir=d, config=config, chunks=read_chunks(d), datasets=read_datasets(d),
-        metrics_summary=read_csv(d, "metrics_summary.csv"), metrics_paired=read_csv(d, "metrics_paired.csv"),
-        metrics_per_question=read_csv(d, "metrics_per_question.csv"),
-        retrieval_summary=_budgets_as_text(read_csv(d, "retrieval_summary.csv")),
-        retrieval_paired=_budgets_as_text(read_csv(d, "retrieval_paired.csv")),
-        chunk_quality=read_csv(d, "chunk_quality.csv"),
-        survey_overall=read_csv(d, "survey_counts_overall.csv", survey),
-        survey_pairwise=read_csv(d, "survey_pairwise_tests.csv", survey),
-        survey_summary=read_text(d, "survey_summary.md", survey),
+        metrics_summary=results.read_table(d, results.METRICS_SUMMARY),
+        metrics_paired=results.read_table(d, results.METRICS_PAIRED),
+        metrics_per_question=results.read_table(d, results.METRICS_PER_QUESTION),
+        retrieval_summary=results.read_table(d, results.RETRIEVAL_SUMMARY),
+        retrieval_paired=results.read_table(d, results.RETRIEVAL_PAIRED),
+        chunk_quality=results.read_table(d, results.CHUNK_QUALITY),
+        survey_overall=results.read_table(d, results.SURVEY_OVERALL),
+        survey_pairwise=results.read_table(d, results.SURVEY_PAIRWISE),
+        survey_summary=summary_md.read_text(encoding="utf-8") if summary_md else None,
         survey_answers_present=(d / "interview_answers.xlsx").is_file(),
-        sweep_summary=read_csv(d, "sweep_summary.csv"), sweep_best=read_csv(d, "sweep_best.csv"),
+        sweep_summary=results.read_table(d, results.SWEEP_SUMMARY), sweep_best=results.read_table(d, results.SWEEP_BEST),
         oracle=read_oracle(config),
     )

@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from Postprocessing import metric_catalogue, stats
+from Postprocessing import metric_catalogue
 from Postprocessing.reportkit import figures
 from Postprocessing.reportkit.blocks import (Block, Bullets, Cell, Details, Figure, Heading, Note, Section, Table, Text,
                                              estimate, num, pvalue)
@@ -213,10 +213,6 @@ def significant_summary(frame: pd.DataFrame, styles: Strategies, p_holm_col: str
 
 # -------------------------------------------------------------------------------------------- 3. retrieval
 
-def _context_chars(rows: Sequence[Mapping[str, Any]]) -> list[float]:
-    return [float(sum(len(str(c)) for c in (r.get("contexts") or []))) for r in rows]
-
-
 def retrieval_section(inp: Inputs, styles: Strategies) -> Section:
     s = Section("retrieval", "Retrieval")
     summary, paired = inp.retrieval_summary, inp.retrieval_paired
@@ -252,19 +248,10 @@ def retrieval_section(inp: Inputs, styles: Strategies) -> Section:
             s.blocks.append(Heading("At each strategy's own k, from the chain's retrieved contexts "
                                     "(chunk_quality.csv)"))
             s.blocks.append(_quality_table(cq[cq["group"] == "retrieval"], styles))
-        if inp.datasets:
-            rows = []
-            for name in styles.ordered(inp.datasets):
-                values = _context_chars(inp.datasets[name])
-                if not values:
-                    continue
-                mean, lo, hi = stats.bootstrap_ci(values, 2000, 0) if len(values) > 1 else (values[0],) * 3
-                k = ((inp.config or {}).get("strategy_params") or {}).get(name, {}).get("k")
-                rows.append([strategy_cell(name, styles), num(k, 0), num(len(values), 0),
-                             estimate(mean, lo, hi, 1)])
-            s.blocks.append(Heading("Context size the LLM received (Dataset files)"))
-            s.blocks.append(Table(["strategy", "k", "questions", "retrieved characters per question [95 % CI]"],
-                                  rows, "lrrr"))
+        else:
+            s.blocks.append(Note("No chunk_quality.csv: the retrieval metrics and context size at each strategy's own "
+                                 "k come from the chain's Dataset files through chunk_quality.py.",
+                                 (_cmd("Postprocessing/chunk_quality.py", inp.results_dir),)))
     if paired is not None and len(paired):
         require_columns(paired, ["budget", "metric", "strategy_a", "strategy_b", "mean_diff", "ci_low", "ci_high",
                                  "p_wilcoxon", "p_holm"], "retrieval_paired.csv")
@@ -449,7 +436,7 @@ def explorer_section(inp: Inputs, styles: Strategies) -> Section:
     answers = {(name, int(r["question_index"])): r for name, rows in inp.datasets.items() for r in rows
                if r.get("question_index") is not None}
     oracle = inp.oracle[0] if inp.oracle else []
-    keys = sorted(set(answers) | set(scores), key=lambda k: (k[1], styles.style(k[0]).order, k[0]))
+    keys = sorted(set(answers) | set(scores), key=lambda k: (k[1], styles.order(k[0]), k[0]))
     rows = []
     for name, qi in keys:
         a, sc = answers.get((name, qi), {}), scores.get((name, qi), {})

@@ -1,6 +1,17 @@
-"""Retrieval metrics from evidence: did the retrieved parents contain the evidence, and how tightly. The one
-implementation of the span metrics, used by chunk_quality.py (the chain's own contexts, on the ground-truth
-reference) and retrieval_eval.py (equal context budgets, on each strategy's normalised source text).
+"""Evidence: the evidence files, the text normalisation evidence is matched under, locating evidence in a
+strategy's source text, and the character-span metrics of a context against it.
+
+Evidence files: `sample/evidence.json` (ragstudy.groundtruth's format: one record per Questions.csv row, with
+offsets on the ground-truth text) or a hand-written CSV (question_index, evidence (verbatim text), optional pdf;
+several rows per question allowed). Every reader here raises EvidenceError (a StudyInputError) naming the file and
+row.
+
+Matching: texts are compared after `normalize_for_match`: Unicode NFKC, then the shared QA set's rules (NFKD with
+combining marks dropped, case folded, only letters and digits kept), so line breaks, whitespace, line-break
+hyphenation ("configura-\\nzione"), ligatures, quotes and table-cell separators do not matter. Each evidence text
+is located in the strategy's normalised source text (the text its chunks' `start_end_idx` point into), whole, or
+else in pieces (evidence that crosses a page break has a running footer between its two parts in the text layer);
+a retrieved parent covers the normalised characters of its span.
 
 The character-span metrics follow chunking_evaluation (Chroma research, "Evaluating chunking strategies for
 retrieval"): with R the retrieved chunks and E the evidence spans of a question, both on one text,
@@ -8,13 +19,6 @@ retrieval"): with R the retrieved chunks and E the evidence spans of a question,
 - recall    = |E ∩ R| / |E|
 - precision = |E ∩ R| / Σ len(r)            (every retrieved chunk's length counts, as the LLM reads it all)
 - IoU       = |E ∩ R| / (Σ len(r) + |E \\ R|)
-
-Evidence matching (retrieval_eval.py): texts are compared after `normalize_for_match`: Unicode NFKC, then the
-shared QA set's rules (NFKD with combining marks dropped, case folded, only letters and digits kept), so line
-breaks, whitespace, line-break hyphenation ("configura-\\nzione"), ligatures, quotes and table-cell separators
-do not matter. Each evidence text is located in the strategy's normalised source text (the text its chunks'
-`start_end_idx` point into), whole, or else in pieces (evidence that crosses a page break has a running footer
-between its two parts in the text layer); a retrieved parent covers the normalised characters of its span.
 """
 
 from __future__ import annotations
@@ -28,8 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .align import AlignedChunk
-from .intrinsic import merged_length
+from .errors import StudyInputError
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +42,28 @@ MIN_PIECE = 16  # normalised characters: shorter evidence pieces located on thei
 NEAR = 4000  # normalised characters after the previous piece where the next piece is looked for first
 
 
+class EvidenceError(StudyInputError):
+    """An evidence file is missing or malformed (the message names the file and row)."""
+
+
 # ------------------------------------------------------------------------------------------------ span metrics
+
+def merged_length(spans: Iterable[tuple[int, int]]) -> int:
+    """Characters covered by the union of [start, end) spans."""
+    total, cur_start, cur_end = 0, None, None
+    for start, end in sorted(spans):
+        if end <= start:
+            continue
+        if cur_end is None or start > cur_end:
+            if cur_end is not None:
+                total += cur_end - cur_start
+            cur_start, cur_end = start, end
+        else:
+            cur_end = max(cur_end, end)
+    if cur_end is not None:
+        total += cur_end - cur_start
+    return total
+
 
 @dataclass(frozen=True)
 class SpanScores:
@@ -115,46 +139,6 @@ def context_scores(evidence: Sequence[Span], parents: Sequence[tuple[Sequence[Sp
                 reciprocal = 1.0 / rank
                 break
     return ContextScores(float(complete), scores.recall, scores.precision, scores.iou, reciprocal)
-
-
-# ------------------------------------------------------------------- chunk_quality: the chain's own contexts
-
-@dataclass(frozen=True)
-class QuestionRetrieval:
-    """Retrieval metrics of one answerable question for one strategy."""
-
-    question_index: int
-    retrieved: int  # parents retrieved
-    hit_at_1: float
-    hit_at_k: float
-    recall: float
-    precision: float
-    iou: float
-    retrieved_chars_mean: float  # mean length of the retrieved parents (characters)
-
-
-def aligned_spans(chunks: Sequence[AlignedChunk]) -> list[Span]:
-    return [(c.document, s, e) for c in chunks for s, e in c.ref_intervals]
-
-
-def span_scores(retrieved: Sequence[AlignedChunk], evidence: Sequence[Span]) -> SpanScores:
-    """`score_spans` of chunks aligned to the reference; Σ len(r) is their characters as retrieved."""
-    return score_spans(evidence, aligned_spans(retrieved), sum(c.length for c in retrieved))
-
-
-def question_retrieval(question_index: int, retrieved: Sequence[AlignedChunk], evidence: Sequence[Span],
-                       hit_threshold: float) -> QuestionRetrieval:
-    """hit@k: recall >= `hit_threshold` (alignment to the reference may miss a few characters of punctuation);
-    hit@1 uses the first retrieved chunk only. Lengths are the chunks' characters as retrieved."""
-    scores = span_scores(retrieved, evidence)
-    first = span_scores(retrieved[:1], evidence)
-    return QuestionRetrieval(
-        question_index=question_index, retrieved=len(retrieved),
-        hit_at_1=float(bool(retrieved) and first.recall >= hit_threshold),
-        hit_at_k=float(scores.recall >= hit_threshold), recall=scores.recall, precision=scores.precision,
-        iou=scores.iou,
-        retrieved_chars_mean=sum(c.length for c in retrieved) / len(retrieved) if retrieved else 0.0,
-    )
 
 
 # ---------------------------------------------------------------------------------------- normalised texts
@@ -260,8 +244,18 @@ class QuestionEvidence:
     texts: tuple[EvidenceText, ...]
 
 
-class EvidenceError(ValueError):
-    """An evidence file is missing or malformed (the message names the file and row)."""
+def load_evidence_records(path: str | Path) -> list:
+    """`sample/evidence.json` as ragstudy.groundtruth.EvidenceRecord's (one per Questions.csv row, offsets on the
+    ground-truth text)."""
+    from .groundtruth import load_evidence
+
+    path = Path(path)
+    if not path.is_file():
+        raise EvidenceError(f"{path}: evidence file not found; pass --evidence FILE")
+    try:
+        return load_evidence(path)
+    except ValueError as exc:
+        raise EvidenceError(str(exc)) from exc
 
 
 def load_evidence_file(path: str | Path) -> dict[int, QuestionEvidence]:
@@ -272,12 +266,7 @@ def load_evidence_file(path: str | Path) -> dict[int, QuestionEvidence]:
     if not path.is_file():
         raise EvidenceError(f"{path}: evidence file not found; pass --evidence FILE (.json or .csv)")
     if path.suffix.lower() == ".json":
-        from ragstudy.groundtruth import load_evidence
-
-        try:
-            records = load_evidence(path)
-        except ValueError as exc:
-            raise EvidenceError(str(exc)) from exc
+        records = load_evidence_records(path)
         return {r.question_index: QuestionEvidence(r.question_index, tuple(EvidenceText(e.text, r.document)
                                                                           for e in r.evidence))
                 for r in records if r.answerable and r.evidence}

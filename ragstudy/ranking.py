@@ -1,0 +1,240 @@
+"""Retrieval-only runs: chunk (cached), index and rank the parents of every question, and write
+`retrieval_<strategy>.csv` (ragstudy.results owns the file).
+
+A retrieval-only run ranks the parents of every question (by their best child window, `KnowledgeBase.rank`) deep
+enough to fill the largest context budget, and marks the parents the paper's k child windows retrieve (`in_k`, from
+the strategy's own retriever, exactly as the chain does). ragstudy.budget_eval then packs and scores the budgets.
+
+Chunks are cached as JSON under a hash of (strategy, parameters, PDF bytes, embedding model, chunking code); a
+cache file that does not parse is treated as absent (a warning names it) and replaced.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from .budget_eval import CHARS, Measure, llm_measure
+from .chunks import Chunk, ChunkedDocument
+from .config import StudyConfig
+from .pipeline import StrategyReport, chunk_documents, chunker_context, lazy_embedding, make_knowledge_base, run_facts
+from .results import ResultsFolder, RetrievedParent, read_questions, write_config, write_retrieval
+from .textlayer import SourceText, load_documents
+
+logger = logging.getLogger(__name__)
+
+INITIAL_DEPTH = 8  # parents ranked first; doubled until the largest budget is overfilled
+
+
+# ------------------------------------------------------------------------------------------------ ranking
+
+def rank_question(kb, retriever, question: str, question_index: int, largest: int, measure: Measure = CHARS
+                  ) -> list[RetrievedParent]:
+    """Parents of one question in rank order, deep enough that the largest budget is overfilled (or every parent
+    is ranked), with `in_k` set from the chain's own retriever."""
+    vector = kb.embedding.embed_query(question)
+    depth = max(INITIAL_DEPTH, kb.params.k)
+    while True:
+        ranked = kb.rank_vector(vector, depth)
+        total = sum(measure.length(r.document.page_content) for r in ranked)
+        if total > largest or len(ranked) < depth:
+            break
+        depth *= 2
+    in_k = {doc.id or doc.metadata.get("doc_id") for doc in retriever.invoke(question)}
+    rows = []
+    for r in ranked:
+        meta = r.document.metadata
+        doc_id = str(r.document.id or meta["doc_id"])
+        rows.append(RetrievedParent(question_index=question_index, rank=r.rank, doc_id=doc_id, path=str(meta["path"]),
+                                    page_start=int(meta["page_start"]), page_end=int(meta["page_end"]),
+                                    score=float(r.score), in_k=doc_id in in_k, contents=r.document.page_content))
+    found = {row.doc_id for row in rows if row.in_k}
+    if found != in_k:
+        logger.warning("question %d: the retriever returned %d parent(s) outside the ranking", question_index,
+                       len(in_k - found))
+    return rows
+
+
+@dataclass
+class RetrievalRun:
+    """What one strategy (or one sweep configuration) did in a retrieval-only run."""
+
+    strategy: str
+    documents: int
+    chunks: int
+    chars_mean: float
+    chars_cv: float
+    index_seconds: float
+    embedded: int
+    reused: int
+    outputs: list[str] = field(default_factory=list)
+
+
+def chunk_length_stats(chunked) -> tuple[int, float, float]:
+    """(chunks, mean length, coefficient of variation of the length) of the parents, in characters."""
+    lengths = [len(chunk.contents) for item in chunked for chunk in item.chunks]
+    if not lengths:
+        return 0, math.nan, math.nan
+    mean = statistics.fmean(lengths)
+    cv = statistics.pstdev(lengths) / mean if mean else math.nan
+    return len(lengths), mean, cv
+
+
+def _code_hash(*paths: Path) -> str:
+    """Hash of the Python sources that determine a cached stage, so that editing them invalidates the cache."""
+    from .io import sha256_text
+
+    files = sorted(f for p in paths for f in ([p] if p.is_file() else p.rglob("*.py")))
+    return sha256_text(*(f.read_text(encoding="utf-8") for f in files))[:16]
+
+
+CHUNK_CACHE_FORMAT = 1
+
+
+def chunked_to_json(chunked: Sequence[ChunkedDocument]) -> str:
+    """The chunk cache's JSON: every document's source text and its chunk records."""
+    return json.dumps({"format": CHUNK_CACHE_FORMAT, "documents": [
+        {"source": item.source.to_record(), "chunks": [asdict(chunk) for chunk in item.chunks]} for item in chunked]},
+        ensure_ascii=False)
+
+
+def chunked_from_json(text: str) -> list[ChunkedDocument]:
+    """Inverse of chunked_to_json; ValueError (or KeyError/TypeError) when the text is not such a file."""
+    data = json.loads(text)
+    if not isinstance(data, dict) or data.get("format") != CHUNK_CACHE_FORMAT:
+        raise ValueError(f"not a chunk cache of format {CHUNK_CACHE_FORMAT}")
+    result = []
+    for item in data["documents"]:
+        raw = item["source"]
+        source = SourceText(str(raw["path"]), str(raw["sha256"]), str(raw["text"]),
+                            tuple(int(p) for p in raw["page_starts"]))
+        chunks = []
+        for c in item["chunks"]:
+            chunk = Chunk(doc_id=str(c["doc_id"]), contents=str(c["contents"]), path=str(c["path"]),
+                          start=int(c["start"]), end=int(c["end"]), page_start=int(c["page_start"]),
+                          page_end=int(c["page_end"]), strategy=str(c["strategy"]), extra=dict(c["extra"]))
+            if source.text[chunk.start:chunk.end] != chunk.contents:
+                raise ValueError(f"chunk {chunk.doc_id} does not match its source text")
+            chunks.append(chunk)
+        result.append(ChunkedDocument(source=source, chunks=tuple(chunks)))
+    return result
+
+
+def chunk_cache_path(config, strategy: str, documents) -> Path:
+    """Where the chunks of (strategy, its parameters, these PDFs, the embedding model, the chunking code) live."""
+    from . import registry
+    from .io import PROJECT_ROOT, cache_dir, sha256_text, stable_json
+    from .models import model_label
+
+    spec = registry.get(strategy)
+    code = _code_hash(PROJECT_ROOT / spec.folder, PROJECT_ROOT / "ragstudy" / "chunks.py",
+                      PROJECT_ROOT / "ragstudy" / "textlayer.py", PROJECT_ROOT / "ragstudy" / "textnorm.py")
+    key = sha256_text(stable_json({"strategy": strategy, "params": asdict(config.strategy_params[strategy]),
+                                   "pdfs": [doc.sha256 for doc in documents], "code": code,
+                                   "embedding": model_label(config.profile.embedding),
+                                   "embedding_dtype": config.embedding_dtype}))
+    return cache_dir() / "chunks" / f"{strategy}-{key[:32]}.json"
+
+
+def chunk_cached(config, strategy: str, documents, embedding: Callable[[], Any] | None = None) -> list:
+    """`pipeline.chunk_documents`, cached as JSON (chunk_cache_path): a warm retrieval-only run or sweep re-chunks
+    nothing (the markdown and semantic chunkers take seconds per PDF). A cache file that does not parse, or was
+    made for PDFs at other paths, is recomputed and replaced."""
+    from .io import atomic_write_text
+
+    path = chunk_cache_path(config, strategy, documents)
+    if path.is_file():
+        try:
+            chunked = chunked_from_json(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+            logger.warning("%s: unreadable chunk cache (%s); chunking again and replacing it", path, exc)
+        else:
+            if [item.source.path for item in chunked] == [doc.path for doc in documents]:
+                return chunked
+    chunked = chunk_documents(documents, strategy, config, chunker_context(config, embedding))
+    atomic_write_text(path, chunked_to_json(chunked))
+    return chunked
+
+
+def _ranking_cache_path(collection: str, params, questions: Sequence[str], largest: int, measure: Measure) -> Path:
+    from .io import PROJECT_ROOT, cache_dir, sha256_text, stable_json
+    from .knowledge_base import TIE_DECIMALS, TIE_EXTRA
+
+    code = _code_hash(PROJECT_ROOT / "ragstudy" / "knowledge_base.py", Path(__file__))
+    key = sha256_text(stable_json({"collection": collection, "k": params.k, "largest": largest,
+                                   "unit": [measure.unit, measure.name], "questions": list(questions), "code": code,
+                                   "tie": [TIE_DECIMALS, TIE_EXTRA], "depth": INITIAL_DEPTH}))
+    return cache_dir() / "rankings" / f"{collection}-{key[:24]}.json"
+
+
+def retrieve_strategy(config, strategy: str, documents, questions: Sequence[str], embedding: Callable[[], Any],
+                      output_dir: Path, measure: Measure = CHARS) -> RetrievalRun:
+    """Chunk, export, index and rank one strategy; write chunks_/sources_/retrieval_<strategy> into output_dir.
+
+    `embedding()` returns the study's embedding model (see lazy_embedding). Rankings are cached under a hash of
+    (Chroma collection name — itself a hash of the parents, child windows and embedding model —, k, questions,
+    largest budget and its unit, ranking code): a warm re-run neither opens Chroma nor loads the model, and reports
+    every child window as reused.
+    """
+    from tqdm.auto import tqdm
+
+    from . import registry
+    from .io import atomic_write_text
+    from .knowledge_base import collection_name
+    from .models import model_label
+    from .results import write_chunks
+
+    spec = registry.get(strategy)
+    params = config.strategy_params[strategy]
+    started = time.perf_counter()
+    chunked = chunk_cached(config, strategy, documents, embedding)
+    outputs = [str(p) for p in write_chunks(chunked, strategy, output_dir)]
+    largest = max(config.budgets)
+    collection = collection_name(spec, params, chunked, model_label(config.profile.embedding))
+    cache = _ranking_cache_path(collection, params, questions, largest, measure)
+    if cache.is_file():
+        cached = json.loads(cache.read_text(encoding="utf-8"))
+        rows = [RetrievedParent.from_dict(r) for r in cached["rows"]]
+        embedded, reused, index_seconds = 0, int(cached["children"]), time.perf_counter() - started
+        logger.info("%s: rankings of %d questions read from %s", strategy, len(questions), cache)
+    else:
+        kb = make_knowledge_base(config, strategy, embedding())
+        retriever, stats = kb.build(chunked)
+        index_seconds = time.perf_counter() - started
+        embedded, reused = stats.embedded, stats.reused
+        rows = []
+        for index, question in enumerate(tqdm(questions, desc=f"Ranking {strategy}", unit="question")):
+            rows += rank_question(kb, retriever, question, index, largest, measure)
+        atomic_write_text(cache, json.dumps({"children": stats.children, "rows": [r.to_dict() for r in rows]},
+                                            ensure_ascii=False))
+    outputs.append(str(write_retrieval(rows, output_dir, strategy)))
+    chunks, chars_mean, chars_cv = chunk_length_stats(chunked)
+    return RetrievalRun(strategy, len(documents), chunks, chars_mean, chars_cv, index_seconds, embedded, reused,
+                        outputs)
+
+
+# ------------------------------------------------------------------------------------- retrieval-only runs
+
+def run_retrieval(config: StudyConfig) -> list[StrategyReport]:
+    """Index every configured strategy and rank parents per question (retrieval_<strategy>.csv); no LLM is loaded.
+
+    Postprocessing/retrieval_eval.py then fills equal context budgets from these rankings (ragstudy.budget_eval).
+    """
+    documents = load_documents(Path(config.documents))
+    questions = read_questions(config.questions, config.limit)
+    output_dir = ResultsFolder(config.output_dir).prepare().path  # locked before anything is written in it
+    measure = llm_measure(config)
+    write_config(output_dir, config, run_facts(config, documents))
+    embedding = lazy_embedding(config)
+    reports = []
+    for strategy in config.strategies:
+        run = retrieve_strategy(config, strategy, documents, questions, embedding, output_dir, measure)
+        reports.append(StrategyReport(strategy, run.documents, run.chunks, embedded=run.embedded, reused=run.reused,
+                                      outputs=run.outputs))
+    return reports
