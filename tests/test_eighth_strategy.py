@@ -15,7 +15,7 @@ import pytest
 from openpyxl import load_workbook
 
 from ragstudy import registry
-from ragstudy.retrieval import read_retrieval, retrieval_path
+from ragstudy.results import read_retrieval, retrieval_path
 from test_structure import LEAF_CORE
 
 FOLDER = "RAGEveryLine"
