@@ -65,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="OpenAI-compatible server (e.g. vLLM) base URL; repeatable or comma-separated")
     scale.add_argument("--llm-server-model", help="model name the server(s) serve")
     scale.add_argument("--concurrency", type=int, help="requests in flight when answering through servers")
+    scale.add_argument("--llm-timeout", type=float, metavar="SECONDS",
+                       help="seconds one LLM server request may take before it is tried again (3 tries; default 600)")
     scale.add_argument("--chroma-server", help="http://host:port of a Chroma server instead of local folders")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return parser

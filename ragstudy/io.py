@@ -1,4 +1,4 @@
-"""Small I/O helpers: atomic writes, stable hashing, project cache location."""
+"""Small I/O helpers: atomic writes, stable hashing, project cache location, folder locks."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import os
 import secrets
 from pathlib import Path
 from typing import Any
+
+from .errors import StoreError, StudyInputError, store_error
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,33 +54,48 @@ def _new_file_beside(path: Path, suffix: str) -> tuple[int, Path]:
     raise FileExistsError(f"{path.parent}: could not create a temporary file beside {path.name} (100 names taken)")
 
 
+def _write_failed(path: Path, exc: OSError) -> StoreError:
+    return store_error("output file", path, "cannot write it", exc)
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write to a temporary file beside `path`, then rename: readers never see a half-written file."""
+    """Write to a temporary file beside `path`, then rename: readers never see a half-written file. A failed write
+    (disk full, read-only folder) leaves any earlier `path` as it was and raises StoreError naming `path`."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = _new_file_beside(path, ".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = _new_file_beside(path, ".tmp")
+    except OSError as exc:
+        raise _write_failed(path, exc) from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise _write_failed(path, exc) from None
         raise
 
 
 def atomic_save(path: Path, save) -> None:
     """Call `save(tmp_path)` (for writers that need a file name, e.g. openpyxl, kaleido), then rename onto `path`."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = _new_file_beside(path, path.suffix)
-    os.close(fd)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = _new_file_beside(path, path.suffix)
+        os.close(fd)
+    except OSError as exc:
+        raise _write_failed(path, exc) from None
     try:
         save(str(tmp))
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise _write_failed(path, exc) from None
         raise
 
 
@@ -88,3 +105,55 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def atomic_write_json(path: Path, value: Any) -> None:
     atomic_write_text(path, json.dumps(value, ensure_ascii=False, indent=2) + "\n")
+
+
+_HELD_LOCKS: dict[Path, int] = {}
+
+
+def lock_folder(folder: Path, lock_name: str, what: str, flag: str) -> None:
+    """Hold an exclusive lock on `folder` (flock on `folder/lock_name`) for this process's lifetime.
+
+    A second process asking for the same folder gets StudyInputError at once, naming the folder (`what`, e.g.
+    "output folder") and the flag that gives the run its own one (`flag`, e.g. "--output-dir"). The kernel drops
+    the lock when the process ends, however it ends.
+    """
+    import fcntl
+
+    key = Path(folder).resolve() / lock_name
+    if key in _HELD_LOCKS:
+        return
+    try:
+        fd = os.open(key, os.O_CREAT | os.O_RDWR, 0o644)
+    except OSError as exc:
+        raise StudyInputError(f"{folder}: cannot write in the {what} ({exc.strerror}). Pass a writable "
+                              f"{flag}.") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StudyInputError(f"{folder}: another run is using this {what}. Wait for it to finish, or give this "
+                              f"run its own {flag}.") from None
+    _HELD_LOCKS[key] = fd
+
+
+def release_folder(folder: Path, lock_name: str) -> None:
+    """Drop the lock `lock_folder` took (no-op if this process does not hold it)."""
+    fd = _HELD_LOCKS.pop(Path(folder).resolve() / lock_name, None)
+    if fd is not None:
+        os.close(fd)
+
+
+def set_aside(path: Path) -> Path:
+    """Rename a corrupt store `path` (file or folder) to `<name>.corrupt-<UTC timestamp>` beside it, so it can be
+    rebuilt without losing what was in it; returns the new path."""
+    import time
+
+    path = Path(path)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    target = path.with_name(f"{path.name}.corrupt-{stamp}")
+    number = 1
+    while target.exists():
+        number += 1
+        target = path.with_name(f"{path.name}.corrupt-{stamp}-{number}")
+    os.replace(path, target)
+    return target
