@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sqlite3
 import sys
 import time
 
@@ -82,6 +83,20 @@ def interrupted_message(flags: dict) -> str:
             "to resume without redoing that work")
 
 
+def unnamed_store_message(exc: BaseException) -> str:
+    """One line for a store failure that no layer named (the vector cache's SQLite, a stray OSError)."""
+    import sqlite3
+
+    from ragstudy.errors import store_error
+
+    if isinstance(exc, sqlite3.Error):
+        from customembedding import CACHE_FILE, default_cache_dir
+
+        return str(store_error("vector cache", default_cache_dir() / CACHE_FILE, "reading or writing it failed", exc,
+                               "its vectors are embedded again"))
+    return str(store_error("file", getattr(exc, "filename", None) or "(unnamed)", "cannot be read or written", exc))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
@@ -120,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
         reports = run_retrieval(config) if config.retrieval_only else run_study(config)
     except StudyInputError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, sqlite3.Error) as exc:  # a store that failed without naming itself: still one line
+        print(f"error: {unnamed_store_message(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(interrupted_message(flags), file=sys.stderr)

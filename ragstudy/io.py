@@ -54,19 +54,20 @@ def _new_file_beside(path: Path, suffix: str) -> tuple[int, Path]:
     raise FileExistsError(f"{path.parent}: could not create a temporary file beside {path.name} (100 names taken)")
 
 
-def _write_failed(path: Path, exc: OSError) -> StoreError:
-    return store_error("output file", path, "cannot write it", exc)
+def _write_failed(path: Path, exc: OSError, store: str) -> StoreError:
+    return store_error(store, path, "cannot write it", exc)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write_bytes(path: Path, data: bytes, store: str = "file") -> None:
     """Write to a temporary file beside `path`, then rename: readers never see a half-written file. A failed write
-    (disk full, read-only folder) leaves any earlier `path` as it was and raises StoreError naming `path`."""
+    (disk full, read-only folder) leaves any earlier `path` as it was and raises StoreError naming the `store`
+    (e.g. "output file", "chunk cache"), `path` and the fix."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = _new_file_beside(path, ".tmp")
     except OSError as exc:
-        raise _write_failed(path, exc) from None
+        raise _write_failed(path, exc, store) from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -76,11 +77,11 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     except BaseException as exc:
         tmp.unlink(missing_ok=True)
         if isinstance(exc, OSError):
-            raise _write_failed(path, exc) from None
+            raise _write_failed(path, exc, store) from None
         raise
 
 
-def atomic_save(path: Path, save) -> None:
+def atomic_save(path: Path, save, store: str = "file") -> None:
     """Call `save(tmp_path)` (for writers that need a file name, e.g. openpyxl, kaleido), then rename onto `path`."""
     path = Path(path)
     try:
@@ -88,23 +89,23 @@ def atomic_save(path: Path, save) -> None:
         fd, tmp = _new_file_beside(path, path.suffix)
         os.close(fd)
     except OSError as exc:
-        raise _write_failed(path, exc) from None
+        raise _write_failed(path, exc, store) from None
     try:
         save(str(tmp))
         os.replace(tmp, path)
     except BaseException as exc:
         tmp.unlink(missing_ok=True)
         if isinstance(exc, OSError):
-            raise _write_failed(path, exc) from None
+            raise _write_failed(path, exc, store) from None
         raise
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write_text(path: Path, text: str, store: str = "file") -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), store)
 
 
-def atomic_write_json(path: Path, value: Any) -> None:
-    atomic_write_text(path, json.dumps(value, ensure_ascii=False, indent=2) + "\n")
+def atomic_write_json(path: Path, value: Any, store: str = "file") -> None:
+    atomic_write_text(path, json.dumps(value, ensure_ascii=False, indent=2) + "\n", store)
 
 
 _HELD_LOCKS: dict[Path, int] = {}

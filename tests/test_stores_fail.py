@@ -157,7 +157,7 @@ def test_a_full_output_folder_keeps_the_earlier_file(tiny_fs) -> None:
     atomic_write_text(folder / "Dataset.csv", "earlier run\n")
     with pytest.raises(StoreError, match=rf"output file {folder}/Dataset.csv: cannot write it \(No space left on "
                                          r"device\); free space on that disk"):
-        atomic_write_text(folder / "Dataset.csv", "x" * 200_000)
+        atomic_write_text(folder / "Dataset.csv", "x" * 200_000, store="output file")
     assert (folder / "Dataset.csv").read_text() == "earlier run\n"
     assert sorted(p.name for p in folder.iterdir()) == ["Dataset.csv"]  # no temporary file left behind
 
@@ -227,7 +227,7 @@ def assert_one_error_line(result: subprocess.CompletedProcess, *expected: str) -
 def test_cli_a_full_output_folder_is_one_line_and_exit_2(tiny_fs) -> None:
     out = tiny_fs("out", "16k")
     result = run_chain("--chunks-only", "--strategies", "fixed-size", "--output-dir", str(out))
-    assert_one_error_line(result, f"output file {out}/chunks_fixed-size.csv: cannot write it (No space left on "
+    assert_one_error_line(result, f"file {out}/chunks_fixed-size.csv: cannot write it (No space left on "
                                   "device); free space on that disk")
     assert (out / "config.json").is_file()  # what was written before is kept
 
@@ -309,3 +309,27 @@ def test_cli_a_chroma_server_killed_while_indexing_then_resumed(tmp_path: Path) 
     row = next(line for line in resumed.stdout.splitlines() if line.startswith("| fixed-size"))
     cells = [cell.strip() for cell in row.strip("|").split("|")]
     assert int(cells[4]) > 0  # windows added before the kill are reused, not added again
+
+
+@pytest.mark.slow
+def test_cli_a_corrupt_vector_cache_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    vectors = tmp_path / "cache" / "vectors"
+    vectors.mkdir(parents=True)
+    (vectors / "vectors.sqlite3").write_bytes(b"not a database " * 300)
+    (tmp_path / "docs").mkdir()
+    write_test_pdf(tmp_path / "docs" / "manuale.pdf", pages=1)
+    result = run_chain("--retrieval-only", "--documents", str(tmp_path / "docs"), "--strategies", "fixed-size",
+                       "--output-dir", str(tmp_path / "out"), "--db-dir", str(tmp_path / "db"),
+                       env={"RAGSTUDY_CACHE": str(tmp_path / "cache")})
+    assert_one_error_line(result, f"vector cache {vectors}/vectors.sqlite3", "(file is not a database); delete it "
+                                  "to rebuild it")
+    assert (vectors / "vectors.sqlite3").read_bytes().startswith(b"not a database")  # left for the user to see
+
+
+@pytest.mark.slow
+def test_cli_a_full_vector_cache_is_one_line_and_exit_2(tiny_fs, tmp_path: Path) -> None:
+    cache = tiny_fs("cache", "1m")  # the chunk cache (~140 KB) fits, the vectors (~2 MB) do not
+    result = run_chain("--retrieval-only", "--strategies", "fixed-size", "--limit", "2", "--output-dir",
+                       str(tmp_path / "out"), "--db-dir", str(tmp_path / "db"), env={"RAGSTUDY_CACHE": str(cache)})
+    assert_one_error_line(result, f"vector cache {cache}/vectors/vectors.sqlite3", "(database or disk is full); "
+                                  "free space on that disk")
