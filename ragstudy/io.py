@@ -58,46 +58,47 @@ def _write_failed(path: Path, exc: OSError, store: str) -> StoreError:
     return store_error(store, path, "cannot write it", exc)
 
 
-def atomic_write_bytes(path: Path, data: bytes, store: str = "file") -> None:
-    """Write to a temporary file beside `path`, then rename: readers never see a half-written file. A failed write
-    (disk full, read-only folder) leaves any earlier `path` as it was and raises StoreError naming the `store`
-    (e.g. "output file", "chunk cache"), `path` and the fix."""
+def _write_beside(path: Path, suffix: str, write, store: str) -> None:
+    """Create a temporary file beside `path`, let `write(fd, tmp)` fill it, then rename it onto `path`. On any
+    failure the temporary file is removed and an earlier `path` is left as it was; an OSError (disk full,
+    read-only folder) becomes a StoreError naming the `store`, `path` and the fix."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = _new_file_beside(path, ".tmp")
+        fd, tmp = _new_file_beside(path, suffix)
     except OSError as exc:
         raise _write_failed(path, exc, store) from None
     try:
+        write(fd, tmp)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise _write_failed(path, exc, store) from None
+        raise
+
+
+def atomic_write_bytes(path: Path, data: bytes, store: str = "file") -> None:
+    """Write to a temporary file beside `path`, then rename: readers never see a half-written file. A failed write
+    leaves any earlier `path` as it was (StoreError naming `store`, e.g. "output file", "chunk cache")."""
+
+    def write(fd: int, tmp: Path) -> None:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise _write_failed(path, exc, store) from None
-        raise
+
+    _write_beside(path, ".tmp", write, store)
 
 
 def atomic_save(path: Path, save, store: str = "file") -> None:
     """Call `save(tmp_path)` (for writers that need a file name, e.g. openpyxl, kaleido), then rename onto `path`."""
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = _new_file_beside(path, path.suffix)
+
+    def write(fd: int, tmp: Path) -> None:
         os.close(fd)
-    except OSError as exc:
-        raise _write_failed(path, exc, store) from None
-    try:
         save(str(tmp))
-        os.replace(tmp, path)
-    except BaseException as exc:
-        tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise _write_failed(path, exc, store) from None
-        raise
+
+    _write_beside(path, Path(path).suffix, write, store)
 
 
 def atomic_write_text(path: Path, text: str, store: str = "file") -> None:

@@ -7,6 +7,7 @@ run at once; and a run resumed after the server is fixed regenerates only the an
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -210,12 +211,14 @@ def test_a_url_that_is_not_a_chroma_server_is_named(fake_server: FakeServer, ans
 
 # ------------------------------------------------------------------------------ through evaluation_chain.py
 
-def run_chain(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def run_chain(*args: str, env: dict | None = None, timeout: float = 400) -> subprocess.CompletedProcess:
+    """evaluation_chain.py --profile lite ARGS, as a user runs it (`env` is added to this process's environment)."""
     return subprocess.run([sys.executable, "evaluation_chain.py", "--profile", "lite", *args], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 
 def assert_one_error_line(result: subprocess.CompletedProcess, *expected: str) -> str:
+    """Exit 2, no traceback, exactly one `error:` line on stderr, holding every `expected` text."""
     lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert result.returncode == 2, result.stderr[-3000:]
     assert "Traceback" not in result.stderr, result.stderr[-3000:]

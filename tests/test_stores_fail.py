@@ -7,7 +7,6 @@ already written is lost; a store that can be rebuilt is set aside and rebuilt wi
 from __future__ import annotations
 
 import errno
-import json
 import logging
 import os
 import signal
@@ -20,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO_ROOT, write_test_pdf
+from test_servers_misbehave import assert_one_error_line, run_chain
 from ragstudy import registry
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StoreError
@@ -57,10 +57,6 @@ def tiny_fs(tmp_path: Path):
     yield make
     for folder in mounted:
         subprocess.run(["umount", "-l", str(folder)], capture_output=True)
-
-
-def answer_lines(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.startswith("{")]
 
 
 # ------------------------------------------------------------------------------------------ the answers cache
@@ -207,21 +203,6 @@ def test_a_full_chroma_folder_is_named_with_its_fix(tiny_fs, newline_chunked, mi
 
 
 # ------------------------------------------------------------------------------ through evaluation_chain.py
-
-def run_chain(*args: str, env: dict | None = None, timeout: float = 400) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "evaluation_chain.py", "--profile", "lite", *args], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
-
-
-def assert_one_error_line(result: subprocess.CompletedProcess, *expected: str) -> str:
-    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert result.returncode == 2, result.stderr[-3000:]
-    assert "Traceback" not in result.stderr, result.stderr[-3000:]
-    assert len(lines) == 1, result.stderr[-3000:]
-    for text in expected:
-        assert text in lines[0], lines[0]
-    return lines[0]
-
 
 @pytest.mark.slow
 def test_cli_a_full_output_folder_is_one_line_and_exit_2(tiny_fs) -> None:
