@@ -124,6 +124,14 @@ def test_an_http_error_page_is_named_with_its_status(fake_server: FakeServer) ->
         served_models(fake_server.url)
 
 
+def test_a_models_list_that_never_comes_is_bounded(fake_server: FakeServer) -> None:
+    fake_server.routes["GET /v1/models"] = HANG
+    started = time.monotonic()
+    with pytest.raises(StudyInputError, match=rf"LLM server {fake_server.url} is unreachable \(Request timed out"):
+        served_models(fake_server.url, timeout=0.5)
+    assert time.monotonic() - started < 10
+
+
 def test_a_good_models_list_is_read(fake_server: FakeServer) -> None:
     fake_server.routes["GET /v1/models"] = MODELS_OK
     assert served_models(fake_server.url) == [MODEL]
