@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import sqlite3
 import sys
 import time
 
@@ -65,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="OpenAI-compatible server (e.g. vLLM) base URL; repeatable or comma-separated")
     scale.add_argument("--llm-server-model", help="model name the server(s) serve")
     scale.add_argument("--concurrency", type=int, help="requests in flight when answering through servers")
+    scale.add_argument("--llm-timeout", type=float, metavar="SECONDS",
+                       help="seconds one LLM server request may take before it is tried again (3 tries; default 600)")
     scale.add_argument("--chroma-server", help="http://host:port of a Chroma server instead of local folders")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return parser
@@ -78,6 +82,20 @@ def interrupted_message(flags: dict) -> str:
     return (f"interrupted: every answer generated so far is saved in {cache_dir() / 'answers'}, embedded child "
             f"windows in the Chroma folders, finished strategies' files in {output}/; re-run the same command "
             "to resume without redoing that work")
+
+
+def unnamed_store_message(exc: BaseException) -> str:
+    """One line for a store failure that no layer named (the vector cache's SQLite, a stray OSError)."""
+    import sqlite3
+
+    from ragstudy.errors import store_error
+
+    if isinstance(exc, sqlite3.Error):
+        from customembedding import CACHE_FILE, default_cache_dir
+
+        return str(store_error("vector cache", default_cache_dir() / CACHE_FILE, "reading or writing it failed", exc,
+                               "its vectors are embedded again"))
+    return str(store_error("file", getattr(exc, "filename", None) or "(unnamed)", "cannot be read or written", exc))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     except StudyInputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except (OSError, sqlite3.Error) as exc:  # a store that failed without naming itself: still one line
+        print(f"error: {unnamed_store_message(exc)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(interrupted_message(flags), file=sys.stderr)
         return 130
@@ -145,4 +166,9 @@ def print_sweep(result) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    if code == 130:  # Ctrl-C: everything kept is already fsynced; skip the libraries' teardown (seconds)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)

@@ -50,7 +50,7 @@ _MODEL_KEYS = ("llm", "embedding", "device", "dtype", "max_new_tokens")
 # Run settings a config file or a flag may set (besides profile, strategies, strategy_params, prompt_file).
 _RUN_KEYS = ("documents", "questions", "output_dir", "limit", "chunks_only", "retrieval_only", "db_dir",
              "embedding_batch_size", "embedding_dtype", "prompt_template", "threads", "budgets", "budget_unit",
-             "llm_batch_size", "llm_servers", "llm_server_model", "concurrency", "chroma_server")
+             "llm_batch_size", "llm_servers", "llm_server_model", "concurrency", "chroma_server", "llm_timeout")
 _TUPLE_KEYS = ("budgets", "llm_servers")
 DEFAULT_BUDGETS = (500, 1000, 2000, 4000)  # characters of context per question in retrieval-only runs
 
@@ -87,6 +87,7 @@ class StudyConfig:
     llm_server_model: str | None = None  # the model name the servers serve
     concurrency: int = 4  # requests in flight per run when answering through servers
     chroma_server: str | None = None  # http://host:port of a Chroma server instead of local folders
+    llm_timeout: float = 600.0  # seconds one LLM server request may take (tried 3 times): bounds a hung server
     origins: dict[str, str] = field(default_factory=dict)  # setting -> where its value came from
 
     @classmethod
@@ -114,6 +115,9 @@ class StudyConfig:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
                 raise StudyInputError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
+        if isinstance(self.llm_timeout, bool) or not isinstance(self.llm_timeout, (int, float)) \
+                or not 0 < self.llm_timeout < float("inf"):
+            raise StudyInputError(f"--llm-timeout must be a positive number of seconds, got {self.llm_timeout!r}")
         validate_budgets(self.budgets, "--budgets")
         if self.budget_unit not in ("chars", "tokens"):
             raise StudyInputError(f"budget_unit must be chars or tokens, got {self.budget_unit!r}")

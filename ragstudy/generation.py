@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from .errors import excerpt, store_error
 from .io import sha256_text, stable_json
 
 logger = logging.getLogger(__name__)
@@ -28,20 +29,36 @@ class GenerationParams:
 
 
 class AnswerCache:
-    """Append-only JSONL cache: one {"key", "answer", ...} record per line, flushed and fsynced per answer."""
+    """Append-only JSONL cache: one {"key", "answer", ...} record per line, flushed and fsynced per answer.
+
+    A line that is not such a record (the torn last line of a run killed mid-write, a line edited by hand) is
+    ignored with a warning naming it, and that answer is generated again; an append always starts on a fresh line,
+    so a torn line never swallows the next answer. A cache that cannot be read or written (a folder or a file in
+    the way, read-only, disk full) is a StoreError naming the file and the fix; answers already in it are kept.
+    """
+
+    STORE = "answers cache"
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._answers: dict[str, str] = {}
-        if self.path.exists():
-            with open(self.path, encoding="utf-8") as handle:
-                for number, line in enumerate(handle, 1):
-                    try:
-                        record = json.loads(line)
-                        self._answers[record["key"]] = record["answer"]
-                    except (json.JSONDecodeError, KeyError):
-                        # a run killed mid-write leaves a truncated last line: that answer is regenerated
-                        logger.warning("%s:%d: unreadable cache line ignored", self.path, number)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self.path.exists():
+                self._load()
+        except OSError as exc:
+            raise store_error(self.STORE, self.path, "cannot read it", exc,
+                              "the answers in it are generated again") from None
+
+    def _load(self) -> None:
+        with open(self.path, "rb") as handle:
+            for number, line in enumerate(handle, 1):
+                record = _answer_record(line)
+                if record is None:
+                    logger.warning("%s:%d: not an answer record %s; ignored, that answer is generated again",
+                                   self.path, number, excerpt(line, 60))
+                else:
+                    self._answers[record[0]] = record[1]
 
     def __contains__(self, key: str) -> bool:
         return key in self._answers
@@ -53,12 +70,37 @@ class AnswerCache:
         return self._answers.get(key)
 
     def put(self, key: str, answer: str, **meta: object) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps({"key": key, "answer": answer, **meta}, ensure_ascii=False) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+        """Append one answer (fsynced), under an exclusive lock shared with other processes appending."""
+        import fcntl
+
+        line = (json.dumps({"key": key, "answer": answer, **meta}, ensure_ascii=False) + "\n").encode("utf-8")
+        try:
+            with open(self.path, "a+b") as handle:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)  # released when the file is closed
+                size = handle.seek(0, os.SEEK_END)
+                if size:
+                    handle.seek(size - 1)
+                    if handle.read(1) != b"\n":  # a torn last line: start this answer on a fresh line
+                        line = b"\n" + line
+                handle.write(line)
+                handle.flush()
+                os.fsync(handle.fileno())
+        except OSError as exc:
+            raise store_error(self.STORE, self.path, "cannot append an answer", exc,
+                              "the answers in it are generated again") from None
         self._answers[key] = answer
+
+
+def _answer_record(line: bytes) -> tuple[str, str] | None:
+    """(key, answer) of one cache line, or None when it is not a complete record."""
+    try:
+        record = json.loads(line)
+    except ValueError:  # also UnicodeDecodeError
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("key"), str) \
+            or not isinstance(record.get("answer"), str):
+        return None
+    return record["key"], record["answer"]
 
 
 class ChatModel:
@@ -148,7 +190,8 @@ class CachingGeneratorBase:
     cache: AnswerCache
     model_label: str
 
-    def __init__(self) -> None:
+    def __init__(self, model_label: str, params: GenerationParams, cache: AnswerCache) -> None:
+        self.model_label, self.params, self.cache = model_label, params, cache
         self.generated = 0
         self.cached = 0
 
@@ -217,16 +260,10 @@ class CachedGenerator(CachingGeneratorBase):
 
     def __init__(self, model_spec: str, model_label: str, device: str, dtype: str, params: GenerationParams,
                  cache: AnswerCache, loader=None, origin: str = "config", batch_size: int = 1) -> None:
-        super().__init__()
+        super().__init__(model_label, params, cache)
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        self.model_spec = model_spec
-        self.model_label = model_label
-        self.device = device
-        self.dtype = dtype
-        self.params = params
-        self.cache = cache
-        self.batch_size = batch_size
+        self.model_spec, self.device, self.dtype, self.batch_size = model_spec, device, dtype, batch_size
         self._loader = loader  # callable returning the resolved model path (defers wheel conversion)
         self.origin = origin  # which profile, file or flag chose the model (for error messages)
         self._model: ChatModel | None = None

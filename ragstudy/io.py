@@ -1,4 +1,4 @@
-"""Small I/O helpers: atomic writes, stable hashing, project cache location."""
+"""Small I/O helpers: atomic writes, stable hashing, project cache location, folder locks."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import os
 import secrets
 from pathlib import Path
 from typing import Any
+
+from .errors import StoreError, StudyInputError, store_error
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,39 +54,108 @@ def _new_file_beside(path: Path, suffix: str) -> tuple[int, Path]:
     raise FileExistsError(f"{path.parent}: could not create a temporary file beside {path.name} (100 names taken)")
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write to a temporary file beside `path`, then rename: readers never see a half-written file."""
+def _write_failed(path: Path, exc: OSError, store: str) -> StoreError:
+    return store_error(store, path, "cannot write it", exc)
+
+
+def _write_beside(path: Path, suffix: str, write, store: str) -> None:
+    """Create a temporary file beside `path`, let `write(fd, tmp)` fill it, then rename it onto `path`. On any
+    failure the temporary file is removed and an earlier `path` is left as it was; an OSError (disk full,
+    read-only folder) becomes a StoreError naming the `store`, `path` and the fix."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = _new_file_beside(path, ".tmp")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = _new_file_beside(path, suffix)
+    except OSError as exc:
+        raise _write_failed(path, exc, store) from None
+    try:
+        write(fd, tmp)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise _write_failed(path, exc, store) from None
+        raise
+
+
+def atomic_write_bytes(path: Path, data: bytes, store: str = "file") -> None:
+    """Write to a temporary file beside `path`, then rename: readers never see a half-written file. A failed write
+    leaves any earlier `path` as it was (StoreError naming `store`, e.g. "output file", "chunk cache")."""
+
+    def write(fd: int, tmp: Path) -> None:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+
+    _write_beside(path, ".tmp", write, store)
 
 
-def atomic_save(path: Path, save) -> None:
+def atomic_save(path: Path, save, store: str = "file") -> None:
     """Call `save(tmp_path)` (for writers that need a file name, e.g. openpyxl, kaleido), then rename onto `path`."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = _new_file_beside(path, path.suffix)
-    os.close(fd)
-    try:
+
+    def write(fd: int, tmp: Path) -> None:
+        os.close(fd)
         save(str(tmp))
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+
+    _write_beside(path, Path(path).suffix, write, store)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write_text(path: Path, text: str, store: str = "file") -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), store)
 
 
-def atomic_write_json(path: Path, value: Any) -> None:
-    atomic_write_text(path, json.dumps(value, ensure_ascii=False, indent=2) + "\n")
+def atomic_write_json(path: Path, value: Any, store: str = "file") -> None:
+    atomic_write_text(path, json.dumps(value, ensure_ascii=False, indent=2) + "\n", store)
+
+
+_HELD_LOCKS: dict[Path, int] = {}
+
+
+def lock_folder(folder: Path, lock_name: str, what: str, flag: str) -> None:
+    """Hold an exclusive lock on `folder` (flock on `folder/lock_name`) for this process's lifetime.
+
+    A second process asking for the same folder gets StudyInputError at once, naming the folder (`what`, e.g.
+    "output folder") and the flag that gives the run its own one (`flag`, e.g. "--output-dir"). The kernel drops
+    the lock when the process ends, however it ends.
+    """
+    import fcntl
+
+    key = Path(folder).resolve() / lock_name
+    if key in _HELD_LOCKS:
+        return
+    try:
+        fd = os.open(key, os.O_CREAT | os.O_RDWR, 0o644)
+    except OSError as exc:
+        raise StudyInputError(f"{folder}: cannot write in the {what} ({exc.strerror}). Pass a writable "
+                              f"{flag}.") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StudyInputError(f"{folder}: another run is using this {what}. Wait for it to finish, or give this "
+                              f"run its own {flag}.") from None
+    _HELD_LOCKS[key] = fd
+
+
+def release_folder(folder: Path, lock_name: str) -> None:
+    """Drop the lock `lock_folder` took (no-op if this process does not hold it)."""
+    fd = _HELD_LOCKS.pop(Path(folder).resolve() / lock_name, None)
+    if fd is not None:
+        os.close(fd)
+
+
+def set_aside(path: Path) -> Path:
+    """Rename a corrupt store `path` (file or folder) to `<name>.corrupt-<UTC timestamp>` beside it, so it can be
+    rebuilt without losing what was in it; returns the new path."""
+    import time
+
+    path = Path(path)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    target = path.with_name(f"{path.name}.corrupt-{stamp}")
+    number = 1
+    while target.exists():
+        number += 1
+        target = path.with_name(f"{path.name}.corrupt-{stamp}-{number}")
+    os.replace(path, target)
+    return target

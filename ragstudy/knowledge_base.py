@@ -14,14 +14,15 @@ their best child window for retrieval-only runs.
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 from urllib.parse import urlsplit
 
 from .chunks import ChunkedDocument
-from .errors import StudyInputError
-from .io import PROJECT_ROOT, sha256_text, stable_json
+from .errors import StoreError, StudyInputError, excerpt, store_error
+from .io import PROJECT_ROOT, lock_folder, release_folder, set_aside, sha256_text, stable_json
 from .registry import StrategyParams, StrategySpec
 
 logger = logging.getLogger(__name__)
@@ -101,29 +102,7 @@ def stable_retriever_class():
     return StableParentDocumentRetriever
 
 
-_LOCKS: dict[Path, int] = {}
-
-
-def _lock_db_dir(path: Path) -> None:
-    """Hold an exclusive lock on a Chroma folder for this process's lifetime.
-
-    Two processes writing one persistent Chroma folder corrupt each other ("attempt to write a readonly
-    database"); the second run stops at once with a clear message instead.
-    """
-    import fcntl
-    import os
-
-    path = path.resolve()
-    if path in _LOCKS:
-        return
-    fd = os.open(path / ".ragstudy.lock", os.O_CREAT | os.O_RDWR, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise StudyInputError(f"{path}: another run is using this Chroma folder. Wait for it to finish, or give "
-                              "this run its own folder with --db-dir DIR.") from None
-    _LOCKS[path] = fd
+DB_LOCK = ".ragstudy.lock"
 
 
 def prepare_db_dir(path: Path) -> None:
@@ -137,19 +116,39 @@ def prepare_db_dir(path: Path) -> None:
                               "DIR.") from None
     if not path.is_dir() or not os.access(path, os.W_OK | os.X_OK):
         raise StudyInputError(f"{path}: the Chroma folder is not a writable folder. Pass a writable --db-dir DIR.")
-    try:
-        _lock_db_dir(path)
-    except OSError as exc:
-        raise StudyInputError(f"{path}: cannot write in the Chroma folder ({exc.strerror}). Pass a writable "
-                              "--db-dir DIR.") from None
+    # two processes writing one Chroma folder corrupt each other ("attempt to write a readonly database")
+    lock_folder(path, DB_LOCK, "Chroma folder", "--db-dir DIR")
 
 
-def _chroma_client(path: Path):
+REBUILD_DB = "its child windows are embedded again, or read back from the embedding cache"
+
+
+def _open_chroma_folder(path: Path):
     import chromadb
     from chromadb.config import Settings
 
-    prepare_db_dir(path)
     return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+
+
+def _chroma_client(path: Path):
+    """A client on the locked Chroma folder `path`. A folder Chroma cannot open as a database (a corrupt or foreign
+    chroma.sqlite3) is set aside as `<folder>.corrupt-<timestamp>` and rebuilt, with a warning; any other failure
+    (disk full, read-only) is a StoreError naming the folder."""
+    from chromadb.api.shared_system_client import SharedSystemClient
+    from chromadb.errors import ChromaError
+
+    prepare_db_dir(path)
+    try:
+        return _open_chroma_folder(path)
+    except ChromaError as exc:
+        SharedSystemClient.clear_system_cache()  # chromadb keeps the failed system per path
+        if "not a database" not in str(exc) and "malformed" not in str(exc):
+            raise store_error("Chroma folder", path, "cannot open it", exc, REBUILD_DB) from None
+        release_folder(path, DB_LOCK)
+        aside = set_aside(path)
+        logger.warning("Chroma folder %s could not be read (%s): set aside as %s and rebuilt", path, exc, aside)
+        prepare_db_dir(path)
+        return _open_chroma_folder(path)
 
 
 def parse_chroma_server(url: str) -> tuple[str, int, bool]:
@@ -167,21 +166,32 @@ def parse_chroma_server(url: str) -> tuple[str, int, bool]:
 
 
 def check_chroma_server(url: str, timeout: float = 5.0) -> None:
-    """Raise StudyInputError naming `url` unless a Chroma server answers its heartbeat there (call before chunking)."""
+    """Raise StudyInputError naming `url` unless a Chroma server answers its heartbeat there (call before chunking):
+    down, answering an HTTP error, or answering something that is not a Chroma heartbeat (another kind of server)."""
     import json
     import urllib.error
     import urllib.request
 
     host, port, ssl = parse_chroma_server(url)
     heartbeat = f"{'https' if ssl else 'http'}://{host}:{port}/api/v2/heartbeat"
+    start = f"Start it with `chroma run --path DIR --host {host} --port {port}`, or drop --chroma-server to use " \
+            "local folders."
     try:
         with urllib.request.urlopen(heartbeat, timeout=timeout) as response:
-            json.loads(response.read() or b"{}")
+            body = response.read(2000)
+    except urllib.error.HTTPError as exc:
+        raise StudyInputError(f"Chroma server {url}: GET {heartbeat} answered HTTP {exc.code} ({exc.reason}); is it "
+                              f"a Chroma server? {start}") from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise StudyInputError(
-            f"Chroma server {url} is not reachable ({reason}). Start it with `chroma run --path DIR --host {host} "
-            f"--port {port}`, or drop --chroma-server to use local folders.") from None
+        raise StudyInputError(f"Chroma server {url} is not reachable ({reason}). {start}") from None
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict) or "nanosecond heartbeat" not in answer:
+        raise StudyInputError(f"Chroma server {url}: GET {heartbeat} answered {excerpt(body)}, not a Chroma "
+                              f"heartbeat; is it a Chroma server? {start}")
 
 
 _SERVER_CLIENTS: dict[str, Any] = {}
@@ -249,6 +259,26 @@ class KnowledgeBase:
     def _client(self):
         return _server_client(self.chroma_server) if self.chroma_server else _chroma_client(self.db_dir)
 
+    @contextmanager
+    def _store(self, action: str) -> Iterator[None]:
+        """Turn a failing Chroma call into one StoreError naming the server or folder and the fix. Child windows
+        added before the failure stay in the collection: the re-run embeds only the missing ones."""
+        import httpx
+        from chromadb.errors import ChromaError
+
+        try:
+            yield
+        except StudyInputError:
+            raise
+        except (ChromaError, httpx.HTTPError, OSError, ValueError) as exc:
+            if isinstance(exc, ValueError) and not isinstance(exc, ChromaError) and not self.chroma_server:
+                raise  # a local ValueError is a bug, not a store failure
+            if self.chroma_server:
+                raise StoreError(f"Chroma server {self.chroma_server}: {action} failed ({type(exc).__name__}: "
+                                 f"{str(exc).strip()[:200] or 'no details'}); is the server still running? Restart "
+                                 "it and re-run: windows already added are kept and not embedded again") from None
+            raise store_error("Chroma folder", self.db_dir, f"{action} failed", exc, REBUILD_DB) from None
+
     def child_splitter(self):
         from langchain_text_splitters import RecursiveCharacterTextSplitter
 
@@ -262,8 +292,10 @@ class KnowledgeBase:
         from tqdm.auto import tqdm
 
         name = collection_name(self.spec, self.params, chunked, self.embedding_id)
-        vectorstore = Chroma(client=self._client(), collection_name=name, embedding_function=self.embedding,
-                             collection_metadata=HNSW_SETTINGS)
+        client = self._client()
+        with self._store(f"opening collection {name}"):
+            vectorstore = Chroma(client=client, collection_name=name, embedding_function=self.embedding,
+                                 collection_metadata=HNSW_SETTINGS)
         docstore = InMemoryStore()
         splitter = self.child_splitter()
         retriever = stable_retriever_class()(vectorstore=vectorstore, docstore=docstore, child_splitter=splitter,
@@ -272,17 +304,21 @@ class KnowledgeBase:
         docstore.mset([(doc.id, doc) for doc in parents])
         children, child_ids = child_windows(parents, splitter)
         existing: set[str] = set()
-        for start in range(0, len(child_ids), 5000):
-            existing.update(vectorstore.get(ids=child_ids[start:start + 5000], include=[])["ids"])
+        with self._store(f"reading collection {name}"):
+            for start in range(0, len(child_ids), 5000):
+                existing.update(vectorstore.get(ids=child_ids[start:start + 5000], include=[])["ids"])
         missing = [i for i, cid in enumerate(child_ids) if cid not in existing]
         counted = hasattr(self.embedding, "texts_embedded")
         before = self.embedding.texts_embedded if counted else 0
         bar = tqdm(total=len(missing), desc=f"Embedding {self.spec.name}", unit="window", disable=not missing)
-        for start in range(0, len(missing), ADD_BATCH):
-            batch = missing[start:start + ADD_BATCH]
-            vectorstore.add_documents([children[i] for i in batch], ids=[child_ids[i] for i in batch])
-            bar.update(len(batch))
-        bar.close()
+        try:
+            for start in range(0, len(missing), ADD_BATCH):
+                batch = missing[start:start + ADD_BATCH]
+                with self._store(f"adding child windows to collection {name}"):
+                    vectorstore.add_documents([children[i] for i in batch], ids=[child_ids[i] for i in batch])
+                bar.update(len(batch))
+        finally:
+            bar.close()
         embedded = self.embedding.texts_embedded - before if counted else len(missing)
         stats = IndexStats(collection=name, parents=len(parents), children=len(children), embedded=embedded,
                            reused=len(children) - embedded, added=len(missing))
@@ -318,12 +354,14 @@ class KnowledgeBase:
             raise RuntimeError("KnowledgeBase.rank needs build(chunked) first")
         if depth <= 0:
             raise StudyInputError(f"ranking depth must be positive, got {depth}")
-        total = self.vectorstore._collection.count()
+        with self._store("counting child windows"):
+            total = self.vectorstore._collection.count()
         if total == 0:
             return []
         fetch = min(total, max(2 * depth, self.params.k) + TIE_EXTRA)
         while True:
-            found = self.vectorstore.similarity_search_by_vector_with_relevance_scores(list(vector), k=fetch)
+            with self._store("searching child windows"):
+                found = self.vectorstore.similarity_search_by_vector_with_relevance_scores(list(vector), k=fetch)
             exhausted = fetch >= total or len(found) < fetch
             # Windows with the same text have the same vector (one cache entry) and so the same distance, but
             # HNSW links exact duplicates poorly and may return any subset of them: add the missing twins.

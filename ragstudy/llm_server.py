@@ -1,7 +1,10 @@
 """Answers from OpenAI-compatible servers (vLLM, `transformers serve`, ...) instead of an in-process model.
 
 The study's prompt is sent as one user chat message with temperature 0 and max_tokens = max_new_tokens, through
-the official `openai` client, which retries connection errors, 408/409/429 and 5xx with exponential backoff.
+the official `openai` client, which retries connection errors, timeouts, 408/409/429 and 5xx with exponential
+backoff, `MAX_RETRIES` times; each request may take `timeout` seconds (`--llm-timeout`), so a server that hangs
+fails the run after at most about (MAX_RETRIES + 1) x timeout. What a server answers is checked: anything but an
+OpenAI-shaped answer (HTML, garbage, another JSON shape) is an error naming the URL and quoting the answer.
 Requests are spread over one or several servers (each new request goes to the server with the fewest requests in
 flight) with `concurrency` requests in flight in all; servers that batch continuously (vLLM) answer them together.
 Answers are cached under the served model's name, not a local path, and apart from in-process answers.
@@ -9,25 +12,26 @@ Answers are cached under the served model's name, not a local path, and apart fr
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import queue
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import asdict
 from typing import Any
 from urllib.parse import urlparse
 
-from .errors import StudyInputError
+from .errors import StudyInputError, excerpt
 from .generation import AnswerCache, CachingGeneratorBase, GenerationParams, clean_answer
 from .io import sha256_text, stable_json
 
 logger = logging.getLogger(__name__)
 
 BACKEND = "openai-chat-completions"  # part of the cache key: server answers never mix with in-process ones
-REQUEST_TIMEOUT_S = 900.0  # one answer of the paper's profile (up to 5000 tokens) on a busy server
-MAX_RETRIES = 5  # the openai client's own backoff: ~0.5 s doubling to 8 s, with jitter
+REQUEST_TIMEOUT_S = 600.0  # one answer of the paper's profile (up to 5000 tokens) on a busy server; --llm-timeout
+MAX_RETRIES = 2  # the openai client's own backoff (~0.5 s, then ~1 s, with jitter): a hung server costs 3 timeouts
 CHECK_TIMEOUT_S = 10.0
 
 
@@ -49,17 +53,48 @@ def make_client(url: str, timeout: float = REQUEST_TIMEOUT_S, max_retries: int =
 
 
 def served_models(url: str, timeout: float = CHECK_TIMEOUT_S) -> list[str]:
-    """The model names `GET /v1/models` lists; StudyInputError naming the URL when the server cannot answer."""
+    """The model names `GET /v1/models` lists; StudyInputError naming the URL when the server cannot answer or
+    answers something that is not an OpenAI model list."""
     import openai
 
+    endpoint = f"{api_base(url)}/models"
     try:
-        return [model.id for model in make_client(url, timeout=timeout, max_retries=1).models.list()]
+        raw = make_client(url, timeout=timeout, max_retries=1).models.with_raw_response.list()
     except openai.APIConnectionError as exc:  # also timeouts
         raise StudyInputError(f"LLM server {url} is unreachable ({exc}). Start it (e.g. `vllm serve MODEL "
-                              "--port 8000`) or fix --llm-server.") from exc
+                              "--port 8000`) or fix --llm-server.") from None
     except openai.APIStatusError as exc:
-        raise StudyInputError(f"LLM server {url}: GET {api_base(url)}/models answered HTTP {exc.status_code} "
-                              f"({exc.message}); is it an OpenAI-compatible server?") from exc
+        raise StudyInputError(f"LLM server {url}: GET {endpoint} answered HTTP {exc.status_code} "
+                              f"({excerpt(exc.response.text)}); is it an OpenAI-compatible server?") from None
+    body = raw.http_response.text
+    data = _json_object(body)
+    models = data.get("data") if data else None
+    if not isinstance(models, list) or not all(isinstance(m, dict) and isinstance(m.get("id"), str) for m in models):
+        raise StudyInputError(f"LLM server {url}: GET {endpoint} answered {excerpt(body)}, not an OpenAI model list "
+                              '({"data": [{"id": ...}, ...]}); is it an OpenAI-compatible server? Fix --llm-server.')
+    return [model["id"] for model in models]
+
+
+def _json_object(body: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def completion_text(body: str) -> str | None:
+    """The answer in a chat completion's JSON body (`choices[0].message.content`; null content is ""), or None
+    when the body is not a chat completion."""
+    data = _json_object(body)
+    choices = data.get("choices") if data else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return None
+    message = choices[0].get("message")
+    content = message.get("content", "") if isinstance(message, dict) else None
+    if content is None:
+        return ""
+    return content if isinstance(content, str) else None
 
 
 def check_servers(urls: Sequence[str], model: str | None) -> None:
@@ -80,21 +115,16 @@ class ServerGenerator(CachingGeneratorBase):
 
     def __init__(self, servers: Sequence[str], model: str, params: GenerationParams, cache: AnswerCache,
                  concurrency: int = 4, timeout: float = REQUEST_TIMEOUT_S, max_retries: int = MAX_RETRIES) -> None:
-        super().__init__()
+        super().__init__(model, params, cache)
         if not servers:
             raise ValueError("ServerGenerator needs at least one server URL")
-        if concurrency < 1:
-            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        if concurrency < 1 or not timeout > 0:
+            raise ValueError(f"concurrency and timeout must be positive, got {concurrency}, {timeout}")
         for url in servers:
             api_base(url)  # reject a malformed URL before anything else
         self.servers = tuple(servers)
         self.model = model
-        self.model_label = model
-        self.params = params
-        self.cache = cache
-        self.concurrency = concurrency
-        self.timeout = timeout
-        self.max_retries = max_retries
+        self.concurrency, self.timeout, self.max_retries = concurrency, timeout, max_retries
         self.requests = Counter()  # URL -> requests answered (how the load was spread)
         self._clients: dict[str, Any] = {}
         self._in_flight = Counter()
@@ -134,40 +164,80 @@ class ServerGenerator(CachingGeneratorBase):
                 self.requests[url] += 1
 
     def complete(self, prompt: str, params: GenerationParams) -> str:
-        """One chat completion (greedy) on the least busy server."""
+        """One chat completion (greedy) on the least busy server; StudyInputError naming the server when it stops
+        answering, refuses, or answers something that is not a chat completion."""
         import openai
 
         url = self._acquire()
         answered = False
+        endpoint = f"{api_base(url)}/chat/completions"
         try:
-            response = self._client(url).chat.completions.create(
+            raw = self._client(url).chat.completions.with_raw_response.create(
                 model=self.model, messages=[{"role": "user", "content": prompt}],
                 temperature=1.0 if params.do_sample else 0.0, max_tokens=params.max_new_tokens)
+            body = raw.http_response.text
             answered = True
-        except openai.APIConnectionError as exc:  # also timeouts, after the client's retries
+        except openai.APITimeoutError:
+            raise StudyInputError(f"LLM server {url} did not answer within {self.timeout:g} s ({self.max_retries + 1} "
+                                  "tries). Answers so far are cached: check the server, raise --llm-timeout if "
+                                  "answers are that slow, and re-run to resume.") from None
+        except openai.APIConnectionError as exc:  # after the client's retries
             raise StudyInputError(f"LLM server {url} stopped answering ({exc}) after {self.max_retries} retries. "
-                                  "Answers so far are cached: restart the server and re-run to resume.") from exc
+                                  "Answers so far are cached: restart the server and re-run to resume.") from None
         except openai.APIStatusError as exc:
             raise StudyInputError(f"LLM server {url} refused a request for model {self.model!r}: HTTP "
-                                  f"{exc.status_code} ({exc.message}). Answers so far are cached.") from exc
+                                  f"{exc.status_code} ({excerpt(exc.response.text)}). Answers so far are "
+                                  "cached.") from None
         finally:
             self._release(url, answered)
-        if not response.choices:
-            raise StudyInputError(f"LLM server {url} returned no choices for model {self.model!r}")
-        return clean_answer(response.choices[0].message.content or "")
+        text = completion_text(body)
+        if text is None:
+            raise StudyInputError(f"LLM server {url}: POST {endpoint} answered {excerpt(body)}, not a chat completion "
+                                  '({"choices": [{"message": {"content": ...}}]}); is it an OpenAI-compatible '
+                                  "server? Answers so far are cached.")
+        return clean_answer(text)
 
     def _generate_missing(self, prompts: Sequence[str], params: GenerationParams, batch_size: int | None,
                           done: Callable[[int, str], None]) -> None:
+        """Answer `prompts` with `concurrency` requests in flight, caching each answer in this thread as it comes.
+
+        The workers are daemon threads: on an error or Ctrl-C the run stops at once (in-flight requests are
+        abandoned, not waited for), and answers that arrived before are cached first."""
         self.check()
-        pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(prompts)), thread_name_prefix="llm-server")
+        todo: queue.SimpleQueue = queue.SimpleQueue()
+        for item in enumerate(prompts):
+            todo.put(item)
+        results: queue.SimpleQueue = queue.SimpleQueue()
+        stop = threading.Event()
+
+        def work() -> None:
+            while not stop.is_set():
+                try:
+                    position, prompt = todo.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    results.put((position, self.complete(prompt, params), None))
+                except BaseException as exc:  # handed to the main thread, which raises it
+                    results.put((position, None, exc))
+                    return
+
+        for number in range(min(self.concurrency, len(prompts))):
+            threading.Thread(target=work, name=f"llm-server-{number}", daemon=True).start()
         try:
-            pending = {pool.submit(self.complete, prompt, params): position for position, prompt in enumerate(prompts)}
-            while pending:
-                finished, _ = wait(pending, return_when=FIRST_EXCEPTION)
-                # successes first, so every answer that exists is cached before a failure is raised
-                for future in sorted(finished, key=lambda f: f.exception() is not None):
-                    position = pending.pop(future)
-                    done(position, future.result())  # cached here, in this thread, as each answer arrives
+            failure = None
+            for _ in range(len(prompts)):
+                position, answer, error = results.get()
+                if error is not None:
+                    failure = error
+                    break
+                done(position, answer)
+            while failure is not None:  # cache the answers that arrived meanwhile, then fail
+                try:
+                    position, answer, error = results.get_nowait()
+                except queue.Empty:
+                    raise failure
+                if error is None:
+                    done(position, answer)
         finally:
-            # on an error or Ctrl-C, queued requests are dropped and in-flight ones are not waited for
-            pool.shutdown(wait=False, cancel_futures=True)
+            stop.set()

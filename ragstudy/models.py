@@ -132,7 +132,7 @@ def make_generator(config: StudyConfig):
         from .llm_server import ServerGenerator
 
         return ServerGenerator(server_urls(config), config.llm_server_model, params, cache,
-                               concurrency=config.concurrency)
+                               concurrency=config.concurrency, timeout=config.llm_timeout)
     from customembedding import resolve_device
 
     return CachedGenerator(

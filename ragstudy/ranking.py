@@ -23,7 +23,8 @@ from typing import Any, Callable, Sequence
 from .budget_eval import CHARS, Measure, llm_measure
 from .chunks import Chunk, ChunkedDocument
 from .config import StudyConfig
-from .pipeline import StrategyReport, chunk_documents, chunker_context, lazy_embedding, make_knowledge_base, run_facts
+from .pipeline import (StrategyReport, check_vector_store, chunk_documents, chunker_context, lazy_embedding,
+                       make_knowledge_base, run_facts)
 from .results import ResultsFolder, RetrievedParent, read_questions, write_config, write_retrieval
 from .textlayer import SourceText, load_documents
 
@@ -228,6 +229,7 @@ def run_retrieval(config: StudyConfig) -> list[StrategyReport]:
     """
     documents = load_documents(Path(config.documents))
     questions = read_questions(config.questions, config.limit)
+    check_vector_store(config)  # a Chroma server that is down stops the run before anything is written or chunked
     output_dir = ResultsFolder(config.output_dir).prepare().path  # locked before anything is written in it
     measure = llm_measure(config)
     write_config(output_dir, config, run_facts(config, documents))

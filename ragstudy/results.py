@@ -31,7 +31,7 @@ from . import registry
 from .chunks import ChunkedDocument
 from .config import StudyConfig
 from .errors import StudyInputError
-from .io import atomic_write_json, atomic_write_text
+from .io import atomic_write_json, atomic_write_text, lock_folder, release_folder
 from .textlayer import SourceText
 
 logger = logging.getLogger(__name__)
@@ -688,9 +688,6 @@ def read_table(folder: str | Path, table: Table):
 
 # ---------------------------------------------------------------------------------------------- the folder lock
 
-_HELD: dict[Path, int] = {}
-
-
 class ResultsFolder:
     """An output folder that one run at a time writes into."""
 
@@ -715,25 +712,7 @@ class ResultsFolder:
         return self
 
     def lock(self) -> None:
-        import fcntl
-
-        key = self.path.resolve()
-        if key in _HELD:
-            return
-        try:
-            fd = os.open(key / self.LOCK_NAME, os.O_CREAT | os.O_RDWR, 0o644)
-        except OSError as exc:
-            raise StudyInputError(f"{self.path}: cannot write in the output folder ({exc.strerror}). Pass a "
-                                  "writable --output-dir.") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise StudyInputError(f"{self.path}: another run is writing into this output folder. Wait for it to "
-                                  "finish, or give this run its own --output-dir.") from None
-        _HELD[key] = fd
+        lock_folder(self.path, self.LOCK_NAME, "output folder", "--output-dir")
 
     def release(self) -> None:
-        fd = _HELD.pop(self.path.resolve(), None)
-        if fd is not None:
-            os.close(fd)
+        release_folder(self.path, self.LOCK_NAME)

@@ -186,7 +186,7 @@ def test_second_run_on_one_output_folder_is_refused_before_writing(tmp_path: Pat
         holder.kill()
         holder.wait()
     assert result.returncode == 2, result.stderr
-    assert "another run is writing into this output folder" in result.stderr
+    assert "another run is using this output folder" in result.stderr
     assert sorted(p.name for p in out.iterdir()) == [ResultsFolder.LOCK_NAME]  # nothing written
 
 
