@@ -118,13 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     set_params = list(flags.pop("set_params") or [])
     mode = flags.pop("paragraph_mode")
     sweep, evidence = flags.pop("sweep"), flags.pop("evidence")
-    if sweep:
-        flags["retrieval_only"] = True  # a sweep is always retrieval-only
     if mode:
         set_params.append(f"paragraph.mode={mode}")
     started = time.perf_counter()
     try:
-        config = StudyConfig.resolve(set_params=set_params, **flags)
+        config = StudyConfig.resolve(set_params=set_params, sweep=sweep, **flags)
         print(f"profile: {config.profile.name} ({config.origins['profile']}); LLM {config.profile.llm}; "
               f"embedding {config.profile.embedding}; device {config.profile.device}; "
               f"strategies: {', '.join(config.strategies)}", flush=True)
