@@ -1,5 +1,5 @@
 """Small, seeded statistics used by the postprocessing: bootstrap confidence intervals, paired comparisons,
-multiple-comparison correction, survey tests and Fleiss' kappa.
+multiple-comparison correction, survey tests and Fleiss' kappa. (Formatting lives in ``formatting``.)
 
 All resampling uses ``numpy.random.default_rng(seed)``: the same inputs and seed give the same numbers.
 """
@@ -11,6 +11,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+# re-exported: retrieval_eval.py and chunkeval/report.py call stats.format_estimate / stats.format_p
+from Postprocessing.formatting import format_estimate, format_p  # noqa: F401
 
 _BLOCK = 1000  # resamples drawn per block, to bound memory on long inputs
 
@@ -185,14 +188,3 @@ def fleiss_kappa(table: Sequence[Sequence[int]] | np.ndarray) -> float:
     if math.isclose(p_e, 1.0):
         return float("nan")  # every rating in one category: kappa undefined
     return float((p_bar - p_e) / (1.0 - p_e))
-
-
-def format_estimate(mean: float, low: float, high: float, digits: int = 3, signed: bool = False) -> str:
-    """``0.345 [0.301, 0.390]`` (or ``+0.031 [0.012, 0.049]`` when signed)."""
-    sign = "+" if signed else ""
-    return f"{mean:{sign}.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
-
-
-def format_p(p: float) -> str:
-    """``p=0.002``, ``p<0.001``."""
-    return "p<0.001" if p < 0.001 else f"p={p:.3f}"
