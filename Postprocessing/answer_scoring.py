@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,16 @@ PAIRED_COLUMNS = ["strategy_a", "strategy_b", "metric", "n", "mean_diff", "ci_lo
                   "p_bootstrap", "p_wilcoxon_holm"]
 
 
+@dataclass
+class MetricsResult:
+    """What compute_metrics returns: the three tables and sacrebleu's signature of the corpus BLEU."""
+
+    per_question: pd.DataFrame
+    summary: pd.DataFrame
+    paired: pd.DataFrame
+    corpus_bleu_signature: str = ""
+
+
 @dataclass(frozen=True)
 class Reference:
     """The reference texts actually scored against, and where they came from."""
@@ -38,15 +48,6 @@ class Reference:
     path: Path
     texts: tuple[str, ...]
     cleaned: bool
-
-
-@dataclass
-class MetricsResult:
-    per_question: pd.DataFrame
-    summary: pd.DataFrame
-    paired: pd.DataFrame
-    corpus_bleu_signature: str = ""
-    notes: list[str] = field(default_factory=list)
 
 
 def selected_scorers(names: Sequence[str]) -> list[metric_catalogue.Scorer]:

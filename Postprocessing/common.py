@@ -171,8 +171,8 @@ def common_question_indices(answers: Sequence[Dataset], n_questions: int,
     if not common:
         raise DataError("no question is answered by every strategy")
     if len(common) < n_questions:
-        logger.warning("Scoring %d of %d questions (the others have no answers: a --limit run, or --allow-partial)", len(common),
-                       n_questions)
+        logger.warning("Scoring %d of %d questions (the others have no answers: a --limit run, or --allow-partial)",
+                       len(common), n_questions)
     return common
 
 

@@ -20,6 +20,8 @@ from pathlib import Path
 from Postprocessing import cli, plots
 from Postprocessing import survey as survey_lib
 from Postprocessing.common import DataError
+# retrieval_eval.write_plots (another change) still imports write_figures from here; it lives in plots
+from Postprocessing.plots import write_figures  # noqa: F401
 from Postprocessing.review import KEY_NAME, TEMPLATE_NAME, read_answer_key
 from ragstudy.io import atomic_write_text
 
@@ -70,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
         "'Nessuna delle precedenti'): counts, plots (PDF+PNG), chi-square, sign tests, Fleiss' kappa.")
     parser.add_argument("--results-dir", default=str(cli.DEFAULT_RESULTS_DIR),
                         help="folder holding interview_answers.xlsx and answer_key.csv")
-    parser.add_argument("--answers", default=None, help="raters' workbook (default: <results-dir>/interview_answers.xlsx)")
+    parser.add_argument("--answers", default=None,
+                        help="raters' workbook (default: <results-dir>/interview_answers.xlsx)")
     parser.add_argument("--key", default=None, help="answer key (default: <results-dir>/answer_key.csv)")
     parser.add_argument("--no-key", action="store_true", help="ignore any key; assume the paper's fixed order")
     parser.add_argument("--out-dir", default=None, help="outputs (default: <results-dir>/survey)")

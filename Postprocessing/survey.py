@@ -26,8 +26,8 @@ NONE_DISPLAY = "None of the above"
 NONE_COLOR = "#BBBBBB"  # strategies' colours come from their registrations, so every plot agrees
 RATER_HEADERS = {"valutatore", "rater", "user", "utente"}
 IGNORED_HEADERS = {"timestamp", "informazioni cronologiche", "indirizzo email", "email", "email address"}
-SUMMARY_NAME = "survey_summary.md"
 _OPTION_RE = re.compile(r"^opzione\s*(\d+)$")
+SUMMARY_NAME = "survey_summary.md"
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,8 @@ def display(category: str) -> str:
 
 
 def parse_cell(value: object, n_options: int) -> int | None | str:
-    """``Opzione k`` → k, ``Nessuna delle precedenti`` → 0, empty → None, anything else → the text (malformed)."""
+    """``Opzione k`` → k, ``Nessuna delle precedenti`` → 0, empty → None, anything else → the text
+    (malformed)."""
     if value is None:
         return None
     text = " ".join(str(value).split()).strip(" .;").casefold()

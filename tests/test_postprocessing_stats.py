@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 
-from Postprocessing import stats
+from Postprocessing import formatting, stats
 
 VALUES = np.array([0.12, 0.55, 0.31, 0.9, 0.47, 0.66, 0.05, 0.73, 0.38, 0.29, 0.81, 0.44, 0.58, 0.2, 0.62,
                    0.35, 0.77, 0.15, 0.5, 0.69])
@@ -83,7 +83,7 @@ def test_fleiss_kappa_perfect_agreement_and_unequal_raters():
 
 
 def test_formatting():
-    assert stats.format_estimate(0.0312, 0.0121, 0.0494, signed=True) == "+0.031 [0.012, 0.049]"
-    assert stats.format_estimate(-0.5, -0.7, -0.3, 2, signed=True) == "-0.50 [-0.70, -0.30]"
-    assert stats.format_p(0.0024) == "p=0.002"
-    assert stats.format_p(0.0002) == "p<0.001"
+    assert formatting.format_estimate(0.0312, 0.0121, 0.0494, signed=True) == "+0.031 [0.012, 0.049]"
+    assert formatting.format_estimate(-0.5, -0.7, -0.3, 2, signed=True) == "-0.50 [-0.70, -0.30]"
+    assert formatting.format_p(0.0024) == "p=0.002"
+    assert formatting.format_p(0.0002) == "p<0.001"
