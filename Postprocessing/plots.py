@@ -13,7 +13,7 @@ CHROME_PACKAGE = "chromium"
 
 
 def survey_figures(survey: Survey) -> dict[str, object]:
-    """The plotly figures, keyed by file stem."""
+    """The survey's plotly figures (pies, bars per question and rater, box per option), keyed by file stem."""
     import plotly.graph_objects as go
 
     font = dict(family="Arial", size=16, color="black")
