@@ -106,14 +106,13 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(means.unstack("budget").to_markdown(floatfmt=".2f"))
         print()
-        for note in notes:
-            print(f"  note: {note}")
-        print()
+        print("\n".join(f"  note: {note}" for note in notes) + "\n")
         frames.append(frame.assign(results_dir=str(results_dir)))
     if args.out:
-        from ragstudy.io import atomic_write_text
+        from Postprocessing.common import atomic_write_csv
 
-        atomic_write_text(Path(args.out), pd.concat(frames).to_csv(index=False))
+        atomic_write_csv(Path(args.out), pd.concat(frames))
+        print(f"per-question rows in {args.out}")
     return 0
 
 

@@ -171,9 +171,10 @@ def main(argv: list[str] | None = None) -> int:
         print()
         frames.append(frame.assign(results_dir=str(results_dir)))
     if args.out:
-        from ragstudy.io import atomic_write_text
+        from Postprocessing.common import atomic_write_csv
 
-        atomic_write_text(Path(args.out), pd.concat(frames).to_csv(index=False))
+        atomic_write_csv(Path(args.out), pd.concat(frames))
+        print(f"per-question rows in {args.out}")
     return 0
 
 
