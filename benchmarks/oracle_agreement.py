@@ -108,11 +108,16 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print("\n".join(f"  note: {note}" for note in notes) + "\n")
         frames.append(frame.assign(results_dir=str(results_dir)))
-    if args.out:
-        from Postprocessing.common import atomic_write_csv
+    return write_rows(args.out, frames)
 
-        atomic_write_csv(Path(args.out), pd.concat(frames))
-        print(f"per-question rows in {args.out}")
+
+def write_rows(out: str | None, frames: list[pd.DataFrame]) -> int:
+    """Write the per-question rows of every run to `out` (if given); the exit code."""
+    from Postprocessing.common import atomic_write_csv
+
+    if out:
+        atomic_write_csv(Path(out), pd.concat(frames))
+        print(f"per-question rows (hit, oracle_overlap) in {out}")
     return 0
 
 
