@@ -73,7 +73,12 @@ def agreement(frame: pd.DataFrame) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
         rows.append({"threshold": t, "accuracy": float(np.mean(predicted == hit)),
                      "kappa": cohen_kappa(predicted, hit), "predicted_rate": float(predicted.mean()),
                      "hit_rate": float(hit.mean())})
-    facts = {"cells": len(means), "questions": numeric["question_index"].nunique(), "pairs": len(numeric),
+    within = {}  # budget -> Spearman over strategies: does the score order the strategies like the hit does?
+    for budget, part in means.groupby(level="budget"):
+        rho_b, _ = spearmanr(part["hit"], part["oracle_overlap"])
+        same_best = part["hit"].idxmax() == part["oracle_overlap"].idxmax()
+        within[int(budget)] = (float(rho_b), bool(same_best))
+    facts = {"within_budget": within, "cells": len(means), "questions": numeric["question_index"].nunique(), "pairs": len(numeric),
              "spearman": float(rho), "spearman_p": float(p),
              "pearson_question": float(np.corrcoef(numeric["hit"], numeric["oracle_overlap"])[0, 1])}
     return facts, pd.DataFrame(rows), means
@@ -101,7 +106,10 @@ def main(argv: list[str] | None = None) -> int:
               f"pairs (budgets without k)")
         print(f"- Spearman over {facts['cells']} strategy x budget means: rho = {facts['spearman']:.3f} "
               f"(p = {facts['spearman_p']:.2g}); per-question Pearson (point-biserial) r = "
-              f"{facts['pearson_question']:.3f}\n")
+              f"{facts['pearson_question']:.3f}")
+        within = ", ".join(f"{b}: {rho:.2f} ({'yes' if same else 'no'})"
+                           for b, (rho, same) in facts["within_budget"].items())
+        print(f"- Spearman over strategies within each budget (same best strategy?): {within}\n")
         print(table.to_markdown(index=False, floatfmt=".3f"))
         print()
         print(means.unstack("budget").to_markdown(floatfmt=".2f"))
