@@ -78,8 +78,8 @@ def agreement(frame: pd.DataFrame) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
         rho_b, _ = spearmanr(part["hit"], part["oracle_overlap"])
         same_best = part["hit"].idxmax() == part["oracle_overlap"].idxmax()
         within[int(budget)] = (float(rho_b), bool(same_best))
-    facts = {"within_budget": within, "cells": len(means), "questions": numeric["question_index"].nunique(), "pairs": len(numeric),
-             "spearman": float(rho), "spearman_p": float(p),
+    facts = {"within_budget": within, "cells": len(means), "questions": numeric["question_index"].nunique(),
+             "pairs": len(numeric), "spearman": float(rho), "spearman_p": float(p),
              "pearson_question": float(np.corrcoef(numeric["hit"], numeric["oracle_overlap"])[0, 1])}
     return facts, pd.DataFrame(rows), means
 
