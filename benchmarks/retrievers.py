@@ -30,40 +30,28 @@ import pandas as pd
 RETRIEVERS = ("dense", "bm25-windows", "bm25-parents", "hybrid")
 
 
-def _rows(question_index: int, ranked, parents: dict[str, dict], in_k: set[str]):
-    from ragstudy.retrieval import RetrievedParent
-
-    rows = []
-    for item in ranked:
-        row = parents[item.parent]
-        rows.append(RetrievedParent(question_index=question_index, rank=item.rank, doc_id=item.parent,
-                                    path=row["path"], page_start=int(row["metadata"]["page_start"]),
-                                    page_end=int(row["metadata"]["page_end"]), score=-float(item.score),
-                                    in_k=item.parent in in_k, contents=row["contents"]))
-    return rows
-
-
 def rank_strategy(results_dir: Path, strategy: str, questions: Sequence[str], params: dict, largest: int
                   ) -> tuple[dict[str, list], dict[str, float]]:
     """Alternative rankings of one strategy (retriever -> RetrievedParent rows) and BM25 build times (s)."""
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
     from ragstudy.knowledge_base import CHILD_SPLITTER
-    from ragstudy.lexical import (LexicalIndex, UnitCorpus, UnitRanked, fill_depth, paper_k_parents,
-                                  parents_by_best_unit, reciprocal_rank_fusion)
+    from ragstudy.lexical import (LexicalIndex, ParentInfo, UnitCorpus, UnitRanked, fill_depth, paper_k_parents,
+                                  parents_by_best_unit, reciprocal_rank_fusion, to_retrieved)
     from ragstudy.results import read_chunks
     from ragstudy.retrieval import read_retrieval, retrieval_path
 
     assert CHILD_SPLITTER == "RecursiveCharacterTextSplitter", "the knowledge base changed its child splitter"
     chunk_rows, _ = read_chunks(results_dir, strategy)
-    parents = {row["doc_id"]: row for row in chunk_rows}
-    lengths = {pid: len(row["contents"]) for pid, row in parents.items()}
+    parents = {row["doc_id"]: ParentInfo(row["path"], int(row["metadata"]["page_start"]),
+                                         int(row["metadata"]["page_end"]), row["contents"]) for row in chunk_rows}
+    lengths = {pid: len(info.contents) for pid, info in parents.items()}
     splitter = RecursiveCharacterTextSplitter(chunk_size=params["child_chunk_size"],
                                               chunk_overlap=params["child_chunk_overlap"])
     windows, whole = UnitCorpus(), UnitCorpus()
-    for pid, row in parents.items():
-        windows.add(pid, splitter.split_text(row["contents"]))
-        whole.add(pid, [row["contents"]])
+    for pid, info in parents.items():
+        windows.add(pid, splitter.split_text(info.contents))
+        whole.add(pid, [info.contents])
     timings = {}
     indexes = {}
     for name, corpus in (("bm25-windows", windows), ("bm25-parents", whole)):
@@ -80,13 +68,13 @@ def rank_strategy(results_dir: Path, strategy: str, questions: Sequence[str], pa
             ranked = parents_by_best_unit(units, corpus.parents)
             in_k = paper_k_parents(units, corpus.parents, k if name == "bm25-windows" else 1)
             by_retriever[name] = ranked
-            out[name] += _rows(qi, fill_depth(ranked, lengths, largest), parents, in_k)
+            out[name] += to_retrieved(qi, fill_depth(ranked, lengths, largest), parents, in_k)
         dense_ids = [p.doc_id for p in dense.get(qi, [])]
         fused = reciprocal_rank_fusion([dense_ids, [r.parent for r in by_retriever["bm25-windows"]]])
         hybrid = [UnitRanked(pid, score, -1, rank) for rank, (pid, score) in enumerate(fused, start=1)]
         n_in_k = sum(p.in_k for p in dense.get(qi, []))
-        out["hybrid"] += _rows(qi, fill_depth(hybrid, lengths, largest), parents,
-                               {r.parent for r in hybrid[:n_in_k]})
+        out["hybrid"] += to_retrieved(qi, fill_depth(hybrid, lengths, largest), parents,
+                                      {r.parent for r in hybrid[:n_in_k]})
     return out, timings
 
 

@@ -217,6 +217,29 @@ class UnitCorpus:
             self.parents.append(parent)
 
 
+@dataclass(frozen=True)
+class ParentInfo:
+    """What a retrieval file records of a parent besides its rank and score."""
+
+    path: str
+    page_start: int
+    page_end: int
+    contents: str
+
+
+def to_retrieved(question_index: int, ranked: Sequence[UnitRanked], parents: Mapping[str, ParentInfo],
+                 in_k: set[str]) -> list:
+    """`retrieval.RetrievedParent` rows of a lexical or fused ranking. Their `score` is the negated BM25 (or RRF)
+    score, so that lower is better as for the dense rankings' Chroma distances."""
+    from .retrieval import RetrievedParent
+
+    return [RetrievedParent(question_index=question_index, rank=item.rank, doc_id=item.parent,
+                            path=parents[item.parent].path, page_start=parents[item.parent].page_start,
+                            page_end=parents[item.parent].page_end, score=-float(item.score),
+                            in_k=item.parent in in_k, contents=parents[item.parent].contents)
+            for item in ranked]
+
+
 def paper_k_parents(ranked_units: Sequence[tuple[int, float]], unit_parent: Sequence[str], k: int) -> set[str]:
     """The parents of the k best units: what the paper's retriever (k child windows) would return."""
     return {unit_parent[unit] for unit, _ in ranked_units[:k]}

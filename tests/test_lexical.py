@@ -8,8 +8,9 @@ import pytest
 from conftest import REPO_ROOT, TEST_PARAGRAPHS
 
 from ragstudy.errors import StudyInputError
-from ragstudy.lexical import (RRF_K, STOPWORDS_IT, ItalianAnalyzer, LexicalIndex, UnitRanked, fill_depth, fold,
-                              italian_stopwords, paper_k_parents, parents_by_best_unit, reciprocal_rank_fusion)
+from ragstudy.lexical import (RRF_K, STOPWORDS_IT, ItalianAnalyzer, LexicalIndex, ParentInfo, UnitRanked, fill_depth,
+                              fold, italian_stopwords, paper_k_parents, parents_by_best_unit, reciprocal_rank_fusion,
+                              to_retrieved)
 
 needs_stopwords = pytest.mark.skipif(not STOPWORDS_IT.is_file(), reason=f"{STOPWORDS_IT} absent (tools/setup.sh "
                                      "installs liblingua-stopwords-perl)")
@@ -111,6 +112,26 @@ def test_parents_ranked_by_best_unit_and_depth_fills_the_largest_budget():
     assert [r.parent for r in fill_depth(ranked, lengths, 800)] == ["p2", "p1", "p3"]
     assert [r.parent for r in fill_depth(ranked, lengths, 5000)] == ["p2", "p1", "p3"]  # all there is
     assert paper_k_parents([(2, 9.0), (4, 7.0), (0, 8.0)], unit_parent, 2) == {"p2"}
+
+
+def test_lexical_rankings_round_trip_through_the_retrieval_file(tmp_path: Path):
+    from ragstudy.retrieval import pack_budget, read_retrieval, write_retrieval
+
+    info = {f"p{i}": ParentInfo("Documents/x.pdf", i + 1, i + 1, text) for i, text in enumerate(TEXTS)}
+    ranked = [UnitRanked("p3", 7.5, 9, 1), UnitRanked("p0", 2.0, 0, 2)]
+    rows = to_retrieved(4, ranked, info, {"p3"})
+    assert [(r.doc_id, r.rank, r.in_k, r.page_start) for r in rows] == [("p3", 1, True, 4), ("p0", 2, False, 1)]
+    assert rows[0].score < rows[1].score  # negated: lower is better, as for Chroma distances
+    back = read_retrieval(write_retrieval(rows, tmp_path, "paragraph"))[4]
+    assert back == rows
+    assert pack_budget(back, len(TEXTS[3]) + len(TEXTS[0])).texts == (TEXTS[3], TEXTS[0])
+
+
+@needs_stopwords
+def test_a_unit_of_stopwords_only_is_indexed_and_ranked_last():
+    index = LexicalIndex(["il di la che", TEXTS[2]])
+    assert index.ranking("assistenza telefono") == [(1, pytest.approx(index.scores("assistenza telefono")[1])),
+                                                    (0, 0.0)]
 
 
 @needs_stopwords
