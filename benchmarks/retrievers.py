@@ -12,8 +12,11 @@ retriever minus dense.
     python benchmarks/retrievers.py --run /tmp/h5-sample sample/evidence.json \\
         --run /tmp/h5-qa ../shared/qa/evidence.csv --scratch /tmp/h5-retrievers
 
-Hybrid fuses the dense ranking as written (deep enough for the largest budget only) with the full BM25 ranking: a
-parent below the dense depth gets only its BM25 term. Its in_k marks as many top parents as dense's in_k has.
+--dense-windows adds dense-exact (every window scored by the run's embedding model, vectors read from its cache;
+a check that it reproduces dense) and hybrid-windows (RRF of the dense and BM25 window rankings, parents by their
+best fused window: the pipeline's design). Hybrid fuses the parent rankings: dense as written (deep enough for the
+largest budget only) and the full BM25-over-windows one; a parent below the dense depth gets only its BM25 term.
+Its in_k marks as many top parents as dense's in_k has.
 """
 
 from __future__ import annotations
@@ -27,12 +30,28 @@ from pathlib import Path
 
 import pandas as pd
 
-RETRIEVERS = ("dense", "bm25-windows", "bm25-parents", "hybrid")
+RETRIEVERS = ("dense", "bm25-windows", "bm25-parents", "hybrid", "dense-exact", "hybrid-windows")
 
 
-def rank_strategy(results_dir: Path, strategy: str, questions: Sequence[str], params: dict, largest: int
-                  ) -> tuple[dict[str, list], dict[str, float]]:
-    """Alternative rankings of one strategy (retriever -> RetrievedParent rows) and BM25 build times (s)."""
+def dense_window_rankings(embedding, windows: Sequence[str], questions: Sequence[str]) -> list[list[tuple[int, float]]]:
+    """Exact dense ranking of every window per question (cosine of normalised vectors, best first, ties in window
+    order): the windows' vectors come from the embedding's vector cache when the run embedded them."""
+    import numpy as np
+
+    matrix = np.asarray(embedding.embed_documents(list(windows)), dtype=np.float32)
+    rankings = []
+    for question in questions:
+        scores = matrix @ np.asarray(embedding.embed_query(question), dtype=np.float32)
+        order = np.lexsort((np.arange(len(scores)), -np.round(scores, 5)))
+        rankings.append([(int(i), float(scores[i])) for i in order])
+    return rankings
+
+
+def rank_strategy(results_dir: Path, strategy: str, questions: Sequence[str], params: dict, largest: int,
+                  embedding=None) -> tuple[dict[str, list], dict[str, float]]:
+    """Alternative rankings of one strategy (retriever -> RetrievedParent rows) and BM25 build times (s). With
+    `embedding`, also the exact dense window ranking (dense-exact) and RRF of dense and BM25 at the window level,
+    parents by their best fused window (hybrid-windows)."""
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
     from ragstudy.knowledge_base import CHILD_SPLITTER
@@ -60,7 +79,13 @@ def rank_strategy(results_dir: Path, strategy: str, questions: Sequence[str], pa
         timings[f"{name} ({len(corpus.texts)} units)"] = time.perf_counter() - started
     dense = read_retrieval(retrieval_path(results_dir, strategy))
     k = int(params["k"])
-    out: dict[str, list] = {name: [] for name in RETRIEVERS if name != "dense"}
+    out: dict[str, list] = {name: [] for name in RETRIEVERS[1:4]}
+    dense_units = None
+    if embedding is not None:
+        out.update({"dense-exact": [], "hybrid-windows": []})
+        started = time.perf_counter()
+        dense_units = dense_window_rankings(embedding, windows.texts, questions)
+        timings["dense windows (cache)"] = time.perf_counter() - started
     for qi, question in enumerate(questions):
         by_retriever = {}
         for name, corpus in (("bm25-windows", windows), ("bm25-parents", whole)):
@@ -75,10 +100,31 @@ def rank_strategy(results_dir: Path, strategy: str, questions: Sequence[str], pa
         n_in_k = sum(p.in_k for p in dense.get(qi, []))
         out["hybrid"] += to_retrieved(qi, fill_depth(hybrid, lengths, largest), parents,
                                       {r.parent for r in hybrid[:n_in_k]})
+        if dense_units is None:
+            continue
+        units = dense_units[qi]
+        exact = parents_by_best_unit(units, windows.parents)
+        out["dense-exact"] += to_retrieved(qi, fill_depth(exact, lengths, largest), parents,
+                                           paper_k_parents(units, windows.parents, k))
+        bm25_units = indexes["bm25-windows"].ranking(question)
+        fused_units = reciprocal_rank_fusion([[str(u) for u, _ in units], [str(u) for u, _ in bm25_units]])
+        fused_ranking = [(int(u), score) for u, score in fused_units]
+        by_window = parents_by_best_unit(fused_ranking, windows.parents)
+        out["hybrid-windows"] += to_retrieved(qi, fill_depth(by_window, lengths, largest), parents,
+                                              paper_k_parents(fused_ranking, windows.parents, k))
     return out, timings
 
 
-def evaluate_run(results_dir: Path, evidence_path: Path, scratch: Path) -> tuple[pd.DataFrame, dict]:
+def run_embedding(run_config: dict, results_dir: Path):
+    """The run's embedding model (with its vector cache: set RAGSTUDY_CACHE to the run's cache)."""
+    from ragstudy.config import StudyConfig
+    from ragstudy.retrieval import lazy_embedding
+
+    return lazy_embedding(StudyConfig.from_dict(run_config, str(Path(results_dir) / "config.json")))()
+
+
+def evaluate_run(results_dir: Path, evidence_path: Path, scratch: Path, dense_windows: bool = False
+                 ) -> tuple[pd.DataFrame, dict]:
     """Per-question hit rows of every retriever (column `retriever`) and the BM25 build times."""
     from Postprocessing import common
     from Postprocessing.retrieval_eval import discover, evaluate_folder, load_evidence, measure_for
@@ -96,20 +142,22 @@ def evaluate_run(results_dir: Path, evidence_path: Path, scratch: Path) -> tuple
     hits, _, _ = evaluate_folder(results_dir, evidence, budgets, measure, strategies)
     frames.append(hits.assign(retriever="dense"))
     timings = {}
-    for retriever in RETRIEVERS[1:]:
+    retrievers = RETRIEVERS[1:] if dense_windows else RETRIEVERS[1:4]
+    embedding = run_embedding(run_config, results_dir) if dense_windows else None
+    for retriever in retrievers:
         folder = scratch / retriever
         folder.mkdir(parents=True, exist_ok=True)
         shutil.copy2(results_dir / "config.json", folder / "config.json")
     for strategy in strategies:
         params = run_config["strategy_params"][strategy]
-        ranked, times = rank_strategy(results_dir, strategy, questions, params, max(budgets))
+        ranked, times = rank_strategy(results_dir, strategy, questions, params, max(budgets), embedding)
         timings[strategy] = times
         for retriever, rows in ranked.items():
             folder = scratch / retriever
             for kind in (f"chunks_{strategy}.csv", f"sources_{strategy}.jsonl"):
                 shutil.copy2(results_dir / kind, folder / kind)
             write_retrieval(rows, folder, strategy)
-    for retriever in RETRIEVERS[1:]:
+    for retriever in retrievers:
         hits, _, _ = evaluate_folder(scratch / retriever, evidence, budgets, measure, strategies)
         frames.append(hits.assign(retriever=retriever))
     return pd.concat(frames, ignore_index=True), timings
@@ -142,13 +190,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scratch", default="/tmp/ragstudy-retrievers",
                         help="folder for the alternative rankings (one subfolder per run and retriever)")
     parser.add_argument("--out", help="write every per-question hit row to this CSV")
+    parser.add_argument("--dense-windows", action="store_true",
+                        help="also rank windows exactly with the run's embedding model (vectors from its cache: set "
+                             "RAGSTUDY_CACHE as for the run): dense-exact and window-level hybrid-windows")
     args = parser.parse_args(argv)
     frames = []
     for number, (results_dir, evidence) in enumerate(args.run):
         started = time.perf_counter()
         try:
             frame, timings = evaluate_run(Path(results_dir), Path(evidence),
-                                          Path(args.scratch) / f"{number}-{Path(results_dir).name}")
+                                          Path(args.scratch) / f"{number}-{Path(results_dir).name}",
+                                          args.dense_windows)
         except (DataError, StudyInputError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
