@@ -1,7 +1,7 @@
 """How well does the oracle-overlap score (ragstudy.oracle_overlap) agree with the evidence-based hit?
 
 For each results folder of `evaluation_chain.py --retrieval-only` (with its evidence file and Oracle.csv): the
-evidence hit per strategy x budget x question (Postprocessing/retrieval_eval.py's evaluate_folder) and the oracle
+evidence hit per strategy x budget x question (ragstudy.budget_eval's evaluate_folder) and the oracle
 overlap on the same packed contexts. Prints, per folder, the Spearman rank correlation of the two means over
 strategies x numeric budgets, and the per-question agreement of "overlap >= t" with the hit (accuracy, Cohen's
 kappa) at a few thresholds t. Questions scored by both are compared: with evidence, and with an oracle that is not
@@ -33,18 +33,21 @@ def cohen_kappa(a: np.ndarray, b: np.ndarray) -> float:
 
 def score_folder(results_dir: Path, evidence_path: Path, oracle_path: Path) -> tuple[pd.DataFrame, list[str]]:
     """Rows (strategy, budget, question_index, hit, oracle_overlap) of questions scored both ways, and notes."""
-    from Postprocessing.retrieval_eval import discover, evaluate_folder, load_evidence, measure_for
+    from ragstudy.budget_eval import evaluate_folder, run_measure as measure_for
+    from ragstudy.evidence import load_evidence_file as load_evidence
+    from ragstudy.results import ranked_strategies as discover
     from Postprocessing import common
     from ragstudy.config import DEFAULT_BUDGETS
     from ragstudy.oracle_overlap import score_strategy
     from ragstudy.results import read_oracle
-    from ragstudy.retrieval import read_retrieval, retrieval_path
+    from ragstudy.results import read_retrieval, retrieval_path
 
     run_config = common.read_run_config(results_dir)
     budgets = list(run_config.get("budgets") or DEFAULT_BUDGETS)
     measure = measure_for(run_config, results_dir)
     strategies = discover(results_dir)
-    hits, notes, _ = evaluate_folder(results_dir, load_evidence(evidence_path), budgets, measure, strategies)
+    hits, evaluations = evaluate_folder(results_dir, load_evidence(evidence_path), budgets, measure, strategies)
+    notes = [e.note() for e in evaluations]
     oracle = read_oracle(oracle_path)
     overlaps = []
     for strategy in strategies:

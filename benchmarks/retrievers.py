@@ -5,7 +5,7 @@ Reads results folders of `evaluation_chain.py --retrieval-only` (chunks_/sources
 config.json). For each strategy it rebuilds the child windows as the knowledge base cuts them (the strategy's
 child_chunk_size/overlap), ranks parents per question by their best BM25 unit (ragstudy.lexical), writes each
 alternative ranking as retrieval_<strategy>.csv into a scratch folder beside copies of the chunk exports, and scores
-every folder with Postprocessing/retrieval_eval.py's evaluate_folder against the evidence (hit = whole evidence in
+every folder with ragstudy.budget_eval's evaluate_folder against the evidence (hit = whole evidence in
 the packed context). Prints hit rate per strategy x retriever x budget, the best strategy per retriever, and each
 retriever minus dense.
 
@@ -58,7 +58,7 @@ def rank_strategy(results_dir: Path, strategy: str, questions: Sequence[str], pa
     from ragstudy.lexical import (LexicalIndex, ParentInfo, UnitCorpus, UnitRanked, fill_depth, paper_k_parents,
                                   parents_by_best_unit, reciprocal_rank_fusion, to_retrieved)
     from ragstudy.results import read_chunks
-    from ragstudy.retrieval import read_retrieval, retrieval_path
+    from ragstudy.results import read_retrieval, retrieval_path
 
     assert CHILD_SPLITTER == "RecursiveCharacterTextSplitter", "the knowledge base changed its child splitter"
     chunk_rows, _ = read_chunks(results_dir, strategy)
@@ -118,7 +118,7 @@ def rank_strategy(results_dir: Path, strategy: str, questions: Sequence[str], pa
 def run_embedding(run_config: dict, results_dir: Path):
     """The run's embedding model (with its vector cache: set RAGSTUDY_CACHE to the run's cache)."""
     from ragstudy.config import StudyConfig
-    from ragstudy.retrieval import lazy_embedding
+    from ragstudy.pipeline import lazy_embedding
 
     return lazy_embedding(StudyConfig.from_dict(run_config, str(Path(results_dir) / "config.json")))()
 
@@ -127,9 +127,11 @@ def evaluate_run(results_dir: Path, evidence_path: Path, scratch: Path, dense_wi
                  ) -> tuple[pd.DataFrame, dict]:
     """Per-question hit rows of every retriever (column `retriever`) and the BM25 build times."""
     from Postprocessing import common
-    from Postprocessing.retrieval_eval import discover, evaluate_folder, load_evidence, measure_for
+    from ragstudy.budget_eval import evaluate_folder, run_measure as measure_for
+    from ragstudy.evidence import load_evidence_file as load_evidence
+    from ragstudy.results import ranked_strategies as discover
     from ragstudy.results import read_questions
-    from ragstudy.retrieval import write_retrieval
+    from ragstudy.results import write_retrieval
 
     run_config = common.read_run_config(results_dir)
     budgets = list(run_config["budgets"])
@@ -139,7 +141,7 @@ def evaluate_run(results_dir: Path, evidence_path: Path, scratch: Path, dense_wi
     strategies = discover(results_dir)
     evidence = load_evidence(evidence_path)
     frames = []
-    hits, _, _ = evaluate_folder(results_dir, evidence, budgets, measure, strategies)
+    hits, _ = evaluate_folder(results_dir, evidence, budgets, measure, strategies)
     frames.append(hits.assign(retriever="dense"))
     timings = {}
     retrievers = RETRIEVERS[1:] if dense_windows else RETRIEVERS[1:4]
@@ -158,7 +160,7 @@ def evaluate_run(results_dir: Path, evidence_path: Path, scratch: Path, dense_wi
                 shutil.copy2(results_dir / kind, folder / kind)
             write_retrieval(rows, folder, strategy)
     for retriever in retrievers:
-        hits, _, _ = evaluate_folder(scratch / retriever, evidence, budgets, measure, strategies)
+        hits, _ = evaluate_folder(scratch / retriever, evidence, budgets, measure, strategies)
         frames.append(hits.assign(retriever=retriever))
     return pd.concat(frames, ignore_index=True), timings
 

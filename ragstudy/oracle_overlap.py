@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 
 from .groundtruth import UNANSWERABLE_ORACLE
 from .lexical import ItalianAnalyzer, fold
-from .retrieval import CHARS, Measure, RetrievedParent, pack_all
+from .budget_eval import CHARS, Measure, pack_all
+from .results import RetrievedParent
 
 logger = logging.getLogger(__name__)
 

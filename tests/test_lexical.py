@@ -115,7 +115,8 @@ def test_parents_ranked_by_best_unit_and_depth_fills_the_largest_budget():
 
 
 def test_lexical_rankings_round_trip_through_the_retrieval_file(tmp_path: Path):
-    from ragstudy.retrieval import pack_budget, read_retrieval, write_retrieval
+    from ragstudy.budget_eval import pack_budget
+    from ragstudy.results import read_retrieval, write_retrieval
 
     info = {f"p{i}": ParentInfo("Documents/x.pdf", i + 1, i + 1, text) for i, text in enumerate(TEXTS)}
     ranked = [UnitRanked("p3", 7.5, 9, 1), UnitRanked("p0", 2.0, 0, 2)]

@@ -8,7 +8,7 @@ from conftest import TEST_PARAGRAPHS
 from ragstudy.groundtruth import UNANSWERABLE_ORACLE
 from ragstudy.lexical import STOPWORDS_IT, ItalianAnalyzer
 from ragstudy.oracle_overlap import answer_terms, is_unanswerable, overlap, score_strategy
-from ragstudy.retrieval import RetrievedParent
+from ragstudy.results import RetrievedParent
 
 pytestmark = pytest.mark.skipif(not STOPWORDS_IT.is_file(), reason=f"{STOPWORDS_IT} absent (tools/setup.sh "
                                 "installs liblingua-stopwords-perl)")
