@@ -66,7 +66,7 @@ def hit_rate_figure(summary: pd.DataFrame, frame: pd.DataFrame, strategies: Sequ
 
 def write_plots(fig, out_dir: Path, stem: str, notes: list[str]) -> list[Path]:
     """HTML always; PNG and PDF through kaleido when a Chromium is installed (else a note says why not)."""
-    from Postprocessing.interview_analysis import write_figures
+    from Postprocessing.plots import write_figures
 
     html = Path(out_dir) / f"{stem}.html"
     atomic_write_text(html, fig.to_html(include_plotlyjs=True, full_html=True))

@@ -29,8 +29,9 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from Postprocessing import common
+from Postprocessing import cli, common
 from Postprocessing.common import DataError
+from ragstudy import registry
 from ragstudy.io import PROJECT_ROOT as REPO_ROOT
 
 logger = logging.getLogger("Postprocessing.chunk_quality")
@@ -249,9 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--correlate-with", default=",".join(DEFAULT_CORRELATE),
                         help="answer metrics shown in the Markdown correlation table (the CSV has all); default "
                              f"{','.join(DEFAULT_CORRELATE)}")
-    parser.add_argument("--n-resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
-    parser.add_argument("--confidence", type=float, default=0.95, help="CI level (default 0.95)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of bootstrap and HOPE sampling (default 0)")
+    cli.add_bootstrap_args(parser, seed_help="seed of bootstrap and HOPE sampling")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return parser
@@ -410,7 +409,7 @@ def summary_markdown(results_dir: Path, rows, strategies, correlations, answer_m
                      ) -> str:
     from Postprocessing.chunkeval.tables import markdown_correlations, markdown_summary
 
-    display = {s.name: s.display for s in common.strategies()}
+    display = {s.name: s.display_name for s in registry.specs()}
     md = [f"# Chunk quality: {results_dir}\n", markdown_summary(rows, strategies, display)]
     if correlations:
         shown = [m for m in correlate_with.split(",") if m in answer_metrics] or answer_metrics
@@ -491,8 +490,7 @@ def run(args: argparse.Namespace) -> dict:
     return written
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    return common.run_script(build_parser, run, argv)
+main = cli.script_main(build_parser, run)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""Shared pieces of the postprocessing scripts: the strategy table, loading and checking the files that
-``evaluation_chain.py`` writes, and atomic writers.
+"""Loading and checking, for the Postprocessing scripts, the files that ``evaluation_chain.py`` writes: questions,
+oracle, Dataset files (as ``ragstudy.results.Dataset``), the run's config; strategy names shown through the registry.
 
 Every loader fails loudly with the file and the row at fault: the paper's script silently mis-paired answers
 with oracle rows when a row was dropped, which this module exists to prevent.
@@ -8,9 +8,7 @@ with oracle rows when a row was dropped, which this module exists to prevent.
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +16,12 @@ import pandas as pd
 
 from ragstudy import registry, results
 from ragstudy.errors import StudyInputError
-from ragstudy.io import PROJECT_ROOT as REPO_ROOT  # noqa: F401  (the report's git lookup)
-from ragstudy.io import atomic_save, atomic_write_text  # noqa: F401  (the scripts use them from here)
-from ragstudy.results import normalize_ws  # noqa: F401
-from ragstudy.groundtruth import UNANSWERABLE_ORACLE  # noqa: F401
+from ragstudy.io import atomic_write_text
+from ragstudy.results import Dataset
+
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_RESULTS_DIR = Path("results")
 CLEANED_ORACLE_NAME = "Cleaned_Oracle.csv"
 # paper: the survey always showed (Custom, FixedSize, NewLine) as Opzione 1/2/3.
 PAPER_SURVEY_ORDER: tuple[str, ...] = ("paragraph", "fixed-size", "newline")
@@ -35,60 +31,26 @@ UNREGISTERED_COLOR = "#999999"
 DataError = StudyInputError
 
 
-@dataclass(frozen=True)
-class Strategy:
-    """A chunking strategy as the postprocessing sees it: the registry's facts (or a grey stand-in for a name
-    found in a file that no registered strategy has)."""
-
-    name: str  # registry name, as in the Dataset files' ``strategy`` column
-    display: str  # name used in tables and plots
-    stem: str  # Dataset file stem evaluation_chain.py writes
-    color: str = UNREGISTERED_COLOR
+def display_name(name: str) -> str:
+    """The registered strategy's display name, or `name` itself for a name no strategy registers."""
+    spec = _spec(name)
+    return spec.display_name if spec else name
 
 
-def _from_spec(spec: registry.StrategySpec) -> Strategy:
-    return Strategy(spec.name, spec.display_name, spec.dataset_name, spec.color)
+def color(name: str) -> str:
+    """The registered strategy's plot colour, or grey for a name no strategy registers."""
+    spec = _spec(name)
+    return spec.color if spec else UNREGISTERED_COLOR
 
 
-def strategies() -> tuple[Strategy, ...]:
-    """Every registered strategy, in registry order (read each call: tests may register more)."""
-    return tuple(_from_spec(spec) for spec in registry.specs())
-
-
-def strategy(name: str) -> Strategy:
-    """The registered strategy `name`, or a stand-in that renders its name in grey."""
-    try:
-        return _from_spec(registry.get(name))
-    except StudyInputError:
-        return Strategy(name, name, name)
+def _spec(name: str) -> registry.StrategySpec | None:
+    return registry.get(name) if name in registry.available() else None
 
 
 def strategy_order(names: Iterable[str]) -> list[str]:
     """`names` in registry order, unregistered ones last by name."""
-    order = {s.name: i for i, s in enumerate(strategies())}
+    order = {name: i for i, name in enumerate(registry.available())}
     return sorted(dict.fromkeys(names), key=lambda n: (order.get(n, len(order)), n))
-
-
-@dataclass(frozen=True)
-class AnswerRow:
-    """One answered question from a Dataset file."""
-
-    question_index: int
-    question: str
-    answer: str
-
-
-@dataclass(frozen=True)
-class StrategyAnswers:
-    """All rows of one strategy's Dataset file, validated against Questions.csv."""
-
-    strategy: Strategy
-    path: Path
-    rows: tuple[AnswerRow, ...]
-    paper_format: bool = False  # the paper's files: rows matched by position, no sources
-
-    def by_index(self) -> dict[int, AnswerRow]:
-        return {row.question_index: row for row in self.rows}
 
 
 def _short(text: str, limit: int = 80) -> str:
@@ -142,24 +104,17 @@ def find_dataset_files(results_dir: Path, fmt: str = "csv") -> dict[str, Path]:
     found = results.find_datasets(results_dir, prefer=fmt)
     found = {name: path for name, path in found.items() if path.suffix == f".{fmt}"}
     if not found:
-        expected = ", ".join(f"{s.stem}.{fmt}" for s in strategies())
+        expected = ", ".join(f"{s.dataset_name}.{fmt}" for s in registry.specs())
         raise DataError(f"no Dataset file in {results_dir} (expected one of {expected}); run evaluation_chain.py")
     return found
 
 
-def load_strategy_answers(path: Path, strategy: Strategy, questions: Sequence[str],
-                          questions_path: Path) -> StrategyAnswers:
-    """Read one Dataset file (this project's format or the paper's) and check every row against Questions.csv."""
-    dataset = results.read_dataset(path, strategy.name, questions, questions_path)
-    rows = tuple(AnswerRow(r.question_index, r.question, r.answer) for r in dataset.rows)
-    return StrategyAnswers(strategy, Path(path), rows, dataset.paper_format)
-
-
 def load_all_answers(results_dir: Path, questions: Sequence[str], questions_path: Path,
-                     fmt: str = "csv") -> list[StrategyAnswers]:
-    """Every Dataset file present in ``results_dir``, validated."""
+                     fmt: str = "csv") -> list[Dataset]:
+    """Every Dataset file present in ``results_dir`` (this project's format or the paper's), each row checked
+    against Questions.csv."""
     files = find_dataset_files(results_dir, fmt)
-    answers = [load_strategy_answers(path, strategy(name), questions, questions_path) for name, path in files.items()]
+    answers = [results.read_dataset(path, name, questions, questions_path) for name, path in files.items()]
     paper = [a.path.name for a in answers if a.paper_format]
     if paper:
         logger.warning("%s: the paper's Dataset format (question, answer, contexts): rows matched to %s by "
@@ -168,7 +123,7 @@ def load_all_answers(results_dir: Path, questions: Sequence[str], questions_path
     return answers
 
 
-def common_question_indices(answers: Sequence[StrategyAnswers], n_questions: int,
+def common_question_indices(answers: Sequence[Dataset], n_questions: int,
                             allow_partial: bool = False) -> list[int]:
     """The question indices every strategy answered, after checking that the sets are consistent.
 
@@ -176,13 +131,13 @@ def common_question_indices(answers: Sequence[StrategyAnswers], n_questions: int
     (and logged). A strategy lacking a question another strategy answered, or a hole inside the prefix, is an
     error naming the file and the question, unless ``allow_partial`` (then the intersection is used).
     """
-    sets = {a.strategy.name: set(a.by_index()) for a in answers}
+    sets = {a.strategy: set(a.by_index()) for a in answers}
     union = set().union(*sets.values())
     problems = []
     for a in answers:
-        missing = sorted(union - sets[a.strategy.name])
+        missing = sorted(union - sets[a.strategy])
         if missing:
-            others = [b.path.name for b in answers if missing[0] in sets[b.strategy.name]]
+            others = [b.path.name for b in answers if missing[0] in sets[b.strategy]]
             problems.append(
                 f"{a.path} has no answer for question_index {missing[0]} (Questions.csv row {missing[0] + 2})"
                 f"{f' and {len(missing) - 1} more' if len(missing) > 1 else ''}, which {', '.join(others)} "
@@ -204,8 +159,8 @@ def common_question_indices(answers: Sequence[StrategyAnswers], n_questions: int
     if not common:
         raise DataError("no question is answered by every strategy")
     if len(common) < n_questions:
-        logger.warning("Scoring %d of %d questions (the others have no answers: a --limit run, or --allow-partial)", len(common),
-                       n_questions)
+        logger.warning("Scoring %d of %d questions (the others have no answers: a --limit run, or --allow-partial)",
+                       len(common), n_questions)
     return common
 
 
@@ -217,38 +172,3 @@ def read_run_config(results_dir: Path) -> dict[str, Any]:
 def atomic_write_csv(path: Path, frame: pd.DataFrame) -> None:
     """``frame.to_csv(index=False)`` atomically, UTF-8."""
     atomic_write_text(Path(path), frame.to_csv(index=False))
-
-
-def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], align: str | None = None) -> str:
-    """A GitHub-flavoured Markdown table; ``align`` is one char per column ('l' or 'r')."""
-    align = align or "l" * len(headers)
-    sep = ["---:" if a == "r" else "---" for a in align]
-    lines = ["| " + " | ".join(str(h) for h in headers) + " |", "| " + " | ".join(sep) + " |"]
-    for row in rows:
-        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def setup_logging(verbose: bool = False) -> None:
-    """Scripts: INFO (or DEBUG) logs to stderr, results on stdout."""
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
-                        format="%(levelname)s %(name)s: %(message)s")
-    for noisy in ("kaleido", "choreographer", "logistro", "httpx", "urllib3", "sentence_transformers"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)  # chatty at INFO
-
-
-def run_script(build_parser, run, argv: Sequence[str] | None = None) -> int:
-    """A Postprocessing script's main: parse, set up logging, run; bad input -> message on stderr, exit 2.
-
-    `run(args)` may return an int exit code; anything else (None, a dict of outputs) means 0.
-    """
-    from ragstudy.errors import StudyInputError
-
-    args = build_parser().parse_args(argv)
-    setup_logging(args.verbose)
-    try:
-        code = run(args)
-    except (DataError, StudyInputError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return code if isinstance(code, int) else 0

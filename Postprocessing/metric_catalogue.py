@@ -1,16 +1,26 @@
-"""One catalogue of every metric the scripts report: its group, meaning, direction, scale and aggregation.
+"""One catalogue of every metric the scripts report: its group, meaning, direction, scale, aggregation and, where
+this package computes it, the function that does.
 
-Modelled on lm-evaluation-harness's `register_metric(higher_is_better=…, aggregation=…)`: a metric's facts are
-declared once, here, and tables, sentences and the report read them from `get(name)` instead of keeping their own
-lists or if-chains.
+Modelled on lm-evaluation-harness's `register_metric(higher_is_better=…, aggregation=…)`, whose registration
+decorates the metric's function: a metric's facts are declared once, with the code that computes it, and tables,
+sentences and the report read them from `get(name)` instead of keeping their own lists or if-chains. A scorer
+computes one or more metrics in one pass (ROUGE-1/2/L/Lsum from one scorer, BERTScore P/R/F1 from one model).
 """
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 Aggregation = Literal["mean", "corpus", "count", "ratio", "variance"]
+# per-item scores: (hypotheses, references, settings) -> {metric name: one value per pair}
+ItemScorer = Callable[[Sequence[str], Sequence[str], Any], dict[str, list[float]]]
+# a corpus-level statistic with its CI: (hypotheses, references, settings) -> CorpusScore
+CorpusScorer = Callable[[Sequence[str], Sequence[str], Any], "CorpusScore"]
+# modules whose import registers metrics with their scorers (loaded on first lookup, as the strategy registry does)
+BUILTIN_SCORER_MODULES = ("Postprocessing.answer_metrics",)
 
 
 @dataclass(frozen=True)
@@ -22,15 +32,39 @@ class MetricInfo:
     scale: tuple[float, float] | None = (0.0, 1.0)  # None: unbounded
     aggregation: Aggregation = "mean"  # how per-item values become the reported number
     decimals: int = 3
+    scorer: str | None = None  # the registered scorer that computes it (None: computed elsewhere)
+
+
+@dataclass(frozen=True)
+class CorpusScore:
+    """A corpus-level statistic, its bootstrap CI over items, and what the library says it computed."""
+
+    point: float
+    low: float
+    high: float
+    signature: str = ""
+
+
+@dataclass(frozen=True)
+class Scorer:
+    """A function that computes metrics, under the name a script's ``--metrics`` selects it by."""
+
+    name: str
+    metrics: tuple[str, ...]  # per-item metrics `items` returns, in table order
+    items: ItemScorer
+    corpus: dict[str, CorpusScorer]  # corpus-level metrics computed when this scorer is selected
 
 
 _CATALOGUE: dict[str, MetricInfo] = {}
+_SCORERS: dict[str, Scorer] = {}
+_LOADED = False
 
 
 def register_metric(name: str, group: str, description: str, higher_is_better: bool | None,
                     scale: tuple[float, float] | None = (0.0, 1.0), aggregation: Aggregation = "mean",
-                    decimals: int = 3) -> MetricInfo:
-    info = MetricInfo(name, group, description, higher_is_better, scale, aggregation, decimals)
+                    decimals: int = 3, scorer: str | None = None) -> MetricInfo:
+    """Declare a metric's facts (idempotent for identical facts)."""
+    info = MetricInfo(name, group, description, higher_is_better, scale, aggregation, decimals, scorer)
     existing = _CATALOGUE.get(name)
     if existing is not None and existing != info:
         raise ValueError(f"metric {name!r} is already registered differently: {existing}")
@@ -38,34 +72,81 @@ def register_metric(name: str, group: str, description: str, higher_is_better: b
     return info
 
 
+def register_scorer(name: str, *metrics: MetricInfo) -> Callable[[ItemScorer], ItemScorer]:
+    """Decorator: register `metrics` (built with `metric`) as computed per item by the decorated function."""
+
+    def decorate(items: ItemScorer) -> ItemScorer:
+        for m in metrics:
+            register_metric(**{**m.__dict__, "scorer": name})
+        previous = _SCORERS.get(name)
+        _SCORERS[name] = Scorer(name, tuple(m.name for m in metrics), items, previous.corpus if previous else {})
+        return items
+
+    return decorate
+
+
+def register_corpus_metric(scorer: str, info: MetricInfo) -> Callable[[CorpusScorer], CorpusScorer]:
+    """Decorator: register a corpus-level metric computed by the decorated function whenever `scorer` runs."""
+
+    def decorate(corpus: CorpusScorer) -> CorpusScorer:
+        if scorer not in _SCORERS:
+            raise ValueError(f"register scorer {scorer!r} before its corpus metric {info.name!r}")
+        register_metric(**{**info.__dict__, "aggregation": "corpus", "scorer": scorer})
+        _SCORERS[scorer].corpus[info.name] = corpus
+        return corpus
+
+    return decorate
+
+
+def metric(name: str, group: str, description: str, higher_is_better: bool | None,
+           scale: tuple[float, float] | None = (0.0, 1.0), decimals: int = 3) -> MetricInfo:
+    """A metric's facts, to pass to `register_scorer` / `register_corpus_metric`."""
+    return MetricInfo(name, group, description, higher_is_better, scale, decimals=decimals)
+
+
+def _load_builtins() -> None:
+    global _LOADED
+    if not _LOADED:
+        _LOADED = True
+        for module in BUILTIN_SCORER_MODULES:
+            importlib.import_module(module)
+
+
 def get(name: str) -> MetricInfo:
+    _load_builtins()
     try:
         return _CATALOGUE[name]
     except KeyError:
-        raise KeyError(f"metric {name!r} is not in the catalogue; register it in Postprocessing/metric_catalogue.py"
-                       ) from None
+        raise KeyError(f"metric {name!r} is not in the catalogue; register it where it is computed "
+                       "(see Postprocessing/metric_catalogue.py)") from None
 
 
 def in_group(group: str) -> list[MetricInfo]:
     """The group's metrics in registration order (the order tables show them)."""
+    _load_builtins()
     return [info for info in _CATALOGUE.values() if info.group == group]
 
 
 def decimals(name: str) -> int:
+    _load_builtins()
     return _CATALOGUE[name].decimals if name in _CATALOGUE else 3
 
 
-# -- answers vs the oracle (evaluation_metrics.py) ----------------------------------------------------------------
-register_metric("BLEU", "answers", "sacrebleu sentence BLEU", True, (0.0, 100.0), decimals=2)
-for _name, _what in (("ROUGE-1", "unigram"), ("ROUGE-2", "bigram"), ("ROUGE-L", "longest common subsequence"),
-                     ("ROUGE-Lsum", "summary-level LCS")):
-    register_metric(_name, "answers", f"rouge_score F-measure, {_what}", True)
-register_metric("METEOR", "answers", "NLTK METEOR with WordNet", True)
-for _part in ("P", "R", "F1"):
-    register_metric(f"BERTScore {_part}", "answers", f"BERTScore {_part} (no baseline rescaling)", True)
-register_metric("BLEU (corpus)", "answers", "sacrebleu corpus BLEU over all questions", True, (0.0, 100.0),
-                aggregation="corpus", decimals=2)
+def scorers() -> dict[str, Scorer]:
+    """Every registered scorer by name, in registration order."""
+    _load_builtins()
+    return dict(_SCORERS)
 
+
+def scorer(name: str) -> Scorer:
+    try:
+        return scorers()[name]
+    except KeyError:
+        raise KeyError(f"no scorer {name!r}; registered: {', '.join(_SCORERS)}") from None
+
+
+# The chunk metrics below are computed by Postprocessing/chunkeval (chunk_quality.py); their facts stay here until
+# those functions register themselves with `register_scorer`.
 # -- chunk quality (chunk_quality.py) ------------------------------------------------------------------------------
 register_metric("chunks", "intrinsic", "number of chunks", None, None, "count", 0)
 register_metric("chars_mean", "intrinsic", "chunk length, characters (mean)", None, None, decimals=1)

@@ -12,243 +12,17 @@ Writes ``output.xlsx`` (for raters), ``answer_key.csv`` (NOT for raters) and ``i
 from __future__ import annotations
 
 import argparse
-import itertools
 import logging
-import math
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
-from Postprocessing import common
-from Postprocessing.common import DataError, StrategyAnswers
+from Postprocessing import cli, common, review
 
 logger = logging.getLogger(__name__)
 
-NONE_LABEL = "Nessuna delle precedenti"
-KEY_NAME = "answer_key.csv"
-WORKBOOK_NAME = "output.xlsx"
-TEMPLATE_NAME = "interview_answers.xlsx"
-RATER_HEADER = "Valutatore"
-EXCEL_CELL_LIMIT = 32_767
 
-
-def option_labels(n: int) -> list[str]:
-    """``["Opzione 1", ..., "Opzione n"]``."""
-    return [f"Opzione {i}" for i in range(1, n + 1)]
-
-
-def question_id(question_index: int) -> str:
-    """The label raters see: question_index 0 → ``Q1``."""
-    return f"Q{question_index + 1}"
-
-
-@dataclass(frozen=True)
-class KeyRow:
-    """Which strategy is behind each option of one question."""
-
-    question_id: str
-    question_index: int
-    question: str
-    order: tuple[str, ...]  # strategy names; order[k] is "Opzione k+1"
-
-
-@dataclass(frozen=True)
-class AnswerKey:
-    rows: tuple[KeyRow, ...]
-    seed: int | None
-    scheme: str
-
-    def strategy_of(self, qid: str, option: int) -> str:
-        """Strategy behind ``Opzione option`` (1-based) of question ``qid``."""
-        return self.by_id()[qid].order[option - 1]
-
-    def by_id(self) -> dict[str, KeyRow]:
-        return {row.question_id: row for row in self.rows}
-
-
-def balanced_orders(n_questions: int, strategies: Sequence[str], seed: int) -> list[tuple[str, ...]]:
-    """One option order per question: consecutive blocks each use every permutation once, in a seeded random
-    order, so each strategy sits in each position equally often (position bias balanced, not just random)."""
-    perms = list(itertools.permutations(strategies))
-    rng = np.random.default_rng(seed)
-    orders: list[tuple[str, ...]] = []
-    while len(orders) < n_questions:
-        orders.extend(perms[i] for i in rng.permutation(len(perms)))
-    return orders[:n_questions]
-
-
-def build_key(answers: Sequence[StrategyAnswers], indices: Sequence[int], seed: int | None) -> AnswerKey:
-    """The answer key: balanced shuffle with ``seed``, or the paper's fixed order when ``seed`` is None."""
-    names = [a.strategy.name for a in answers]
-    if seed is None:
-        paper = [n for n in common.PAPER_SURVEY_ORDER if n in names]
-        orders = [tuple(paper)] * len(indices)
-        scheme = "fixed (paper order)"
-    else:
-        orders = balanced_orders(len(indices), names, seed)
-        scheme = "balanced permutation blocks"
-    questions = answers[0].by_index()
-    rows = tuple(KeyRow(question_id(i), i, questions[i].question, order) for i, order in zip(indices, orders))
-    return AnswerKey(rows, seed, scheme)
-
-
-def key_frame(key: AnswerKey) -> pd.DataFrame:
-    n = len(key.rows[0].order)
-    data = {"question_id": [r.question_id for r in key.rows], "question_index": [r.question_index for r in key.rows]}
-    for k, label in enumerate(option_labels(n)):
-        data[label] = [r.order[k] for r in key.rows]
-    data["question"] = [r.question for r in key.rows]
-    data["seed"] = ["" if key.seed is None else key.seed] * len(key.rows)
-    data["scheme"] = [key.scheme] * len(key.rows)
-    return pd.DataFrame(data)
-
-
-def read_answer_key(path: Path) -> AnswerKey:
-    """Read ``answer_key.csv``; every option must name a known strategy, once per question."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"answer key {path} not found")
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
-    labels = [c for c in frame.columns if c.startswith("Opzione ")]
-    missing = {"question_id", "question_index"} - set(frame.columns)
-    if missing or not labels:
-        raise DataError(f"{path}: not an answer key (needs question_id, question_index, Opzione 1..k columns)")
-    rows = []
-    for i, rec in frame.iterrows():
-        order = tuple(rec[label] for label in labels)
-        unknown = [s for s in order if s not in {x.name for x in common.strategies()}]
-        if unknown or len(set(order)) != len(order):
-            raise DataError(f"{common.csv_row(path, int(i))}: options {order} must be distinct strategies out of "
-                            f"{[x.name for x in common.strategies()]}")
-        rows.append(KeyRow(rec["question_id"], int(rec["question_index"]), rec.get("question", ""), order))
-    seeds = set(frame["seed"]) if "seed" in frame.columns else {""}
-    seed = int(next(iter(seeds))) if len(seeds) == 1 and next(iter(seeds)) != "" else None
-    scheme = frame["scheme"].iloc[0] if "scheme" in frame.columns and len(frame) else "unknown"
-    return AnswerKey(tuple(rows), seed, scheme)
-
-
-# ---------------------------------------------------------------------------------------------- xlsx writing
-
-def safe_cell_text(text: str, where: str) -> str:
-    """Text an xlsx cell can hold: illegal control characters dropped (logged), length within Excel's limit."""
-    from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
-
-    cleaned = ILLEGAL_CHARACTERS_RE.sub("", text)
-    if cleaned != text:
-        logger.warning("%s: removed %d control characters an xlsx cannot hold", where, len(text) - len(cleaned))
-    if len(cleaned) > EXCEL_CELL_LIMIT:
-        raise DataError(f"{where}: {len(cleaned)} characters exceed the xlsx cell limit of {EXCEL_CELL_LIMIT}")
-    return cleaned
-
-
-def _set_text(cell, text: str) -> None:
-    cell.value = text
-    cell.data_type = "s"  # an answer starting with "=" stays text, never a formula
-
-
-def estimated_row_height(texts: Sequence[str], widths: Sequence[float], line_points: float = 15.0) -> float:
-    """Row height (points) that shows wrapped ``texts`` in columns of ``widths`` characters (Excel max 409)."""
-    lines = 1
-    for text, width in zip(texts, widths):
-        chars = max(1, int(width * 1.1))  # ~1.1 characters of a proportional font per width unit
-        n = sum(max(1, math.ceil(len(part) / chars)) for part in str(text).split("\n"))
-        lines = max(lines, n)
-    return min(409.0, lines * line_points + 4)
-
-
-def write_review_workbook(path: Path, key: AnswerKey, oracle: Sequence[str],
-                          answers: Sequence[StrategyAnswers]) -> None:
-    """``output.xlsx`` for raters: instructions sheet + one row per question, no strategy names anywhere."""
-    from openpyxl import Workbook
-    from openpyxl.styles import Alignment, Border, Font, PatternFill, Side
-
-    by_strategy = {a.strategy.name: a.by_index() for a in answers}
-    labels = option_labels(len(key.rows[0].order))
-    headers = ["ID", "Domanda", "Risposta attesa (oracolo)", *labels]
-    widths = [6, 38, 48, *([52] * len(labels))]
-    wb = Workbook()
-    ws = wb.active
-    ws.title = "Valutazione"
-    header_font, header_fill = Font(bold=True), PatternFill("solid", fgColor="DDDDDD")
-    wrap = Alignment(wrap_text=True, vertical="top")
-    rule = Border(bottom=Side(style="thin", color="999999"))
-    for col, (title, width) in enumerate(zip(headers, widths), start=1):
-        cell = ws.cell(row=1, column=col)
-        _set_text(cell, title)
-        cell.font, cell.fill, cell.alignment = header_font, header_fill, wrap
-        ws.column_dimensions[cell.column_letter].width = width
-    for r, row in enumerate(key.rows, start=2):
-        texts = [row.question_id, row.question, oracle[row.question_index]]
-        texts += [by_strategy[s][row.question_index].answer for s in row.order]
-        for col, text in enumerate(texts, start=1):
-            cell = ws.cell(row=r, column=col)
-            _set_text(cell, safe_cell_text(text, f"{path.name} {cell.coordinate} ({row.question_id})"))
-            cell.alignment, cell.border = wrap, rule
-        ws.row_dimensions[r].height = estimated_row_height(texts, widths)
-    ws.freeze_panes = "C2"
-    ws.page_setup.orientation = "landscape"
-    ws.page_setup.fitToWidth, ws.page_setup.fitToHeight = 1, 0
-    ws.sheet_properties.pageSetUpPr.fitToPage = True
-    ws.print_title_rows = "1:1"
-    info = wb.create_sheet("Istruzioni")
-    instructions = [
-        "Istruzioni per la valutazione",
-        "",
-        "Per ogni domanda (foglio «Valutazione») leggete la domanda e la risposta attesa, poi le "
-        f"{len(labels)} risposte proposte ({', '.join(labels)}).",
-        "Scegliete l'opzione che risponde meglio alla domanda, tenendo conto della risposta attesa; se nessuna è "
-        f"accettabile scegliete «{NONE_LABEL}».",
-        f"Registrate le scelte nel file {TEMPLATE_NAME} (una riga per valutatore, una colonna per domanda).",
-        "L'ordine delle opzioni cambia da una domanda all'altra: non cercate schemi.",
-    ]
-    info.column_dimensions["A"].width = 110
-    for r, text in enumerate(instructions, start=1):
-        cell = info.cell(row=r, column=1)
-        _set_text(cell, text)
-        cell.alignment = Alignment(wrap_text=True, vertical="top")
-    info["A1"].font = Font(bold=True, size=13)
-    common.atomic_save(path, wb.save)
-
-
-def write_survey_template(path: Path, key: AnswerKey, n_raters: int) -> None:
-    """``interview_answers.xlsx``: one column per question, one row per rater, cells limited to the options."""
-    from openpyxl import Workbook
-    from openpyxl.comments import Comment
-    from openpyxl.styles import Alignment, Font, PatternFill
-    from openpyxl.utils import get_column_letter
-    from openpyxl.worksheet.datavalidation import DataValidation
-
-    choices = [*option_labels(len(key.rows[0].order)), NONE_LABEL]
-    wb = Workbook()
-    ws = wb.active
-    ws.title = "Risposte"
-    ws["A1"] = RATER_HEADER
-    ws.column_dimensions["A"].width = 14
-    for col, row in enumerate(key.rows, start=2):
-        cell = ws.cell(row=1, column=col)
-        _set_text(cell, row.question_id)
-        cell.comment = Comment(safe_cell_text(row.question, f"{path.name} {cell.coordinate}")[:500], "domanda")
-        ws.column_dimensions[cell.column_letter].width = 24
-    for cell in ws[1]:
-        cell.font, cell.fill = Font(bold=True), PatternFill("solid", fgColor="DDDDDD")
-        cell.alignment = Alignment(horizontal="center")
-    for r in range(2, n_raters + 2):
-        ws.cell(row=r, column=1, value=f"R{r - 1:02d}")
-    last = f"{get_column_letter(len(key.rows) + 1)}{n_raters + 1}"
-    validation = DataValidation(type="list", formula1='"' + ",".join(choices) + '"', allow_blank=True,
-                                showErrorMessage=True, errorTitle="Valore non valido",
-                                error="Scegliete una voce dall'elenco: " + ", ".join(choices))
-    validation.add(f"B2:{last}")
-    ws.add_data_validation(validation)
-    ws.freeze_panes = "B2"
-    common.atomic_save(path, wb.save)
-
-
-def run(args: argparse.Namespace) -> AnswerKey:
+def run(args: argparse.Namespace) -> review.AnswerKey:
+    """Load and check the Dataset files, draw the option orders, write the three files."""
     results_dir = Path(args.results_dir)
     common.resolve_inputs(args)
     out_dir = Path(args.out_dir or results_dir)
@@ -257,41 +31,28 @@ def run(args: argparse.Namespace) -> AnswerKey:
     indices = common.common_question_indices(answers, len(questions), allow_partial=args.allow_partial)
     if len(answers) < 2:
         logger.warning("Only %s present: the workbook will have a single option", answers[0].path.name)
-    key = build_key(answers, indices, None if args.fixed_order else args.seed)
-    write_review_workbook(out_dir / WORKBOOK_NAME, key, oracle, answers)
-    common.atomic_write_csv(out_dir / KEY_NAME, key_frame(key))
-    write_survey_template(out_dir / TEMPLATE_NAME, key, args.raters)
-    print(f"Wrote {out_dir / WORKBOOK_NAME} ({len(key.rows)} questions, {len(answers)} options each, "
+    key = review.build_key(answers, indices, None if args.fixed_order else args.seed)
+    review.write_review_files(out_dir, key, oracle, answers, args.raters)
+    print(f"Wrote {out_dir / review.WORKBOOK_NAME} ({len(key.rows)} questions, {len(answers)} options each, "
           f"order: {key.scheme}{'' if key.seed is None else f', seed {key.seed}'})")
-    print(f"Wrote {out_dir / KEY_NAME} (answer key: keep it away from the raters)")
-    print(f"Wrote {out_dir / TEMPLATE_NAME} ({args.raters} rater rows)")
+    print(f"Wrote {out_dir / review.KEY_NAME} (answer key: keep it away from the raters)")
+    print(f"Wrote {out_dir / review.TEMPLATE_NAME} ({args.raters} rater rows)")
     return key
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        description="Build the blinded review workbook (output.xlsx), its answer key (answer_key.csv) and the "
-                    "empty rater sheet (interview_answers.xlsx) from the Dataset files of evaluation_chain.py.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--results-dir", default=str(common.DEFAULT_RESULTS_DIR), help="folder with Dataset*.csv")
-    parser.add_argument("--out-dir", default=None, help="where the files go (default: --results-dir)")
-    parser.add_argument("--questions", help="Questions.csv (default: the one the run used, from config.json, "
-                                            "else ./Questions.csv)")
-    parser.add_argument("--oracle", help="Oracle.csv shown to raters (default: Oracle.csv beside the questions file)")
-    parser.add_argument("--format", choices=("csv", "json"), default="csv", help="which Dataset files to read")
-    parser.add_argument("--allow-partial", action="store_true",
-                        help="use only the questions every strategy answered instead of failing")
+    parser = cli.script_parser(
+        "Build the blinded review workbook (output.xlsx), its answer key (answer_key.csv) and the empty rater "
+        "sheet (interview_answers.xlsx) from the Dataset files of evaluation_chain.py.")
+    cli.add_dataset_args(parser, "shown to raters")
     parser.add_argument("--seed", type=int, default=0, help="seed of the per-question option order")
     parser.add_argument("--fixed-order", action="store_true",
                         help="no shuffling: the paper's order (Paragraph, Fixed-size, Blank-line) everywhere")
     parser.add_argument("--raters", type=int, default=10, help="rater rows in interview_answers.xlsx")
-    parser.add_argument("-v", "--verbose", action="store_true")
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    return common.run_script(build_parser, run, argv)
-
+main = cli.script_main(build_parser, run)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from Postprocessing import common
+from Postprocessing import cli, common
 from ragstudy.io import PROJECT_ROOT
 
 logger = logging.getLogger("Postprocessing.report")
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\nSections:")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--results-dir", default=str(common.DEFAULT_RESULTS_DIR),
+    parser.add_argument("--results-dir", default=str(cli.DEFAULT_RESULTS_DIR),
                         help="results folder written by evaluation_chain.py and the Postprocessing scripts "
                              "(default: results)")
     parser.add_argument("--oracle", default=None,
@@ -110,8 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    return common.run_script(build_parser, run, argv)
+main = cli.script_main(build_parser, run)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from Postprocessing import common, stats
+from Postprocessing import cli, common, formatting
 from Postprocessing.common import DataError
 from ragstudy.budget_eval import METRICS
 from ragstudy.io import PROJECT_ROOT as REPO_ROOT
@@ -67,19 +67,19 @@ def markdown(summary: pd.DataFrame, paired: pd.DataFrame, strategies: Sequence[s
             cells = []
             for label in labels:
                 r = by_key.get((s, label))
-                cells.append("–" if r is None else stats.format_estimate(r.mean, r.ci_low, r.ci_high, digits))
+                cells.append("–" if r is None else formatting.format_estimate(r.mean, r.ci_low, r.ci_high, digits))
             body.append([display.get(s, s), *cells])
         n = int(part["n"].max())
         lines.append(f"## {METRIC_TITLES[metric]} (n = {n})\n")
-        lines.append(common.markdown_table(header, body, "l" + "r" * len(labels)))
+        lines.append(formatting.markdown_table(header, body, "l" + "r" * len(labels)))
     if len(paired):
         hit = paired[paired["metric"] == "hit"]
         body = [[r.budget, f"{display.get(r.strategy_a, r.strategy_a)} − {display.get(r.strategy_b, r.strategy_b)}",
-                 r.n, stats.format_estimate(r.mean_diff, r.ci_low, r.ci_high, 3, signed=True),
-                 stats.format_p(r.p_wilcoxon), stats.format_p(r.p_holm)]
+                 r.n, formatting.format_estimate(r.mean_diff, r.ci_low, r.ci_high, 3, signed=True),
+                 formatting.format_p(r.p_wilcoxon), formatting.format_p(r.p_holm)]
                 for r in hit.itertuples() if r.p_holm < 0.05]
         lines.append("## Paired differences in hit rate with Holm-adjusted p < 0.05\n")
-        lines.append(common.markdown_table(["budget", "a − b", "n", "difference [95 % CI]", "Wilcoxon", "Holm"],
+        lines.append(formatting.markdown_table(["budget", "a − b", "n", "difference [95 % CI]", "Wilcoxon", "Holm"],
                                            body, "llrrrr") if body else "None.\n")
         lines.append("All pairs and metrics: `retrieval_paired.csv`.\n")
     lines.append("## Notes\n\n" + "".join(f"- {note}\n" for note in notes))
@@ -103,9 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--strategies", help="comma-separated (default: every retrieval_<strategy>.csv present)")
     parser.add_argument("--budgets", help="comma-separated budgets (default: config.json's, else 500,1000,2000,4000)")
     parser.add_argument("--no-plot", action="store_true", help="skip the plot")
-    parser.add_argument("--n-resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
-    parser.add_argument("--confidence", type=float, default=0.95, help="CI level (default 0.95)")
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    cli.add_bootstrap_args(parser)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return parser
 
@@ -174,8 +172,7 @@ def run(args: argparse.Namespace) -> dict:
     return written
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    return common.run_script(build_parser, run, argv)
+main = cli.script_main(build_parser, run)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
-"""Statistics of the postprocessing: the core's bootstrap, paired comparisons and Holm correction (ragstudy.stats,
-re-exported here), plus survey tests, Fleiss' kappa and the formatting of estimates and p-values.
+"""Survey statistics: chi-square against equal shares, the sign test and Fleiss' kappa.
+
+The bootstrap, paired comparisons and Holm correction every table uses live in the core (ragstudy.stats);
+formatting of estimates and p-values in Postprocessing.formatting.
 """
 
 from __future__ import annotations
@@ -9,9 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-
-from ragstudy.stats import (PairedComparison, bootstrap_ci, bootstrap_distribution, bootstrap_statistic_ci,  # noqa: F401
-                            compare_paired, holm, paired_bootstrap, wilcoxon_p)
 
 
 @dataclass(frozen=True)
@@ -56,14 +55,3 @@ def fleiss_kappa(table: Sequence[Sequence[int]] | np.ndarray) -> float:
     if math.isclose(p_e, 1.0):
         return float("nan")  # every rating in one category: kappa undefined
     return float((p_bar - p_e) / (1.0 - p_e))
-
-
-def format_estimate(mean: float, low: float, high: float, digits: int = 3, signed: bool = False) -> str:
-    """``0.345 [0.301, 0.390]`` (or ``+0.031 [0.012, 0.049]`` when signed)."""
-    sign = "+" if signed else ""
-    return f"{mean:{sign}.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
-
-
-def format_p(p: float) -> str:
-    """``p=0.002``, ``p<0.001``."""
-    return "p<0.001" if p < 0.001 else f"p={p:.3f}"

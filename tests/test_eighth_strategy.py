@@ -72,9 +72,9 @@ def eighth_strategy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 def _fill_survey(results: Path, template: Path, key_path: Path) -> None:
     """Three raters: rater r prefers the option at position r of every question (so each strategy gets votes)."""
-    from Postprocessing import preprocessing_files as pf
+    from Postprocessing import review
 
-    key = pf.read_answer_key(key_path)
+    key = review.read_answer_key(key_path)
     wb = load_workbook(template)
     ws = wb["Risposte"]
     for r in range(2, 5):
@@ -89,8 +89,11 @@ def test_an_eighth_strategy_folder_shows_up_everywhere(eighth_strategy, pdf_dir:
     import evaluation_chain
     from Postprocessing import evaluation_metrics as em
     from Postprocessing import interview_analysis as ia
+    from Postprocessing import plots
     from Postprocessing import preprocessing_files as pf
     from Postprocessing import report
+    from Postprocessing import review
+    from Postprocessing import survey
 
     spec = eighth_strategy
     imported = {node.module for node in ast.walk(ast.parse(STRATEGY_SOURCE)) if isinstance(node, ast.ImportFrom)}
@@ -123,13 +126,13 @@ def test_an_eighth_strategy_folder_shows_up_everywhere(eighth_strategy, pdf_dir:
     assert DISPLAY in (results / "metrics_summary.md").read_text(encoding="utf-8")
 
     assert pf.main(["--results-dir", str(results), *inputs, "--raters", "3"]) == 0
-    key = pd.read_csv(results / pf.KEY_NAME)
+    key = pd.read_csv(results / review.KEY_NAME)
     assert NAME in " ".join(key.astype(str).to_numpy().ravel())
-    _fill_survey(results, results / pf.TEMPLATE_NAME, results / pf.KEY_NAME)
-    assert ia.main(["--results-dir", str(results), "--answers", str(results / pf.TEMPLATE_NAME)]) == 0
+    _fill_survey(results, results / review.TEMPLATE_NAME, results / review.KEY_NAME)
+    assert ia.main(["--results-dir", str(results), "--answers", str(results / review.TEMPLATE_NAME)]) == 0
     counts = pd.read_csv(results / "survey" / "survey_counts_overall.csv")
     assert DISPLAY in set(counts["category"])
-    figures = ia.build_figures(ia.read_survey(results / pf.TEMPLATE_NAME, pf.read_answer_key(results / pf.KEY_NAME)))
+    figures = plots.survey_figures(survey.read_survey(results / review.TEMPLATE_NAME, review.read_answer_key(results / review.KEY_NAME)))
     colours = {trace.name: trace.marker.color for fig in figures.values() for trace in fig.data
                if getattr(trace, "name", None)}
     assert colours.get(DISPLAY) == COLOR

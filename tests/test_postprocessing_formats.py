@@ -13,7 +13,10 @@ from openpyxl import load_workbook
 
 from Postprocessing import evaluation_metrics as em
 from Postprocessing import interview_analysis as ia
+from Postprocessing import plots as pl
+from Postprocessing import review as rf
 from Postprocessing import preprocessing_files as pf
+from Postprocessing import survey as sv
 from ragstudy import registry
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,16 +50,16 @@ def _metrics(results: Path, fmt: str) -> pd.DataFrame:
 
 def _fill_survey(results: Path) -> pd.DataFrame:
     """Raters pick the same strategies whatever the file format; returns the overall counts."""
-    key = pf.read_answer_key(results / pf.KEY_NAME)
-    wb = load_workbook(results / pf.TEMPLATE_NAME)
+    key = rf.read_answer_key(results / rf.KEY_NAME)
+    wb = load_workbook(results / rf.TEMPLATE_NAME)
     ws = wb["Risposte"]
     names = [s.name for s in registry.specs() if (results / f"{s.dataset_name}.csv").is_file()]
     for r in range(2, 5):
         for c, krow in enumerate(key.rows, start=2):
             pick = names[(r + c) % len(names)]
             ws.cell(row=r, column=c).value = f"Opzione {krow.order.index(pick) + 1}"
-    wb.save(results / pf.TEMPLATE_NAME)
-    assert ia.main(["--results-dir", str(results), "--answers", str(results / pf.TEMPLATE_NAME)]) == 0
+    wb.save(results / rf.TEMPLATE_NAME)
+    assert ia.main(["--results-dir", str(results), "--answers", str(results / rf.TEMPLATE_NAME)]) == 0
     return pd.read_csv(results / "survey" / "survey_counts_overall.csv")
 
 
@@ -76,7 +79,7 @@ def test_papers_files_give_the_same_numbers_as_this_projects(tmp_path: Path) -> 
 
     for folder in (ours, papers):
         assert pf.main(["--results-dir", str(folder), *_inputs(folder), "--raters", "3"]) == 0
-    assert (ours / pf.KEY_NAME).read_text(encoding="utf-8") == (papers / pf.KEY_NAME).read_text(encoding="utf-8")
+    assert (ours / rf.KEY_NAME).read_text(encoding="utf-8") == (papers / rf.KEY_NAME).read_text(encoding="utf-8")
     ours_cells = [[c.value for c in row] for row in load_workbook(ours / "output.xlsx").active.iter_rows()]
     papers_cells = [[c.value for c in row] for row in load_workbook(papers / "output.xlsx").active.iter_rows()]
     assert ours_cells == papers_cells
@@ -121,11 +124,11 @@ def test_a_newly_registered_strategy_shows_up_in_every_postprocessing_output(tmp
     assert "Toy chunks" in (results / "metrics_summary.md").read_text(encoding="utf-8")
 
     assert pf.main(["--results-dir", str(results), *_inputs(results), "--raters", "3"]) == 0
-    key = pd.read_csv(results / pf.KEY_NAME)
+    key = pd.read_csv(results / rf.KEY_NAME)
     assert "toy" in " ".join(key.astype(str).to_numpy().ravel())
     counts = _fill_survey(results)
     assert "Toy chunks" in set(counts["category"])
-    figures = ia.build_figures(ia.read_survey(results / pf.TEMPLATE_NAME, pf.read_answer_key(results / pf.KEY_NAME)))
+    figures = pl.survey_figures(sv.read_survey(results / rf.TEMPLATE_NAME, rf.read_answer_key(results / rf.KEY_NAME)))
     colours = {trace.name: trace.marker.color for fig in figures.values() for trace in fig.data
                if getattr(trace, "name", None)}
     assert colours.get("Toy chunks") == "#123456"

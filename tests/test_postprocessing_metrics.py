@@ -14,7 +14,12 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-from Postprocessing import common, evaluation_metrics as em, offline_data
+from Postprocessing import answer_metrics as am
+from Postprocessing import answer_scoring, common, metric_catalogue, offline_data
+from Postprocessing import evaluation_metrics as em
+from ragstudy.groundtruth import UNANSWERABLE_ORACLE
+
+ANSWER_METRICS = [m.name for m in metric_catalogue.in_group("answers") if m.aggregation != "corpus"]
 
 FIXTURE = REPO / "tests" / "fixtures" / "postprocessing" / "basic"
 STEMS = {"paragraph": "DatasetCustom", "fixed-size": "DatasetFixedSize", "newline": "DatasetNewLine"}
@@ -60,7 +65,7 @@ def _edit_csv(path: Path, edit) -> None:
 
 def test_fixture_loads_all_three_strategies_in_registry_order(results):
     _, _, answers, indices = _load(results)
-    assert [a.strategy.name for a in answers] == ["paragraph", "fixed-size", "newline"]
+    assert [a.strategy for a in answers] == ["paragraph", "fixed-size", "newline"]
     assert indices == list(range(6))
 
 
@@ -140,18 +145,18 @@ def test_missing_debian_package_is_named(tmp_path, monkeypatch):
 
 def test_clean_text_is_the_papers_cleaning(nltk_data_ready):
     stop = offline_data.italian_stopwords()
-    assert em.clean_text(common.UNANSWERABLE_ORACLE, stop) == "contesto fornito contiene risposta"
-    assert em.clean_text("Perché la città è più bella dell'AOO?", stop) == "città bella aoo"
+    assert am.clean_text(UNANSWERABLE_ORACLE, stop) == "contesto fornito contiene risposta"
+    assert am.clean_text("Perché la città è più bella dell'AOO?", stop) == "città bella aoo"
 
 
 # ------------------------------------------------------------------------------------------ metric values
 
 def test_unicode_rouge_tokenizer_keeps_accents_and_hand_value():
-    assert em.UnicodeWordTokenizer().tokenize("Perché città è più") == ["perché", "città", "è", "più"]
+    assert am.UnicodeWordTokenizer().tokenize("Perché città è più") == ["perché", "città", "è", "più"]
     ref, hyp = "la città è bella", "la città bella"
-    uni = em.rouge_scores([hyp], [ref], "unicode")
+    uni = am.rouge_scores([hyp], [ref], am.MetricsConfig(rouge_tokenizer="unicode"))
     assert uni["ROUGE-1"][0] == pytest.approx(2 * 1.0 * 0.75 / 1.75)  # P = 3/3, R = 3/4
-    default = em.rouge_scores(["più città"], ["perché città"], "default")
+    default = am.rouge_scores(["più città"], ["perché città"], am.MetricsConfig(rouge_tokenizer="default"))
     assert default["ROUGE-1"][0] == pytest.approx(0.5)  # default tokenizer: "pi citt" vs "perch citt"
 
 
@@ -162,13 +167,13 @@ def test_metric_values_match_direct_library_calls(results, nltk_data_ready, mini
     from rouge_score import rouge_scorer
 
     _, oracle, answers, indices = _load(results)
-    spec = em.BertScoreSpec(minilm_path, 6, "cli")
-    config = em.MetricsConfig(bertscore=spec, n_resamples=500)
-    reference = em.Reference(results / "Oracle.csv", tuple(oracle), cleaned=False)
-    result = em.compute_metrics(answers, reference, indices, config)
-    scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL", "rougeLsum"], tokenizer=em.UnicodeWordTokenizer())
+    spec = am.BertScoreSpec(minilm_path, 6, "cli")
+    config = am.MetricsConfig(bertscore=spec, n_resamples=500)
+    reference = answer_scoring.Reference(results / "Oracle.csv", tuple(oracle), cleaned=False)
+    result = answer_scoring.compute_metrics(answers, reference, indices, config)
+    scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL", "rougeLsum"], tokenizer=am.UnicodeWordTokenizer())
     for strategy_answers in answers:
-        name = strategy_answers.strategy.name
+        name = strategy_answers.strategy
         got = result.per_question[result.per_question["strategy"] == name].set_index("question_index")
         hyps = [strategy_answers.by_index()[i].answer for i in indices]
         refs = [oracle[i] for i in indices]
@@ -177,14 +182,14 @@ def test_metric_values_match_direct_library_calls(results, nltk_data_ready, mini
             row = got.loc[i]
             assert row["BLEU"] == pytest.approx(sacrebleu.sentence_bleu(h, [ref]).score, abs=1e-6)
             direct = scorer.score(ref, h)
-            for key, col in em.ROUGE_KEYS.items():
+            for key, col in am.ROUGE_KEYS.items():
                 assert row[col] == pytest.approx(direct[key].fmeasure, abs=1e-6)
             assert row["METEOR"] == pytest.approx(
                 meteor_score([wordpunct_tokenize(ref)], wordpunct_tokenize(h)), abs=1e-6)
             assert row["BERTScore P"] == pytest.approx(float(p[k]), abs=1e-6)
             assert row["BERTScore R"] == pytest.approx(float(r[k]), abs=1e-6)
             assert row["BERTScore F1"] == pytest.approx(float(f1[k]), abs=1e-6)
-        corpus = result.summary[(result.summary["strategy"] == name) & (result.summary["metric"] == em.CORPUS_BLEU)]
+        corpus = result.summary[(result.summary["strategy"] == name) & (result.summary["metric"] == am.CORPUS_BLEU)]
         assert corpus["mean"].iloc[0] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score, abs=1e-6)
         means = result.summary[result.summary["strategy"] == name].set_index("metric")["mean"]
         assert means["BERTScore F1"] == pytest.approx(float(f1.mean()), abs=1e-6)
@@ -203,10 +208,10 @@ def test_cli_writes_tables_and_paired_comparisons(results, nltk_data_ready, mini
     per_q = pd.read_csv(out / "metrics_per_question.csv")
     summary = pd.read_csv(out / "metrics_summary.csv")
     paired = pd.read_csv(out / "metrics_paired.csv")
-    assert len(per_q) == 18 and set(em.ALL_METRICS) <= set(per_q.columns)
-    assert len(summary) == 3 * (len(em.ALL_METRICS) + 1)
+    assert len(per_q) == 18 and set(ANSWER_METRICS) <= set(per_q.columns)
+    assert len(summary) == 3 * (len(ANSWER_METRICS) + 1)
     assert (summary["ci_low"] <= summary["mean"]).all() and (summary["mean"] <= summary["ci_high"]).all()
-    assert len(paired) == 3 * len(em.ALL_METRICS)
+    assert len(paired) == 3 * len(ANSWER_METRICS)
     assert paired[["p_wilcoxon", "p_bootstrap", "p_wilcoxon_holm"]].apply(lambda c: c.between(0, 1)).all().all()
     md = (out / "metrics_summary.md").read_text(encoding="utf-8")
     assert "| Metric | Paragraph | Fixed-size | Blank-line |" in md
@@ -234,12 +239,12 @@ def test_single_strategy_and_cleaned_reference(results, nltk_data_ready):
 
 
 def test_bertscore_model_follows_profile(tmp_path, minilm_path):
-    lite = em.resolve_bertscore(None, None, {"profile": "lite"})
+    lite = am.resolve_bertscore(None, None, {"profile": "lite"})
     assert (lite.model, lite.num_layers) == (minilm_path, 6)
-    paper = em.resolve_bertscore(None, None, {"profile": "paper"})
+    paper = am.resolve_bertscore(None, None, {"profile": "paper"})
     assert paper.model == "distilbert-base-multilingual-cased" and paper.num_layers is None
     with pytest.raises(common.DataError, match="--bertscore-layers"):
-        em.resolve_bertscore(minilm_path, None, {})
+        am.resolve_bertscore(minilm_path, None, {})
 
 
 @pytest.mark.parametrize("script", ["evaluation_metrics.py", "preprocessing_files.py", "interview_analysis.py"])

@@ -8,24 +8,25 @@ import numpy as np
 import pytest
 
 
-from Postprocessing import stats
+from Postprocessing import formatting, stats
+from ragstudy import stats as core_stats
 
 VALUES = np.array([0.12, 0.55, 0.31, 0.9, 0.47, 0.66, 0.05, 0.73, 0.38, 0.29, 0.81, 0.44, 0.58, 0.2, 0.62,
                    0.35, 0.77, 0.15, 0.5, 0.69])
 
 
 def test_bootstrap_ci_is_seeded_and_brackets_the_mean():
-    mean, low, high = stats.bootstrap_ci(VALUES, n_resamples=5000, seed=7)
+    mean, low, high = core_stats.bootstrap_ci(VALUES, n_resamples=5000, seed=7)
     assert mean == pytest.approx(VALUES.mean(), abs=1e-12)
     assert low < mean < high
-    assert stats.bootstrap_ci(VALUES, n_resamples=5000, seed=7) == (mean, low, high)
-    assert stats.bootstrap_ci(VALUES, n_resamples=5000, seed=8) != (mean, low, high)
+    assert core_stats.bootstrap_ci(VALUES, n_resamples=5000, seed=7) == (mean, low, high)
+    assert core_stats.bootstrap_ci(VALUES, n_resamples=5000, seed=8) != (mean, low, high)
 
 
 def test_bootstrap_ci_agrees_with_scipy_percentile_bootstrap():
     from scipy.stats import bootstrap
 
-    _, low, high = stats.bootstrap_ci(VALUES, n_resamples=20_000, seed=0)
+    _, low, high = core_stats.bootstrap_ci(VALUES, n_resamples=20_000, seed=0)
     ref = bootstrap((VALUES,), np.mean, n_resamples=20_000, method="percentile", random_state=1,
                     confidence_level=0.95).confidence_interval
     assert low == pytest.approx(ref.low, abs=0.01)
@@ -34,14 +35,14 @@ def test_bootstrap_ci_agrees_with_scipy_percentile_bootstrap():
 
 def test_bootstrap_ci_rejects_nan_and_empty():
     with pytest.raises(ValueError, match="NaN"):
-        stats.bootstrap_ci([0.1, float("nan")])
+        core_stats.bootstrap_ci([0.1, float("nan")])
     with pytest.raises(ValueError, match="non-empty"):
-        stats.bootstrap_ci([])
+        core_stats.bootstrap_ci([])
 
 
 def test_paired_bootstrap_constant_difference_has_degenerate_interval():
     a = VALUES + 0.25
-    diff, low, high, p = stats.paired_bootstrap(a, VALUES, n_resamples=2000, seed=0)
+    diff, low, high, p = core_stats.paired_bootstrap(a, VALUES, n_resamples=2000, seed=0)
     assert (diff, low, high) == pytest.approx((0.25, 0.25, 0.25))
     assert p < 0.001
 
@@ -50,13 +51,13 @@ def test_wilcoxon_exact_p_by_hand():
     # 6 positive differences with distinct ranks: exact two-sided p = 2 / 2**6.
     a = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
     b = [0.9, 1.8, 2.7, 3.6, 4.5, 5.4]
-    assert stats.wilcoxon_p(a, b) == pytest.approx(2 / 64)
-    assert stats.wilcoxon_p(a, a) == 1.0
+    assert core_stats.wilcoxon_p(a, b) == pytest.approx(2 / 64)
+    assert core_stats.wilcoxon_p(a, a) == 1.0
 
 
 def test_holm_by_hand():
-    assert stats.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
-    assert stats.holm([0.0351563, 0.2378845, 0.5078125]) == pytest.approx([0.1054689, 0.475769, 0.5078125],
+    assert core_stats.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert core_stats.holm([0.0351563, 0.2378845, 0.5078125]) == pytest.approx([0.1054689, 0.475769, 0.5078125],
                                                                           abs=1e-6)
 
 
@@ -83,7 +84,7 @@ def test_fleiss_kappa_perfect_agreement_and_unequal_raters():
 
 
 def test_formatting():
-    assert stats.format_estimate(0.0312, 0.0121, 0.0494, signed=True) == "+0.031 [0.012, 0.049]"
-    assert stats.format_estimate(-0.5, -0.7, -0.3, 2, signed=True) == "-0.50 [-0.70, -0.30]"
-    assert stats.format_p(0.0024) == "p=0.002"
-    assert stats.format_p(0.0002) == "p<0.001"
+    assert formatting.format_estimate(0.0312, 0.0121, 0.0494, signed=True) == "+0.031 [0.012, 0.049]"
+    assert formatting.format_estimate(-0.5, -0.7, -0.3, 2, signed=True) == "-0.50 [-0.70, -0.30]"
+    assert formatting.format_p(0.0024) == "p=0.002"
+    assert formatting.format_p(0.0002) == "p<0.001"

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from Postprocessing.common import DataError, csv_row, normalize_ws
+from Postprocessing.common import DataError, csv_row
+from ragstudy.results import normalize_ws
 from ragstudy import registry, results
 
 from .align import AlignedChunk, ReferenceDoc, align_document, document_name, groundtruth_reference, \

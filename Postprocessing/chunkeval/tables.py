@@ -10,8 +10,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from Postprocessing import metric_catalogue, stats
-from Postprocessing.common import markdown_table
+from Postprocessing import formatting, metric_catalogue
+from ragstudy import stats
+from Postprocessing.formatting import markdown_table
 
 # metric name -> (group, description, higher is better (None: neither)), from the one metric catalogue
 METRICS: dict[str, tuple[str, str, bool | None]] = {
@@ -78,7 +79,7 @@ def format_cell(row: MetricRow) -> str:
     elif math.isnan(row.ci_low):
         text = f"{row.mean:,.{_digits(row.metric)}f}"
     else:
-        text = stats.format_estimate(row.mean, row.ci_low, row.ci_high, _digits(row.metric))
+        text = formatting.format_estimate(row.mean, row.ci_low, row.ci_high, _digits(row.metric))
     if row.failures:
         text += f" ({row.failures} failed)"
     return text
@@ -151,7 +152,7 @@ def markdown_correlations(results: Sequence[Correlation], answer_metrics: Sequen
             if r is None or math.isnan(r.rho):
                 cells.append("–" if r is None else f"– ({r.note})")
             else:
-                cells.append(f"{r.rho:+.2f} ({stats.format_p(r.p)})")
+                cells.append(f"{r.rho:+.2f} ({formatting.format_p(r.p)})")
         body.append([chunk_metric, *cells])
     n = max((r.n for r in results), default=0)
     return (f"Spearman's ρ over question × strategy pairs (n = {n}):\n\n"

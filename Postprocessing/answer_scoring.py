@@ -1,0 +1,245 @@
+"""Score every strategy's answers against the reference: per-question table, summary with bootstrap CIs, paired
+comparisons between strategies, the Markdown summary, and the files ``evaluation_metrics.py`` writes."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from Postprocessing import common, metric_catalogue
+from ragstudy import stats
+from Postprocessing.answer_metrics import MetricsConfig, clean_text, write_cleaned_oracle
+from Postprocessing.common import DataError
+from Postprocessing.formatting import format_estimate, format_p, markdown_table
+from ragstudy.io import atomic_write_text
+from ragstudy.results import Dataset
+
+logger = logging.getLogger(__name__)
+
+PER_QUESTION_NAME = "metrics_per_question.csv"
+SUMMARY_NAME = "metrics_summary.csv"
+PAIRED_NAME = "metrics_paired.csv"
+SUMMARY_MD_NAME = "metrics_summary.md"
+RUN_NAME = "metrics_run.json"
+PAIRED_COLUMNS = ["strategy_a", "strategy_b", "metric", "n", "mean_diff", "ci_low", "ci_high", "p_wilcoxon",
+                  "p_bootstrap", "p_wilcoxon_holm"]
+
+
+@dataclass
+class MetricsResult:
+    """What compute_metrics returns: the three tables and sacrebleu's signature of the corpus BLEU."""
+
+    per_question: pd.DataFrame
+    summary: pd.DataFrame
+    paired: pd.DataFrame
+    corpus_bleu_signature: str = ""
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The reference texts actually scored against, and where they came from."""
+
+    path: Path
+    texts: tuple[str, ...]
+    cleaned: bool
+
+
+def selected_scorers(names: Sequence[str]) -> list[metric_catalogue.Scorer]:
+    """The registered scorers named in `names`, in registration order (the tables' order); unknown -> DataError."""
+    registered = metric_catalogue.scorers()
+    unknown = set(names) - set(registered)
+    if unknown:
+        raise DataError(f"unknown --metrics {sorted(unknown)}; choose from {list(registered)}")
+    return [s for name, s in registered.items() if name in names]
+
+
+def resolve_reference(oracle_path: Path, cleaned_path: Path, mode: str, clean: bool) -> Reference:
+    """Pick the reference: ``--clean`` (re)writes the cleaned oracle; ``auto`` uses it when present."""
+    if clean:
+        write_cleaned_oracle(oracle_path, cleaned_path)
+        mode = "cleaned"
+    if mode == "auto":
+        mode = "cleaned" if cleaned_path.is_file() else "raw"
+    if mode == "cleaned":
+        if not cleaned_path.is_file():
+            raise DataError(f"{cleaned_path} not found: pass --clean to create it from {oracle_path}")
+        return Reference(cleaned_path, tuple(common.read_text_column(cleaned_path, "oracle")), True)
+    return Reference(oracle_path, tuple(common.read_text_column(oracle_path, "oracle")), False)
+
+
+def compute_metrics(answers: Sequence[Dataset], reference: Reference, indices: Sequence[int],
+                    config: MetricsConfig) -> MetricsResult:
+    """Per-question scores, summary with bootstrap CIs, and paired comparisons on ``indices``."""
+    from Postprocessing.offline_data import italian_stopwords
+
+    scorers = selected_scorers(config.metrics)
+    stop = italian_stopwords() if (reference.cleaned and config.clean_answers) else None
+    refs = [reference.texts[i] for i in indices]
+    frames, corpus_rows, signature = [], [], ""
+    for dataset in answers:
+        by_index = dataset.by_index()
+        hyps = [by_index[i].answer for i in indices]
+        if stop is not None:
+            hyps = [clean_text(h, stop) for h in hyps]
+        logger.info("Scoring %s: %d answers", dataset.path, len(hyps))
+        scores: dict[str, list[float]] = {}
+        for scorer in scorers:
+            scores.update(scorer.items(hyps, refs, config))
+        frames.append(pd.DataFrame({
+            "strategy": dataset.strategy,
+            "strategy_display": common.display_name(dataset.strategy),
+            "question_index": list(indices),
+            "question": [by_index[i].question for i in indices],
+            **scores,
+        }))
+        for scorer in scorers:
+            for name, corpus in scorer.corpus.items():
+                score = corpus(hyps, refs, config)
+                signature = score.signature or signature
+                corpus_rows.append((dataset.strategy, name, score))
+    per_question = pd.concat(frames, ignore_index=True)
+    metric_names = [m for s in scorers for m in s.metrics]
+    summary = summarize(per_question, metric_names, corpus_rows, config)
+    paired = paired_comparisons(per_question, [a.strategy for a in answers], metric_names, config)
+    return MetricsResult(per_question, summary, paired, signature)
+
+
+def summarize(per_question: pd.DataFrame, metric_names: Sequence[str],
+              corpus_rows: Sequence[tuple[str, str, metric_catalogue.CorpusScore]], config: MetricsConfig
+              ) -> pd.DataFrame:
+    """One row per (strategy, metric): n, mean and bootstrap CI; corpus-level metrics last."""
+    rows = []
+    for name, group in per_question.groupby("strategy", sort=False):
+        display = group["strategy_display"].iloc[0]
+        for metric in metric_names:
+            mean, low, high = stats.bootstrap_ci(group[metric].to_numpy(), config.n_resamples, config.seed,
+                                                 config.confidence)
+            rows.append({"strategy": name, "strategy_display": display, "metric": metric, "n": len(group),
+                         "mean": mean, "ci_low": low, "ci_high": high})
+    for strategy, metric, score in corpus_rows:
+        n = int((per_question["strategy"] == strategy).sum())
+        rows.append({"strategy": strategy, "strategy_display": common.display_name(strategy), "metric": metric,
+                     "n": n, "mean": score.point, "ci_low": score.low, "ci_high": score.high})
+    return pd.DataFrame(rows)
+
+
+def paired_comparisons(per_question: pd.DataFrame, strategies: Sequence[str], metric_names: Sequence[str],
+                       config: MetricsConfig) -> pd.DataFrame:
+    """Every pair of strategies (in the given order), every metric: mean difference A − B on the same questions,
+    paired-bootstrap CI, Wilcoxon signed-rank p, bootstrap p, and Holm-adjusted Wilcoxon p across the pairs
+    of each metric."""
+    if len(strategies) < 2:
+        return pd.DataFrame(columns=PAIRED_COLUMNS)
+    wide = {s: per_question[per_question["strategy"] == s].set_index("question_index") for s in strategies}
+    rows = []
+    for metric in metric_names:
+        block = []
+        for a, b in combinations(strategies, 2):
+            common_idx = wide[a].index.intersection(wide[b].index)
+            result = stats.compare_paired(wide[a].loc[common_idx, metric].to_numpy(),
+                                          wide[b].loc[common_idx, metric].to_numpy(),
+                                          config.n_resamples, config.seed, config.confidence)
+            block.append({"strategy_a": a, "strategy_b": b, "metric": metric, "n": result.n,
+                          "mean_diff": result.mean_diff, "ci_low": result.ci_low, "ci_high": result.ci_high,
+                          "p_wilcoxon": result.p_wilcoxon, "p_bootstrap": result.p_bootstrap})
+        for row, adjusted in zip(block, stats.holm([r["p_wilcoxon"] for r in block]), strict=True):
+            row["p_wilcoxon_holm"] = adjusted
+        rows.extend(block)
+    return pd.DataFrame(rows, columns=PAIRED_COLUMNS)
+
+
+def paired_sentence(row: pd.Series) -> str:
+    """``paragraph vs fixed-size, BERTScore F1: +0.031 [0.012, 0.049], p=0.002``."""
+    d = metric_catalogue.decimals(row["metric"])
+    return (f"{row['strategy_a']} vs {row['strategy_b']}, {row['metric']}: "
+            f"{format_estimate(row['mean_diff'], row['ci_low'], row['ci_high'], d, signed=True)}, "
+            f"{format_p(row['p_wilcoxon'])}")
+
+
+def markdown_report(result: MetricsResult, reference: Reference, config: MetricsConfig, n_scored: int,
+                    n_questions: int, notes: Sequence[str] = ()) -> str:
+    """The Markdown summary: settings, metric × strategy table with CIs, paired comparisons."""
+    pct = round(config.confidence * 100)
+    summary = result.summary
+    strategies = list(dict.fromkeys(summary["strategy_display"]))
+    lines = [
+        "# Automatic metrics: answers vs oracle\n",
+        f"- Questions scored: {n_scored} of {n_questions}",
+        f"- Reference: `{reference.path}`"
+        + (f" (cleaned; answers cleaned the same way: {'yes' if config.clean_answers else 'no, as in the paper'})"
+           if reference.cleaned else ""),
+        f"- Cells: mean over questions [{pct} % percentile-bootstrap CI, {config.n_resamples} resamples, "
+        f"seed {config.seed}]",
+    ]
+    if "bleu" in config.metrics:
+        lines.append(f"- BLEU: sacrebleu, 0–100; per-question sentence BLEU (exp smoothing, effective order) and "
+                     f"corpus BLEU (`{result.corpus_bleu_signature}`, CI by resampling questions)")
+    if "rouge" in config.metrics:
+        lines.append("- ROUGE: rouge_score F-measure, no stemming, tokenizer "
+                     + ("Unicode-aware `\\w+` (keeps accented letters)" if config.rouge_tokenizer == "unicode"
+                        else "rouge_score default (drops non-ASCII letters, as the paper's HF metric)"))
+    if "meteor" in config.metrics:
+        lines.append("- METEOR: nltk `meteor_score`, `wordpunct_tokenize`, WordNet 3.0 (English synonyms)")
+    if "bertscore" in config.metrics and config.bertscore is not None:
+        layers = config.bertscore.num_layers if config.bertscore.num_layers is not None else "bert-score default"
+        lines.append(f"- BERTScore: `{config.bertscore.model}`, layer {layers}, no idf, no baseline rescaling "
+                     f"({config.bertscore.source})")
+    lines.extend(f"- {note}" for note in notes)
+    lines.append("")
+    lines.append(_summary_table(summary, strategies))
+    lines.extend(_paired_section(result.paired, pct))
+    return "\n".join(lines)
+
+
+def _summary_table(summary: pd.DataFrame, strategies: Sequence[str]) -> str:
+    """Metric x strategy, mean [CI]."""
+    table_rows = []
+    for metric in dict.fromkeys(summary["metric"]):
+        cells = []
+        for display in strategies:
+            r = summary[(summary["metric"] == metric) & (summary["strategy_display"] == display)].iloc[0]
+            cells.append(format_estimate(r["mean"], r["ci_low"], r["ci_high"], metric_catalogue.decimals(metric)))
+        table_rows.append([metric, *cells])
+    return markdown_table(["Metric", *strategies], table_rows, "l" + "r" * len(strategies))
+
+
+def _paired_section(paired: pd.DataFrame, pct: int) -> list[str]:
+    """The paired-comparison table and one sentence per pair and metric."""
+    if paired.empty:
+        return ["Paired comparisons need at least two strategies; only one was found.\n"]
+    lines = [f"## Paired comparisons (A − B on the same questions; {pct} % paired-bootstrap CI; "
+             "two-sided Wilcoxon signed-rank p; Holm-adjusted over the pairs of each metric)\n"]
+    pairs = list(dict.fromkeys(zip(paired["strategy_a"], paired["strategy_b"])))
+    headers = ["Metric", *[f"{common.display_name(a)} − {common.display_name(b)}" for a, b in pairs]]
+    rows = []
+    for metric in dict.fromkeys(paired["metric"]):
+        digits = metric_catalogue.decimals(metric)
+        cells = []
+        for a, b in pairs:
+            r = paired[(paired["metric"] == metric) & (paired["strategy_a"] == a) & (paired["strategy_b"] == b)].iloc[0]
+            cells.append(f"{format_estimate(r['mean_diff'], r['ci_low'], r['ci_high'], digits, True)}"
+                         f", {format_p(r['p_wilcoxon'])} (Holm {format_p(r['p_wilcoxon_holm'])})")
+        rows.append([metric, *cells])
+    lines.append(markdown_table(headers, rows, "l" + "r" * len(pairs)))
+    lines.append("In words:\n")
+    lines += [f"- {paired_sentence(r)}" for _, r in paired.iterrows()]
+    lines.append("")
+    return lines
+
+
+def write_outputs(out_dir: Path, result: MetricsResult, report: str, run_info: dict[str, Any],
+                  config: MetricsConfig) -> None:
+    """The five metrics files, each written atomically; `run_info` plus the settings go to metrics_run.json."""
+    common.atomic_write_csv(out_dir / PER_QUESTION_NAME, result.per_question)
+    common.atomic_write_csv(out_dir / SUMMARY_NAME, result.summary)
+    common.atomic_write_csv(out_dir / PAIRED_NAME, result.paired)
+    atomic_write_text(out_dir / SUMMARY_MD_NAME, report)
+    info = {**run_info, "corpus_bleu_signature": result.corpus_bleu_signature, **asdict(config)}
+    atomic_write_text(out_dir / RUN_NAME, json.dumps(info, indent=2, ensure_ascii=False))

@@ -1,0 +1,136 @@
+"""How well does the oracle-overlap score (ragstudy.oracle_overlap) agree with the evidence-based hit?
+
+For each results folder of `evaluation_chain.py --retrieval-only` (with its evidence file and Oracle.csv): the
+evidence hit per strategy x budget x question (ragstudy.budget_eval's evaluate_folder) and the oracle
+overlap on the same packed contexts. Prints, per folder, the Spearman rank correlation of the two means over
+strategies x numeric budgets, and the per-question agreement of "overlap >= t" with the hit (accuracy, Cohen's
+kappa) at a few thresholds t. Questions scored by both are compared: with evidence, and with an oracle that is not
+the unanswerable phrase.
+
+    python benchmarks/oracle_agreement.py --run /tmp/h5-sample sample/evidence.json Oracle.csv \\
+        --run /tmp/h5-qa ../shared/qa/evidence.csv ../shared/qa/Oracle.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+THRESHOLDS = (0.5, 0.75, 1.0)
+
+
+def cohen_kappa(a: np.ndarray, b: np.ndarray) -> float:
+    """Cohen's kappa of two binary ratings (nan when the expected agreement is 1)."""
+    a, b = np.asarray(a, dtype=bool), np.asarray(b, dtype=bool)
+    observed = float(np.mean(a == b))
+    expected = float(a.mean() * b.mean() + (1 - a.mean()) * (1 - b.mean()))
+    return float("nan") if expected == 1 else (observed - expected) / (1 - expected)
+
+
+def score_folder(results_dir: Path, evidence_path: Path, oracle_path: Path) -> tuple[pd.DataFrame, list[str]]:
+    """Rows (strategy, budget, question_index, hit, oracle_overlap) of questions scored both ways, and notes."""
+    from ragstudy.budget_eval import evaluate_folder, run_measure as measure_for
+    from ragstudy.evidence import load_evidence_file as load_evidence
+    from ragstudy.results import ranked_strategies as discover
+    from Postprocessing import common
+    from ragstudy.config import DEFAULT_BUDGETS
+    from ragstudy.oracle_overlap import score_strategy
+    from ragstudy.results import read_oracle
+    from ragstudy.results import read_retrieval, retrieval_path
+
+    run_config = common.read_run_config(results_dir)
+    budgets = list(run_config.get("budgets") or DEFAULT_BUDGETS)
+    measure = measure_for(run_config, results_dir)
+    strategies = discover(results_dir)
+    hits, evaluations = evaluate_folder(results_dir, load_evidence(evidence_path), budgets, measure, strategies)
+    notes = [e.note() for e in evaluations]
+    oracle = read_oracle(oracle_path)
+    overlaps = []
+    for strategy in strategies:
+        scored = score_strategy(strategy, read_retrieval(retrieval_path(results_dir, strategy)), oracle, budgets,
+                                measure)
+        overlaps += scored.rows
+        notes.append(f"{strategy}: oracle overlap left out {scored.unanswerable} unanswerable oracle(s), "
+                     f"{scored.no_terms} without content terms")
+    frame = pd.DataFrame(hits)[["strategy", "budget", "question_index", "hit"]].merge(
+        pd.DataFrame(overlaps)[["strategy", "budget", "question_index", "oracle_overlap"]],
+        on=["strategy", "budget", "question_index"], how="inner")
+    return frame, notes
+
+
+def agreement(frame: pd.DataFrame) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
+    """Spearman over strategy x numeric budget means, and per-question agreement at each threshold."""
+    from scipy.stats import spearmanr
+
+    numeric = frame[frame["budget"] != "k"].astype({"budget": int})
+    means = numeric.groupby(["strategy", "budget"])[["hit", "oracle_overlap"]].mean()
+    rho, p = spearmanr(means["hit"], means["oracle_overlap"])
+    rows = []
+    for t in THRESHOLDS:
+        predicted = numeric["oracle_overlap"].to_numpy() >= t - 1e-9
+        hit = numeric["hit"].to_numpy() > 0.5
+        rows.append({"threshold": t, "accuracy": float(np.mean(predicted == hit)),
+                     "kappa": cohen_kappa(predicted, hit), "predicted_rate": float(predicted.mean()),
+                     "hit_rate": float(hit.mean())})
+    within = {}  # budget -> Spearman over strategies: does the score order the strategies like the hit does?
+    for budget, part in means.groupby(level="budget"):
+        rho_b, _ = spearmanr(part["hit"], part["oracle_overlap"])
+        same_best = part["hit"].idxmax() == part["oracle_overlap"].idxmax()
+        within[int(budget)] = (float(rho_b), bool(same_best))
+    facts = {"within_budget": within, "cells": len(means), "questions": numeric["question_index"].nunique(),
+             "pairs": len(numeric), "spearman": float(rho), "spearman_p": float(p),
+             "pearson_question": float(np.corrcoef(numeric["hit"], numeric["oracle_overlap"])[0, 1])}
+    return facts, pd.DataFrame(rows), means
+
+
+def main(argv: list[str] | None = None) -> int:
+    from Postprocessing.common import DataError
+    from ragstudy.errors import StudyInputError
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--run", nargs=3, action="append", required=True,
+                        metavar=("RESULTS_DIR", "EVIDENCE", "ORACLE_CSV"))
+    parser.add_argument("--out", help="write the per-question rows of every run to this CSV")
+    args = parser.parse_args(argv)
+    frames = []
+    for results_dir, evidence, oracle in args.run:
+        try:
+            frame, notes = score_folder(Path(results_dir), Path(evidence), Path(oracle))
+        except (DataError, StudyInputError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        facts, table, means = agreement(frame)
+        print(f"## {results_dir} (evidence {evidence}, oracle {oracle})\n")
+        print(f"- {facts['questions']} questions scored both ways, {facts['pairs']} question x strategy x budget "
+              f"pairs (budgets without k)")
+        print(f"- Spearman over {facts['cells']} strategy x budget means: rho = {facts['spearman']:.3f} "
+              f"(p = {facts['spearman_p']:.2g}); per-question Pearson (point-biserial) r = "
+              f"{facts['pearson_question']:.3f}")
+        within = ", ".join(f"{b}: {rho:.2f} ({'yes' if same else 'no'})"
+                           for b, (rho, same) in facts["within_budget"].items())
+        print(f"- Spearman over strategies within each budget (same best strategy?): {within}\n")
+        print(table.to_markdown(index=False, floatfmt=".3f"))
+        print()
+        print(means.unstack("budget").to_markdown(floatfmt=".2f"))
+        print()
+        print("\n".join(f"  note: {note}" for note in notes) + "\n")
+        frames.append(frame.assign(results_dir=str(results_dir)))
+    return write_rows(args.out, frames)
+
+
+def write_rows(out: str | None, frames: list[pd.DataFrame]) -> int:
+    """Write the per-question rows of every run to `out` (if given); the exit code."""
+    from Postprocessing.common import atomic_write_csv
+
+    if out:
+        atomic_write_csv(Path(out), pd.concat(frames))
+        print(f"per-question rows (hit, oracle_overlap) in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""Oracle overlap: the share of the oracle answer's content terms found in the packed context."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import TEST_PARAGRAPHS
+
+from ragstudy.groundtruth import UNANSWERABLE_ORACLE
+from ragstudy.lexical import STOPWORDS_IT, ItalianAnalyzer
+from ragstudy.oracle_overlap import answer_terms, is_unanswerable, overlap, score_strategy
+from ragstudy.results import RetrievedParent
+
+pytestmark = pytest.mark.skipif(not STOPWORDS_IT.is_file(), reason=f"{STOPWORDS_IT} absent (tools/setup.sh "
+                                "installs liblingua-stopwords-perl)")
+TEXTS = [f"{title}. {body}" for title, body in TEST_PARAGRAPHS]
+
+
+def ranking(question_index: int, order: list[int]) -> list[RetrievedParent]:
+    return [RetrievedParent(question_index, rank, f"p{i}", "doc.pdf", 1, 1, 0.1 * rank, rank == 1, TEXTS[i])
+            for rank, i in enumerate(order, start=1)]
+
+
+def test_unanswerable_phrase_is_recognised_loosely():
+    assert is_unanswerable(UNANSWERABLE_ORACLE)
+    assert is_unanswerable("  il contesto fornito NON contiene la risposta ")
+    assert not is_unanswerable("Il contesto fornito contiene la risposta: dieci anni.")
+
+
+def test_overlap_counts_stemmed_content_words_only():
+    analyzer = ItalianAnalyzer()
+    terms = answer_terms("Il certificato dura tre anni e si rinnova.", analyzer)
+    assert analyzer.tokens("il e si") == [] and len(terms) == 5  # certificato dura tre anni rinnova
+    assert overlap(terms, TEXTS[3], analyzer) == 1.0  # "rinnova", "dura" ... all in the Firma paragraph
+    assert overlap(terms, TEXTS[1], analyzer) == 0.0
+    # certificato, rinnovava match by stem; Snowball keeps "anno" and "anni" apart
+    assert overlap(terms, "Il certificato si rinnovava ogni anno.", analyzer) == pytest.approx(2 / 5)
+    with pytest.raises(ValueError):
+        overlap(frozenset(), TEXTS[0], analyzer)
+
+
+def test_score_strategy_per_budget_leaves_out_unanswerable_oracles():
+    oracle = ["Il certificato dura tre anni.", UNANSWERABLE_ORACLE, "Sì."]
+    lengths = [len(t) for t in TEXTS]
+    budget_one = lengths[1] + 1  # room for the first parent only
+    rankings = {0: ranking(0, [1, 3, 0, 2]), 1: ranking(1, [0, 1]), 2: ranking(2, [2, 0])}
+    scored = score_strategy("s", rankings, oracle, [budget_one, sum(lengths)])
+    assert scored.unanswerable == 1
+    assert scored.no_terms == 1  # "Sì" is a stopword
+    by_budget = {row["budget"]: row["oracle_overlap"] for row in scored.rows if row["question_index"] == 0}
+    assert by_budget[str(budget_one)] == pytest.approx(0.0)  # only the Accesso paragraph fits
+    assert by_budget[str(sum(lengths))] == 1.0  # the Firma paragraph is packed too
+    assert by_budget["k"] == 0.0  # the paper's k: the first parent only
+    assert {row["question_index"] for row in scored.rows} == {0}
