@@ -447,10 +447,7 @@ def run(args: argparse.Namespace) -> dict:
 
     from Postprocessing.chunkeval.tables import CiSettings
 
-    from ragstudy.stats import check_resampling_flags
-
     started = time.perf_counter()
-    check_resampling_flags(args.n_resamples, args.confidence)
     results_dir = Path(args.results_dir)
     out_dir = Path(args.out_dir or results_dir)
     ci = CiSettings(args.n_resamples, args.seed, args.confidence)

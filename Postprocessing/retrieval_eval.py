@@ -114,10 +114,7 @@ def run(args: argparse.Namespace) -> dict:
                                       validate_budgets)
     from ragstudy.config import DEFAULT_BUDGETS
     from ragstudy.evidence import load_evidence_file
-    from ragstudy.stats import check_resampling_flags
-
     started = time.perf_counter()
-    check_resampling_flags(args.n_resamples, args.confidence)
     results_dir = Path(args.results_dir)
     out_dir = Path(args.out_dir or results_dir)
     run_config = common.read_run_config(results_dir)

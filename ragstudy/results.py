@@ -393,7 +393,10 @@ def read_dataset(path: str | Path, strategy: str | None, questions: Sequence[str
                                   f"{questions_path} row {index + 2} {short(questions[index])!r}")
         answer = "" if record["answer"] is None else str(record["answer"])
         if require_answers and not answer.strip():
-            raise StudyInputError(f"{where} (question_index {index}): empty answer; re-run that question")
+            raise StudyInputError(f"{where} (question_index {index}): empty answer (the model answered nothing). "
+                                  "Re-run evaluation_chain.py with the same settings: empty answers are never cached, "
+                                  "so the model is asked again; if it stays empty, raise --max-new-tokens or check "
+                                  "the prompt")
         row_strategy = record.get("strategy")
         if row_strategy not in (None, "") and str(row_strategy) != strategy:
             raise StudyInputError(f"{where}: strategy {row_strategy!r}, but {path.name} holds {strategy!r}")

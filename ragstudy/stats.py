@@ -31,17 +31,6 @@ def _check(n_resamples: int, confidence: float) -> None:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
 
 
-def check_resampling_flags(n_resamples: int, confidence: float) -> None:
-    """The scripts' --n-resamples and --confidence, checked before anything is read or written: a
-    StudyInputError naming the flag (exit 2 in the scripts), never a ValueError from deep in a computation."""
-    from .errors import StudyInputError
-
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 1:
-        raise StudyInputError(f"--n-resamples must be a positive integer (e.g. 10000), got {n_resamples!r}")
-    if not 0.0 < confidence < 1.0:
-        raise StudyInputError(f"--confidence must be between 0 and 1 (e.g. 0.95 for 95 %), got {confidence!r}")
-
-
 def bootstrap_distribution(n: int, statistic: Callable[[np.ndarray], np.ndarray], n_resamples: int,
                            seed: int) -> np.ndarray:
     """``statistic`` evaluated on ``n_resamples`` resamples (with replacement) of the indices 0..n-1.

@@ -130,13 +130,15 @@ def test_a_prompt_file_without_context_is_named(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("flags, needle", [(["--n-resamples", "0"], "--n-resamples must be a positive integer"),
-                                           (["--confidence", "1.5"], "--confidence must be between 0 and 1")])
+@pytest.mark.parametrize("flags, needle", [(["--n-resamples", "0"], "--n-resamples 0: must be at least 1"),
+                                           (["--confidence", "1.5"], "--confidence 1.5: must be between 0 and 1")])
 def test_resampling_flags_of_the_scripts_are_checked_first(tmp_path: Path, flags: list[str], needle: str) -> None:
     out = tmp_path / "tables"
-    for script in ("retrieval_eval.py", "chunk_quality.py"):
-        refused(cli(REPO_ROOT / "Postprocessing" / script, "--results-dir", tmp_path / "none", "--out-dir", out,
-                    *flags), needle)
+    for script in ("retrieval_eval.py", "chunk_quality.py", "evaluation_metrics.py"):
+        proc = cli(REPO_ROOT / "Postprocessing" / script, "--results-dir", tmp_path / "none", "--out-dir", out,
+                   *flags)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert f"error: {needle}" in proc.stderr.splitlines()[-1]  # argparse: usage line, then the error
         assert not out.exists()
 
 
@@ -319,3 +321,25 @@ def test_an_empty_answer_is_not_cached_so_a_rerun_asks_again(tmp_path: Path) -> 
         assert ask() == "Tre anni."  # asked again, not served from the cache
         assert server.chats() == 2
         assert ask() == "Tre anni." and server.chats() == 2  # a real answer is cached
+
+
+def test_a_survey_workbook_missing_a_question_column_is_refused(tmp_path: Path) -> None:
+    import pandas as pd
+    from openpyxl import Workbook
+
+    synthetic = REPO_ROOT / "tests" / "fixtures" / "postprocessing" / "survey_synthetic"
+    results = tmp_path / "results"
+    results.mkdir()
+    shutil.copyfile(synthetic / "answer_key.csv", results / "answer_key.csv")
+    frame = pd.read_csv(synthetic / "interview_answers.csv", dtype=str, keep_default_na=False).drop(columns=["Q3"])
+    workbook = Workbook()
+    sheet = workbook.active
+    sheet.title = "Risposte"
+    sheet.append(list(frame.columns))
+    for row in frame.itertuples(index=False):
+        sheet.append(list(row))
+    path = results / "interview_answers.xlsx"
+    workbook.save(path)
+    refused(cli(REPO_ROOT / "Postprocessing" / "interview_analysis.py", "--results-dir", results, "--no-plots"),
+            f"{path}: no column for question(s) Q3 of the answer key", "restore the column")
+    assert not (results / "survey").exists()
