@@ -5,7 +5,7 @@ it and the fix, no traceback, and nothing written before the check; valid inputs
 1. silently wrong numbers: evidence scored against another questions file (same questions, another order), a
    questions file that is not the run's (sha256), an evidence row past the last question, a report reading the
    repository's Oracle.csv, an oracle with another row count, Dataset files left by an earlier run, strategies
-   compared over different question sets;
+   compared over different question sets, a survey workbook missing a question column;
 2. writes outside the output folder: a sweep id that is a path;
 6. settings: sweep params as a list, --n-resamples 0, --confidence 1.5, --strategies '', `limit: -3` in the YAML
    file, a prompt file without {context}, --sweep with --chunks-only;
@@ -324,22 +324,12 @@ def test_an_empty_answer_is_not_cached_so_a_rerun_asks_again(tmp_path: Path) -> 
 
 
 def test_a_survey_workbook_missing_a_question_column_is_refused(tmp_path: Path) -> None:
-    import pandas as pd
-    from openpyxl import Workbook
+    from test_postprocessing_review import SYNTHETIC, _synthetic_xlsx
 
-    synthetic = REPO_ROOT / "tests" / "fixtures" / "postprocessing" / "survey_synthetic"
     results = tmp_path / "results"
     results.mkdir()
-    shutil.copyfile(synthetic / "answer_key.csv", results / "answer_key.csv")
-    frame = pd.read_csv(synthetic / "interview_answers.csv", dtype=str, keep_default_na=False).drop(columns=["Q3"])
-    workbook = Workbook()
-    sheet = workbook.active
-    sheet.title = "Risposte"
-    sheet.append(list(frame.columns))
-    for row in frame.itertuples(index=False):
-        sheet.append(list(row))
-    path = results / "interview_answers.xlsx"
-    workbook.save(path)
+    shutil.copyfile(SYNTHETIC / "answer_key.csv", results / "answer_key.csv")
+    path = _synthetic_xlsx(results / "interview_answers.xlsx", edit=lambda frame: frame.drop(columns=["Q3"]))
     refused(cli(REPO_ROOT / "Postprocessing" / "interview_analysis.py", "--results-dir", results, "--no-plots"),
             f"{path}: no column for question(s) Q3 of the answer key", "restore the column")
     assert not (results / "survey").exists()
