@@ -66,6 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
     scale.add_argument("--llm-server-model", help="model name the server(s) serve")
     scale.add_argument("--concurrency", type=int, help="requests in flight when answering through servers")
     scale.add_argument("--chroma-server", help="http://host:port of a Chroma server instead of local folders")
+    scale.add_argument("--embedding-backend", choices=["torch", "onnx", "onnx-int8"],
+                       help="how the embedding model runs (default torch; onnx/onnx-int8: ONNX Runtime, CPU)")
+    scale.add_argument("--embedding-server", metavar="URL", help="OpenAI-compatible /v1/embeddings server")
+    scale.add_argument("--embedding-server-model", help="model name the embedding server serves")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return parser
 
@@ -107,6 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     try:
         config = StudyConfig.resolve(set_params=set_params, **flags)
+        if config.embedding_server:
+            from ragstudy.models import check_embedding
+
+            check_embedding(config)
         print(f"profile: {config.profile.name} ({config.origins['profile']}); LLM {config.profile.llm}; "
               f"embedding {config.profile.embedding}; device {config.profile.device}; "
               f"strategies: {', '.join(config.strategies)}", flush=True)
