@@ -32,6 +32,9 @@ from .errors import StudyInputError
 logger = logging.getLogger(__name__)
 
 BACKENDS = ("torch", "onnx", "onnx-int8")
+# backend -> the variant its vectors are cached and collected under; bump the int8 suffix when the quantization
+# recipe changes, or runs would reuse the old recipe's vectors from the cache and from Chroma
+VARIANT_OF = {"onnx": "onnx", "onnx-int8": "onnx-int8-r2"}
 EXPORT_RECIPE = "pooled-normalised-v1/int8-matmul-per-channel-ffn-out-fp32"  # part of the export's cache key: change it when the graph changes
 ONNX_OPSET = 17
 E5_PREFIXES = ("query: ", "passage: ")
@@ -188,7 +191,7 @@ class OnnxEncoder:
 
         folder = model_folder(model)
         transformer, _, self.max_length, self.lower = pooling_of(folder)
-        self.variant = "onnx-int8" if quantize else "onnx"
+        self.variant = VARIANT_OF["onnx-int8" if quantize else "onnx"]
         self.batch_size = batch_size
         self.device = "cpu"
         self.path = export_onnx(folder, Path(cache_root) / files_hash(folder)[:32], quantize)

