@@ -45,6 +45,28 @@ def _compact(value: Any) -> str:
     return "–" if value is None else str(value)
 
 
+# ---------------------------------------------------------------------------------------------- 0. verdict
+
+def verdict_section(inp: Inputs, styles: Strategies) -> Section:
+    """The box at the top: retrieval_verdict.csv told in the words retrieval_eval.py printed, and its numbers."""
+    from ragstudy.budget_eval import Verdict
+
+    s = Section("verdict", "Verdict")
+    if inp.retrieval_verdict is None or not len(inp.retrieval_verdict):
+        s.blocks.append(Note("No retrieval_verdict.csv: the verdict (best strategy at each context budget, paragraph "
+                             "against each other strategy) comes from a retrieval-only run and its evaluation.",
+                             (f"python3 evaluation_chain.py --retrieval-only --output-dir {inp.results_dir}",
+                              _cmd("Postprocessing/retrieval_eval.py", inp.results_dir))))
+        return s
+    verdict = Verdict.from_frame(inp.retrieval_verdict)
+    header, *lines = verdict.lines()
+    s.blocks += [Text(header), Bullets(lines)]
+    headers, rows = verdict.table()
+    cells = [[Cell(c.text, c.value, c.ci) for c in row] for row in rows]
+    s.blocks.append(Table(headers, cells, "lrl" + "r" * (len(headers) - 3), table_id="verdict-table"))
+    return s
+
+
 # ------------------------------------------------------------------------------------------------ 1. setup
 
 def setup_section(inp: Inputs, styles: Strategies) -> Section:
@@ -453,7 +475,7 @@ def explorer_section(inp: Inputs, styles: Strategies) -> Section:
     return s
 
 
-SECTIONS = (setup_section, chunks_section, retrieval_section, answers_section, chunk_quality_section,
+SECTIONS = (verdict_section, setup_section, chunks_section, retrieval_section, answers_section, chunk_quality_section,
             survey_section, sweeps_section, explorer_section)
 
 
