@@ -272,3 +272,16 @@ def test_another_reference_and_a_wrong_one(evaluated_run_reused, tmp_path, capsy
     no_paragraph = Verdict.from_frame(_read(tmp_path / "other", results.RETRIEVAL_VERDICT))
     assert not no_paragraph.reference_present
     assert capsys.readouterr().out.split("\n## Verdict\n\n")[1].startswith(no_paragraph.lines()[0])
+
+
+def test_a_damaged_verdict_file_stops_the_report_with_a_message(tmp_path, capsys):
+    from Postprocessing import report
+
+    v = verdict(_summary(MEANS), _pairs())
+    frame = v.to_frame().astype({"n": object})
+    frame.loc[0, "n"] = "many"
+    results.write_table(tmp_path, results.RETRIEVAL_VERDICT, frame)
+    assert report.main(["--results-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "retrieval_verdict.csv: not a verdict table as retrieval_eval.py writes it" in err
+    assert "Postprocessing/retrieval_eval.py --results-dir" in err

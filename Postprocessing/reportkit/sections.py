@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from Postprocessing import metric_catalogue
+from Postprocessing.common import DataError
 from Postprocessing.reportkit import figures
 from Postprocessing.reportkit.blocks import (Block, Bullets, Cell, Details, Figure, Heading, Note, Section, Table, Text,
                                              estimate, num, pvalue)
@@ -58,7 +59,12 @@ def verdict_section(inp: Inputs, styles: Strategies) -> Section:
                              (f"python3 evaluation_chain.py --retrieval-only --output-dir {inp.results_dir}",
                               _cmd("Postprocessing/retrieval_eval.py", inp.results_dir))))
         return s
-    verdict = Verdict.from_frame(inp.retrieval_verdict)
+    try:
+        verdict = Verdict.from_frame(inp.retrieval_verdict)
+    except (ValueError, TypeError) as exc:
+        raise DataError(f"{inp.results_dir / 'retrieval_verdict.csv'}: not a verdict table as retrieval_eval.py "
+                        f"writes it ({exc}); re-run `{_cmd('Postprocessing/retrieval_eval.py', inp.results_dir)}`"
+                        ) from exc
     header, *lines = verdict.lines()
     s.blocks += [Text(header), Bullets(lines)]
     headers, rows = verdict.table()
