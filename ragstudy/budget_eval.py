@@ -409,53 +409,57 @@ class Verdict:
                 "significant.")
 
     def budget_line(self, b: BudgetVerdict) -> str:
+        """One budget in words: n, the best strategy, then what the reference's differences support."""
         low, high = b.n_range
         n = f"n = {low}" if low == high else f"n = {low}–{high}"
-        words = self.metric_words
         if len(b.best) == 1:
             s = b.best[0]
-            best = f"best {words} {s.display}, {self._estimate(s.mean, s.ci_low, s.ci_high)}."
+            best = f"best {self.metric_words} {s.display}, {self._estimate(s.mean, s.ci_low, s.ci_high)}."
         else:
             names = [s.display for s in b.best]
-            best = (f"best {words} {b.best[0].mean:.3f}, tied between {', '.join(names[:-1])} and "
+            best = (f"best {self.metric_words} {b.best[0].mean:.3f}, tied between {', '.join(names[:-1])} and "
                     f"{names[-1]}.")
         caveat = "; contexts of different sizes, not an equal budget" if b.budget == PAPER_K_LABEL else ""
-        parts = [f"At {self.budget_words(b.budget)} ({n} questions scored{caveat}): {best}"]
-        if not self.reference_present:
-            return " ".join(parts)
-        r = self.reference_display
+        line = f"At {self.budget_words(b.budget)} ({n} questions scored{caveat}): {best}"
+        return " ".join([line, *self._reference_sentences(b)]) if self.reference_present else line
+
+    def _signed(self, d: VerdictDifference) -> str:
+        return self._estimate(d.mean_diff, d.ci_low, d.ci_high, signed=True)
+
+    def _reference_sentences(self, b: BudgetVerdict) -> list[str]:
+        """The reference's score and its differences at one budget: each significant one, then the rest."""
+        r, alpha = self.reference_display, f"{self.alpha:g}"
         if b.reference is None:
-            parts.append(f"{r} was not scored at this budget.")
-            return " ".join(parts)
+            return [f"{r} was not scored at this budget."]
+        parts = []
         if b.reference not in b.best or len(b.best) > 1:
             parts.append(f"{r}: {self._estimate(b.reference.mean, b.reference.ci_low, b.reference.ci_high)}.")
         compared = [d for d in b.differences if d.compared]
         significant = [d for d in compared if d.significant]
+        rest = [d for d in compared if not d.significant]
         for d in significant:
             direction = "higher" if d.mean_diff > 0 else "lower"
-            parts.append(f"{r}'s {words} is {abs(d.mean_diff):.3f} {direction} than {d.display}'s (difference "
-                         f"{self._estimate(d.mean_diff, d.ci_low, d.ci_high, signed=True)}, {self._p(d.p_holm)}): "
-                         f"significant at {self.alpha:g}.")
-        rest = [d for d in compared if not d.significant]
+            parts.append(f"{r}'s {self.metric_words} is {abs(d.mean_diff):.3f} {direction} than {d.display}'s "
+                         f"(difference {self._signed(d)}, {self._p(d.p_holm)}): significant at {alpha}.")
         if rest and not significant:
             closest = min(rest, key=lambda d: (d.p_holm, -abs(d.mean_diff)))
-            others = "strategy" if len(rest) == 1 else f"{len(rest)} other strategies"
-            parts.append(f"No difference between {r} and the {others} is significant at {self.alpha:g} after "
-                         f"Holm's correction (lowest Holm p: {r} − {closest.display} "
-                         f"{self._estimate(closest.mean_diff, closest.ci_low, closest.ci_high, signed=True)}, "
-                         f"{self._p(closest.p_holm).replace('Holm ', '')}).")
+            p = self._p(closest.p_holm).replace("Holm ", "")
+            if len(rest) == 1:
+                parts.append(f"The difference between {r} and {closest.display} is not significant at {alpha} "
+                             f"after Holm's correction ({self._signed(closest)}, {p}).")
+            else:
+                parts.append(f"No difference between {r} and the {len(rest)} other strategies is significant at "
+                             f"{alpha} after Holm's correction (lowest Holm p: {r} − {closest.display} "
+                             f"{self._signed(closest)}, {p}).")
         elif rest:
             parts.append(f"The other {len(rest)} difference{'s are' if len(rest) > 1 else ' is'} not significant at "
-                         f"{self.alpha:g} after Holm's correction.")
-        for d in rest:
-            if d.p_holm < self.alpha:
-                parts.append(f"({r} − {d.display}: {self._p(d.p_holm)} but its CI "
-                             f"{self._estimate(d.mean_diff, d.ci_low, d.ci_high, signed=True)} includes 0, so it is "
-                             "not counted.)")
+                         f"{alpha} after Holm's correction.")
+        parts += [f"({r} − {d.display}: {self._p(d.p_holm)} but its CI {self._signed(d)} includes 0, so it is not "
+                  "counted.)" for d in rest if d.p_holm < self.alpha]
         missing = [d.display for d in b.differences if not d.compared]
         if missing:
             parts.append(f"Not compared with {', '.join(missing)}: fewer than two questions scored for both.")
-        return " ".join(parts)
+        return parts
 
     def lines(self) -> list[str]:
         """The header, then one line per budget."""
@@ -533,24 +537,22 @@ class Verdict:
         budgets = []
         for budget in dict.fromkeys(str(b) for b in frame["budget"]):
             part = frame[frame["budget"].astype(str) == budget]
-
-            def scores(role: str) -> list[VerdictScore]:
-                return [VerdictScore(str(r.strategy), str(r.strategy_display), int(r.n), float(r.value),
-                                     float(r.ci_low), float(r.ci_high))
-                        for r in part[part["role"] == role].itertuples()]
-
-            reference = scores("reference")
+            reference = _read_scores(part, "reference")
             differences = tuple(VerdictDifference(str(r.strategy), str(r.strategy_display), int(r.n),
                                                   float(r.value), float(r.ci_low), float(r.ci_high),
                                                   float(r.p_holm), bool(int(r.significant)))
                                 for r in part[part["role"] == "difference"].itertuples())
-            best = tuple(scores("best"))
-            budgets.append(BudgetVerdict(budget, best, reference[0] if reference else None, differences,
-                                         (int(part["n_min"].iloc[0]), int(part["n_max"].iloc[0]))))
+            budgets.append(BudgetVerdict(budget, _read_scores(part, "best"), reference[0] if reference else None,
+                                         differences, (int(part["n_min"].iloc[0]), int(part["n_max"].iloc[0]))))
         reference_rows = frame[frame["role"] == "reference"]
         display = str(reference_rows["strategy_display"].iloc[0]) if len(reference_rows) else str(first["reference"])
         return cls(str(first["metric"]), str(first["reference"]), display, str(first["unit"]),
                    float(first["alpha"]), float(first["confidence"]), tuple(budgets))
+
+
+def _read_scores(part, role: str) -> tuple[VerdictScore, ...]:
+    return tuple(VerdictScore(str(r.strategy), str(r.strategy_display), int(r.n), float(r.value), float(r.ci_low),
+                              float(r.ci_high)) for r in part[part["role"] == role].itertuples())
 
 
 def _budget_key(label: str) -> tuple[int, int]:
