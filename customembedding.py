@@ -1,8 +1,10 @@
 """CustomEmbedding: the one embedding model every strategy uses, as a LangChain `Embeddings`.
 
-Wraps SentenceTransformer (model id or local folder), picks CUDA when present, normalises vectors, embeds
-documents in batches, and adds e5-instruct's query prompt ("Instruct: ...\\nQuery: ...") when the model is an
-e5-instruct model (passages are embedded without instruction, as that model card prescribes).
+The ground floor of the project: it imports no project module (callers pass the cache folder in). It runs an
+`Encoder` (by default `SentenceTransformerEncoder`: SentenceTransformer, model id or local folder, CUDA when
+present; other backends live in ragstudy/encoders.py and are passed in), normalises vectors, embeds documents in
+batches, and adds the prompts the model expects: e5-instruct's query prompt ("Instruct: ...\\nQuery: ...", passages
+without instruction, as that model card prescribes), plain e5's "query: " / "passage: " prefixes.
 
 With `cache_dir`, every vector is also kept in a persistent `VectorCache`, so a text is run through the model once
 across collections, strategies, sweep configurations and the semantic chunker's sentences.
@@ -16,9 +18,12 @@ import sqlite3
 import threading
 from array import array
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Protocol, Sequence
 
 from langchain_core.embeddings import Embeddings
+
+if TYPE_CHECKING:
+    import numpy as np
 
 logger = logging.getLogger(__name__)
 
@@ -34,19 +39,18 @@ def is_e5_instruct(model: str) -> bool:
     return "e5" in name and "instruct" in name
 
 
+def is_e5_plain(model: str) -> bool:
+    """True for e5 models without instruction (multilingual-e5-small, e5-base-v2, ...): "query: "/"passage: "."""
+    name = (Path(model).name if Path(model).exists() else model).lower()
+    return "e5-" in name and "instruct" not in name
+
+
 def resolve_device(device: str = "auto") -> str:
     if device != "auto":
         return device
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def default_cache_dir() -> Path:
-    """Where the study keeps embedding vectors: `<project cache>/vectors` ($RAGSTUDY_CACHE or .cache)."""
-    from ragstudy.io import cache_dir
-
-    return cache_dir() / "vectors"
 
 
 def text_key(text: str) -> str:
@@ -108,49 +112,83 @@ class VectorCache:
             self._db.close()
 
 
+class Encoder(Protocol):
+    """An embedding backend: exactly the strings given (prompts included) in, one L2-normalised float32 row each.
+
+    `variant` names what makes its vectors differ from the model's torch float32 ones ("float32" for those):
+    it is the cache's dtype column and the suffix of the model id that names Chroma collections."""
+
+    variant: str
+
+    def encode(self, texts: list[str]) -> "np.ndarray": ...
+
+
+class SentenceTransformerEncoder:
+    """The paper's backend: SentenceTransformer in torch, float32 (or bfloat16/float16), batched, normalised."""
+
+    def __init__(self, model_name_or_path: str, device: str = "auto", dtype: str = "float32",
+                 batch_size: int = 32) -> None:
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        self.variant = dtype
+        self.device = resolve_device(device)
+        self.batch_size = batch_size
+        try:
+            self.model = SentenceTransformer(model_name_or_path, device=self.device,
+                                             model_kwargs={"dtype": getattr(torch, dtype)})
+        except OSError as exc:
+            raise OSError(
+                f"embedding model {model_name_or_path!r} could not be loaded ({exc}). Pass a local model "
+                "folder (--embedding PATH) or make the model available in the Hugging Face cache."
+            ) from exc
+
+    def encode(self, texts: list[str]) -> "np.ndarray":
+        return self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
+                                 convert_to_numpy=True, show_progress_bar=False)
+
+
 class CustomEmbedding(Embeddings):
-    """SentenceTransformer embeddings, normalised, batched, with e5-instruct query prompts and an optional cache.
+    """Normalised, batched embeddings with the model's prompts and an optional cache, over any `Encoder`.
 
     `cache_dir=None` (the default) embeds every text it is given, exactly as before; the study passes
-    `default_cache_dir()` (see ragstudy.models.make_embedding). `texts_embedded` counts texts run through the model
-    (cache misses), `cache_hits` the texts answered from the cache.
+    `<project cache>/vectors` (see ragstudy.models.make_embedding). `texts_embedded` counts texts run through the
+    model (cache misses), `cache_hits` the texts answered from the cache. `encoder=None` runs the model with
+    SentenceTransformer in `dtype`; another encoder (ragstudy/encoders.py) brings its own variant. The model id
+    (collections, cache keys) is `model_id` for torch float32 vectors, else `model_id@variant`.
     """
 
     def __init__(self, model_name_or_path: str, device: str = "auto", batch_size: int = 32,
                  query_instruction: str | None = None, model_id: str | None = None,
-                 dtype: str = "float32", cache_dir: str | Path | None = None) -> None:
-        import torch
-        from sentence_transformers import SentenceTransformer
-
+                 dtype: str = "float32", cache_dir: str | Path | None = None, encoder: Encoder | None = None,
+                 query_prefix: str | None = None, passage_prefix: str | None = None) -> None:
         self.model_name_or_path = str(model_name_or_path)
-        self.dtype = dtype
-        # what cache keys record: another dtype gives (slightly) other vectors, hence another collection
-        self.model_label = model_id or self.model_name_or_path
-        self.model_id = self.model_label if dtype == "float32" else f"{self.model_label}@{dtype}"
-        self.device = resolve_device(device)
         self.batch_size = batch_size
+        self.model_label = model_id or self.model_name_or_path
+        if encoder is None:
+            encoder = SentenceTransformerEncoder(self.model_name_or_path, device, dtype, batch_size)
+        self.encoder = encoder
+        # what cache keys record: another dtype or backend gives (slightly) other vectors, hence another collection
+        self.dtype = encoder.variant
+        self.model_id = self.model_label if self.dtype == "float32" else f"{self.model_label}@{self.dtype}"
+        self.device = getattr(encoder, "device", "cpu")
         if query_instruction is None and is_e5_instruct(self.model_name_or_path):
             query_instruction = E5_INSTRUCT_TASK
         self.query_instruction = query_instruction
-        try:
-            self.model = SentenceTransformer(self.model_name_or_path, device=self.device,
-                                             model_kwargs={"dtype": getattr(torch, dtype)})
-        except OSError as exc:
-            raise OSError(
-                f"embedding model {self.model_name_or_path!r} could not be loaded ({exc}). Pass a local model "
-                "folder (--embedding PATH) or make the model available in the Hugging Face cache."
-            ) from exc
+        plain_e5 = is_e5_plain(self.model_name_or_path)
+        self.query_prefix = query_prefix if query_prefix is not None else ("query: " if plain_e5 else "")
+        self.passage_prefix = passage_prefix if passage_prefix is not None else ("passage: " if plain_e5 else "")
         self.cache = VectorCache(cache_dir) if cache_dir is not None else None
         self.texts_embedded = 0  # texts (passages and queries) run through the model
         self.cache_hits = 0  # texts whose vector came from the cache
-        logger.info("embedding model %s on %s, %s (query instruction: %s, vector cache: %s)", self.model_id,
-                    self.device, dtype, bool(self.query_instruction), self.cache.path if self.cache else "off")
+        logger.info("embedding model %s on %s (query instruction: %s, prefixes: %r/%r, vector cache: %s)",
+                    self.model_id, self.device, bool(self.query_instruction), self.query_prefix,
+                    self.passage_prefix, self.cache.path if self.cache else "off")
 
     def _encode(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
-        vectors = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
-                                    convert_to_numpy=True, show_progress_bar=False)
+        vectors = self.encoder.encode(texts)
         self.texts_embedded += len(texts)
         return vectors.astype("float32").tolist()
 
@@ -172,11 +210,12 @@ class CustomEmbedding(Embeddings):
         return [found[key] for key in keys]
 
     def format_query(self, text: str) -> str:
-        return f"Instruct: {self.query_instruction}\nQuery: {text}" if self.query_instruction else text
+        return f"Instruct: {self.query_instruction}\nQuery: {text}" if self.query_instruction \
+            else self.query_prefix + text
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed passages in batches of `batch_size` (cached texts are not re-embedded)."""
-        return self._embed(list(texts))
+        return self._embed([self.passage_prefix + text for text in texts])
 
     def embed_query(self, text: str) -> list[float]:
         # One query per model call, always: batch composition changes vectors in the 7th decimal, and the chain's

@@ -70,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
     scale.add_argument("--llm-timeout", type=float, metavar="SECONDS",
                        help="seconds one LLM server request may take before it is tried again (3 tries; default 600)")
     scale.add_argument("--chroma-server", help="http://host:port of a Chroma server instead of local folders")
+    scale.add_argument("--embedding-backend", choices=["torch", "onnx", "onnx-int8"],
+                       help="how the embedding model runs (default torch; onnx/onnx-int8: ONNX Runtime, CPU)")
+    scale.add_argument("--embedding-server", metavar="URL", help="OpenAI-compatible /v1/embeddings server")
+    scale.add_argument("--embedding-server-model", help="model name the embedding server serves")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return parser
 
@@ -91,9 +95,10 @@ def unnamed_store_message(exc: BaseException) -> str:
     from ragstudy.errors import store_error
 
     if isinstance(exc, sqlite3.Error):
-        from customembedding import CACHE_FILE, default_cache_dir
+        from customembedding import CACHE_FILE
+        from ragstudy.io import cache_dir
 
-        return str(store_error("vector cache", default_cache_dir() / CACHE_FILE, "reading or writing it failed", exc,
+        return str(store_error("vector cache", cache_dir() / "vectors" / CACHE_FILE, "reading or writing it failed", exc,
                                "its vectors are embedded again"))
     return str(store_error("file", getattr(exc, "filename", None) or "(unnamed)", "cannot be read or written", exc))
 
@@ -123,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     try:
         config = StudyConfig.resolve(set_params=set_params, sweep=sweep, **flags)
+        from ragstudy.models import check_embedding
+
+        check_embedding(config)  # a bad --embedding stops here, before anything is written
         print(f"profile: {config.profile.name} ({config.origins['profile']}); LLM {config.profile.llm}; "
               f"embedding {config.profile.embedding}; device {config.profile.device}; "
               f"strategies: {', '.join(config.strategies)}", flush=True)

@@ -6,13 +6,14 @@ built from whatever the results folder holds.
     python3 Postprocessing/report.py --results-dir /tmp/run --out /tmp/run/report.html
     python3 Postprocessing/report.py --screenshot docs/report.png     # also a PNG of the page (headless Chromium)
 
-Sections: setup (config.json), chunks per strategy (chunks_<strategy>.csv), retrieval (retrieval_summary.csv /
-retrieval_paired.csv, else chunk_quality.csv's retrieval rows from the chain's own contexts), answers
-(metrics_summary.csv, metrics_paired.csv), chunk quality and HOPE (chunk_quality.csv), the survey (survey_*.csv),
-sweeps (sweep_summary.csv, sweep_best.csv) and a per-question explorer (Dataset*.json, metrics_per_question.csv,
---oracle or the Oracle.csv beside the run's questions file, with one row per question). Every file is read through ragstudy.results; the numbers shown (means, CIs, p-values) are the ones
-the scripts wrote. A section whose inputs are missing says which command produces them. Strategy names, colours
-and order come from the registry.
+Sections: the verdict (retrieval_verdict.csv: the box retrieval_eval.py printed), setup (config.json), chunks per
+strategy (chunks_<strategy>.csv), retrieval (retrieval_summary.csv / retrieval_paired.csv, else chunk_quality.csv's
+retrieval rows from the chain's own contexts), answers (metrics_summary.csv, metrics_paired.csv), chunk quality and
+HOPE (chunk_quality.csv), the survey (survey_*.csv), sweeps (sweep_summary.csv, sweep_best.csv) and a per-question
+explorer (Dataset*.json, metrics_per_question.csv, --oracle or the Oracle.csv beside the run's questions
+file, with one row per question). Every file is read through ragstudy.results; the
+numbers shown (means, CIs, p-values) are the ones the scripts wrote. A section whose inputs are missing says which
+command produces them. Strategy names, colours and order come from the registry.
 """
 
 from __future__ import annotations

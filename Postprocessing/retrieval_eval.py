@@ -15,8 +15,10 @@ as the chain does).
 Per strategy x budget: hit (the whole evidence inside the context, after normalisation), span recall, precision
 and IoU (normalised characters), MRR (rank of the parent that completes the evidence) and the context size, with
 seeded bootstrap CIs; paired differences between strategies at each budget (bootstrap CI, Wilcoxon, Holm over the
-pairs of one budget and metric). Unanswerable questions (no evidence) are left out and counted. Writes
-retrieval_per_question.csv, retrieval_summary.csv / .md, retrieval_paired.csv and retrieval_hit_rate.{png,pdf,html}.
+pairs of one budget and metric). Unanswerable questions (no evidence) are left out and counted. The verdict comes
+first (stdout and retrieval_summary.md): at each budget the best strategy by hit rate, and --reference (paragraph)
+minus each other strategy with its CI and Holm p, in words. Writes retrieval_per_question.csv, retrieval_summary.csv /
+.md, retrieval_paired.csv, retrieval_verdict.csv and retrieval_hit_rate.{png,pdf,html}.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import pandas as pd
 
 from Postprocessing import cli, common, formatting
 from Postprocessing.common import DataError
-from ragstudy.budget_eval import METRICS
+from ragstudy.budget_eval import DEFAULT_REFERENCE, METRICS, PAIRED_METRICS, Verdict
 from ragstudy.io import PROJECT_ROOT as REPO_ROOT
 
 logger = logging.getLogger("Postprocessing.retrieval_eval")
@@ -48,9 +50,19 @@ PLOT_STEM = "retrieval_hit_rate"
 
 # ----------------------------------------------------------------------------------------------- the report
 
+def verdict_markdown(verdict: Verdict) -> str:
+    """The verdict box: its lines, then its table of numbers."""
+    headers, rows = verdict.table()
+    table = formatting.markdown_table(headers, [[c.text for c in row] for row in rows],
+                                      "lrl" + "r" * (len(headers) - 3))
+    return "## Verdict\n\n" + verdict.markdown() + "\n" + table
+
+
 def markdown(summary: pd.DataFrame, paired: pd.DataFrame, strategies: Sequence[str], display: Mapping[str, str],
-             labels: Sequence[str], unit: str, notes: Sequence[str]) -> str:
-    lines = [f"# Retrieval at equal context budgets ({unit})\n",
+             labels: Sequence[str], unit: str, notes: Sequence[str], verdict: Verdict) -> str:
+    """retrieval_summary.md: the verdict first, then every metric's table, the significant pairs and the notes."""
+    lines = [f"# Retrieval at equal context budgets ({unit})\n", verdict_markdown(verdict),
+             "## How the contexts are built\n",
              f"Budget B: the top-ranked parents, whole, in rank order, while their total stays <= B {unit} (a first "
              "parent longer than B is cut at B). Budget **k**: the parents each strategy's own k child windows "
              "retrieve, as the chain does (different sizes per strategy). Mean [95 % bootstrap CI] over the "
@@ -103,6 +115,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--strategies", help="comma-separated (default: every retrieval_<strategy>.csv present)")
     parser.add_argument("--budgets", help="comma-separated budgets (default: config.json's, else 500,1000,2000,4000)")
     parser.add_argument("--no-plot", action="store_true", help="skip the plot")
+    parser.add_argument("--reference", metavar="STRATEGY",
+                        help=f"the strategy the verdict compares with every other one (default: {DEFAULT_REFERENCE}; "
+                             "when absent from the run the verdict shows only the best strategy per budget)")
+    parser.add_argument("--verdict-metric", choices=PAIRED_METRICS, default="hit",
+                        help="the metric the verdict ranks and compares by (default: hit)")
     cli.add_bootstrap_args(parser)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return parser
@@ -111,9 +128,10 @@ def build_parser() -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> dict:
     from ragstudy import registry, results
     from ragstudy.budget_eval import (budget_labels, compare, evaluate_folder, run_measure, summarize,
-                                      validate_budgets)
+                                      validate_budgets, verdict)
     from ragstudy.config import DEFAULT_BUDGETS
     from ragstudy.evidence import load_evidence_file
+
     started = time.perf_counter()
     results_dir = Path(args.results_dir)
     out_dir = Path(args.out_dir or results_dir)
@@ -132,6 +150,9 @@ def run(args: argparse.Namespace) -> dict:
     if not strategies:
         raise DataError(f"no retrieval_<strategy>.csv in {results_dir}: run `python3 evaluation_chain.py "
                         f"--retrieval-only --output-dir {results_dir}` first")
+    if args.reference is not None and args.reference not in strategies:
+        raise DataError(f"--reference {args.reference}: not a strategy of this evaluation (strategies: "
+                        f"{', '.join(strategies)}); pass one of them")
     questions, questions_path = results.run_questions(results_dir, args.questions, args.allow_questions_mismatch)
     evidence_path = Path(args.evidence)
     evidence = load_evidence_file(evidence_path, questions, questions_path)
@@ -143,6 +164,8 @@ def run(args: argparse.Namespace) -> dict:
     display = {s: registry.get(s).display_name for s in strategies}
     summary = summarize(frame, display, args.n_resamples, args.seed, args.confidence)
     paired = compare(frame, strategies, labels, args.n_resamples, args.seed, args.confidence)
+    box = verdict(summary, paired, args.reference or DEFAULT_REFERENCE, args.verdict_metric, unit,
+                  confidence=args.confidence)
     k = {name: p.get("k") for name, p in (run_config.get("strategy_params") or {}).items() if name in strategies}
     notes = [f"evidence: {evidence_path} ({len(evidence)} answerable questions); matched after NFKC, accent, "
              "case, whitespace, punctuation and line-break-hyphenation normalisation",
@@ -155,6 +178,7 @@ def run(args: argparse.Namespace) -> dict:
                                                    frame[list(results.RETRIEVAL_PER_QUESTION.columns)]),
                "summary": results.write_table(out_dir, results.RETRIEVAL_SUMMARY, summary),
                "paired": results.write_table(out_dir, results.RETRIEVAL_PAIRED, paired),
+               "verdict": results.write_table(out_dir, results.RETRIEVAL_VERDICT, box.to_frame()),
                "summary_md": out_dir / "retrieval_summary.md"}
     if not args.no_plot:
         from Postprocessing.budget_plots import hit_rate_figure, write_plots
@@ -162,7 +186,7 @@ def run(args: argparse.Namespace) -> dict:
         fig = hit_rate_figure(summary, frame, strategies, unit)
         for path in write_plots(fig, out_dir, PLOT_STEM, notes):
             written[path.suffix.lstrip(".")] = path
-    report = markdown(summary, paired, strategies, display, labels, unit, notes)
+    report = markdown(summary, paired, strategies, display, labels, unit, notes, box)
     common.atomic_write_text(written["summary_md"], report)
     print(report)
     print(f"outputs in {out_dir} ({time.perf_counter() - started:.0f} s)")

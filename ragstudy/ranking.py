@@ -131,14 +131,14 @@ def chunk_cache_path(config, strategy: str, documents) -> Path:
     """Where the chunks of (strategy, its parameters, these PDFs, the embedding model, the chunking code) live."""
     from . import registry
     from .io import PROJECT_ROOT, cache_dir, sha256_text, stable_json
-    from .models import model_label
+    from .models import embedding_id
 
     spec = registry.get(strategy)
     code = _code_hash(PROJECT_ROOT / spec.folder, PROJECT_ROOT / "ragstudy" / "chunks.py",
                       PROJECT_ROOT / "ragstudy" / "textlayer.py", PROJECT_ROOT / "ragstudy" / "textnorm.py")
     key = sha256_text(stable_json({"strategy": strategy, "params": asdict(config.strategy_params[strategy]),
                                    "pdfs": [doc.sha256 for doc in documents], "code": code,
-                                   "embedding": model_label(config.profile.embedding),
+                                   "embedding": embedding_id(config),
                                    "embedding_dtype": config.embedding_dtype}))
     return cache_dir() / "chunks" / f"{strategy}-{key[:32]}.json"
 
@@ -188,7 +188,7 @@ def retrieve_strategy(config, strategy: str, documents, questions: Sequence[str]
     from . import registry
     from .io import atomic_write_text
     from .knowledge_base import collection_name
-    from .models import model_label
+    from .models import embedding_id
     from .results import write_chunks
 
     spec = registry.get(strategy)
@@ -197,7 +197,7 @@ def retrieve_strategy(config, strategy: str, documents, questions: Sequence[str]
     chunked = chunk_cached(config, strategy, documents, embedding)
     outputs = [str(p) for p in write_chunks(chunked, strategy, output_dir)]
     largest = max(config.budgets)
-    collection = collection_name(spec, params, chunked, model_label(config.profile.embedding))
+    collection = collection_name(spec, params, chunked, embedding_id(config))
     cache = _ranking_cache_path(collection, params, questions, largest, measure)
     if cache.is_file():
         cached = json.loads(cache.read_text(encoding="utf-8"))

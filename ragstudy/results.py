@@ -674,7 +674,8 @@ def exported_strategies(results_dir: str | Path) -> list[str]:
 
 RETRIEVAL_COLUMNS = ("question_index", "rank", "doc_id", "path", "page_start", "page_end", "score", "in_k",
                      "contents")
-_DERIVED_RETRIEVAL = ("per_question", "summary", "paired")  # retrieval_<these>.csv are tables, not rankings
+# retrieval_<these>.csv are tables, not rankings
+_DERIVED_RETRIEVAL = ("per_question", "summary", "paired", "verdict")
 
 
 @dataclass(frozen=True)
@@ -786,6 +787,10 @@ RETRIEVAL_SUMMARY = Table("retrieval_summary.csv", (
 RETRIEVAL_PAIRED = Table("retrieval_paired.csv", (
     "budget", "metric", "strategy_a", "strategy_b", "n", "mean_diff", "ci_low", "ci_high", "p_wilcoxon", "p_holm"),
     _RETRIEVAL_EVAL, ("budget",))
+RETRIEVAL_VERDICT = Table("retrieval_verdict.csv", (
+    "metric", "unit", "reference", "alpha", "confidence", "budget", "role", "strategy", "strategy_display", "n",
+    "value", "ci_low", "ci_high", "p_holm", "significant", "n_min", "n_max"), _RETRIEVAL_EVAL,
+    ("budget", "reference", "strategy", "strategy_display"))  # ragstudy.budget_eval.Verdict.to_frame/from_frame
 SWEEP_FIXED_COLUMNS = ("config", "strategy", "params", "chunks", "chars_mean", "chars_cv", "index_seconds",
                        "embedded", "reused")  # then <metric>@<budget> columns
 SWEEP_SUMMARY = Table("sweep_summary.csv", SWEEP_FIXED_COLUMNS, _SWEEP)
@@ -799,9 +804,9 @@ CHUNK_QUALITY = Table("chunk_quality.csv", ("strategy", "metric"),
 SURVEY_OVERALL = Table("survey_counts_overall.csv", (), _SURVEY, subdir="survey")
 SURVEY_PAIRWISE = Table("survey_pairwise_tests.csv", (), _SURVEY, subdir="survey")
 
-TABLES = {t.name: t for t in (RETRIEVAL_PER_QUESTION, RETRIEVAL_SUMMARY, RETRIEVAL_PAIRED, SWEEP_SUMMARY, SWEEP_BEST,
-                              METRICS_SUMMARY, METRICS_PAIRED, METRICS_PER_QUESTION, CHUNK_QUALITY, SURVEY_OVERALL,
-                              SURVEY_PAIRWISE)}
+TABLES = {t.name: t for t in (RETRIEVAL_PER_QUESTION, RETRIEVAL_SUMMARY, RETRIEVAL_PAIRED, RETRIEVAL_VERDICT,
+                              SWEEP_SUMMARY, SWEEP_BEST, METRICS_SUMMARY, METRICS_PAIRED, METRICS_PER_QUESTION,
+                              CHUNK_QUALITY, SURVEY_OVERALL, SURVEY_PAIRWISE)}
 
 
 def write_table(folder: str | Path, table: Table, frame) -> Path:

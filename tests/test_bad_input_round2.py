@@ -7,7 +7,7 @@ it and the fix, no traceback, and nothing written before the check; valid inputs
    repository's Oracle.csv, an oracle with another row count, Dataset files left by an earlier run, strategies
    compared over different question sets, a survey workbook missing a question column;
 2. writes outside the output folder: a sweep id that is a path;
-6. settings: sweep params as a list, --n-resamples 0, --confidence 1.5, --strategies '', `limit: -3` in the YAML
+6. settings: sweep params as a list, --embedding a folder that is not a model, --n-resamples 0, --confidence 1.5, --strategies '', `limit: -3` in the YAML
    file, a prompt file without {context}, --sweep with --chunks-only;
 7. messages: the unquoted-comma hint of a several-column file quotes only the cell, an unquoted comma in an
    evidence CSV is reported as such, an empty answer is not cached.
@@ -127,6 +127,20 @@ def test_a_prompt_file_without_context_is_named(tmp_path: Path) -> None:
     config.write_text(f"prompt_file: {prompt}\n", encoding="utf-8")
     refused(chain("--config", config, "--chunks-only", "--output-dir", tmp_path / "out"),
             f"the prompt file {prompt} (`prompt_file:` in {config})")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("make", ["folder", "file", "absent"])
+def test_an_embedding_path_that_is_not_a_model_is_refused_before_anything(tmp_path: Path, make: str) -> None:
+    model = tmp_path / "not-a-model"
+    if make == "folder":
+        model.mkdir()
+        (model / "README.txt").write_text("pesi altrove", encoding="utf-8")
+    elif make == "file":
+        model.write_text("nope", encoding="utf-8")
+    needle = "does not exist" if make == "absent" else "is not a model folder (no config.json in it)"
+    refused(chain("--retrieval-only", "--embedding", model, "--output-dir", tmp_path / "out"),
+            f"embedding model path '{model}' (set by --embedding)", needle)
     assert not (tmp_path / "out").exists()
 
 

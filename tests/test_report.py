@@ -7,6 +7,7 @@ strategy names and that every number equals its source file; the slow test opens
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import subprocess
@@ -20,11 +21,12 @@ import pytest
 from Postprocessing import report
 from Postprocessing.reportkit import browser, inputs
 from Postprocessing.reportkit.sections import paired_sentence
-from ragstudy import registry
+from ragstudy import registry, results
+from ragstudy.budget_eval import Verdict, verdict
 
 REPO = Path(__file__).resolve().parents[1]
 UNKNOWN = "mystery-chunker"  # in the files, not registered
-SECTION_IDS = ["setup", "chunks", "retrieval", "answers", "chunk-quality", "survey", "sweeps", "questions"]
+SECTION_IDS = ["verdict", "setup", "chunks", "retrieval", "answers", "chunk-quality", "survey", "sweeps", "questions"]
 ANSWER_METRICS = ["BLEU", "ROUGE-L", "METEOR", "BERTScore F1"]
 
 
@@ -104,6 +106,9 @@ def make_full_results(folder: Path, n_questions: int = 4) -> Path:
         {"budget": budget, "metric": "hit", "strategy_a": names[0], "strategy_b": names[1], "n": 45,
          "mean_diff": -0.03, "ci_low": -0.09, "ci_high": 0.03, "p_wilcoxon": 0.2, "p_holm": 0.4}
         for budget in ["500", "1000", "k"]])
+    box = verdict(results.read_table(folder, results.RETRIEVAL_SUMMARY),
+                  results.read_table(folder, results.RETRIEVAL_PAIRED), reference=names[0])
+    results.write_table(folder, results.RETRIEVAL_VERDICT, box.to_frame())  # as retrieval_eval.py writes it
     cq = []
     for s, name in enumerate(names):
         cq += [{"strategy": name, "group": "intrinsic", "metric": "chunks", "n": 10, "mean": 10 + s,
@@ -335,6 +340,32 @@ def test_other_sections_numbers_equal_their_files(full_report_reused: tuple[Path
     overall = pd.read_csv(full_results / "survey" / "survey_counts_overall.csv")
     assert [(r[0]["text"], _value(r[1]), _value(r[2])) for r in survey["rows"]] == list(
         zip(overall["category"], overall["count"], overall["share_all"], strict=True))
+
+
+def test_verdict_box_tells_and_shows_the_verdict_file(full_report_reused: tuple[Path, str, str]) -> None:
+    full_results, page, md = full_report_reused
+    box = Verdict.from_frame(results.read_table(full_results, results.RETRIEVAL_VERDICT))
+    reference, other, unknown = strategy_names()  # the fixture's strategy_display is the name
+    header, *lines = box.lines()
+    assert page.index('id="verdict"') < page.index('id="setup"') and md.index("## Verdict") < md.index("## Setup")
+    for line in (header, *lines):
+        assert f">{html.escape(line)}<" in page and line in md
+    assert lines[0].startswith(f"At 500 characters (n = 45 questions scored): best hit rate {unknown}, ")
+    assert f"Not compared with {unknown}: fewer than two questions scored for both." in lines[0]
+    table = parse(page).table("verdict-table")
+    assert table["headers"] == ["budget", "n", "best hit rate", f"{reference} − {other}",
+                                f"{reference} − {unknown}"]
+    paired = pd.read_csv(full_results / "retrieval_paired.csv", dtype={"budget": str}).set_index("budget")
+    for row in table["rows"]:
+        budget = {"own k": "k"}.get(row[0]["text"], row[0]["text"].split(" ")[0].replace(",", ""))
+        if budget in paired.index:  # the fixture's pairs: reference − other as stored
+            r = paired.loc[budget]
+            assert [_value(row[3], k) for k in ("data-value", "data-ci-low", "data-ci-high")] == [
+                r["mean_diff"], r["ci_low"], r["ci_high"]]
+            assert row[3]["text"].endswith(f"p = {r['p_holm']:.3f}")
+        else:
+            assert row[3]["text"] == "–"
+        assert row[4]["text"] == "–"
 
 
 def test_chunk_examples_are_median_and_longest(full_report_reused: tuple[Path, str, str]) -> None:

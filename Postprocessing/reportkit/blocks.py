@@ -204,7 +204,7 @@ header p{margin:4px 0 0;color:#c9d1dc}nav{padding:8px 32px;background:#e9edf2;po
 nav a{margin-right:14px;color:#1f4e8c;text-decoration:none;font-size:14px}
 main{padding:8px 32px 40px;max-width:1400px}section{background:#fff;border:1px solid #dde2e8;border-radius:6px;
 padding:4px 20px 16px;margin:16px 0}h2{font-size:19px;border-bottom:1px solid #e3e7ec;padding-bottom:6px}
-h3{font-size:16px;margin:18px 0 6px}.tablewrap{overflow-x:auto;max-width:100%}
+h3{font-size:16px;margin:18px 0 6px}section#verdict{border:2px solid #1f4e8c;background:#f4f8fd}.tablewrap{overflow-x:auto;max-width:100%}
 table{border-collapse:collapse;font-size:13px;margin:6px 0 10px}th,td{border:1px solid #dde2e8;padding:3px 7px;
 vertical-align:top;text-align:left}th{background:#f0f3f6;cursor:pointer;white-space:nowrap}
 th[aria-sort=ascending]::after{content:" ▲"}th[aria-sort=descending]::after{content:" ▼"}

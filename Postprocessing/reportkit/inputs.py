@@ -110,6 +110,7 @@ class Inputs:
     metrics_per_question: pd.DataFrame | None
     retrieval_summary: pd.DataFrame | None
     retrieval_paired: pd.DataFrame | None
+    retrieval_verdict: pd.DataFrame | None
     chunk_quality: pd.DataFrame | None
     survey_overall: pd.DataFrame | None
     survey_pairwise: pd.DataFrame | None
@@ -137,6 +138,7 @@ def load(results_dir: Path, oracle: str | Path | None = None) -> Inputs:
         metrics_per_question=results.read_table(d, results.METRICS_PER_QUESTION),
         retrieval_summary=results.read_table(d, results.RETRIEVAL_SUMMARY),
         retrieval_paired=results.read_table(d, results.RETRIEVAL_PAIRED),
+        retrieval_verdict=results.read_table(d, results.RETRIEVAL_VERDICT),
         chunk_quality=results.read_table(d, results.CHUNK_QUALITY),
         survey_overall=results.read_table(d, results.SURVEY_OVERALL),
         survey_pairwise=results.read_table(d, results.SURVEY_PAIRWISE),

@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from Postprocessing import metric_catalogue
+from Postprocessing.common import DataError
 from Postprocessing.reportkit import figures
 from Postprocessing.reportkit.blocks import (Block, Bullets, Cell, Details, Figure, Heading, Note, Section, Table, Text,
                                              estimate, num, pvalue)
@@ -43,6 +44,33 @@ def _compact(value: Any) -> str:
     if isinstance(value, (dict, list)):
         return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
     return "–" if value is None else str(value)
+
+
+# ---------------------------------------------------------------------------------------------- 0. verdict
+
+def verdict_section(inp: Inputs, styles: Strategies) -> Section:
+    """The box at the top: retrieval_verdict.csv told in the words retrieval_eval.py printed, and its numbers."""
+    from ragstudy.budget_eval import Verdict
+
+    s = Section("verdict", "Verdict")
+    if inp.retrieval_verdict is None or not len(inp.retrieval_verdict):
+        s.blocks.append(Note("No retrieval_verdict.csv: the verdict (best strategy at each context budget, paragraph "
+                             "against each other strategy) comes from a retrieval-only run and its evaluation.",
+                             (f"python3 evaluation_chain.py --retrieval-only --output-dir {inp.results_dir}",
+                              _cmd("Postprocessing/retrieval_eval.py", inp.results_dir))))
+        return s
+    try:
+        verdict = Verdict.from_frame(inp.retrieval_verdict)
+    except (ValueError, TypeError) as exc:
+        raise DataError(f"{inp.results_dir / 'retrieval_verdict.csv'}: not a verdict table as retrieval_eval.py "
+                        f"writes it ({exc}); re-run `{_cmd('Postprocessing/retrieval_eval.py', inp.results_dir)}`"
+                        ) from exc
+    header, *lines = verdict.lines()
+    s.blocks += [Text(header), Bullets(lines)]
+    headers, rows = verdict.table()
+    cells = [[Cell(c.text, c.value, c.ci) for c in row] for row in rows]
+    s.blocks.append(Table(headers, cells, "lrl" + "r" * (len(headers) - 3), table_id="verdict-table"))
+    return s
 
 
 # ------------------------------------------------------------------------------------------------ 1. setup
@@ -453,7 +481,7 @@ def explorer_section(inp: Inputs, styles: Strategies) -> Section:
     return s
 
 
-SECTIONS = (setup_section, chunks_section, retrieval_section, answers_section, chunk_quality_section,
+SECTIONS = (verdict_section, setup_section, chunks_section, retrieval_section, answers_section, chunk_quality_section,
             survey_section, sweeps_section, explorer_section)
 
 

