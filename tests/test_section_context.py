@@ -70,13 +70,12 @@ def assert_numbered_paths_name_their_sections(paths: list[tuple[str, str]]) -> i
 
 def test_paragraph_heading_paths_of_the_sample_manual() -> None:
     paths = heading_paths(INVERTER)
-    under = [path for path, text in paths if text.startswith("4.2 Lato corrente alternata")]
-    assert under and under[0].endswith("4 Collegamenti elettrici > 4.2 Lato corrente alternata")
-    # a later paragraph of the subsection, without a title of its own, has the same path
-    after = paths[[text for _, text in paths].index(next(t for p, t in paths if p == under[0])) + 1]
-    assert after[0] == under[0] and not after[1].startswith("4.2")
+    first = next(i for i, (_, text) in enumerate(paths) if text.startswith("4.2 Lato corrente alternata"))
+    assert paths[first][0].endswith("4 Collegamenti elettrici > 4.2 Lato corrente alternata")
+    # the next paragraph of the subsection, without a title of its own, has the same path
+    assert paths[first + 1][0] == paths[first][0] and not paths[first + 1][1].startswith("4.")
     assert assert_numbered_paths_name_their_sections(paths) >= 2
-    assert all(path for path, _ in paths[1:])  # every paragraph after the cover sits under a title
+    assert all(path for path, _ in paths)  # every paragraph sits under a title (the cover under its own)
 
 
 @pytest.mark.skipif(not CIE.is_file(), reason=f"real PDF not available ({CIE} is absent)")
@@ -106,8 +105,10 @@ def test_child_windows_are_embedded_after_the_heading_path_in_their_own_collecti
     windows = {flag: child_windows([c.to_document() for c in chunked[flag][0].chunks], splitter_of[flag])
                for flag in params}
     assert windows[True][1] == windows[False][1]  # the same windows, the same ids
-    for parent, plain, prefixed in zip(_parents_of(windows[False]), windows[False][0], windows[True][0]):
-        path = next(c.metadata[HEADING_PATH] for c in chunked[True][0].chunks if c.doc_id == parent)
+    path_of = {chunk.doc_id: chunk.metadata.get(HEADING_PATH) for chunk in chunked[True][0].chunks}
+    assert all(path_of.values())  # every paragraph of this manual sits under a title
+    for plain, prefixed in zip(windows[False][0], windows[True][0]):
+        path = path_of[plain.metadata["doc_id"]]
         assert prefixed.page_content == f"{path}\n{plain.page_content}"
         assert prefixed.metadata == plain.metadata
     names = {flag: collection_name(spec, params[flag], chunked[flag], "model") for flag in params}
@@ -120,10 +121,6 @@ def _splitter(params):
 
     return RecursiveCharacterTextSplitter(chunk_size=params.child_chunk_size,
                                           chunk_overlap=params.child_chunk_overlap)
-
-
-def _parents_of(windows) -> list[str]:
-    return [child.metadata["doc_id"] for child in windows[0]]
 
 
 def test_section_context_is_refused_in_paper_mode_with_the_setting_named() -> None:
