@@ -41,6 +41,7 @@ Span = tuple[int, int]
 _HEADING_LINE = re.compile(r"^#{1,6} ")
 _LEADING_HEADINGS = re.compile(r"(?:[ \t]*#{1,6} [^\n]*\n\s*)+")
 _EMPHASIS = re.compile(r"[*_`]+")
+_HTML_TAG = re.compile(r"</?[A-Za-z][^<>]*>")  # PyMuPDF4LLM writes underlined text as <u>...</u>
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,8 @@ def convert_all(documents: Sequence[PdfDocument], workers: int = 0) -> None:
     # spawn: a forked copy of a process that has started torch or onnxruntime threads can hang
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
     try:
-        futures = {pool.submit(convert_pdf, doc.path): doc for doc in todo}
+        # longest first: the workers finish close together
+        futures = {pool.submit(convert_pdf, doc.path): doc for doc in sorted(todo, key=lambda d: -d.page_count)}
         with tqdm(total=pages, desc="Markdown conversion", unit="page") as bar:
             for future in as_completed(futures):
                 doc = futures[future]
@@ -266,8 +268,9 @@ class MarkdownChunker:
         return ChunkedDocument(source=source, chunks=chunks)
 
     def _metadata(self, path: str) -> dict:
-        if self.splitter.params.section_context and path:
-            return {"headers": path, HEADING_PATH: path}
+        heading_path = _HTML_TAG.sub("", path).strip()
+        if self.splitter.params.section_context and heading_path:
+            return {"headers": path, HEADING_PATH: heading_path}
         return {"headers": path}
 
 
