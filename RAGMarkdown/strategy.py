@@ -268,7 +268,9 @@ class MarkdownChunker:
         return ChunkedDocument(source=source, chunks=chunks)
 
     def _metadata(self, path: str) -> dict:
-        heading_path = _HTML_TAG.sub("", path).strip()
+        # the heading path without PyMuPDF4LLM's tags and without empty headings
+        heading_path = HEADING_SEPARATOR.join(
+            title for part in path.split(HEADING_SEPARATOR) if (title := _HTML_TAG.sub("", part).strip()))
         if self.splitter.params.section_context and heading_path:
             return {"headers": path, HEADING_PATH: heading_path}
         return {"headers": path}
