@@ -117,7 +117,8 @@ def cpu_cores() -> int:
 
 
 def convert_all(documents: Sequence[PdfDocument], workers: int = 0) -> None:
-    """Convert and cache the PDFs not yet cached, `workers` at once (0: one per CPU core) in worker processes."""
+    """Convert and cache the PDFs not yet cached, `workers` at once (0: one per CPU core) in worker processes
+    (spawned: a script that calls this needs the usual `if __name__ == "__main__":` guard)."""
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
     from multiprocessing import get_context
