@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from . import registry
-from .chunks import ChunkedDocument
+from .chunks import ChunkedDocument, prepare_chunker
 from .config import StudyConfig
 from .models import check_generator, embedding_tokenizer, make_embedding, make_generator, model_label
 from .results import DatasetRow, ResultsFolder, Source, read_questions, write_chunks, write_config, write_dataset
@@ -54,6 +54,7 @@ def chunk_documents(documents: Sequence[PdfDocument], strategy: str, config: Stu
 
     spec = registry.get(strategy)
     chunker = spec.make_chunker(config.strategy_params[strategy], context or chunker_context(config))
+    prepare_chunker(chunker, documents)  # the chunker's optional bulk step (markdown: PDFs converted in parallel)
     return [chunker.chunk(doc, strategy) for doc in tqdm(documents, desc=f"Chunking {strategy}", unit="pdf",
                                                           disable=len(documents) < 2)]
 
