@@ -50,9 +50,13 @@ _MODEL_KEYS = ("llm", "embedding", "device", "dtype", "max_new_tokens")
 # Run settings a config file or a flag may set (besides profile, strategies, strategy_params, prompt_file).
 _RUN_KEYS = ("documents", "questions", "output_dir", "limit", "chunks_only", "retrieval_only", "db_dir",
              "embedding_batch_size", "embedding_dtype", "prompt_template", "threads", "budgets", "budget_unit",
-             "llm_batch_size", "llm_servers", "llm_server_model", "concurrency", "chroma_server", "llm_timeout")
+             "llm_batch_size", "llm_servers", "llm_server_model", "concurrency", "chroma_server", "llm_timeout",
+             "retriever")
 _TUPLE_KEYS = ("budgets", "llm_servers")
 DEFAULT_BUDGETS = (500, 1000, 2000, 4000)  # characters of context per question in retrieval-only runs
+# How parents are ranked (ragstudy.ranking): dense over child windows (the paper's design, the default), dense over
+# whole parents, BM25 over child windows or whole parents, and RRF of dense and BM25 over child windows.
+RETRIEVERS = ("dense", "dense-parents", "bm25", "bm25-parents", "hybrid")
 
 
 def default_profile_name() -> str:
@@ -88,6 +92,7 @@ class StudyConfig:
     concurrency: int = 4  # requests in flight per run when answering through servers
     chroma_server: str | None = None  # http://host:port of a Chroma server instead of local folders
     llm_timeout: float = 600.0  # seconds one LLM server request may take (tried 3 times): bounds a hung server
+    retriever: str = "dense"  # one of RETRIEVERS; anything but dense is retrieval-only
     origins: dict[str, str] = field(default_factory=dict)  # setting -> where its value came from
 
     @classmethod
@@ -121,6 +126,12 @@ class StudyConfig:
         validate_budgets(self.budgets, "--budgets")
         if self.budget_unit not in ("chars", "tokens"):
             raise StudyInputError(f"budget_unit must be chars or tokens, got {self.budget_unit!r}")
+        if self.retriever not in RETRIEVERS:
+            raise StudyInputError(f"retriever must be one of {', '.join(RETRIEVERS)}, got {self.retriever!r}")
+        if self.retriever != "dense" and not (self.retrieval_only or self.chunks_only):
+            raise StudyInputError(f"--retriever {self.retriever} ranks parents for retrieval-only runs; the answering "
+                                  "chain prompts with the paper's dense retriever. Add --retrieval-only, or drop "
+                                  "--retriever")
         if self.chunks_only and self.retrieval_only:
             raise StudyInputError("--chunks-only and --retrieval-only exclude each other; pick one")
         if self.llm_servers and not self.llm_server_model:

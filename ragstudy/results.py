@@ -626,7 +626,7 @@ _SURVEY = "python3 Postprocessing/interview_analysis.py --results-dir RESULTS"
 
 RETRIEVAL_PER_QUESTION = Table("retrieval_per_question.csv", (
     "strategy", "budget", "question_index", "hit", "span_recall", "span_precision", "span_iou", "reciprocal_rank",
-    "context_chars", "parents"), _RETRIEVAL_EVAL, ("budget",))
+    "context_chars", "parents", "oracle_overlap"), _RETRIEVAL_EVAL, ("budget",))
 RETRIEVAL_SUMMARY = Table("retrieval_summary.csv", (
     "strategy", "strategy_display", "budget", "metric", "n", "mean", "ci_low", "ci_high"), _RETRIEVAL_EVAL,
     ("budget",))
