@@ -634,7 +634,7 @@ RETRIEVAL_PAIRED = Table("retrieval_paired.csv", (
     "budget", "metric", "strategy_a", "strategy_b", "n", "mean_diff", "ci_low", "ci_high", "p_wilcoxon", "p_holm"),
     _RETRIEVAL_EVAL, ("budget",))
 SWEEP_FIXED_COLUMNS = ("config", "strategy", "params", "chunks", "chars_mean", "chars_cv", "index_seconds",
-                       "embedded", "reused", "retriever")  # then <metric>@<budget> columns
+                       "embedded", "reused")  # then retriever (sweeps since --retriever), <metric>@<budget>
 SWEEP_SUMMARY = Table("sweep_summary.csv", SWEEP_FIXED_COLUMNS, _SWEEP)
 SWEEP_BEST = Table("sweep_best.csv", ("metric", "budget", "config", "strategy", "params", "value"), _SWEEP,
                    ("budget",))
