@@ -5,6 +5,10 @@ A retrieval-only run ranks the parents of every question (by their best child wi
 enough to fill the largest context budget, and marks the parents the paper's k child windows retrieve (`in_k`, from
 the strategy's own retriever, exactly as the chain does). ragstudy.budget_eval then packs and scores the budgets.
 
+`config.retriever` chooses the ranking: `dense` (above: Chroma, the paper's design), or, without Chroma,
+`dense-parents` (whole parents embedded), `bm25` / `bm25-parents` (ragstudy.lexical over the child windows or whole
+parents) and `hybrid` (RRF of exact dense and BM25 child-window rankings); parents by their best unit (UnitRanker).
+
 Chunks are cached as JSON under a hash of (strategy, parameters, PDF bytes, embedding model, chunking code); a
 cache file that does not parse is treated as absent (a warning names it) and replaced.
 """
@@ -223,7 +227,8 @@ class UnitRanker:
         dense = _dense_ranking(self.matrix, embedding.embed_query(question))
         if self.retriever == "dense-parents":
             return dense
-        fused = reciprocal_rank_fusion([[str(u) for u, _ in dense], [str(u) for u, _ in self.lexical.ranking(question)]])
+        lexical = self.lexical.ranking(question)
+        fused = reciprocal_rank_fusion([[str(u) for u, _ in dense], [str(u) for u, _ in lexical]])
         return [(int(u), score) for u, score in fused]
 
 
