@@ -23,8 +23,9 @@ Every configuration writes its retrieval files into `<output-dir>/sweep/<id>/`; 
 `sweep_summary.csv` (one row per configuration: chunk statistics, indexing time and cost, its retriever, and the
 metrics at each budget as `hit@500`, `span_recall@500`, …, `hit@k`, …) and `sweep_best.csv` (the best
 configuration per metric and budget) into the output folder, like AutoRAG's summary.csv per node;
-evaluation_chain.py prints the table and draws `sweep_hit_rate.{html,png,pdf}`. Scores come from ragstudy.budget_eval. Child windows already embedded for another
-configuration are not embedded again (Chroma collections and the vector cache are keyed by content).
+evaluation_chain.py prints the table and draws `sweep_hit_rate.{html,png,pdf}`. Scores come from
+ragstudy.budget_eval. Child windows already embedded for another configuration are not embedded again (Chroma
+collections and the vector cache are keyed by content).
 """
 
 from __future__ import annotations
