@@ -17,6 +17,9 @@ and IoU (normalised characters), MRR (rank of the parent that completes the evid
 seeded bootstrap CIs; paired differences between strategies at each budget (bootstrap CI, Wilcoxon, Holm over the
 pairs of one budget and metric). Unanswerable questions (no evidence) are left out and counted. Writes
 retrieval_per_question.csv, retrieval_summary.csv / .md, retrieval_paired.csv and retrieval_hit_rate.{png,pdf,html}.
+
+Oracle overlap (ragstudy.oracle_overlap): with --oracle FILE, or Oracle.csv beside the run's questions file, also the
+share of each oracle answer's content terms in the context; without evidence it is the only score.
 """
 
 from __future__ import annotations
