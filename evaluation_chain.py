@@ -57,6 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
                                         "500,1000,2000,4000)")
     fair.add_argument("--budget-unit", choices=["chars", "tokens"],
                       help="unit of --budgets: characters (default) or tokens of the LLM's tokenizer")
+    from ragstudy.config import RETRIEVERS
+
+    fair.add_argument("--retriever", choices=RETRIEVERS,
+                      help="how a retrieval-only run ranks parents: dense child windows (default, the paper's), "
+                           "dense whole parents, BM25 over child windows or whole parents, hybrid (RRF of dense "
+                           "and BM25 child windows)")
     fair.add_argument("--sweep", metavar="FILE.yaml", help="run a grid of strategy x parameter settings "
                                                            "retrieval-only (see sweeps/)")
     fair.add_argument("--evidence", help="evidence file the sweep is scored against (sample/evidence.json format or "

@@ -53,9 +53,12 @@ _MODEL_KEYS = ("llm", "embedding", "device", "dtype", "max_new_tokens")
 _RUN_KEYS = ("documents", "questions", "output_dir", "limit", "chunks_only", "retrieval_only", "db_dir",
              "embedding_batch_size", "embedding_dtype", "prompt_template", "threads", "budgets", "budget_unit",
              "llm_batch_size", "llm_servers", "llm_server_model", "concurrency", "chroma_server", "llm_timeout",
-             "embedding_backend", "embedding_server", "embedding_server_model")
+             "embedding_backend", "embedding_server", "embedding_server_model", "retriever")
 _TUPLE_KEYS = ("budgets", "llm_servers")
 DEFAULT_BUDGETS = (500, 1000, 2000, 4000)  # characters of context per question in retrieval-only runs
+# How parents are ranked (ragstudy.ranking): dense over child windows (the paper's design, the default), dense over
+# whole parents, BM25 over child windows or whole parents, and RRF of dense and BM25 over child windows.
+RETRIEVERS = ("dense", "dense-parents", "bm25", "bm25-parents", "hybrid")
 
 
 def default_profile_name() -> str:
@@ -94,6 +97,7 @@ class StudyConfig:
     embedding_backend: str = "torch"  # torch (the paper's) | onnx | onnx-int8 (ONNX Runtime, see ragstudy.encoders)
     embedding_server: str | None = None  # OpenAI-compatible /v1/embeddings server instead of the local model
     embedding_server_model: str | None = None  # the model name that server serves (names caches and collections)
+    retriever: str = "dense"  # one of RETRIEVERS; anything but dense is retrieval-only
     origins: dict[str, str] = field(default_factory=dict)  # setting -> where its value came from
 
     @classmethod
@@ -127,6 +131,12 @@ class StudyConfig:
         validate_budgets(self.budgets, "--budgets")
         if self.budget_unit not in ("chars", "tokens"):
             raise StudyInputError(f"budget_unit must be chars or tokens, got {self.budget_unit!r}")
+        if self.retriever not in RETRIEVERS:
+            raise StudyInputError(f"retriever must be one of {', '.join(RETRIEVERS)}, got {self.retriever!r}")
+        if self.retriever != "dense" and not (self.retrieval_only or self.chunks_only):
+            raise StudyInputError(f"--retriever {self.retriever} ranks parents for retrieval-only runs; the answering "
+                                  "chain prompts with the paper's dense retriever. Add --retrieval-only, or drop "
+                                  "--retriever")
         if self.chunks_only and self.retrieval_only:
             raise StudyInputError("--chunks-only and --retrieval-only exclude each other; pick one")
         self._validate_embedding_backend()

@@ -228,6 +228,14 @@ def child_windows(parents: Sequence, splitter) -> tuple[list, list[str]]:
     return children, child_ids
 
 
+def child_splitter(params: StrategyParams):
+    """The splitter that cuts a strategy's parents into child windows (its child_chunk_size / overlap)."""
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+    return RecursiveCharacterTextSplitter(chunk_size=params.child_chunk_size,
+                                          chunk_overlap=params.child_chunk_overlap)
+
+
 class KnowledgeBase:
     """Index a strategy's parent chunks; expose them as a ParentDocumentRetriever and as parent rankings.
 
@@ -283,10 +291,7 @@ class KnowledgeBase:
             raise store_error("Chroma folder", self.db_dir, f"{action} failed", exc, REBUILD_DB) from None
 
     def child_splitter(self):
-        from langchain_text_splitters import RecursiveCharacterTextSplitter
-
-        return RecursiveCharacterTextSplitter(chunk_size=self.params.child_chunk_size,
-                                              chunk_overlap=self.params.child_chunk_overlap)
+        return child_splitter(self.params)
 
     def build(self, chunked: Sequence[ChunkedDocument]):
         """Return (retriever, stats), embedding only the child windows not already stored (nor cached)."""
