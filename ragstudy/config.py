@@ -87,7 +87,8 @@ class StudyConfig:
     budgets: tuple[int, ...] = DEFAULT_BUDGETS  # context budgets of retrieval-only runs
     budget_unit: str = "chars"  # chars | tokens (the LLM's tokenizer)
     llm_batch_size: int = 8  # prompts generated together in-process (left padding, greedy); measured on the
-    # sample with SmolLM2 fp32 on 2 CPU cores: 2.6-2.8x the answers/s of one at a time, answers identical (16/16)
+    # sample with SmolLM2 fp32 on 2 CPU cores: 2.6-2.8x the answers/s of one at a time on short prompts, 0.98x on
+    # the study's ~1,000-token prompts, answers identical (16/16); the onnxruntime engine ignores it
     llm_servers: tuple[str, ...] = ()  # OpenAI-compatible servers (e.g. vLLM) instead of the in-process LLM
     llm_server_model: str | None = None  # the model name the servers serve
     concurrency: int = 4  # requests in flight per run when answering through servers
@@ -95,7 +96,7 @@ class StudyConfig:
     llm_timeout: float = 600.0  # seconds one LLM server request may take (tried 3 times): bounds a hung server
     llm_engine: str | None = None  # in-process LLM engine: torch | onnxruntime (ONNX Runtime GenAI, fp32 CPU, one
     # prompt at a time); None: onnxruntime for the lite profile's own SmolLM2 when onnxruntime-genai is installed
-    # (1.7-1.9x the answers per CPU second of torch on the study's prompts, answers identical), else torch
+    # (1.5x the answers per CPU second of torch batches of 8 on the study's prompts, answers identical), else torch
     origins: dict[str, str] = field(default_factory=dict)  # setting -> where its value came from
 
     @classmethod
