@@ -77,4 +77,5 @@ def make_chunker(config: ParagraphParams, context: ChunkerContext) -> ParagraphC
 # paper: parents are whole paragraphs, child windows 250/50, k=1; "DatasetCustom" is the paper's file name
 SPEC = register_strategy("paragraph", make_chunker, ParagraphParams, display_name="Paragraph", color="#0072B2",
                          order=0, source_kind="paragraphs", dataset_name="DatasetCustom", child_chunk_size=250,
-                         child_chunk_overlap=50, k=1, description="layout-aware paragraphs (RAGParagraph.segmenter)")
+                         child_chunk_overlap=50, k=1, description="layout-aware paragraphs (RAGParagraph.segmenter)",
+                         paper=True)

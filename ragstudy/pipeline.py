@@ -169,6 +169,10 @@ def run_study(config: StudyConfig) -> list[StrategyReport]:
     torch.set_num_threads(config.resolved_threads())
     if not config.chunks_only:
         check_generator(config)
+        if not config.llm_servers and config.resolved_llm_engine() == "onnxruntime":
+            from .generation import import_onnx_genai
+
+            import_onnx_genai()  # fail fast, before chunking, when the engine is not installed
         check_vector_store(config)
     documents = load_documents(Path(config.documents))
     questions = [] if config.chunks_only else read_questions(config.questions, config.limit)
