@@ -29,8 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="paper: Phi-3.5-mini-ITA bf16 on CUDA + multilingual-e5-large-instruct; lite: "
                              "SmolLM2-135M + MiniLM from PyPI wheels on CPU (default: paper if CUDA is available)")
     parser.add_argument("--strategies", help="comma-separated registry names, e.g. paragraph,fixed-size,newline,token,"
-                                             "sentence,semantic,markdown (default: all "
-                                             "registered)")
+                                             "sentence,semantic,markdown or all (default: the paper's "
+                                             "paragraph,fixed-size,newline when answering, all registered for "
+                                             "--chunks-only and --retrieval-only)")
     parser.add_argument("--limit", type=int, help="answer only the first N questions")
     parser.add_argument("--chunks-only", action="store_true", default=None,
                         help="write chunks_<strategy>.csv and sources_<strategy>.jsonl, then stop")
@@ -57,12 +58,21 @@ def build_parser() -> argparse.ArgumentParser:
                                         "500,1000,2000,4000)")
     fair.add_argument("--budget-unit", choices=["chars", "tokens"],
                       help="unit of --budgets: characters (default) or tokens of the LLM's tokenizer")
+    from ragstudy.config import RETRIEVERS
+
+    fair.add_argument("--retriever", choices=RETRIEVERS,
+                      help="how a retrieval-only run ranks parents: dense child windows (default, the paper's), "
+                           "dense whole parents, BM25 over child windows or whole parents, hybrid (RRF of dense "
+                           "and BM25 child windows)")
     fair.add_argument("--sweep", metavar="FILE.yaml", help="run a grid of strategy x parameter settings "
                                                            "retrieval-only (see sweeps/)")
     fair.add_argument("--evidence", help="evidence file the sweep is scored against (sample/evidence.json format or "
                                          "CSV question_index,evidence[,pdf]; default: the sweep file's)")
     scale = parser.add_argument_group("answers at scale")
     scale.add_argument("--llm-batch-size", type=int, help="prompts generated together in-process")
+    scale.add_argument("--llm-engine", choices=["torch", "onnxruntime"],
+                       help="in-process LLM engine (default: onnxruntime for the lite profile's SmolLM2 when "
+                            "onnxruntime-genai is installed, else torch)")
     scale.add_argument("--llm-server", dest="llm_servers", action="append", metavar="URL",
                        help="OpenAI-compatible server (e.g. vLLM) base URL; repeatable or comma-separated")
     scale.add_argument("--llm-server-model", help="model name the server(s) serve")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -118,12 +117,14 @@ def ensure_wordnet(target: Path | None = None) -> Path:
 
 def read_debian_italian_stopwords(source: Path = STOPWORDS_IT_SOURCE) -> list[str]:
     """The Snowball Italian stopwords from Lingua::StopWords::IT (Debian liblingua-stopwords-perl), in order."""
+    from ragstudy.errors import StudyInputError
+    from ragstudy.lexical import italian_stopword_list  # the one parser of IT.pm (BM25 and oracle overlap use it)
+
     _require(source, "liblingua-stopwords-perl")
-    text = source.read_text(encoding="utf-8")
-    match = re.search(r"sub _stopwords\s*\{\s*return qw\((.*?)\);", text, flags=re.S)
-    if match is None:
-        raise OfflineDataError(f"{source}: no 'return qw(...)' stopword list found; the package format changed")
-    words = match.group(1).split()
+    try:
+        words = italian_stopword_list(source)
+    except StudyInputError as exc:
+        raise OfflineDataError(str(exc)) from None
     if len(words) != SNOWBALL_ITALIAN_COUNT:
         logger.warning("%s: %d Italian stopwords, expected %d", source, len(words), SNOWBALL_ITALIAN_COUNT)
     return words

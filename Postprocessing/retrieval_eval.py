@@ -19,6 +19,9 @@ pairs of one budget and metric). Unanswerable questions (no evidence) are left o
 first (stdout and retrieval_summary.md): at each budget the best strategy by hit rate, and --reference (paragraph)
 minus each other strategy with its CI and Holm p, in words. Writes retrieval_per_question.csv, retrieval_summary.csv /
 .md, retrieval_paired.csv, retrieval_verdict.csv and retrieval_hit_rate.{png,pdf,html}.
+
+Oracle overlap (ragstudy.oracle_overlap): with --oracle FILE, or Oracle.csv beside the run's questions file, also the
+share of each oracle answer's content terms in the context; without evidence it is the only score.
 """
 
 from __future__ import annotations
@@ -44,7 +47,8 @@ METRIC_TITLES = {"hit": "Hit rate: the whole evidence inside the context",
                  "span_recall": "Span recall: evidence characters in the context / evidence characters",
                  "span_precision": "Span precision: evidence characters in the context / context characters",
                  "span_iou": "Span IoU", "mrr": "MRR: 1 / rank of the parent that completes the evidence",
-                 "context_chars": "Context size (characters)"}
+                 "context_chars": "Context size (characters)",
+                 "oracle_overlap": "Oracle overlap: share of the oracle answer's content terms in the context"}
 PLOT_STEM = "retrieval_hit_rate"
 
 
@@ -100,13 +104,38 @@ def markdown(summary: pd.DataFrame, paired: pd.DataFrame, strategies: Sequence[s
 
 # ----------------------------------------------------------------------------------------------- the script
 
+def default_evidence(run_config: Mapping) -> Path | None:
+    """sample/evidence.json when the run answered the bundled Questions.csv, else None (no evidence)."""
+    questions = run_config.get("questions_resolved") or run_config.get("questions")
+    bundled = REPO_ROOT / "Questions.csv"
+    if questions and Path(questions).is_file() and bundled.is_file() and Path(questions).samefile(bundled):
+        return DEFAULT_EVIDENCE
+    return None
+
+
+def oracle_overlap_rows(run_config: Mapping, given: str | None, results_dir: Path, budgets: Sequence[int],
+                        strategies: Sequence[str], measure) -> tuple[list[dict], list[str], Path | None]:
+    """Oracle-overlap rows of every strategy, notes, and the oracle file (None, and no rows, when there is none)."""
+    from ragstudy.oracle_overlap import find_oracle, load_oracle, overlap_folder
+
+    questions = run_config.get("questions_resolved") or run_config.get("questions")
+    oracle_path = find_oracle(questions, given)
+    if oracle_path is None:
+        return [], [], None
+    rows, notes = overlap_folder(results_dir, load_oracle(oracle_path, questions), budgets, strategies, measure)
+    return rows, notes, oracle_path
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results-dir", default="results",
                         help="folder `evaluation_chain.py --retrieval-only` wrote (default: results)")
-    parser.add_argument("--evidence", default=str(DEFAULT_EVIDENCE),
+    parser.add_argument("--evidence",
                         help="sample/evidence.json format, or a CSV question_index,evidence[,pdf] (default: "
-                             "sample/evidence.json)")
+                             "sample/evidence.json when the run answered the bundled Questions.csv, else none: "
+                             "then only the oracle overlap is reported)")
+    parser.add_argument("--oracle", help="oracle answers (CSV with an 'oracle' column, one row per question) for the "
+                                         "oracle-overlap score (default: Oracle.csv beside the run's questions file)")
     parser.add_argument("--questions", help="the questions file the run's question_index counts rows of (default: the "
                                             "one config.json names; its sha256 must match the run's)")
     parser.add_argument("--allow-questions-mismatch", action="store_true",
@@ -128,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> dict:
     from ragstudy import registry, results
     from ragstudy.budget_eval import (budget_labels, compare, evaluate_folder, run_measure, summarize,
-                                      validate_budgets, verdict)
+                                      validate_budgets, verdict, with_oracle_overlap)
     from ragstudy.config import DEFAULT_BUDGETS
     from ragstudy.evidence import load_evidence_file
 
@@ -154,21 +183,34 @@ def run(args: argparse.Namespace) -> dict:
         raise DataError(f"--reference {args.reference}: not a strategy of this evaluation (strategies: "
                         f"{', '.join(strategies)}); pass one of them")
     questions, questions_path = results.run_questions(results_dir, args.questions, args.allow_questions_mismatch)
-    evidence_path = Path(args.evidence)
-    evidence = load_evidence_file(evidence_path, questions, questions_path)
+    evidence_path = default_evidence(run_config) if args.evidence is None else Path(args.evidence)
+    overlap_rows, overlap_notes, oracle_path = oracle_overlap_rows(run_config, args.oracle, results_dir, budgets,
+                                                                   strategies, measure)
+    if evidence_path is None and oracle_path is None:
+        raise DataError(f"nothing to score {results_dir} against: pass --evidence FILE, or --oracle FILE (or put "
+                        "Oracle.csv beside the run's questions file)")
+    evidence = load_evidence_file(evidence_path, questions, questions_path) if evidence_path else {}
     frame, evaluations = evaluate_folder(results_dir, evidence, budgets, measure, strategies)
-    if frame.empty:
+    if evidence_path and frame.empty:
         raise DataError(f"no answerable question of {evidence_path} was ranked in {results_dir}: do the evidence "
                         "file and the run's Questions.csv belong together?")
+    frame = with_oracle_overlap(frame, overlap_rows)
     labels = budget_labels(budgets)
     display = {s: registry.get(s).display_name for s in strategies}
     summary = summarize(frame, display, args.n_resamples, args.seed, args.confidence)
     paired = compare(frame, strategies, labels, args.n_resamples, args.seed, args.confidence)
-    box = verdict(summary, paired, args.reference or DEFAULT_REFERENCE, args.verdict_metric, unit,
+    verdict_metric = args.verdict_metric
+    if verdict_metric == "hit" and not frame["hit"].notna().any():
+        verdict_metric = "oracle_overlap"  # no evidence: the oracle overlap is the only score there is
+    box = verdict(summary, paired, args.reference or DEFAULT_REFERENCE, verdict_metric, unit,
                   confidence=args.confidence)
     k = {name: p.get("k") for name, p in (run_config.get("strategy_params") or {}).items() if name in strategies}
-    notes = [f"evidence: {evidence_path} ({len(evidence)} answerable questions); matched after NFKC, accent, "
-             "case, whitespace, punctuation and line-break-hyphenation normalisation",
+    notes = [f"retriever: {run_config.get('retriever', 'dense')} (evaluation_chain.py --retriever)",
+             f"evidence: {evidence_path} ({len(evidence)} answerable questions); matched after NFKC, accent, "
+             "case, whitespace, punctuation and line-break-hyphenation normalisation" if evidence_path else
+             "evidence: none given (--evidence FILE): only the oracle overlap is scored",
+             f"oracle overlap: {oracle_path}" if oracle_path else "oracle overlap: no oracle file (--oracle FILE)",
+             *overlap_notes,
              f"budgets in {unit}; each strategy's own k (child windows): {k or 'unknown'}",
              *(e.note() for e in evaluations),
              "paired tests: bootstrap CI of the mean difference, Wilcoxon signed-rank p, Holm over the strategy "
@@ -180,7 +222,7 @@ def run(args: argparse.Namespace) -> dict:
                "paired": results.write_table(out_dir, results.RETRIEVAL_PAIRED, paired),
                "verdict": results.write_table(out_dir, results.RETRIEVAL_VERDICT, box.to_frame()),
                "summary_md": out_dir / "retrieval_summary.md"}
-    if not args.no_plot:
+    if not args.no_plot and frame["hit"].notna().any():
         from Postprocessing.budget_plots import hit_rate_figure, write_plots
 
         fig = hit_rate_figure(summary, frame, strategies, unit)

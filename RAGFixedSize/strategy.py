@@ -26,4 +26,4 @@ def make_chunker(config: FixedSizeParams, context: ChunkerContext) -> SplitterCh
 
 # paper: parents 800/50, child windows 200, k=4; colour Okabe–Ito orange
 SPEC = register_strategy("fixed-size", make_chunker, FixedSizeParams, display_name="Fixed-size", color="#E69F00",
-                         order=1, description="RecursiveCharacterTextSplitter parents")
+                         order=1, description="RecursiveCharacterTextSplitter parents", paper=True)

@@ -4,7 +4,8 @@ The Markdown comes from `pymupdf4llm.to_markdown(page_chunks=True, header=False,
 PyMuPDF's own converter (its ONNX layout model ships in the pymupdf-layout wheel), with running headers and footers
 dropped by its layout analysis and one Markdown text per page, so each chunk knows its pages. Pages are joined by a
 blank line into the text `start_end_idx` indexes (source_kind "markdown"). The conversion is slow (about 0.3-1
-page/s on 2 CPU cores), so it is cached under the PDF's sha256, the pymupdf4llm version and the options.
+page/s on 2 CPU cores), so it is cached under the PDF's sha256, the pymupdf4llm version and the options, and the
+chunker's `prepare` converts the PDFs not yet cached in parallel worker processes (`workers`, default one per core).
 
 Sections: LangChain's `ExperimentalMarkdownSyntaxTextSplitter` (langchain-text-splitters), which cuts at every
 heading `#`..`######` outside code fences and, unlike `MarkdownHeaderTextSplitter`, keeps the lines exactly as
@@ -13,17 +14,22 @@ and PyMuPDF4LLM fences every Courier line separately); a section holding only he
 headings of a long section stay with its first piece.
 Size bound: a section longer than `chunk_size` (800 characters, the fixed-size parents) is split by
 `RecursiveCharacterTextSplitter.from_language(Language.MARKDOWN)` with `chunk_overlap` 50, as the fixed-size
-baseline. Each chunk carries its heading path in its metadata ("headers"). Child windows 200 / 0, k=4.
+baseline. Each chunk carries its heading path in its metadata ("headers"); with `section_context` it is also the
+chunk's `heading_path`, which the knowledge base puts before each child window it embeds. Child windows 200 / 0,
+k=4.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Sequence
 
-from ragstudy.chunks import ChunkedDocument, build_chunks, locate_pieces
+from ragstudy.chunks import HEADING_PATH, HEADING_SEPARATOR, ChunkedDocument, build_chunks, locate_pieces
 from ragstudy.errors import StudyInputError
 from ragstudy.io import atomic_write_json, cache_dir, sha256_text, stable_json
 from ragstudy.registry import ChunkerContext, register_strategy
@@ -35,6 +41,7 @@ Span = tuple[int, int]
 _HEADING_LINE = re.compile(r"^#{1,6} ")
 _LEADING_HEADINGS = re.compile(r"(?:[ \t]*#{1,6} [^\n]*\n\s*)+")
 _EMPHASIS = re.compile(r"[*_`]+")
+_HTML_TAG = re.compile(r"</?[A-Za-z][^<>]*>")  # PyMuPDF4LLM writes underlined text as <u>...</u>
 
 
 @dataclass(frozen=True)
@@ -44,6 +51,8 @@ class MarkdownParams:
     chunk_size: int = 800
     chunk_overlap: int = 50
     heading_levels: int = 6  # split at headings `#` .. `#` * heading_levels
+    section_context: bool = False  # store the heading path as `heading_path`: child windows are embedded after it
+    workers: int = 0  # PDFs converted at once in worker processes (0: one per CPU core); the output is the same
 
     def __post_init__(self) -> None:
         if self.chunk_size < 20:
@@ -53,32 +62,92 @@ class MarkdownParams:
                              f"({self.chunk_size})")
         if not 1 <= self.heading_levels <= 6:
             raise ValueError(f"heading_levels must be between 1 and 6, got {self.heading_levels}")
+        if self.workers < 0:
+            raise ValueError(f"workers must be >= 0 (0: one per CPU core), got {self.workers}")
 
 
 MARKDOWN_OPTIONS = {"page_chunks": True, "header": False, "footer": False, "use_ocr": False, "show_progress": False}
 
 
-def pdf_markdown_pages(document: PdfDocument) -> list[str]:
-    """PyMuPDF4LLM Markdown of each page of `document` (cached under its sha256, the converter's version, options)."""
+def _cache_path(document: PdfDocument) -> Path:
+    """Where the Markdown of `document` is cached: its sha256, the converter's version and options."""
     import pymupdf4llm
 
     key = sha256_text(document.sha256, pymupdf4llm.__version__, stable_json(MARKDOWN_OPTIONS))
-    path = cache_dir() / "markdown" / f"{key}.json"
-    if path.is_file():
-        return json.loads(path.read_text(encoding="utf-8"))["pages"]
-    with document.open() as pdf:
-        try:
-            pages = [page["text"] for page in pymupdf4llm.to_markdown(pdf, **MARKDOWN_OPTIONS)]
-        except Exception as exc:  # the converter raises many types; name the file and the way out
-            raise StudyInputError(
-                f"{document.path}: PyMuPDF4LLM {pymupdf4llm.__version__} could not convert it to Markdown "
-                f"({type(exc).__name__}: {exc}). Leave the markdown strategy out (--strategies) or remove the file."
-            ) from exc
+    return cache_dir() / "markdown" / f"{key}.json"
+
+
+def convert_pdf(path: str) -> list[str]:
+    """PyMuPDF4LLM Markdown of each page of the PDF at `path` (uncached; runs in a worker process too)."""
+    import pymupdf
+    import pymupdf4llm
+
+    try:
+        with pymupdf.open(path) as pdf:
+            return [page["text"] for page in pymupdf4llm.to_markdown(pdf, **MARKDOWN_OPTIONS)]
+    except Exception as exc:  # the converter raises many types; name the file and the way out
+        raise StudyInputError(
+            f"{path}: PyMuPDF4LLM {pymupdf4llm.__version__} could not convert it to Markdown "
+            f"({type(exc).__name__}: {exc}). Leave the markdown strategy out (--strategies) or remove the file."
+        ) from exc
+
+
+def _store(document: PdfDocument, pages: list[str]) -> list[str]:
+    import pymupdf4llm
+
     if not any(page.strip() for page in pages):
         logger.warning("%s: PyMuPDF4LLM produced no Markdown text; the markdown strategy has no chunks for it",
                        document.path)
-    atomic_write_json(path, {"path": document.path, "pymupdf4llm": pymupdf4llm.__version__, "pages": pages})
+    atomic_write_json(_cache_path(document),
+                      {"path": document.path, "pymupdf4llm": pymupdf4llm.__version__, "pages": pages})
     return pages
+
+
+def pdf_markdown_pages(document: PdfDocument) -> list[str]:
+    """PyMuPDF4LLM Markdown of each page of `document` (cached under its sha256, the converter's version, options)."""
+    path = _cache_path(document)
+    if path.is_file():
+        return json.loads(path.read_text(encoding="utf-8"))["pages"]
+    return _store(document, convert_pdf(document.path))
+
+
+def cpu_cores() -> int:
+    """CPU cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def convert_all(documents: Sequence[PdfDocument], workers: int = 0) -> None:
+    """Convert and cache the PDFs not yet cached, `workers` at once (0: one per CPU core) in worker processes
+    (spawned: a script that calls this needs the usual `if __name__ == "__main__":` guard)."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+    from multiprocessing import get_context
+
+    from tqdm.auto import tqdm
+
+    todo = list({doc.sha256: doc for doc in documents if not _cache_path(doc).is_file()}.values())
+    workers = min(workers or cpu_cores(), len(todo))
+    if workers < 2:
+        return  # one at a time, as each document is chunked
+    pages = sum(doc.page_count for doc in todo)
+    logger.info("converting %d PDFs (%d pages) to Markdown in %d worker processes", len(todo), pages, workers)
+    # spawn: a forked copy of a process that has started torch or onnxruntime threads can hang
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
+    try:
+        # longest first: the workers finish close together
+        futures = {pool.submit(convert_pdf, doc.path): doc for doc in sorted(todo, key=lambda d: -d.page_count)}
+        with tqdm(total=pages, desc="Markdown conversion", unit="page") as bar:
+            for future in as_completed(futures):
+                doc = futures[future]
+                try:
+                    _store(doc, future.result())
+                except BrokenProcessPool as exc:
+                    raise StudyInputError(
+                        f"{doc.path}: the Markdown conversion worker stopped ({exc}); rerun with "
+                        f"--set markdown.workers=1 to convert one PDF at a time in this process") from exc
+                bar.update(doc.page_count)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def markdown_source(document: PdfDocument) -> SourceText:
@@ -121,7 +190,7 @@ class MarkdownSectionSplitter:
             cursor = at + len(doc.page_content)
             # only headings start a section: code blocks and text after a rule stay with their heading
             if _HEADING_LINE.match(doc.page_content):
-                path = " > ".join(_EMPHASIS.sub("", str(value)).strip()
+                path = HEADING_SEPARATOR.join(_EMPHASIS.sub("", str(value)).strip()
                                   for key, value in sorted(doc.metadata.items()) if key.startswith("h"))
                 starts.append((at, path))
         if not starts or text[:starts[0][0]].strip():
@@ -167,6 +236,10 @@ class MarkdownSectionSplitter:
             out.extend((piece, path) for piece in _join_crumbs(pieces, limit))
         return out
 
+    def split_text(self, text: str) -> list[str]:
+        """The chunks' texts (the TextSplitter interface)."""
+        return [text[start:end] for (start, end), _ in self.spans(text)]
+
 
 def _join_crumbs(pieces: list[Span], limit: int, crumb: int = 40) -> list[Span]:
     """Join a piece shorter than `crumb` characters (a lone code fence, "<!-- Start of picture text -->") to the
@@ -179,20 +252,29 @@ def _join_crumbs(pieces: list[Span], limit: int, crumb: int = 40) -> list[Span]:
             out.append(piece)
     return out
 
-    def split_text(self, text: str) -> list[str]:
-        return [text[start:end] for (start, end), _ in self.spans(text)]
-
 
 @dataclass
 class MarkdownChunker:
     splitter: MarkdownSectionSplitter
 
+    def prepare(self, documents: Sequence[PdfDocument]) -> None:
+        """Convert the PDFs not yet cached, in parallel, before they are chunked one by one."""
+        convert_all(documents, self.splitter.params.workers)
+
     def chunk(self, document: PdfDocument, strategy: str) -> ChunkedDocument:
         source = markdown_source(document)
         spans = self.splitter.spans(source.text)
         chunked = build_chunks(source, [span for span, _ in spans], strategy)
-        chunks = tuple(replace(chunk, extra={"headers": path}) for chunk, (_, path) in zip(chunked.chunks, spans))
+        chunks = tuple(replace(chunk, extra=self._metadata(path)) for chunk, (_, path) in zip(chunked.chunks, spans))
         return ChunkedDocument(source=source, chunks=chunks)
+
+    def _metadata(self, path: str) -> dict:
+        # the heading path without PyMuPDF4LLM's tags and without empty headings
+        heading_path = HEADING_SEPARATOR.join(
+            title for part in path.split(HEADING_SEPARATOR) if (title := _HTML_TAG.sub("", part).strip()))
+        if self.splitter.params.section_context and heading_path:
+            return {"headers": path, HEADING_PATH: heading_path}
+        return {"headers": path}
 
 
 def make_chunker(config: MarkdownParams, context: ChunkerContext) -> MarkdownChunker:

@@ -29,4 +29,4 @@ def make_chunker(config: dict, context: ChunkerContext) -> SplitterChunker:
 
 # paper: parents at "\n\n" with no size limit (no parameters), child windows 200, k=4; colour Okabe–Ito bluish green
 SPEC = register_strategy("newline", make_chunker, display_name="Blank-line", color="#009E73", order=2,
-                         description="parents split at blank lines")
+                         description="parents split at blank lines", paper=True)

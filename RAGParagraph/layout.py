@@ -19,6 +19,7 @@ import pymupdf
 
 from RAGParagraph.extract import Line, PageLines, extract_lines
 from RAGParagraph.headers import furniture_mask, running_head_mask, toc_mask
+from RAGParagraph.sections import Heading, HeadingPath
 from RAGParagraph.text import ENUMERATOR, fold_ascii, is_bullet_glyph, join_lines, split_to_max, starts_item
 from RAGParagraph.types import Paragraph, SegmenterConfig
 from ragstudy.textnorm import continues_sentence, ends_sentence
@@ -68,6 +69,7 @@ class Unit:
     level: int = 0  # titles: 2 = section heading (larger or numbered), 1 = minor heading (bold/caps label)
     headed: int = 0  # level of the title this unit starts with: a section heading is never merged across
     lines: int = 1  # visual lines taken in so far
+    path: tuple[str, ...] = ()  # heading path where the unit starts (its own titles included)
 
 
 @dataclass(frozen=True)
@@ -449,8 +451,21 @@ def build_units(stream: list[VLine | Table], stats: DocStats, config: SegmenterC
     return units
 
 
-def _combine(a: Unit, b: Unit, kind: str, sep: str) -> Unit:
-    return Unit(kind, a.text + sep + b.text, min(a.page_start, b.page_start), max(a.page_end, b.page_end))
+def assign_heading_paths(units: list[Unit]) -> list[Unit]:
+    """Give every unit the heading path in effect where it starts (sections.py: numbers, then font sizes)."""
+    headings = HeadingPath()
+    for unit in units:
+        if unit.kind == "title":
+            unit.path = headings.enter(Heading.of(unit.text, unit.size, unit.level))
+        else:
+            unit.path = headings.path
+    return units
+
+
+def _combine(a: Unit, b: Unit, kind: str, sep: str, path: tuple[str, ...] | None = None) -> Unit:
+    """`a` and `b` as one unit; it keeps `a`'s heading path unless `path` is given."""
+    return Unit(kind, a.text + sep + b.text, min(a.page_start, b.page_start), max(a.page_end, b.page_end),
+                path=a.path if path is None else path)
 
 
 def group_lists(units: list[Unit]) -> list[Unit]:
@@ -464,7 +479,7 @@ def group_lists(units: list[Unit]) -> list[Unit]:
             elif prev is not None and prev.kind == "paragraph" and prev.text.endswith(":"):
                 out[-1] = _combine(prev, unit, "list", "\n")
             else:
-                out.append(Unit("list", unit.text, unit.page_start, unit.page_end))
+                out.append(Unit("list", unit.text, unit.page_start, unit.page_end, path=unit.path))
         else:
             out.append(unit)
     return out
@@ -480,11 +495,11 @@ def attach_titles(units: list[Unit]) -> list[Unit]:
                 held = unit
             else:
                 level = max(held.level, unit.level)
-                held = _combine(held, unit, "title", "\n")
+                held = _combine(held, unit, "title", "\n", unit.path)
                 held.level = level
             continue
         if held is not None:
-            unit = _combine(held, unit, unit.kind, "\n")
+            unit = _combine(held, unit, unit.kind, "\n", unit.path)
             unit.headed = held.level
             held = None
         out.append(unit)
@@ -547,12 +562,13 @@ def segment_layout(doc: pymupdf.Document, config: SegmenterConfig) -> list[Parag
         items = page_stream(page, body, config, region_base=page.index * 1000)
         mark_footnotes(items, page.height, stats.page_body[page.index] if stats.page_body else stats.body_size)
         stream.extend(items)
-    units = merge_short(attach_titles(group_lists(build_units(stream, stats, config))), config.min_chars, config.max_chars)
+    units = assign_heading_paths(build_units(stream, stats, config))
+    units = merge_short(attach_titles(group_lists(units)), config.min_chars, config.max_chars)
     paragraphs: list[Paragraph] = []
     for unit in units:
         kind = "paragraph" if unit.kind == "item" else unit.kind
         text = fold_ascii(unit.text) if config.ascii_fold else unit.text
         for piece in split_to_max(text.strip(), config.max_chars):
-            paragraphs.append(Paragraph(piece, unit.page_start + 1, unit.page_end + 1, kind))
+            paragraphs.append(Paragraph(piece, unit.page_start + 1, unit.page_end + 1, kind, unit.path))
     logger.debug("body size %.1f, line gap %.1f, %d units", stats.body_size, stats.line_gap, len(units))
     return paragraphs

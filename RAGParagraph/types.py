@@ -92,6 +92,7 @@ class Paragraph:
     page_start: int  # 1-based
     page_end: int  # 1-based, >= page_start
     kind: str  # "paragraph" | "list" | "table" | "title"
+    heading_path: tuple[str, ...] = ()  # layout mode: the titles it sits under, outermost first (sections.py)
 
     def __post_init__(self) -> None:
         if not self.text or self.text != self.text.strip():

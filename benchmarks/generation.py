@@ -22,6 +22,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from benchmarks.clock import cpu_seconds
 from ragstudy.config import PAPER_PROMPT
 from ragstudy.generation import AnswerCache, ChatModel, GenerationParams, length_batches
 
@@ -43,15 +44,6 @@ def sample_prompts(count: int, template: str = PAPER_PROMPT) -> list[str]:
         context = "\n\n".join(dict.fromkeys(blocks[span.block].text for span in record.evidence))
         prompts.append(template.replace("{context}", context).replace("{query}", record.question))
     return (prompts * (count // max(1, len(prompts)) + 1))[:count]
-
-
-def cpu_seconds(pid: int | None = None) -> float:
-    """CPU time (user + system) of this process, or of process `pid` (Linux /proc): on a machine shared with other
-    jobs, answers per CPU second compare modes more fairly than wall-clock time."""
-    if pid is None:
-        return time.process_time()
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def free_port() -> int:

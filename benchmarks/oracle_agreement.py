@@ -33,29 +33,24 @@ def cohen_kappa(a: np.ndarray, b: np.ndarray) -> float:
 
 def score_folder(results_dir: Path, evidence_path: Path, oracle_path: Path) -> tuple[pd.DataFrame, list[str]]:
     """Rows (strategy, budget, question_index, hit, oracle_overlap) of questions scored both ways, and notes."""
-    from ragstudy.budget_eval import evaluate_folder, run_measure as measure_for
-    from ragstudy.evidence import load_evidence_file as load_evidence
-    from ragstudy.results import ranked_strategies as discover
     from Postprocessing import common
+    from ragstudy.budget_eval import evaluate_folder, run_measure
     from ragstudy.config import DEFAULT_BUDGETS
-    from ragstudy.oracle_overlap import score_strategy
-    from ragstudy.results import read_oracle
-    from ragstudy.results import read_retrieval, retrieval_path
+    from ragstudy.evidence import load_evidence_file
+    from ragstudy.oracle_overlap import load_oracle, overlap_folder
+    from ragstudy.results import ranked_strategies
 
     run_config = common.read_run_config(results_dir)
     budgets = list(run_config.get("budgets") or DEFAULT_BUDGETS)
-    measure = measure_for(run_config, results_dir)
-    strategies = discover(results_dir)
-    hits, evaluations = evaluate_folder(results_dir, load_evidence(evidence_path), budgets, measure, strategies)
+    measure = run_measure(run_config, results_dir)
+    strategies = ranked_strategies(results_dir)
+    hits, evaluations = evaluate_folder(results_dir, load_evidence_file(evidence_path), budgets, measure,
+                                        strategies)
     notes = [e.note() for e in evaluations]
-    oracle = read_oracle(oracle_path)
-    overlaps = []
-    for strategy in strategies:
-        scored = score_strategy(strategy, read_retrieval(retrieval_path(results_dir, strategy)), oracle, budgets,
-                                measure)
-        overlaps += scored.rows
-        notes.append(f"{strategy}: oracle overlap left out {scored.unanswerable} unanswerable oracle(s), "
-                     f"{scored.no_terms} without content terms")
+    questions = run_config.get("questions_resolved") or run_config.get("questions")
+    overlaps, overlap_notes = overlap_folder(results_dir, load_oracle(oracle_path, questions), budgets, strategies,
+                                             measure)
+    notes += overlap_notes
     frame = pd.DataFrame(hits)[["strategy", "budget", "question_index", "hit"]].merge(
         pd.DataFrame(overlaps)[["strategy", "budget", "question_index", "oracle_overlap"]],
         on=["strategy", "budget", "question_index"], how="inner")

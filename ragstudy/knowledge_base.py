@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 from urllib.parse import urlsplit
 
-from .chunks import ChunkedDocument
+from .chunks import ChunkedDocument, window_text
 from .errors import StoreError, StudyInputError, excerpt, store_error
 from .io import PROJECT_ROOT, lock_folder, release_folder, set_aside, sha256_text, stable_json
 from .registry import StrategyParams, StrategySpec
@@ -62,14 +62,15 @@ def collection_name(spec: StrategySpec, params: StrategyParams, chunked: Sequenc
     """Chroma collection named by a hash of what determines its vectors and ids (not `k`: see the module doc).
 
     Parent doc_ids are content hashes (strategy, PDF sha256, offsets, text), so they stand for the strategy's
-    parameters and the PDF bytes; path and pages are the child windows' metadata.
+    parameters and the PDF bytes; path and pages are the child windows' metadata; a heading path (section
+    context) is part of the windows' text.
     """
     key = sha256_text(stable_json({
         "embedding": embedding_id, "hnsw": HNSW_SETTINGS,
         "children": {"splitter": CHILD_SPLITTER, "chunk_size": params.child_chunk_size,
                      "chunk_overlap": params.child_chunk_overlap},
-        "parents": sorted(f"{chunk.doc_id}:{chunk.path}:{chunk.page_start}:{chunk.page_end}"
-                          for item in chunked for chunk in item.chunks),
+        "parents": sorted(window_text(f"{chunk.doc_id}:{chunk.path}:{chunk.page_start}:{chunk.page_end}",
+                                      chunk.metadata) for item in chunked for chunk in item.chunks),
     }))
     return f"{spec.name}-{key[:24]}"
 
@@ -213,16 +214,26 @@ def _server_client(url: str):
 
 
 def child_windows(parents: Sequence, splitter) -> tuple[list, list[str]]:
-    """Child windows of the parent Documents, with the parent's id and location, and their deterministic ids."""
+    """Child windows of the parent Documents, with the parent's id and location, and their deterministic ids;
+    their text is what `window_text` embeds (the parent's heading path first, when it has one)."""
     children, child_ids = [], []
     for parent in parents:
         for number, child in enumerate(splitter.split_documents([parent])):
+            child.page_content = window_text(child.page_content, parent.metadata)
             child.metadata = {"doc_id": parent.id, "path": parent.metadata["path"],
                               "page_start": parent.metadata["page_start"],
                               "page_end": parent.metadata["page_end"]}
             children.append(child)
             child_ids.append(f"{parent.id}-{number:04d}")
     return children, child_ids
+
+
+def child_splitter(params: StrategyParams):
+    """The splitter that cuts a strategy's parents into child windows (its child_chunk_size / overlap)."""
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+    return RecursiveCharacterTextSplitter(chunk_size=params.child_chunk_size,
+                                          chunk_overlap=params.child_chunk_overlap)
 
 
 class KnowledgeBase:
@@ -280,10 +291,7 @@ class KnowledgeBase:
             raise store_error("Chroma folder", self.db_dir, f"{action} failed", exc, REBUILD_DB) from None
 
     def child_splitter(self):
-        from langchain_text_splitters import RecursiveCharacterTextSplitter
-
-        return RecursiveCharacterTextSplitter(chunk_size=self.params.child_chunk_size,
-                                              chunk_overlap=self.params.child_chunk_overlap)
+        return child_splitter(self.params)
 
     def build(self, chunked: Sequence[ChunkedDocument]):
         """Return (retriever, stats), embedding only the child windows not already stored (nor cached)."""

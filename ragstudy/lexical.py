@@ -46,6 +46,11 @@ def fold(text: str) -> str:
 @lru_cache(maxsize=4)
 def italian_stopwords(source: Path = STOPWORDS_IT) -> frozenset[str]:
     """The Snowball Italian stopwords of Lingua::StopWords::IT, folded; a clear error when the package is absent."""
+    return frozenset(fold(word) for word in italian_stopword_list(source))
+
+
+def italian_stopword_list(source: Path = STOPWORDS_IT) -> list[str]:
+    """The Snowball Italian stopwords of Lingua::StopWords::IT as written there (accents kept), in file order."""
     if not source.is_file():
         raise StudyInputError(f"{source} is missing: the Italian stopwords come from the Debian package "
                               f"{STOPWORDS_PACKAGE!r}; install it with `apt-get install -y --no-install-recommends "
@@ -53,7 +58,7 @@ def italian_stopwords(source: Path = STOPWORDS_IT) -> frozenset[str]:
     match = re.search(r"return\s+qw\((.*?)\)", source.read_text(encoding="utf-8"), flags=re.S)
     if match is None or not match.group(1).split():
         raise StudyInputError(f"{source}: no `return qw(...)` word list found; the package format changed")
-    return frozenset(fold(word) for word in match.group(1).split())
+    return match.group(1).split()
 
 
 @lru_cache(maxsize=4)

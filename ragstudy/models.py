@@ -208,6 +208,7 @@ def make_generator(config: StudyConfig):
         dtype=profile.dtype, params=params, cache=cache,
         loader=lambda: resolve_llm(profile.llm, config.origins.get("llm", "config")),
         origin=config.origins.get("llm", "config"), batch_size=config.llm_batch_size,
+        engine=config.resolved_llm_engine(), threads=config.resolved_threads(),
     )
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from . import registry
-from .chunks import ChunkedDocument
+from .chunks import ChunkedDocument, prepare_chunker
 from .config import StudyConfig
 from .io import sha256_file
 from .models import check_generator, embedding_tokenizer, make_embedding, make_generator, model_label
@@ -55,6 +55,7 @@ def chunk_documents(documents: Sequence[PdfDocument], strategy: str, config: Stu
 
     spec = registry.get(strategy)
     chunker = spec.make_chunker(config.strategy_params[strategy], context or chunker_context(config))
+    prepare_chunker(chunker, documents)  # the chunker's optional bulk step (markdown: PDFs converted in parallel)
     return [chunker.chunk(doc, strategy) for doc in tqdm(documents, desc=f"Chunking {strategy}", unit="pdf",
                                                           disable=len(documents) < 2)]
 
@@ -170,6 +171,10 @@ def run_study(config: StudyConfig) -> list[StrategyReport]:
     torch.set_num_threads(config.resolved_threads())
     if not config.chunks_only:
         check_generator(config)
+        if not config.llm_servers and config.resolved_llm_engine() == "onnxruntime":
+            from .generation import import_onnx_genai
+
+            import_onnx_genai()  # fail fast, before chunking, when the engine is not installed
         check_vector_store(config)
     documents = load_documents(Path(config.documents))
     questions = [] if config.chunks_only else read_questions(config.questions, config.limit)

@@ -5,6 +5,10 @@ A retrieval-only run ranks the parents of every question (by their best child wi
 enough to fill the largest context budget, and marks the parents the paper's k child windows retrieve (`in_k`, from
 the strategy's own retriever, exactly as the chain does). ragstudy.budget_eval then packs and scores the budgets.
 
+`config.retriever` chooses the ranking: `dense` (above: Chroma, the paper's design), or, without Chroma,
+`dense-parents` (whole parents embedded), `bm25` / `bm25-parents` (ragstudy.lexical over the child windows or whole
+parents) and `hybrid` (RRF of exact dense and BM25 child-window rankings); parents by their best unit (UnitRanker).
+
 Chunks are cached as JSON under a hash of (strategy, parameters, PDF bytes, embedding model, chunking code); a
 cache file that does not parse is treated as absent (a warning names it) and replaced.
 """
@@ -163,15 +167,114 @@ def chunk_cached(config, strategy: str, documents, embedding: Callable[[], Any] 
     return chunked
 
 
-def _ranking_cache_path(collection: str, params, questions: Sequence[str], largest: int, measure: Measure) -> Path:
+def _ranking_cache_path(collection: str, params, questions: Sequence[str], largest: int, measure: Measure,
+                        retriever: str = "dense", lexical_key: str | None = None) -> Path:
+    """Where the rankings of (collection, retriever, BM25 index, k, questions, largest budget, code) live."""
     from .io import PROJECT_ROOT, cache_dir, sha256_text, stable_json
     from .knowledge_base import TIE_DECIMALS, TIE_EXTRA
 
-    code = _code_hash(PROJECT_ROOT / "ragstudy" / "knowledge_base.py", Path(__file__))
+    code = _code_hash(PROJECT_ROOT / "ragstudy" / "knowledge_base.py", PROJECT_ROOT / "ragstudy" / "lexical.py",
+                      Path(__file__))
     key = sha256_text(stable_json({"collection": collection, "k": params.k, "largest": largest,
                                    "unit": [measure.unit, measure.name], "questions": list(questions), "code": code,
-                                   "tie": [TIE_DECIMALS, TIE_EXTRA], "depth": INITIAL_DEPTH}))
-    return cache_dir() / "rankings" / f"{collection}-{key[:24]}.json"
+                                   "tie": [TIE_DECIMALS, TIE_EXTRA], "depth": INITIAL_DEPTH,
+                                   "retriever": retriever, "lexical": lexical_key}))
+    suffix = "" if retriever == "dense" else f"-{retriever}"
+    return cache_dir() / "rankings" / f"{collection}{suffix}-{key[:24]}.json"
+
+
+# ------------------------------------------------------------------------- dense-parents, BM25 and hybrid
+
+DENSE_TIE_DECIMALS = 5  # exact cosine scores equal to this many decimals are ties, broken by unit position
+
+
+@dataclass
+class UnitRanker:
+    """The units one retriever scores for one strategy (child windows or whole parents) and how to rank them.
+
+    Child windows are cut by knowledge_base.child_windows, exactly as the dense index cuts them. `lexical` is the
+    BM25 index (bm25, bm25-parents, hybrid), `matrix` the units' normalised vectors (dense-parents, hybrid)."""
+
+    retriever: str
+    corpus: Any  # lexical.UnitCorpus
+    parents: dict  # doc_id -> lexical.ParentInfo
+    lexical: Any = None
+    matrix: Any = None
+    embedded: int = 0
+
+    @property
+    def dense(self) -> bool:
+        return self.retriever in ("dense-parents", "hybrid")
+
+    def embed(self, model) -> None:
+        """The units' vectors (through the model's vector cache), for the retrievers that score them densely."""
+        import numpy as np
+
+        before = getattr(model, "texts_embedded", 0)
+        self.matrix = np.asarray(model.embed_documents(list(self.corpus.texts)), dtype=np.float32)
+        self.embedded = getattr(model, "texts_embedded", before + len(self.corpus.texts)) - before
+
+    @property
+    def key(self) -> str | None:
+        return self.lexical.key if self.lexical is not None else None
+
+    def unit_ranking(self, question: str, embedding) -> list[tuple[int, float]]:
+        """(unit position, score) of every unit for `question`, best first (higher is better)."""
+        from .lexical import reciprocal_rank_fusion
+
+        if self.retriever in ("bm25", "bm25-parents"):
+            return self.lexical.ranking(question)
+        dense = _dense_ranking(self.matrix, embedding.embed_query(question))
+        if self.retriever == "dense-parents":
+            return dense
+        lexical = self.lexical.ranking(question)
+        fused = reciprocal_rank_fusion([[str(u) for u, _ in dense], [str(u) for u, _ in lexical]])
+        return [(int(u), score) for u, score in fused]
+
+
+def _dense_ranking(matrix, vector) -> list[tuple[int, float]]:
+    import numpy as np
+
+    scores = matrix @ np.asarray(vector, dtype=np.float32)
+    order = np.lexsort((np.arange(len(scores)), -np.round(scores, DENSE_TIE_DECIMALS)))
+    return [(int(i), float(scores[i])) for i in order]
+
+
+def unit_ranker(retriever: str, params, chunked: Sequence[ChunkedDocument]) -> UnitRanker:
+    """The units of `retriever` over a strategy's parents: child windows (bm25, hybrid) or whole parents
+    (dense-parents, bm25-parents), with their BM25 index where the retriever uses one (not yet embedded)."""
+    from .knowledge_base import child_splitter, child_windows
+    from .lexical import LexicalIndex, ParentInfo, UnitCorpus
+
+    documents = [chunk.to_document() for item in chunked for chunk in item.chunks]
+    parents = {str(doc.id): ParentInfo(str(doc.metadata["path"]), int(doc.metadata["page_start"]),
+                                       int(doc.metadata["page_end"]), doc.page_content) for doc in documents}
+    corpus = UnitCorpus()
+    if retriever in ("dense-parents", "bm25-parents"):
+        for doc in documents:
+            corpus.add(str(doc.id), [doc.page_content])
+    else:
+        windows, _ = child_windows(documents, child_splitter(params))
+        for window in windows:
+            corpus.add(str(window.metadata["doc_id"]), [window.page_content])
+    ranker = UnitRanker(retriever, corpus, parents)
+    if retriever in ("bm25", "bm25-parents", "hybrid"):
+        ranker.lexical = LexicalIndex(corpus.texts)
+    return ranker
+
+
+def rank_with(ranker: UnitRanker, embedding, question: str, question_index: int, k: int, largest: int,
+              measure: Measure = CHARS) -> list[RetrievedParent]:
+    """Parents of one question ranked by their best unit, deep enough to overfill the largest budget; `in_k`
+    marks the parents of the k best units (the paper's k child windows; k whole parents for the -parents
+    retrievers). Scores are negated (lower is better, as the dense rankings' distances)."""
+    from .lexical import fill_depth, paper_k_parents, parents_by_best_unit, to_retrieved
+
+    units = ranker.unit_ranking(question, embedding)
+    ranked = parents_by_best_unit(units, ranker.corpus.parents)
+    lengths = {pid: measure.length(info.contents) for pid, info in ranker.parents.items()}
+    return to_retrieved(question_index, fill_depth(ranked, lengths, largest), ranker.parents,
+                        paper_k_parents(units, ranker.corpus.parents, k))
 
 
 def retrieve_strategy(config, strategy: str, documents, questions: Sequence[str], embedding: Callable[[], Any],
@@ -198,6 +301,15 @@ def retrieve_strategy(config, strategy: str, documents, questions: Sequence[str]
     outputs = [str(p) for p in write_chunks(chunked, strategy, output_dir)]
     largest = max(config.budgets)
     collection = collection_name(spec, params, chunked, embedding_id(config))
+    retriever = config.retriever
+    if retriever != "dense":
+        rows, embedded, units = _rank_units(config, strategy, chunked, questions, embedding, collection, largest,
+                                            measure)
+        index_seconds = time.perf_counter() - started
+        outputs.append(str(write_retrieval(rows, output_dir, strategy)))
+        chunks, chars_mean, chars_cv = chunk_length_stats(chunked)
+        return RetrievalRun(strategy, len(documents), chunks, chars_mean, chars_cv, index_seconds, embedded,
+                            units - embedded if retriever in ("dense-parents", "hybrid") else 0, outputs)
     cache = _ranking_cache_path(collection, params, questions, largest, measure)
     if cache.is_file():
         cached = json.loads(cache.read_text(encoding="utf-8"))
@@ -218,6 +330,36 @@ def retrieve_strategy(config, strategy: str, documents, questions: Sequence[str]
     chunks, chars_mean, chars_cv = chunk_length_stats(chunked)
     return RetrievalRun(strategy, len(documents), chunks, chars_mean, chars_cv, index_seconds, embedded, reused,
                         outputs)
+
+
+def _rank_units(config, strategy: str, chunked, questions: Sequence[str], embedding: Callable[[], Any],
+                collection: str, largest: int, measure: Measure) -> tuple[list[RetrievedParent], int, int]:
+    """(rows, units embedded now, units) of a non-dense retriever, from the ranking cache when it holds them. The
+    cache key adds the retriever and the BM25 index's content key to the dense key (collection, k, questions,
+    largest budget, code); a BM25 index is rebuilt to compute its key (seconds), vectors come from the vector
+    cache."""
+    from tqdm.auto import tqdm
+
+    from .io import atomic_write_text
+
+    params = config.strategy_params[strategy]
+    ranker = unit_ranker(config.retriever, params, chunked)
+    cache = _ranking_cache_path(collection, params, questions, largest, measure, config.retriever, ranker.key)
+    if cache.is_file():
+        cached = json.loads(cache.read_text(encoding="utf-8"))
+        logger.info("%s: %s rankings of %d questions read from %s", strategy, config.retriever, len(questions), cache)
+        return [RetrievedParent.from_dict(r) for r in cached["rows"]], 0, int(cached["units"])
+    model = embedding() if ranker.dense else None
+    if model is not None:
+        ranker.embed(model)
+    rows: list[RetrievedParent] = []
+    for index, question in enumerate(tqdm(questions, desc=f"Ranking {strategy} ({config.retriever})",
+                                          unit="question")):
+        rows += rank_with(ranker, model, question, index, params.k, largest, measure)
+    units = len(ranker.corpus.texts)
+    atomic_write_text(cache, json.dumps({"units": units, "retriever": config.retriever,
+                                         "rows": [r.to_dict() for r in rows]}, ensure_ascii=False))
+    return rows, ranker.embedded, units
 
 
 # ------------------------------------------------------------------------------------- retrieval-only runs

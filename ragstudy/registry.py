@@ -86,6 +86,7 @@ class StrategySpec:
     source_kind: SourceKind = "text-layer"
     parent_type: type | None = None  # dataclass that validates `defaults.parent` and user overrides
     description: str = ""
+    paper: bool = False  # one of the paper's three strategies (the default of runs that answer with the LLM)
 
     def resolve_params(self, overrides: dict[str, Any], where: str | None = None) -> StrategyParams:
         """The defaults with `overrides` applied (top-level fields and/or parent keys), type- and range-checked."""
@@ -155,7 +156,8 @@ class _TypedChunker:
 def register_strategy(name: str, chunker: Callable[[Any, ChunkerContext], Chunker], parent_type: type | None = None,
                       *, display_name: str, color: str, order: float = 100.0, description: str = "",
                       source_kind: SourceKind = "text-layer", dataset_name: str | None = None,
-                      child_chunk_size: int = 200, child_chunk_overlap: int = 0, k: int = 4) -> StrategySpec:
+                      child_chunk_size: int = 200, child_chunk_overlap: int = 0, k: int = 4,
+                      paper: bool = False) -> StrategySpec:
     """Register a strategy folder's chunker: `chunker(parent_record, context)` gets the strategy's parameters as
     a `parent_type` instance (defaults: `parent_type()`). The folder is the chunker's top-level package, the
     Dataset file stem follows from it (`default_dataset_name`); child windows default to the baselines' 200/0, k=4.
@@ -170,7 +172,7 @@ def register_strategy(name: str, chunker: Callable[[Any, ChunkerContext], Chunke
         defaults=StrategyParams(parent=parent, child_chunk_size=child_chunk_size,
                                 child_chunk_overlap=child_chunk_overlap, k=k),
         make_chunker=_TypedChunker(name, parent_type, chunker), display_name=display_name, color=color,
-        order=order, source_kind=source_kind, parent_type=parent_type, description=description))
+        order=order, source_kind=source_kind, parent_type=parent_type, description=description, paper=paper))
 
 
 def unregister(name: str) -> None:
@@ -200,6 +202,11 @@ def available() -> list[str]:
     """Registered strategy names in their registered order (the paper's three first)."""
     load_builtin_strategies()
     return sorted(_REGISTRY, key=lambda name: (_REGISTRY[name].order, name))
+
+
+def paper_strategies() -> list[str]:
+    """The paper's strategies (registered with paper=True) in registered order."""
+    return [name for name in available() if _REGISTRY[name].paper]
 
 
 def specs() -> list[StrategySpec]:

@@ -780,7 +780,7 @@ _SURVEY = "python3 Postprocessing/interview_analysis.py --results-dir RESULTS"
 
 RETRIEVAL_PER_QUESTION = Table("retrieval_per_question.csv", (
     "strategy", "budget", "question_index", "hit", "span_recall", "span_precision", "span_iou", "reciprocal_rank",
-    "context_chars", "parents"), _RETRIEVAL_EVAL, ("budget",))
+    "context_chars", "parents", "oracle_overlap"), _RETRIEVAL_EVAL, ("budget",))
 RETRIEVAL_SUMMARY = Table("retrieval_summary.csv", (
     "strategy", "strategy_display", "budget", "metric", "n", "mean", "ci_low", "ci_high"), _RETRIEVAL_EVAL,
     ("budget",))
@@ -792,7 +792,7 @@ RETRIEVAL_VERDICT = Table("retrieval_verdict.csv", (
     "value", "ci_low", "ci_high", "p_holm", "significant", "n_min", "n_max"), _RETRIEVAL_EVAL,
     ("budget", "reference", "strategy", "strategy_display"))  # ragstudy.budget_eval.Verdict.to_frame/from_frame
 SWEEP_FIXED_COLUMNS = ("config", "strategy", "params", "chunks", "chars_mean", "chars_cv", "index_seconds",
-                       "embedded", "reused")  # then <metric>@<budget> columns
+                       "embedded", "reused")  # then retriever (sweeps since --retriever), <metric>@<budget>
 SWEEP_SUMMARY = Table("sweep_summary.csv", SWEEP_FIXED_COLUMNS, _SWEEP)
 SWEEP_BEST = Table("sweep_best.csv", ("metric", "budget", "config", "strategy", "params", "value"), _SWEEP,
                    ("budget",))

@@ -10,16 +10,22 @@ A sweep file (YAML)::
       - id: fixed-256                   # optional; default: strategy and parameters
         strategy: fixed-size
         params: {chunk_size: 256, chunk_overlap: 0}
+      - id: fixed-256-bm25              # optional `retriever:` (evaluation_chain.py --retriever): a sweep axis
+        strategy: fixed-size
+        params: {chunk_size: 256, chunk_overlap: 0}
+        retriever: bm25
     grid:                               # optional: the product of every listed value, per strategy
       - strategy: paragraph
         params: {min_chars: [100, 200], max_chars: [1000, 2000]}
+        retriever: [dense, bm25]        # optional; a list is a grid axis like a parameter
 
 Every configuration writes its retrieval files into `<output-dir>/sweep/<id>/`; the sweep writes
-`sweep_summary.csv` (one row per configuration: chunk statistics, indexing time and cost, and the metrics at each
-budget as `hit@500`, `span_recall@500`, …, `hit@k`, …) and `sweep_best.csv` (the best configuration per metric and
-budget) into the output folder, like AutoRAG's summary.csv per node; evaluation_chain.py prints the table and draws
-`sweep_hit_rate.{html,png,pdf}`. Scores come from ragstudy.budget_eval. Child windows already embedded for another
-configuration are not embedded again (Chroma collections and the vector cache are keyed by content).
+`sweep_summary.csv` (one row per configuration: chunk statistics, indexing time and cost, its retriever, and the
+metrics at each budget as `hit@500`, `span_recall@500`, …, `hit@k`, …) and `sweep_best.csv` (the best
+configuration per metric and budget) into the output folder, like AutoRAG's summary.csv per node;
+evaluation_chain.py prints the table and draws `sweep_hit_rate.{html,png,pdf}`. Scores come from
+ragstudy.budget_eval. Child windows already embedded for another configuration are not embedded again (Chroma
+collections and the vector cache are keyed by content).
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ class SweepConfig:
     id: str
     strategy: str
     params: dict[str, Any]  # overrides as written in the sweep file
+    retriever: str | None = None  # None: the run's (--retriever, default dense)
 
 
 @dataclass(frozen=True)
@@ -58,8 +65,8 @@ class SweepFile:
     budgets: tuple[int, ...] | None
 
 
-def _default_id(strategy: str, params: dict[str, Any]) -> str:
-    parts = [strategy] + [f"{k}={params[k]}" for k in sorted(params)]
+def _default_id(strategy: str, params: dict[str, Any], retriever: str | None = None) -> str:
+    parts = [strategy] + [f"{k}={params[k]}" for k in sorted(params)] + ([retriever] if retriever else [])
     return re.sub(r"[^A-Za-z0-9_.=-]+", "-", "_".join(parts))
 
 
@@ -85,34 +92,44 @@ def load_sweep(path: str | Path) -> SweepFile:
     unknown = set(data) - {"configs", "grid", "evidence", "budgets", "description"}
     if unknown:
         raise StudyInputError(f"{path}: unknown keys {sorted(unknown)}; known: configs, grid, evidence, budgets")
-    entries: list[tuple[str | None, str, dict[str, Any], str]] = []
     for key in ("configs", "grid"):
         if data.get(key) is not None and not isinstance(data[key], list):
             raise StudyInputError(f"{path}: `{key}:` must be a list of entries (each line starting with `- `)")
+    entries: list[tuple[str | None, str, dict[str, Any], str | None, str]] = []
     for i, entry in enumerate(data.get("configs") or []):
         where = f"{path}: configs[{i}]"
         if not isinstance(entry, dict) or "strategy" not in entry:
-            raise StudyInputError(f"{where}: each entry needs `strategy:` (and optional `id:`, `params:`)")
+            raise StudyInputError(f"{where}: each entry needs `strategy:` (and optional `id:`, `params:`, "
+                                  "`retriever:`)")
+        _check_entry_keys(entry, {"id", "strategy", "params", "retriever"}, where)
+        retriever = entry.get("retriever")
         given_id = entry.get("id")
         if given_id is not None:
             check_name(given_id, f"{where}: id")  # it names <output-dir>/sweep/<id>/: never a path
-        entries.append((given_id, str(entry["strategy"]), _params(entry, where, "params: {chunk_size: 256}"), where))
+        entries.append((given_id, str(entry["strategy"]), _params(entry, where, "params: {chunk_size: 256}"),
+                        _retriever(retriever, where) if retriever is not None else None, where))
     for i, entry in enumerate(data.get("grid") or []):
         where = f"{path}: grid[{i}]"
         if not isinstance(entry, dict) or "strategy" not in entry:
             raise StudyInputError(f"{where}: each entry needs `strategy:` and `params:` {{name: [values]}}")
+        _check_entry_keys(entry, {"strategy", "params", "retriever"}, where)
         grid = _params(entry, where, "params: {chunk_size: [256, 512]}")
         names = sorted(grid)
         values = [v if isinstance(v, list) else [v] for v in (grid[n] for n in names)]
-        for combo in itertools.product(*values):
-            entries.append((None, str(entry["strategy"]), dict(zip(names, combo)), where))
+        raw = entry.get("retriever")
+        retrievers = [None] if raw is None else [_retriever(r, where) for r in (raw if isinstance(raw, list)
+                                                                                 else [raw])]
+        for retriever in retrievers:
+            for combo in itertools.product(*values):
+                entries.append((None, str(entry["strategy"]), dict(zip(names, combo)), retriever, where))
     if not entries:
         raise StudyInputError(f"{path}: no configurations (add `configs:` or `grid:` entries)")
     configs = []
-    for given_id, strategy, params, where in entries:
+    for given_id, strategy, params, retriever, where in entries:
         spec = registry.get(strategy)
         spec.resolve_params(params, where=f"{where} {strategy}.")  # fail now, not after an hour of indexing
-        configs.append(SweepConfig(str(given_id) if given_id else _default_id(strategy, params), strategy, params))
+        configs.append(SweepConfig(str(given_id) if given_id else _default_id(strategy, params, retriever), strategy,
+                                   params, retriever))
     ids = [c.id for c in configs]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
@@ -127,6 +144,20 @@ def load_sweep(path: str | Path) -> SweepFile:
         if not evidence_path.is_absolute():
             evidence_path = path.parent / evidence_path  # relative to the sweep file
     return SweepFile(path, tuple(configs), evidence_path, budgets)
+
+
+def _check_entry_keys(entry: dict, known: set[str], where: str) -> None:
+    unknown = set(entry) - known
+    if unknown:
+        raise StudyInputError(f"{where}: unknown keys {sorted(unknown)}; known: {', '.join(sorted(known))}")
+
+
+def _retriever(value: Any, where: str) -> str:
+    from .config import RETRIEVERS
+
+    if value not in RETRIEVERS:
+        raise StudyInputError(f"{where}: retriever {value!r} is not one of {', '.join(RETRIEVERS)}")
+    return str(value)
 
 
 def metric_columns(labels: list[str]) -> list[str]:
@@ -183,7 +214,7 @@ def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None
         folder = output_dir / "sweep" / item.id
         folder.mkdir(parents=True, exist_ok=True)
         run_config = replace(config, strategies=(item.strategy,), strategy_params={item.strategy: params},
-                             output_dir=str(folder))
+                             output_dir=str(folder), retriever=item.retriever or config.retriever)
         logger.info("sweep %d/%d: %s (%s %s)", number, len(sweep.configs), item.id, item.strategy,
                     json.dumps(item.params, sort_keys=True))
         write_config(folder, run_config, {**run_facts(run_config, documents), "sweep_config": item.id,
@@ -195,9 +226,10 @@ def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None
                      "params": json.dumps(item.params, sort_keys=True, ensure_ascii=False),
                      "chunks": run.chunks, "chars_mean": run.chars_mean, "chars_cv": run.chars_cv,
                      "index_seconds": run.index_seconds, "embedded": run.embedded, "reused": run.reused,
+                     "retriever": run_config.retriever,
                      **budget_means(frame, labels, SWEEP_METRICS)})
         logger.info("%s: %s", item.id, "; ".join(e.note() for e in evaluations))
-    summary = pd.DataFrame(rows, columns=[*SWEEP_FIXED_COLUMNS, *metric_columns(labels)])
+    summary = pd.DataFrame(rows, columns=[*SWEEP_FIXED_COLUMNS, "retriever", *metric_columns(labels)])
     write_table(output_dir, SWEEP_SUMMARY, summary)
     best = best_configs(summary, labels)
     write_table(output_dir, SWEEP_BEST, best)

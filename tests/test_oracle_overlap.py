@@ -51,3 +51,21 @@ def test_score_strategy_per_budget_leaves_out_unanswerable_oracles():
     assert by_budget[str(sum(lengths))] == 1.0  # the Firma paragraph is packed too
     assert by_budget["k"] == 0.0  # the paper's k: the first parent only
     assert {row["question_index"] for row in scored.rows} == {0}
+
+
+def test_the_oracle_is_the_given_file_else_the_one_beside_the_questions(tmp_path):
+    from ragstudy.errors import StudyInputError
+    from ragstudy.oracle_overlap import find_oracle, load_oracle
+
+    questions = tmp_path / "Questions.csv"
+    questions.write_text("questions\nUno?\nDue?\n", encoding="utf-8")
+    assert find_oracle(questions) is None  # no Oracle.csv beside it: no oracle overlap
+    (tmp_path / "Oracle.csv").write_text("oracle\nuno\ndue\n", encoding="utf-8")
+    assert find_oracle(questions) == tmp_path / "Oracle.csv"
+    assert load_oracle(tmp_path / "Oracle.csv", questions) == ["uno", "due"]
+    with pytest.raises(StudyInputError, match="no such file"):
+        find_oracle(questions, tmp_path / "missing.csv")
+    short = tmp_path / "short.csv"
+    short.write_text("oracle\nuno\n", encoding="utf-8")
+    with pytest.raises(StudyInputError, match=r"short\.csv has 1 answers but .*Questions\.csv has 2 questions"):
+        load_oracle(short, questions)

@@ -138,7 +138,7 @@ def test_study_end_to_end_then_warm_rerun_does_no_work(pdf_dir, questions_csv, t
     out = tmp_path / "results"
     config = _study_config(pdf_dir, questions_csv, out, tiny_phi3)
     reports = run_study(config)
-    assert [r.strategy for r in reports] == registry.available()
+    assert [r.strategy for r in reports] == registry.paper_strategies()  # the default of an answering run
     for report in reports:
         spec = registry.get(report.strategy)
         rows = json.loads((out / f"{spec.dataset_name}.json").read_text(encoding="utf-8"))
@@ -278,7 +278,7 @@ def test_lite_profile_end_to_end_with_smollm2(pdf_dir: Path, questions_csv: Path
     result = _cli(*args)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "profile: lite (--profile)" in result.stdout
-    for strategy in registry.available():
+    for strategy in registry.paper_strategies():
         rows = json.loads((out / f"{registry.get(strategy).dataset_name}.json").read_text(encoding="utf-8"))
         assert len(rows) == 1 and rows[0]["answer"].strip() and rows[0]["contexts"]
     saved = json.loads((out / "config.json").read_text(encoding="utf-8"))
@@ -363,3 +363,19 @@ def test_unreachable_hub_model_names_the_profile(pdf_dir: Path, questions_csv: P
     assert result.returncode == 2, result.stderr[-2000:]
     assert "LLM 'nessuno/modello-inesistente' (set by --llm) could not be loaded" in result.stderr
     assert not (tmp_path / "out2" / "DatasetNewLine.csv").exists()
+
+
+def test_answering_runs_default_to_the_papers_strategies_and_the_rest_are_one_flag_away(tmp_path: Path) -> None:
+    paper = StudyConfig.resolve(profile="lite")
+    assert paper.strategies == ("paragraph", "fixed-size", "newline") == tuple(registry.paper_strategies())
+    assert "paper" in paper.origins["strategies"]
+    every = tuple(registry.available())
+    assert len(every) > 3
+    assert StudyConfig.resolve(profile="lite", strategies="all").strategies == every
+    assert StudyConfig.resolve(profile="lite", retrieval_only=True).strategies == every
+    assert StudyConfig.resolve(profile="lite", chunks_only=True).strategies == every
+    settings = tmp_path / "study.yaml"
+    settings.write_text("retrieval_only: true\n", encoding="utf-8")
+    assert StudyConfig.resolve(config_file=str(settings), profile="lite").strategies == every
+    settings.write_text("strategies: token,markdown\n", encoding="utf-8")
+    assert StudyConfig.resolve(config_file=str(settings), profile="lite").strategies == ("token", "markdown")

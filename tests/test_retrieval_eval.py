@@ -164,7 +164,7 @@ def test_script_end_to_end_on_a_hand_made_folder(tmp_path):
                                 "--n-resamples", "200"]) == 0
     per_q = pd.read_csv(out / "retrieval_per_question.csv", dtype={"budget": str})
     assert list(per_q.columns) == ["strategy", "budget", "question_index", "hit", "span_recall", "span_precision",
-                                   "span_iou", "reciprocal_rank", "context_chars", "parents"]
+                                   "span_iou", "reciprocal_rank", "context_chars", "parents", "oracle_overlap"]
     assert set(per_q["question_index"]) == {0}  # question 1 has no evidence: left out
     row = per_q.set_index(["strategy", "budget"])
     # one-sentence parents: budget S holds the rank-1 parent only (no evidence); 3S holds ranks 1-3, evidence at 2

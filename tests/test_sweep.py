@@ -41,10 +41,56 @@ evidence: ev.csv
     ("budgets: [0]\nconfigs:\n  - {strategy: newline}\n", "positive integers"),
     ("grid: []\n", "no configurations"),
     ("confgs: []\n", "unknown keys"),
+    ("configs:\n  - {strategy: newline, retriever: tfidf}\n", "retriever 'tfidf' is not one of dense"),
+    ("grid:\n  - {strategy: newline, retriever: [bm25, splade]}\n", "retriever 'splade'"),
+    ("configs:\n  - {strategy: newline, retreiver: bm25}\n", r"unknown keys \['retreiver'\]"),
 ])
 def test_bad_sweep_files_fail_before_running(tmp_path, text, message):
     with pytest.raises(StudyInputError, match=message):
         load_sweep(write(tmp_path, text))
+
+
+def test_retriever_is_a_sweep_axis(tmp_path):
+    sweep = load_sweep(write(tmp_path, """
+configs:
+  - {strategy: fixed-size, retriever: hybrid}
+  - {id: plain, strategy: fixed-size}
+grid:
+  - strategy: newline
+    params: {k: [1, 2]}
+    retriever: [dense, bm25]
+"""))
+    assert [(c.id, c.retriever) for c in sweep.configs] == [
+        ("fixed-size_hybrid", "hybrid"), ("plain", None), ("newline_k=1_dense", "dense"),
+        ("newline_k=2_dense", "dense"), ("newline_k=1_bm25", "bm25"), ("newline_k=2_bm25", "bm25")]
+
+
+def test_a_bm25_sweep_entry_runs_without_the_embedding_model(pdf_dir, questions_csv, tmp_path, monkeypatch):
+    from ragstudy import pipeline
+    from ragstudy.config import StudyConfig
+    from ragstudy.sweep import run_sweep
+
+    def no_model(config):
+        return lambda: pytest.fail("a BM25 sweep entry loaded the embedding model")
+
+    monkeypatch.setattr(pipeline, "lazy_embedding", no_model)
+    evidence = tmp_path / "evidence.csv"
+    pd.DataFrame([{"question_index": 0, "evidence": "conserva i fascicoli per dieci anni dalla chiusura"}]
+                 ).to_csv(evidence, index=False)
+    sweep = write(tmp_path, """
+budgets: [200, 600]
+configs:
+  - {id: lexical, strategy: fixed-size, params: {chunk_size: 150, chunk_overlap: 0}, retriever: bm25}
+""")
+    out = tmp_path / "out"
+    config = StudyConfig.resolve(profile="lite", strategies="fixed-size", documents=str(pdf_dir),
+                                 questions=str(questions_csv), output_dir=str(out), db_dir=str(tmp_path / "db"))
+    run_sweep(config, sweep, evidence)
+    summary = pd.read_csv(out / "sweep_summary.csv")
+    assert summary["retriever"].tolist() == ["bm25"] and summary["embedded"].tolist() == [0]
+    assert summary["hit@600"].item() == 1.0  # "fascicoli ... dieci anni": BM25 finds the one parent with them
+    recorded = json.loads((out / "sweep" / "lexical" / "config.json").read_text(encoding="utf-8"))
+    assert recorded["retriever"] == "bm25"
 
 
 def test_shipped_sweeps_are_valid():

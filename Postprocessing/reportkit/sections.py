@@ -84,7 +84,7 @@ def setup_section(inp: Inputs, styles: Strategies) -> Section:
                              (f"python3 evaluation_chain.py --output-dir {inp.results_dir}",)))
         return s
     used = {"models", "origins", "model_labels", "strategy_params", "strategies", "documents_sha256", "documents",
-            "documents_pages", "questions", "limit", "budgets", "budget_unit", "profile"}
+            "documents_pages", "questions", "limit", "budgets", "budget_unit", "profile", "retriever"}
     date = next((config[k] for k in DATE_KEYS if config.get(k)), None)
     version = next((config[k] for k in VERSION_KEYS if config.get(k)), None)
     used |= set(DATE_KEYS) | set(VERSION_KEYS)
@@ -96,6 +96,7 @@ def setup_section(inp: Inputs, styles: Strategies) -> Section:
                                                           if config.get("limit") else "")],
         ["context budgets", (", ".join(str(b) for b in budgets) + f" {config.get('budget_unit') or ''}").strip()
          if budgets else "not recorded"],
+        ["retriever", _compact(config.get("retriever") or "dense")],
         ["date", _compact(date) if date else "not recorded in config.json"],
         ["code version", _compact(version) if version else "not recorded in config.json"],
     ]

@@ -1,0 +1,156 @@
+"""The retriever axis (--retriever): BM25 and hybrid over the knowledge base's own child windows, dense and BM25 over
+whole parents, written and cached like the dense rankings; and retrieval_eval's oracle overlap, with or without
+evidence. Real runs on two generated Italian PDFs (MiniLM from its wheel where a retriever embeds)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ragstudy.results import read_retrieval, retrieval_path
+
+QUESTIONS = ["Per quanti anni si conservano i fascicoli?", "Come si accede al portale?",
+             "Entro quanti giorni risponde l'assistenza?"]
+ORACLE = ["I fascicoli si conservano per dieci anni.", "Con le credenziali SPID.", "Entro cinque giorni lavorativi."]
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("qa")
+    questions = folder / "Questions.csv"
+    questions.write_text("questions\n" + "\n".join(QUESTIONS) + "\n", encoding="utf-8")
+    (folder / "Oracle.csv").write_text("oracle\n" + "\n".join(ORACLE) + "\n", encoding="utf-8")
+    return questions
+
+
+def run_chain(pdf_dir, questions, out, retriever: str, *extra: str) -> int:
+    import evaluation_chain
+
+    return evaluation_chain.main(["--retrieval-only", "--profile", "lite", "--documents", str(pdf_dir),
+                                  "--questions", str(questions), "--output-dir", str(out), "--db-dir",
+                                  str(out.parent / "db"), "--strategies", "fixed-size", "--budgets", "300,900",
+                                  "--set", "fixed-size.chunk_size=200", "--set", "fixed-size.chunk_overlap=0",
+                                  "--retriever", retriever, *extra])
+
+
+@pytest.fixture(scope="module")
+def bm25_run(pdf_dir, inputs, tmp_path_factory):
+    out = tmp_path_factory.mktemp("bm25") / "out"
+    assert run_chain(pdf_dir, inputs, out, "bm25") == 0
+    return out
+
+
+def chunked_fixed_size(pdf_dir):
+    from ragstudy.config import StudyConfig
+    from ragstudy.ranking import chunk_cached
+    from ragstudy.textlayer import load_documents
+
+    config = StudyConfig.resolve(profile="lite", strategies="fixed-size", set_params=["fixed-size.chunk_size=200",
+                                                                                      "fixed-size.chunk_overlap=0"])
+    return config, chunk_cached(config, "fixed-size", load_documents(pdf_dir))
+
+
+def test_bm25_scores_the_knowledge_bases_child_windows_and_hybrid_too(pdf_dir):
+    from ragstudy.knowledge_base import KnowledgeBase, child_windows
+    from ragstudy.ranking import unit_ranker
+
+    config, chunked = chunked_fixed_size(pdf_dir)
+    params = config.strategy_params["fixed-size"]
+    parents = [chunk.to_document() for item in chunked for chunk in item.chunks]
+    kb = KnowledgeBase.__new__(KnowledgeBase)
+    kb.params = params
+    windows, _ = child_windows(parents, kb.child_splitter())
+    for retriever in ("bm25", "hybrid"):
+        ranker = unit_ranker(retriever, params, chunked)
+        assert ranker.corpus.texts == [w.page_content for w in windows]
+        assert ranker.corpus.parents == [w.metadata["doc_id"] for w in windows]
+        text_of = {p.id: p.page_content for p in parents}
+        assert all(t in text_of[pid] for t, pid in zip(ranker.corpus.texts, ranker.corpus.parents))
+    whole = unit_ranker("bm25-parents", params, chunked)
+    assert whole.corpus.texts == [p.page_content for p in parents]
+
+
+def test_a_bm25_run_writes_the_usual_file_records_its_retriever_and_reads_its_cache(bm25_run, pdf_dir, inputs,
+                                                                                     tmp_path):
+    rankings = read_retrieval(retrieval_path(bm25_run, "fixed-size"))
+    assert sorted(rankings) == [0, 1, 2]
+    assert "fascicoli" in rankings[0][0].contents.lower()  # the only parent naming the question's rare term
+    for parents in rankings.values():
+        assert sum(len(p.contents) for p in parents) > 900 or len(parents) == len(
+            {p.doc_id for p in parents})  # deep enough for the largest budget
+        flags = [p.in_k for p in parents]
+        assert flags[0] and flags == sorted(flags, reverse=True)
+        assert [p.score for p in parents] == sorted(p.score for p in parents)  # negated BM25: lower is better
+    assert json.loads((bm25_run / "config.json").read_text(encoding="utf-8"))["retriever"] == "bm25"
+    again = tmp_path / "again"
+    assert run_chain(pdf_dir, inputs, again, "bm25") == 0
+    assert (again / "retrieval_fixed-size.csv").read_bytes() == (bm25_run / "retrieval_fixed-size.csv").read_bytes()
+    from ragstudy.io import cache_dir
+
+    assert list((cache_dir() / "rankings").glob("fixed-size-*-bm25-*.json"))
+
+
+def test_dense_parents_ranks_whole_parents_by_cosine(pdf_dir, inputs, tmp_path, minilm_embedding):
+    out = tmp_path / "out"
+    assert run_chain(pdf_dir, inputs, out, "dense-parents") == 0
+    rankings = read_retrieval(retrieval_path(out, "fixed-size"))
+    _, chunked = chunked_fixed_size(pdf_dir)
+    parents = [chunk for item in chunked for chunk in item.chunks]
+    vectors = np.asarray(minilm_embedding.embed_documents([p.contents for p in parents]))
+    for index, question in enumerate(QUESTIONS):
+        scores = vectors @ np.asarray(minilm_embedding.embed_query(question))
+        best = parents[int(np.argmax(np.round(scores, 5)))].doc_id
+        assert rankings[index][0].doc_id == best
+        assert rankings[index][0].score == pytest.approx(-float(scores.max()), abs=1e-5)
+
+
+def test_a_non_dense_retriever_refuses_the_answering_chain(pdf_dir, inputs, tmp_path, capsys):
+    import evaluation_chain
+
+    code = evaluation_chain.main(["--profile", "lite", "--documents", str(pdf_dir), "--questions", str(inputs),
+                                  "--output-dir", str(tmp_path / "out"), "--retriever", "bm25"])
+    assert code == 2
+    assert "--retrieval-only" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_retrieval_eval_scores_the_oracle_overlap_without_evidence(bm25_run, tmp_path):
+    from Postprocessing import retrieval_eval
+
+    out = tmp_path / "tables"
+    assert retrieval_eval.main(["--results-dir", str(bm25_run), "--out-dir", str(out), "--no-plot",
+                                "--n-resamples", "200"]) == 0
+    summary = pd.read_csv(out / "retrieval_summary.csv", dtype={"budget": str})
+    assert set(summary["metric"]) == {"oracle_overlap"}  # no evidence: nothing else is scored
+    per_q = pd.read_csv(out / "retrieval_per_question.csv", dtype={"budget": str})
+    assert per_q["hit"].isna().all() and per_q["oracle_overlap"].between(0, 1).all()
+    # question 0: the top parent holds "fascicoli", "conservano", "dieci anni": the whole oracle at 900 characters
+    row = per_q[(per_q.question_index == 0) & (per_q.budget == "900")]
+    assert row["oracle_overlap"].item() == 1.0
+    report = (out / "retrieval_summary.md").read_text(encoding="utf-8")
+    assert "retriever: bm25" in report and "Oracle overlap" in report
+
+
+def test_retrieval_eval_refuses_an_oracle_of_another_length(bm25_run, tmp_path, capsys):
+    from Postprocessing import retrieval_eval
+
+    oracle = tmp_path / "Oracle.csv"
+    oracle.write_text("oracle\nuna risposta\n", encoding="utf-8")
+    assert retrieval_eval.main(["--results-dir", str(bm25_run), "--out-dir", str(tmp_path / "t"), "--no-plot",
+                                "--oracle", str(oracle)]) == 2
+    err = capsys.readouterr().err
+    assert str(oracle) in err and "Questions.csv" in err and "1 answers" in err
+
+
+def test_offline_data_reads_the_stopwords_through_the_core_parser():
+    from Postprocessing.offline_data import read_debian_italian_stopwords
+    from ragstudy.lexical import STOPWORDS_IT, fold, italian_stopwords
+
+    if not STOPWORDS_IT.is_file():
+        pytest.skip(f"{STOPWORDS_IT} is absent (Debian liblingua-stopwords-perl)")
+    words = read_debian_italian_stopwords()
+    assert "più" in words and words[0] == "ad"
+    assert {fold(w) for w in words} == italian_stopwords()
