@@ -193,11 +193,11 @@ def score(results: Path, *args: str) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_evidence_for_the_same_questions_in_another_order_is_refused(retrieval_runs, tmp_path: Path) -> None:
     out = tmp_path / "tables"
-    refused(score(retrieval_runs["reordered"], "--out-dir", out),
+    refused(score(retrieval_runs["reordered"], "--evidence", SAMPLE_EVIDENCE, "--out-dir", out),
             f"{SAMPLE_EVIDENCE} record 0: question 0 is", "but row 0 of", "reordered.csv",
             "another questions file (or another order)")
     assert not out.exists()
-    good = score(retrieval_runs["good"], "--out-dir", out)
+    good = score(retrieval_runs["good"], "--evidence", SAMPLE_EVIDENCE, "--out-dir", out)
     assert good.returncode == 0, good.stderr[-3000:]
     assert (out / "retrieval_summary.csv").is_file()
 
@@ -226,10 +226,11 @@ def test_a_questions_file_edited_after_the_run_is_refused(retrieval_runs, tmp_pa
     config = json.loads((run / "config.json").read_text(encoding="utf-8"))
     config["questions"] = config["questions_resolved"] = str(edited)  # the run's file, as if it had been here
     (run / "config.json").write_text(json.dumps(config), encoding="utf-8")
-    assert score(run, "--out-dir", tmp_path / "ok").returncode == 0
+    assert score(run, "--evidence", SAMPLE_EVIDENCE, "--out-dir", tmp_path / "ok").returncode == 0
     with edited.open("a", encoding="utf-8") as handle:
         handle.write("Una domanda aggiunta dopo la corsa?\n")
-    refused(score(run, "--out-dir", tmp_path / "tables"), f"{edited} has changed since the run", "sha256")
+    refused(score(run, "--evidence", SAMPLE_EVIDENCE, "--out-dir", tmp_path / "tables"),
+            f"{edited} has changed since the run", "sha256")
 
 
 @pytest.mark.slow
