@@ -133,17 +133,14 @@ def main(argv: list[str] | None = None) -> int:
     set_params = list(flags.pop("set_params") or [])
     mode = flags.pop("paragraph_mode")
     sweep, evidence = flags.pop("sweep"), flags.pop("evidence")
-    if sweep:
-        flags["retrieval_only"] = True  # a sweep is always retrieval-only
     if mode:
         set_params.append(f"paragraph.mode={mode}")
     started = time.perf_counter()
     try:
-        config = StudyConfig.resolve(set_params=set_params, **flags)
-        if config.embedding_server:
-            from ragstudy.models import check_embedding
+        config = StudyConfig.resolve(set_params=set_params, sweep=sweep, **flags)
+        from ragstudy.models import check_embedding
 
-            check_embedding(config)
+        check_embedding(config)  # a bad --embedding stops here, before anything is written
         print(f"profile: {config.profile.name} ({config.origins['profile']}); LLM {config.profile.llm}; "
               f"embedding {config.profile.embedding}; device {config.profile.device}; "
               f"strategies: {', '.join(config.strategies)}", flush=True)

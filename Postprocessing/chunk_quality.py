@@ -283,15 +283,29 @@ def retrieval_section(args: argparse.Namespace, results_dir: Path, exports, refe
         return [], []
     from ragstudy.evidence import load_evidence_records
 
+    from ragstudy.results import check_stale_datasets
+
     evidence = load_evidence_records(evidence_file)  # EvidenceError: exit 2 with the file and record
-    rows, frames = [], []
+    paths = {}
     for export in exports:
         path = data.dataset_path(results_dir, export.strategy)
         if path is None:
             notes.append(f"{export.strategy}: no Dataset file in {results_dir}, no retrieval metrics (run "
                          "evaluation_chain.py without --chunks-only)")
             continue
-        r, f = retrieval_rows(export, data.load_dataset(path, export.strategy), path, evidence, evidence_file, references,
+        paths[export.strategy] = path
+    check_stale_datasets(results_dir, list(paths.values()), "error")  # an earlier run's file is not compared
+    datasets = {strategy: data.load_dataset(path, strategy) for strategy, path in paths.items()}
+    differs = question_sets_note(datasets, paths)
+    if differs:
+        logger.warning("%s", differs)
+        notes.append(differs)
+    rows, frames = [], []
+    for export in exports:
+        if export.strategy not in datasets:
+            continue
+        path = paths[export.strategy]
+        r, f = retrieval_rows(export, datasets[export.strategy], path, evidence, evidence_file, references,
                               args.boundary_tolerance, args.hit_threshold, ci)
         rows += r
         frames.append(f)
@@ -299,6 +313,24 @@ def retrieval_section(args: argparse.Namespace, results_dir: Path, exports, refe
     notes.append(f"retrieval: evidence {evidence_file}; hit = evidence recall >= {args.hit_threshold}; k (child "
                  f"windows) per strategy: {k or 'unknown'}")
     return rows, frames
+
+
+def question_sets_note(datasets: dict[str, list[dict]], paths: dict[str, Path]) -> str:
+    """Empty when every strategy's Dataset file answers the same questions, else a warning naming each file, how
+    many questions it holds and which are missing: their means are then over different questions."""
+    sets = {s: {row["question_index"] for row in rows} for s, rows in datasets.items()}
+    if len({frozenset(v) for v in sets.values()}) <= 1:
+        return ""
+    union = set().union(*sets.values())
+    parts = []
+    for strategy, indices in sets.items():
+        missing = sorted(union - indices)
+        parts.append(f"{paths[strategy].name} {len(indices)} questions"
+                     + (f" (lacks question_index {', '.join(map(str, missing[:5]))}"
+                        f"{' …' if len(missing) > 5 else ''})" if missing else ""))
+    return ("strategies are compared over different question sets: " + "; ".join(parts)
+            + ": their retrieval means are not comparable; re-run evaluation_chain.py so every strategy answers the "
+              "same questions")
 
 
 def hope_section(args: argparse.Namespace, config, exports, references, ci, notes: list[str]):
@@ -354,7 +386,9 @@ def load_aligned(args: argparse.Namespace, results_dir: Path):
     """Chunk exports aligned to one reference per PDF: (strategies, references, exports, notes, groundtruth dir)."""
     from Postprocessing.chunkeval import data
 
-    strategies = ([s.strip() for s in args.strategies.split(",") if s.strip()] if args.strategies
+    from ragstudy.registry import parse_strategies
+
+    strategies = (list(parse_strategies(args.strategies)) if args.strategies is not None  # '' is an error
                   else data.discover_strategies(results_dir))
     groundtruth_dir = _optional_path(args.groundtruth)
     if groundtruth_dir is not None and not groundtruth_dir.is_dir():

@@ -139,22 +139,23 @@ def common_question_indices(answers: Sequence[Dataset], n_questions: int,
         if missing:
             others = [b.path.name for b in answers if missing[0] in sets[b.strategy]]
             problems.append(
-                f"{a.path} has no answer for question_index {missing[0]} (Questions.csv row {missing[0] + 2})"
-                f"{f' and {len(missing) - 1} more' if len(missing) > 1 else ''}, which {', '.join(others)} "
-                "answered"
+                f"{a.path} has no answer for question_index {missing[0]} (the question on line {missing[0] + 2} of "
+                f"the questions file){f' and {len(missing) - 1} more' if len(missing) > 1 else ''}, which "
+                f"{', '.join(others)} answered"
             )
     common = sorted(set.intersection(*sets.values()))
     if common and common != list(range(len(common))):
         hole = next(i for i in range(len(common)) if i not in set(common))
         problems.append(
-            f"question_index {hole} (Questions.csv row {hole + 2}) is unanswered by every strategy although "
-            f"later questions are answered: not a --limit run"
+            f"question_index {hole} (the question on line {hole + 2} of the questions file) is unanswered by every "
+            "strategy although later questions are answered: not a --limit run"
         )
     if problems:
         message = "; ".join(problems)
         if not allow_partial:
-            raise DataError(message + ". Re-run the missing questions, or pass --allow-partial to score only "
-                                      "the questions every strategy answered.")
+            raise DataError(message + ". Re-run evaluation_chain.py with the same settings for the strategies "
+                                      "that lack answers (answers already in the cache are not generated again), "
+                                      "or pass --allow-partial to score only the questions every strategy answered.")
         logger.warning("%s. Scoring the %d questions every strategy answered.", message, len(common))
     if not common:
         raise DataError("no question is answered by every strategy")

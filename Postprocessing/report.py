@@ -10,7 +10,8 @@ Sections: the verdict (retrieval_verdict.csv: the box retrieval_eval.py printed)
 strategy (chunks_<strategy>.csv), retrieval (retrieval_summary.csv / retrieval_paired.csv, else chunk_quality.csv's
 retrieval rows from the chain's own contexts), answers (metrics_summary.csv, metrics_paired.csv), chunk quality and
 HOPE (chunk_quality.csv), the survey (survey_*.csv), sweeps (sweep_summary.csv, sweep_best.csv) and a per-question
-explorer (Dataset*.json, metrics_per_question.csv, Oracle.csv). Every file is read through ragstudy.results; the
+explorer (Dataset*.json, metrics_per_question.csv, --oracle or the Oracle.csv beside the run's questions
+file, with one row per question). Every file is read through ragstudy.results; the
 numbers shown (means, CIs, p-values) are the ones the scripts wrote. A section whose inputs are missing says which
 command produces them. Strategy names, colours and order come from the registry.
 """
@@ -43,11 +44,12 @@ def code_version() -> str | None:
     return out.stdout.strip() or None
 
 
-def build(results_dir: Path, generated: str | None = None) -> tuple[str, str, list]:
-    """The report as (html, markdown, sections) for the results folder ``results_dir``."""
+def build(results_dir: Path, generated: str | None = None, oracle: str | None = None) -> tuple[str, str, list]:
+    """The report as (html, markdown, sections) for the results folder ``results_dir`` (``oracle``: the oracle
+    file; default: Oracle.csv beside the run's questions file)."""
     from Postprocessing.reportkit import blocks, inputs, sections
 
-    inp = inputs.load(results_dir)
+    inp = inputs.load(results_dir, oracle)
     styles = inputs.Strategies.from_registry()
     built = sections.build_sections(inp, styles)
     profile = (inp.config or {}).get("profile")
@@ -63,7 +65,7 @@ def build(results_dir: Path, generated: str | None = None) -> tuple[str, str, li
 def run(args: argparse.Namespace) -> int:
     results_dir = Path(args.results_dir)
     out = Path(args.out) if args.out else results_dir / "report.html"
-    html_text, md_text, built = build(results_dir)
+    html_text, md_text, built = build(results_dir, oracle=args.oracle)
     out.parent.mkdir(parents=True, exist_ok=True)
     common.atomic_write_text(out, html_text)
     md_path = out.with_suffix(".md")
@@ -94,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--results-dir", default=str(cli.DEFAULT_RESULTS_DIR),
                         help="results folder written by evaluation_chain.py and the Postprocessing scripts "
                              "(default: results)")
+    parser.add_argument("--oracle", default=None,
+                        help="oracle CSV (column 'oracle', one row per question; default: Oracle.csv beside the "
+                             "questions file the run used)")
     parser.add_argument("--out", default=None,
                         help="HTML file to write (default: <results-dir>/report.html); report.md goes beside it")
     parser.add_argument("--screenshot", default=None, metavar="PNG",

@@ -136,6 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "then only the oracle overlap is reported)")
     parser.add_argument("--oracle", help="oracle answers (CSV with an 'oracle' column, one row per question) for the "
                                          "oracle-overlap score (default: Oracle.csv beside the run's questions file)")
+    parser.add_argument("--questions", help="the questions file the run's question_index counts rows of (default: the "
+                                            "one config.json names; its sha256 must match the run's)")
+    parser.add_argument("--allow-questions-mismatch", action="store_true",
+                        help="score although the questions file differs from the one the run recorded (sha256)")
     parser.add_argument("--out-dir", help="where the tables go (default: --results-dir)")
     parser.add_argument("--strategies", help="comma-separated (default: every retrieval_<strategy>.csv present)")
     parser.add_argument("--budgets", help="comma-separated budgets (default: config.json's, else 500,1000,2000,4000)")
@@ -160,7 +164,6 @@ def run(args: argparse.Namespace) -> dict:
     started = time.perf_counter()
     results_dir = Path(args.results_dir)
     out_dir = Path(args.out_dir or results_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     run_config = common.read_run_config(results_dir)
     ranked_for = validate_budgets(list(run_config.get("budgets") or DEFAULT_BUDGETS),
                                   str(results_dir / results.CONFIG_NAME))
@@ -171,7 +174,7 @@ def run(args: argparse.Namespace) -> dict:
                         f"{','.join(map(str, budgets))}")
     unit = run_config.get("budget_unit", "chars")
     measure = run_measure(run_config, results_dir)
-    strategies = ([s.strip() for s in args.strategies.split(",") if s.strip()] if args.strategies
+    strategies = (list(registry.parse_strategies(args.strategies)) if args.strategies is not None  # '' is an error
                   else results.ranked_strategies(results_dir))
     if not strategies:
         raise DataError(f"no retrieval_<strategy>.csv in {results_dir}: run `python3 evaluation_chain.py "
@@ -179,13 +182,14 @@ def run(args: argparse.Namespace) -> dict:
     if args.reference is not None and args.reference not in strategies:
         raise DataError(f"--reference {args.reference}: not a strategy of this evaluation (strategies: "
                         f"{', '.join(strategies)}); pass one of them")
+    questions, questions_path = results.run_questions(results_dir, args.questions, args.allow_questions_mismatch)
     evidence_path = default_evidence(run_config) if args.evidence is None else Path(args.evidence)
     overlap_rows, overlap_notes, oracle_path = oracle_overlap_rows(run_config, args.oracle, results_dir, budgets,
                                                                    strategies, measure)
     if evidence_path is None and oracle_path is None:
         raise DataError(f"nothing to score {results_dir} against: pass --evidence FILE, or --oracle FILE (or put "
                         "Oracle.csv beside the run's questions file)")
-    evidence = load_evidence_file(evidence_path) if evidence_path else {}
+    evidence = load_evidence_file(evidence_path, questions, questions_path) if evidence_path else {}
     frame, evaluations = evaluate_folder(results_dir, evidence, budgets, measure, strategies)
     if evidence_path and frame.empty:
         raise DataError(f"no answerable question of {evidence_path} was ranked in {results_dir}: do the evidence "
@@ -211,6 +215,7 @@ def run(args: argparse.Namespace) -> dict:
              *(e.note() for e in evaluations),
              "paired tests: bootstrap CI of the mean difference, Wilcoxon signed-rank p, Holm over the strategy "
              "pairs of each budget and metric"]
+    out_dir.mkdir(parents=True, exist_ok=True)
     written = {"per_question": results.write_table(out_dir, results.RETRIEVAL_PER_QUESTION,
                                                    frame[list(results.RETRIEVAL_PER_QUESTION.columns)]),
                "summary": results.write_table(out_dir, results.RETRIEVAL_SUMMARY, summary),

@@ -177,6 +177,13 @@ def read_survey(path: Path, key: AnswerKey | None, skip_malformed: bool = False)
         col_rows = list(zip(question_cols, key.rows))
     else:
         col_rows = _map_columns(question_cols, key, where)
+        mapped = {krow.question_id for _, krow in col_rows}
+        absent = [r.question_id for r in key.rows if r.question_id not in mapped]
+        if absent:  # never read as a survey of fewer questions
+            raise DataError(f"{path}: no column for question(s) {', '.join(absent)} of the answer key "
+                            f"({len(key.rows)} questions, {len(col_rows)} columns in row 1 of {ws.title}); restore "
+                            f"the column(s) from {TEMPLATE_NAME} (made by preprocessing_files.py), empty if no rater "
+                            "answered them")
     n_options = len(key.rows[0].order)
     found = _read_rater_rows(ws, where, rater_col, col_rows, n_options)
     allowed = ", ".join([f"Opzione 1..{n_options}", NONE_LABEL])

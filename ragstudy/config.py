@@ -111,36 +111,48 @@ class StudyConfig:
 
     @classmethod
     def resolve(cls, *, config_file: str | None = None, profile: str | None = None, strategies: str | None = None,
-                set_params: list[str] | None = None, **flags: Any) -> "StudyConfig":
+                set_params: list[str] | None = None, sweep: str | None = None, **flags: Any) -> "StudyConfig":
         """Build the config from defaults, an optional YAML file and CLI flags (None means 'not given').
 
-        Flags always win over the file, the file over the defaults.
+        Flags always win over the file, the file over the defaults. `sweep` (the --sweep file) makes the run
+        retrieval-only.
         """
         file_values = _read_config_file(config_file) if config_file else {}
         origins: dict[str, str] = {}
+        where = _setting_names(file_values, flags, config_file)  # before the resolvers pop the file's keys
+        if sweep:
+            flags = {**flags, "retrieval_only": True}
+            where["retrieval_only"] = "--sweep (a sweep is always retrieval-only)"
         model = _resolve_profile(profile, file_values, flags, config_file, origins)
         names, params = _resolve_strategies(strategies, set_params or [], file_values, _answers(file_values, flags),
-                                            origins)
-        values = _resolve_run_values(file_values, flags)
+                                            origins, config_file)
+        values = _resolve_run_values(file_values, flags, config_file)
         if file_values:
             raise StudyInputError(f"{config_file}: unknown settings {', '.join(sorted(file_values))}")
         config = cls(profile=model, strategies=names, strategy_params=params, origins=origins, **values)
-        config.validate()
+        config.validate(where)
         return config
 
-    def validate(self) -> None:
+    def validate(self, where: dict[str, str] | None = None) -> None:
+        """Check the run settings; messages name each setting as the user wrote it: `where` maps a setting to
+        "--flag" or "`key:` in FILE" (default: the flag)."""
+        def named(key: str) -> str:
+            return (where or {}).get(key) or f"--{key.replace('_', '-')}"
+
         if self.embedding_dtype not in ("float32", "bfloat16", "float16"):
-            raise StudyInputError(f"embedding_dtype must be float32, bfloat16 or float16, got {self.embedding_dtype!r}")
+            raise StudyInputError(f"{named('embedding_dtype')} must be float32, bfloat16 or float16, got "
+                                  f"{self.embedding_dtype!r}")
         for name in ("threads", "limit", "llm_batch_size", "concurrency", "embedding_batch_size"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
-                raise StudyInputError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
+                raise StudyInputError(f"{named(name)} must be a positive integer, got {value!r}")
         if isinstance(self.llm_timeout, bool) or not isinstance(self.llm_timeout, (int, float)) \
                 or not 0 < self.llm_timeout < float("inf"):
-            raise StudyInputError(f"--llm-timeout must be a positive number of seconds, got {self.llm_timeout!r}")
-        validate_budgets(self.budgets, "--budgets")
+            raise StudyInputError(f"{named('llm_timeout')} must be a positive number of seconds, got "
+                                  f"{self.llm_timeout!r}")
+        validate_budgets(self.budgets, named("budgets"))
         if self.budget_unit not in ("chars", "tokens"):
-            raise StudyInputError(f"budget_unit must be chars or tokens, got {self.budget_unit!r}")
+            raise StudyInputError(f"{named('budget_unit')} must be chars or tokens, got {self.budget_unit!r}")
         if self.retriever not in RETRIEVERS:
             raise StudyInputError(f"retriever must be one of {', '.join(RETRIEVERS)}, got {self.retriever!r}")
         if self.retriever != "dense" and not (self.retrieval_only or self.chunks_only):
@@ -150,13 +162,16 @@ class StudyConfig:
         if self.llm_engine is not None and self.llm_engine not in LLM_ENGINES:
             raise StudyInputError(f"--llm-engine must be one of {', '.join(LLM_ENGINES)}, got {self.llm_engine!r}")
         if self.chunks_only and self.retrieval_only:
-            raise StudyInputError("--chunks-only and --retrieval-only exclude each other; pick one")
+            raise StudyInputError(f"{named('chunks_only')} and {named('retrieval_only')} exclude each other; pick one")
         self._validate_embedding_backend()
         if self.llm_servers and not self.llm_server_model:
-            raise StudyInputError("--llm-server needs --llm-server-model NAME (the model name the server serves)")
+            raise StudyInputError(f"{named('llm_servers')} needs --llm-server-model NAME (the model name the server "
+                                  "serves)")
         for placeholder in ("{context}", "{query}"):
             if placeholder not in self.prompt_template:
-                raise StudyInputError(f"the prompt template lacks the placeholder {placeholder}")
+                source = (where or {}).get("prompt_template") or "the prompt template"
+                raise StudyInputError(f"{source} lacks the placeholder {placeholder}; the template needs both "
+                                      "{context} (the retrieved text) and {query} (the question)")
 
     def _validate_embedding_backend(self) -> None:
         if self.embedding_backend not in EMBEDDING_BACKENDS:
@@ -249,6 +264,17 @@ def _resolve_profile(profile: str | None, file_values: dict[str, Any], flags: di
     return model
 
 
+def _setting_names(file_values: dict[str, Any], flags: dict[str, Any], config_file: str | None) -> dict[str, str]:
+    """Each run setting as the user wrote it: "--flag" when a flag set it, else "`key:` in FILE"."""
+    names = {key: f"`{key}:` in {config_file}" for key in file_values}
+    names.update({key: f"--{key.replace('_', '-')}" for key, value in flags.items() if value is not None})
+    if flags.get("prompt_file"):
+        names["prompt_template"] = f"the prompt file {flags['prompt_file']} (--prompt-file)"
+    elif "prompt_file" in file_values:
+        names["prompt_template"] = f"the prompt file {file_values['prompt_file']} (`prompt_file:` in {config_file})"
+    return names
+
+
 def _answers(file_values: dict[str, Any], flags: dict[str, Any]) -> bool:
     """Whether the run answers questions with the LLM (neither chunks-only nor retrieval-only; flags win)."""
     def setting(key: str) -> bool:
@@ -258,22 +284,23 @@ def _answers(file_values: dict[str, Any], flags: dict[str, Any]) -> bool:
 
 
 def _resolve_strategies(strategies: str | None, set_params: list[str], file_values: dict[str, Any], answers: bool,
-                        origins: dict[str, str]):
+                        origins: dict[str, str], config_file: str | None = None):
     """Strategy names and their validated parameters (defaults -> file's strategy_params -> --set).
 
     Default strategies: a run that answers with the LLM runs the paper's three (registered paper=True; answering is
     most of a run's time), chunks-only and retrieval-only runs every registered strategy; `all` names every one.
     """
     file_strategies = file_values.pop("strategies", None)
-    chosen = strategies or file_strategies
+    chosen = strategies if strategies is not None else file_strategies  # an empty flag is an error, never "all"
     if chosen is None:
         paper = registry.paper_strategies()
         chosen = ",".join(paper) if answers and paper else None
         origins["strategies"] = ("default: the paper's strategies (answering; --strategies all for every one)"
                                  if chosen else "default: every registered strategy")
     else:
-        origins["strategies"] = "--strategies" if strategies else "config file"
-    names = registry.parse_strategies(chosen)
+        origins["strategies"] = "--strategies" if strategies is not None else "config file"
+    names = registry.parse_strategies(chosen, "--strategies" if strategies is not None
+                                      else f"`strategies:` in {config_file}")
     file_params = file_values.pop("strategy_params", {}) or {}
     if not isinstance(file_params, dict):
         raise StudyInputError("strategy_params must be a mapping {strategy: {param: value}}")
@@ -291,7 +318,8 @@ def _resolve_strategies(strategies: str | None, set_params: list[str], file_valu
     return names, params
 
 
-def _resolve_run_values(file_values: dict[str, Any], flags: dict[str, Any]) -> dict[str, Any]:
+def _resolve_run_values(file_values: dict[str, Any], flags: dict[str, Any],
+                        config_file: str | None = None) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for key in _RUN_KEYS:
         if key in file_values:
@@ -303,7 +331,8 @@ def _resolve_run_values(file_values: dict[str, Any], flags: dict[str, Any]) -> d
             raw = values[key]
             values[key] = tuple(raw.split(",") if isinstance(raw, str) else raw)
             if key == "budgets":
-                values[key] = tuple(_as_int(v, "budgets") for v in values[key])
+                where = "--budgets" if flags.get(key) is not None else f"`budgets:` in {config_file}"
+                values[key] = tuple(_as_int(v, where) for v in values[key])
             else:
                 values[key] = tuple(str(v).strip() for v in values[key] if str(v).strip())
     file_prompt = file_values.pop("prompt_file", None)

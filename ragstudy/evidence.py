@@ -258,48 +258,72 @@ def load_evidence_records(path: str | Path) -> list:
         raise EvidenceError(str(exc)) from exc
 
 
-def load_evidence_file(path: str | Path) -> dict[int, QuestionEvidence]:
+def load_evidence_file(path: str | Path, questions: Sequence[str] | None = None,
+                       questions_file: str | Path = "Questions.csv") -> dict[int, QuestionEvidence]:
     """Evidence per answerable question from `sample/evidence.json` (ragstudy.groundtruth) or a hand-written CSV
-    (question_index, evidence (verbatim text), optional pdf; several rows per question allowed; other columns
-    ignored). Questions without evidence (unanswerable) are absent."""
+    (question_index, evidence (verbatim text), optional pdf and question; several rows per question allowed; other
+    columns ignored). Questions without evidence (unanswerable) are absent.
+
+    With `questions` (every row of `questions_file`), each record must belong to them: a question_index past the
+    last row is an error naming the evidence file and row, and so is a question text (the JSON's `question`, the
+    CSV's optional `question` column) that differs from that row's, so evidence is never scored against another
+    questions file (same questions in another order included)."""
     path = Path(path)
     if not path.is_file():
         raise EvidenceError(f"{path}: evidence file not found; pass --evidence FILE (.json or .csv)")
     if path.suffix.lower() == ".json":
         records = load_evidence_records(path)
+        if questions is not None:
+            for i, r in enumerate(records):
+                _check_question(f"{path} record {i}", r.question_index, r.question, questions, questions_file)
         return {r.question_index: QuestionEvidence(r.question_index, tuple(EvidenceText(e.text, r.document)
                                                                           for e in r.evidence))
                 for r in records if r.answerable and r.evidence}
-    return _load_evidence_csv(path)
+    return _load_evidence_csv(path, questions, questions_file)
 
 
-def _load_evidence_csv(path: Path) -> dict[int, QuestionEvidence]:
-    import pandas as pd
+def _check_question(where: str, index: int, text: str | None, questions: Sequence[str],
+                    questions_file: str | Path) -> None:
+    """`index` is a row of `questions` and, when the evidence carries its question's text, that row's text."""
+    from .results import normalize_ws, short
+
+    if index >= len(questions):
+        raise EvidenceError(f"{where}: question_index {index} is not a row of {questions_file} ({len(questions)} "
+                            "questions, 0-based): the evidence belongs to another questions file; pass the run's "
+                            "evidence with --evidence, or fix the row")
+    if text and normalize_ws(text) != normalize_ws(questions[index]):
+        raise EvidenceError(f"{where}: question {index} is {short(text, 60)!r} but row {index} of {questions_file} is "
+                            f"{short(questions[index], 60)!r}: the evidence belongs to another questions file (or "
+                            "another order); pass the matching --evidence or --questions")
+
+
+def _load_evidence_csv(path: Path, questions: Sequence[str] | None,
+                       questions_file: str | Path) -> dict[int, QuestionEvidence]:
+    from .results import read_strict_csv
 
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise EvidenceError(f"{path}: not a readable UTF-8 CSV ({exc})") from exc
-    for column in ("question_index", "evidence"):
-        if column not in frame.columns:
-            raise EvidenceError(f"{path}: no {column!r} column (found: {', '.join(frame.columns)}); the hand-written "
-                                "format is question_index,evidence[,pdf]")
+        table = read_strict_csv(path, ("question_index", "evidence"),
+                                "the hand-written evidence format question_index,evidence[,pdf]")
+    except StudyInputError as exc:
+        raise EvidenceError(str(exc)) from None
     texts: dict[int, list[EvidenceText]] = {}
-    for i, row in enumerate(frame.to_dict("records")):
-        where = f"{path} row {i + 2}"
-        try:
-            index = int(str(row["question_index"]).strip())
-        except ValueError:
+    for line, row in table.records():
+        where = f"{path} line {line}"
+        raw = row["question_index"].strip()
+        if not raw.isdigit():
             raise EvidenceError(f"{where}: question_index {row['question_index']!r} is not a 0-based row number "
-                                "of Questions.csv") from None
-        if index < 0:
-            raise EvidenceError(f"{where}: question_index {index} is negative")
-        evidence = str(row["evidence"])
+                                "of Questions.csv")
+        index = int(raw)
+        if questions is not None:
+            _check_question(where, index, row.get("question", "").strip() or None, questions, questions_file)
+        evidence = row["evidence"]
         if not normalize_for_match(evidence):
             raise EvidenceError(f"{where}: empty evidence (no letters or digits); fill it in or delete the row "
                                 "(a question without rows counts as unanswerable)")
-        pdf = str(row.get("pdf", "") or "").strip()
+        pdf = (row.get("pdf") or "").strip()
         texts.setdefault(index, []).append(EvidenceText(evidence, Path(pdf).name if pdf else None))
+    if not texts:
+        raise EvidenceError(f"{path}: no evidence rows under the header")
     return {i: QuestionEvidence(i, tuple(t)) for i, t in sorted(texts.items())}
 
 

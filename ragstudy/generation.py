@@ -1,7 +1,8 @@
 """Greedy chat generation with a persistent answer cache.
 
 Answers are cached under a sha256 of (prompt, model, dtype, device, generation params) in an append-only JSONL
-file: a re-run regenerates nothing, an interrupted run resumes at the first unanswered question, and the model is
+file (empty answers are not cached: re-running asks the model again): a re-run regenerates nothing, an
+interrupted run resumes at the first unanswered question, and the model is
 only loaded when some answer is missing. `generate_many` answers a list of prompts, generating the missing ones in
 batches (in-process, left padding) or concurrently (OpenAI-compatible servers, `ragstudy.llm_server`).
 In-process models run on one of two engines: torch (transformers `generate`) or ONNX Runtime GenAI (the same
@@ -318,7 +319,7 @@ class CachingGeneratorBase:
         for index, prompt in enumerate(prompts):
             key = self.key(prompt, params, batch_size)
             cached = self.cache.get(key)
-            if cached is not None:
+            if cached is not None and clean_answer(cached):  # an empty answer (cached by older runs) is redone
                 self.cached += 1
                 answers[index] = clean_answer(cached)  # also cleans answers cached before clean_answer existed
             else:
@@ -330,7 +331,11 @@ class CachingGeneratorBase:
 
             def done(position: int, answer: str) -> None:
                 key = keys[position]
-                self.cache.put(key, answer, **self._cache_meta())
+                if clean_answer(answer):
+                    self.cache.put(key, answer, **self._cache_meta())
+                else:  # never cached: re-running the question really asks the model again
+                    logger.warning("%s gave an empty answer; it is not cached, so a re-run generates it again",
+                                   self.model_label)
                 self.generated += 1
                 self.cached += len(missing[key]) - 1  # a repeat is answered from the cache, as one at a time
                 for index in missing[key]:

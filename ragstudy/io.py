@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import secrets
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,20 @@ from typing import Any
 from .errors import StoreError, StudyInputError, store_error
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def check_name(value: object, where: str) -> str:
+    """`value` as a name that becomes part of a file or folder name (a sweep id, a strategy or Dataset name):
+    letters, digits, `-`, `_` and `.`, not `.` or `..`, so it can never point outside its folder (`../x`, `/abs`).
+    A StudyInputError naming `where` (the file and key, or the flag) otherwise."""
+    text = str(value) if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
+    if text is None or not _NAME.fullmatch(text) or text in (".", ".."):
+        raise StudyInputError(f"{where}: {value!r} is not a name: use letters, digits, '-', '_' and '.' only (not "
+                              "'.' or '..'); it names a folder or file inside the output folder, never a path")
+    return text
 
 
 def stable_json(value: Any) -> str:

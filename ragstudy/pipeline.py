@@ -11,6 +11,7 @@ from typing import Any, Callable, Sequence
 from . import registry
 from .chunks import ChunkedDocument, prepare_chunker
 from .config import StudyConfig
+from .io import sha256_file
 from .models import check_generator, embedding_tokenizer, make_embedding, make_generator, model_label
 from .results import DatasetRow, ResultsFolder, Source, read_questions, write_chunks, write_config, write_dataset
 from .textlayer import PdfDocument, load_documents
@@ -140,6 +141,7 @@ def run_facts(config: StudyConfig, documents: Sequence[PdfDocument]) -> dict:
         "documents_pages": {doc.path: doc.page_count for doc in documents},
         "model_labels": {"llm": model_label(config.profile.llm), "embedding": model_label(config.profile.embedding)},
         "questions_resolved": str(Path(config.questions).resolve()),
+        **({"questions_sha256": sha256_file(Path(config.questions))} if Path(config.questions).is_file() else {}),
         "documents_resolved": str(Path(config.documents).resolve()),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "git_commit": code_version(),

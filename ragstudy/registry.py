@@ -19,7 +19,7 @@ from typing import Any, Callable, Literal
 
 from .chunks import Chunker
 from .errors import StudyInputError
-from .io import PROJECT_ROOT
+from .io import PROJECT_ROOT, check_name
 from .params import build_params
 
 STRATEGY_FOLDER_PREFIX = "RAG"
@@ -164,8 +164,11 @@ def register_strategy(name: str, chunker: Callable[[Any, ChunkerContext], Chunke
     """
     folder = chunker.__module__.split(".")[0]
     parent = asdict(parent_type()) if parent_type is not None else {}
+    check_name(name, f"register_strategy in {chunker.__module__}: strategy name")  # names chunks_<name>.csv
+    dataset_name = check_name(dataset_name or default_dataset_name(folder, name),
+                              f"register_strategy in {chunker.__module__}: dataset_name")
     return register(StrategySpec(
-        name=name, dataset_name=dataset_name or default_dataset_name(folder, name), folder=folder,
+        name=name, dataset_name=dataset_name, folder=folder,
         defaults=StrategyParams(parent=parent, child_chunk_size=child_chunk_size,
                                 child_chunk_overlap=child_chunk_overlap, k=k),
         make_chunker=_TypedChunker(name, parent_type, chunker), display_name=display_name, color=color,
@@ -224,15 +227,19 @@ def by_dataset_name(stem: str) -> StrategySpec | None:
     return next((spec for spec in _REGISTRY.values() if spec.dataset_name == stem), None)
 
 
-def parse_strategies(value: str | list | tuple | None) -> tuple[str, ...]:
-    """`"paragraph,fixed-size"` (or a list) -> validated names; None or "all" -> every registered strategy."""
+def parse_strategies(value: str | list | tuple | None, where: str = "--strategies") -> tuple[str, ...]:
+    """`"paragraph,fixed-size"` (or a list) -> validated names; None or "all" -> every registered strategy. An
+    empty value is an error naming `where` (the flag or the file's key), never "all"."""
     if isinstance(value, (list, tuple)):
         value = ",".join(str(v) for v in value)
-    if value is None or value.strip().lower() == "all":
+    if value is None:
+        return tuple(available())
+    value = str(value)
+    if value.strip().lower() == "all":
         return tuple(available())
     names = tuple(dict.fromkeys(part.strip() for part in value.split(",") if part.strip()))
     if not names:
-        raise StudyInputError("--strategies is empty; give names such as paragraph,fixed-size,newline")
+        raise StudyInputError(f"{where} is empty; give names such as paragraph,fixed-size,newline (or all)")
     for name in names:
         get(name)
     return names

@@ -100,20 +100,51 @@ def _delimiter(header: str, path: Path) -> str:
     return found[0] if found else ","
 
 
-def read_text_csv(path: str | Path, column: str, what: str = "") -> TextTable:
-    """The cells of `column` of a UTF-8 CSV, strictly.
+@dataclass(frozen=True)
+class StrictCsv:
+    """A CSV read strictly: its header, its rows (each as many fields as the header) and the 1-based file line
+    each row starts on."""
+
+    path: Path
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    lines: tuple[int, ...]
+
+    def records(self) -> list[tuple[int, dict[str, str]]]:
+        """(line, {column: cell}) per row."""
+        return [(line, dict(zip(self.header, row))) for row, line in zip(self.rows, self.lines)]
+
+
+def _comma_hint(row: list[str], header: list[str], column: str, delimiter: str) -> str:
+    """How to quote the cell that holds an unquoted separator: the cell only, never the whole row. The split
+    cell is taken to be `column`'s (the other cells are short codes in this project's files)."""
+    sep = _DELIMITER_NAMES[delimiter]
+    extra = len(row) - len(header)
+    position = header.index(column) if column in header else len(header) - 1
+    cell = delimiter.join(row[position:position + extra + 1]).strip()
+    example = '"' + short(cell, 60).replace('"', '""') + '"'
+    if len(header) == 1:
+        return f"A cell that contains a {sep} must be quoted, e.g. {example}"
+    fixed = [*row[:position], example, *row[position + extra + 1:]]
+    return (f"A cell that contains a {sep} must be quoted: quote that cell only, e.g. the '{column}' cell as "
+            f"{example} (the line then reads {short(delimiter.join(fixed), 100)})")
+
+
+def read_strict_csv(path: str | Path, columns: Sequence[str], what: str) -> StrictCsv:
+    """A UTF-8 CSV with at least `columns`, strictly.
 
     Errors name the file and line: missing file, not UTF-8, empty file, no such column, a row whose number of
-    fields differs from the header's (an unquoted separator inside a cell — quote the cell), an empty cell, a
-    blank line between rows. Trailing blank lines are ignored.
+    fields differs from the header's (an unquoted separator inside a cell: the message shows that cell quoted),
+    a blank line between rows, repeated column names. Trailing blank lines are ignored.
     """
     path = Path(path)
-    what = what or f"a CSV with a '{column}' column"
     if not path.is_file():
         raise StudyInputError(f"{path}: file not found; expected {what}")
     text = _decode(path)
     if not text.strip():
-        raise StudyInputError(f"{path}: the file is empty; it needs a header '{column}' and one value per row")
+        need = (f"a header '{columns[0]}' and one value per row" if len(columns) == 1
+                else f"a header ({', '.join(columns)}) and rows")
+        raise StudyInputError(f"{path}: the file is empty; it needs {need}")
     delimiter = _delimiter(text.splitlines()[0], path)
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
     try:
@@ -127,35 +158,47 @@ def read_text_csv(path: str | Path, column: str, what: str = "") -> TextTable:
     except csv.Error as exc:
         raise StudyInputError(f"{path} line {reader.line_num}: not valid CSV ({exc})") from None
     header = [h.strip() for h in header]
-    if column not in header:
-        hint = ""
-        if len(header) == 1 and any(d in header[0] for d in _DELIMITERS if d != delimiter):
-            hint = " The header looks separated by another character; use commas, semicolons or tabs."
-        raise StudyInputError(f"{path}: no '{column}' column (found: {', '.join(header)}). Rename the column "
-                              f"holding the values to '{column}'.{hint}")
+    for column in columns:
+        if column not in header:
+            hint = ""
+            if len(header) == 1 and any(d in header[0] for d in _DELIMITERS if d != delimiter):
+                hint = " The header looks separated by another character; use commas, semicolons or tabs."
+            fix = (f"Rename the column holding the values to '{column}'." if len(columns) == 1
+                   else f"Expected {what}.")
+            raise StudyInputError(f"{path}: no '{column}' column (found: {', '.join(header)}). {fix}{hint}")
     if len(set(header)) != len(header):
         raise StudyInputError(f"{path} line 1: repeated column names {header}")
     while rows and not rows[-1]:  # trailing blank lines
         rows.pop()
         lines.pop()
-    position = header.index(column)
-    values = []
     for row, line in zip(rows, lines):
         if not row:
             raise StudyInputError(f"{path} line {line}: blank line between rows; delete it (rows are matched by "
                                   "position to other files)")
-        if len(row) != len(header):
-            sep = _DELIMITER_NAMES[delimiter]
+        if len(row) > len(header):
             raise StudyInputError(
                 f"{path} line {line}: {len(row)} fields but the header has {len(header)} ({', '.join(header)}). "
-                f"A cell that contains a {sep} must be quoted, e.g. \"{short(delimiter.join(row), 60)}\"")
+                + _comma_hint(row, header, columns[-1], delimiter))
+        if len(row) < len(header):
+            raise StudyInputError(
+                f"{path} line {line}: {len(row)} fields but the header has {len(header)} ({', '.join(header)}); "
+                "fill in the missing cells (an empty cell still needs its separator)")
+    return StrictCsv(path, tuple(header), tuple(tuple(r) for r in rows), tuple(lines))
+
+
+def read_text_csv(path: str | Path, column: str, what: str = "") -> TextTable:
+    """The cells of `column` of a UTF-8 CSV, strictly (`read_strict_csv`); an empty cell is an error too."""
+    table = read_strict_csv(path, (column,), what or f"a CSV with a '{column}' column")
+    position = table.header.index(column)
+    values = []
+    for row, line in zip(table.rows, table.lines):
         value = row[position].strip()
         if not value:
-            raise StudyInputError(f"{path} line {line}: empty '{column}' cell; fill it in or delete the row")
+            raise StudyInputError(f"{table.path} line {line}: empty '{column}' cell; fill it in or delete the row")
         values.append(value)
     if not values:
-        raise StudyInputError(f"{path}: no rows under the header '{column}'")
-    return TextTable(path, column, tuple(values), tuple(lines))
+        raise StudyInputError(f"{table.path}: no rows under the header '{column}'")
+    return TextTable(table.path, column, tuple(values), table.lines)
 
 
 def read_questions(path: str | Path, limit: int | None = None) -> list[str]:
@@ -350,7 +393,10 @@ def read_dataset(path: str | Path, strategy: str | None, questions: Sequence[str
                                   f"{questions_path} row {index + 2} {short(questions[index])!r}")
         answer = "" if record["answer"] is None else str(record["answer"])
         if require_answers and not answer.strip():
-            raise StudyInputError(f"{where} (question_index {index}): empty answer; re-run that question")
+            raise StudyInputError(f"{where} (question_index {index}): empty answer (the model answered nothing). "
+                                  "Re-run evaluation_chain.py with the same settings: empty answers are never cached, "
+                                  "so the model is asked again; if it stays empty, raise --max-new-tokens or check "
+                                  "the prompt")
         row_strategy = record.get("strategy")
         if row_strategy not in (None, "") and str(row_strategy) != strategy:
             raise StudyInputError(f"{where}: strategy {row_strategy!r}, but {path.name} holds {strategy!r}")
@@ -376,15 +422,19 @@ def _question_index(raw: Any, where: str) -> int:
     return value
 
 
-def dataset_files(results_dir: str | Path) -> list[Path]:
-    """Every `Dataset*.json` in `results_dir`, and each `Dataset*.csv` whose JSON twin is absent, by name."""
+def dataset_files(results_dir: str | Path, stale: str = "warn") -> list[Path]:
+    """Every `Dataset*.json` in `results_dir`, and each `Dataset*.csv` whose JSON twin is absent, by name; files
+    left by an earlier run are reported as `check_stale_datasets` says (`stale`: "warn" or "error")."""
     folder = Path(results_dir)
     paths = sorted(folder.glob("Dataset*.json"))
-    return paths + [p for p in sorted(folder.glob("Dataset*.csv")) if not p.with_suffix(".json").is_file()]
+    paths += [p for p in sorted(folder.glob("Dataset*.csv")) if not p.with_suffix(".json").is_file()]
+    check_stale_datasets(folder, paths, stale)
+    return paths
 
 
-def find_datasets(results_dir: str | Path, prefer: str = "json") -> dict[str, Path]:
-    """Dataset files present in `results_dir`, keyed by strategy name, in registry order (JSON or CSV)."""
+def find_datasets(results_dir: str | Path, prefer: str = "json", stale: str = "error") -> dict[str, Path]:
+    """Dataset files present in `results_dir`, keyed by strategy name, in registry order (JSON or CSV). Files left
+    by an earlier run are an error (`stale="error"`, for scoring) or a warning (`"warn"`)."""
     found: dict[str, Path] = {}
     for spec in registry.specs():
         json_path, csv_path = dataset_paths(results_dir, spec)
@@ -392,7 +442,56 @@ def find_datasets(results_dir: str | Path, prefer: str = "json") -> dict[str, Pa
         path = next((p for p in order if p.is_file()), None)
         if path is not None:
             found[spec.name] = path
+    check_stale_datasets(Path(results_dir), list(found.values()), stale)
     return found
+
+
+STALE_SLACK_SECONDS = 2.0  # config.json's date has whole seconds; file times may be coarse too
+
+
+def stale_datasets(results_dir: Path, paths: Sequence[Path]) -> list[tuple[Path, str]]:
+    """Dataset files among `paths` that the run config.json describes did not write: a strategy it did not run,
+    a run that answered nothing (retrieval-only, chunks-only), or a file older than the run's start. Without a
+    readable config.json (e.g. the paper's own files) nothing can be told and nothing is returned."""
+    from datetime import datetime
+
+    try:
+        raw = json.loads((Path(results_dir) / CONFIG_NAME).read_text(encoding="utf-8"))
+        started = datetime.fromisoformat(raw["date"]).timestamp() if raw.get("date") else None
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return []
+    if not isinstance(raw, dict):
+        return []
+    strategies = raw.get("strategies") if isinstance(raw.get("strategies"), list) else None
+    by_file = {}
+    for spec in registry.specs():
+        for candidate in dataset_paths(results_dir, spec):
+            by_file[candidate.name] = spec.name
+    found = []
+    for path in paths:
+        name = by_file.get(path.name)
+        if raw.get("retrieval_only") or raw.get("chunks_only"):
+            kind = "retrieval-only" if raw.get("retrieval_only") else "chunks-only"
+            found.append((path, f"the last run ({raw.get('date')}) was {kind} and wrote no Dataset file"))
+        elif strategies is not None and name is not None and name not in strategies:
+            found.append((path, f"the last run ({raw.get('date')}) did not run {name} (it ran {', '.join(strategies)})"))
+        elif started is not None and path.stat().st_mtime < started - STALE_SLACK_SECONDS:
+            found.append((path, f"written before the last run started ({raw.get('date')})"))
+    return found
+
+
+def check_stale_datasets(results_dir: Path, paths: Sequence[Path], stale: str = "error") -> None:
+    """Dataset files from an earlier run in the same folder (`stale_datasets`) would be scored beside the new ones:
+    an error (`stale="error"`) or a warning naming each file and why."""
+    found = stale_datasets(results_dir, paths)
+    if not found:
+        return
+    listed = "; ".join(f"{path.name}: {why}" for path, why in found)
+    message = (f"{results_dir}: Dataset files left by an earlier run ({listed}); move or delete them, or write each "
+               "run into its own --output-dir")
+    if stale == "error":
+        raise StudyInputError(f"{message}, so that runs are not compared as one")
+    logger.warning("%s", message)
 
 
 # ---------------------------------------------------------------------------------------------------- config
@@ -441,6 +540,60 @@ def read_config(results_dir: str | Path) -> RunRecord:
         logger.warning("%s", exc)
         config = None
     return RunRecord(config, raw, path)
+
+
+def run_questions(results_dir: str | Path, questions: str | Path | None = None, allow_mismatch: bool = False,
+                  flag: str = "--allow-questions-mismatch") -> tuple[list[str] | None, Path | None]:
+    """Every question of the file a run's rows are numbered by, and that file: `questions` (a --questions flag) or
+    the one config.json names; (None, None), with a warning, when neither names one (a hand-made folder). When
+    config.json records the file's sha256 (`questions_sha256`) and the file read now differs (another file, or the
+    same file edited since the run), scores would be silently wrong: that is an error naming both, unless
+    `allow_mismatch` (then a warning)."""
+    from .io import sha256_file
+
+    record = read_config(results_dir)
+    path = Path(questions) if questions else record.questions_path
+    named = record.raw.get("questions_resolved") or record.raw.get("questions")
+    if path is None and not named:
+        logger.warning("%s records no questions file: evidence cannot be checked against the run's questions "
+                       "(pass --questions FILE)", Path(results_dir) / CONFIG_NAME)
+        return None, None
+    if path is None:
+        raise StudyInputError(f"{Path(results_dir) / CONFIG_NAME}: the run's questions file "
+                              f"{named or '(not recorded)'} is not there; pass --questions FILE (the file the run used)")
+    texts = read_questions(path)
+    recorded = record.raw.get("questions_sha256")
+    if recorded and sha256_file(path) != recorded:
+        how = "is not the file" if questions else "has changed since the run: it is not the file"
+        message = (f"{path} {how} the run in {results_dir} was numbered by (its sha256 differs from "
+                   f"{CONFIG_NAME}'s questions_sha256 {recorded[:12]}…, run on {record.raw.get('questions')}), so "
+                   "question_index would point at other questions")
+        if not allow_mismatch:
+            raise StudyInputError(f"{message}; pass the run's questions file, or {flag} if the rows are the same")
+        logger.warning("%s (%s given: scoring anyway)", message, flag)
+    return texts, path
+
+
+def run_oracle(results_dir: str | Path, oracle: str | Path | None = None) -> tuple[list[str], Path] | None:
+    """The oracle answers of a run and their file: `oracle` (an --oracle flag), else `Oracle.csv` beside the
+    questions file config.json names (never a file elsewhere, such as the repository's sample); None when there is
+    none. Its row count must equal the number of questions in the run's questions file (an error naming both)."""
+    record = read_config(results_dir)
+    questions_path = record.questions_path
+    if oracle:
+        path = Path(oracle)
+    elif questions_path is not None and (questions_path.parent / "Oracle.csv").is_file():
+        path = questions_path.parent / "Oracle.csv"
+    else:
+        return None
+    answers = read_oracle(path)
+    if questions_path is not None:
+        count = len(read_questions(questions_path))
+        if count != len(answers):
+            raise StudyInputError(f"{path}: {len(answers)} oracle answers but the run's questions file {questions_path} "
+                                  f"has {count} questions; the oracle needs one answer per question, in the same "
+                                  "order (pass --oracle FILE with the run's oracle)")
+    return answers, path
 
 
 # ----------------------------------------------------------------------------------------------- chunk exports

@@ -41,6 +41,7 @@ from typing import Any
 
 from .budget_eval import PAIRED_METRICS, budget_labels, budget_means, validate_budgets
 from .errors import StudyInputError
+from .io import check_name
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +70,17 @@ def _default_id(strategy: str, params: dict[str, Any], retriever: str | None = N
     return re.sub(r"[^A-Za-z0-9_.=-]+", "-", "_".join(parts))
 
 
+def _params(entry: dict[str, Any], where: str, example: str) -> dict[str, Any]:
+    """An entry's `params:` mapping ({} when absent); a list or a scalar is an error naming the entry."""
+    params = entry.get("params")
+    if params is None:
+        return {}
+    if not isinstance(params, dict):
+        raise StudyInputError(f"{where}: params must be a mapping of parameter names to values, e.g. {example}; got "
+                              f"a {type(params).__name__} ({params!r:.60})")
+    return dict(params)
+
+
 def load_sweep(path: str | Path) -> SweepFile:
     """Read and validate a sweep file: strategies and parameters are checked against the registry here, before
     anything runs; configuration ids must be unique."""
@@ -80,6 +92,9 @@ def load_sweep(path: str | Path) -> SweepFile:
     unknown = set(data) - {"configs", "grid", "evidence", "budgets", "description"}
     if unknown:
         raise StudyInputError(f"{path}: unknown keys {sorted(unknown)}; known: configs, grid, evidence, budgets")
+    for key in ("configs", "grid"):
+        if data.get(key) is not None and not isinstance(data[key], list):
+            raise StudyInputError(f"{path}: `{key}:` must be a list of entries (each line starting with `- `)")
     entries: list[tuple[str | None, str, dict[str, Any], str | None, str]] = []
     for i, entry in enumerate(data.get("configs") or []):
         where = f"{path}: configs[{i}]"
@@ -88,14 +103,17 @@ def load_sweep(path: str | Path) -> SweepFile:
                                   "`retriever:`)")
         _check_entry_keys(entry, {"id", "strategy", "params", "retriever"}, where)
         retriever = entry.get("retriever")
-        entries.append((entry.get("id"), str(entry["strategy"]), dict(entry.get("params") or {}),
+        given_id = entry.get("id")
+        if given_id is not None:
+            check_name(given_id, f"{where}: id")  # it names <output-dir>/sweep/<id>/: never a path
+        entries.append((given_id, str(entry["strategy"]), _params(entry, where, "params: {chunk_size: 256}"),
                         _retriever(retriever, where) if retriever is not None else None, where))
     for i, entry in enumerate(data.get("grid") or []):
         where = f"{path}: grid[{i}]"
         if not isinstance(entry, dict) or "strategy" not in entry:
             raise StudyInputError(f"{where}: each entry needs `strategy:` and `params:` {{name: [values]}}")
         _check_entry_keys(entry, {"strategy", "params", "retriever"}, where)
-        grid = dict(entry.get("params") or {})
+        grid = _params(entry, where, "params: {chunk_size: [256, 512]}")
         names = sorted(grid)
         values = [v if isinstance(v, list) else [v] for v in (grid[n] for n in names)]
         raw = entry.get("retriever")
@@ -180,9 +198,10 @@ def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None
     if sweep.budgets:
         config = replace(config, budgets=sweep.budgets)
     evidence_path = Path(evidence) if evidence else sweep.evidence or DEFAULT_EVIDENCE
-    evidence_items = load_evidence_file(evidence_path)
+    every_question = read_questions(config.questions)
+    evidence_items = load_evidence_file(evidence_path, every_question, config.questions)
     documents = load_documents(Path(config.documents))
-    questions = read_questions(config.questions, config.limit)
+    questions = every_question[:config.limit] if config.limit else every_question
     output_dir = ResultsFolder(config.output_dir).prepare().path  # inputs first: a bad one leaves no folder behind
     measure = llm_measure(config)
     embedding = lazy_embedding(config)

@@ -86,9 +86,11 @@ def test_settings_travel_with_the_request(tiny_phi3, tmp_path) -> None:
     short = generator.generate_many(PROMPTS[:2], params=GenerationParams(max_new_tokens=2))
     assert generator.params == GenerationParams(8)
     assert generator.key(PROMPTS[0], GenerationParams(2)) != generator.key(PROMPTS[0])
-    assert generator(PROMPTS[0], params=GenerationParams(2)) == short[0] and generator.cached == 1
+    assert generator(PROMPTS[0], params=GenerationParams(2)) == short[0]
+    cached = 1 if short[0] else 0  # an empty answer is never cached: it is asked again
+    assert generator.cached == cached
     generator(PROMPTS[0])
-    assert generator.generated == 3 and generator.cached == 1
+    assert generator.generated == 4 - cached and generator.cached == cached
 
 
 def test_cache_key_of_batch_size_1_is_unchanged_and_batches_get_their_own(tmp_path) -> None:

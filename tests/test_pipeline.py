@@ -331,7 +331,7 @@ def test_bfloat16_embeddings_are_close_and_keyed_apart(minilm_path: str, minilm_
     texts = ["Il certificato dura tre anni.", "L'accesso è consentito dalle otto alle venti."]
     for a, b in zip(half.embed_documents(texts), minilm_embedding.embed_documents(texts)):
         assert isinstance(a[0], float) and sum(x * y for x, y in zip(a, b)) > 0.99
-    with pytest.raises(StudyInputError, match="embedding_dtype must be"):
+    with pytest.raises(StudyInputError, match="embedding-dtype must be"):
         StudyConfig.resolve(profile="lite", strategies="newline", embedding_dtype="int8")
 
 

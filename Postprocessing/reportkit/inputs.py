@@ -9,7 +9,7 @@ not registered is still shown (grey, its name as display name, after the registe
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,6 @@ import pandas as pd
 
 from Postprocessing import common
 from ragstudy import results
-from ragstudy.io import PROJECT_ROOT
 from ragstudy.registry import StrategySpec
 
 logger = logging.getLogger(__name__)
@@ -98,27 +97,6 @@ def read_datasets(results_dir: Path) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def oracle_path(config: Mapping[str, Any] | None) -> Path | None:
-    """Oracle.csv beside the questions file recorded in config.json, else the repository's, else None."""
-    candidates = []
-    for key in ("questions_resolved", "questions"):
-        questions = (config or {}).get(key)
-        if questions:
-            q = Path(str(questions))
-            candidates += [q.parent / "Oracle.csv"] if q.is_absolute() else [
-                q.parent / "Oracle.csv", PROJECT_ROOT / q.parent / "Oracle.csv"]
-    candidates.append(PROJECT_ROOT / "Oracle.csv")
-    return next((p for p in candidates if p.is_file()), None)
-
-
-def read_oracle(config: Mapping[str, Any] | None) -> tuple[list[str], Path] | None:
-    """Oracle answers (ragstudy.results.read_oracle) and their file, or None when there is no Oracle.csv."""
-    path = oracle_path(config)
-    if path is None:
-        return None
-    return results.read_oracle(path), path
-
-
 @dataclass
 class Inputs:
     """Everything the report may show; None / empty where the results folder lacks the file."""
@@ -143,8 +121,9 @@ class Inputs:
     oracle: tuple[list[str], Path] | None
 
 
-def load(results_dir: Path) -> Inputs:
-    """Read every file the report can use from ``results_dir``."""
+def load(results_dir: Path, oracle: str | Path | None = None) -> Inputs:
+    """Read every file the report can use from ``results_dir``; the oracle from ``oracle`` (an --oracle flag) or
+    beside the run's questions file (ragstudy.results.run_oracle: its row count is checked)."""
     d = Path(results_dir)
     if not d.is_dir():
         raise common.DataError(f"results folder {d} not found; run evaluation_chain.py (--output-dir {d}) first, "
@@ -166,5 +145,5 @@ def load(results_dir: Path) -> Inputs:
         survey_summary=summary_md.read_text(encoding="utf-8") if summary_md else None,
         survey_answers_present=(d / "interview_answers.xlsx").is_file(),
         sweep_summary=results.read_table(d, results.SWEEP_SUMMARY), sweep_best=results.read_table(d, results.SWEEP_BEST),
-        oracle=read_oracle(config),
+        oracle=results.run_oracle(d, oracle),
     )
