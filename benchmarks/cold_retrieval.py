@@ -21,24 +21,13 @@ import argparse
 import json
 import logging
 import os
-import resource
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+from ragstudy.ranking import stage_clock as clock, stage_since as since
+
 SHARED = Path(__file__).resolve().parents[2] / "shared"
-
-
-def clock() -> tuple[float, float]:
-    """(wall clock, CPU seconds of this process and its reaped children)."""
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return time.perf_counter(), time.process_time() + children.ru_utime + children.ru_stime
-
-
-def since(start: tuple[float, float]) -> tuple[float, float]:
-    now = clock()
-    return now[0] - start[0], now[1] - start[1]
 
 
 def link_documents(folders: list[Path], pattern: str, target: Path) -> int:
@@ -91,6 +80,8 @@ def cold_run(config, work: Path) -> dict:
         run = retrieve_strategy(config, strategy, documents, questions, embedding, output_dir)
         strategies[strategy] = {"stages": run.stages, "embedded": run.embedded, "reused": run.reused,
                                 "parents": run.chunks}
+        done = ", ".join(f"{name} {wall:.1f} s ({cpu:.1f} CPU s)" for name, (wall, cpu) in run.stages.items())
+        print(f"{strategy}: {done}; {run.embedded} windows embedded", flush=True)
     return {"documents": documents, "pages": sum(doc.page_count for doc in documents), "stages": stages,
             "strategies": strategies, "texts_embedded": model.texts_embedded, "total": since(start)}
 
