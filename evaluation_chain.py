@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="seconds one LLM server request may take before it is tried again (3 tries; default 600)")
     scale.add_argument("--chroma-server", help="http://host:port of a Chroma server instead of local folders")
     scale.add_argument("--embedding-backend", choices=["torch", "onnx", "onnx-int8"],
-                       help="how the embedding model runs (default torch; onnx/onnx-int8: ONNX Runtime, CPU)")
+                       help="how the embedding model runs (default: the profile's, paper torch, lite onnx; onnx/onnx-int8: ONNX Runtime, CPU)")
     scale.add_argument("--embedding-server", metavar="URL", help="OpenAI-compatible /v1/embeddings server")
     scale.add_argument("--embedding-server-model", help="model name the embedding server serves")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")

