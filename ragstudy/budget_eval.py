@@ -249,13 +249,15 @@ def with_oracle_overlap(frame, overlap_rows: Sequence[Mapping]):
     if not len(overlap):
         return base.assign(oracle_overlap=float("nan"))
     base = base.astype({"question_index": int, "budget": str})
-    merged = base.merge(overlap.astype({"question_index": int, "budget": str}), on=keys, how="outer")
-    return merged.sort_values(keys, key=lambda c: c.map(_budget_order) if c.name == "budget" else c,
-                              kind="stable").reset_index(drop=True)
-
-
-def _budget_order(label: str) -> float:
-    return float(label) if str(label).isdigit() else float("inf")
+    overlap = overlap.astype({"question_index": int, "budget": str})
+    # the evidence rows keep their order (strategies in registry order, then budgets, then questions); questions
+    # scored by the oracle overlap alone follow, in the order they were scored
+    merged = base.merge(overlap, on=keys, how="left")
+    seen = base.set_index(keys).index
+    extra = overlap[~overlap.set_index(keys).index.isin(seen)]
+    if len(extra):
+        merged = pd.concat([merged, extra], ignore_index=True)
+    return merged.reset_index(drop=True)
 
 
 def budget_means(frame, labels: Sequence[str], metrics: Sequence[str] = PAIRED_METRICS) -> dict[str, float]:

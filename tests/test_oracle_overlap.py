@@ -69,3 +69,23 @@ def test_the_oracle_is_the_given_file_else_the_one_beside_the_questions(tmp_path
     short.write_text("oracle\nuno\n", encoding="utf-8")
     with pytest.raises(StudyInputError, match=r"short\.csv has 1 answers but .*Questions\.csv has 2 questions"):
         load_oracle(short, questions)
+
+
+def test_oracle_overlap_join_keeps_the_evidence_rows_in_their_order():
+    """Strategies stay in registry order (paragraph before fixed-size), as retrieval_per_question.csv had them
+    before the oracle overlap was joined; questions scored by the overlap alone follow."""
+    import pandas as pd
+
+    from ragstudy.budget_eval import with_oracle_overlap
+
+    frame = pd.DataFrame({"strategy": ["paragraph", "paragraph", "fixed-size"], "budget": ["500", "1000", "500"],
+                          "question_index": [0, 0, 0], "hit": [1.0, 0.0, 1.0]})
+    overlap = [{"strategy": "fixed-size", "budget": "500", "question_index": 0, "oracle_overlap": 0.5},
+               {"strategy": "paragraph", "budget": "500", "question_index": 0, "oracle_overlap": 1.0},
+               {"strategy": "paragraph", "budget": "500", "question_index": 7, "oracle_overlap": 0.25}]
+    joined = with_oracle_overlap(frame, overlap)
+    assert list(zip(joined["strategy"], joined["budget"], joined["question_index"])) == [
+        ("paragraph", "500", 0), ("paragraph", "1000", 0), ("fixed-size", "500", 0), ("paragraph", "500", 7)]
+    assert joined["oracle_overlap"].iloc[0] == 1.0 and joined["oracle_overlap"].iloc[2] == 0.5
+    assert pd.isna(joined["oracle_overlap"].iloc[1])
+    assert pd.isna(joined["hit"].iloc[3])
