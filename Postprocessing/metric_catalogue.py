@@ -168,6 +168,8 @@ register_metric("hit_at_k", "retrieval", "retrieved parents contain the evidence
 register_metric("span_recall", "retrieval", "evidence characters retrieved / evidence characters", True)
 register_metric("span_precision", "retrieval", "evidence characters retrieved / retrieved characters", True)
 register_metric("span_iou", "retrieval", "intersection over union of evidence and retrieved characters", True)
+register_metric("oracle_overlap", "retrieval", "share of the oracle answer's content terms found in the packed "
+                "context (no evidence needed; ragstudy.oracle_overlap)", True)
 register_metric("context_chars", "retrieval", "characters of context the LLM received per question (every question)",
                 None, None, decimals=1)
 register_metric("concept_unity", "hope", "HOPE concept unity", True)
