@@ -27,7 +27,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from .errors import StudyInputError
+from .errors import StudyInputError, store_error
 
 logger = logging.getLogger(__name__)
 
@@ -114,23 +114,31 @@ def export_onnx(folder: Path, target: Path, quantize: bool) -> Path:
     fp32 = export_onnx(folder, target, quantize=False) if quantize else None
     tmp = target.with_name(f"{target.name}.{os.getpid()}.partial")
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
     try:
-        if quantize:
-            from onnxruntime.quantization import QuantType, quantize_dynamic
-
-            logger.info("quantizing %s to int8 (once)", fp32)
-            quantize_dynamic(str(fp32), str(tmp / name), weight_type=QuantType.QInt8, per_channel=True,
-                             op_types_to_quantize=["MatMul"], nodes_to_exclude=ffn_outputs(fp32))
-        else:
-            logger.info("exporting %s to ONNX in %s (once)", folder, target)
-            _export_fp32(folder, tmp)
-        target.mkdir(parents=True, exist_ok=True)
-        for path in sorted(tmp.iterdir(), key=lambda p: p.suffix == ".onnx"):  # external data first, graph last
-            path.replace(target / path.name)
+        tmp.mkdir(parents=True)
+        _build_onnx(folder, tmp, target, name, fp32, quantize)
+    except OSError as exc:  # a full, read-only or blocked cache folder: one line naming it (nothing half-written)
+        raise store_error("ONNX model cache", target, "writing the exported model failed", exc,
+                          "the model is exported again") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target / name
+
+
+def _build_onnx(folder: Path, tmp: Path, target: Path, name: str, fp32: Path | None, quantize: bool) -> None:
+    """Export (or quantize) into `tmp`, then move the files into `target` (external data first, graph last)."""
+    if quantize:
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        logger.info("quantizing %s to int8 (once)", fp32)
+        quantize_dynamic(str(fp32), str(tmp / name), weight_type=QuantType.QInt8, per_channel=True,
+                         op_types_to_quantize=["MatMul"], nodes_to_exclude=ffn_outputs(fp32))
+    else:
+        logger.info("exporting %s to ONNX in %s (once)", folder, target)
+        _export_fp32(folder, tmp)
+    target.mkdir(parents=True, exist_ok=True)
+    for path in sorted(tmp.iterdir(), key=lambda p: p.suffix == ".onnx"):  # external data first, graph last
+        path.replace(target / path.name)
 
 
 def ffn_outputs(path: Path) -> list[str]:

@@ -310,7 +310,20 @@ def test_cli_a_corrupt_vector_cache_is_one_line_and_exit_2(tmp_path: Path) -> No
 @pytest.mark.slow
 def test_cli_a_full_vector_cache_is_one_line_and_exit_2(tiny_fs, tmp_path: Path) -> None:
     cache = tiny_fs("cache", "1m")  # the chunk cache (~140 KB) fits, the vectors (~2 MB) do not
-    result = run_chain("--retrieval-only", "--strategies", "fixed-size", "--limit", "2", "--output-dir",
-                       str(tmp_path / "out"), "--db-dir", str(tmp_path / "db"), env={"RAGSTUDY_CACHE": str(cache)})
+    # torch: the lite profile's ONNX export (~90 MB) would fill the cache first (the next test)
+    result = run_chain("--retrieval-only", "--strategies", "fixed-size", "--limit", "2", "--embedding-backend",
+                       "torch", "--output-dir", str(tmp_path / "out"), "--db-dir", str(tmp_path / "db"),
+                       env={"RAGSTUDY_CACHE": str(cache)})
     assert_one_error_line(result, f"vector cache {cache}/vectors/vectors.sqlite3", "(database or disk is full); "
                                   "free space on that disk")
+
+
+def test_cli_a_full_onnx_model_cache_is_one_line_and_exit_2(tiny_fs, tmp_path: Path) -> None:
+    """The lite profile exports its embedding model to ONNX once, into the cache: a full cache names that store."""
+    cache = tiny_fs("cache", "1m")
+    result = run_chain("--retrieval-only", "--strategies", "fixed-size", "--limit", "2", "--output-dir",
+                       str(tmp_path / "out"), "--db-dir", str(tmp_path / "db"), env={"RAGSTUDY_CACHE": str(cache)})
+    line = assert_one_error_line(result, f"ONNX model cache {cache}/onnx/", "writing the exported model failed",
+                                 "free space on that disk")
+    assert "No space left on device" in line
+    assert not list((cache / "onnx").glob("*.partial")), "a half-written export was left behind"
