@@ -113,16 +113,17 @@ def default_evidence(run_config: Mapping) -> Path | None:
     return None
 
 
-def oracle_overlap_rows(run_config: Mapping, given: str | None, results_dir: Path, budgets: Sequence[int],
+def oracle_overlap_rows(given: str | None, results_dir: Path, budgets: Sequence[int],
                         strategies: Sequence[str], measure) -> tuple[list[dict], list[str], Path | None]:
     """Oracle-overlap rows of every strategy, notes, and the oracle file (None, and no rows, when there is none)."""
-    from ragstudy.oracle_overlap import find_oracle, load_oracle, overlap_folder
+    from ragstudy import results
+    from ragstudy.oracle_overlap import overlap_folder
 
-    questions = run_config.get("questions_resolved") or run_config.get("questions")
-    oracle_path = find_oracle(questions, given)
-    if oracle_path is None:
+    found = results.run_oracle(results_dir, given)  # --oracle, else Oracle.csv beside the run's questions
+    if found is None:
         return [], [], None
-    rows, notes = overlap_folder(results_dir, load_oracle(oracle_path, questions), budgets, strategies, measure)
+    oracle, oracle_path = found
+    rows, notes = overlap_folder(results_dir, oracle, budgets, strategies, measure)
     return rows, notes, oracle_path
 
 
@@ -184,7 +185,7 @@ def run(args: argparse.Namespace) -> dict:
                         f"{', '.join(strategies)}); pass one of them")
     questions, questions_path = results.run_questions(results_dir, args.questions, args.allow_questions_mismatch)
     evidence_path = default_evidence(run_config) if args.evidence is None else Path(args.evidence)
-    overlap_rows, overlap_notes, oracle_path = oracle_overlap_rows(run_config, args.oracle, results_dir, budgets,
+    overlap_rows, overlap_notes, oracle_path = oracle_overlap_rows(args.oracle, results_dir, budgets,
                                                                    strategies, measure)
     if evidence_path is None and oracle_path is None:
         raise DataError(f"nothing to score {results_dir} against: pass --evidence FILE, or --oracle FILE (or put "

@@ -37,8 +37,8 @@ def score_folder(results_dir: Path, evidence_path: Path, oracle_path: Path) -> t
     from ragstudy.budget_eval import evaluate_folder, run_measure
     from ragstudy.config import DEFAULT_BUDGETS
     from ragstudy.evidence import load_evidence_file
-    from ragstudy.oracle_overlap import load_oracle, overlap_folder
-    from ragstudy.results import ranked_strategies
+    from ragstudy.oracle_overlap import overlap_folder
+    from ragstudy.results import ranked_strategies, run_oracle
 
     run_config = common.read_run_config(results_dir)
     budgets = list(run_config.get("budgets") or DEFAULT_BUDGETS)
@@ -47,9 +47,8 @@ def score_folder(results_dir: Path, evidence_path: Path, oracle_path: Path) -> t
     hits, evaluations = evaluate_folder(results_dir, load_evidence_file(evidence_path), budgets, measure,
                                         strategies)
     notes = [e.note() for e in evaluations]
-    questions = run_config.get("questions_resolved") or run_config.get("questions")
-    overlaps, overlap_notes = overlap_folder(results_dir, load_oracle(oracle_path, questions), budgets, strategies,
-                                             measure)
+    oracle, _ = run_oracle(results_dir, oracle_path)  # row count checked against the run's questions
+    overlaps, overlap_notes = overlap_folder(results_dir, oracle, budgets, strategies, measure)
     notes += overlap_notes
     frame = pd.DataFrame(hits)[["strategy", "budget", "question_index", "hit"]].merge(
         pd.DataFrame(overlaps)[["strategy", "budget", "question_index", "oracle_overlap"]],

@@ -87,37 +87,6 @@ def score_strategy(strategy: str, rankings: Mapping[int, Sequence[RetrievedParen
     return result
 
 
-ORACLE_NAME = "Oracle.csv"
-
-
-def find_oracle(questions_path: str | Path | None, given: str | Path | None = None) -> Path | None:
-    """The oracle answers of a run: `given` (must exist), else Oracle.csv beside its questions file, else None."""
-    if given:
-        path = Path(given)
-        if not path.is_file():
-            raise StudyInputError(f"--oracle {path}: no such file (a CSV with an 'oracle' column, one answer per "
-                                  "question)")
-        return path
-    if not questions_path:
-        return None
-    beside = Path(questions_path).parent / ORACLE_NAME
-    return beside if beside.is_file() else None
-
-
-def load_oracle(oracle_path: Path, questions_path: str | Path | None) -> list[str]:
-    """The oracle answers, one per row of the questions file; an error naming both files when the counts differ."""
-    from .results import read_oracle, read_questions
-
-    oracle = read_oracle(oracle_path)
-    if questions_path and Path(questions_path).is_file():
-        questions = read_questions(questions_path)
-        if len(questions) != len(oracle):
-            raise StudyInputError(f"{oracle_path} has {len(oracle)} answers but {questions_path} has "
-                                  f"{len(questions)} questions: the oracle must answer every question, in order; "
-                                  "pass the right one with --oracle FILE")
-    return oracle
-
-
 def overlap_folder(results_dir: Path, oracle: Sequence[str], budgets: Sequence[int], strategies: Sequence[str],
                    measure: Measure = CHARS) -> tuple[list[dict], list[str]]:
     """Oracle-overlap rows (OVERLAP_COLUMNS) of every strategy's retrieval file, and one note per strategy."""

@@ -54,21 +54,28 @@ def test_score_strategy_per_budget_leaves_out_unanswerable_oracles():
 
 
 def test_the_oracle_is_the_given_file_else_the_one_beside_the_questions(tmp_path):
+    """The oracle overlap takes its oracle through the one rule every script uses (ragstudy.results.run_oracle)."""
+    import json
+
+    from ragstudy.config import StudyConfig
     from ragstudy.errors import StudyInputError
-    from ragstudy.oracle_overlap import find_oracle, load_oracle
+    from ragstudy.results import run_oracle
 
     questions = tmp_path / "Questions.csv"
     questions.write_text("questions\nUno?\nDue?\n", encoding="utf-8")
-    assert find_oracle(questions) is None  # no Oracle.csv beside it: no oracle overlap
+    run = tmp_path / "run"
+    run.mkdir()
+    config = StudyConfig.resolve(profile="lite", strategies="fixed-size", questions=str(questions)).to_dict()
+    (run / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    assert run_oracle(run) is None  # no Oracle.csv beside the questions: no oracle overlap
     (tmp_path / "Oracle.csv").write_text("oracle\nuno\ndue\n", encoding="utf-8")
-    assert find_oracle(questions) == tmp_path / "Oracle.csv"
-    assert load_oracle(tmp_path / "Oracle.csv", questions) == ["uno", "due"]
-    with pytest.raises(StudyInputError, match="no such file"):
-        find_oracle(questions, tmp_path / "missing.csv")
+    assert run_oracle(run) == (["uno", "due"], tmp_path / "Oracle.csv")
+    with pytest.raises(StudyInputError, match="file not found"):
+        run_oracle(run, tmp_path / "missing.csv")
     short = tmp_path / "short.csv"
     short.write_text("oracle\nuno\n", encoding="utf-8")
-    with pytest.raises(StudyInputError, match=r"short\.csv has 1 answers but .*Questions\.csv has 2 questions"):
-        load_oracle(short, questions)
+    with pytest.raises(StudyInputError, match=r"short\.csv: 1 oracle answers but .*Questions\.csv has 2 questions"):
+        run_oracle(run, short)
 
 
 def test_oracle_overlap_join_keeps_the_evidence_rows_in_their_order():

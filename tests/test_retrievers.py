@@ -142,7 +142,7 @@ def test_retrieval_eval_refuses_an_oracle_of_another_length(bm25_run, tmp_path, 
     assert retrieval_eval.main(["--results-dir", str(bm25_run), "--out-dir", str(tmp_path / "t"), "--no-plot",
                                 "--oracle", str(oracle)]) == 2
     err = capsys.readouterr().err
-    assert str(oracle) in err and "Questions.csv" in err and "1 answers" in err
+    assert str(oracle) in err and "Questions.csv" in err and "1 oracle answers" in err
 
 
 def test_offline_data_reads_the_stopwords_through_the_core_parser():
