@@ -5,7 +5,10 @@ PyMuPDF's own converter (its ONNX layout model ships in the pymupdf-layout wheel
 dropped by its layout analysis and one Markdown text per page, so each chunk knows its pages. Pages are joined by a
 blank line into the text `start_end_idx` indexes (source_kind "markdown"). The conversion is slow (about 0.3-1
 page/s on 2 CPU cores), so it is cached under the PDF's sha256, the pymupdf4llm version and the options, and the
-chunker's `prepare` converts the PDFs not yet cached in parallel worker processes (`workers`, default one per core).
+chunker's `prepare` converts the PDFs not yet cached in worker processes (`workers`, default one per core). In a
+worker the layout model's ONNX Runtime sessions run one thread each and sleep instead of spin-waiting: by default
+each session starts a thread per core that spins between calls, which on two cores cost 1.7x the CPU seconds for
+the same Markdown (13.9 against 8.2 CPU s on a 53-page PDF; see benchmarks/markdown_conversion.py).
 
 Sections: LangChain's `ExperimentalMarkdownSyntaxTextSplitter` (langchain-text-splitters), which cuts at every
 heading `#`..`######` outside code fences and, unlike `MarkdownHeaderTextSplitter`, keeps the lines exactly as
@@ -52,7 +55,7 @@ class MarkdownParams:
     chunk_overlap: int = 50
     heading_levels: int = 6  # split at headings `#` .. `#` * heading_levels
     section_context: bool = False  # store the heading path as `heading_path`: child windows are embedded after it
-    workers: int = 0  # PDFs converted at once in worker processes (0: one per CPU core); the output is the same
+    workers: int = 0  # PDFs converted at once, each in a worker process (0: one per CPU core); the output is the same
 
     def __post_init__(self) -> None:
         if self.chunk_size < 20:
@@ -69,12 +72,41 @@ class MarkdownParams:
 MARKDOWN_OPTIONS = {"page_chunks": True, "header": False, "footer": False, "use_ocr": False, "show_progress": False}
 
 
+def converter_version() -> str:
+    """pymupdf4llm's version, read without importing it (the import loads the layout model)."""
+    from importlib.metadata import version
+
+    return version("pymupdf4llm")
+
+
 def _cache_path(document: PdfDocument) -> Path:
     """Where the Markdown of `document` is cached: its sha256, the converter's version and options."""
-    import pymupdf4llm
-
-    key = sha256_text(document.sha256, pymupdf4llm.__version__, stable_json(MARKDOWN_OPTIONS))
+    key = sha256_text(document.sha256, converter_version(), stable_json(MARKDOWN_OPTIONS))
     return cache_dir() / "markdown" / f"{key}.json"
+
+
+def one_thread_onnx_sessions() -> None:
+    """Make every ONNX Runtime session created later in this process run one intra-op thread that sleeps between
+    calls. For the conversion worker processes only, before pymupdf4llm is imported: PyMuPDF's layout model makes
+    its sessions with ONNX Runtime's default threading (a thread per core, spin-waiting), which in one worker per
+    core oversubscribes the cores and burns CPU while spinning; the Markdown is the same."""
+    import onnxruntime
+
+    if getattr(onnxruntime.InferenceSession, "one_thread", False):
+        return
+
+    class OneThreadSession(onnxruntime.InferenceSession):
+        one_thread = True
+
+        def __init__(self, path_or_bytes, sess_options=None, providers=None, provider_options=None, **kwargs):
+            options = sess_options if sess_options is not None else onnxruntime.SessionOptions()
+            options.intra_op_num_threads = 1
+            options.inter_op_num_threads = 1
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            super().__init__(path_or_bytes, sess_options=options, providers=providers,
+                             provider_options=provider_options, **kwargs)
+
+    onnxruntime.InferenceSession = OneThreadSession
 
 
 def convert_pdf(path: str) -> list[str]:
@@ -93,13 +125,11 @@ def convert_pdf(path: str) -> list[str]:
 
 
 def _store(document: PdfDocument, pages: list[str]) -> list[str]:
-    import pymupdf4llm
-
     if not any(page.strip() for page in pages):
         logger.warning("%s: PyMuPDF4LLM produced no Markdown text; the markdown strategy has no chunks for it",
                        document.path)
     atomic_write_json(_cache_path(document),
-                      {"path": document.path, "pymupdf4llm": pymupdf4llm.__version__, "pages": pages})
+                      {"path": document.path, "pymupdf4llm": converter_version(), "pages": pages})
     return pages
 
 
@@ -117,8 +147,9 @@ def cpu_cores() -> int:
 
 
 def convert_all(documents: Sequence[PdfDocument], workers: int = 0) -> None:
-    """Convert and cache the PDFs not yet cached, `workers` at once (0: one per CPU core) in worker processes
-    (spawned: a script that calls this needs the usual `if __name__ == "__main__":` guard)."""
+    """Convert and cache the PDFs not yet cached, `workers` at once (0: one per CPU core) in worker processes whose
+    ONNX Runtime sessions run one thread each (spawned: a script that calls this needs the usual
+    `if __name__ == "__main__":` guard)."""
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
     from multiprocessing import get_context
@@ -127,12 +158,13 @@ def convert_all(documents: Sequence[PdfDocument], workers: int = 0) -> None:
 
     todo = list({doc.sha256: doc for doc in documents if not _cache_path(doc).is_file()}.values())
     workers = min(workers or cpu_cores(), len(todo))
-    if workers < 2:
-        return  # one at a time, as each document is chunked
+    if not todo:
+        return
     pages = sum(doc.page_count for doc in todo)
-    logger.info("converting %d PDFs (%d pages) to Markdown in %d worker processes", len(todo), pages, workers)
+    logger.info("converting %d PDFs (%d pages) to Markdown in %d worker process(es)", len(todo), pages, workers)
     # spawn: a forked copy of a process that has started torch or onnxruntime threads can hang
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"),
+                               initializer=one_thread_onnx_sessions)
     try:
         # longest first: the workers finish close together
         futures = {pool.submit(convert_pdf, doc.path): doc for doc in sorted(todo, key=lambda d: -d.page_count)}
@@ -143,8 +175,9 @@ def convert_all(documents: Sequence[PdfDocument], workers: int = 0) -> None:
                     _store(doc, future.result())
                 except BrokenProcessPool as exc:
                     raise StudyInputError(
-                        f"{doc.path}: the Markdown conversion worker stopped ({exc}); rerun with "
-                        f"--set markdown.workers=1 to convert one PDF at a time in this process") from exc
+                        f"{doc.path}: the Markdown conversion worker stopped ({exc}); remove that PDF or leave "
+                        f"the markdown strategy out (--strategies), then re-run (PDFs converted so far are "
+                        f"cached)") from exc
                 bar.update(doc.page_count)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)

@@ -167,3 +167,42 @@ def test_a_failed_conversion_in_a_worker_names_the_pdf(tmp_path: Path, monkeypat
     vanished = dataclasses.replace(vanished, sha256="0" * 64)
     with pytest.raises(StudyInputError, match="rimosso.pdf"):
         convert_all([good, vanished], workers=2)
+
+
+def test_conversion_workers_run_the_layout_model_on_one_non_spinning_thread() -> None:
+    """PyMuPDF's layout model makes its ONNX Runtime sessions with the default threading (a spin-waiting thread per
+    core); in a conversion worker (one per core) every session it makes, at import and later, runs one thread and
+    sleeps between calls. Checked in fresh interpreters: with and without the worker's initializer."""
+    import json
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, gc\n"
+        "if sys.argv[1] == 'worker':\n"
+        "    from RAGMarkdown.strategy import one_thread_onnx_sessions\n"
+        "    one_thread_onnx_sessions(); one_thread_onnx_sessions()\n"
+        "import pymupdf4llm, onnxruntime\n"
+        "from pymupdf.layout.onnx.common_util import make_session\n"
+        "import pymupdf.layout, pathlib\n"
+        "model = next(pathlib.Path(pymupdf.layout.__file__).parent.glob('resources/onnx/feature_imf1.onnx'))\n"
+        "later = make_session(str(model), ['CPUExecutionProvider'])\n"
+        "sessions = [o for o in gc.get_objects() if isinstance(o, onnxruntime.InferenceSession)]\n"
+        "def spin(s):\n"
+        "    try: return s.get_session_options().get_session_config_entry('session.intra_op.allow_spinning')\n"
+        "    except Exception: return 'default'\n"
+        "import json\n"
+        "print(json.dumps([len(sessions), sorted({s.get_session_options().intra_op_num_threads for s in sessions}),"
+        " sorted({spin(s) for s in sessions})]))\n"
+    )
+
+    def run(mode: str) -> list:
+        done = subprocess.run([sys.executable, "-c", probe, mode], cwd=REPO_ROOT, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    count, threads, spinning = run("worker")
+    assert count >= 2  # the layout model's sessions made at import, and one made later
+    assert threads == [1] and spinning == ["0"]
+    assert run("plain")[1] == [0]  # without the initializer: ONNX Runtime's default (0: a thread per core)
