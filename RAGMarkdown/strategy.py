@@ -5,8 +5,10 @@ PyMuPDF's own converter (its ONNX layout model ships in the pymupdf-layout wheel
 dropped by its layout analysis and one Markdown text per page, so each chunk knows its pages. Pages are joined by a
 blank line into the text `start_end_idx` indexes (source_kind "markdown"). The conversion is slow (about 0.3-1
 page/s on 2 CPU cores), so it is cached under the PDF's sha256, the pymupdf4llm version and the options, and the
-chunker's `prepare` converts the PDFs not yet cached in worker processes (`workers`, default one per core). In a
-worker the layout model's ONNX Runtime sessions run one thread each and sleep instead of spin-waiting: by default
+chunker's `prepare` converts the PDFs not yet cached in worker processes (`workers`, default one per core). A run
+starts them ahead, in the background, as it begins (the registration's `prefetch`, `convert_ahead`), so the
+conversion overlaps the other strategies' chunking and embedding; `prepare` then waits for it. In a worker the
+layout model's ONNX Runtime sessions run one thread each and sleep instead of spin-waiting: by default
 each session starts a thread per core that spins between calls, which on two cores cost 1.7x the CPU seconds for
 the same Markdown (13.9 against 8.2 CPU s on a 53-page PDF; see benchmarks/markdown_conversion.py).
 
@@ -30,7 +32,7 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from ragstudy.chunks import HEADING_PATH, HEADING_SEPARATOR, ChunkedDocument, build_chunks, locate_pieces
 from ragstudy.errors import StudyInputError
@@ -124,21 +126,33 @@ def convert_pdf(path: str) -> list[str]:
         ) from exc
 
 
-def _store(document: PdfDocument, pages: list[str]) -> list[str]:
-    if not any(page.strip() for page in pages):
-        logger.warning("%s: PyMuPDF4LLM produced no Markdown text; the markdown strategy has no chunks for it",
-                       document.path)
-    atomic_write_json(_cache_path(document),
-                      {"path": document.path, "pymupdf4llm": converter_version(), "pages": pages})
-    return pages
+def _write_cache(cache_file: Path, path: str, pages: list[str]) -> bool:
+    """Write the Markdown pages of the PDF at `path` to `cache_file` (atomically); True when they hold any text."""
+    atomic_write_json(cache_file, {"path": path, "pymupdf4llm": converter_version(), "pages": pages},
+                      store="Markdown cache")
+    return any(page.strip() for page in pages)
+
+
+def _warn_empty(path: str) -> None:
+    logger.warning("%s: PyMuPDF4LLM produced no Markdown text; the markdown strategy has no chunks for it", path)
+
+
+def convert_to_cache(path: str, cache_file: str) -> bool:
+    """Convert the PDF at `path` and cache its Markdown in `cache_file` (in a worker process: a conversion that
+    finished is kept even if the run stops); True when it holds any text."""
+    return _write_cache(Path(cache_file), path, convert_pdf(path))
 
 
 def pdf_markdown_pages(document: PdfDocument) -> list[str]:
-    """PyMuPDF4LLM Markdown of each page of `document` (cached under its sha256, the converter's version, options)."""
+    """PyMuPDF4LLM Markdown of each page of `document` (cached under its sha256, the converter's version, options;
+    converted in this process when `convert_all` has not cached it)."""
     path = _cache_path(document)
     if path.is_file():
         return json.loads(path.read_text(encoding="utf-8"))["pages"]
-    return _store(document, convert_pdf(document.path))
+    pages = convert_pdf(document.path)
+    if not _write_cache(path, document.path, pages):
+        _warn_empty(document.path)
+    return pages
 
 
 def cpu_cores() -> int:
@@ -146,41 +160,99 @@ def cpu_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def convert_all(documents: Sequence[PdfDocument], workers: int = 0) -> None:
-    """Convert and cache the PDFs not yet cached, `workers` at once (0: one per CPU core) in worker processes whose
-    ONNX Runtime sessions run one thread each (spawned: a script that calls this needs the usual
-    `if __name__ == "__main__":` guard)."""
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    from concurrent.futures.process import BrokenProcessPool
+@dataclass
+class _Conversions:
+    """The conversions under way in this process's worker pool, by cache file."""
+
+    pool: Any = None
+    running: dict[str, Any] = field(default_factory=dict)  # cache file -> concurrent.futures.Future
+
+
+_CONVERSIONS = _Conversions()
+
+
+def start_conversions(documents: Sequence[PdfDocument], workers: int = 0) -> dict[Any, PdfDocument]:
+    """Start converting the PDFs neither cached nor under way, longest first, in worker processes (`workers`, 0: one
+    per CPU core; spawned, so a script that calls this needs the usual `if __name__ == "__main__":` guard) whose
+    ONNX Runtime sessions run one thread each; return at once with the future of each of `documents` under way."""
+    from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
+
+    state = _CONVERSIONS
+    keys = {str(_cache_path(doc)): doc for doc in documents}
+    todo = {key: doc for key, doc in keys.items() if key not in state.running and not Path(key).is_file()}
+    if todo:
+        if state.pool is None:
+            count = min(workers or cpu_cores(), len(todo))
+            logger.info("converting %d PDFs (%d pages) to Markdown in %d worker process(es)", len(todo),
+                        sum(doc.page_count for doc in todo.values()), count)
+            # spawn: a forked copy of a process that has started torch or onnxruntime threads can hang
+            state.pool = ProcessPoolExecutor(max_workers=count, mp_context=get_context("spawn"),
+                                             initializer=one_thread_onnx_sessions)
+        for key, doc in sorted(todo.items(), key=lambda item: -item[1].page_count):
+            state.running[key] = state.pool.submit(convert_to_cache, doc.path, key)
+    return {state.running[key]: doc for key, doc in keys.items() if key in state.running}
+
+
+def stop_conversions() -> None:
+    """Stop the conversions under way (an error or Ctrl-C elsewhere in the run) and the worker processes. A PDF
+    converted in full is already cached; one stopped halfway leaves nothing (the cache is written atomically)."""
+    state = _CONVERSIONS
+    pool, state.pool = state.pool, None
+    state.running.clear()
+    if pool is None:
+        return
+    # ProcessPoolExecutor has no public way to stop a running task before Python 3.14's terminate_workers()
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.terminate()
+
+
+def convert_ahead(params: MarkdownParams, documents: Sequence[PdfDocument]):
+    """The registration's `prefetch`: start the conversions in the background; return how to stop them."""
+    start_conversions(documents, params.workers)
+    return stop_conversions
+
+
+def convert_all(documents: Sequence[PdfDocument], workers: int = 0) -> None:
+    """Convert and cache the PDFs not yet cached (see start_conversions), and wait for those under way, started
+    here or ahead by `convert_ahead`."""
+    from concurrent.futures import as_completed
+    from concurrent.futures.process import BrokenProcessPool
 
     from tqdm.auto import tqdm
 
-    todo = list({doc.sha256: doc for doc in documents if not _cache_path(doc).is_file()}.values())
-    workers = min(workers or cpu_cores(), len(todo))
-    if not todo:
+    futures = start_conversions(documents, workers)
+    if not futures:
         return
-    pages = sum(doc.page_count for doc in todo)
-    logger.info("converting %d PDFs (%d pages) to Markdown in %d worker process(es)", len(todo), pages, workers)
-    # spawn: a forked copy of a process that has started torch or onnxruntime threads can hang
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"),
-                               initializer=one_thread_onnx_sessions)
+    state = _CONVERSIONS
+    finished = False
     try:
-        # longest first: the workers finish close together
-        futures = {pool.submit(convert_pdf, doc.path): doc for doc in sorted(todo, key=lambda d: -d.page_count)}
-        with tqdm(total=pages, desc="Markdown conversion", unit="page") as bar:
+        with tqdm(total=sum(doc.page_count for doc in futures.values()), desc="Markdown conversion",
+                  unit="page") as bar:
             for future in as_completed(futures):
                 doc = futures[future]
                 try:
-                    _store(doc, future.result())
+                    has_text = future.result()
                 except BrokenProcessPool as exc:
                     raise StudyInputError(
                         f"{doc.path}: the Markdown conversion worker stopped ({exc}); remove that PDF or leave "
                         f"the markdown strategy out (--strategies), then re-run (PDFs converted so far are "
                         f"cached)") from exc
+                if not has_text:
+                    _warn_empty(doc.path)
                 bar.update(doc.page_count)
+        finished = True
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        if not finished:
+            stop_conversions()
+        else:
+            for key in [key for key, future in state.running.items() if future.done()]:
+                del state.running[key]
+            if not state.running and state.pool is not None:
+                pool, state.pool = state.pool, None
+                pool.shutdown(wait=True)
 
 
 def markdown_source(document: PdfDocument) -> SourceText:
@@ -317,5 +389,5 @@ def make_chunker(config: MarkdownParams, context: ChunkerContext) -> MarkdownChu
 # parents: heading sections of PyMuPDF4LLM Markdown, at most 800 characters (overlap 50 inside a long section);
 # child windows 200/0, k=4, as the baselines; dark grey (Okabe–Ito's yellow is too pale on white)
 SPEC = register_strategy("markdown", make_chunker, MarkdownParams, display_name="Markdown", color="#555555", order=6,
-                         source_kind="markdown",
+                         source_kind="markdown", prefetch=convert_ahead,
                          description="PyMuPDF4LLM Markdown split at headings, up to 800 characters")

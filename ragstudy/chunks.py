@@ -64,7 +64,8 @@ class Chunker(Protocol):
 
     A chunker may also define `prepare(documents)`, called once with all the documents before they are chunked
     one by one (see `prepare_chunker`): the place for work that runs better in bulk, such as converting every PDF
-    in parallel worker processes.
+    in parallel worker processes. Such work can also be started ahead, in the background, by the registration's
+    `prefetch` (see `ragstudy.pipeline.chunking_ahead`); `prepare` then waits for it.
     """
 
     def chunk(self, document: PdfDocument, strategy: str) -> ChunkedDocument: ...

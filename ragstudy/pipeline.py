@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from . import registry
 from .chunks import ChunkedDocument, prepare_chunker
@@ -58,6 +59,25 @@ def chunk_documents(documents: Sequence[PdfDocument], strategy: str, config: Stu
     prepare_chunker(chunker, documents)  # the chunker's optional bulk step (markdown: PDFs converted in parallel)
     return [chunker.chunk(doc, strategy) for doc in tqdm(documents, desc=f"Chunking {strategy}", unit="pdf",
                                                           disable=len(documents) < 2)]
+
+
+@contextmanager
+def chunking_ahead(config: StudyConfig, documents: Sequence[PdfDocument],
+                   needed: Callable[[str], bool] = lambda strategy: True) -> Iterator[None]:
+    """Start, in the background, the slow bulk step of every configured strategy whose registration has a
+    `prefetch` (the markdown strategy's PDF conversion) and for which `needed(strategy)` (e.g. its chunks are not
+    cached), so that it runs beside the other strategies' chunking, embedding and answering; each strategy's chunker
+    waits for its own in `prepare`. Whatever is still running when the block ends (an error, Ctrl-C) is stopped."""
+    stops = []
+    try:
+        for strategy in config.strategies:
+            spec = registry.get(strategy)
+            if spec.prefetch is not None and needed(strategy):
+                stops.append(spec.prefetch(config.strategy_params[strategy], documents))
+        yield
+    finally:
+        for stop in stops:
+            stop()
 
 
 def make_knowledge_base(config: StudyConfig, strategy: str, embedding):
@@ -181,6 +201,12 @@ def run_study(config: StudyConfig) -> list[StrategyReport]:
     output_dir = ResultsFolder(config.output_dir).prepare().path  # locked before anything is written in it
     write_config(output_dir, config, run_facts(config, documents))
     context = chunker_context(config)  # one embedding model for the semantic chunker and the index
+    with chunking_ahead(config, documents):
+        return _run_strategies(config, documents, questions, output_dir, context)
+
+
+def _run_strategies(config: StudyConfig, documents: Sequence[PdfDocument], questions: Sequence[str],
+                    output_dir: Path, context: registry.ChunkerContext) -> list[StrategyReport]:
     generator = None
     reports = []
     for strategy in config.strategies:

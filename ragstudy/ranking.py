@@ -27,8 +27,8 @@ from typing import Any, Callable, Sequence
 from .budget_eval import CHARS, Measure, llm_measure
 from .chunks import Chunk, ChunkedDocument
 from .config import StudyConfig
-from .pipeline import (StrategyReport, check_vector_store, chunk_documents, chunker_context, lazy_embedding,
-                       make_knowledge_base, run_facts)
+from .pipeline import (StrategyReport, check_vector_store, chunk_documents, chunker_context, chunking_ahead,
+                       lazy_embedding, make_knowledge_base, run_facts)
 from .results import ResultsFolder, RetrievedParent, read_questions, write_config, write_retrieval
 from .textlayer import SourceText, load_documents
 
@@ -399,8 +399,9 @@ def run_retrieval(config: StudyConfig) -> list[StrategyReport]:
     write_config(output_dir, config, run_facts(config, documents))
     embedding = lazy_embedding(config)
     reports = []
-    for strategy in config.strategies:
-        run = retrieve_strategy(config, strategy, documents, questions, embedding, output_dir, measure)
-        reports.append(StrategyReport(strategy, run.documents, run.chunks, embedded=run.embedded, reused=run.reused,
-                                      outputs=run.outputs))
+    with chunking_ahead(config, documents, lambda strategy: not chunk_cache_path(config, strategy, documents).is_file()):
+        for strategy in config.strategies:
+            run = retrieve_strategy(config, strategy, documents, questions, embedding, output_dir, measure)
+            reports.append(StrategyReport(strategy, run.documents, run.chunks, embedded=run.embedded,
+                                          reused=run.reused, outputs=run.outputs))
     return reports

@@ -15,7 +15,7 @@ import importlib
 import os
 import re
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, Sequence
 
 from .chunks import Chunker
 from .errors import StudyInputError
@@ -87,6 +87,9 @@ class StrategySpec:
     parent_type: type | None = None  # dataclass that validates `defaults.parent` and user overrides
     description: str = ""
     paper: bool = False  # one of the paper's three strategies (the default of runs that answer with the LLM)
+    # optional: start the strategy's slow bulk step for these documents in the background and return at once with
+    # a function that stops it (its chunker's `prepare` waits for what was started); see pipeline.chunking_ahead
+    prefetch: Callable[[StrategyParams, Sequence[Any]], Callable[[], None]] | None = None
 
     def resolve_params(self, overrides: dict[str, Any], where: str | None = None) -> StrategyParams:
         """The defaults with `overrides` applied (top-level fields and/or parent keys), type- and range-checked."""
@@ -142,6 +145,18 @@ def default_dataset_name(folder: str, name: str) -> str:
 
 
 @dataclass(frozen=True)
+class _TypedPrefetch:
+    """A registration's `prefetch`: hands it the strategy's typed parent record and the documents."""
+
+    spec_name: str
+    parent_type: type | None
+    start: Callable[[Any, Sequence[Any]], Callable[[], None]]
+
+    def __call__(self, params: StrategyParams, documents: Sequence[Any]) -> Callable[[], None]:
+        return self.start(_parent_record(self.spec_name, self.parent_type, params), documents)
+
+
+@dataclass(frozen=True)
 class _TypedChunker:
     """A registration's `make_chunker`: hands the strategy's chunker its typed parent record and the context."""
 
@@ -157,10 +172,13 @@ def register_strategy(name: str, chunker: Callable[[Any, ChunkerContext], Chunke
                       *, display_name: str, color: str, order: float = 100.0, description: str = "",
                       source_kind: SourceKind = "text-layer", dataset_name: str | None = None,
                       child_chunk_size: int = 200, child_chunk_overlap: int = 0, k: int = 4,
-                      paper: bool = False) -> StrategySpec:
+                      paper: bool = False,
+                      prefetch: Callable[[Any, Sequence[Any]], Callable[[], None]] | None = None) -> StrategySpec:
     """Register a strategy folder's chunker: `chunker(parent_record, context)` gets the strategy's parameters as
     a `parent_type` instance (defaults: `parent_type()`). The folder is the chunker's top-level package, the
     Dataset file stem follows from it (`default_dataset_name`); child windows default to the baselines' 200/0, k=4.
+    `prefetch(parent_record, documents)`, if given, starts the chunker's slow bulk step in the background at the
+    start of a run and returns a function that stops it (pipeline.chunking_ahead).
     """
     folder = chunker.__module__.split(".")[0]
     parent = asdict(parent_type()) if parent_type is not None else {}
@@ -172,7 +190,8 @@ def register_strategy(name: str, chunker: Callable[[Any, ChunkerContext], Chunke
         defaults=StrategyParams(parent=parent, child_chunk_size=child_chunk_size,
                                 child_chunk_overlap=child_chunk_overlap, k=k),
         make_chunker=_TypedChunker(name, parent_type, chunker), display_name=display_name, color=color,
-        order=order, source_kind=source_kind, parent_type=parent_type, description=description, paper=paper))
+        order=order, source_kind=source_kind, parent_type=parent_type, description=description, paper=paper,
+        prefetch=_TypedPrefetch(name, parent_type, prefetch) if prefetch is not None else None))
 
 
 def unregister(name: str) -> None:
