@@ -50,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--embedding-dtype", choices=["float32", "bfloat16", "float16"],
                         help="embedding model dtype (default float32; bfloat16 ~2x faster on AMX CPUs and GPUs)")
     parser.add_argument("--threads", type=int, help="CPU threads for torch (default: half the cores)")
+    parser.add_argument("--embedding-threads", type=int,
+                        help="threads of the ONNX embedding backends (default: one per core; vectors are the same)")
     parser.add_argument("--db-dir", help="root for Chroma folders (default: each strategy folder's db/)")
     fair = parser.add_argument_group("retrieval-only runs and sweeps")
     fair.add_argument("--retrieval-only", action="store_true", default=None,

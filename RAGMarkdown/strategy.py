@@ -30,7 +30,10 @@ import json
 import logging
 import os
 import re
+import threading
+from concurrent.futures import CancelledError
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -162,44 +165,83 @@ def cpu_cores() -> int:
 
 @dataclass
 class _Conversions:
-    """The conversions under way in this process's worker pool, by cache file."""
+    """The conversions of this process: queued or in a worker, by cache file."""
 
     pool: Any = None
-    running: dict[str, Any] = field(default_factory=dict)  # cache file -> concurrent.futures.Future
+    limit: int = 1  # conversions at once
+    active: int = 0  # conversions given to a worker and not finished
+    queue: list = field(default_factory=list)  # (cache file, document, Future) not yet given to a worker
+    running: dict[str, Any] = field(default_factory=dict)  # cache file -> Future (queued or in a worker)
+    lock: Any = field(default_factory=threading.RLock)
 
 
 _CONVERSIONS = _Conversions()
 
 
-def start_conversions(documents: Sequence[PdfDocument], workers: int = 0) -> dict[Any, PdfDocument]:
-    """Start converting the PDFs neither cached nor under way, longest first, in worker processes (`workers`, 0: one
-    per CPU core; spawned, so a script that calls this needs the usual `if __name__ == "__main__":` guard) whose
-    ONNX Runtime sessions run one thread each; return at once with the future of each of `documents` under way."""
-    from concurrent.futures import ProcessPoolExecutor
+def _fill(state: _Conversions) -> None:
+    """Give queued conversions to the workers while fewer than `state.limit` are running."""
+    with state.lock:
+        while state.pool is not None and state.queue and state.active < state.limit:
+            key, doc, future = state.queue.pop(0)
+            if not future.set_running_or_notify_cancel():
+                continue
+            state.active += 1
+            state.pool.submit(convert_to_cache, doc.path, key).add_done_callback(partial(_finished, state, future))
+
+
+def _finished(state: _Conversions, future, done) -> None:
+    """A worker's conversion ended: pass its outcome on to `future` and start the next queued one."""
+    with state.lock:
+        state.active -= 1
+    if done.cancelled():
+        future.set_exception(CancelledError())
+    elif done.exception() is not None:
+        future.set_exception(done.exception())
+    else:
+        future.set_result(done.result())
+    _fill(state)
+
+
+def start_conversions(documents: Sequence[PdfDocument], workers: int = 0, ahead: bool = False) -> dict[Any, PdfDocument]:
+    """Queue the PDFs neither cached nor under way, longest first, for worker processes whose ONNX Runtime sessions
+    run one thread each (spawned, so a script that calls this needs the usual `if __name__ == "__main__":` guard);
+    return at once with the future of each of `documents` under way. `workers` PDFs are converted at once (0: one
+    per CPU core); `ahead` (in the background of a run, see convert_ahead): one fewer, leaving a core to the run,
+    until someone waits for them (convert_all)."""
+    from concurrent.futures import Future, ProcessPoolExecutor
     from multiprocessing import get_context
 
     state = _CONVERSIONS
+    cores = workers or cpu_cores()
     keys = {str(_cache_path(doc)): doc for doc in documents}
-    todo = {key: doc for key, doc in keys.items() if key not in state.running and not Path(key).is_file()}
-    if todo:
-        if state.pool is None:
-            count = min(workers or cpu_cores(), len(todo))
-            logger.info("converting %d PDFs (%d pages) to Markdown in %d worker process(es)", len(todo),
-                        sum(doc.page_count for doc in todo.values()), count)
+    with state.lock:
+        todo = {key: doc for key, doc in keys.items() if key not in state.running and not Path(key).is_file()}
+        if todo and state.pool is None:
+            logger.info("converting %d PDFs (%d pages) to Markdown in up to %d worker process(es)", len(todo),
+                        sum(doc.page_count for doc in todo.values()), cores)
             # spawn: a forked copy of a process that has started torch or onnxruntime threads can hang
-            state.pool = ProcessPoolExecutor(max_workers=count, mp_context=get_context("spawn"),
+            state.pool = ProcessPoolExecutor(max_workers=cores, mp_context=get_context("spawn"),
                                              initializer=one_thread_onnx_sessions)
+            state.limit = 1
+        state.limit = max(state.limit, max(1, cores - 1) if ahead else cores)
         for key, doc in sorted(todo.items(), key=lambda item: -item[1].page_count):
-            state.running[key] = state.pool.submit(convert_to_cache, doc.path, key)
-    return {state.running[key]: doc for key, doc in keys.items() if key in state.running}
+            state.running[key] = Future()
+            state.queue.append((key, doc, state.running[key]))
+        _fill(state)
+        return {state.running[key]: doc for key, doc in keys.items() if key in state.running}
 
 
 def stop_conversions() -> None:
     """Stop the conversions under way (an error or Ctrl-C elsewhere in the run) and the worker processes. A PDF
     converted in full is already cached; one stopped halfway leaves nothing (the cache is written atomically)."""
     state = _CONVERSIONS
-    pool, state.pool = state.pool, None
-    state.running.clear()
+    with state.lock:
+        pool, state.pool = state.pool, None
+        for _, _, future in state.queue:
+            future.cancel()
+        state.queue.clear()
+        state.running.clear()
+        state.active = 0
     if pool is None:
         return
     # ProcessPoolExecutor has no public way to stop a running task before Python 3.14's terminate_workers()
@@ -210,8 +252,9 @@ def stop_conversions() -> None:
 
 
 def convert_ahead(params: MarkdownParams, documents: Sequence[PdfDocument]):
-    """The registration's `prefetch`: start the conversions in the background; return how to stop them."""
-    start_conversions(documents, params.workers)
+    """The registration's `prefetch`: start the conversions in the background, leaving a core to the run; return
+    how to stop them."""
+    start_conversions(documents, params.workers, ahead=True)
     return stop_conversions
 
 
@@ -248,10 +291,13 @@ def convert_all(documents: Sequence[PdfDocument], workers: int = 0) -> None:
         if not finished:
             stop_conversions()
         else:
-            for key in [key for key, future in state.running.items() if future.done()]:
-                del state.running[key]
-            if not state.running and state.pool is not None:
-                pool, state.pool = state.pool, None
+            with state.lock:
+                for key in [key for key, future in state.running.items() if future.done()]:
+                    del state.running[key]
+                pool = state.pool if not state.running and not state.queue else None
+                if pool is not None:
+                    state.pool = None
+            if pool is not None:
                 pool.shutdown(wait=True)
 
 

