@@ -3,8 +3,8 @@
 The Markdown comes from `pymupdf4llm.to_markdown(page_chunks=True, header=False, footer=False, use_ocr=False)`:
 PyMuPDF's own converter (its ONNX layout model ships in the pymupdf-layout wheel), with running headers and footers
 dropped by its layout analysis and one Markdown text per page, so each chunk knows its pages. Pages are joined by a
-blank line into the text `start_end_idx` indexes (source_kind "markdown"). The conversion is slow (about 0.3-1
-page/s on 2 CPU cores), so it is cached under the PDF's sha256, the pymupdf4llm version and the options, and the
+blank line into the text `start_end_idx` indexes (source_kind "markdown"). The conversion is slow (about 0.21
+CPU seconds a page, most of it the layout model), so it is cached under the PDF's sha256, the pymupdf4llm version and the options, and the
 chunker's `prepare` converts the PDFs not yet cached in worker processes (`workers`, default one per core). A run
 starts them ahead, in the background, as it begins (the registration's `prefetch`, `convert_ahead`), so the
 conversion overlaps the other strategies' chunking and embedding; `prepare` then waits for it. In a worker the
