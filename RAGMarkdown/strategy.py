@@ -246,9 +246,9 @@ def stop_conversions() -> None:
         return
     # ProcessPoolExecutor has no public way to stop a running task before Python 3.14's terminate_workers()
     processes = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         process.terminate()
+    pool.shutdown(wait=True, cancel_futures=True)  # quick once the workers are gone; releases the pool's queues
 
 
 def convert_ahead(params: MarkdownParams, documents: Sequence[PdfDocument]):
