@@ -84,3 +84,54 @@ def test_an_error_in_the_run_stops_the_conversions_at_once(tmp_path: Path, monke
     assert all(name.endswith(".json") for name in names)
     for cached in folder.glob("*.json") if folder.is_dir() else []:
         assert json.loads(cached.read_text(encoding="utf-8"))["path"] == documents[1].path
+
+
+@pytest.mark.slow
+def test_cli_ctrl_c_during_the_background_conversion_stops_its_workers(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to the main process only, so the workers must be stopped by it) while the markdown strategy
+    waits for its conversion: exit 130 within seconds, one line, no traceback, no worker left behind."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    documents = tmp_path / "docs"
+    documents.mkdir()
+    long_pdf(documents / "lungo.pdf")
+    env = {**os.environ, "RAGSTUDY_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "evaluation_chain.py", "--profile", "lite", "--retrieval-only", "--strategies", "markdown",
+         "--documents", str(documents), "--questions", str(REPO_ROOT / "Questions.csv"), "--limit", "2",
+         "--output-dir", str(tmp_path / "out"), "--db-dir", str(tmp_path / "db")],
+        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+    def group() -> list[str]:
+        found = subprocess.run(["pgrep", "-g", str(process.pid)], capture_output=True, text=True).stdout.split()
+        return [pid for pid in found if pid != str(process.pid)]
+
+    try:
+        deadline = time.monotonic() + 120
+        while len(group()) < 2:  # the resource tracker and a conversion worker: the conversion is under way
+            assert process.poll() is None and time.monotonic() < deadline, process.communicate()[1][-3000:]
+            time.sleep(0.2)
+        time.sleep(3)
+        sent = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+        stopped = time.monotonic() - sent
+        for _ in range(50):  # the resource tracker exits on its own once the main process is gone
+            if not group():
+                break
+            time.sleep(0.1)
+        left = group()
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+    assert process.returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
+    assert stderr.strip().splitlines()[-1].startswith("interrupted:")
+    assert "leaked" not in stderr
+    assert stopped < 10, f"the run went on for {stopped:.1f} s after Ctrl-C"
+    assert left == [], f"processes left behind: {left}"
+    folder = tmp_path / "cache" / "markdown"
+    assert not folder.is_dir() or not list(folder.iterdir())  # the PDF stopped halfway left nothing
