@@ -4,13 +4,13 @@ The Markdown comes from `pymupdf4llm.to_markdown(page_chunks=True, header=False,
 PyMuPDF's own converter (its ONNX layout model ships in the pymupdf-layout wheel), with running headers and footers
 dropped by its layout analysis and one Markdown text per page, so each chunk knows its pages. Pages are joined by a
 blank line into the text `start_end_idx` indexes (source_kind "markdown"). The conversion is slow (about 0.21
-CPU seconds a page, most of it the layout model), so it is cached under the PDF's sha256, the pymupdf4llm version and the options, and the
-chunker's `prepare` converts the PDFs not yet cached in worker processes (`workers`, default one per core). A run
-starts them ahead, in the background, as it begins (the registration's `prefetch`, `convert_ahead`), so the
-conversion overlaps the other strategies' chunking and embedding; `prepare` then waits for it. In a worker the
-layout model's ONNX Runtime sessions run one thread each and sleep instead of spin-waiting: by default
-each session starts a thread per core that spins between calls, which on two cores cost 1.7x the CPU seconds for
-the same Markdown (13.9 against 8.2 CPU s on a 53-page PDF; see benchmarks/markdown_conversion.py).
+CPU seconds a page, most of it the layout model), so it is cached under the PDF's sha256, the pymupdf4llm version
+and the options, and the chunker's `prepare` converts the PDFs not yet cached in worker processes (`workers`,
+default one per core). A run starts them ahead, in the background, as it begins (the registration's `prefetch`,
+`convert_ahead`), so the conversion overlaps the other strategies' chunking and embedding; `prepare` then waits for
+it. In a worker the layout model's ONNX Runtime sessions run one thread each and sleep instead of spin-waiting: by
+default each session starts a thread per core that spins between calls, which on two cores cost 1.7x the CPU
+seconds for the same Markdown (13.9 against 8.2 CPU s on a 53-page PDF; see benchmarks/markdown_conversion.py).
 
 Sections: LangChain's `ExperimentalMarkdownSyntaxTextSplitter` (langchain-text-splitters), which cuts at every
 heading `#`..`######` outside code fences and, unlike `MarkdownHeaderTextSplitter`, keeps the lines exactly as
@@ -28,18 +28,17 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import threading
 from concurrent.futures import CancelledError
 from dataclasses import dataclass, field, replace
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any, Sequence
 
 from ragstudy.chunks import HEADING_PATH, HEADING_SEPARATOR, ChunkedDocument, build_chunks, locate_pieces
 from ragstudy.errors import StudyInputError
-from ragstudy.io import atomic_write_json, cache_dir, sha256_text, stable_json
+from ragstudy.io import atomic_write_json, cache_dir, cpu_cores, sha256_text, stable_json
 from ragstudy.registry import ChunkerContext, register_strategy
 from ragstudy.sentences import strip_span
 from ragstudy.textlayer import BLOCK_SEPARATOR, PdfDocument, SourceText
@@ -77,8 +76,9 @@ class MarkdownParams:
 MARKDOWN_OPTIONS = {"page_chunks": True, "header": False, "footer": False, "use_ocr": False, "show_progress": False}
 
 
+@lru_cache(maxsize=1)
 def converter_version() -> str:
-    """pymupdf4llm's version, read without importing it (the import loads the layout model)."""
+    """pymupdf4llm's version, read without importing it (the import loads the layout model); once a process."""
     from importlib.metadata import version
 
     return version("pymupdf4llm")
@@ -158,11 +158,6 @@ def pdf_markdown_pages(document: PdfDocument) -> list[str]:
     return pages
 
 
-def cpu_cores() -> int:
-    """CPU cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
 @dataclass
 class _Conversions:
     """The conversions of this process: queued or in a worker, by cache file."""
@@ -202,7 +197,8 @@ def _finished(state: _Conversions, future, done) -> None:
     _fill(state)
 
 
-def start_conversions(documents: Sequence[PdfDocument], workers: int = 0, ahead: bool = False) -> dict[Any, PdfDocument]:
+def start_conversions(documents: Sequence[PdfDocument], workers: int = 0,
+                      ahead: bool = False) -> dict[Any, PdfDocument]:
     """Queue the PDFs neither cached nor under way, longest first, for worker processes whose ONNX Runtime sessions
     run one thread each (spawned, so a script that calls this needs the usual `if __name__ == "__main__":` guard);
     return at once with the future of each of `documents` under way. `workers` PDFs are converted at once (0: one

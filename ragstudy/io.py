@@ -1,4 +1,4 @@
-"""Small I/O helpers: atomic writes, stable hashing, project cache location, folder locks."""
+"""Small I/O helpers: atomic writes, stable hashing, project cache location, folder locks, CPU cores."""
 
 from __future__ import annotations
 
@@ -45,6 +45,11 @@ def sha256_file(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def cpu_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the system has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def cache_dir() -> Path:

@@ -145,27 +145,16 @@ def default_dataset_name(folder: str, name: str) -> str:
 
 
 @dataclass(frozen=True)
-class _TypedPrefetch:
-    """A registration's `prefetch`: hands it the strategy's typed parent record and the documents."""
+class _WithParentRecord:
+    """A registration's `make_chunker(params, context)` or `prefetch(params, documents)`: calls the strategy's own
+    function with its typed parent record in place of the StrategyParams."""
 
     spec_name: str
     parent_type: type | None
-    start: Callable[[Any, Sequence[Any]], Callable[[], None]]
+    function: Callable[[Any, Any], Any]
 
-    def __call__(self, params: StrategyParams, documents: Sequence[Any]) -> Callable[[], None]:
-        return self.start(_parent_record(self.spec_name, self.parent_type, params), documents)
-
-
-@dataclass(frozen=True)
-class _TypedChunker:
-    """A registration's `make_chunker`: hands the strategy's chunker its typed parent record and the context."""
-
-    spec_name: str
-    parent_type: type | None
-    build: Callable[[Any, ChunkerContext], Chunker]
-
-    def __call__(self, params: StrategyParams, context: ChunkerContext) -> Chunker:
-        return self.build(_parent_record(self.spec_name, self.parent_type, params), context)
+    def __call__(self, params: StrategyParams, argument: Any) -> Any:
+        return self.function(_parent_record(self.spec_name, self.parent_type, params), argument)
 
 
 def register_strategy(name: str, chunker: Callable[[Any, ChunkerContext], Chunker], parent_type: type | None = None,
@@ -189,9 +178,9 @@ def register_strategy(name: str, chunker: Callable[[Any, ChunkerContext], Chunke
         name=name, dataset_name=dataset_name, folder=folder,
         defaults=StrategyParams(parent=parent, child_chunk_size=child_chunk_size,
                                 child_chunk_overlap=child_chunk_overlap, k=k),
-        make_chunker=_TypedChunker(name, parent_type, chunker), display_name=display_name, color=color,
+        make_chunker=_WithParentRecord(name, parent_type, chunker), display_name=display_name, color=color,
         order=order, source_kind=source_kind, parent_type=parent_type, description=description, paper=paper,
-        prefetch=_TypedPrefetch(name, parent_type, prefetch) if prefetch is not None else None))
+        prefetch=_WithParentRecord(name, parent_type, prefetch) if prefetch is not None else None))
 
 
 def unregister(name: str) -> None:
