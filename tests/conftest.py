@@ -52,6 +52,39 @@ def _one_thread():
     torch.set_num_threads(1)
 
 
+def ctrl_c_when(process, ready, *, settle: float = 0.5, deadline: float = 240,
+                timeout: float = 30) -> tuple[str, float]:
+    """Wait until `ready()` (the run must still be going), let it settle, send one SIGINT (Ctrl-C) to `process`
+    only and wait for it to exit: (its stderr, seconds from the signal to its exit). A run that does not exit in
+    `timeout` seconds is killed (with its process group when it leads one)."""
+    import signal
+    import time
+
+    try:
+        end = time.monotonic() + deadline
+        while not ready():
+            assert process.poll() is None and time.monotonic() < end, process.communicate()[1][-3000:]
+            time.sleep(0.2)
+        time.sleep(settle)
+        sent = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=timeout)
+        return stderr, time.monotonic() - sent
+    finally:
+        if process.poll() is None:
+            if os.getpgid(process.pid) == process.pid:
+                os.killpg(process.pid, signal.SIGKILL)
+            else:
+                process.kill()
+            process.communicate()
+
+
+def assert_stopped_by_ctrl_c(process, stderr: str) -> None:
+    """Exit 130, no traceback, and the run's last line says what was saved."""
+    assert process.returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
+    assert stderr.strip().splitlines()[-1].startswith("interrupted:")
+
+
 def write_test_pdf(path: Path, paragraphs=TEST_PARAGRAPHS, pages: int = 2) -> Path:
     """A small text PDF: each page has a title and the paragraphs as separate blocks."""
     import pymupdf

@@ -14,7 +14,7 @@ from ragstudy import registry
 from ragstudy.pipeline import chunking_ahead
 from ragstudy.textlayer import read_pdf
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, assert_stopped_by_ctrl_c, ctrl_c_when
 
 SAMPLE = sorted((REPO_ROOT / "Documents").glob("*.pdf"))
 
@@ -91,7 +91,6 @@ def test_cli_ctrl_c_during_the_background_conversion_stops_its_workers(tmp_path:
     """Ctrl-C (SIGINT to the main process only, so the workers must be stopped by it) while the markdown strategy
     waits for its conversion: exit 130 within seconds, one line, no traceback, no worker left behind."""
     import os
-    import signal
     import subprocess
     import sys
 
@@ -109,27 +108,14 @@ def test_cli_ctrl_c_during_the_background_conversion_stops_its_workers(tmp_path:
         found = subprocess.run(["pgrep", "-g", str(process.pid)], capture_output=True, text=True).stdout.split()
         return [pid for pid in found if pid != str(process.pid)]
 
-    try:
-        deadline = time.monotonic() + 120
-        while len(group()) < 2:  # the resource tracker and a conversion worker: the conversion is under way
-            assert process.poll() is None and time.monotonic() < deadline, process.communicate()[1][-3000:]
-            time.sleep(0.2)
-        time.sleep(3)
-        sent = time.monotonic()
-        process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=60)
-        stopped = time.monotonic() - sent
-        for _ in range(50):  # the resource tracker exits on its own once the main process is gone
-            if not group():
-                break
-            time.sleep(0.1)
-        left = group()
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.communicate()
-    assert process.returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
-    assert stderr.strip().splitlines()[-1].startswith("interrupted:")
+    # once the resource tracker and a conversion worker run: the conversion is under way
+    stderr, stopped = ctrl_c_when(process, lambda: len(group()) >= 2, settle=3, deadline=120, timeout=60)
+    for _ in range(50):  # the resource tracker exits on its own once the main process is gone
+        if not group():
+            break
+        time.sleep(0.1)
+    left = group()
+    assert_stopped_by_ctrl_c(process, stderr)
     assert "leaked" not in stderr
     assert stopped < 10, f"the run went on for {stopped:.1f} s after Ctrl-C"
     assert left == [], f"processes left behind: {left}"
