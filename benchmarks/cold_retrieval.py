@@ -5,8 +5,7 @@
     timed per stage: reading the PDFs, loading the embedding model (the ONNX export, on an empty cache), and per
     strategy chunking (PyMuPDF4LLM's conversion for markdown, started in the background as the run begins, as in
     `run_retrieval`, so its wall time is what the markdown strategy still waits for; sentence embeddings for
-    semantic), indexing
-    (embedding the child windows into Chroma) and ranking the parents of every question.
+    semantic), indexing (embedding the child windows into Chroma) and ranking the parents of every question.
 (b) Then the run's distinct child windows (over all strategies) embedded once with the same backend, threads and
     batch size into an empty vector cache (the exported model is reused; its load is timed apart).
 
@@ -90,11 +89,11 @@ def cold_run(config, work: Path) -> dict:
             "strategies": strategies, "texts_embedded": model.texts_embedded, "total": since(start)}
 
 
-def embed_once(config, windows: list[str], work: Path, folder: str = "cache-embed-once") -> dict:
+def embed_once(config, windows: list[str], work: Path) -> dict:
     """(b): the distinct windows embedded once, same backend, empty vector cache (exported model reused)."""
     from ragstudy.models import make_embedding
 
-    cache = work / folder
+    cache = work / "cache-embed-once"
     cache.mkdir()
     (cache / "onnx").symlink_to(work / "cache" / "onnx", target_is_directory=True)
     os.environ["RAGSTUDY_CACHE"] = str(cache)
@@ -136,7 +135,6 @@ def print_report(config, run: dict, once: dict, windows: int) -> None:
           f"{(total[1] - load[1]) / once['total'][1]:.2f} CPU); issue 22 asks for <= 1.5")
 
 
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--documents", nargs="+", default=[str(SHARED / "pdfs"), str(SHARED / "pdfs" / "more-it")],
@@ -172,8 +170,7 @@ def main() -> int:
             config = StudyConfig.resolve(profile="lite", strategies=args.strategies or "all",
                                          retrieval_only=True, documents=str(work / "docs"), questions=args.questions,
                                          output_dir=str(work / "out"), db_dir=str(work / "db"),
-                                         embedding_backend=args.backend,
-                                         embedding_threads=args.threads)
+                                         embedding_backend=args.backend, embedding_threads=args.threads)
             run = cold_run(config, work)
             windows = distinct_windows(config, run["documents"])
             once = embed_once(config, windows, work)
@@ -183,8 +180,7 @@ def main() -> int:
         print_report(config, run, once, len(windows))
         if args.json:
             data = {"backend": config.embedding_backend, "threads": config.resolved_embedding_threads(),
-                    "pages": run["pages"],
-                    "documents": [doc.path for doc in run["documents"]], "stages": run["stages"],
+                    "pages": run["pages"], "documents": [doc.path for doc in run["documents"]], "stages": run["stages"],
                     "strategies": run["strategies"], "run_total": run["total"], "windows": len(windows),
                     "embed_once": once}
             Path(args.json).write_text(json.dumps(data, indent=1, default=list), encoding="utf-8")

@@ -399,7 +399,11 @@ def run_retrieval(config: StudyConfig) -> list[StrategyReport]:
     write_config(output_dir, config, run_facts(config, documents))
     embedding = lazy_embedding(config)
     reports = []
-    with chunking_ahead(config, documents, lambda strategy: not chunk_cache_path(config, strategy, documents).is_file()):
+
+    def not_cached(strategy: str) -> bool:
+        return not chunk_cache_path(config, strategy, documents).is_file()
+
+    with chunking_ahead(config, documents, not_cached):
         for strategy in config.strategies:
             run = retrieve_strategy(config, strategy, documents, questions, embedding, output_dir, measure)
             reports.append(StrategyReport(strategy, run.documents, run.chunks, embedded=run.embedded,
