@@ -90,6 +90,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def settings_of(args: argparse.Namespace) -> tuple[dict, list[str], str | None, str | None]:
+    """The parsed flags as StudyConfig.resolve takes them: (flags, --set values, --sweep file, --evidence file)."""
+    flags = vars(args).copy()
+    flags.pop("verbose")
+    set_params = list(flags.pop("set_params") or [])
+    mode = flags.pop("paragraph_mode")
+    sweep, evidence = flags.pop("sweep"), flags.pop("evidence")
+    if mode:
+        set_params.append(f"paragraph.mode={mode}")
+    return flags, set_params, sweep, evidence
+
+
 def interrupted_message(flags: dict) -> str:
     """One line for Ctrl-C: what is kept and how to resume (no traceback)."""
     from ragstudy.io import cache_dir
@@ -115,8 +127,9 @@ def unnamed_store_message(exc: BaseException) -> str:
     return str(store_error("file", getattr(exc, "filename", None) or "(unnamed)", "cannot be read or written", exc))
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
+    """The chain on `argv`; `parser` is this parser as `ragstudy answer|retrieve|sweep|chunks` names and presets it."""
+    args = (parser or build_parser()).parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("httpx", "chromadb", "sentence_transformers", "urllib3"):
@@ -130,13 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     from ragstudy.pipeline import run_study
     from ragstudy.ranking import run_retrieval
 
-    flags = vars(args).copy()
-    flags.pop("verbose")
-    set_params = list(flags.pop("set_params") or [])
-    mode = flags.pop("paragraph_mode")
-    sweep, evidence = flags.pop("sweep"), flags.pop("evidence")
-    if mode:
-        set_params.append(f"paragraph.mode={mode}")
+    flags, set_params, sweep, evidence = settings_of(args)
     started = time.perf_counter()
     try:
         config = StudyConfig.resolve(set_params=set_params, sweep=sweep, **flags)
@@ -167,7 +174,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {r.strategy} | {r.documents} | {r.chunks} | {r.embedded} | {r.reused} | {r.generated} | "
               f"{r.cached} |")
     print(f"\noutputs in {config.output_dir}/ ({time.perf_counter() - started:.1f} s)")
+    print(next_steps(config))
     return 0
+
+
+def next_steps(config) -> str:
+    """What the run wrote and the command that uses it next (`ragstudy study` runs them all)."""
+    out = config.output_dir
+    if config.chunks_only:
+        return (f"wrote chunks_<strategy>.csv, sources_<strategy>.jsonl and config.json into {out}/; next: "
+                f"ragstudy chunk-quality --results-dir {out} --no-hope")
+    if config.retrieval_only:
+        return (f"wrote retrieval_<strategy>.csv, chunks_/sources_<strategy> and config.json into {out}/; next: "
+                f"ragstudy score-retrieval --results-dir {out}  (then ragstudy report --results-dir {out})")
+    return (f"wrote the Dataset files, chunks_/sources_<strategy> and config.json into {out}/; next: "
+            f"ragstudy score-answers --results-dir {out}, ragstudy review --results-dir {out}, "
+            f"ragstudy report --results-dir {out}")
 
 
 def print_sweep(result) -> None:

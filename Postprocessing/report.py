@@ -44,12 +44,14 @@ def code_version() -> str | None:
     return out.stdout.strip() or None
 
 
-def build(results_dir: Path, generated: str | None = None, oracle: str | None = None) -> tuple[str, str, list]:
+def build(results_dir: Path, generated: str | None = None, oracle: str | None = None,
+          retrieval_dir: Path | None = None) -> tuple[str, str, list]:
     """The report as (html, markdown, sections) for the results folder ``results_dir`` (``oracle``: the oracle
-    file; default: Oracle.csv beside the run's questions file)."""
+    file; default: Oracle.csv beside the run's questions file; ``retrieval_dir``: the retrieval-only run's folder,
+    default ``results_dir``)."""
     from Postprocessing.reportkit import blocks, inputs, sections
 
-    inp = inputs.load(results_dir, oracle)
+    inp = inputs.load(results_dir, oracle, retrieval_dir)
     styles = inputs.Strategies.from_registry()
     built = sections.build_sections(inp, styles)
     profile = (inp.config or {}).get("profile")
@@ -65,7 +67,7 @@ def build(results_dir: Path, generated: str | None = None, oracle: str | None = 
 def run(args: argparse.Namespace) -> int:
     results_dir = Path(args.results_dir)
     out = Path(args.out) if args.out else results_dir / "report.html"
-    html_text, md_text, built = build(results_dir, oracle=args.oracle)
+    html_text, md_text, built = build(results_dir, oracle=args.oracle, retrieval_dir=args.retrieval_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
     common.atomic_write_text(out, html_text)
     md_path = out.with_suffix(".md")
@@ -96,6 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--results-dir", default=str(cli.DEFAULT_RESULTS_DIR),
                         help="results folder written by evaluation_chain.py and the Postprocessing scripts "
                              "(default: results)")
+    parser.add_argument("--retrieval-dir", default=None,
+                        help="folder of a retrieval-only run scored by retrieval_eval.py, for the verdict and the "
+                             "retrieval section (default: --results-dir; `ragstudy study` uses <study>/retrieval)")
     parser.add_argument("--oracle", default=None,
                         help="oracle CSV (column 'oracle', one row per question; default: Oracle.csv beside the "
                              "questions file the run used)")

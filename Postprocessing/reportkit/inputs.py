@@ -119,15 +119,23 @@ class Inputs:
     sweep_summary: pd.DataFrame | None
     sweep_best: pd.DataFrame | None
     oracle: tuple[list[str], Path] | None
+    retrieval_dir: Path | None = None  # where the retrieval tables came from (None: results_dir)
+    retrieval_config: dict[str, Any] | None = None  # that folder's config.json (retriever, embedder)
 
 
-def load(results_dir: Path, oracle: str | Path | None = None) -> Inputs:
+def load(results_dir: Path, oracle: str | Path | None = None, retrieval_dir: str | Path | None = None) -> Inputs:
     """Read every file the report can use from ``results_dir``; the oracle from ``oracle`` (an --oracle flag) or
-    beside the run's questions file (ragstudy.results.run_oracle: its row count is checked)."""
+    beside the run's questions file (ragstudy.results.run_oracle: its row count is checked). ``retrieval_dir``: a
+    retrieval-only run's folder to take the retrieval tables and the verdict from (`ragstudy study` keeps the
+    answering and the retrieval-only run apart)."""
     d = Path(results_dir)
     if not d.is_dir():
         raise common.DataError(f"results folder {d} not found; run evaluation_chain.py (--output-dir {d}) first, "
                                "or pass --results-dir")
+    r = Path(retrieval_dir) if retrieval_dir is not None else d
+    if not r.is_dir():
+        raise common.DataError(f"retrieval folder {r} not found; run `ragstudy retrieve --output-dir {r}` and "
+                               f"`ragstudy score-retrieval --results-dir {r}` first, or drop --retrieval-dir")
     config = read_config(d)
     survey_dir = d / results.SURVEY_OVERALL.subdir
     summary_md = next((p for p in (d / "survey_summary.md", survey_dir / "survey_summary.md") if p.is_file()), None)
@@ -136,9 +144,9 @@ def load(results_dir: Path, oracle: str | Path | None = None) -> Inputs:
         metrics_summary=results.read_table(d, results.METRICS_SUMMARY),
         metrics_paired=results.read_table(d, results.METRICS_PAIRED),
         metrics_per_question=results.read_table(d, results.METRICS_PER_QUESTION),
-        retrieval_summary=results.read_table(d, results.RETRIEVAL_SUMMARY),
-        retrieval_paired=results.read_table(d, results.RETRIEVAL_PAIRED),
-        retrieval_verdict=results.read_table(d, results.RETRIEVAL_VERDICT),
+        retrieval_summary=results.read_table(r, results.RETRIEVAL_SUMMARY),
+        retrieval_paired=results.read_table(r, results.RETRIEVAL_PAIRED),
+        retrieval_verdict=results.read_table(r, results.RETRIEVAL_VERDICT),
         chunk_quality=results.read_table(d, results.CHUNK_QUALITY),
         survey_overall=results.read_table(d, results.SURVEY_OVERALL),
         survey_pairwise=results.read_table(d, results.SURVEY_PAIRWISE),
@@ -146,4 +154,5 @@ def load(results_dir: Path, oracle: str | Path | None = None) -> Inputs:
         survey_answers_present=(d / "interview_answers.xlsx").is_file(),
         sweep_summary=results.read_table(d, results.SWEEP_SUMMARY), sweep_best=results.read_table(d, results.SWEEP_BEST),
         oracle=results.run_oracle(d, oracle),
+        retrieval_dir=None if retrieval_dir is None else r, retrieval_config=read_config(r),
     )
