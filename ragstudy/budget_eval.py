@@ -502,7 +502,7 @@ class Verdict:
         differences are significant, under which retriever and embedder (as the run's config.json names them)."""
         winners: dict[str, list[str]] = {}
         for b in self.budgets:
-            names = " and ".join(s.display for s in b.best) + (" (tied)" if len(b.best) > 1 else "")
+            names = _joined([s.display for s in b.best]) + (" (tied)" if len(b.best) > 1 else "")
             winners.setdefault(names, []).append(self.budget_words(b.budget))
         best = "; ".join(f"{name} at {_joined(where)}" for name, where in winners.items())
         under = [f"the {retriever} retriever" if retriever else "", f"the {embedder} embedder" if embedder else ""]

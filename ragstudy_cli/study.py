@@ -224,7 +224,7 @@ class Progress:
         self.expected = expected
         self.total = sum(expected.values()) or 1.0
         self.bar = tqdm(total=round(self.total), unit="s", file=sys.stderr, dynamic_ncols=True, position=0,
-                        bar_format="{desc} |{bar}| {percentage:3.0f}% · {elapsed} · {postfix}")
+                        bar_format="{desc} |{bar}| {percentage:3.0f}% · {elapsed}{postfix}")
         self.n = len(stages)
         self.started = time.perf_counter()
 
@@ -274,6 +274,7 @@ def stage_output(log_path: Path, verbose: bool):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    started = time.perf_counter()
     args, chain_argv, chain_args = parse(sys.argv[1:] if argv is None else argv)
     from ragstudy.errors import StudyInputError
 
@@ -287,7 +288,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ledger = Ledger.read(root / LEDGER)
     code = code_hash()
     log_path = root / LOG
-    log_path.write_text(f"ragstudy study {' '.join(argv or sys.argv[1:])}\n", encoding="utf-8")
+    with open(log_path, "a", encoding="utf-8") as log:
+        log.write(f"\n##### {time.strftime('%Y-%m-%d %H:%M:%S')} ragstudy study "
+                  f"{' '.join(sys.argv[1:] if argv is None else argv)}\n")
     keys = {}
     todo = []
     for stage in stages:  # what is up to date, from what the earlier stages wrote last time
@@ -296,7 +299,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             todo.append(stage.name)
     expected = {s.name: (ledger.stages.get(s.name, {}).get("seconds") or FIRST_RUN_SECONDS[s.name])
                 if s.name in todo else 0.0 for s in stages}
-    started = time.perf_counter()
     progress = Progress(stages, expected)
     done_expected, ran = 0.0, []
     for i, stage in enumerate(stages, 1):
