@@ -153,7 +153,7 @@ class Ledger:
     def write(self) -> None:
         from ragstudy.io import atomic_write_text
 
-        atomic_write_text(self.path, json.dumps({"stages": self.stages}, indent=1, sort_keys=True) + "\n")
+        atomic_write_text(self.path, json.dumps({"stages": self.stages}, indent=1) + "\n")  # in stage order
 
     def key(self, stage: Stage, code: str) -> str:
         needed = {name: self.stages.get(name, {}).get("wrote", {}) for name in stage.needs}
@@ -237,8 +237,9 @@ class Progress:
     def finish(self, stage: Stage) -> None:
         self.bar.update(round(self.expected.get(stage.name, 0.0)))
 
-    def close(self) -> None:
-        self.bar.set_postfix_str(f"done in {_duration(time.perf_counter() - self.started)}")
+    def close(self, stopped: bool = False) -> None:
+        elapsed = _duration(time.perf_counter() - self.started)
+        self.bar.set_postfix_str(f"stopped after {elapsed}" if stopped else f"done in {elapsed}")
         self.bar.close()
 
 
@@ -314,18 +315,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             with stage_output(log_path, args.verbose):
                 exit_code = stage.run()
         except KeyboardInterrupt:
-            progress.close()
+            progress.close(stopped=True)
             print(f"interrupted in stage {i} ({stage.name}): what it finished is cached; re-run `ragstudy study` "
                   "with the same flags to resume", file=sys.stderr)
             return 130
         seconds = time.perf_counter() - t0
         if exit_code == 130:
-            progress.close()
+            progress.close(stopped=True)
             print(f"interrupted in stage {i} ({stage.name}): re-run `ragstudy study` with the same flags to resume",
                   file=sys.stderr)
             return 130
         if exit_code not in (0, None):
-            progress.close()
+            progress.close(stopped=True)
             print(f"error: stage {i}/{len(stages)} ({stage.name}) stopped with exit code {exit_code}; its output is in "
                   f"{log_path} (the message above says what to fix); re-run `ragstudy study` to resume",
                   file=sys.stderr)

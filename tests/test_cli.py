@@ -180,7 +180,7 @@ def test_the_old_script_paths_run_with_their_old_flags(small_study: tuple[Path, 
     assert "BLEU" in (answers / "metrics_summary.md").read_text(encoding="utf-8")
     _script(["Postprocessing/preprocessing_files.py", "--results-dir", str(answers), "--raters", "2"])
     book = load_workbook(answers / "interview_answers.xlsx")
-    sheet = book.worksheets[0]
+    sheet = book["Risposte"]
     for row in range(2, sheet.max_row + 1):
         for col in range(2, sheet.max_column + 1):
             sheet.cell(row=row, column=col).value = "Opzione 1"
