@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ragstudy.io import PROJECT_ROOT
+from ragstudy.io import PROJECT_ROOT, sha256_file
 
 LEDGER = "study.json"
 LOG = "study.log"
@@ -77,14 +77,6 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str], argparse.
 
 
 # ---------------------------------------------------------------------------------------------- fingerprints
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
 
 def code_hash() -> str:
     """One hash of the Python code that computes the results (core, strategies, scoring, the CLI)."""

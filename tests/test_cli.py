@@ -72,11 +72,17 @@ def test_subcommands_are_their_scripts_parsers() -> None:
 
 # ----------------------------------------------------------------------------------------- the whole study
 
+def _study(root: Path, timeout: int = 1800) -> subprocess.CompletedProcess:
+    """`ragstudy study` of the small study into `root`, with Chroma folders of its own beside it."""
+    return subprocess.run([sys.executable, "-m", "ragstudy_cli", "study", *STUDY_FLAGS, "--db-dir",
+                           str(root.parent / "db"), "--output-dir", str(root)],
+                          cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
 @pytest.fixture(scope="module")
 def small_study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     root = tmp_path_factory.mktemp("study") / "results"
-    run = subprocess.run([sys.executable, "-m", "ragstudy_cli", "study", *STUDY_FLAGS, "--output-dir", str(root)],
-                         cwd=REPO, capture_output=True, text=True, timeout=1800)
+    run = _study(root)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return root, run.stdout
 
@@ -103,16 +109,14 @@ def test_study_lays_out_its_runs_and_ends_with_the_verdict(small_study: tuple[Pa
 def test_a_second_study_recomputes_nothing(small_study: tuple[Path, str]) -> None:
     root, _ = small_study
     before = {p: p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file() and p.name != study.LOG}
-    run = subprocess.run([sys.executable, "-m", "ragstudy_cli", "study", *STUDY_FLAGS, "--output-dir", str(root)],
-                         cwd=REPO, capture_output=True, text=True, timeout=600)
+    run = _study(root, 600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "study recomputed nothing" in run.stdout
     after = {p: p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file() and p.name != study.LOG}
     assert after == before  # no file rewritten (the ledger included)
     # a deleted output is made again by its own stage only
     (root / "report.md").unlink()
-    run = subprocess.run([sys.executable, "-m", "ragstudy_cli", "study", *STUDY_FLAGS, "--output-dir", str(root)],
-                         cwd=REPO, capture_output=True, text=True, timeout=600)
+    run = _study(root, 600)
     assert run.returncode == 0 and "study computed report (" in run.stdout, run.stdout[-2000:]
     assert (root / "report.md").is_file()
 
