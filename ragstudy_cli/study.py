@@ -340,12 +340,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def closing_summary(root: Path, stages: Sequence[Stage], ran: Sequence[str], seconds: float) -> str:
     """The verdict's headline and lines, what was written where, and what to run next."""
     from ragstudy import results
-    from ragstudy.budget_eval import Verdict, verdict_setting
+    from ragstudy.budget_eval import all_verdicts, verdict_setting
 
     lines = []
     frame = results.read_table(root / "retrieval", results.RETRIEVAL_VERDICT)
     if frame is not None and len(frame):
-        verdict = Verdict.from_frame(frame)
+        verdict = all_verdicts(frame)[0]  # the main verdict (the report shows the others below it)
         config = results.read_config(root / "retrieval").raw
         lines += [verdict.headline(**verdict_setting(config)), "", *verdict.lines()[1:], ""]
     cached = [s.name for s in stages if s.name not in ran]
