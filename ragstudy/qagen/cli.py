@@ -67,13 +67,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _references(given: list[str] | None) -> list[tuple[Path, Path]]:
+def _references(given: list[str] | None) -> list[tuple[Path, Path]] | None:
+    """--reference values as (questions, evidence) pairs; None (the bundled sample) when none is given."""
     from ..errors import StudyInputError
-    from ..io import PROJECT_ROOT
 
     if not given:
-        bundled = (PROJECT_ROOT / "Questions.csv", PROJECT_ROOT / "sample" / "evidence.json")
-        return [bundled] if all(p.is_file() for p in bundled) else []
+        return None
     pairs = []
     for value in given:
         questions, sep, evidence = value.rpartition(":")

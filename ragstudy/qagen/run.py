@@ -46,7 +46,8 @@ class QaSettings:
     max_new_tokens: int = 384
     thresholds: Thresholds = field(default_factory=Thresholds)
     overwrite: bool = False
-    reference: Sequence[tuple[Path, Path]] = ()  # (questions, evidence) of human-written sets for the report
+    # (questions, evidence) of human-written sets for the report; None: the bundled Questions.csv + sample evidence
+    reference: Sequence[tuple[Path, Path]] | None = None
 
 
 @dataclass
@@ -181,7 +182,8 @@ def make_qa(settings: QaSettings, generator, model: str, backend: str,
                           "workbook_rows": rows},
                "questions_sha256": sha256_file(out / outputs.QUESTIONS) if items else None, "review": None}
     outputs.write_sidecar(out, sidecar)
-    report = report_markdown(settings, sample, records, items, model, backend, unfit, settings.reference)
+    report = report_markdown(settings, sample, records, items, model, backend, unfit,
+                             bundled_reference() if settings.reference is None else settings.reference)
     from ..io import atomic_write_text
 
     atomic_write_text(out / outputs.REPORT, report, "output file")
@@ -220,6 +222,14 @@ def read_review(out: Path, workbook: Path | None = None) -> outputs.Review:
 
 
 # ------------------------------------------------------------------------------------------------ the report
+
+def bundled_reference() -> list[tuple[Path, Path]]:
+    """The repository's own hand-written set (Questions.csv + sample/evidence.json), when present."""
+    from ..io import PROJECT_ROOT
+
+    pair = (PROJECT_ROOT / "Questions.csv", PROJECT_ROOT / "sample" / "evidence.json")
+    return [pair] if all(p.is_file() for p in pair) else []
+
 
 def reference_overlaps(questions: Path, evidence: Path) -> list[float]:
     """Question <-> evidence overlap (share of question content terms in the evidence) of a human-written set."""

@@ -130,8 +130,12 @@ def _is_toc_line(line: str) -> bool:
     return bool(line) and bool(_TOC_LINE.search(line) or _INDEX_LINE.match(line))
 
 
+_NUMBER_LINE = re.compile(r"^[\divxlc.]+$", re.IGNORECASE)  # a page or section number on a line of its own
+
+
 def _toc_share(lines: Sequence[str]) -> float:
-    lines = [line for line in lines if line.strip()]
+    """Share of TOC/index lines among the lines that are not bare numbers (entries often put those apart)."""
+    lines = [line for line in lines if line.strip() and not _NUMBER_LINE.match(line.strip())]
     return sum(_is_toc_line(line) for line in lines) / len(lines) if lines else 0.0
 
 
