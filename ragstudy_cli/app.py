@@ -27,6 +27,7 @@ class Command:
     module: str
     script: str
     mode: str = ""  # "", "retrieval_only", "chunks_only", "sweep": a variant of the chain
+    own_main: bool = False  # the module's main(argv, parser) does its own logging and error handling (make-qa)
 
     @property
     def prog(self) -> str:
@@ -64,6 +65,8 @@ class Command:
             argv = ["--sweep", *argv]
         if self.module == "evaluation_chain":
             return module.main(argv, parser=self.parser())
+        if self.own_main:
+            return module.main(argv, parser=self.parser())
         from Postprocessing import cli
 
         return cli.run_script(self.parser, module.run, argv)
@@ -94,9 +97,9 @@ COMMANDS: tuple[Command, ...] = (
             "Postprocessing.interview_analysis", "Postprocessing/interview_analysis.py"),
     Command("report", "one self-contained page (report.html + report.md) from a results folder, the verdict first",
             "Postprocessing.report", "Postprocessing/report.py"),
+    Command("make-qa", "draft questions, oracle answers and verbatim evidence from your own PDFs with an LLM, for "
+                       "review (docs/make-qa.md)", "ragstudy.qagen.cli", "tools/make_qa.py", own_main=True),
 )
-# TODO(make-qa): helper h30 is writing `make-qa` (questions and evidence drawn from your own PDFs) with a
-# `main(argv)` entry; add its Command here when it lands in main.
 BY_NAME = {c.name: c for c in COMMANDS}
 
 

@@ -11,7 +11,6 @@ tests/test_docs_reference.py runs the check.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -89,69 +88,21 @@ def cli_page() -> str:
 
 
 def config_rows() -> list[tuple[str, str, str, str, str, str]]:
-    """(YAML key, flag, type, default, choices, help) of every setting a `--config` file may hold.
+    """(YAML key, flag, type, default, choices, help) of every setting a `--config` file may hold, from the
+    settings' single declaration (ragstudy.config.study_settings: field metadata and inputs)."""
+    from ragstudy.config import study_settings
 
-    Built from the chain's parser and StudyConfig's fields: each key is the field, its flag the parser's option with
-    that destination."""
-    import evaluation_chain
-    from ragstudy import config as study_config
-
-    parser = evaluation_chain.build_parser()
-    by_dest = {a.dest: a for a in parser._actions}  # noqa: SLF001
-    by_dest["llm_servers"] = by_dest.get("llm_servers")
-    fields = {f.name: f for f in dataclasses.fields(study_config.StudyConfig)}
-    keys = ["profile", "strategies", "strategy_params", "prompt_file", *study_config._MODEL_KEYS,  # noqa: SLF001
-            *study_config._RUN_KEYS]  # noqa: SLF001
     rows = []
-    for key in dict.fromkeys(keys):
-        action = by_dest.get(key)
-        field = fields.get(key)
-        flag = ", ".join(f"`{o}`" for o in action.option_strings) if action else "(file only)"
-        if key == "profile":
-            kind, default = "str", "`paper` when CUDA is available, else `lite`"
-            help_text = action.help.split(" (default")[0] if action else ""
-        elif key == "strategies":
-            kind, default = "list of str (or comma-separated)", "the paper's three when answering, else all"
-            help_text = action.help if action else ""
-        elif key == "strategy_params":
-            flag, kind, default = "`--set STRATEGY.PARAM=VALUE`", "mapping", "each strategy's parameters"
-            help_text = "{strategy: {param: value}}: a strategy's typed, range-checked parameters"
-        elif key in study_config._MODEL_KEYS:  # noqa: SLF001
-            kind = "int" if key == "max_new_tokens" else "str"
-            default = "the profile's"
-            help_text = action.help if action else ""
-        else:
-            kind = _type_name(field.type) if field else "str"
-            default = _field_default(field)
-            help_text = action.help if action else ""
-        if key == "prompt_template":
-            help_text = "the prompt, with {context} and {query} (default: the paper's, verbatim; or --prompt-file)"
-        choices = ", ".join(f"`{c}`" for c in action.choices) if action is not None and action.choices else ""
-        rows.append((key, flag, kind, default, choices, _cell(help_text or "")))
+    for item in study_settings():
+        if not item.yaml:
+            continue
+        row = item.describe()
+        flag = f"`{row['flag']}`" if row["flag"] else "(file only)"
+        default = f"`{_cell(row['default'])}`" if row["default"] is not None and item.default_doc is None \
+            else _cell(row["default"] or "")
+        choices = ", ".join(f"`{c}`" for c in row["choices"]) if row["choices"] else ""
+        rows.append((row["yaml_key"], flag, _cell(row["type"]), default, choices, _cell(row["help"])))
     return rows
-
-
-def _type_name(annotation: object) -> str:
-    text = str(annotation).replace("typing.", "").replace("<class '", "").replace("'>", "")
-    for tuple_of in ("str", "int"):
-        text = text.replace(f"tuple[{tuple_of}, ...]", f"list of {tuple_of}")
-    return text.replace(" | None", " or none")
-
-
-def _field_default(field) -> str:
-    if field is None:
-        return ""
-    if field.default is not dataclasses.MISSING:
-        value = field.default
-    elif field.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-        value = field.default_factory()  # type: ignore[misc]
-    else:
-        return "required"
-    if value is None:
-        return "none"
-    if isinstance(value, str) and len(value) > 60:
-        return "(the paper's prompt)"
-    return f"`{_cell(list(value) if isinstance(value, tuple) else value)}`"
 
 
 def config_page() -> str:
@@ -161,6 +112,8 @@ def config_page() -> str:
              "| key | flag | type | default | choices | what it sets |", "|---|---|---|---|---|---|"]
     lines += [f"| `{k}` | {flag} | {kind} | {default} | {choices} | {text} |"
               for k, flag, kind, default, choices, text in config_rows()]
+    lines += ["", "How the settings are declared (once, on the fields of `StudyConfig` and `ModelProfile`): "
+              "[settings.md](settings.md)."]
     return "\n".join(lines) + "\n"
 
 

@@ -163,12 +163,11 @@ class Ledger:
 def plan(args: argparse.Namespace, chain_argv: list[str], chain_args: argparse.Namespace, root: Path) -> list[Stage]:
     import evaluation_chain
     from Postprocessing import chunk_quality, evaluation_metrics, report, retrieval_eval
-    from ragstudy.config import StudyConfig
+    from ragstudy.config import config_from_args
 
     answers, retrieval = root / "answers", root / "retrieval"
-    flags, set_params, _, _ = evaluation_chain.settings_of(chain_args)
-    answer_config = StudyConfig.resolve(set_params=set_params, **flags)  # a bad setting stops here, exit 2
-    retrieval_config = StudyConfig.resolve(set_params=set_params, **{**flags, "retrieval_only": True})
+    answer_config = config_from_args(chain_args)  # a bad setting stops here, exit 2
+    retrieval_config = config_from_args(argparse.Namespace(**{**vars(chain_args), "retrieval_only": True}))
     bundled = (PROJECT_ROOT / "Questions.csv").is_file() and Path(answer_config.questions).is_file() \
         and Path(answer_config.questions).samefile(PROJECT_ROOT / "Questions.csv")
     evidence = args.evidence or (str(PROJECT_ROOT / "sample" / "evidence.json") if bundled else None)

@@ -20,7 +20,7 @@ from ragstudy_cli import app, study
 
 REPO = Path(__file__).resolve().parents[1]
 JOBS = {"study", "answer", "retrieve", "sweep", "chunks", "score-retrieval", "score-answers", "chunk-quality",
-        "review", "survey", "report"}
+        "review", "survey", "report", "make-qa"}
 # a small study: two strategies (no slow chunker), three questions; scores with few resamples
 STUDY_FLAGS = ["--strategies", "paragraph,fixed-size", "--limit", "3", "--profile", "lite"]
 NO_CHROMIUM = "no Chromium on this machine (Debian package 'chromium'; tools/setup.sh installs it)"
