@@ -60,19 +60,19 @@ def build_parser() -> argparse.ArgumentParser:
                                         "500,1000,2000,4000)")
     fair.add_argument("--budget-unit", choices=["chars", "tokens"],
                       help="unit of --budgets: characters (default) or tokens of the LLM's tokenizer")
-    from ragstudy.config import RETRIEVERS
+    from ragstudy import embedders, llms, retrievers
 
-    fair.add_argument("--retriever", choices=RETRIEVERS,
+    fair.add_argument("--retriever", metavar="{" + ",".join(retrievers.names()) + "}[,...]",
                       help="how a retrieval-only run ranks parents: dense child windows (default, the paper's), "
                            "dense whole parents, BM25 over child windows or whole parents, hybrid (RRF of dense "
-                           "and BM25 child windows)")
+                           "and BM25 child windows); several comma-separated rank into one subfolder each")
     fair.add_argument("--sweep", metavar="FILE.yaml", help="run a grid of strategy x parameter settings "
                                                            "retrieval-only (see sweeps/)")
     fair.add_argument("--evidence", help="evidence file the sweep is scored against (sample/evidence.json format or "
                                          "CSV question_index,evidence[,pdf]; default: the sweep file's)")
     scale = parser.add_argument_group("answers at scale")
     scale.add_argument("--llm-batch-size", type=int, help="prompts generated together in-process")
-    scale.add_argument("--llm-engine", choices=["torch", "onnxruntime"],
+    scale.add_argument("--llm-engine", choices=llms.names(),
                        help="in-process LLM engine (default: onnxruntime for the lite profile's SmolLM2 when "
                             "onnxruntime-genai is installed, else torch)")
     scale.add_argument("--llm-server", dest="llm_servers", action="append", metavar="URL",
@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     scale.add_argument("--llm-timeout", type=float, metavar="SECONDS",
                        help="seconds one LLM server request may take before it is tried again (3 tries; default 600)")
     scale.add_argument("--chroma-server", help="http://host:port of a Chroma server instead of local folders")
-    scale.add_argument("--embedding-backend", choices=["torch", "onnx", "onnx-int8"],
+    scale.add_argument("--embedding-backend", choices=embedders.names(),
                        help="how the embedding model runs (default: the profile's, paper torch, lite onnx; onnx/onnx-int8: ONNX Runtime, CPU)")
     scale.add_argument("--embedding-server", metavar="URL", help="OpenAI-compatible /v1/embeddings server")
     scale.add_argument("--embedding-server-model", help="model name the embedding server serves")
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     try:
         config = StudyConfig.resolve(set_params=set_params, sweep=sweep, **flags)
-        from ragstudy.models import check_embedding
+        from ragstudy.embedders import check_embedding
 
         check_embedding(config)  # a bad --embedding stops here, before anything is written
         print(f"profile: {config.profile.name} ({config.origins['profile']}); LLM {config.profile.llm}; "

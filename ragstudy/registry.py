@@ -5,14 +5,14 @@ chunker, its parameters dataclass and one `register_strategy(...)` call. The reg
 first use, so adding a strategy is one new folder: the chain, `--chunks-only`, retrieval-only runs, sweeps and every
 Postprocessing table and plot pick it up from here (name, display name, order, colour, Dataset file name,
 source-text kind).
-Packages outside the repository can be registered with `RAGSTUDY_STRATEGY_PACKAGES=pkg1,pkg2`.
+Packages outside the repository can be registered with `RAGSTUDY_STRATEGY_PACKAGES=pkg1,pkg2` (or
+`RAGSTUDY_PLUGIN_PACKAGES`, the one list of outside packages of every plug-in family: ragstudy.plugins).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
-import os
 import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Literal, Sequence
@@ -21,9 +21,10 @@ from .chunks import Chunker
 from .errors import StudyInputError
 from .io import PROJECT_ROOT, check_name
 from .params import build_params
+from .plugins import STRATEGY_PACKAGES_ENV, import_outside_packages
 
 STRATEGY_FOLDER_PREFIX = "RAG"
-EXTRA_PACKAGES_ENV = "RAGSTUDY_STRATEGY_PACKAGES"
+EXTRA_PACKAGES_ENV = STRATEGY_PACKAGES_ENV
 _TOP_LEVEL = ("child_chunk_size", "child_chunk_overlap", "k")
 
 # What a strategy's `start_end_idx` indexes: the shared PyMuPDF text layer (baselines), the strategy's own text
@@ -188,22 +189,21 @@ def unregister(name: str) -> None:
     _REGISTRY.pop(name, None)
 
 
-def strategy_packages() -> list[str]:
-    """Top-level `RAG*` folders of the repository that are Python packages, then $RAGSTUDY_STRATEGY_PACKAGES."""
-    folders = sorted(p.name for p in PROJECT_ROOT.iterdir()
-                     if p.is_dir() and p.name.startswith(STRATEGY_FOLDER_PREFIX) and (p / "__init__.py").is_file())
-    extra = [name.strip() for name in os.environ.get(EXTRA_PACKAGES_ENV, "").split(",") if name.strip()]
-    return [*folders, *extra]
+def strategy_folders() -> list[str]:
+    """Top-level `RAG*` folders of the repository that are Python packages."""
+    return sorted(p.name for p in PROJECT_ROOT.iterdir()
+                  if p.is_dir() and p.name.startswith(STRATEGY_FOLDER_PREFIX) and (p / "__init__.py").is_file())
 
 
 def load_builtin_strategies() -> None:
-    """Import the strategy folders so that they register themselves (once per process)."""
+    """Import the strategy folders and the outside packages so that they register themselves (once per process)."""
     global _LOADED
     if _LOADED:
         return
     _LOADED = True
-    for package in strategy_packages():
+    for package in strategy_folders():
         importlib.import_module(package)
+    import_outside_packages()
 
 
 def available() -> list[str]:
