@@ -45,6 +45,7 @@ class EmbedderSpec:
     check: Callable[[Any], None] | None = None  # fail fast before a run writes anything (default: model resolves)
     tokenizer: Callable[[Any], Any] | None = None  # the tokenizer token chunkers count with (default: the model's)
     validate: Callable[[Any], None] | None = None  # extra checks of its settings (StudyInputError)
+    source: Callable[[Any], str] | None = None  # what produces the vectors, as messages name it (vector checks)
     description: str = ""
     order: float = 100.0
 
@@ -136,9 +137,28 @@ def embedding_id(config) -> str:
 
 def make_embedding(config):
     """The study's embedding model (a customembedding.CustomEmbedding) with its persistent vector cache
-    (`<project cache>/vectors`), run by the config's backend."""
+    (`<project cache>/vectors`), run by the config's backend; every vector is checked before it is kept
+    (ragstudy.vectorcheck)."""
     spec = active(config)
     return spec.load(config) if spec.load is not None else local_embedding(config, spec)
+
+
+def vector_source(config) -> str:
+    """What produces the study's vectors, as messages name it."""
+    spec = active(config)
+    if spec.source is not None:
+        return spec.source(config)
+    return f"embedding model {config.profile.embedding} ({embedding_id(config)})"
+
+
+def vector_check(config):
+    """The VectorCheck every vector of this config passes before it is cached or indexed."""
+    from customembedding import CACHE_FILE
+
+    from ..io import cache_dir
+    from ..vectorcheck import VectorCheck
+
+    return VectorCheck(vector_source(config), cache_dir() / "vectors" / CACHE_FILE)
 
 
 def local_embedding(config, spec: EmbedderSpec):
@@ -153,7 +173,8 @@ def local_embedding(config, spec: EmbedderSpec):
     try:
         return CustomEmbedding(path, device=config.profile.device, batch_size=config.embedding_batch_size,
                                model_id=model_label_of(config), dtype=config.embedding_dtype,
-                               cache_dir=cache_dir() / "vectors", encoder=spec.make_encoder(config, path))
+                               cache_dir=cache_dir() / "vectors", encoder=spec.make_encoder(config, path),
+                               check=vector_check(config))
     except OSError as exc:
         raise StudyInputError(f"embedding model {config.profile.embedding!r} (set by {origin}) could not be "
                               f"loaded: {exc}") from exc
@@ -205,5 +226,6 @@ def normalise(vectors: "np.ndarray") -> "np.ndarray":
     import numpy as np
 
     vectors = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.maximum(norms, 1e-12)
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf rows are named by ragstudy.vectorcheck
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return vectors / np.maximum(norms, 1e-12)

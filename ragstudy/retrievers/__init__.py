@@ -57,7 +57,7 @@ class Retriever(Protocol):
         """Build (or open) the index: Chroma collection, unit vectors, BM25 index."""
 
     def rank(self, question: str, question_index: int, largest: int, measure: Any) -> list[Any]:
-        """`results.RetrievedParent` rows of one question, best first, overfilling `largest` units of `measure`
+        """`records.RetrievedParent` rows of one question, best first, overfilling `largest` units of `measure`
         (budget_eval.Measure) or every parent."""
 
 

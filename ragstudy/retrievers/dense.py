@@ -35,7 +35,7 @@ class ChromaDense:
     def rank(self, question: str, question_index: int, largest: int, measure: Any) -> list[Any]:
         """Parents in rank order, deep enough that the largest budget is overfilled (or every parent is ranked),
         with `in_k` set from the chain's own retriever."""
-        from ..results import RetrievedParent
+        from ..records import RetrievedParent
 
         kb = self.kb
         vector = kb.embedding.embed_query(question)
