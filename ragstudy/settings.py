@@ -31,6 +31,8 @@ class Setting:
     "half the cores") where the value cannot. `flag`: "" derives ``--name-with-dashes``, None means no flag.
     `yaml`: accepted as a key of the config file (what `setting(...)` fields are unless they say otherwise).
     `check(value)` returns a problem with a parsed flag value (the parser then exits 2 naming the flag) or None.
+    `several`: the value may name several of the choices, comma-separated (one string, e.g. ``dense,bm25``); the
+    choices then document it and the config's validation checks each name, argparse does not.
     """
 
     name: str
@@ -47,6 +49,7 @@ class Setting:
     metavar: str | None = None
     dest: str | None = None
     check: Callable[[Any], str | None] | None = None
+    several: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -239,7 +242,7 @@ def add_arguments(parser: argparse.ArgumentParser, settings: Iterable[Setting], 
                 kwargs.update(action=CheckedValue, check=item.check)
             if item.type is not str and item.kind != "list":
                 kwargs["type"] = item.type
-            if item.choices is not None and item.kind == "value":
+            if item.choices is not None and item.kind == "value" and not item.several:
                 kwargs["choices"] = _DeferredChoices(item.choices)
             if item.metavar:
                 kwargs["metavar"] = item.metavar
