@@ -85,19 +85,6 @@ def _paragraph_modes() -> tuple[str, ...] | None:
     return None
 
 
-def _paragraph_default_mode() -> str:
-    try:
-        return str(registry.get("paragraph").defaults.parent.get("mode"))
-    except StudyInputError:
-        return "none (no paragraph strategy registered)"
-
-
-def _default_strategies() -> str:
-    paper = ",".join(registry.paper_strategies())
-    return (f"the paper's {paper} when answering, every registered strategy for --chunks-only and "
-            "--retrieval-only")
-
-
 # Groups of the command line and of the docs, in this order.
 G_RUN, G_MODELS = "what to run", "models"
 G_RETRIEVAL, G_SCALE = "retrieval-only runs and sweeps", "answers at scale: engines, servers, stores"
@@ -148,9 +135,12 @@ class StudyConfig:
 
     profile: ModelProfile = setting(help=_profiles_help, group=G_RUN, choices=lambda: profile_names(),
                                     default_doc="paper if CUDA is available, else lite")
-    strategies: tuple[str, ...] = setting(help=lambda: f"comma-separated registry names "
-                                          f"({','.join(registry.available())}) or all", group=G_RUN, kind="list",
-                                          choices=lambda: registry.available(), default_doc=_default_strategies)
+    # --help names no strategy: listing them imports every strategy folder (seconds); the docs list them
+    strategies: tuple[str, ...] = setting(help="comma-separated registry names, or all", group=G_RUN, kind="list",
+                                          choices=lambda: registry.available(),
+                                          default_doc="the paper's strategies (registered paper=True) when "
+                                          "answering, every registered strategy for --chunks-only and "
+                                          "--retrieval-only")
     strategy_params: dict[str, Any] = setting(  # name -> StrategyParams
         help="{strategy: {param: value}}: strategy parameters (--set on the command line)", group=G_RUN,
         kind="mapping", type=dict, flag=None)
@@ -371,8 +361,8 @@ INPUTS = (
             "(repeatable)", group=G_RUN, kind="append", flag="--set", metavar="STRATEGY.PARAM=VALUE",
             default_doc="each strategy's registered parameters"),
     Setting("paragraph_mode", "paragraph segmenter: layout, or the paper's heuristics (short for --set "
-            "paragraph.mode=MODE)", group=G_RUN, choices=_paragraph_modes,
-            default_doc=_paragraph_default_mode),
+            "paragraph.mode=MODE)", group=G_RUN, choices=_paragraph_modes, list_choices=False, metavar="MODE",
+            default_doc="the paragraph strategy's registered mode"),
     Setting("prompt_file", "file with a prompt template containing {context} and {query}", group=G_RUN, yaml=True,
             default_doc="the paper's prompt, ragstudy.config.PAPER_PROMPT"),
     Setting("sweep", "run a grid of strategy x parameter settings retrieval-only (see sweeps/)", group=G_RETRIEVAL,

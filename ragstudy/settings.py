@@ -47,6 +47,7 @@ class Setting:
     metavar: str | None = None
     dest: str | None = None
     check: Callable[[Any], str | None] | None = None
+    list_choices: bool = True
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -210,6 +211,18 @@ def _help_for_parser(item: Setting) -> str | _Deferred:
     return _Deferred(make) if callable(item.help) or callable(item.default_doc) else make()
 
 
+def _checker(item: Setting) -> Callable[[Any], str | None]:
+    """The setting's own check, then (for choices not listed in --help) membership of its choices."""
+    def check(value: Any) -> str | None:
+        problem = item.check(value) if item.check is not None else None
+        choices = None if item.list_choices else item.choice_values()
+        if problem is None and choices is not None and value not in choices:
+            problem = f"must be one of {', '.join(choices)}"
+        return problem
+
+    return check
+
+
 def _group(parser: argparse.ArgumentParser, title: str):
     if not title:
         return parser
@@ -235,11 +248,11 @@ def add_arguments(parser: argparse.ArgumentParser, settings: Iterable[Setting], 
             kwargs["default"] = None if defer or item.kind == "append" else item.default
             if item.kind == "append":
                 kwargs["action"] = "append"
-            elif item.check is not None:
-                kwargs.update(action=CheckedValue, check=item.check)
+            elif item.check is not None or not item.list_choices:
+                kwargs.update(action=CheckedValue, check=_checker(item))
             if item.type is not str and item.kind != "list":
                 kwargs["type"] = item.type
-            if item.choices is not None and item.kind == "value":
+            if item.choices is not None and item.kind == "value" and item.list_choices:
                 kwargs["choices"] = _DeferredChoices(item.choices)
             if item.metavar:
                 kwargs["metavar"] = item.metavar

@@ -208,8 +208,8 @@ def test_help_shows_the_declared_defaults_and_no_hand_written_one(monkeypatch):
     assert helps["--budgets"].endswith("(default: 500,1000,2000,4000)")
     assert helps["--llm-timeout"].endswith("(default: 600)")
     assert helps["--max-new-tokens"].endswith("(default: the profile's: paper 5000, lite 96)")
-    assert helps["--paragraph-mode"].endswith("(default: layout)")
-    assert "paragraph,fixed-size,newline when answering" in helps["--strategies"]
+    assert helps["--strategies"].endswith("(default: the paper's strategies (registered paper=True) when answering, "
+                                          "every registered strategy for --chunks-only and --retrieval-only)")
     for item in study_settings():
         if item.option:
             assert not HAND_WRITTEN_DEFAULT.search(str(item.help() if callable(item.help) else item.help)), item.name
@@ -246,14 +246,20 @@ def test_choices_come_from_one_place(monkeypatch):
     assert "splade" in evaluation_chain.build_parser().format_help()
 
 
-def test_building_a_parser_imports_no_strategy():
+def test_help_imports_no_strategy_and_their_choices_are_still_checked(capsys):
     import subprocess
     import sys
 
-    code = ("import sys, evaluation_chain; evaluation_chain.build_parser(); "
-            "print(sorted(m for m in sys.modules if m.startswith('RAG')))")
+    code = ("import sys, evaluation_chain; evaluation_chain.build_parser().format_help(); "
+            "print(sorted(m for m in sys.modules if m.startswith(('RAG', 'langchain', 'torch'))))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr
+    paragraph_mode = next(row for row in cfg.describe_settings() if row["name"] == "paragraph_mode")
+    assert paragraph_mode["choices"] == ("layout", "paper")  # the docs list them
+    assert evaluation_chain.build_parser().parse_args(["--paragraph-mode", "paper"]).paragraph_mode == "paper"
+    with pytest.raises(SystemExit) as stop:
+        evaluation_chain.build_parser().parse_args(["--paragraph-mode", "papers"])
+    assert stop.value.code == 2 and "--paragraph-mode papers: must be one of layout, paper" in capsys.readouterr().err
 
 
 def test_the_study_arguments_can_be_added_to_any_parser():
