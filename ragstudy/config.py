@@ -189,6 +189,8 @@ class StudyConfig:
                                         group=G_SCALE)
     llm_timeout: float = setting(600.0, "seconds one LLM server request may take before it is tried again (3 "
                                  "tries): bounds a hung server", group=G_SCALE, type=float, metavar="SECONDS")
+    embedding_timeout: float = setting(60.0, "seconds one embedding server request may take before it is tried "
+                                       "again (3 tries)", group=G_SCALE, type=float, metavar="SECONDS")
     embedding_backend: str = setting(
         "torch", "how the embedding model runs (torch, the paper's; onnx and onnx-int8: ONNX Runtime, CPU; see "
         "ragstudy.encoders)", group=G_SCALE, choices=lambda: embedding_backend_names(),
@@ -249,10 +251,10 @@ class StudyConfig:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
                 raise StudyInputError(f"{named(name)} must be a positive integer, got {value!r}")
-        if isinstance(self.llm_timeout, bool) or not isinstance(self.llm_timeout, (int, float)) \
-                or not 0 < self.llm_timeout < float("inf"):
-            raise StudyInputError(f"{named('llm_timeout')} must be a positive number of seconds, got "
-                                  f"{self.llm_timeout!r}")
+        for name in ("llm_timeout", "embedding_timeout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+                raise StudyInputError(f"{named(name)} must be a positive number of seconds, got {value!r}")
         validate_budgets(self.budgets, named("budgets"))
         if self.budget_unit not in BUDGET_UNITS:
             raise StudyInputError(f"{named('budget_unit')} must be {' or '.join(BUDGET_UNITS)}, got "

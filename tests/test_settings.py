@@ -32,7 +32,7 @@ OLD_CHAIN_FLAGS = (
     "--device --dtype --max-new-tokens --prompt-file --paragraph-mode --set --embedding-dtype --threads "
     "--embedding-threads --db-dir --retrieval-only --budgets --budget-unit --retriever --sweep --evidence "
     "--llm-batch-size --llm-engine --llm-server --llm-server-model --concurrency --llm-timeout --chroma-server "
-    "--embedding-backend --embedding-server --embedding-server-model -v --verbose").split()
+    "--embedding-backend --embedding-server --embedding-server-model --embedding-timeout -v --verbose").split()
 OLD_SCRIPT_FLAGS = {
     "retrieval_eval": "--results-dir --evidence --oracle --questions --allow-questions-mismatch --out-dir "
                       "--strategies --budgets --no-plot --reference --verdict-metric --n-resamples --seed "
