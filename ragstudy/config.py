@@ -417,8 +417,8 @@ def option_of(key: str) -> str:
 def config_from_args(args: argparse.Namespace) -> "StudyConfig":
     """The StudyConfig of parsed study flags (`add_study_arguments`); other attributes of `args` are ignored."""
     given = vars(args)
-    flags = {item.attribute: given[item.attribute] for item in study_settings()
-             if item.option and item.attribute in given}
+    flags = {item.name: given[item.name] for item in study_settings()
+             if item.option and item.name in given}
     set_params = list(flags.pop("set_params", None) or [])
     mode = flags.pop("paragraph_mode", None)
     if mode:

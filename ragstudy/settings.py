@@ -31,6 +31,8 @@ class Setting:
     "half the cores") where the value cannot. `flag`: "" derives ``--name-with-dashes``, None means no flag.
     `yaml`: accepted as a key of the config file (what `setting(...)` fields are unless they say otherwise).
     `check(value)` returns a problem with a parsed flag value (the parser then exits 2 naming the flag) or None.
+    `list_choices=False`: choices that need plug-ins imported (the strategies') are checked when the flag is given
+    and listed in the docs, not in --help (which imports none).
     """
 
     name: str
@@ -45,7 +47,6 @@ class Setting:
     aliases: tuple[str, ...] = ()
     yaml: bool = False
     metavar: str | None = None
-    dest: str | None = None
     check: Callable[[Any], str | None] | None = None
     list_choices: bool = True
 
@@ -63,11 +64,6 @@ class Setting:
     @property
     def yaml_key(self) -> str | None:
         return self.name if self.yaml else None
-
-    @property
-    def attribute(self) -> str:
-        """Where argparse stores the flag's value (``args.<attribute>``)."""
-        return self.dest or self.name
 
     def choice_values(self) -> tuple[str, ...] | None:
         values = self.choices() if self.choices is not None else None
@@ -241,7 +237,7 @@ def add_arguments(parser: argparse.ArgumentParser, settings: Iterable[Setting], 
     for item in settings:
         if item.option is None:
             continue
-        kwargs: dict[str, Any] = {"dest": item.attribute, "help": _help_for_parser(item)}
+        kwargs: dict[str, Any] = {"dest": item.name, "help": _help_for_parser(item)}
         if item.kind == "switch":
             kwargs.update(action="store_true", default=None if defer else bool(item.default))
         else:

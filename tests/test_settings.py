@@ -158,7 +158,7 @@ def test_the_yaml_keys_and_the_parser_agree(tmp_path):
     parser = evaluation_chain.build_parser()
     dests = {action.dest for action in parser._actions} - {"help"}
     keys = set(cfg.yaml_keys())
-    not_in_yaml = {item.attribute for item in study_settings() if not item.yaml}
+    not_in_yaml = {item.name for item in study_settings() if not item.yaml}
     assert not_in_yaml == {"config_file", "set_params", "paragraph_mode", "sweep", "evidence", "verbose"}
     assert dests - not_in_yaml == keys - {"strategy_params", "prompt_template"}  # those two: --set, --prompt-file
     study = tmp_path / "study.yaml"
@@ -292,7 +292,7 @@ def test_scripts_build_their_parsers_from_the_declaration(script):
             assert helps[item.option].endswith(f"(default: {item.default_text()})"), (script, item.name)
     defaults = vars(parser.parse_args([]))
     for item in settings:
-        assert defaults[item.attribute] == (bool(item.default) if item.kind == "switch" else item.default)
+        assert defaults[item.name] == (bool(item.default) if item.kind == "switch" else item.default)
 
 
 def test_shared_flags_keep_one_meaning_across_scripts():
