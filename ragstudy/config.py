@@ -137,7 +137,7 @@ class StudyConfig:
                                     default_doc="paper if CUDA is available, else lite")
     # --help names no strategy: listing them imports every strategy folder (seconds); the docs list them
     strategies: tuple[str, ...] = setting(help="comma-separated registry names, or all", group=G_RUN, kind="list",
-                                          choices=lambda: registry.available(),
+                                          choices=lambda: registry.available(), list_choices=False,
                                           default_doc="the paper's strategies (registered paper=True) when "
                                           "answering, every registered strategy for --chunks-only and "
                                           "--retrieval-only")
@@ -377,8 +377,8 @@ _FIELD_SETTINGS = declared(StudyConfig)
 # Run settings: StudyConfig fields with a default (profile, strategies and strategy_params are resolved apart)
 _RUN_KEYS = tuple(item.name for item in _FIELD_SETTINGS
                   if item.name not in ("profile", "strategies", "strategy_params"))
-_TUPLE_KEYS = tuple(item.name for item in _FIELD_SETTINGS
-                    if item.kind in ("list", "append") and item.name in _RUN_KEYS)
+# Tuple-valued run settings: a comma-separated flag or a YAML list, recorded as a JSON list in config.json
+_TUPLE_KEYS = tuple(item.name for item in _FIELD_SETTINGS if item.name in _RUN_KEYS and isinstance(item.default, tuple))
 
 
 def study_settings() -> tuple[Setting, ...]:

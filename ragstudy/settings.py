@@ -81,6 +81,8 @@ class Setting:
         """The help with its default appended: "folder of PDFs (default: Documents)"."""
         default = self.default_text()
         text = _text(self.help)
+        if self.kind == "list" and self.choices is not None and self.list_choices:
+            text += f"; one or more of {', '.join(self.choice_values() or ())}"
         return f"{text} (default: {default})" if default is not None else text
 
     def type_name(self) -> str:
@@ -204,7 +206,8 @@ def _help_for_parser(item: Setting) -> str | _Deferred:
     def make() -> str:
         return item.help_text().replace("%", "%%")
 
-    return _Deferred(make) if callable(item.help) or callable(item.default_doc) else make()
+    lazy = callable(item.help) or callable(item.default_doc) or (item.kind == "list" and item.choices is not None)
+    return _Deferred(make) if lazy else make()
 
 
 def _checker(item: Setting) -> Callable[[Any], str | None]:

@@ -71,7 +71,8 @@ def _sample(name: str):
     if item.kind == "switch":
         return True
     if item.kind == "list":
-        return [300, 600]
+        choices = item.choice_values()
+        return [next(c for c in choices if c != _default(name))] if choices else [300, 600]
     if item.kind == "append":
         return ["http://127.0.0.1:9"]
     choices = item.choice_values()
@@ -103,7 +104,10 @@ def _value(config: StudyConfig, name: str):
 
 
 def _expected(name: str, value):
-    return tuple(value) if isinstance(value, list) else value
+    """A list as the config keeps it: a tuple where the field's default is one, else comma-joined names."""
+    if not isinstance(value, list):
+        return value
+    return tuple(value) if isinstance(_default(name), tuple) else ",".join(value)
 
 
 FLAG_SETTINGS = [name for name in (*cfg._MODEL_KEYS, *cfg._RUN_KEYS) if _declared(name).option]
@@ -235,6 +239,9 @@ def test_generated_help_keeps_a_percent_sign_and_formats_each_kind():
     assert "go fast" in text and "go fast (default" not in text and "{a,b}" in text
     args = parser.parse_args(["--share", "0.25", "--sizes", "3,4", "--fast", "--mode", "b"])
     assert (args.share, args.sizes, args.fast, args.mode) == (0.25, "3,4", True, "b")
+    parser = argparse.ArgumentParser(prog="x")
+    add_arguments(parser, [Setting("names", "names", kind="list", choices=lambda: ("p", "q"), default="p")])
+    assert "names; one or more of p, q (default: p)" in " ".join(parser.format_help().split())
 
 
 def test_choices_come_from_one_place(monkeypatch):
