@@ -31,8 +31,9 @@ class Setting:
     "half the cores") where the value cannot. `flag`: "" derives ``--name-with-dashes``, None means no flag.
     `yaml`: accepted as a key of the config file (what `setting(...)` fields are unless they say otherwise).
     `check(value)` returns a problem with a parsed flag value (the parser then exits 2 naming the flag) or None.
-    `list_choices=False`: choices that need plug-ins imported (the strategies') are checked when the flag is given
-    and listed in the docs, not in --help (which imports none).
+    `list_choices=False`: choices that need plug-ins imported (the strategies') are listed in the docs, not in
+    --help (which imports none); a single value is still checked when the flag is given. A list setting with
+    listed choices shows them as its metavar, ``{a,b}[,...]``.
     """
 
     name: str
@@ -81,8 +82,6 @@ class Setting:
         """The help with its default appended: "folder of PDFs (default: Documents)"."""
         default = self.default_text()
         text = _text(self.help)
-        if self.kind == "list" and self.choices is not None and self.list_choices:
-            text += f"; one or more of {', '.join(self.choice_values() or ())}"
         return f"{text} (default: {default})" if default is not None else text
 
     def type_name(self) -> str:
@@ -206,8 +205,7 @@ def _help_for_parser(item: Setting) -> str | _Deferred:
     def make() -> str:
         return item.help_text().replace("%", "%%")
 
-    lazy = callable(item.help) or callable(item.default_doc) or (item.kind == "list" and item.choices is not None)
-    return _Deferred(make) if lazy else make()
+    return _Deferred(make) if callable(item.help) or callable(item.default_doc) else make()
 
 
 def _checker(item: Setting) -> Callable[[Any], str | None]:
@@ -247,7 +245,7 @@ def add_arguments(parser: argparse.ArgumentParser, settings: Iterable[Setting], 
             kwargs["default"] = None if defer or item.kind == "append" else item.default
             if item.kind == "append":
                 kwargs["action"] = "append"
-            elif item.check is not None or not item.list_choices:
+            elif item.check is not None or (item.kind == "value" and not item.list_choices):
                 kwargs.update(action=CheckedValue, check=_checker(item))
             if item.type is not str and item.kind != "list":
                 kwargs["type"] = item.type
@@ -255,6 +253,8 @@ def add_arguments(parser: argparse.ArgumentParser, settings: Iterable[Setting], 
                 kwargs["choices"] = _DeferredChoices(item.choices)
             if item.metavar:
                 kwargs["metavar"] = item.metavar
+            elif item.kind == "list" and item.choices is not None and item.list_choices:
+                kwargs["metavar"] = "{" + ",".join(item.choice_values() or ()) + "}[,...]"
         _group(parser, item.group).add_argument(item.option, *item.aliases, **kwargs)
 
 

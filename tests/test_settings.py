@@ -240,8 +240,11 @@ def test_generated_help_keeps_a_percent_sign_and_formats_each_kind():
     args = parser.parse_args(["--share", "0.25", "--sizes", "3,4", "--fast", "--mode", "b"])
     assert (args.share, args.sizes, args.fast, args.mode) == (0.25, "3,4", True, "b")
     parser = argparse.ArgumentParser(prog="x")
-    add_arguments(parser, [Setting("names", "names", kind="list", choices=lambda: ("p", "q"), default="p")])
-    assert "names; one or more of p, q (default: p)" in " ".join(parser.format_help().split())
+    add_arguments(parser, [Setting("names", "names", kind="list", choices=lambda: ("p", "q"), default="p"),
+                           Setting("plugins", "plugins", kind="list", choices=lambda: ("r",), list_choices=False)])
+    text = " ".join(parser.format_help().split())
+    assert "--names {p,q}[,...] names (default: p)" in text and "--plugins PLUGINS plugins" in text
+    assert parser.parse_args(["--plugins", "r,s", "--names", "p,q"]).plugins == "r,s"  # a list: its resolver checks
 
 
 def test_choices_come_from_one_place(monkeypatch):
