@@ -137,8 +137,8 @@ def settings() -> tuple[Setting, ...]:
                 "verdict shows only the best strategy per budget)", metavar="STRATEGY",
                 default_doc=DEFAULT_REFERENCE),
         Setting("verdict_metric", "the metric the verdict ranks and compares by (with the hit rate, the verdict on "
-                f"{budget_metrics.HIT_CONTIGUOUS} follows it)", choices=lambda: budget_metrics.names(compared_only=True),
-                default=budget_metrics.HIT),
+                f"{budget_metrics.HIT_CONTIGUOUS} follows it)",
+                choices=lambda: budget_metrics.names(compared_only=True), default=budget_metrics.HIT),
         *cli.BOOTSTRAP,
     )
 

@@ -78,19 +78,6 @@ def _paragraph_modes() -> tuple[str, ...] | None:
     return None
 
 
-def _paragraph_default_mode() -> str:
-    try:
-        return str(registry.get("paragraph").defaults.parent.get("mode"))
-    except StudyInputError:
-        return "none (no paragraph strategy registered)"
-
-
-def _default_strategies() -> str:
-    paper = ",".join(registry.paper_strategies())
-    return (f"the paper's {paper} when answering, every registered strategy for --chunks-only and "
-            "--retrieval-only")
-
-
 # Groups of the command line and of the docs, in this order.
 G_RUN, G_MODELS = "what to run", "models"
 G_RETRIEVAL, G_SCALE = "retrieval-only runs and sweeps", "answers at scale: engines, servers, stores"
@@ -141,9 +128,12 @@ class StudyConfig:
 
     profile: ModelProfile = setting(help=_profiles_help, group=G_RUN, choices=lambda: profile_names(),
                                     default_doc="paper if CUDA is available, else lite")
-    strategies: tuple[str, ...] = setting(help=lambda: f"comma-separated registry names "
-                                          f"({','.join(registry.available())}) or all", group=G_RUN, kind="list",
-                                          choices=lambda: registry.available(), default_doc=_default_strategies)
+    # --help names no strategy: listing them imports every strategy folder (seconds); the docs list them
+    strategies: tuple[str, ...] = setting(help="comma-separated registry names, or all", group=G_RUN, kind="list",
+                                          choices=lambda: registry.available(), list_choices=False,
+                                          default_doc="the paper's strategies (registered paper=True) when "
+                                          "answering, every registered strategy for --chunks-only and "
+                                          "--retrieval-only")
     strategy_params: dict[str, Any] = setting(  # name -> StrategyParams
         help="{strategy: {param: value}}: strategy parameters (--set on the command line)", group=G_RUN,
         kind="mapping", type=dict, flag=None)
@@ -360,8 +350,8 @@ INPUTS = (
             "(repeatable)", group=G_RUN, kind="append", flag="--set", metavar="STRATEGY.PARAM=VALUE",
             default_doc="each strategy's registered parameters"),
     Setting("paragraph_mode", "paragraph segmenter: layout, or the paper's heuristics (short for --set "
-            "paragraph.mode=MODE)", group=G_RUN, choices=_paragraph_modes,
-            default_doc=_paragraph_default_mode),
+            "paragraph.mode=MODE)", group=G_RUN, choices=_paragraph_modes, list_choices=False, metavar="MODE",
+            default_doc="the paragraph strategy's registered mode"),
     Setting("prompt_file", "file with a prompt template containing {context} and {query}", group=G_RUN, yaml=True,
             default_doc="the paper's prompt, ragstudy.config.PAPER_PROMPT"),
     Setting("sweep", "run a grid of strategy x parameter settings retrieval-only (see sweeps/)", group=G_RETRIEVAL,
@@ -374,8 +364,8 @@ _FIELD_SETTINGS = declared(StudyConfig)
 # Run settings: StudyConfig fields with a default (profile, strategies and strategy_params are resolved apart)
 _RUN_KEYS = tuple(item.name for item in _FIELD_SETTINGS
                   if item.name not in ("profile", "strategies", "strategy_params"))
-_TUPLE_KEYS = tuple(item.name for item in _FIELD_SETTINGS
-                    if item.kind in ("list", "append") and item.name in _RUN_KEYS)
+# Tuple-valued run settings: a comma-separated flag or a YAML list, recorded as a JSON list in config.json
+_TUPLE_KEYS = tuple(item.name for item in _FIELD_SETTINGS if item.name in _RUN_KEYS and isinstance(item.default, tuple))
 
 
 def study_settings() -> tuple[Setting, ...]:
@@ -414,8 +404,8 @@ def option_of(key: str) -> str:
 def config_from_args(args: argparse.Namespace) -> "StudyConfig":
     """The StudyConfig of parsed study flags (`add_study_arguments`); other attributes of `args` are ignored."""
     given = vars(args)
-    flags = {item.attribute: given[item.attribute] for item in study_settings()
-             if item.option and item.attribute in given}
+    flags = {item.name: given[item.name] for item in study_settings()
+             if item.option and item.name in given}
     set_params = list(flags.pop("set_params", None) or [])
     mode = flags.pop("paragraph_mode", None)
     if mode:
