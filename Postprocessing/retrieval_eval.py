@@ -150,6 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "when absent from the run the verdict shows only the best strategy per budget)")
     parser.add_argument("--verdict-metric", choices=PAIRED_METRICS, default="hit",
                         help="the metric the verdict ranks and compares by (default: hit)")
+    parser.add_argument("--allow-mixed-configurations", action="store_true",
+                        help="compare strategies whose retrieval files were written by different configurations "
+                             "(retriever, embedding, questions; see run_identity.json), with a warning")
     cli.add_bootstrap_args(parser)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return parser
@@ -184,6 +187,14 @@ def run(args: argparse.Namespace) -> dict:
         raise DataError(f"--reference {args.reference}: not a strategy of this evaluation (strategies: "
                         f"{', '.join(strategies)}); pass one of them")
     questions, questions_path = results.run_questions(results_dir, args.questions, args.allow_questions_mismatch)
+    from ragstudy import runidentity
+
+    runidentity.check_rankings(results_dir, {s: results.read_retrieval(results.retrieval_path(results_dir, s))
+                                             for s in strategies}, len(questions) if questions else None,
+                               run_config.get("strategies") if args.strategies is None else None)
+    identity_notes = runidentity.check_compared(results_dir, strategies,
+                                                lambda s: results.retrieval_path(results_dir, s),
+                                                args.allow_mixed_configurations)
     evidence_path = default_evidence(run_config) if args.evidence is None else Path(args.evidence)
     overlap_rows, overlap_notes, oracle_path = oracle_overlap_rows(args.oracle, results_dir, budgets,
                                                                    strategies, measure)
@@ -210,6 +221,7 @@ def run(args: argparse.Namespace) -> dict:
                   confidence=args.confidence)
     k = {name: p.get("k") for name, p in (run_config.get("strategy_params") or {}).items() if name in strategies}
     notes = [f"retriever: {run_config.get('retriever', 'dense')} (evaluation_chain.py --retriever)",
+             *identity_notes,
              f"evidence: {evidence_path} ({len(evidence)} answerable questions); matched after NFKC, accent, "
              "case, whitespace, punctuation and line-break-hyphenation normalisation" if evidence_path else
              "evidence: none given (--evidence FILE): only the oracle overlap is scored",

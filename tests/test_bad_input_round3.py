@@ -32,7 +32,8 @@ def one_error_line(result: subprocess.CompletedProcess) -> str:
 def test_budgets_that_are_not_a_list_in_a_study_yaml_are_one_line(tmp_path: Path, value: str) -> None:
     study = tmp_path / "study.yaml"
     study.write_text(f"budgets: {value}\n", encoding="utf-8")
-    with pytest.raises(StudyInputError, match=rf"`budgets:` in {study}: expected a list, got {value.title() if value == 'true' else value}; "
+    shown = "True" if value == "true" else value
+    with pytest.raises(StudyInputError, match=rf"`budgets:` in {study}: expected a list, got {shown}; "
                                               r"write e.g. budgets: \[500, 1000, 2000\]"):
         StudyConfig.resolve(config_file=str(study), profile="lite", strategies="newline")
 
