@@ -116,4 +116,4 @@ def test_an_oracle_that_only_says_no_answer_is_one_line(tmp_path: Path) -> None:
                             timeout=300)
     line = one_error_line(result)
     assert f"{qa / 'Oracle.csv'}: no oracle answer to score the run against" in line
-    assert "left out 2 with the unanswerable oracle" in line and "--evidence FILE" in line
+    assert "2 of its 2 rows are the unanswerable phrase" in line and "--evidence FILE" in line
