@@ -72,6 +72,9 @@ def add_dataset_args(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--oracle", help=f"Oracle.csv {what} (column oracle; default: Oracle.csv beside the "
                                          "questions file)")
     parser.add_argument("--format", choices=("csv", "json"), default="csv", help="which Dataset files to read")
+    parser.add_argument("--allow-mixed-configurations", action="store_true",
+                        help="score Dataset files written by different configurations (see run_identity.json), "
+                             "with a warning")
     parser.add_argument("--allow-partial", action="store_true",
                         help="use only the questions every strategy answered instead of failing")
 

@@ -134,8 +134,8 @@ def check_compared(folder: str | Path, strategies: Sequence[str], file_of, allow
                    f"{'it' if len(changed) == 1 else 'them'} (edited, or copied in from another run): "
                    "configuration unknown")
         if not allow:
-            raise StudyInputError(f"{folder}: {message}; re-run evaluation_chain.py --retrieval-only into this "
-                                  f"folder, or pass {ALLOW_FLAG} to compare anyway")
+            raise StudyInputError(f"{folder}: {message}; re-run evaluation_chain.py into its own --output-dir, or "
+                                  f"pass {ALLOW_FLAG} to compare anyway")
         logger.warning("%s: %s", folder, message)
         notes.append(message)
     if len({identity_key(run) for run in known.values()}) > 1:

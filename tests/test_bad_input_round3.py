@@ -117,3 +117,12 @@ def test_an_oracle_that_only_says_no_answer_is_one_line(tmp_path: Path) -> None:
     line = one_error_line(result)
     assert f"{qa / 'Oracle.csv'}: no oracle answer to score the run against" in line
     assert "2 of its 2 rows are the unanswerable phrase" in line and "--evidence FILE" in line
+
+
+def test_embedding_batch_size_is_a_flag() -> None:
+    import evaluation_chain
+
+    args = vars(evaluation_chain.build_parser().parse_args(["--embedding-batch-size", "64", "--strategies", "newline"]))
+    for key in ("verbose", "set_params", "paragraph_mode", "sweep", "evidence"):
+        args.pop(key)
+    assert StudyConfig.resolve(**args).embedding_batch_size == 64

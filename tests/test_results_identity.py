@@ -132,3 +132,27 @@ def test_a_listed_strategys_deleted_file_is_named(runs, tmp_path, capsys) -> Non
     assert score(out) == 2
     line = error_line(capsys)
     assert "config.json lists fixed-size but retrieval_fixed-size.csv is missing" in line
+
+
+def test_dataset_files_of_two_configurations_are_not_scored_together(tmp_path: Path) -> None:
+    """Answer runs: two Dataset files, each recorded by the run that wrote it (different LLMs)."""
+    from Postprocessing import common
+    from ragstudy import registry, runidentity
+    from ragstudy.config import StudyConfig
+    from ragstudy.errors import StudyInputError
+    from ragstudy.results import DatasetRow, write_dataset
+
+    questions_path = tmp_path / "Questions.csv"
+    questions_path.write_text("questions\n" + "\n".join(QUESTIONS) + "\n", encoding="utf-8")
+    local = StudyConfig.resolve(profile="lite", strategies="newline,fixed-size")
+    served = StudyConfig.resolve(profile="lite", strategies="newline,fixed-size", llm_servers=("http://h:1",),
+                                 llm_server_model="served-llm")
+    for strategy, config in (("newline", local), ("fixed-size", served)):
+        rows = [DatasetRow(i, q, f"risposta {i}", ("contesto",), None, strategy) for i, q in enumerate(QUESTIONS)]
+        paths = write_dataset(rows, tmp_path, registry.get(strategy).dataset_name)
+        runidentity.record(tmp_path, config, QUESTIONS, strategy, paths)
+    with pytest.raises(StudyInputError, match="written by different configurations") as caught:
+        common.load_all_answers(tmp_path, QUESTIONS, questions_path)
+    assert "LLM served-llm" in str(caught.value) and "DatasetNewLine.csv: retriever dense" in str(caught.value)
+    answers = common.load_all_answers(tmp_path, QUESTIONS, questions_path, allow_mixed=True)
+    assert sorted(a.strategy for a in answers) == ["fixed-size", "newline"]
