@@ -65,6 +65,10 @@ def build(results_dir: Path, generated: str | None = None, oracle: str | None = 
 def run(args: argparse.Namespace) -> int:
     results_dir = Path(args.results_dir)
     out = Path(args.out) if args.out else results_dir / "report.html"
+    from ragstudy import results, runidentity
+
+    runidentity.check_compared(results_dir, results.ranked_strategies(results_dir),  # one configuration per page
+                               lambda s: results.retrieval_path(results_dir, s), args.allow_mixed_configurations)
     html_text, md_text, built = build(results_dir, oracle=args.oracle)
     out.parent.mkdir(parents=True, exist_ok=True)
     common.atomic_write_text(out, html_text)
@@ -107,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--width", type=int, default=1280, help="screenshot width in pixels (default 1280)")
     parser.add_argument("--height", type=int, default=None,
                         help="screenshot height in pixels (default: the whole page)")
+    parser.add_argument("--allow-mixed-configurations", action="store_true",
+                        help="report a folder whose retrieval files were written by different configurations "
+                             "(see run_identity.json), with a warning")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return parser
 

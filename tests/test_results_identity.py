@@ -95,6 +95,10 @@ def test_scoring_refuses_files_of_two_configurations_unless_asked(runs, tmp_path
     line = error_line(capsys)
     assert "written by different configurations" in line and "retrieval_newline.csv: retriever bm25," in line
     assert "retrieval_fixed-size.csv: retriever bm25-parents" in line and "--allow-mixed-configurations" in line
+    from Postprocessing import report
+
+    assert report.main(["--results-dir", str(out)]) == 2  # the report refuses the same folder
+    assert "written by different configurations" in error_line(capsys)
     assert score(out, "--allow-mixed-configurations") == 0
     assert "MIXED CONFIGURATIONS" in (out / "retrieval_summary.md").read_text()
 
