@@ -136,8 +136,10 @@ def run_point(pdfs: list[tuple[Path, int]], questions: int, args: argparse.Names
             raise SystemExit(f"the run failed: {(root / 'stderr').read_text()[-2000:]}")
         embedded = sum(int(line.split("|")[4]) for line in (root / "stdout").read_text().splitlines()
                        if line.startswith("| ") and line.split("|")[4].strip().isdigit())
-    return Point(axis, len(pdfs), sum(p for _, p in pdfs), questions, wall, usage.ru_utime + usage.ru_stime,
-                 usage.ru_maxrss / 1024, embedded, load)
+    point = Point(axis, len(pdfs), sum(p for _, p in pdfs), questions, wall, usage.ru_utime + usage.ru_stime,
+                  usage.ru_maxrss / 1024, embedded, load)
+    print(f"point: {json.dumps(asdict(point))}", file=sys.stderr, flush=True)  # a long benchmark keeps its points
+    return point
 
 
 def exponent(xs: list[float], ys: list[float]) -> float:

@@ -22,9 +22,11 @@ ROOTS = (
     (REPO / "tools", ("make_sample_corpus", "sample_corpus"), SCRIPTS),  # run as `python tools/x.py`
 )
 # The core's building blocks a strategy folder may import (chunk records, parameters, the registry, text rules, the
-# text layer, sentence splitting, errors, file helpers): never the pipeline, retrieval, config, results or models.
+# text layer, sentence splitting, errors, file helpers, verified cache files): never the pipeline, retrieval,
+# config, results or models.
 LEAF_CORE = frozenset({"ragstudy", "ragstudy.chunks", "ragstudy.params", "ragstudy.registry", "ragstudy.textnorm",
-                       "ragstudy.textlayer", "ragstudy.errors", "ragstudy.io", "ragstudy.sentences"})
+                       "ragstudy.textlayer", "ragstudy.errors", "ragstudy.io", "ragstudy.sentences",
+                       "ragstudy.cachefile"})
 
 
 @dataclass(frozen=True)
