@@ -109,20 +109,19 @@ def test_an_oracle_that_only_says_no_answer_is_one_line(tmp_path: Path) -> None:
                                    encoding="utf-8")
     out = tmp_path / "out"
     run = chain("--retrieval-only", "--retriever", "bm25", "--strategies", "newline,fixed-size", "--documents",
-                docs, "--questions", qa / "Questions.csv", "--output-dir", out)
+                docs, "--questions", qa / "Questions.csv", "--output-dir", out, "--db-dir", tmp_path / "db")
     assert run.returncode == 0, run.stderr[-3000:]
     result = subprocess.run([sys.executable, str(REPO_ROOT / "Postprocessing" / "retrieval_eval.py"),
                              "--results-dir", str(out), "--no-plot"], cwd=REPO_ROOT, capture_output=True, text=True,
                             timeout=300)
     line = one_error_line(result)
     assert f"{qa / 'Oracle.csv'}: no oracle answer to score the run against" in line
-    assert "2 of its 2 rows are the unanswerable phrase" in line and "--evidence FILE" in line
+    assert "left out 2 with the unanswerable oracle" in line and "--evidence FILE" in line
 
 
 def test_embedding_batch_size_is_a_flag() -> None:
     import evaluation_chain
+    from ragstudy.config import config_from_args
 
-    args = vars(evaluation_chain.build_parser().parse_args(["--embedding-batch-size", "64", "--strategies", "newline"]))
-    for key in ("verbose", "set_params", "paragraph_mode", "sweep", "evidence"):
-        args.pop(key)
-    assert StudyConfig.resolve(**args).embedding_batch_size == 64
+    args = evaluation_chain.build_parser().parse_args(["--embedding-batch-size", "64", "--strategies", "newline"])
+    assert config_from_args(args).embedding_batch_size == 64
