@@ -37,7 +37,8 @@ def run(args: argparse.Namespace) -> answer_scoring.MetricsResult:
     if len(reference.texts) != len(oracle):
         raise DataError(f"{reference.path} has {len(reference.texts)} rows but {args.oracle} has {len(oracle)}: "
                         "re-create it with --clean")
-    answers = common.load_all_answers(results_dir, questions, Path(args.questions), args.format)
+    answers = common.load_all_answers(results_dir, questions, Path(args.questions), args.format,
+                                      args.allow_mixed_configurations)
     indices = common.common_question_indices(answers, len(questions), allow_partial=args.allow_partial)
     groups = tuple(g.strip() for g in args.metrics.split(",") if g.strip())
     answer_scoring.selected_scorers(groups)  # unknown names fail before any model loads

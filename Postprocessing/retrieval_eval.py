@@ -137,8 +137,9 @@ def settings() -> tuple[Setting, ...]:
                 "verdict shows only the best strategy per budget)", metavar="STRATEGY",
                 default_doc=DEFAULT_REFERENCE),
         Setting("verdict_metric", "the metric the verdict ranks and compares by (with the hit rate, the verdict on "
-                f"{budget_metrics.HIT_CONTIGUOUS} follows it)",
-                choices=lambda: budget_metrics.names(compared_only=True), default=budget_metrics.HIT),
+                f"{budget_metrics.HIT_CONTIGUOUS} follows it)", choices=lambda: budget_metrics.names(compared_only=True),
+                default=budget_metrics.HIT),
+        cli.ALLOW_MIXED,
         *cli.BOOTSTRAP,
     )
 
@@ -180,6 +181,14 @@ def run(args: argparse.Namespace) -> dict:
         raise DataError(f"--reference {args.reference}: not a strategy of this evaluation (strategies: "
                         f"{', '.join(strategies)}); pass one of them")
     questions, questions_path = results.run_questions(results_dir, args.questions, args.allow_questions_mismatch)
+    from ragstudy import runidentity
+
+    runidentity.check_rankings(results_dir, {s: results.read_retrieval(results.retrieval_path(results_dir, s))
+                                             for s in strategies}, len(questions) if questions else None,
+                               run_config.get("strategies") if args.strategies is None else None)
+    identity_notes = runidentity.check_compared(results_dir, strategies,
+                                                lambda s: results.retrieval_path(results_dir, s),
+                                                args.allow_mixed_configurations)
     evidence_path = default_evidence(run_config) if args.evidence is None else Path(args.evidence)
     found = results.run_oracle(results_dir, args.oracle)  # --oracle, else Oracle.csv beside the run's questions
     oracle, oracle_path = found if found is not None else (None, None)
@@ -212,6 +221,7 @@ def run(args: argparse.Namespace) -> dict:
              for metric in verdict_metrics(verdict_metric, has_evidence)]
     k = {name: p.get("k") for name, p in (run_config.get("strategy_params") or {}).items() if name in strategies}
     notes = [f"retriever: {run_config.get('retriever', 'dense')} (evaluation_chain.py --retriever)",
+             *identity_notes,
              f"evidence: {evidence_path} ({len(evidence)} answerable questions); matched after NFKC, accent, "
              "case, whitespace, punctuation and line-break-hyphenation normalisation" if evidence_path else
              "evidence: none given (--evidence FILE): only the oracle overlap is scored",

@@ -23,10 +23,10 @@ ROOTS = (
 )
 # The core's building blocks a strategy folder may import (chunk records, parameters, the registry and the plug-in
 # discovery it shares with the other families, text rules, the text layer, sentence splitting, errors, file
-# helpers): never the pipeline, retrieval, config, results, models or the plug-in families themselves.
+# helpers, verified cache files): never the pipeline, retrieval, config, results, models or the plug-in families.
 LEAF_CORE = frozenset({"ragstudy", "ragstudy.chunks", "ragstudy.params", "ragstudy.registry", "ragstudy.plugins",
                        "ragstudy.textnorm", "ragstudy.textlayer", "ragstudy.errors", "ragstudy.io",
-                       "ragstudy.sentences"})
+                       "ragstudy.sentences", "ragstudy.cachefile"})
 
 
 @dataclass(frozen=True)
