@@ -12,7 +12,7 @@ ran (for the Spearman correlations between chunk metrics and answer metrics).
 
 Cross-strategy measures (coverage, boundaries, evidence overlap) use one reference text per PDF: the ground
 truth's body text (--groundtruth, default sample/groundtruth) or, for PDFs it does not describe, the shared
-PyMuPDF text layer. Writes chunk_quality.md / .csv (strategy x metric, mean [95% CI]) and per-item CSVs
+PyMuPDF text layer. Writes chunk_quality.md / .csv (strategy x metric, mean [CI at --confidence]) and per-item CSVs
 (chunk_quality_chunks.csv, chunk_quality_questions.csv, chunk_quality_hope.csv, chunk_quality_correlation.csv)
 plus chunk_quality_run.json into --out-dir (default: the results folder). HOPE's LLM calls go through the
 study's answer cache: a re-run regenerates nothing.
@@ -420,7 +420,7 @@ def summary_markdown(results_dir: Path, rows, strategies, correlations, answer_m
     return "\n".join(md)
 
 
-def write_tables(out_dir: Path, rows, report: str, chunk_frames, per_question, hope_items, correlations
+def write_tables(out_dir: Path, rows, report: str, chunk_frames, per_question, hope_items, correlations, ci
                  ) -> dict[str, Path]:
     """Write every table atomically; returns the paths written."""
     import pandas as pd
@@ -429,7 +429,7 @@ def write_tables(out_dir: Path, rows, report: str, chunk_frames, per_question, h
 
     written = {"summary_csv": out_dir / "chunk_quality.csv", "summary_md": out_dir / "chunk_quality.md",
                "chunks_csv": out_dir / "chunk_quality_chunks.csv", "run_json": out_dir / "chunk_quality_run.json"}
-    common.atomic_write_csv(written["summary_csv"], to_frame(rows))
+    common.atomic_write_csv(written["summary_csv"], to_frame(rows).assign(**ci.columns()))  # how its CIs were made
     common.atomic_write_text(written["summary_md"], report)
     common.atomic_write_csv(written["chunks_csv"], pd.concat(chunk_frames, ignore_index=True))
     optional = {"questions_csv": ("chunk_quality_questions.csv", per_question if len(per_question) else None),
@@ -475,7 +475,7 @@ def run(args: argparse.Namespace) -> dict:
 
     report = summary_markdown(results_dir, rows, strategies, correlations, answer_metrics, notes,
                               args.correlate_with)
-    written = write_tables(out_dir, rows, report, chunk_frames, per_question, hope_items, correlations)
+    written = write_tables(out_dir, rows, report, chunk_frames, per_question, hope_items, correlations, ci)
     seconds = time.perf_counter() - started
     info = {"results_dir": str(results_dir), "strategies": strategies, "groundtruth": str(groundtruth_dir),
             "evidence": args.evidence, "boundary_tolerance": args.boundary_tolerance,

@@ -253,7 +253,7 @@ def survey_tests(survey: Survey) -> SurveyTests:
     pairwise = pd.DataFrame(rows, columns=["strategy_a", "strategy_b", "count_a", "count_b", "n", "share_a",
                                            "p_sign"])
     if len(pairwise):
-        pairwise["p_sign_holm"] = holm(pairwise["p_sign"].tolist())
+        pairwise["p_holm"] = holm(pairwise["p_sign"].tolist())
     # Fleiss' kappa over questions that every rater answered (subjects), categories incl. "none".
     per_q: dict[str, list[str]] = {}
     for ch in survey.choices:
@@ -294,7 +294,7 @@ def markdown_summary(survey: Survey, overall: pd.DataFrame, tests: SurveyTests, 
     for _, r in tests.pairwise.iterrows():
         lines.append(f"- {display(r['strategy_a'])} vs {display(r['strategy_b'])}: {int(r['count_a'])} vs "
                      f"{int(r['count_b'])} choices, share {r['share_a']:.1%} for {display(r['strategy_a'])}, exact "
-                     f"sign test {format_p(r['p_sign'])} (Holm {format_p(r['p_sign_holm'])}).")
+                     f"sign test {format_p(r['p_sign'])} (Holm {format_p(r['p_holm'])}).")
     kappa = "undefined" if pd.isna(tests.kappa) else f"{tests.kappa:.3f}"
     lines.append(f"- Inter-rater agreement, Fleiss' κ = {kappa} over {tests.kappa_questions} questions answered by "
                  f"all {tests.kappa_raters} raters (categories: strategies and \"{NONE_DISPLAY}\").")

@@ -84,7 +84,7 @@ def make_full_results(folder: Path, n_questions: int = 4) -> Path:
         for j, m in enumerate(ANSWER_METRICS):
             mean = 0.1234567 + 0.05 * s + 0.01 * j
             summary.append({"strategy": name, "strategy_display": name, "metric": m, "n": n_questions,
-                            "mean": mean, "ci_low": mean - 0.0312345, "ci_high": mean + 0.0287654})
+                            "mean": mean, "ci_low": mean - 0.0312345, "ci_high": mean + 0.0287654, **CI})
     _write_csv(folder / "metrics_per_question.csv", per_q)
     _write_csv(folder / "metrics_summary.csv", summary)
     paired = []
@@ -93,7 +93,7 @@ def make_full_results(folder: Path, n_questions: int = 4) -> Path:
         for m in ANSWER_METRICS:
             paired.append({"strategy_a": a, "strategy_b": b, "metric": m, "n": n_questions, "mean_diff": diff,
                            "ci_low": diff - 0.022, "ci_high": diff + 0.022, "p_wilcoxon": p / 3,
-                           "p_bootstrap": p / 2, "p_wilcoxon_holm": p})
+                           "p_bootstrap": p / 2, "p_holm": p, **CI})
     _write_csv(folder / "metrics_paired.csv", paired)
     retrieval = []
     for s, name in enumerate(names):
@@ -130,7 +130,7 @@ def make_full_results(folder: Path, n_questions: int = 4) -> Path:
                                              "share_without_none": math.nan}])
     _write_csv(survey / "survey_pairwise_tests.csv", [
         {"strategy_a": registered[0], "strategy_b": registered[1], "count_a": 20, "count_b": 15, "n": 35,
-         "share_a": 20 / 35, "p_sign": 0.5, "p_sign_holm": 0.5}])
+         "share_a": 20 / 35, "p_sign": 0.5, "p_holm": 0.5}])
     (survey / "survey_summary.md").write_text("# Human preference survey\n- 3 raters\n", encoding="utf-8")
     sweep = []
     for s, name in enumerate(names):
@@ -279,13 +279,13 @@ def test_paired_numbers_and_sentences(full_report_reused: tuple[Path, str, str])
     h = {name: i for i, name in enumerate(table["headers"])}
     assert len(table["rows"]) == len(paired)
     for row, (_, r) in zip(table["rows"], paired.iterrows(), strict=True):
-        diff = row[h["A − B [95 % CI]"]]
+        diff = row[h["A − B [90 % CI]"]]  # the level the fixture records (CI)
         assert (_value(diff), _value(diff, "data-ci-low"), _value(diff, "data-ci-high")) == (
             r["mean_diff"], r["ci_low"], r["ci_high"])
         assert _value(row[h["p (Wilcoxon)"]]) == r["p_wilcoxon"]
-        assert _value(row[h["p (Holm)"]]) == r["p_wilcoxon_holm"]
+        assert _value(row[h["p (Holm)"]]) == r["p_holm"]
         words = row[h["in words"]]["text"]
-        assert ("no significant difference" in words) == (r["p_wilcoxon_holm"] >= 0.05)
+        assert ("no significant difference" in words) == (r["p_holm"] >= 0.05)
 
 
 def test_other_sections_numbers_equal_their_files(full_report_reused: tuple[Path, str, str]) -> None:
@@ -334,7 +334,7 @@ def test_other_sections_numbers_equal_their_files(full_report_reused: tuple[Path
     h = {name: i for i, name in enumerate(table["headers"])}
     for row, (_, r) in zip(table["rows"], rp.iterrows(), strict=True):
         assert row[h["budget"]]["text"] == r["budget"]
-        assert [_value(row[h["A − B [95 % CI]"]], k) for k in ("data-value", "data-ci-low", "data-ci-high")] == [
+        assert [_value(row[h["A − B [90 % CI]"]], k) for k in ("data-value", "data-ci-low", "data-ci-high")] == [
             r["mean_diff"], r["ci_low"], r["ci_high"]]
         assert (_value(row[h["p (Wilcoxon)"]]), _value(row[h["p (Holm)"]])) == (r["p_wilcoxon"], r["p_holm"])
     survey = next(t for t in parsed.section_tables("survey") if t["headers"][0] == "choice")

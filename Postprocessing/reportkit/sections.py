@@ -19,6 +19,7 @@ from Postprocessing.reportkit.blocks import (Block, Bullets, Cell, Details, Figu
                                              estimate, num, pvalue)
 from Postprocessing.reportkit.inputs import Inputs, Strategies, require_columns
 from ragstudy import results
+from ragstudy.stats import ci_label, recorded_confidence
 
 ALPHA = 0.05
 EXAMPLE_CHARS = 300
@@ -28,6 +29,15 @@ VERSION_KEYS = ("git_commit", "code_version", "commit", "git", "version")
 
 def _cmd(script: str, results_dir: Path, extra: str = "") -> str:
     return f"python3 {script} --results-dir {results_dir}{extra}"
+
+
+def ci_text(frame: pd.DataFrame, table: str) -> str:
+    """'90 % CI': the confidence level `table` records (labels are never assumed); an error naming the file when
+    it records none or several."""
+    try:
+        return f"{ci_label(recorded_confidence(frame, table))} CI"
+    except ValueError as exc:
+        raise DataError(str(exc)) from exc
 
 
 def strategy_cell(name: str, styles: Strategies) -> Cell:
@@ -214,7 +224,7 @@ def paired_sentence(metric: str, a: str, b: str, diff: float, low: float, high: 
 
 
 def paired_table(frame: pd.DataFrame, styles: Strategies, p_col: str, p_holm_col: str, table_id: str,
-                 lead: Sequence[str] = ()) -> Table:
+                 lead: Sequence[str] = (), ci: str = "CI") -> Table:
     rows = []
     for _, r in frame.iterrows():
         a, b, metric = str(r["strategy_a"]), str(r["strategy_b"]), str(r["metric"])
@@ -224,7 +234,7 @@ def paired_table(frame: pd.DataFrame, styles: Strategies, p_col: str, p_holm_col
                      pvalue(r[p_col]), pvalue(r[p_holm_col]),
                      paired_sentence(metric, styles.display(a), styles.display(b), r["mean_diff"], r["ci_low"],
                                      r["ci_high"], r[p_holm_col], d)])
-    return Table([*lead, "metric", "A", "B", "n", "A − B [95 % CI]", "p (Wilcoxon)", "p (Holm)", "in words"],
+    return Table([*lead, "metric", "A", "B", "n", f"A − B [{ci}]", "p (Wilcoxon)", "p (Holm)", "in words"],
                  rows, "l" * len(lead) + "lllrrrrl", table_id=table_id, filterable=len(rows) > 12,
                  filter_column=len(lead))
 
@@ -254,7 +264,8 @@ def retrieval_section(inp: Inputs, styles: Strategies) -> Section:
         metrics = list(dict.fromkeys(summary["metric"]))
         main = "hit" if "hit" in metrics else metrics[0]
         s.blocks.append(Figure(figures.budget_curve(summary, main, styles),
-                               f"{main} against the context budget (mean over questions, 95 % CI band)."))
+                               f"{main} against the context budget (mean over questions, "
+                               f"{ci_text(summary, results.RETRIEVAL_SUMMARY.name)} band)."))
         budgets = sorted(set(summary["budget"]), key=lambda b: (not b.isdigit(), int(b) if b.isdigit() else 0))
         rows = []
         for budget in budgets:
@@ -267,7 +278,7 @@ def retrieval_section(inp: Inputs, styles: Strategies) -> Section:
                                   _digits(m)) if m in by_metric else Cell("–")
                          for m in metrics]
                 rows.append([budget, strategy_cell(name, styles), num(int(part["n"].max()), 0), *cells])
-        s.blocks.append(Heading("Per budget (mean [95 % CI])"))
+        s.blocks.append(Heading(f"Per budget (mean [{ci_text(summary, results.RETRIEVAL_SUMMARY.name)}])"))
         s.blocks.append(Table(["budget", "strategy", "n", *metrics], rows, "llr" + "r" * len(metrics),
                               table_id="retrieval-table"))
     else:
@@ -290,7 +301,8 @@ def retrieval_section(inp: Inputs, styles: Strategies) -> Section:
         s.blocks.append(Heading("Paired differences (A − B on the same questions; Holm over the pairs of each "
                                 "budget and metric)"))
         s.blocks += significant_summary(paired, styles, "p_holm", "budget")
-        s.blocks.append(paired_table(paired, styles, "p_wilcoxon", "p_holm", "retrieval-paired", lead=("budget",)))
+        s.blocks.append(paired_table(paired, styles, "p_wilcoxon", "p_holm", "retrieval-paired", lead=("budget",),
+                                     ci=ci_text(paired, results.RETRIEVAL_PAIRED.name)))
     return s
 
 
@@ -306,7 +318,8 @@ def answers_section(inp: Inputs, styles: Strategies) -> Section:
     require_columns(summary, ["strategy", "metric", "n", "mean", "ci_low", "ci_high"], "metrics_summary.csv")
     names = styles.ordered(summary["strategy"])
     s.blocks.append(Figure(figures.dot_whisker(summary, styles),
-                           "Every answer metric per strategy: mean over questions with its 95 % bootstrap CI."))
+                           "Every answer metric per strategy: mean over questions with its "
+                           f"{ci_text(summary, results.METRICS_SUMMARY.name).replace(' CI', ' bootstrap CI')}."))
     rows = []
     for metric in dict.fromkeys(summary["metric"]):
         part = summary[summary["metric"] == metric].set_index("strategy")
@@ -318,11 +331,12 @@ def answers_section(inp: Inputs, styles: Strategies) -> Section:
     paired = inp.metrics_paired
     if paired is not None and len(paired):
         require_columns(paired, ["strategy_a", "strategy_b", "metric", "mean_diff", "ci_low", "ci_high",
-                                 "p_wilcoxon", "p_wilcoxon_holm"], "metrics_paired.csv")
+                                 "p_wilcoxon", "p_holm"], "metrics_paired.csv")
         s.blocks.append(Heading("Paired comparisons (A − B on the same questions; Holm over the pairs of each "
                                 "metric)"))
-        s.blocks += significant_summary(paired, styles, "p_wilcoxon_holm")
-        s.blocks.append(paired_table(paired, styles, "p_wilcoxon", "p_wilcoxon_holm", "answers-paired"))
+        s.blocks += significant_summary(paired, styles, "p_holm")
+        s.blocks.append(paired_table(paired, styles, "p_wilcoxon", "p_holm", "answers-paired",
+                                     ci=ci_text(paired, results.METRICS_PAIRED.name)))
     return s
 
 
@@ -393,7 +407,7 @@ def survey_section(inp: Inputs, styles: Strategies) -> Section:
         for _, r in pairwise.iterrows():
             rows.append([strategy_cell(str(r["strategy_a"]), styles), strategy_cell(str(r["strategy_b"]), styles),
                          num(r.get("count_a"), 0), num(r.get("count_b"), 0), num(r.get("share_a"), 3),
-                         pvalue(r.get("p_sign", math.nan)), pvalue(r.get("p_sign_holm", math.nan))])
+                         pvalue(r.get("p_sign", math.nan)), pvalue(r.get("p_holm", math.nan))])
         s.blocks.append(Heading("Pairwise sign tests"))
         s.blocks.append(Table(["A", "B", "A chosen", "B chosen", "share A", "p (sign)", "p (Holm)"], rows,
                               "llrrrrr"))
