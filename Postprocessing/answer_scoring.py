@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from Postprocessing import common, metric_catalogue
-from ragstudy import stats
+from ragstudy import results, stats
 from Postprocessing.answer_metrics import MetricsConfig, clean_text, write_cleaned_oracle
 from Postprocessing.common import DataError
 from Postprocessing.formatting import format_estimate, format_p, markdown_table
@@ -23,11 +23,6 @@ from ragstudy.results import Dataset
 
 logger = logging.getLogger(__name__)
 
-PER_QUESTION_NAME = "metrics_per_question.csv"
-SUMMARY_NAME = "metrics_summary.csv"
-PAIRED_NAME = "metrics_paired.csv"
-SUMMARY_MD_NAME = "metrics_summary.md"
-RUN_NAME = "metrics_run.json"
 PAIRED_COLUMNS = ["strategy_a", "strategy_b", "metric", "n", "mean_diff", "ci_low", "ci_high", "p_wilcoxon",
                   "p_bootstrap", stats.HOLM_COLUMN, *stats.CI_COLUMNS]
 
@@ -239,9 +234,9 @@ def _paired_section(paired: pd.DataFrame, pct: str) -> list[str]:
 def write_outputs(out_dir: Path, result: MetricsResult, report: str, run_info: dict[str, Any],
                   config: MetricsConfig) -> None:
     """The five metrics files, each written atomically; `run_info` plus the settings go to metrics_run.json."""
-    common.atomic_write_csv(out_dir / PER_QUESTION_NAME, result.per_question)
-    common.atomic_write_csv(out_dir / SUMMARY_NAME, result.summary)
-    common.atomic_write_csv(out_dir / PAIRED_NAME, result.paired)
-    atomic_write_text(out_dir / SUMMARY_MD_NAME, report)
+    results.write_table(out_dir, results.METRICS_PER_QUESTION, result.per_question)
+    results.write_table(out_dir, results.METRICS_SUMMARY, result.summary)
+    results.write_table(out_dir, results.METRICS_PAIRED, result.paired)
+    atomic_write_text(results.METRICS_SUMMARY_MD.path(out_dir), report)
     info = {**run_info, "corpus_bleu_signature": result.corpus_bleu_signature, **asdict(config)}
-    atomic_write_text(out_dir / RUN_NAME, json.dumps(info, indent=2, ensure_ascii=False))
+    atomic_write_text(results.METRICS_RUN.path(out_dir), json.dumps(info, indent=2, ensure_ascii=False))

@@ -426,20 +426,21 @@ def write_tables(out_dir: Path, rows, report: str, chunk_frames, per_question, h
     import pandas as pd
 
     from Postprocessing.chunkeval.tables import to_frame
+    from ragstudy import results
 
-    written = {"summary_csv": out_dir / "chunk_quality.csv", "summary_md": out_dir / "chunk_quality.md",
-               "chunks_csv": out_dir / "chunk_quality_chunks.csv", "run_json": out_dir / "chunk_quality_run.json"}
-    common.atomic_write_csv(written["summary_csv"], to_frame(rows).assign(**ci.columns()))  # how its CIs were made
+    written = {"summary_csv": results.write_table(out_dir, results.CHUNK_QUALITY,
+                                                  to_frame(rows).assign(**ci.columns())),  # how its CIs were made
+               "summary_md": results.CHUNK_QUALITY_MD.path(out_dir), "run_json": results.CHUNK_QUALITY_RUN.path(out_dir),
+               "chunks_csv": results.write_table(out_dir, results.CHUNK_QUALITY_CHUNKS,
+                                                 pd.concat(chunk_frames, ignore_index=True))}
     common.atomic_write_text(written["summary_md"], report)
-    common.atomic_write_csv(written["chunks_csv"], pd.concat(chunk_frames, ignore_index=True))
-    optional = {"questions_csv": ("chunk_quality_questions.csv", per_question if len(per_question) else None),
-                "hope_csv": ("chunk_quality_hope.csv", hope_items),
-                "correlation_csv": ("chunk_quality_correlation.csv",
+    optional = {"questions_csv": (results.CHUNK_QUALITY_QUESTIONS, per_question if len(per_question) else None),
+                "hope_csv": (results.CHUNK_QUALITY_HOPE, hope_items),
+                "correlation_csv": (results.CHUNK_QUALITY_CORRELATION,
                                     pd.DataFrame([asdict(c) for c in correlations]) if correlations else None)}
-    for key, (name, frame) in optional.items():
+    for key, (table, frame) in optional.items():
         if frame is not None:
-            written[key] = out_dir / name
-            common.atomic_write_csv(written[key], frame)
+            written[key] = results.write_table(out_dir, table, frame)
     return written
 
 

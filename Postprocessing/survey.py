@@ -16,7 +16,7 @@ import pandas as pd
 
 from Postprocessing import common, stats
 from ragstudy.results import normalize_ws
-from ragstudy.stats import holm
+from ragstudy.stats import HOLM_COLUMN, holm
 from Postprocessing.common import DataError
 from Postprocessing.formatting import format_p, markdown_table
 from Postprocessing.review import NONE_LABEL, TEMPLATE_NAME, AnswerKey, KeyRow, question_id
@@ -29,7 +29,6 @@ NONE_COLOR = "#BBBBBB"  # strategies' colours come from their registrations, so 
 RATER_HEADERS = {"valutatore", "rater", "user", "utente"}
 IGNORED_HEADERS = {"timestamp", "informazioni cronologiche", "indirizzo email", "email", "email address"}
 _OPTION_RE = re.compile(r"^opzione\s*(\d+)$")
-SUMMARY_NAME = "survey_summary.md"
 
 
 @dataclass(frozen=True)
@@ -252,8 +251,7 @@ def survey_tests(survey: Survey) -> SurveyTests:
                      "share_a": counts[a] / n if n else float("nan"), "p_sign": stats.sign_test_p(counts[a], n)})
     pairwise = pd.DataFrame(rows, columns=["strategy_a", "strategy_b", "count_a", "count_b", "n", "share_a",
                                            "p_sign"])
-    if len(pairwise):
-        pairwise["p_holm"] = holm(pairwise["p_sign"].tolist())
+    pairwise[HOLM_COLUMN] = holm(pairwise["p_sign"].tolist()) if len(pairwise) else []
     # Fleiss' kappa over questions that every rater answered (subjects), categories incl. "none".
     per_q: dict[str, list[str]] = {}
     for ch in survey.choices:
@@ -310,8 +308,11 @@ def markdown_summary(survey: Survey, overall: pd.DataFrame, tests: SurveyTests, 
 
 def write_tables(out_dir: Path, survey: Survey, overall: pd.DataFrame, tests: SurveyTests) -> None:
     """The survey's CSV tables (counts overall / per question / per rater, every choice, pairwise tests)."""
-    common.atomic_write_csv(out_dir / "survey_counts_overall.csv", overall)
-    common.atomic_write_csv(out_dir / "survey_counts_per_question.csv", counts_frame(survey, "question_id"))
-    common.atomic_write_csv(out_dir / "survey_counts_per_rater.csv", counts_frame(survey, "rater"))
-    common.atomic_write_csv(out_dir / "survey_choices.csv", pd.DataFrame([c.__dict__ for c in survey.choices]))
-    common.atomic_write_csv(out_dir / "survey_pairwise_tests.csv", tests.pairwise)
+    from ragstudy import results
+
+    results.write_table(out_dir, results.SURVEY_OVERALL, overall)
+    results.write_table(out_dir, results.SURVEY_PER_QUESTION, counts_frame(survey, "question_id"))
+    results.write_table(out_dir, results.SURVEY_PER_RATER, counts_frame(survey, "rater"))
+    results.write_table(out_dir, results.SURVEY_CHOICES, pd.DataFrame([c.__dict__ for c in survey.choices],
+                                                                      columns=list(results.SURVEY_CHOICES.columns)))
+    results.write_table(out_dir, results.SURVEY_PAIRWISE, tests.pairwise)

@@ -573,35 +573,75 @@ _RETRIEVAL_EVAL = "python3 Postprocessing/retrieval_eval.py --results-dir RESULT
 _METRICS = "python3 Postprocessing/evaluation_metrics.py --results-dir RESULTS"
 _SWEEP = "python3 evaluation_chain.py --sweep SWEEP.yaml --output-dir RESULTS"
 _SURVEY = "python3 Postprocessing/interview_analysis.py --results-dir RESULTS"
+_CHUNK_QUALITY = "python3 Postprocessing/chunk_quality.py --results-dir RESULTS"
+# a table's columns: every column it always has, in order; tables whose further columns depend on the run (one
+# per metric, budget or survey category) say which in a comment, and keep those after the declared ones
+_SUMMARY = ("n", "mean", "ci_low", "ci_high", *CI_COLUMNS)  # a mean and its CI, and how the CI was made
+_PAIRED = ("n", "mean_diff", "ci_low", "ci_high", "p_wilcoxon")
 
 RETRIEVAL_PER_QUESTION = Table("retrieval_per_question.csv", (
     "strategy", "budget", "question_index", *budget_metrics.columns(), "parents"), _RETRIEVAL_EVAL, ("budget",))
-RETRIEVAL_SUMMARY = Table("retrieval_summary.csv", (
-    "strategy", "strategy_display", "budget", "metric", "n", "mean", "ci_low", "ci_high", *CI_COLUMNS),
-    _RETRIEVAL_EVAL, ("budget",))
+RETRIEVAL_SUMMARY = Table("retrieval_summary.csv", ("strategy", "strategy_display", "budget", "metric", *_SUMMARY),
+                          _RETRIEVAL_EVAL, ("budget",))
 RETRIEVAL_PAIRED = Table("retrieval_paired.csv", (
-    "budget", "metric", "strategy_a", "strategy_b", "n", "mean_diff", "ci_low", "ci_high", "p_wilcoxon", HOLM_COLUMN,
-    *CI_COLUMNS), _RETRIEVAL_EVAL, ("budget",))
+    "budget", "metric", "strategy_a", "strategy_b", *_PAIRED, HOLM_COLUMN, *CI_COLUMNS), _RETRIEVAL_EVAL, ("budget",))
 RETRIEVAL_VERDICT = Table("retrieval_verdict.csv", (
     "metric", "unit", "reference", "alpha", "confidence", "budget", "role", "strategy", "strategy_display", "n",
-    "value", "ci_low", "ci_high", "p_holm", "significant", "n_min", "n_max"), _RETRIEVAL_EVAL,
+    "value", "ci_low", "ci_high", HOLM_COLUMN, "significant", "n_min", "n_max"), _RETRIEVAL_EVAL,
     ("budget", "reference", "strategy", "strategy_display"))  # ragstudy.budget_eval.Verdict.to_frame/from_frame
 SWEEP_FIXED_COLUMNS = ("config", "strategy", "params", "chunks", "chars_mean", "chars_cv", "index_seconds",
-                       "embedded", "reused")  # then retriever (sweeps since --retriever), <metric>@<budget>
+                       "embedded", "reused", "retriever")  # then <metric>@<budget>
 SWEEP_SUMMARY = Table("sweep_summary.csv", SWEEP_FIXED_COLUMNS, _SWEEP)
 SWEEP_BEST = Table("sweep_best.csv", ("metric", "budget", "config", "strategy", "params", "value"), _SWEEP,
                    ("budget",))
-METRICS_SUMMARY = Table("metrics_summary.csv", ("strategy", "metric"), _METRICS)
-METRICS_PAIRED = Table("metrics_paired.csv", ("metric", "strategy_a", "strategy_b"), _METRICS)
-METRICS_PER_QUESTION = Table("metrics_per_question.csv", ("strategy", "question_index"), _METRICS)
-CHUNK_QUALITY = Table("chunk_quality.csv", ("strategy", "metric"),
-                      "python3 Postprocessing/chunk_quality.py --results-dir RESULTS")
-SURVEY_OVERALL = Table("survey_counts_overall.csv", (), _SURVEY, subdir="survey")
-SURVEY_PAIRWISE = Table("survey_pairwise_tests.csv", (), _SURVEY, subdir="survey")
+METRICS_SUMMARY = Table("metrics_summary.csv", ("strategy", "strategy_display", "metric", *_SUMMARY), _METRICS)
+METRICS_PAIRED = Table("metrics_paired.csv", ("strategy_a", "strategy_b", "metric", *_PAIRED, "p_bootstrap",
+                                              HOLM_COLUMN, *CI_COLUMNS), _METRICS)
+METRICS_PER_QUESTION = Table("metrics_per_question.csv", ("strategy", "strategy_display", "question_index"),
+                             _METRICS)  # then one column per answer metric
+CHUNK_QUALITY = Table("chunk_quality.csv", ("strategy", "group", "metric", "n", "mean", "ci_low", "ci_high",
+                                            "failures", "note", *CI_COLUMNS), _CHUNK_QUALITY)
+CHUNK_QUALITY_CHUNKS = Table("chunk_quality_chunks.csv", ("strategy",), _CHUNK_QUALITY)  # then one per chunk fact
+CHUNK_QUALITY_QUESTIONS = Table("chunk_quality_questions.csv", ("strategy",), _CHUNK_QUALITY)  # then per metric
+CHUNK_QUALITY_HOPE = Table("chunk_quality_hope.csv", ("strategy",), _CHUNK_QUALITY)  # then one per HOPE item fact
+CHUNK_QUALITY_CORRELATION = Table("chunk_quality_correlation.csv", ("chunk_metric", "answer_metric", "n", "rho",
+                                                                    "p"), _CHUNK_QUALITY)
+SURVEY_OVERALL = Table("survey_counts_overall.csv", ("category", "count", "share_all", "share_without_none"),
+                       _SURVEY, subdir="survey")
+SURVEY_PER_QUESTION = Table("survey_counts_per_question.csv", ("question_id",), _SURVEY,
+                            subdir="survey")  # then one column per category
+SURVEY_PER_RATER = Table("survey_counts_per_rater.csv", ("rater",), _SURVEY, subdir="survey")  # then per category
+SURVEY_CHOICES = Table("survey_choices.csv", ("rater", "question_id", "question_index", "category", "cell"),
+                       _SURVEY, subdir="survey")
+SURVEY_PAIRWISE = Table("survey_pairwise_tests.csv", ("strategy_a", "strategy_b", "count_a", "count_b", "n",
+                                                      "share_a", "p_sign", HOLM_COLUMN), _SURVEY, subdir="survey")
 
 TABLES = {t.name: t for t in (RETRIEVAL_PER_QUESTION, RETRIEVAL_SUMMARY, RETRIEVAL_PAIRED, RETRIEVAL_VERDICT,
                               SWEEP_SUMMARY, SWEEP_BEST, METRICS_SUMMARY, METRICS_PAIRED, METRICS_PER_QUESTION,
-                              CHUNK_QUALITY, SURVEY_OVERALL, SURVEY_PAIRWISE)}
+                              CHUNK_QUALITY, CHUNK_QUALITY_CHUNKS, CHUNK_QUALITY_QUESTIONS, CHUNK_QUALITY_HOPE,
+                              CHUNK_QUALITY_CORRELATION, SURVEY_OVERALL, SURVEY_PER_QUESTION, SURVEY_PER_RATER,
+                              SURVEY_CHOICES, SURVEY_PAIRWISE)}
+
+
+@dataclass(frozen=True)
+class Output:
+    """A results file that is not a table (a Markdown summary, a run record): its name and who writes it."""
+
+    name: str
+    writer: str
+
+    def path(self, folder: str | Path) -> Path:
+        return Path(folder) / self.name
+
+
+RETRIEVAL_SUMMARY_MD = Output("retrieval_summary.md", _RETRIEVAL_EVAL)
+METRICS_SUMMARY_MD = Output("metrics_summary.md", _METRICS)
+METRICS_RUN = Output("metrics_run.json", _METRICS)
+CHUNK_QUALITY_MD = Output("chunk_quality.md", _CHUNK_QUALITY)
+CHUNK_QUALITY_RUN = Output("chunk_quality_run.json", _CHUNK_QUALITY)
+SURVEY_SUMMARY_MD = Output("survey_summary.md", _SURVEY)
+OUTPUTS = {o.name: o for o in (RETRIEVAL_SUMMARY_MD, METRICS_SUMMARY_MD, METRICS_RUN, CHUNK_QUALITY_MD,
+                               CHUNK_QUALITY_RUN, SURVEY_SUMMARY_MD)}
 
 
 def write_table(folder: str | Path, table: Table, frame) -> Path:

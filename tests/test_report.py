@@ -120,7 +120,7 @@ def make_full_results(folder: Path, n_questions: int = 4) -> Path:
                 "ci_low": 0.5, "ci_high": 0.7, "failures": 0, "note": ""},
                {"strategy": name, "group": "hope", "metric": "concept_unity", "n": 8, "mean": 0.7, "ci_low": 0.6,
                 "ci_high": 0.8, "failures": 2, "note": ""}]
-    _write_csv(folder / "chunk_quality.csv", cq)
+    _write_csv(folder / "chunk_quality.csv", [{**row, **CI} for row in cq])
     survey = folder / "survey"
     survey.mkdir()
     displays = [registry.get(n).display_name for n in registered]
@@ -138,7 +138,7 @@ def make_full_results(folder: Path, n_questions: int = 4) -> Path:
             sweep.append({"config": f"{name}-{c}", "strategy": name,
                           "params": json.dumps({"chunk_size": 400 * (c + 1)}),
                           "chunks": 100 - 10 * c, "chars_mean": 380.0 * (c + 1), "chars_cv": 0.3, "index_seconds": 1.5,
-                          "embedded": 10, "reused": 0, "hit@500": 0.3 + 0.1 * c + 0.01 * s,
+                          "embedded": 10, "reused": 0, "retriever": "dense", "hit@500": 0.3 + 0.1 * c + 0.01 * s,
                           "span_recall@1000": 0.5 + 0.05 * c, "mrr@2000": 0.4})
     _write_csv(folder / "sweep_summary.csv", sweep)
     _write_csv(folder / "sweep_best.csv", [

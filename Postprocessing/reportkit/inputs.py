@@ -69,13 +69,6 @@ def read_config(results_dir: Path) -> dict[str, Any] | None:
     return dict(record.raw) if record.path is not None else None
 
 
-def require_columns(frame: pd.DataFrame, columns: Iterable[str], what: str) -> None:
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise common.DataError(f"{what} has no column(s) {missing} (columns: {list(frame.columns)}); is it from an "
-                               "older version of the script that writes it? Re-run that script")
-
-
 def read_chunks(results_dir: Path) -> dict[str, pd.DataFrame]:
     """``chunks_<strategy>.csv`` files (ragstudy.results.read_chunk_rows), keyed by strategy name, with a
     ``chars`` column (length of ``contents``)."""
@@ -130,7 +123,8 @@ def load(results_dir: Path, oracle: str | Path | None = None) -> Inputs:
                                "or pass --results-dir")
     config = read_config(d)
     survey_dir = d / results.SURVEY_OVERALL.subdir
-    summary_md = next((p for p in (d / "survey_summary.md", survey_dir / "survey_summary.md") if p.is_file()), None)
+    summary_md = next((p for p in (results.SURVEY_SUMMARY_MD.path(d), results.SURVEY_SUMMARY_MD.path(survey_dir))
+                       if p.is_file()), None)
     return Inputs(
         results_dir=d, config=config, chunks=read_chunks(d), datasets=read_datasets(d),
         metrics_summary=results.read_table(d, results.METRICS_SUMMARY),

@@ -17,7 +17,7 @@ from Postprocessing.common import DataError
 from Postprocessing.reportkit import figures
 from Postprocessing.reportkit.blocks import (Block, Bullets, Cell, Details, Figure, Heading, Note, Section, Table, Text,
                                              estimate, num, pvalue)
-from Postprocessing.reportkit.inputs import Inputs, Strategies, require_columns
+from Postprocessing.reportkit.inputs import Inputs, Strategies
 from ragstudy import results
 from ragstudy.stats import ci_label, recorded_confidence
 
@@ -259,8 +259,6 @@ def retrieval_section(inp: Inputs, styles: Strategies) -> Section:
     s = Section("retrieval", "Retrieval")
     summary, paired = inp.retrieval_summary, inp.retrieval_paired
     if summary is not None and len(summary):
-        require_columns(summary, ["strategy", "budget", "metric", "n", "mean", "ci_low", "ci_high"],
-                        "retrieval_summary.csv")
         metrics = list(dict.fromkeys(summary["metric"]))
         main = "hit" if "hit" in metrics else metrics[0]
         s.blocks.append(Figure(figures.budget_curve(summary, main, styles),
@@ -296,8 +294,6 @@ def retrieval_section(inp: Inputs, styles: Strategies) -> Section:
                                  "k come from the chain's Dataset files through chunk_quality.py.",
                                  (_cmd("Postprocessing/chunk_quality.py", inp.results_dir),)))
     if paired is not None and len(paired):
-        require_columns(paired, ["budget", "metric", "strategy_a", "strategy_b", "mean_diff", "ci_low", "ci_high",
-                                 "p_wilcoxon", "p_holm"], "retrieval_paired.csv")
         s.blocks.append(Heading("Paired differences (A − B on the same questions; Holm over the pairs of each "
                                 "budget and metric)"))
         s.blocks += significant_summary(paired, styles, "p_holm", "budget")
@@ -315,7 +311,6 @@ def answers_section(inp: Inputs, styles: Strategies) -> Section:
         s.blocks.append(Note("No metrics_summary.csv: the answers have not been scored.",
                              (_cmd("Postprocessing/evaluation_metrics.py", inp.results_dir),)))
         return s
-    require_columns(summary, ["strategy", "metric", "n", "mean", "ci_low", "ci_high"], "metrics_summary.csv")
     names = styles.ordered(summary["strategy"])
     s.blocks.append(Figure(figures.dot_whisker(summary, styles),
                            "Every answer metric per strategy: mean over questions with its "
@@ -330,8 +325,6 @@ def answers_section(inp: Inputs, styles: Strategies) -> Section:
                           "l" + "r" * (len(names) + 1), table_id="answers-table"))
     paired = inp.metrics_paired
     if paired is not None and len(paired):
-        require_columns(paired, ["strategy_a", "strategy_b", "metric", "mean_diff", "ci_low", "ci_high",
-                                 "p_wilcoxon", "p_holm"], "metrics_paired.csv")
         s.blocks.append(Heading("Paired comparisons (A − B on the same questions; Holm over the pairs of each "
                                 "metric)"))
         s.blocks += significant_summary(paired, styles, "p_holm")
@@ -370,7 +363,6 @@ def chunk_quality_section(inp: Inputs, styles: Strategies) -> Section:
                                                              " --no-hope"),
                                                         _cmd("Postprocessing/chunk_quality.py", inp.results_dir))))
         return s
-    require_columns(cq, ["strategy", "group", "metric", "n", "mean", "ci_low", "ci_high"], "chunk_quality.csv")
     titles = {"intrinsic": "Intrinsic chunk statistics", "retrieval": "Retrieval from evidence, at each "
               "strategy's own k", "hope": "HOPE (failed = unparseable LLM output, left out of the mean)"}
     for group in dict.fromkeys(cq["group"]):
@@ -394,7 +386,6 @@ def survey_section(inp: Inputs, styles: Strategies) -> Section:
                                                             inp.results_dir),))
         s.blocks.append(Note(lead, (*cmds, _cmd("Postprocessing/interview_analysis.py", inp.results_dir))))
         return s
-    require_columns(overall, ["category", "count"], "survey_counts_overall.csv")
     cats = [str(c) for c in overall["category"]]
     s.blocks.append(Figure(figures.bars([styles.display(c) for c in cats], overall["count"].tolist(),
                                         [styles.color(c) for c in cats], "choices"),
@@ -412,7 +403,7 @@ def survey_section(inp: Inputs, styles: Strategies) -> Section:
         s.blocks.append(Table(["A", "B", "A chosen", "B chosen", "share A", "p (sign)", "p (Holm)"], rows,
                               "llrrrrr"))
     if inp.survey_summary:
-        s.blocks.append(Details("survey_summary.md", inp.survey_summary))
+        s.blocks.append(Details(results.SURVEY_SUMMARY_MD.name, inp.survey_summary))
     return s
 
 
@@ -424,7 +415,6 @@ def sweeps_section(inp: Inputs, styles: Strategies) -> Section:
                              (f"python3 evaluation_chain.py --retrieval-only --sweep SWEEP.yaml --output-dir "
                               f"{inp.results_dir}",)))
         return s
-    require_columns(summary, ["config", "strategy", "params", "chars_mean"], "sweep_summary.csv")
     metric_cols = [c for c in summary.columns if "@" in str(c)]
     if best is not None and len(best):
         rows = [[str(r["metric"]), str(r["budget"]), strategy_cell(str(r["strategy"]), styles), str(r["config"]),
@@ -472,7 +462,6 @@ def explorer_section(inp: Inputs, styles: Strategies) -> Section:
     metric_cols: list[str] = []
     scores: dict[tuple[str, int], Mapping[str, Any]] = {}
     if per_q is not None and len(per_q):
-        require_columns(per_q, ["strategy", "question_index"], "metrics_per_question.csv")
         skip = {"strategy", "strategy_display", "question_index", "question", "answer", "oracle", "reference"}
         metric_cols = [c for c in per_q.columns if c not in skip and pd.api.types.is_numeric_dtype(per_q[c])]
         scores = {(str(r["strategy"]), int(r["question_index"])): r for _, r in per_q.iterrows()}
