@@ -29,7 +29,9 @@ def hit_rate_figure(summary: pd.DataFrame, frame: pd.DataFrame, strategies: Sequ
     from ragstudy.budget_metrics import HIT
     from ragstudy.stats import ci_label, recorded_confidence
 
-    ci = ci_label(recorded_confidence(summary, "retrieval_summary.csv"))
+    from ragstudy.results import RETRIEVAL_SUMMARY
+
+    ci = ci_label(recorded_confidence(summary, RETRIEVAL_SUMMARY.name))
     fig = go.Figure()
     hit = summary[summary["metric"] == HIT]
     budgets = sorted({int(b) for b in hit["budget"] if b.isdigit()})

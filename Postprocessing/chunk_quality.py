@@ -30,6 +30,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from Postprocessing import cli, common
+from Postprocessing.answer_metrics import BERTSCORE, METEOR, ROUGE_KEYS
 from Postprocessing.common import DataError
 from ragstudy import registry
 from ragstudy.budget_metrics import CONTEXT_CHARS, SPAN_METRICS
@@ -39,7 +40,7 @@ logger = logging.getLogger("Postprocessing.chunk_quality")
 
 DEFAULT_GROUNDTRUTH = REPO_ROOT / "sample" / "groundtruth"
 DEFAULT_EVIDENCE = REPO_ROOT / "sample" / "evidence.json"
-DEFAULT_CORRELATE = ("ROUGE-L", "METEOR", "BERTScore F1")
+DEFAULT_CORRELATE = (ROUGE_KEYS["rougeL"], METEOR, BERTSCORE[2])  # ROUGE-L, METEOR, BERTScore F1
 # the span metrics are the budget metrics' (ragstudy.budget_metrics), computed here on the chain's own contexts
 PER_QUESTION_CHUNK_METRICS = ("hit_at_1", "hit_at_k", *SPAN_METRICS,
                               "retrieved_chars_mean", "retrieved_boundary_quality", "retrieved_noise_share")
@@ -163,9 +164,9 @@ def study_config(results_dir: Path, profile: str | None):
     """The study config HOPE and token counts use: the run's (config.json, via ragstudy.results), or `profile`'s
     defaults when there is no config.json or `--profile` names another profile."""
     from ragstudy.config import StudyConfig
-    from ragstudy.results import read_config
+    from ragstudy.results import CONFIG_NAME, read_config
 
-    record = read_config(results_dir) if (Path(results_dir) / "config.json").is_file() else None
+    record = read_config(results_dir) if (Path(results_dir) / CONFIG_NAME).is_file() else None
     if record is not None and record.config is not None and profile in (None, record.config.profile.name):
         return record.config
     name = profile or (record.raw.get("profile") if record else None)
@@ -366,7 +367,9 @@ def correlation_section(args: argparse.Namespace, results_dir: Path, per_questio
 
     from Postprocessing.chunkeval.tables import spearman_table
 
-    metrics_file = Path(args.metrics_per_question or results_dir / "metrics_per_question.csv")
+    from ragstudy.results import METRICS_PER_QUESTION
+
+    metrics_file = Path(args.metrics_per_question or METRICS_PER_QUESTION.path(results_dir))
     if not len(per_question):
         return [], []
     if not metrics_file.is_file():

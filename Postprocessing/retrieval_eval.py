@@ -155,7 +155,8 @@ def run(args: argparse.Namespace) -> dict:
     started = time.perf_counter()
     results_dir = Path(args.results_dir)
     out_dir = Path(args.out_dir or results_dir)
-    run_config = common.read_run_config(results_dir)
+    run = results.open_run(results_dir)  # config.json is read once, here
+    run_config = run.raw
     ranked_for = validate_budgets(list(run_config.get("budgets") or DEFAULT_BUDGETS),
                                   str(results_dir / results.CONFIG_NAME))
     budgets = validate_budgets(args.budgets, "--budgets") if args.budgets else ranked_for
@@ -166,16 +167,16 @@ def run(args: argparse.Namespace) -> dict:
     unit = run_config.get("budget_unit", "chars")
     measure = run_measure(run_config, results_dir)
     strategies = (list(registry.parse_strategies(args.strategies)) if args.strategies is not None  # '' is an error
-                  else results.ranked_strategies(results_dir))
+                  else run.ranked_strategies())
     if not strategies:
         raise DataError(f"no retrieval_<strategy>.csv in {results_dir}: run `python3 evaluation_chain.py "
                         f"--retrieval-only --output-dir {results_dir}` first")
     if args.reference is not None and args.reference not in strategies:
         raise DataError(f"--reference {args.reference}: not a strategy of this evaluation (strategies: "
                         f"{', '.join(strategies)}); pass one of them")
-    questions, questions_path = results.run_questions(results_dir, args.questions, args.allow_questions_mismatch)
+    questions, questions_path = run.questions(args.questions, args.allow_questions_mismatch)
     evidence_path = default_evidence(run_config) if args.evidence is None else Path(args.evidence)
-    found = results.run_oracle(results_dir, args.oracle)  # --oracle, else Oracle.csv beside the run's questions
+    found = run.oracle(args.oracle)  # --oracle, else Oracle.csv beside the run's questions
     oracle, oracle_path = found if found is not None else (None, None)
     if evidence_path is None and oracle_path is None:
         raise DataError(f"nothing to score {results_dir} against: pass --evidence FILE, or --oracle FILE (or put "
@@ -212,7 +213,7 @@ def run(args: argparse.Namespace) -> dict:
                "paired": results.write_table(out_dir, results.RETRIEVAL_PAIRED, paired),
                "verdict": results.write_table(out_dir, results.RETRIEVAL_VERDICT,
                                               pd.concat([box.to_frame() for box in boxes], ignore_index=True)),
-               "summary_md": out_dir / "retrieval_summary.md"}
+               "summary_md": results.RETRIEVAL_SUMMARY_MD.path(out_dir)}
     if not args.no_plot and has_evidence:
         from Postprocessing.budget_plots import hit_rate_figure, write_plots
 

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from ragstudy.budget_metrics import HIT
+
 RETRIEVERS = ("dense", "dense-parents", "bm25", "bm25-parents", "hybrid")
 
 
@@ -36,7 +38,7 @@ def evaluate_run(results_dir: Path, evidence: dict) -> pd.DataFrame:
 
 def tables(frame: pd.DataFrame) -> str:
     numeric = frame[frame["budget"] != "k"].astype({"budget": int})
-    means = numeric.groupby(["strategy", "retriever", "budget"])["hit"].mean().unstack("budget")
+    means = numeric.groupby(["strategy", "retriever", "budget"])[HIT].mean().unstack("budget")
     order = {name: i for i, name in enumerate(RETRIEVERS)}
     means = means.sort_index(key=lambda idx: idx.map(order) if idx.name == "retriever" else idx)
     best = means.groupby(level="retriever").max().sort_index(key=lambda idx: idx.map(order))

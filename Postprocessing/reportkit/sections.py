@@ -19,6 +19,7 @@ from Postprocessing.reportkit.blocks import (Block, Bullets, Cell, Details, Figu
                                              estimate, num, pvalue)
 from Postprocessing.reportkit.inputs import Inputs, Strategies
 from ragstudy import results
+from ragstudy.budget_metrics import CONTEXT_CHARS, HIT
 from ragstudy.stats import ci_label, recorded_confidence
 
 ALPHA = 0.05
@@ -46,9 +47,7 @@ def strategy_cell(name: str, styles: Strategies) -> Cell:
 
 def _digits(metric: str) -> int:
     """Decimals the metric catalogue gives ``metric`` (BLEU's 0–100 scale: 2; lengths: 1)."""
-    if metric == "context_chars":
-        return 1
-    return metric_catalogue.decimals(str(metric))
+    return metric_catalogue.decimals(str(metric))  # the budget metrics' too (context size: 1)
 
 
 def _compact(value: Any) -> str:
@@ -216,7 +215,7 @@ def paired_sentence(metric: str, a: str, b: str, diff: float, low: float, high: 
     excludes = low > 0 or high < 0
     if p_holm < ALPHA and excludes:
         higher, lower = (a, b) if diff > 0 else (b, a)
-        verb = "retrieves more characters than" if metric == "context_chars" else "scores higher than"
+        verb = "retrieves more characters than" if metric == CONTEXT_CHARS else "scores higher than"
         return f"{higher} {verb} {lower} in {metric} ({a} − {b} {est}, Holm {p})"
     caveat = ("; Holm p < 0.05 but the CI includes 0" if p_holm < ALPHA else
               "; the CI excludes 0 but Holm p ≥ 0.05" if excludes else "")
@@ -260,7 +259,7 @@ def retrieval_section(inp: Inputs, styles: Strategies) -> Section:
     summary, paired = inp.retrieval_summary, inp.retrieval_paired
     if summary is not None and len(summary):
         metrics = list(dict.fromkeys(summary["metric"]))
-        main = "hit" if "hit" in metrics else metrics[0]
+        main = HIT if HIT in metrics else metrics[0]
         s.blocks.append(Figure(figures.budget_curve(summary, main, styles),
                                f"{main} against the context budget (mean over questions, "
                                f"{ci_text(summary, results.RETRIEVAL_SUMMARY.name)} band)."))
@@ -478,7 +477,7 @@ def explorer_section(inp: Inputs, styles: Strategies) -> Section:
         question = a.get("question") if a else sc.get("question", "")
         rows.append([num(qi, 0), str(question or ""), oracle[qi] if qi < len(oracle) else "–",
                      strategy_cell(name, styles), str(a.get("answer", "–")) if a else "–",
-                     *(num(sc.get(c, math.nan), 2 if c.startswith("BLEU") else 3) for c in metric_cols),
+                     *(num(sc.get(c, math.nan), _digits(c)) for c in metric_cols),
                      _sources_text(a.get("sources") if a else None)])
     if inp.oracle:
         s.blocks.append(Text(f"Oracle answers from {inp.oracle[1]}. Click a column header to sort; type to filter."))
