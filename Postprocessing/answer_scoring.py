@@ -152,7 +152,7 @@ def paired_comparisons(per_question: pd.DataFrame, strategies: Sequence[str], me
     return pd.DataFrame(rows, columns=PAIRED_COLUMNS)
 
 
-def paired_sentence(row: pd.Series) -> str:
+def paired_line(row: pd.Series) -> str:
     """``paragraph vs fixed-size, BERTScore F1: +0.031 [0.012, 0.049], p=0.002``."""
     d = metric_catalogue.decimals(row["metric"])
     return (f"{row['strategy_a']} vs {row['strategy_b']}, {row['metric']}: "
@@ -226,7 +226,7 @@ def _paired_section(paired: pd.DataFrame, pct: str) -> list[str]:
         rows.append([metric, *cells])
     lines.append(markdown_table(headers, rows, "l" + "r" * len(pairs)))
     lines.append("In words:\n")
-    lines += [f"- {paired_sentence(r)}" for _, r in paired.iterrows()]
+    lines += [f"- {paired_line(r)}" for _, r in paired.iterrows()]
     lines.append("")
     return lines
 

@@ -433,7 +433,8 @@ def write_tables(out_dir: Path, rows, report: str, chunk_frames, per_question, h
 
     written = {"summary_csv": results.write_table(out_dir, results.CHUNK_QUALITY,
                                                   to_frame(rows).assign(**ci.columns())),  # how its CIs were made
-               "summary_md": results.CHUNK_QUALITY_MD.path(out_dir), "run_json": results.CHUNK_QUALITY_RUN.path(out_dir),
+               "summary_md": results.CHUNK_QUALITY_MD.path(out_dir),
+               "run_json": results.CHUNK_QUALITY_RUN.path(out_dir),
                "chunks_csv": results.write_table(out_dir, results.CHUNK_QUALITY_CHUNKS,
                                                  pd.concat(chunk_frames, ignore_index=True))}
     common.atomic_write_text(written["summary_md"], report)

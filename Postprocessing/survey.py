@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from Postprocessing import common, stats
+from Postprocessing import common, survey_stats
 from ragstudy.results import normalize_ws
 from ragstudy.stats import HOLM_COLUMN, holm
 from Postprocessing.common import DataError
@@ -231,7 +231,7 @@ def overall_table(survey: Survey) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class SurveyTests:
-    chi2: stats.ChiSquare | None
+    chi2: survey_stats.ChiSquare | None
     pairwise: pd.DataFrame
     kappa: float
     kappa_questions: int
@@ -242,13 +242,13 @@ def survey_tests(survey: Survey) -> SurveyTests:
     """Chi-square vs equal preference (strategies only), pairwise sign tests (Holm), Fleiss' kappa."""
     strategies = survey.categories[:-1]
     counts = {c: sum(1 for ch in survey.choices if ch.category == c) for c in survey.categories}
-    chi2 = stats.chisquare_equal([counts[s] for s in strategies]) if len(strategies) >= 2 and sum(
+    chi2 = survey_stats.chisquare_equal([counts[s] for s in strategies]) if len(strategies) >= 2 and sum(
         counts[s] for s in strategies) > 0 else None
     rows = []
     for a, b in combinations(strategies, 2):
         n = counts[a] + counts[b]
         rows.append({"strategy_a": a, "strategy_b": b, "count_a": counts[a], "count_b": counts[b], "n": n,
-                     "share_a": counts[a] / n if n else float("nan"), "p_sign": stats.sign_test_p(counts[a], n)})
+                     "share_a": counts[a] / n if n else float("nan"), "p_sign": survey_stats.sign_test_p(counts[a], n)})
     pairwise = pd.DataFrame(rows, columns=["strategy_a", "strategy_b", "count_a", "count_b", "n", "share_a",
                                            "p_sign"])
     pairwise[HOLM_COLUMN] = holm(pairwise["p_sign"].tolist()) if len(pairwise) else []
@@ -261,7 +261,7 @@ def survey_tests(survey: Survey) -> SurveyTests:
     kappa = float("nan")
     if n_raters >= 2 and complete:
         table = [[cats.count(c) for c in survey.categories] for cats in complete]
-        kappa = stats.fleiss_kappa(table)
+        kappa = survey_stats.fleiss_kappa(table)
     return SurveyTests(chi2, pairwise, kappa, len(complete), n_raters)
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from Postprocessing import report
 from Postprocessing.reportkit import browser, inputs
-from Postprocessing.reportkit.sections import paired_sentence
+from Postprocessing.reportkit.report_sections import paired_sentence
 from ragstudy import registry, results
 from ragstudy.budget_eval import Verdict, verdict
 

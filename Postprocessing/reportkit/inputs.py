@@ -63,12 +63,12 @@ class Strategies:
         return sorted(names, key=lambda n: (self.order(n), first[n]))
 
 
-def read_config(run: results.Run) -> dict[str, Any] | None:
+def run_settings(run: results.Run) -> dict[str, Any] | None:
     """``config.json`` as written by evaluation_chain.py (read once by the run handle), or None when absent."""
     return run.raw if run.record.path is not None else None
 
 
-def read_chunks(results_dir: Path) -> dict[str, pd.DataFrame]:
+def chunk_exports(results_dir: Path) -> dict[str, pd.DataFrame]:
     """``chunks_<strategy>.csv`` files (ragstudy.results.read_chunk_rows), keyed by strategy name, with a
     ``chars`` column (length of ``contents``)."""
     out: dict[str, pd.DataFrame] = {}
@@ -121,12 +121,12 @@ def load(results_dir: Path, oracle: str | Path | None = None) -> Inputs:
         raise common.DataError(f"results folder {d} not found; run evaluation_chain.py (--output-dir {d}) first, "
                                "or pass --results-dir")
     run = results.open_run(d)  # config.json is read once
-    config = read_config(run)
+    config = run_settings(run)
     survey_dir = d / results.SURVEY_OVERALL.subdir
     summary_md = next((p for p in (results.SURVEY_SUMMARY_MD.path(d), results.SURVEY_SUMMARY_MD.path(survey_dir))
                        if p.is_file()), None)
     return Inputs(
-        results_dir=d, config=config, chunks=read_chunks(d), datasets=read_datasets(run),
+        results_dir=d, config=config, chunks=chunk_exports(d), datasets=read_datasets(run),
         metrics_summary=run.table(results.METRICS_SUMMARY),
         metrics_paired=run.table(results.METRICS_PAIRED),
         metrics_per_question=run.table(results.METRICS_PER_QUESTION),
