@@ -110,9 +110,15 @@ def script_main(build_parser: BuildParser, run: Run) -> Callable[[Sequence[str] 
 
 def script_parser(description: str, settings: Iterable[Setting] = ()) -> argparse.ArgumentParser:
     """A script's parser built from its `settings` (-v/--verbose added when they lack it; run_script reads it)."""
-    settings = tuple(settings)
     formatter = argparse.RawDescriptionHelpFormatter if "\n" in description else argparse.HelpFormatter
     parser = argparse.ArgumentParser(description=description, formatter_class=formatter)
+    return add_script_arguments(parser, settings)
+
+
+def add_script_arguments(parser: argparse.ArgumentParser,
+                         settings: Iterable[Setting]) -> argparse.ArgumentParser:
+    """Add a script's `settings` (and -v/--verbose) to any parser, e.g. a subcommand's."""
+    settings = tuple(settings)
     add_arguments(parser, settings if VERBOSE in settings else (*settings, VERBOSE))
     return parser
 

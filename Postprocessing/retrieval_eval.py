@@ -137,8 +137,8 @@ def settings() -> tuple[Setting, ...]:
                 "verdict shows only the best strategy per budget)", metavar="STRATEGY",
                 default_doc=DEFAULT_REFERENCE),
         Setting("verdict_metric", "the metric the verdict ranks and compares by (with the hit rate, the verdict on "
-                f"{budget_metrics.HIT_CONTIGUOUS} follows it)", choices=lambda: budget_metrics.names(compared_only=True),
-                default=budget_metrics.HIT),
+                f"{budget_metrics.HIT_CONTIGUOUS} follows it)",
+                choices=lambda: budget_metrics.names(compared_only=True), default=budget_metrics.HIT),
         *cli.BOOTSTRAP,
     )
 
@@ -148,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> dict:
-    from ragstudy import registry, results
+    from ragstudy import registry, results, retrievers
     from ragstudy.budget_eval import (budget_labels, compare, evaluate_folder, run_measure, summarize,
                                       validate_budgets, verdict, verdict_metrics)
     from ragstudy.config import DEFAULT_BUDGETS
@@ -170,6 +170,10 @@ def run(args: argparse.Namespace) -> dict:
     measure = run_measure(run_config, results_dir)
     strategies = (list(registry.parse_strategies(args.strategies)) if args.strategies is not None  # '' is an error
                   else run.ranked_strategies())
+    folders = retrievers.result_folders(results_dir)
+    if not strategies and len(folders) > 1:
+        raise DataError(f"{results_dir} holds a run with several retrievers, one results folder each: pass one of "
+                        f"{', '.join(str(folder) for folder in folders.values())} as --results-dir")
     if not strategies:
         raise DataError(f"no retrieval_<strategy>.csv in {results_dir}: run `python3 evaluation_chain.py "
                         f"--retrieval-only --output-dir {results_dir}` first")
@@ -183,9 +187,15 @@ def run(args: argparse.Namespace) -> dict:
     if evidence_path is None and oracle_path is None:
         raise DataError(f"nothing to score {results_dir} against: pass --evidence FILE, or --oracle FILE (or put "
                         "Oracle.csv beside the run's questions file)")
-    if evidence_path is None and not overlap_rows:  # every oracle row says "no answer": nothing to score
-        raise DataError(f"{oracle_path}: no oracle answer to score the run against ({'; '.join(overlap_notes)}); "
-                        "pass --evidence FILE, or an oracle file whose rows hold answers")
+    if evidence_path is None:  # every oracle row says "no answer" (or has no content term): nothing to score
+        from ragstudy.lexical import ItalianAnalyzer
+        from ragstudy.oracle_overlap import oracle_terms
+
+        terms = oracle_terms(oracle, ItalianAnalyzer())
+        if not terms.terms:
+            raise DataError(f"{oracle_path}: no oracle answer to score the run against (left out "
+                            f"{len(terms.unanswerable)} with the unanswerable oracle, {len(terms.no_terms)} without "
+                            "content terms); pass --evidence FILE, or an oracle file whose rows hold answers")
     evidence = load_evidence_file(evidence_path, questions, questions_path) if evidence_path else {}
     frame, evaluations = evaluate_folder(results_dir, evidence, budgets, measure, strategies, oracle)
     if evidence_path and not frame[budget_metrics.HIT].notna().any():

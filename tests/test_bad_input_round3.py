@@ -108,7 +108,7 @@ def test_an_oracle_that_only_says_no_answer_is_one_line(tmp_path: Path) -> None:
                                    encoding="utf-8")
     out = tmp_path / "out"
     run = chain("--retrieval-only", "--retriever", "bm25", "--strategies", "newline,fixed-size", "--documents",
-                docs, "--questions", qa / "Questions.csv", "--output-dir", out)
+                docs, "--questions", qa / "Questions.csv", "--output-dir", out, "--db-dir", tmp_path / "db")
     assert run.returncode == 0, run.stderr[-3000:]
     result = subprocess.run([sys.executable, str(REPO_ROOT / "Postprocessing" / "retrieval_eval.py"),
                              "--results-dir", str(out), "--no-plot"], cwd=REPO_ROOT, capture_output=True, text=True,
