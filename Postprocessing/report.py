@@ -48,11 +48,11 @@ def code_version() -> str | None:
 def build(results_dir: Path, generated: str | None = None, oracle: str | None = None) -> tuple[str, str, list]:
     """The report as (html, markdown, sections) for the results folder ``results_dir`` (``oracle``: the oracle
     file; default: Oracle.csv beside the run's questions file)."""
-    from Postprocessing.reportkit import blocks, inputs, sections
+    from Postprocessing.reportkit import blocks, inputs, report_sections
 
     inp = inputs.load(results_dir, oracle)
     styles = inputs.Strategies.from_registry()
-    built = sections.build_sections(inp, styles)
+    built = report_sections.build_sections(inp, styles)
     profile = (inp.config or {}).get("profile")
     subtitle = f"Results folder {results_dir}" + (f" · profile {profile}" if profile else "")
     if generated is None:

@@ -233,3 +233,18 @@ def test_loading_a_strategy_folder_loads_only_the_cores_building_blocks() -> Non
             reached.add(target)
             todo.append(target)
     assert sorted(name for name in reached if modules[name].layer != STRATEGY and name not in LEAF_CORE) == []
+
+
+def test_no_two_modules_share_a_name():
+    """A module's file name says what it is, once: no two modules of the library and scripts share one (each
+    strategy folder's `strategy.py` is the plug-in convention; a benchmark script is named after what it
+    measures)."""
+    names: dict[str, list[str]] = {}
+    for module in _modules().values():
+        stem = module.path.stem
+        if stem == "__init__" or (module.layer == STRATEGY and stem == "strategy") or module.name.startswith(
+                "benchmarks."):
+            continue
+        names.setdefault(stem, []).append(module.name)
+    shared = {stem: found for stem, found in names.items() if len(found) > 1}
+    assert not shared, f"modules that share a name: {shared}"
