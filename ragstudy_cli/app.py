@@ -98,7 +98,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("report", "one self-contained page (report.html + report.md) from a results folder, the verdict first",
             "Postprocessing.report", "Postprocessing/report.py"),
     Command("make-qa", "draft questions, oracle answers and verbatim evidence from your own PDFs with an LLM, for "
-                       "review (docs/make-qa.md)", "ragstudy.qagen.cli", "tools/make_qa.py", own_main=True),
+                       "review (docs/make-qa.md)", "ragstudy.qagen.command", "tools/make_qa.py", own_main=True),
 )
 BY_NAME = {c.name: c for c in COMMANDS}
 
