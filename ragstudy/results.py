@@ -455,13 +455,16 @@ def stale_datasets(results_dir: Path, paths: Sequence[Path]) -> list[tuple[Path,
     readable config.json (e.g. the paper's own files) nothing can be told and nothing is returned."""
     from datetime import datetime
 
+    path = Path(results_dir) / CONFIG_NAME
+    if not path.is_file():
+        return []
+    raw = read_config(results_dir).raw  # a damaged config.json is an error naming it
+    date = raw.get("date")
     try:
-        raw = json.loads((Path(results_dir) / CONFIG_NAME).read_text(encoding="utf-8"))
-        started = datetime.fromisoformat(raw["date"]).timestamp() if raw.get("date") else None
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return []
-    if not isinstance(raw, dict):
-        return []
+        started = datetime.fromisoformat(date).timestamp() if isinstance(date, str) and date else None
+    except ValueError:
+        raise StudyInputError(f"{path}: date {date!r} is not an ISO date (evaluation_chain.py writes one); fix or "
+                              "delete the key") from None
     strategies = raw.get("strategies") if isinstance(raw.get("strategies"), list) else None
     by_file = {}
     for spec in registry.specs():
@@ -647,6 +650,9 @@ def read_chunk_rows(output_dir: Path, strategy: str) -> list[dict]:
             record["metadata"] = json.loads(record["metadata"])
         except json.JSONDecodeError as exc:
             raise StudyInputError(f"{csv_path} row {i + 2}: unreadable start_end_idx or metadata ({exc})") from None
+        if not isinstance(record["metadata"], dict) or len(record["start_end_idx"]) != 2:
+            raise StudyInputError(f"{csv_path} row {i + 2}: metadata must be a JSON object and start_end_idx a "
+                                  "[start, end] pair; not a chunk export of evaluation_chain.py")
         rows.append(record)
     return rows
 
@@ -738,7 +744,7 @@ def read_retrieval(path: str | Path) -> dict[int, list[RetrievedParent]]:
     for i, row in enumerate(frame.to_dict("records")):
         try:
             parent = RetrievedParent.from_dict(row)
-        except (TypeError, ValueError) as exc:
+        except ValueError as exc:  # every cell is read as text: a bad number is a ValueError
             raise StudyInputError(f"{path} row {i + 2}: {exc}") from exc
         result.setdefault(parent.question_index, []).append(parent)
     for question, parents in result.items():

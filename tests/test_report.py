@@ -67,7 +67,7 @@ def make_full_results(folder: Path, n_questions: int = 4) -> Path:
         _write_csv(folder / f"chunks_{name}.csv", [
             {"doc_id": f"{s}{i:04d}", "contents": f"Chunk {i} of {name}. " + "testo " * (n // 6),
              "path": "Documents/a.pdf", "start_end_idx": json.dumps([0, n]),
-             "metadata": json.dumps({"page_start": 1 + i % 3, "page_end": 2 + i % 3, "strategy": name})}
+             "metadata": json.dumps({"page_start": 1 + i % 3, "page_end": 1 + i % 3 + i % 2, "strategy": name})}
             for i, n in enumerate(lengths)])
         rows = []
         for qi, q in enumerate(questions):
@@ -381,6 +381,14 @@ def test_chunk_examples_are_median_and_longest(full_report_reused: tuple[Path, s
     longest = frame.iloc[lengths.argmax()]["contents"]
     assert mine[1][4]["text"] == " ".join(longest.split())[:300] + "…"
     assert _value(mine[0][2]) == lengths.iloc[(lengths - lengths.median()).abs().argmin()]
+    # the "from" column: file name and pages of the chunk's metadata (one page: p.N; several: p.N–M)
+    for shown, index in ((mine[0], (lengths - lengths.median()).abs().argmin()), (mine[1], lengths.argmax())):
+        meta = json.loads(frame.iloc[index]["metadata"])
+        pages = (f"p.{meta['page_start']}" if meta["page_start"] == meta["page_end"]
+                 else f"p.{meta['page_start']}–{meta['page_end']}")
+        assert shown[3]["text"] == f"{Path(frame.iloc[index]['path']).name} {pages}"
+    shown_pages = {r[3]["text"].split(" ", 1)[1] for r in examples["rows"]}
+    assert any("–" in p for p in shown_pages) and any("–" not in p for p in shown_pages)
 
 
 def test_empty_folder_notes_name_the_commands(tmp_path: Path) -> None:

@@ -61,7 +61,7 @@ def verdict_section(inp: Inputs, styles: Strategies) -> Section:
         return s
     try:
         verdict = Verdict.from_frame(inp.retrieval_verdict)
-    except (ValueError, TypeError) as exc:
+    except ValueError as exc:
         raise DataError(f"{inp.results_dir / 'retrieval_verdict.csv'}: not a verdict table as retrieval_eval.py "
                         f"writes it ({exc}); re-run `{_cmd('Postprocessing/retrieval_eval.py', inp.results_dir)}`"
                         ) from exc
@@ -152,13 +152,11 @@ def _example(frame: pd.DataFrame, row: pd.Series) -> str:
 
 
 def _where(row: pd.Series) -> str:
-    where = Path(str(row.get("path", ""))).name
-    try:
-        meta = json.loads(row.get("metadata") or "{}")
-    except (TypeError, json.JSONDecodeError):
-        meta = {}
-    if isinstance(meta, dict) and meta.get("page_start") is not None:
-        start, end = meta.get("page_start"), meta.get("page_end")
+    """The chunk's file and pages, from its metadata (decoded by ragstudy.results.read_chunk_rows)."""
+    where = Path(str(row["path"])).name
+    meta = row["metadata"]
+    start, end = meta.get("page_start"), meta.get("page_end")
+    if start is not None:
         where += f" p.{start}" + (f"–{end}" if end not in (None, start) else "")
     return where
 
