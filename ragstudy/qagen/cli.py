@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     llm.add_argument("--llm-server-model", help="model name the server(s) serve")
     llm.add_argument("--llm-timeout", type=float, metavar="SECONDS", help="seconds one request may take (default 600)")
     llm.add_argument("--concurrency", type=int, help="requests in flight through servers (default 4)")
+    llm.add_argument("--llm-engine", choices=["torch", "onnxruntime"],
+                     help="in-process LLM engine (default: as the study chooses: onnxruntime for the lite model when "
+                          "onnxruntime-genai is installed, else torch)")
     llm.add_argument("--threads", type=int, help="CPU threads for an in-process model")
     filters = parser.add_argument_group("filters (docs/make-qa.md)")
     filters.add_argument("--copy-threshold", type=float, default=DEFAULTS.copy_threshold,
@@ -90,6 +93,7 @@ def _generator(args: argparse.Namespace):
 
     flags = {"llm_servers": args.llm_servers, "llm_server_model": args.llm_server_model, "llm": args.llm,
              "llm_timeout": args.llm_timeout, "concurrency": args.concurrency, "threads": args.threads,
+             "llm_engine": args.llm_engine,
              "documents": args.documents}
     config = StudyConfig.resolve(profile=args.profile, strategies="newline",
                                  **{k: v for k, v in flags.items() if v is not None})
