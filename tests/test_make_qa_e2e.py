@@ -15,9 +15,10 @@ import pytest
 
 from conftest import REPO_ROOT
 from test_llm_server import smollm2_server  # noqa: F401  (the module-scoped `transformers serve` fixture)
-from test_make_qa import CIE, EUPL, ScriptedGenerator, error_lines
+from test_make_qa import CIE, EUPL, error_lines
 from test_servers_misbehave import COMPLETIONS, HANG, MODEL, MODELS_OK, FakeServer, completion
 from ragstudy.qagen.cli import NONE_KEPT, main
+from ragstudy.qagen.extractive import ExtractiveGenerator
 from ragstudy.results import read_questions
 
 
@@ -32,8 +33,8 @@ def docs(shared_pdfs: Path, tmp_path: Path) -> Path:
 
 @pytest.fixture
 def scripted_server():
-    """A real HTTP server whose chat completions are ScriptedGenerator's answers to the prompt sent."""
-    script = ScriptedGenerator()
+    """A real HTTP server whose chat completions are ExtractiveGenerator's answers to the prompt sent."""
+    script = ExtractiveGenerator()
     with FakeServer() as server:
         server.routes["GET /v1/models"] = MODELS_OK
         server.routes["POST /v1/chat/completions"] = lambda body: completion(
@@ -80,7 +81,7 @@ def test_a_server_that_answers_garbage_or_hangs_is_one_line(docs, tmp_path, caps
 
 
 def test_a_run_stopped_by_a_failing_server_resumes_without_regenerating(docs, tmp_path, capsys) -> None:
-    script = ScriptedGenerator()
+    script = ExtractiveGenerator()
     calls = {"n": 0}
 
     def flaky(body: bytes):
