@@ -15,7 +15,7 @@ import pytest
 
 from conftest import REPO_ROOT
 from test_llm_server import smollm2_server  # noqa: F401  (the module-scoped `transformers serve` fixture)
-from test_make_qa import CIE, EUPL, error_lines
+from test_make_qa import error_lines, two_pdfs  # noqa: F401  (the two-PDF folder fixture)
 from test_servers_misbehave import COMPLETIONS, HANG, MODEL, MODELS_OK, FakeServer, completion
 from ragstudy.qagen.cli import NONE_KEPT, main
 from ragstudy.qagen.extractive import ExtractiveGenerator
@@ -23,12 +23,8 @@ from ragstudy.results import read_questions
 
 
 @pytest.fixture
-def docs(shared_pdfs: Path, tmp_path: Path) -> Path:
-    folder = tmp_path / "docs"
-    folder.mkdir()
-    for name in (EUPL, CIE):
-        (folder / name).symlink_to(shared_pdfs / name)
-    return folder
+def docs(two_pdfs: Path) -> Path:
+    return two_pdfs
 
 
 @pytest.fixture
