@@ -102,7 +102,10 @@ def _generator(args: argparse.Namespace):
     if config.llm_servers:
         return generator, config.llm_server_model, "openai-chat-completions"
     import torch
+    import transformers  # quiet its per-load progress bars; ours (tqdm) remain
 
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
     torch.set_num_threads(config.resolved_threads())
     torch.manual_seed(0)
     return generator, model_label(config.profile.llm), f"in-process:{config.resolved_llm_engine()}"
