@@ -154,3 +154,38 @@ def test_a_retrieval_only_run_and_retrieval_eval_score_a_generated_set(docs, tmp
     per_question = pd.read_csv(results / "retrieval_per_question.csv")
     assert set(per_question["question_index"]) == set(range(8))
     assert per_question["hit"].notna().all() and per_question["hit"].max() == 1.0  # the evidence is found
+
+
+def test_one_ctrl_c_stops_the_script_and_the_rerun_resumes(docs, tmp_path, capsys) -> None:
+    import os
+
+    from conftest import assert_stopped_by_ctrl_c, ctrl_c_when
+
+    script = ExtractiveGenerator()
+
+    def answer(body: bytes):
+        if server.chats() > 3:
+            return HANG
+        return completion(script.generate_many([json.loads(body)["messages"][0]["content"]])[0])
+
+    cache = tmp_path / "cache"
+    args = ["--documents", str(docs), "--out", str(tmp_path / "qa"), "--n", "6", "--concurrency", "1",
+            "--llm-server", "URL", "--llm-server-model", "ctrl-c-model"]
+    with FakeServer() as server:
+        server.routes["GET /v1/models"] = (200, "application/json", json.dumps({"data": [{"id": "ctrl-c-model"}]}))
+        server.routes["POST /v1/chat/completions"] = answer
+        args[args.index("URL")] = server.url
+        process = subprocess.Popen([sys.executable, "tools/make_qa.py", *args], cwd=REPO_ROOT, text=True,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   env={**os.environ, "RAGSTUDY_CACHE": str(cache), "PYTHONPATH": str(REPO_ROOT)})
+        stderr, stopped = ctrl_c_when(process, lambda: server.chats() > 3)
+        assert_stopped_by_ctrl_c(process, stderr)
+        assert stopped < 10 and not (tmp_path / "qa" / "Questions.csv").exists()
+        server.routes["POST /v1/chat/completions"] = lambda body: completion(
+            script.generate_many([json.loads(body)["messages"][0]["content"]])[0])
+        os.environ["RAGSTUDY_CACHE"], previous = str(cache), os.environ["RAGSTUDY_CACHE"]
+        try:
+            assert main(args) == 0
+        finally:
+            os.environ["RAGSTUDY_CACHE"] = previous
+    assert ", 3 from the cache" in capsys.readouterr().out  # the three answers before Ctrl-C were kept
