@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 UNKNOWN = "mystery-chunker"  # in the files, not registered
 SECTION_IDS = ["verdict", "setup", "chunks", "retrieval", "answers", "chunk-quality", "survey", "sweeps", "questions"]
 ANSWER_METRICS = ["BLEU", "ROUGE-L", "METEOR", "BERTScore F1"]
+CI = {"confidence": 0.9, "n_resamples": 1000, "seed": 0}  # as every summary and paired table records them
 
 
 def strategy_names() -> list[str]:
@@ -100,11 +101,11 @@ def make_full_results(folder: Path, n_questions: int = 4) -> Path:
             for metric in ("hit", "span_recall", "mrr", "context_chars"):
                 mean = 300.0 * (b + 1) if metric == "context_chars" else 0.2 + 0.1 * b + 0.03 * s
                 retrieval.append({"strategy": name, "strategy_display": name, "budget": budget, "metric": metric,
-                                  "n": 45, "mean": mean, "ci_low": mean * 0.8, "ci_high": mean * 1.1})
+                                  "n": 45, "mean": mean, "ci_low": mean * 0.8, "ci_high": mean * 1.1, **CI})
     _write_csv(folder / "retrieval_summary.csv", retrieval)
     _write_csv(folder / "retrieval_paired.csv", [
         {"budget": budget, "metric": "hit", "strategy_a": names[0], "strategy_b": names[1], "n": 45,
-         "mean_diff": -0.03, "ci_low": -0.09, "ci_high": 0.03, "p_wilcoxon": 0.2, "p_holm": 0.4}
+         "mean_diff": -0.03, "ci_low": -0.09, "ci_high": 0.03, "p_wilcoxon": 0.2, "p_holm": 0.4, **CI}
         for budget in ["500", "1000", "k"]])
     box = verdict(results.read_table(folder, results.RETRIEVAL_SUMMARY),
                   results.read_table(folder, results.RETRIEVAL_PAIRED), reference=names[0])
