@@ -126,15 +126,7 @@ def make_qa(settings: QaSettings, generator, model: str, backend: str,
     wanted = settings.candidates if settings.candidates is not None else 2 * n
     if wanted < n:
         raise StudyInputError(f"--candidates {wanted} is smaller than --n {n}; pass --candidates {2 * n} or more")
-    from .sampling import eligible_passages
-
-    available = sum(eligible_passages(d).available() for d in documents)
-    if n > available:
-        sample_passages(documents, n, settings.seed, settings.span_share)  # raises the one-line error
-    if wanted > available:
-        logger.info("--candidates %d capped at the %d passages the documents offer", wanted, available)
-        wanted = available
-    sample = sample_passages(documents, wanted, settings.seed, settings.span_share)
+    sample = sample_passages(documents, wanted, settings.seed, settings.span_share, required=n)
     ident = identity(settings, documents, model, backend)
     out = settings.out
     check_output_folder(out, ident, settings.overwrite)
