@@ -175,6 +175,19 @@ def test_each_filter_drops_its_hand_written_candidate(docs, candidate_filter, ca
     assert checked.reasons == [reason], (case, checked.reasons)  # that filter alone
 
 
+@pytest.mark.parametrize("question, furniture", [
+    ("Qual è il titolo del capitolo che tratta le licenze?", True),
+    ("Quali voci compaiono nell'indice del manuale?", True),
+    ("Che cosa riporta il piè di pagina?", True),
+    ("Come si crea un indice analitico in LaTeX?", False),  # "indice" as content, not the document's TOC
+    ("Che cosa contiene l'intestazione del messaggio di protocollo?", False),  # a message header, not the page's
+])
+def test_furniture_questions_are_told_from_content_questions(question: str, furniture: bool) -> None:
+    from ragstudy.qagen.filters import _FURNITURE_QUESTION
+
+    assert bool(_FURNITURE_QUESTION.search(question)) is furniture
+
+
 def test_evidence_found_twice_in_the_documents_is_dropped(docs, candidate_filter) -> None:
     passage = _passage(docs, "licenze compatibili")
     checked = candidate_filter.check(_gen("Di quale licenza europea si parla nel passaggio?", "Della EUPL.",
