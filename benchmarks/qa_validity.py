@@ -76,7 +76,7 @@ def score_set(name: str, questions: Path, evidence: Path, args: argparse.Namespa
 def verdict_text(results: Path) -> str:
     text = (results / "retrieval_summary.md").read_text(encoding="utf-8")
     part = text.split("## Verdict", 1)[1]
-    return part.split("\n## ", 1)[0].strip()
+    return part.split("\n## ", 1)[0].split("\n### ", 1)[0].strip()  # the hit-rate verdict, not its variants
 
 
 def cell_means(results: Path) -> pd.Series:
