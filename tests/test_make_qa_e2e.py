@@ -17,7 +17,7 @@ from conftest import REPO_ROOT
 from test_llm_server import smollm2_server  # noqa: F401  (the module-scoped `transformers serve` fixture)
 from test_make_qa import error_lines, two_pdfs  # noqa: F401  (the two-PDF folder fixture)
 from test_servers_misbehave import COMPLETIONS, HANG, MODEL, MODELS_OK, FakeServer, completion
-from ragstudy.qagen.cli import NONE_KEPT, main
+from ragstudy.qagen.command import NONE_KEPT, main
 from ragstudy.qagen.extractive import ExtractiveGenerator
 from ragstudy.results import read_questions
 

@@ -117,7 +117,7 @@ def item_of(record: dict) -> outputs.Item:
 
 def make_qa(settings: QaSettings, generator, model: str, backend: str,
             documents: Sequence[PdfDocument] | None = None) -> QaResult:
-    """Run the job with `generator` (a ragstudy.generation CachingGeneratorBase: server or in-process)."""
+    """Run the job with `generator` (a ragstudy.llms CachingGeneratorBase: server or in-process)."""
     from tqdm.auto import tqdm
 
     documents = list(documents) if documents is not None else load_documents(settings.documents)

@@ -84,12 +84,8 @@ def _references(given: list[str] | None) -> list[tuple[Path, Path]] | None:
 def _generator(args: argparse.Namespace):
     """(generator, model name, backend) from the study's config resolution."""
     from ..config import StudyConfig
+    from ..llms import check_generator, make_generator
     from ..models import model_label
-
-    try:  # the LLM engines as a plug-in family (ragstudy.llms), where that has landed
-        from ..llms import check_generator, make_generator
-    except ImportError:
-        from ..models import check_generator, make_generator
 
     flags = {name: getattr(args, name) for name in STUDY_FLAGS if name != "profile"}
     flags["documents"] = flags["documents"] or DEFAULT_DOCUMENTS
