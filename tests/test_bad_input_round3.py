@@ -51,7 +51,7 @@ def test_llm_engine_with_llm_servers_is_not_recorded_as_used(caplog: pytest.LogC
         config = StudyConfig.resolve(profile="lite", strategies="newline", llm_engine="torch",
                                      llm_servers=("http://127.0.0.1:9",), llm_server_model="m")
     assert config.to_dict()["llm_engine"] is None
-    assert "--llm-engine is ignored: the LLM servers (--llm-servers) answer" in caplog.text
+    assert "--llm-engine is ignored: the LLM servers (--llm-server) answer" in caplog.text
     assert StudyConfig.resolve(profile="lite", strategies="newline", llm_engine="torch").to_dict()[
         "llm_engine"] == "torch"
 
