@@ -348,7 +348,8 @@ def hope_section(args: argparse.Namespace, config, exports, references, ci, note
         return [], None, None
     from Postprocessing.chunkeval import data
     from Postprocessing.chunkeval.hope import llms_from_generator
-    from ragstudy.models import make_embedding, make_generator
+    from ragstudy.embedders import make_embedding
+    from ragstudy.llms import make_generator
 
     settings = hope_settings(args)
     spec = args.hope_documents.strip()

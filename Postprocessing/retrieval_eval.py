@@ -148,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> dict:
-    from ragstudy import registry, results
+    from ragstudy import registry, results, retrievers
     from ragstudy.budget_eval import (budget_labels, compare, evaluate_folder, run_measure, summarize,
                                       validate_budgets, verdict, verdict_metrics)
     from ragstudy.config import DEFAULT_BUDGETS
@@ -169,6 +169,10 @@ def run(args: argparse.Namespace) -> dict:
     measure = run_measure(run_config, results_dir)
     strategies = (list(registry.parse_strategies(args.strategies)) if args.strategies is not None  # '' is an error
                   else results.ranked_strategies(results_dir))
+    folders = retrievers.result_folders(results_dir)
+    if not strategies and len(folders) > 1:
+        raise DataError(f"{results_dir} holds a run with several retrievers, one results folder each: pass one of "
+                        f"{', '.join(str(folder) for folder in folders.values())} as --results-dir")
     if not strategies:
         raise DataError(f"no retrieval_<strategy>.csv in {results_dir}: run `python3 evaluation_chain.py "
                         f"--retrieval-only --output-dir {results_dir}` first")

@@ -34,6 +34,9 @@ class Setting:
     `list_choices=False`: choices that need plug-ins imported (the strategies') are listed in the docs, not in
     --help (which imports none); a single value is still checked when the flag is given. A list setting with
     listed choices shows them as its metavar, ``{a,b}[,...]``.
+    `several`: the value may name several of the choices, comma-separated (one string, e.g. ``dense,bm25``); the
+    choices then document it (the metavar ``{a,b}[,...]``) and the config's validation checks each name, argparse
+    and the config file's choice check do not.
     """
 
     name: str
@@ -50,6 +53,7 @@ class Setting:
     metavar: str | None = None
     check: Callable[[Any], str | None] | None = None
     list_choices: bool = True
+    several: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -249,11 +253,11 @@ def add_arguments(parser: argparse.ArgumentParser, settings: Iterable[Setting], 
                 kwargs.update(action=CheckedValue, check=_checker(item))
             if item.type is not str and item.kind != "list":
                 kwargs["type"] = item.type
-            if item.choices is not None and item.kind == "value" and item.list_choices:
+            if item.choices is not None and item.kind == "value" and item.list_choices and not item.several:
                 kwargs["choices"] = _DeferredChoices(item.choices)
             if item.metavar:
                 kwargs["metavar"] = item.metavar
-            elif item.kind == "list" and item.choices is not None and item.list_choices:
+            elif (item.kind == "list" or item.several) and item.choices is not None and item.list_choices:
                 kwargs["metavar"] = "{" + ",".join(item.choice_values() or ()) + "}[,...]"
         _group(parser, item.group).add_argument(item.option, *item.aliases, **kwargs)
 

@@ -7,7 +7,7 @@ nothing of it is kept and the run stops with one line (`BadVectors`, a StudyInpu
 and the fix. A NaN or all-zero vector never reaches the cache, so it cannot come back on a later run; vectors a
 cache written before these checks still holds are screened when read (`VectorCheck.usable`) and embedded again.
 
-customembedding.CustomEmbedding imports no project module: ragstudy.models builds a `VectorCheck` and passes it in.
+customembedding.CustomEmbedding imports no project module: ragstudy.embedders builds a `VectorCheck` and passes it in.
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ def test_a_damaged_ranking_cache_is_set_aside_and_rebuilt(pdf_dir: Path, questio
 # ----------------------------------------------------------------------------------- ONNX embedding exports
 
 def onnx_vectors(minilm_path: str, root: Path, quantize: bool = False) -> tuple[Path, np.ndarray]:
-    from ragstudy.encoders import OnnxEncoder
+    from ragstudy.embedders.onnx_embedder import OnnxEncoder
 
     encoder = OnnxEncoder(minilm_path, root, quantize=quantize)
     return encoder.path, encoder.encode([text for _, text in TEST_PARAGRAPHS])
@@ -131,7 +131,8 @@ def tiny_llama(tiny_phi3: str, folder: Path) -> str:
 def test_a_truncated_genai_export_is_exported_again(tiny_phi3: str, own_cache: Path, tmp_path: Path,
                                                     caplog: pytest.LogCaptureFixture) -> None:
     pytest.importorskip("onnxruntime_genai")
-    from ragstudy.generation import GENAI_MANIFEST, GenerationParams, OnnxChatModel, onnx_model_folder
+    from ragstudy.llms import GenerationParams
+    from ragstudy.llms.onnxruntime_engine import GENAI_MANIFEST, OnnxChatModel, onnx_model_folder
 
     tiny_phi3 = tiny_llama(tiny_phi3, tmp_path / "tiny-llama")
 

@@ -41,7 +41,7 @@ evidence: ev.csv
     ("budgets: [0]\nconfigs:\n  - {strategy: newline}\n", "positive integers"),
     ("grid: []\n", "no configurations"),
     ("confgs: []\n", "unknown keys"),
-    ("configs:\n  - {strategy: newline, retriever: tfidf}\n", "retriever 'tfidf' is not one of dense"),
+    ("configs:\n  - {strategy: newline, retriever: tfidf}\n", "retriever: unknown retriever 'tfidf'; choose one of: dense"),
     ("grid:\n  - {strategy: newline, retriever: [bm25, splade]}\n", "retriever 'splade'"),
     ("configs:\n  - {strategy: newline, retreiver: bm25}\n", r"unknown keys \['retreiver'\]"),
 ])
