@@ -52,8 +52,8 @@ class Setting:
     yaml: bool = False
     metavar: str | None = None
     check: Callable[[Any], str | None] | None = None
-    list_choices: bool = True
     several: bool = False
+    list_choices: bool = True
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
