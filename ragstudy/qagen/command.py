@@ -133,9 +133,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run make-qa with command-line arguments `argv` (None: sys.argv[1:]); returns the exit code."""
-    args = build_parser().parse_args(argv)
+def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
+    """Run make-qa with command-line arguments `argv` (None: sys.argv[1:]); returns the exit code. `parser`: this
+    parser as `ragstudy make-qa` names it."""
+    args = (parser or build_parser()).parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("httpx", "urllib3", "openai"):
