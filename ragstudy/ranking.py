@@ -7,7 +7,8 @@ the strategy's own retriever, exactly as the chain does). ragstudy.budget_eval t
 
 `config.retriever` chooses the ranking: `dense` (above: Chroma, the paper's design), or, without Chroma,
 `dense-parents` (whole parents embedded), `bm25` / `bm25-parents` (ragstudy.lexical over the child windows or whole
-parents) and `hybrid` (RRF of exact dense and BM25 child-window rankings); parents by their best unit (UnitRanker).
+parents) and `hybrid` (exact dense and BM25 child-window scores, each parent by its best window, fused by
+ragstudy.fusion's fixed rule); parents by their best unit (UnitRanker).
 
 Chunks are cached as JSON under a hash of (strategy, parameters, PDF bytes, embedding model, chunking code); a
 cache file that does not parse is treated as absent (a warning names it) and replaced.
@@ -190,7 +191,7 @@ def _ranking_cache_path(collection: str, params, questions: Sequence[str], large
     from .knowledge_base import TIE_DECIMALS, TIE_EXTRA
 
     code = _code_hash(PROJECT_ROOT / "ragstudy" / "knowledge_base.py", PROJECT_ROOT / "ragstudy" / "lexical.py",
-                      Path(__file__))
+                      PROJECT_ROOT / "ragstudy" / "fusion.py", Path(__file__))
     key = sha256_text(stable_json({"collection": collection, "k": params.k, "largest": largest,
                                    "unit": [measure.unit, measure.name], "questions": list(questions), "code": code,
                                    "tie": [TIE_DECIMALS, TIE_EXTRA], "depth": INITIAL_DEPTH,
@@ -236,16 +237,11 @@ class UnitRanker:
 
     def unit_ranking(self, question: str, embedding) -> list[tuple[int, float]]:
         """(unit position, score) of every unit for `question`, best first (higher is better)."""
-        from .lexical import reciprocal_rank_fusion
-
         if self.retriever in ("bm25", "bm25-parents"):
             return self.lexical.ranking(question)
-        dense = _dense_ranking(self.matrix, embedding.embed_query(question))
         if self.retriever == "dense-parents":
-            return dense
-        lexical = self.lexical.ranking(question)
-        fused = reciprocal_rank_fusion([[str(u) for u, _ in dense], [str(u) for u, _ in lexical]])
-        return [(int(u), score) for u, score in fused]
+            return _dense_ranking(self.matrix, embedding.embed_query(question))
+        raise ValueError(f"{self.retriever} ranks parents, not units (hybrid_parents)")
 
 
 def _dense_ranking(matrix, vector) -> list[tuple[int, float]]:
@@ -286,11 +282,31 @@ def rank_with(ranker: UnitRanker, embedding, question: str, question_index: int,
     retrievers). Scores are negated (lower is better, as the dense rankings' distances)."""
     from .lexical import fill_depth, paper_k_parents, parents_by_best_unit, to_retrieved
 
-    units = ranker.unit_ranking(question, embedding)
-    ranked = parents_by_best_unit(units, ranker.corpus.parents)
+    if ranker.retriever == "hybrid":
+        ranked, in_k = hybrid_parents(ranker, embedding, question, k)
+    else:
+        units = ranker.unit_ranking(question, embedding)
+        ranked = parents_by_best_unit(units, ranker.corpus.parents)
+        in_k = paper_k_parents(units, ranker.corpus.parents, k)
     lengths = {pid: measure.length(info.contents) for pid, info in ranker.parents.items()}
-    return to_retrieved(question_index, fill_depth(ranked, lengths, largest), ranker.parents,
-                        paper_k_parents(units, ranker.corpus.parents, k))
+    return to_retrieved(question_index, fill_depth(ranked, lengths, largest), ranker.parents, in_k)
+
+
+def hybrid_parents(ranker: UnitRanker, embedding, question: str, k: int) -> tuple[list, set[str]]:
+    """Parents ranked by ragstudy.fusion's rule (min-max normalised dense and BM25 best-window scores, equal
+    weights), and the paper-k parents: the fused ranking's first parents, as many as the dense k best child
+    windows belong to (so the own-k budget holds as many parents as the dense retriever's)."""
+    from .fusion import best_per_parent, fuse_parents
+    from .lexical import UnitRanked, paper_k_parents, parents_by_best_unit
+
+    owners = ranker.corpus.parents
+    dense = _dense_ranking(ranker.matrix, embedding.embed_query(question))
+    lexical = ranker.lexical.ranking(question)
+    fused = fuse_parents(best_per_parent(dense, owners), best_per_parent(lexical, owners))
+    best_unit = {item.parent: item.unit for item in parents_by_best_unit(dense, owners)}
+    ranked = [UnitRanked(parent, score, best_unit[parent], rank) for rank, (parent, score) in enumerate(fused, 1)]
+    count = len(paper_k_parents(dense, owners, k))
+    return ranked, {parent for parent, _ in fused[:count]}
 
 
 def retrieve_strategy(config, strategy: str, documents, questions: Sequence[str], embedding: Callable[[], Any],
