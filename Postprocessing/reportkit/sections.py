@@ -18,6 +18,7 @@ from Postprocessing.reportkit import figures
 from Postprocessing.reportkit.blocks import (Block, Bullets, Cell, Details, Figure, Heading, Note, Section, Table, Text,
                                              estimate, num, pvalue)
 from Postprocessing.reportkit.inputs import Inputs, Strategies, require_columns
+from ragstudy import results
 
 ALPHA = 0.05
 EXAMPLE_CHARS = 300
@@ -50,7 +51,7 @@ def _compact(value: Any) -> str:
 
 def verdict_section(inp: Inputs, styles: Strategies) -> Section:
     """The box at the top: retrieval_verdict.csv told in the words retrieval_eval.py printed, and its numbers."""
-    from ragstudy.budget_eval import Verdict
+    from ragstudy.budget_eval import all_verdicts
 
     s = Section("verdict", "Verdict")
     if inp.retrieval_verdict is None or not len(inp.retrieval_verdict):
@@ -60,16 +61,20 @@ def verdict_section(inp: Inputs, styles: Strategies) -> Section:
                               _cmd("Postprocessing/retrieval_eval.py", inp.results_dir))))
         return s
     try:
-        verdict = Verdict.from_frame(inp.retrieval_verdict)
-    except (ValueError, TypeError) as exc:
-        raise DataError(f"{inp.results_dir / 'retrieval_verdict.csv'}: not a verdict table as retrieval_eval.py "
+        verdicts = all_verdicts(inp.retrieval_verdict)
+    except ValueError as exc:
+        raise DataError(f"{inp.results_dir / results.RETRIEVAL_VERDICT.name}: not a verdict table as retrieval_eval.py "
                         f"writes it ({exc}); re-run `{_cmd('Postprocessing/retrieval_eval.py', inp.results_dir)}`"
                         ) from exc
-    header, *lines = verdict.lines()
-    s.blocks += [Text(header), Bullets(lines)]
-    headers, rows = verdict.table()
-    cells = [[Cell(c.text, c.value, c.ci) for c in row] for row in rows]
-    s.blocks.append(Table(headers, cells, "lrl" + "r" * (len(headers) - 3), table_id="verdict-table"))
+    for number, verdict in enumerate(verdicts):
+        if number:  # the contiguous hit rate after the hit rate (docs/metrics.md)
+            s.blocks.append(Heading(f"The same verdict on the {verdict.metric_words}"))
+        header, *lines = verdict.lines()
+        s.blocks += [Text(header), Bullets(lines)]
+        headers, rows = verdict.table()
+        cells = [[Cell(c.text, c.value, c.ci) for c in row] for row in rows]
+        s.blocks.append(Table(headers, cells, "lrl" + "r" * (len(headers) - 3),
+                              table_id="verdict-table" if number == 0 else f"verdict-table-{verdict.metric}"))
     return s
 
 
@@ -152,13 +157,11 @@ def _example(frame: pd.DataFrame, row: pd.Series) -> str:
 
 
 def _where(row: pd.Series) -> str:
-    where = Path(str(row.get("path", ""))).name
-    try:
-        meta = json.loads(row.get("metadata") or "{}")
-    except (TypeError, json.JSONDecodeError):
-        meta = {}
-    if isinstance(meta, dict) and meta.get("page_start") is not None:
-        start, end = meta.get("page_start"), meta.get("page_end")
+    """The chunk's file and pages, from its metadata (decoded by ragstudy.results.read_chunk_rows)."""
+    where = Path(str(row["path"])).name
+    meta = row["metadata"]
+    start, end = meta.get("page_start"), meta.get("page_end")
+    if start is not None:
         where += f" p.{start}" + (f"–{end}" if end not in (None, start) else "")
     return where
 
