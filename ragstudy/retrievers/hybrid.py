@@ -1,6 +1,6 @@
-"""The hybrid retriever's fusion rule: a convex combination of min-max normalised scores, at the parent level.
+"""hybrid: a convex combination of min-max normalised dense and BM25 scores, at the parent level.
 
-Fixed before any hybrid run was scored with it, and with no weight fitted to data:
+The rule, fixed before any hybrid run was scored with it, and with no weight fitted to data:
 
 1. Each component ranks parents exactly as it does alone: a parent's score is its best child window's score
    (cosine similarity for dense, BM25 for lexical), so hybrid fuses the two rankings the study reports.
@@ -23,6 +23,10 @@ than RRF is to its k.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from . import register_retriever
+from .units import UnitRetriever
 
 DENSE_WEIGHT = 0.5  # equal weights: fixed a priori (see the module docstring), never fitted to the scored data
 RULE = "parent-minmax-convex-0.5-v1"  # names the rule in cache keys; change it when the rule changes
@@ -58,3 +62,27 @@ def fuse_parents(dense: Mapping[str, float], lexical: Mapping[str, float], dense
     fused = {parent: dense_weight * dense_n.get(parent, 0.0) + (1 - dense_weight) * lexical_n.get(parent, 0.0)
              for parent in {*dense, *lexical}}
     return sorted(fused.items(), key=lambda item: (-item[1], -dense_n.get(item[0], 0.0), item[0]))
+
+
+@register_retriever("hybrid", unit="children", vectors=True, lexical=True, order=4)
+class Hybrid(UnitRetriever):
+    """dense and BM25 over child windows, each parent by its best window, fused by normalised scores"""
+
+    def cache_key(self) -> str | None:
+        return f"{self.lexical.key}/{RULE}"
+
+    def rank(self, question: str, question_index: int, largest: int, measure: Any) -> list[Any]:
+        """Parents by the fused score, deep enough to overfill `largest`; `in_k` marks the fused ranking's first
+        parents, as many as the dense k best child windows belong to (so the own-k budget holds as many parents as
+        the dense retriever's). Scores are negated fused scores (lower is better)."""
+        from ..lexical import UnitRanked, fill_depth, paper_k_parents, parents_by_best_unit, to_retrieved
+
+        owners = self.corpus.parents
+        dense = self.dense_ranking(question)
+        fused = fuse_parents(best_per_parent(dense, owners), best_per_parent(self.lexical.ranking(question), owners))
+        best_unit = {item.parent: item.unit for item in parents_by_best_unit(dense, owners)}
+        ranked = [UnitRanked(parent, score, best_unit[parent], rank) for rank, (parent, score) in enumerate(fused, 1)]
+        count = len(paper_k_parents(dense, owners, self.inputs.params.k))
+        lengths = {pid: measure.length(info.contents) for pid, info in self.parents.items()}
+        return to_retrieved(question_index, fill_depth(ranked, lengths, largest), self.parents,
+                            {parent for parent, _ in fused[:count]})
