@@ -69,7 +69,7 @@ def read_text_column(path: Path, column: str) -> list[str]:
 
 def default_questions(results_dir: Path) -> Path:
     """The questions file the run used (config.json), else Questions.csv in the current folder."""
-    recorded = results.read_config(results_dir).questions_path if (Path(results_dir) / "config.json").is_file() \
+    recorded = results.read_config(results_dir).questions_path if (Path(results_dir) / results.CONFIG_NAME).is_file() \
         else None
     return recorded or Path("Questions.csv")
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from Postprocessing import answer_scoring, cli, common, metric_catalogue
 from Postprocessing.answer_metrics import PAPER_BERTSCORE_MODEL, MetricsConfig, resolve_bertscore
 from Postprocessing.common import DataError
+from ragstudy import results
 from ragstudy.settings import Setting
 
 
@@ -51,7 +52,7 @@ def run(args: argparse.Namespace) -> answer_scoring.MetricsResult:
     result = answer_scoring.compute_metrics(answers, reference, indices, config)
     notes = [f"`{a.path.name}`: the paper's format (question, answer, contexts): rows matched to the questions by "
              "position; no sources recorded, so no source-dependent metric" for a in answers if a.paper_format]
-    if not (results_dir / "config.json").is_file():
+    if not (results_dir / results.CONFIG_NAME).is_file():
         notes.append(f"No config.json in {results_dir}: run settings unknown; BERTScore model "
                      f"{spec.model if spec else 'not used'}"
                      + (" (the paper profile's, assumed)" if spec and spec.source.startswith("assumed") else ""))

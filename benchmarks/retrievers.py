@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from ragstudy.budget_metrics import HIT
+
 
 def evaluate_runs(results_dir: Path, evidence: dict) -> pd.DataFrame:
     """Per-question hit rows of every retriever of a run (one folder, or one subfolder per retriever)."""
@@ -46,7 +48,7 @@ def evaluate_run(results_dir: Path, evidence: dict) -> pd.DataFrame:
 
 def tables(frame: pd.DataFrame) -> str:
     numeric = frame[frame["budget"] != "k"].astype({"budget": int})
-    means = numeric.groupby(["strategy", "retriever", "budget"])["hit"].mean().unstack("budget")
+    means = numeric.groupby(["strategy", "retriever", "budget"])[HIT].mean().unstack("budget")
     from ragstudy import retrievers
 
     order = {name: i for i, name in enumerate(retrievers.names())}

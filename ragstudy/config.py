@@ -195,12 +195,11 @@ class StudyConfig:
     embedding_server_model: str | None = setting(None, "model name the embedding server serves (names caches and "
                                                  "collections)", group=G_SCALE)
     # comma-separated: one retrieval-only run ranks with each (a subfolder each); kept a string in config.json
-    retriever: str = setting("dense", lambda: "how a retrieval-only run ranks parents, one or several comma-separated "
-                             f"({', '.join(retriever_names())}; several rank into one subfolder each): dense child "
-                             "windows (the paper's), dense whole parents, BM25 over child windows or whole parents, "
-                             "hybrid (dense and BM25 child windows fused); anything but dense is retrieval-only",
-                             group=G_RETRIEVAL, choices=lambda: retriever_names(), several=True,
-                             metavar="NAME[,NAME...]")
+    retriever: str = setting("dense", "how a retrieval-only run ranks parents, one or several comma-separated "
+                             "(several rank into one subfolder each): dense child windows (the paper's), dense whole "
+                             "parents, BM25 over child windows or whole parents, hybrid (dense and BM25 child windows "
+                             "fused); anything but dense is retrieval-only", group=G_RETRIEVAL,
+                             choices=lambda: retriever_names(), several=True)
     # onnxruntime: ONNX Runtime GenAI, fp32 CPU, one prompt at a time; 1.5x the answers per CPU second of torch
     # batches of 8 on the study's prompts, answers identical
     llm_engine: str | None = setting(None, "in-process LLM engine", group=G_SCALE, choices=lambda: llm_engine_names(),
@@ -421,7 +420,7 @@ def _check_file_choices(file_values: dict[str, Any], config_file: str | None) ->
     by the parser; profile and strategies by their resolvers)."""
     for item in study_settings():
         value = file_values.get(item.name)
-        if value is None or not item.yaml or item.kind != "value" or item.name == "profile":
+        if value is None or not item.yaml or item.kind != "value" or item.several or item.name == "profile":
             continue
         choices = item.choice_values()
         if choices is not None and value not in choices:
