@@ -73,8 +73,14 @@ def commands() -> list[Command]:
 ALL = commands()
 
 
+ENV_ASSIGNMENT = re.compile(r"^[A-Z_][A-Z0-9_]*=")
+
+
 def _program(words: list[str]) -> list[str]:
-    """The command without `.venv/bin/` and with `python3`/`python` as one name."""
+    """The command without leading `NAME=value` environment assignments, without `.venv/bin/` and with
+    `python3`/`python` as one name."""
+    while len(words) > 1 and ENV_ASSIGNMENT.match(words[0]):
+        words = words[1:]
     first = words[0].removeprefix(".venv/bin/")
     return ["python" if first in ("python", "python3") else first, *words[1:]]
 
