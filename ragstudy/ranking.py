@@ -187,6 +187,20 @@ def _ranking_cache_path(collection: str, params, questions: Sequence[str], large
     return cache_dir() / "rankings" / f"{collection}{suffix}-{key[:24]}.json"
 
 
+def _read_rankings(path: Path, count_key: str, questions: int) -> tuple[list[RetrievedParent], int] | None:
+    """(rows, units) of a ranking cache, None when absent; a damaged one is set aside and rebuilt."""
+    from .cachefile import read_json
+
+    def parse(data: Any) -> tuple[list[RetrievedParent], int]:
+        rows = [RetrievedParent.from_dict(r) for r in data["rows"]]
+        count = data[count_key]
+        if not isinstance(count, int) or count < 0 or any(not 0 <= r.question_index < questions for r in rows):
+            raise ValueError(f"{count_key} or question indexes out of range")
+        return rows, count
+
+    return read_json(path, parse, "ranking cache")
+
+
 def retrieve_strategy(config, strategy: str, documents, questions: Sequence[str], embedding: Callable[[], Any],
                       output_dir: Path, measure: Measure = CHARS) -> RetrievalRun:
     """Chunk, export, index and rank one strategy with `config.retriever` (one name); write
@@ -217,10 +231,9 @@ def retrieve_strategy(config, strategy: str, documents, questions: Sequence[str]
     collection = collection_name(spec, params, chunked, embedding_id(config))
     ranker = member.make(retrievers.RetrievalInputs(config, strategy, params, chunked, embedding))
     cache = _ranking_cache_path(collection, params, questions, largest, measure, member.name, ranker.cache_key())
-    if cache.is_file():
-        cached = json.loads(cache.read_text(encoding="utf-8"))
-        rows = [RetrievedParent.from_dict(r) for r in cached["rows"]]
-        units = int(cached["units"])
+    cached = _read_rankings(cache, "units", len(questions))
+    if cached is not None:
+        rows, units = cached
         embedded, reused, index_seconds = 0, units if member.vectors else 0, time.perf_counter() - started
         logger.info("%s: %s rankings of %d questions read from %s", strategy, member.name, len(questions), cache)
     else:

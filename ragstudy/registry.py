@@ -21,7 +21,7 @@ from .chunks import Chunker
 from .errors import StudyInputError
 from .io import PROJECT_ROOT, check_name
 from .params import build_params
-from .plugins import STRATEGY_PACKAGES_ENV, import_outside_packages
+from .plugins import STRATEGY_PACKAGES_ENV, RegistrationError, import_outside_packages, import_package
 
 STRATEGY_FOLDER_PREFIX = "RAG"
 EXTRA_PACKAGES_ENV = STRATEGY_PACKAGES_ENV
@@ -91,6 +91,7 @@ class StrategySpec:
     # optional: start the strategy's slow bulk step for these documents in the background and return at once with
     # a function that stops it (its chunker's `prepare` waits for what was started); see pipeline.chunking_ahead
     prefetch: Callable[[StrategyParams, Sequence[Any]], Callable[[], None]] | None = None
+    needs_tokenizer: bool = False  # its chunker counts with the embedding model's tokenizer (ChunkerContext)
 
     def resolve_params(self, overrides: dict[str, Any], where: str | None = None) -> StrategyParams:
         """The defaults with `overrides` applied (top-level fields and/or parent keys), type- and range-checked."""
@@ -130,9 +131,23 @@ _LOADED = False
 
 
 def register(spec: StrategySpec) -> StrategySpec:
+    """Add `spec`; its name, Dataset file stem and folder must be its own (compared case-insensitively, as files
+    on macOS and Windows are): two strategies writing one Dataset file or one Chroma folder would overwrite each
+    other's results. Registering the same strategy again (a module imported twice) is allowed."""
     existing = _REGISTRY.get(spec.name)
-    if existing is not None and existing.make_chunker is not spec.make_chunker:
-        raise ValueError(f"strategy {spec.name!r} is already registered by {existing.folder}")
+    if existing is not None and existing.make_chunker == spec.make_chunker and existing.folder == spec.folder:
+        _REGISTRY[spec.name] = spec
+        return spec
+    for other in _REGISTRY.values():
+        for what, mine, theirs in (("strategy name", spec.name, other.name),
+                                   ("dataset_name", spec.dataset_name, other.dataset_name),
+                                   ("folder", spec.folder, other.folder)):
+            if mine.casefold() == theirs.casefold():
+                raise RegistrationError(
+                    f"strategy {spec.name!r} (package {spec.folder}) registers {what} {mine!r}, which strategy "
+                    f"{other.name!r} (package {other.folder}) already uses: each strategy needs its own name, "
+                    f"Dataset file and folder, or one would overwrite the other's files; rename it in "
+                    f"{spec.folder}'s register_strategy call")
     _REGISTRY[spec.name] = spec
     return spec
 
@@ -162,7 +177,7 @@ def register_strategy(name: str, chunker: Callable[[Any, ChunkerContext], Chunke
                       *, display_name: str, color: str, order: float = 100.0, description: str = "",
                       source_kind: SourceKind = "text-layer", dataset_name: str | None = None,
                       child_chunk_size: int = 200, child_chunk_overlap: int = 0, k: int = 4,
-                      paper: bool = False,
+                      paper: bool = False, needs_tokenizer: bool = False,
                       prefetch: Callable[[Any, Sequence[Any]], Callable[[], None]] | None = None) -> StrategySpec:
     """Register a strategy folder's chunker: `chunker(parent_record, context)` gets the strategy's parameters as
     a `parent_type` instance (defaults: `parent_type()`). The folder is the chunker's top-level package, the
@@ -181,6 +196,7 @@ def register_strategy(name: str, chunker: Callable[[Any, ChunkerContext], Chunke
                                 child_chunk_overlap=child_chunk_overlap, k=k),
         make_chunker=_WithParentRecord(name, parent_type, chunker), display_name=display_name, color=color,
         order=order, source_kind=source_kind, parent_type=parent_type, description=description, paper=paper,
+        needs_tokenizer=needs_tokenizer,
         prefetch=_WithParentRecord(name, parent_type, prefetch) if prefetch is not None else None))
 
 
@@ -200,10 +216,11 @@ def load_builtin_strategies() -> None:
     global _LOADED
     if _LOADED:
         return
+    folders = strategy_folders()
+    for package in folders:
+        import_package(package, where=f"strategy folder {package}/")
+    import_outside_packages(skip=tuple(folders))
     _LOADED = True
-    for package in strategy_folders():
-        importlib.import_module(package)
-    import_outside_packages()
 
 
 def available() -> list[str]:

@@ -21,7 +21,8 @@ from ragstudy.results import read_retrieval, retrieval_path
 PACKAGE = "outside_members"
 REPO = Path(__file__).resolve().parents[1]
 MEMBERS = {
-    "word_overlap.py": '''"""A sixth retriever: whole parents by how many of the question's words (4+ letters) they contain."""
+    "word_overlap.py": '''"""A sixth retriever: whole parents by how many of the question's words (4+ letters) they
+contain."""
 
 import re
 
@@ -40,7 +41,8 @@ class WordOverlap(UnitRetriever):
         scores = [float(len(asked & words(text))) for text in self.corpus.texts]
         return sorted(enumerate(scores), key=lambda item: (-item[1], item[0]))
 ''',
-    "hashed_words.py": '''"""A sixth embedding backend: normalised bags of hashed words in 64 dimensions (no model is run)."""
+    "hashed_words.py": '''"""A sixth embedding backend: normalised bags of hashed words in 64 dimensions (no model
+is run)."""
 
 import hashlib
 

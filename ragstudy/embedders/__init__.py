@@ -165,6 +165,7 @@ def local_embedding(config, spec: EmbedderSpec):
     """The profile's embedding model from its hub id, folder or wheel, run by `spec`'s encoder."""
     from customembedding import CustomEmbedding
 
+    from ..cachefile import vector_cache_damaged
     from ..io import cache_dir
     from ..models import resolve_embedding
 
@@ -174,7 +175,7 @@ def local_embedding(config, spec: EmbedderSpec):
         return CustomEmbedding(path, device=config.profile.device, batch_size=config.embedding_batch_size,
                                model_id=model_label_of(config), dtype=config.embedding_dtype,
                                cache_dir=cache_dir() / "vectors", encoder=spec.make_encoder(config, path),
-                               check=vector_check(config))
+                               check=vector_check(config), on_damaged_cache=vector_cache_damaged)
     except OSError as exc:
         raise StudyInputError(f"embedding model {config.profile.embedding!r} (set by {origin}) could not be "
                               f"loaded: {exc}") from exc

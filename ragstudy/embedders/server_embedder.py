@@ -124,6 +124,7 @@ class ServerEncoder:
 def _server_embedding(config):
     from customembedding import CustomEmbedding
 
+    from ..cachefile import vector_cache_damaged
     from ..io import cache_dir
     from . import vector_check
 
@@ -132,7 +133,8 @@ def _server_embedding(config):
     check = vector_check(config)
     check.expect(encoder.dim, "its answer at start-up")
     return CustomEmbedding(name, batch_size=config.embedding_batch_size, model_id=name,
-                           cache_dir=cache_dir() / "vectors", encoder=encoder, check=check)
+                           cache_dir=cache_dir() / "vectors", encoder=encoder, check=check,
+                           on_damaged_cache=vector_cache_damaged)
 
 
 def _encoder(config) -> ServerEncoder:
@@ -154,7 +156,8 @@ def _validate(config) -> None:
 SPEC = register_embedder(
     "server", lambda config, path: _encoder(config), "server",
     claims=lambda model, settings: bool(settings.get("embedding_server") or settings.get("embedding_server_model")),
-    needs="--embedding-server URL and --embedding-server-model NAME", label=lambda config: config.embedding_server_model,
+    needs="--embedding-server URL and --embedding-server-model NAME",
+    label=lambda config: config.embedding_server_model,
     load=_server_embedding, check=_check, validate=_validate, order=4,
     source=lambda config: f"embedding server {config.embedding_server} (model {config.embedding_server_model!r})",
     description="an OpenAI-compatible /v1/embeddings server (--embedding-server)")
