@@ -332,7 +332,7 @@ class StudyConfig:
             data[key] = list(data[key])
         data["threads"] = self.resolved_threads()
         data["embedding_threads"] = self.resolved_embedding_threads()
-        data["llm_engine"] = None if self.llm_servers else self.resolved_llm_engine()  # only what was used
+        data["llm_engine"] = self.resolved_llm_engine()  # what answered: "server" when servers did, not --llm-engine
         return data
 
     @classmethod

@@ -50,8 +50,8 @@ def test_llm_engine_with_llm_servers_is_not_recorded_as_used(caplog: pytest.LogC
     with caplog.at_level(logging.WARNING):
         config = StudyConfig.resolve(profile="lite", strategies="newline", llm_engine="torch",
                                      llm_servers=("http://127.0.0.1:9",), llm_server_model="m")
-    assert config.to_dict()["llm_engine"] is None
-    assert "--llm-engine is ignored: the LLM servers (--llm-servers) answer" in caplog.text
+    assert config.to_dict()["llm_engine"] == "server"  # the engine that answers, not the ignored --llm-engine
+    assert "--llm-engine is ignored: the LLM servers (--llm-server) answer" in caplog.text
     assert StudyConfig.resolve(profile="lite", strategies="newline", llm_engine="torch").to_dict()[
         "llm_engine"] == "torch"
 
