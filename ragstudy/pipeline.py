@@ -167,7 +167,16 @@ def run_facts(config: StudyConfig, documents: Sequence[PdfDocument]) -> dict:
         "documents_resolved": str(Path(config.documents).resolve()),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "git_commit": code_version(),
+        **generated_questions(config.questions),
     }
+
+
+def generated_questions(questions: str) -> dict:
+    """{"questions_generated": ...} when make-qa wrote the questions file (its sidecar lies beside it), else {}."""
+    from .qagen.outputs import generated_questions_info
+
+    info = generated_questions_info(questions)
+    return {"questions_generated": info} if info else {}
 
 
 def code_version() -> str | None:
@@ -197,6 +206,9 @@ def run_study(config: StudyConfig) -> list[StrategyReport]:
     documents = load_documents(Path(config.documents))
     questions = [] if config.chunks_only else read_questions(config.questions, config.limit)
     output_dir = ResultsFolder(config.output_dir).prepare().path  # locked before anything is written in it
+    from . import runidentity
+
+    runidentity.check_output_folder(output_dir, config, questions)  # never beside another configuration's files
     write_config(output_dir, config, run_facts(config, documents))
     context = chunker_context(config)  # one embedding model for the semantic chunker and the index
     with chunking_ahead(config, documents):
@@ -219,5 +231,8 @@ def _run_strategies(config: StudyConfig, documents: Sequence[PdfDocument], quest
             rows = answer_questions(retriever, generator, questions, config.prompt_template, strategy)
             report.generated, report.cached = generator.generated - before[0], generator.cached - before[1]
             report.outputs += [str(p) for p in write_dataset(rows, output_dir, registry.get(strategy).dataset_name)]
+            from .runidentity import record
+
+            record(output_dir, config, questions, strategy, report.outputs)
         reports.append(report)
     return reports

@@ -23,43 +23,29 @@ PLUGIN_PACKAGES_ENV = "RAGSTUDY_PLUGIN_PACKAGES"
 STRATEGY_PACKAGES_ENV = "RAGSTUDY_STRATEGY_PACKAGES"  # the strategies' variable, also read here (one list for all)
 
 
-class RegistrationError(StudyInputError):
-    """A registration that would share a name (or a strategy's Dataset file or folder) with another one."""
-
-
-def listed(variable: str) -> list[str]:
-    """The comma-separated package names of an environment variable, in order, each once."""
+def _listed(variable: str) -> list[str]:
     return list(dict.fromkeys(name.strip() for name in os.environ.get(variable, "").split(",") if name.strip()))
 
 
-def import_outside_packages(skip: tuple[str, ...] = ()) -> None:
-    """Import the outside packages (each once per process: Python caches modules): $RAGSTUDY_STRATEGY_PACKAGES
-    (but `skip`, the repository's own folders), then $RAGSTUDY_PLUGIN_PACKAGES with every module of each whose name
-    does not start with `_`. A package that is missing, fails on import or registers a taken name is one
-    StudyInputError naming the variable and the package."""
-    for name in listed(STRATEGY_PACKAGES_ENV):
-        if name not in skip:
-            import_package(name, STRATEGY_PACKAGES_ENV)
-    for name in listed(PLUGIN_PACKAGES_ENV):
-        import_members(name, PLUGIN_PACKAGES_ENV)
+def import_outside_packages() -> None:
+    """Import the outside packages (each once per process: Python caches modules); of those in
+    $RAGSTUDY_PLUGIN_PACKAGES also every module whose name does not start with `_`."""
+    for name in _listed(STRATEGY_PACKAGES_ENV):
+        guarded_import(name, STRATEGY_PACKAGES_ENV)
+    for name in _listed(PLUGIN_PACKAGES_ENV):
+        guarded_import(name, PLUGIN_PACKAGES_ENV, import_members)
 
 
-def import_members(package_name: str, variable: str | None = None) -> None:
-    """Import a package and its modules whose names do not start with `_` (a plain module: just it)."""
-    package = import_package(package_name, variable)
-    for module in pkgutil.iter_modules(getattr(package, "__path__", [])):
-        if not module.name.startswith("_"):
-            import_package(f"{package_name}.{module.name}", variable)
-
-
-def import_package(package: str, variable: str | None = None, where: str | None = None):
-    """Import one plug-in package or module: errors are one StudyInputError naming it (`where`, or `variable`, the
-    environment variable that named it, for one outside the repository), never a traceback from inside it."""
-    where = where or (f"{variable} names the package {package!r}" if variable else f"the module {package}")
+def guarded_import(package: str, variable: str | None,
+                   load: Callable[[str], object] = importlib.import_module) -> None:
+    """Import one plug-in package (a strategy folder when `variable` is None, else a package an environment
+    variable names); one that is missing, fails on import or registers a name already taken is one StudyInputError
+    naming the package and the variable."""
+    where = f"{variable} names the package {package!r}" if variable else f"strategy folder {package}/"
     fix = f"fix or install it, or remove it from {variable}" if variable else "fix it"
     try:
-        return importlib.import_module(package)
-    except RegistrationError as exc:
+        load(package)
+    except StudyInputError as exc:  # a clash the registry found (a name, Dataset file or folder already taken)
         raise StudyInputError(f"{where}: {exc}") from None
     except ModuleNotFoundError as exc:
         if variable and exc.name is not None and package.split(".")[0] == exc.name.split(".")[0]:
@@ -67,11 +53,17 @@ def import_package(package: str, variable: str | None = None, where: str | None 
                                   f"or add its folder to PYTHONPATH, or remove it from {variable}") from None
         raise StudyInputError(f"{where}, which failed on import: it needs the module {exc.name!r} (pip install "
                               f"it), or {fix}") from None
-    except StudyInputError:
-        raise
     except Exception as exc:  # a plug-in's own bug: one line naming it, not a traceback from inside it
         raise StudyInputError(f"{where}, which failed on import ({type(exc).__name__}: {str(exc)[:200]}); "
                               f"{fix}") from None
+
+
+def import_members(package_name: str) -> None:
+    """Import a package and its modules whose names do not start with `_` (a plain module: just it)."""
+    package = importlib.import_module(package_name)
+    for module in pkgutil.iter_modules(getattr(package, "__path__", [])):
+        if not module.name.startswith("_"):
+            importlib.import_module(f"{package_name}.{module.name}")
 
 
 class Named(Protocol):
@@ -96,8 +88,7 @@ class Family(Generic[S]):
     def register(self, spec: S) -> S:
         existing = self._specs.get(spec.name)
         if existing is not None and existing != spec:
-            raise RegistrationError(f"{self.kind} {spec.name!r} is registered twice: by {_origin(existing)} and by "
-                                    f"{_origin(spec)}; rename one")
+            raise ValueError(f"{self.kind} {spec.name!r} is already registered ({existing!r})")
         self._specs[spec.name] = spec
         return spec
 
@@ -110,13 +101,9 @@ class Family(Generic[S]):
         `forget()`: tests that add a package to the environment)."""
         if self._loaded:
             return
-        self._loaded = True  # first: a member that looks the family up while it is imported finds it loading
-        try:
-            import_members(self.package)
-            import_outside_packages()
-        except BaseException:
-            self._loaded = False  # the next lookup tries again and reports the same error
-            raise
+        self._loaded = True
+        import_members(self.package)
+        import_outside_packages()
 
     def forget(self) -> None:
         """Discover again on the next lookup, as a fresh process would (members already registered stay)."""
@@ -144,11 +131,3 @@ class Family(Generic[S]):
     def find(self, test: Callable[[S], bool]) -> S | None:
         """The first member (in registered order) for which `test` is true."""
         return next((spec for spec in self.specs() if test(spec)), None)
-
-
-def _origin(spec: object) -> str:
-    """The module that made a registration (its first callable field's module)."""
-    for value in vars(spec).values():
-        if callable(value) and getattr(value, "__module__", None):
-            return value.__module__
-    return "an unknown module"

@@ -188,14 +188,19 @@ def _ranking_cache_path(collection: str, params, questions: Sequence[str], large
 
 
 def _read_rankings(path: Path, count_key: str, questions: int) -> tuple[list[RetrievedParent], int] | None:
-    """(rows, units) of a ranking cache, None when absent; a damaged one is set aside and rebuilt."""
-    from .cachefile import read_json
+    """(rows, children or units) of a ranking cache, None when absent; a damaged one is set aside and rebuilt."""
+    from .cachefile import json_object, read_json
+    from .results import RETRIEVAL_COLUMNS
 
     def parse(data: Any) -> tuple[list[RetrievedParent], int]:
-        rows = [RetrievedParent.from_dict(r) for r in data["rows"]]
+        data = json_object(data, ("rows", count_key), "the file")
         count = data[count_key]
-        if not isinstance(count, int) or count < 0 or any(not 0 <= r.question_index < questions for r in rows):
-            raise ValueError(f"{count_key} or question indexes out of range")
+        if not isinstance(data["rows"], list) or not isinstance(count, int) or count < 0:
+            raise ValueError(f"rows must be a list and {count_key} a count")
+        rows = [RetrievedParent.from_dict(json_object(r, RETRIEVAL_COLUMNS, "a row", scalars=True))
+                for r in data["rows"]]
+        if any(not 0 <= r.question_index < questions for r in rows):
+            raise ValueError("a question index is out of range")
         return rows, count
 
     return read_json(path, parse, "ranking cache")
@@ -270,11 +275,15 @@ def run_retrieval(config: StudyConfig) -> list[StrategyReport]:
     questions = read_questions(config.questions, config.limit)
     check_vector_store(config)  # a Chroma server that is down stops the run before anything is written or chunked
     output_dir = ResultsFolder(config.output_dir).prepare().path  # locked before anything is written in it
+    from . import runidentity
+
+    names = config.retriever_names()
+    folders = {names[0]: output_dir} if len(names) == 1 else {name: output_dir / name for name in names}
+    for name, folder in folders.items():  # never beside another configuration's files
+        runidentity.check_output_folder(folder, replace(config, retriever=name, output_dir=str(folder)), questions)
     measure = llm_measure(config)
     facts = run_facts(config, documents)
     write_config(output_dir, config, facts)
-    names = config.retriever_names()
-    folders = {names[0]: output_dir} if len(names) == 1 else {name: output_dir / name for name in names}
     for name, folder in folders.items():
         if folder != output_dir:
             ResultsFolder(folder).prepare()  # locked too: a run aimed at the subfolder itself is refused meanwhile
@@ -288,8 +297,9 @@ def run_retrieval(config: StudyConfig) -> list[StrategyReport]:
     with chunking_ahead(config, documents, not_cached):
         for strategy in config.strategies:
             for name, folder in folders.items():
-                run = retrieve_strategy(replace(config, retriever=name, output_dir=str(folder)), strategy,
-                                        documents, questions, embedding, folder, measure)
+                one = replace(config, retriever=name, output_dir=str(folder))
+                run = retrieve_strategy(one, strategy, documents, questions, embedding, folder, measure)
+                runidentity.record(folder, one, questions, strategy, run.outputs)
                 reports.append(StrategyReport(strategy if len(folders) == 1 else f"{strategy} ({name})",
                                               run.documents, run.chunks, embedded=run.embedded, reused=run.reused,
                                               outputs=run.outputs))

@@ -12,7 +12,6 @@ Packages outside the repository can be registered with `RAGSTUDY_STRATEGY_PACKAG
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Literal, Sequence
@@ -21,7 +20,7 @@ from .chunks import Chunker
 from .errors import StudyInputError
 from .io import PROJECT_ROOT, check_name
 from .params import build_params
-from .plugins import STRATEGY_PACKAGES_ENV, RegistrationError, import_outside_packages, import_package
+from .plugins import STRATEGY_PACKAGES_ENV, guarded_import, import_outside_packages
 
 STRATEGY_FOLDER_PREFIX = "RAG"
 EXTRA_PACKAGES_ENV = STRATEGY_PACKAGES_ENV
@@ -130,6 +129,10 @@ _REGISTRY: dict[str, StrategySpec] = {}
 _LOADED = False
 
 
+class RegistrationError(StudyInputError):
+    """A registration that would share a strategy name, Dataset file or folder with another one."""
+
+
 def register(spec: StrategySpec) -> StrategySpec:
     """Add `spec`; its name, Dataset file stem and folder must be its own (compared case-insensitively, as files
     on macOS and Windows are): two strategies writing one Dataset file or one Chroma folder would overwrite each
@@ -138,6 +141,11 @@ def register(spec: StrategySpec) -> StrategySpec:
     if existing is not None and existing.make_chunker == spec.make_chunker and existing.folder == spec.folder:
         _REGISTRY[spec.name] = spec
         return spec
+    if spec.folder not in strategy_folders():  # an outside package (perhaps imported first, by another family):
+        from .plugins import guarded_import  # the repository's strategies register first, so a clash is its
+
+        for package in strategy_folders():
+            guarded_import(package, None)
     for other in _REGISTRY.values():
         for what, mine, theirs in (("strategy name", spec.name, other.name),
                                    ("dataset_name", spec.dataset_name, other.dataset_name),
@@ -216,11 +224,14 @@ def load_builtin_strategies() -> None:
     global _LOADED
     if _LOADED:
         return
-    folders = strategy_folders()
-    for package in folders:
-        import_package(package, where=f"strategy folder {package}/")
-    import_outside_packages(skip=tuple(folders))
-    _LOADED = True
+    _LOADED = True  # before the imports: a registration that asks the registry must not load it again
+    try:
+        for package in strategy_folders():
+            guarded_import(package, None)
+        import_outside_packages()
+    except BaseException:
+        _LOADED = False  # a failed load is tried again (and fails again, naming the package) by the next lookup
+        raise
 
 
 def available() -> list[str]:

@@ -202,3 +202,20 @@ def test_cli_a_run_over_a_damaged_vector_cache_rebuilds_it(pdf_dir: Path, questi
     assert f"vector cache {path} is damaged" in result.stderr
     assert (tmp_path / "first" / "retrieval_newline.csv").read_text() == \
         (tmp_path / "second" / "retrieval_newline.csv").read_text()
+
+
+# ------------------------------------------------------------------- surfaces the issue did not name: Markdown
+
+def test_a_truncated_markdown_cache_is_set_aside_and_converted_again(pdf_dir: Path, own_cache: Path,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    from RAGMarkdown.strategy import _cache_path, pdf_markdown_pages
+    from ragstudy.textlayer import load_documents
+
+    document = load_documents(pdf_dir)[0]
+    pages = pdf_markdown_pages(document)
+    path = _cache_path(document)
+    damage(path, "truncated")
+    with caplog.at_level(logging.WARNING):
+        assert pdf_markdown_pages(document) == pages
+    assert f"Markdown cache {path} is damaged" in caplog.text
+    assert json.loads(path.read_text())["pages"] == pages

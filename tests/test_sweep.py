@@ -66,7 +66,7 @@ grid:
 
 
 def test_a_bm25_sweep_entry_runs_without_the_embedding_model(pdf_dir, questions_csv, tmp_path, monkeypatch):
-    from ragstudy import pipeline
+    from ragstudy import pipeline, ranking  # noqa: F401  ranking first: it binds the real lazy_embedding, not the fake
     from ragstudy.config import StudyConfig
     from ragstudy.sweep import run_sweep
 

@@ -143,10 +143,11 @@ def _usable_export(path: Path, quantize: bool) -> bool:
 def _graph_problem(path: Path, quantize: bool) -> str | None:
     """Why the graph `path` cannot be the export it is named as (None if it can): unreadable, or its precision."""
     import onnx
+    from google.protobuf.message import DecodeError
 
     try:
         graph = onnx.load(str(path), load_external_data=False).graph
-    except Exception as exc:  # onnx raises DecodeError and others for a truncated or foreign file
+    except (OSError, ValueError, DecodeError) as exc:  # a truncated or foreign file
         return f"not a readable ONNX graph ({type(exc).__name__})"
     quantized = any(node.op_type in QUANTIZED_OPS for node in graph.node)
     if quantized != quantize:
