@@ -286,7 +286,7 @@ def run_retrieval(config: StudyConfig) -> list[StrategyReport]:
     write_config(output_dir, config, facts)
     for name, folder in folders.items():
         if folder != output_dir:
-            folder.mkdir(exist_ok=True)
+            ResultsFolder(folder).prepare()  # locked too: a run aimed at the subfolder itself is refused meanwhile
             write_config(folder, replace(config, retriever=name, output_dir=str(folder)), facts)
     embedding = lazy_embedding(config)
     reports = []
