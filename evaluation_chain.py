@@ -66,6 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="how a retrieval-only run ranks parents: dense child windows (default, the paper's), "
                            "dense whole parents, BM25 over child windows or whole parents, hybrid (RRF of dense "
                            "and BM25 child windows)")
+    fair.add_argument("--text-layer", metavar="raw|clean|raw,clean",
+                      help="text the text-layer strategies chunk: raw (default, the paper's PyMuPDF text) or clean "
+                           "(the paragraph strategy's cleaning: no running heads or page numbers, no TOC pages, "
+                           "sentences joined across page breaks, hyphenation undone); raw,clean in a retrieval-only run "
+                           "ranks both (clean into <output-dir>/text-layer-clean/) for the cleaning/segmentation split")
     fair.add_argument("--sweep", metavar="FILE.yaml", help="run a grid of strategy x parameter settings "
                                                            "retrieval-only (see sweeps/)")
     fair.add_argument("--evidence", help="evidence file the sweep is scored against (sample/evidence.json format or "

@@ -63,9 +63,11 @@ def verdict_markdown(verdict: Verdict) -> str:
 
 
 def markdown(summary: pd.DataFrame, paired: pd.DataFrame, strategies: Sequence[str], display: Mapping[str, str],
-             labels: Sequence[str], unit: str, notes: Sequence[str], verdict: Verdict) -> str:
-    """retrieval_summary.md: the verdict first, then every metric's table, the significant pairs and the notes."""
+             labels: Sequence[str], unit: str, notes: Sequence[str], verdict: Verdict, decomposition: str = "") -> str:
+    """retrieval_summary.md: the verdict first (and the cleaning/segmentation split when the run has both text
+    layers), then every metric's table, the significant pairs and the notes."""
     lines = [f"# Retrieval at equal context budgets ({unit})\n", verdict_markdown(verdict),
+             *([decomposition] if decomposition else []),
              "## How the contexts are built\n",
              f"Budget B: the top-ranked parents, whole, in rank order, while their total stays <= B {unit} (a first "
              "parent longer than B is cut at B). Budget **k**: the parents each strategy's own k child windows "
@@ -125,6 +127,36 @@ def oracle_overlap_rows(given: str | None, results_dir: Path, budgets: Sequence[
     oracle, oracle_path = found
     rows, notes = overlap_folder(results_dir, oracle, budgets, strategies, measure)
     return rows, notes, oracle_path
+
+
+def text_layer_decomposition(results_dir: Path, evidence: Mapping, budgets: Sequence[int], measure,
+                             args: argparse.Namespace, metric: str, notes: list[str]) -> pd.DataFrame | None:
+    """Paragraph − fixed-size split into cleaning and segmentation (ragstudy.decomposition) when the run has both
+    text layers (`--text-layer raw,clean`: the second in a text-layer-<layer>/ subfolder); notes say what was used."""
+    from ragstudy.decomposition import decomposition_from_runs, find_text_layer_runs
+
+    runs = find_text_layer_runs(results_dir)
+    if len(runs) < 2:
+        notes.append("cleaning vs segmentation: not measured (the run has one text layer; run evaluation_chain.py "
+                     "--retrieval-only --text-layer raw,clean for the split)")
+        return None
+    frame = decomposition_from_runs(runs, evidence, budgets, measure, metric, args.n_resamples, args.seed,
+                                    args.confidence) if evidence and metric != "oracle_overlap" else None
+    if frame is None:
+        notes.append(f"cleaning vs segmentation: not measured (needs evidence, and paragraph and fixed-size in the "
+                     f"raw run and fixed-size in the clean one: {', '.join(f'{k} {v}' for k, v in runs.items())})")
+        return None
+    notes.append("cleaning vs segmentation: " + ", ".join(f"{layer} text layer {folder}" for layer, folder in
+                                                          runs.items()) + " (full tables of a text-layer-* folder: "
+                 "run this script with --results-dir on it)")
+    return frame
+
+
+def decomposition_markdown(frame: pd.DataFrame | None, unit: str, confidence: float, metric: str) -> str:
+    from ragstudy.budget_eval import METRIC_WORDS
+    from ragstudy.decomposition import markdown as split_markdown
+
+    return "" if frame is None else split_markdown(frame, unit, confidence, METRIC_WORDS.get(metric, metric))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -229,7 +261,11 @@ def run(args: argparse.Namespace) -> dict:
         fig = hit_rate_figure(summary, frame, strategies, unit)
         for path in write_plots(fig, out_dir, PLOT_STEM, notes):
             written[path.suffix.lstrip(".")] = path
-    report = markdown(summary, paired, strategies, display, labels, unit, notes, box)
+    decomposition = text_layer_decomposition(results_dir, evidence, budgets, measure, args, verdict_metric, notes)
+    if decomposition is not None:
+        written["decomposition"] = results.write_table(out_dir, results.RETRIEVAL_DECOMPOSITION, decomposition)
+    report = markdown(summary, paired, strategies, display, labels, unit, notes, box,
+                      decomposition_markdown(decomposition, unit, args.confidence, verdict_metric))
     common.atomic_write_text(written["summary_md"], report)
     print(report)
     print(f"outputs in {out_dir} ({time.perf_counter() - started:.0f} s)")

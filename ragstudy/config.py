@@ -61,7 +61,7 @@ _RUN_KEYS = ("documents", "questions", "output_dir", "limit", "chunks_only", "re
              "budgets", "budget_unit",
              "llm_batch_size", "llm_servers", "llm_server_model", "concurrency", "chroma_server", "llm_timeout",
              "embedding_backend", "embedding_server", "embedding_server_model", "retriever",
-             "llm_engine")
+             "llm_engine", "text_layer")
 _TUPLE_KEYS = ("budgets", "llm_servers")
 LLM_ENGINES = ("torch", "onnxruntime")  # ragstudy.generation.ENGINES
 DEFAULT_BUDGETS = (500, 1000, 2000, 4000)  # characters of context per question in retrieval-only runs
@@ -114,6 +114,10 @@ class StudyConfig:
     llm_engine: str | None = None  # in-process LLM engine: torch | onnxruntime (ONNX Runtime GenAI, fp32 CPU, one
     # prompt at a time); None: onnxruntime for the lite profile's own SmolLM2 when onnxruntime-genai is installed
     # (1.5x the answers per CPU second of torch batches of 8 on the study's prompts, answers identical), else torch
+    # the text the strategies of source kind "text-layer" chunk: raw (the paper's PyMuPDF text) | clean (the paragraph
+    # strategy's cleaning applied, ragstudy.cleaning.layer); a retrieval-only run may list both ("raw,clean"): the
+    # second goes into <output-dir>/text-layer-<name>/ (text_layer_folders), for the cleaning/segmentation split
+    text_layer: str = "raw"
     origins: dict[str, str] = field(default_factory=dict)  # setting -> where its value came from
 
     @classmethod
@@ -171,6 +175,7 @@ class StudyConfig:
                                   "--retriever")
         if self.llm_engine is not None and self.llm_engine not in LLM_ENGINES:
             raise StudyInputError(f"--llm-engine must be one of {', '.join(LLM_ENGINES)}, got {self.llm_engine!r}")
+        self._validate_text_layer(named("text_layer"))
         if self.chunks_only and self.retrieval_only:
             raise StudyInputError(f"{named('chunks_only')} and {named('retrieval_only')} exclude each other; pick one")
         self._validate_embedding_backend()
@@ -182,6 +187,22 @@ class StudyConfig:
                 source = (where or {}).get("prompt_template") or "the prompt template"
                 raise StudyInputError(f"{source} lacks the placeholder {placeholder}; the template needs both "
                                       "{context} (the retrieved text) and {query} (the question)")
+
+    @property
+    def text_layers(self) -> tuple[str, ...]:
+        """`text_layer` as a tuple of layer names ("raw,clean" -> ("raw", "clean"))."""
+        return tuple(part.strip() for part in str(self.text_layer).split(",") if part.strip())
+
+    def _validate_text_layer(self, named: str) -> None:
+        from .textlayer import TEXT_LAYERS
+
+        layers = self.text_layers
+        if not layers or any(layer not in TEXT_LAYERS for layer in layers) or len(set(layers)) < len(layers):
+            raise StudyInputError(f"{named} must be {' or '.join(TEXT_LAYERS)}, or both comma-separated for a "
+                                  f"retrieval-only run, got {self.text_layer!r}")
+        if len(layers) > 1 and not self.retrieval_only:
+            raise StudyInputError(f"{named} {self.text_layer}: several text layers are compared in retrieval-only "
+                                  "runs (add --retrieval-only), or run once per layer")
 
     def _validate_embedding_backend(self) -> None:
         if self.embedding_backend not in EMBEDDING_BACKENDS:

@@ -20,7 +20,7 @@ import logging
 import math
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -28,7 +28,7 @@ from .budget_eval import CHARS, Measure, llm_measure
 from .chunks import Chunk, ChunkedDocument
 from .config import StudyConfig
 from .pipeline import (StrategyReport, check_vector_store, chunk_documents, chunker_context, chunking_ahead,
-                       lazy_embedding, make_knowledge_base, run_facts)
+                       lazy_embedding, make_knowledge_base, reads_text_layer, run_facts)
 from .results import ResultsFolder, RetrievedParent, read_questions, write_config, write_retrieval
 from .textlayer import SourceText, load_documents
 
@@ -132,9 +132,7 @@ def chunked_from_json(text: str) -> list[ChunkedDocument]:
         raise ValueError(f"not a chunk cache of format {CHUNK_CACHE_FORMAT}")
     result = []
     for item in data["documents"]:
-        raw = item["source"]
-        source = SourceText(str(raw["path"]), str(raw["sha256"]), str(raw["text"]),
-                            tuple(int(p) for p in raw["page_starts"]))
+        source = SourceText.from_record(item["source"])
         chunks = []
         for c in item["chunks"]:
             chunk = Chunk(doc_id=str(c["doc_id"]), contents=str(c["contents"]), path=str(c["path"]),
@@ -155,11 +153,13 @@ def chunk_cache_path(config, strategy: str, documents) -> Path:
 
     spec = registry.get(strategy)
     code = _code_hash(PROJECT_ROOT / spec.folder, PROJECT_ROOT / "ragstudy" / "chunks.py",
-                      PROJECT_ROOT / "ragstudy" / "textlayer.py", PROJECT_ROOT / "ragstudy" / "textnorm.py")
+                      PROJECT_ROOT / "ragstudy" / "textlayer.py", PROJECT_ROOT / "ragstudy" / "textnorm.py",
+                      PROJECT_ROOT / "ragstudy" / "cleaning")
+    layer = {"text_layer": config.text_layer} if reads_text_layer(spec) else {}  # raw and clean never share one
     key = sha256_text(stable_json({"strategy": strategy, "params": asdict(config.strategy_params[strategy]),
                                    "pdfs": [doc.sha256 for doc in documents], "code": code,
                                    "embedding": embedding_id(config),
-                                   "embedding_dtype": config.embedding_dtype}))
+                                   "embedding_dtype": config.embedding_dtype, **layer}))
     return cache_dir() / "chunks" / f"{strategy}-{key[:32]}.json"
 
 
@@ -390,7 +390,19 @@ def run_retrieval(config: StudyConfig) -> list[StrategyReport]:
     """Index every configured strategy and rank parents per question (retrieval_<strategy>.csv); no LLM is loaded.
 
     Postprocessing/retrieval_eval.py then fills equal context budgets from these rankings (ragstudy.budget_eval).
+    With several text layers (`--text-layer raw,clean`) the first is ranked into the output folder and each other
+    one into `<output-dir>/text-layer-<layer>/` (ragstudy.decomposition), every strategy in each.
     """
+    if len(config.text_layers) > 1:
+        from .decomposition import text_layer_folder
+
+        first, *others = config.text_layers
+        reports = run_retrieval(replace(config, text_layer=first))
+        for layer in others:
+            folder = text_layer_folder(config.output_dir, layer)
+            reports += [replace(r, strategy=f"{r.strategy} ({layer})")
+                        for r in run_retrieval(replace(config, text_layer=layer, output_dir=str(folder)))]
+        return reports
     documents = load_documents(Path(config.documents))
     questions = read_questions(config.questions, config.limit)
     check_vector_store(config)  # a Chroma server that is down stops the run before anything is written or chunked

@@ -24,7 +24,9 @@ ROOTS = (
 # The core's building blocks a strategy folder may import (chunk records, parameters, the registry, text rules, the
 # text layer, sentence splitting, errors, file helpers): never the pipeline, retrieval, config, results or models.
 LEAF_CORE = frozenset({"ragstudy", "ragstudy.chunks", "ragstudy.params", "ragstudy.registry", "ragstudy.textnorm",
-                       "ragstudy.textlayer", "ragstudy.errors", "ragstudy.io", "ragstudy.sentences"})
+                       "ragstudy.textlayer", "ragstudy.errors", "ragstudy.io", "ragstudy.sentences",
+                       "ragstudy.cleaning", "ragstudy.cleaning.lines", "ragstudy.cleaning.furniture",
+                       "ragstudy.cleaning.layer"})
 
 
 @dataclass(frozen=True)
