@@ -33,6 +33,11 @@ PART_WORDS = {"total": "paragraph − fixed-size (raw)", "cleaning": "cleaning: 
               "segmentation": "segmentation: paragraph − fixed-size clean"}
 
 
+INTRO = ("Paragraph minus fixed-size on the raw text layer = cleaning (fixed-size on the clean text layer minus "
+         "fixed-size on the raw one) + segmentation (paragraph minus fixed-size on the clean text layer), over the same "
+         "questions; each part with its paired bootstrap CI.")
+
+
 def text_layer_folder(output_dir: str | Path, layer: str) -> Path:
     """Where a run's second text layer goes: `<output-dir>/text-layer-<layer>/`."""
     return Path(output_dir) / TEXT_LAYER_FOLDER.format(layer)
@@ -142,12 +147,18 @@ def _effect(low: float, high: float) -> str:
 
 def _budget_words(label: str, unit: str) -> str:
     if not str(label).isdigit():
-        return "each strategy's own k (contexts of different sizes)"
+        return "each strategy's own k"
     return f"{int(label):,} {UNIT_WORDS.get(unit, unit)}"
 
 
-def sentences(frame, unit: str = "chars", metric_words: str = "hit rate") -> list[str]:
-    """The decomposition in plain words, one sentence per budget (frame: to_frame's columns, or the CSV)."""
+def sentences(frame, unit: str = "chars", metric_words: str | None = None) -> list[str]:
+    """The decomposition in plain words, one sentence per budget (frame: to_frame's columns, or the CSV; the
+    metric named as the verdict names it unless `metric_words` is given)."""
+    from .budget_eval import METRIC_WORDS
+
+    if metric_words is None:
+        metric = str(frame["metric"].iloc[0]) if len(frame) else "hit"
+        metric_words = METRIC_WORDS.get(metric, metric)
     lines = []
     for label, part in frame.groupby("budget", sort=False):
         rows = {r.part: r for r in part.itertuples()}
@@ -157,10 +168,11 @@ def sentences(frame, unit: str = "chars", metric_words: str = "hit rate") -> lis
         # a share only where the lead itself is clear and both parts go its way (else it reads as nonsense)
         clear = total.ci_low > 0 or total.ci_high < 0
         same_way = cleaning.mean_diff * total.mean_diff >= 0 and segmentation.mean_diff * total.mean_diff >= 0
+        caveat = "" if str(label).isdigit() else "; contexts of different sizes, not an equal budget"
         share = (f" Cleaning accounts for {cleaning.mean_diff / total.mean_diff:.0%} of the lead."
                  if clear and same_way else "")
         lines.append(
-            f"At {_budget_words(label, unit)} (n = {total.n} questions): paragraph − fixed-size on the raw text "
+            f"At {_budget_words(label, unit)} (n = {total.n} questions{caveat}): paragraph − fixed-size on the raw text "
             f"layer is {_estimate(total.mean_diff, total.ci_low, total.ci_high)} in {metric_words}. Cleaning alone "
             f"(fixed-size clean − raw) gives {_estimate(cleaning.mean_diff, cleaning.ci_low, cleaning.ci_high)} "
             f"({_effect(cleaning.ci_low, cleaning.ci_high)}); segmenting into paragraphs on the same cleaning "
@@ -176,9 +188,7 @@ def markdown(frame, unit: str = "chars", confidence: float = 0.95, metric_words:
         return ""
     level = f"{confidence:.0%}".replace("%", " %")
     head = (f"## Cleaning or segmentation? ({metric_words}, paired differences with {level} bootstrap CIs)\n\n"
-            "Paragraph minus fixed-size on the raw text layer = cleaning (fixed-size on the clean text layer minus "
-            "fixed-size on the raw one) + segmentation (paragraph minus fixed-size on the clean text layer), over the "
-            "same questions.\n\n")
+            f"{INTRO}\n\n")
     body = "".join(f"- {line}\n" for line in sentences(frame, unit, metric_words)) + "\n"
     header = "| budget | " + " | ".join(PART_WORDS[p] for p in PARTS) + " |\n|---|" + "---:|" * len(PARTS) + "\n"
     rows = ""

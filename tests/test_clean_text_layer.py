@@ -169,6 +169,10 @@ def test_one_retrieval_only_run_over_both_layers_and_its_decomposition(break_dir
         assert parts["total"] == pytest.approx(parts["cleaning"] + parts["segmentation"])
     summary = (out / "retrieval_summary.md").read_text(encoding="utf-8")
     assert "Cleaning or segmentation?" in summary and "Cleaning alone (fixed-size clean − raw)" in summary
+    from Postprocessing import report
+
+    _, page, _ = report.build(out, generated="test")
+    assert "Cleaning or segmentation?" in page and "segmentation: paragraph − fixed-size clean" in page
 
 
 def test_decomposition_parts_are_paired_differences_with_their_bootstrap_ci():

@@ -70,7 +70,26 @@ def verdict_section(inp: Inputs, styles: Strategies) -> Section:
     headers, rows = verdict.table()
     cells = [[Cell(c.text, c.value, c.ci) for c in row] for row in rows]
     s.blocks.append(Table(headers, cells, "lrl" + "r" * (len(headers) - 3), table_id="verdict-table"))
+    s.blocks += decomposition_blocks(inp, verdict.unit)
     return s
+
+
+def decomposition_blocks(inp: Inputs, unit: str) -> list[Block]:
+    """Cleaning vs segmentation (retrieval_decomposition.csv, runs with both text layers): the sentences
+    ragstudy.decomposition writes and a table budget × part; nothing when the run has one text layer."""
+    from ragstudy import decomposition, results
+
+    frame = results.read_table(inp.results_dir, results.RETRIEVAL_DECOMPOSITION)
+    if frame is None:
+        return []
+    rows = [[Cell("own k" if not str(label).isdigit() else f"{int(label):,} {unit}"),
+             *(estimate(r.mean_diff, r.ci_low, r.ci_high, signed=True)
+               for r in part.set_index("part").reindex(decomposition.PARTS).itertuples())]
+            for label, part in frame.groupby("budget", sort=False)]
+    return [Heading("Cleaning or segmentation?"), Text(decomposition.INTRO),
+            Bullets(decomposition.sentences(frame, unit)),
+            Table(["budget", *(decomposition.PART_WORDS[p] for p in decomposition.PARTS)], rows, "lrrr",
+                  table_id="decomposition-table")]
 
 
 # ------------------------------------------------------------------------------------------------ 1. setup
