@@ -94,12 +94,22 @@ class VectorCache:
                     found[key] = array("f", blob).tolist()
         return found
 
-    def put_many(self, model: str, dtype: str, items: Sequence[tuple[str, Sequence[float]]]) -> None:
-        """Store vectors (as float32) in one transaction; keys already present are left as they are."""
+    def put_many(self, model: str, dtype: str, items: Sequence[tuple[str, Sequence[float]]],
+                 replace: bool = False) -> None:
+        """Store vectors (as float32) in one transaction; keys already present are left as they are (`replace`:
+        overwritten, for vectors found unusable)."""
         rows = [(model, dtype, key, array("f", vector).tobytes()) for key, vector in items]
+        verb = "REPLACE" if replace else "IGNORE"
         with self._lock, self._db:
-            self._db.executemany("INSERT OR IGNORE INTO vectors (model, dtype, key, vector) VALUES (?, ?, ?, ?)",
+            self._db.executemany(f"INSERT OR {verb} INTO vectors (model, dtype, key, vector) VALUES (?, ?, ?, ?)",
                                  rows)
+
+    def dimension(self, model: str, dtype: str) -> int | None:
+        """Components of the vectors stored for (model, dtype), None when there are none."""
+        with self._lock:
+            row = self._db.execute("SELECT length(vector) FROM vectors WHERE model = ? AND dtype = ? LIMIT 1",
+                                   (model, dtype)).fetchone()
+        return row[0] // 4 if row else None
 
     def count(self, model: str | None = None) -> int:
         query, args = ("SELECT COUNT(*) FROM vectors", ()) if model is None else (
@@ -121,6 +131,17 @@ class Encoder(Protocol):
     variant: str
 
     def encode(self, texts: list[str]) -> "np.ndarray": ...
+
+
+class VectorCheck(Protocol):
+    """What checks each batch before it is kept (ragstudy.vectorcheck.VectorCheck): `batch` returns the float32
+    matrix or raises; `expect` fixes the dimension; `screen` names the unusable keys among cached vectors."""
+
+    def batch(self, vectors: "np.ndarray", count: int) -> "np.ndarray": ...
+
+    def expect(self, dimension: int, holder: str) -> None: ...
+
+    def screen(self, found: dict[str, list[float]]) -> list[str]: ...
 
 
 class SentenceTransformerEncoder:
@@ -161,7 +182,8 @@ class CustomEmbedding(Embeddings):
     def __init__(self, model_name_or_path: str, device: str = "auto", batch_size: int = 32,
                  query_instruction: str | None = None, model_id: str | None = None,
                  dtype: str = "float32", cache_dir: str | Path | None = None, encoder: Encoder | None = None,
-                 query_prefix: str | None = None, passage_prefix: str | None = None) -> None:
+                 query_prefix: str | None = None, passage_prefix: str | None = None,
+                 check: VectorCheck | None = None) -> None:
         self.model_name_or_path = str(model_name_or_path)
         self.batch_size = batch_size
         self.model_label = model_id or self.model_name_or_path
@@ -179,6 +201,11 @@ class CustomEmbedding(Embeddings):
         self.query_prefix = query_prefix if query_prefix is not None else ("query: " if plain_e5 else "")
         self.passage_prefix = passage_prefix if passage_prefix is not None else ("passage: " if plain_e5 else "")
         self.cache = VectorCache(cache_dir) if cache_dir is not None else None
+        self.check = check  # every batch is checked before it is cached or returned (None: not checked)
+        if check is not None and self.cache is not None:
+            stored = self.cache.dimension(self.model_label, self.dtype)
+            if stored:
+                check.expect(stored, f"the vector cache {self.cache.path}")
         self.texts_embedded = 0  # texts (passages and queries) run through the model
         self.cache_hits = 0  # texts whose vector came from the cache
         logger.info("embedding model %s on %s (query instruction: %s, prefixes: %r/%r, vector cache: %s)",
@@ -189,6 +216,8 @@ class CustomEmbedding(Embeddings):
         if not texts:
             return []
         vectors = self.encoder.encode(texts)
+        if self.check is not None:
+            vectors = self.check.batch(vectors, len(texts))
         self.texts_embedded += len(texts)
         return vectors.astype("float32").tolist()
 
@@ -198,6 +227,9 @@ class CustomEmbedding(Embeddings):
             return self._encode(texts)
         keys = [text_key(text) for text in texts]
         found = self.cache.get_many(self.model_label, self.dtype, keys)
+        unusable = set(self.check.screen(found)) if self.check is not None else set()
+        for key in unusable:
+            del found[key]
         missing = list(dict.fromkeys(key for key in keys if key not in found))
         self.cache_hits += len(texts) - len(missing)
         if missing:
@@ -205,7 +237,10 @@ class CustomEmbedding(Embeddings):
             for start in range(0, len(missing), CACHE_COMMIT_EVERY):
                 part = missing[start:start + CACHE_COMMIT_EVERY]
                 vectors = self._encode([text_of[key] for key in part])
-                self.cache.put_many(self.model_label, self.dtype, list(zip(part, vectors)))
+                items = list(zip(part, vectors))
+                self.cache.put_many(self.model_label, self.dtype, [i for i in items if i[0] not in unusable])
+                if unusable:
+                    self.cache.put_many(self.model_label, self.dtype, [i for i in items if i[0] in unusable], True)
                 found.update(zip(part, vectors))  # float32 values: exactly what a later run reads back
         return [found[key] for key in keys]
 

@@ -91,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="how the embedding model runs (default: the profile's, paper torch, lite onnx; onnx/onnx-int8: ONNX Runtime, CPU)")
     scale.add_argument("--embedding-server", metavar="URL", help="OpenAI-compatible /v1/embeddings server")
     scale.add_argument("--embedding-server-model", help="model name the embedding server serves")
+    scale.add_argument("--embedding-timeout", type=float, metavar="SECONDS",
+                       help="seconds one embedding server request may take before it is tried again (3 tries; "
+                            "default 60)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return parser
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from Postprocessing import cli, common
 from Postprocessing.common import DataError
 from ragstudy import registry
+from ragstudy.budget_metrics import CONTEXT_CHARS, SPAN_METRICS
 from ragstudy.io import PROJECT_ROOT as REPO_ROOT
 
 logger = logging.getLogger("Postprocessing.chunk_quality")
@@ -39,7 +40,8 @@ logger = logging.getLogger("Postprocessing.chunk_quality")
 DEFAULT_GROUNDTRUTH = REPO_ROOT / "sample" / "groundtruth"
 DEFAULT_EVIDENCE = REPO_ROOT / "sample" / "evidence.json"
 DEFAULT_CORRELATE = ("ROUGE-L", "METEOR", "BERTScore F1")
-PER_QUESTION_CHUNK_METRICS = ("hit_at_1", "hit_at_k", "span_recall", "span_precision", "span_iou",
+# the span metrics are the budget metrics' (ragstudy.budget_metrics), computed here on the chain's own contexts
+PER_QUESTION_CHUNK_METRICS = ("hit_at_1", "hit_at_k", *SPAN_METRICS,
                               "retrieved_chars_mean", "retrieved_boundary_quality", "retrieved_noise_share")
 
 
@@ -108,8 +110,8 @@ def retrieval_rows(export, dataset: list[dict], dataset_file: Path, evidence, ev
         boundary = [float(references[c.document].near_boundary(c.ref_end, tolerance)) for c in chunks
                     if c.ref_end is not None]
         values = asdict(result)
-        for name in ("recall", "precision", "iou"):
-            values[f"span_{name}"] = values.pop(name)
+        for name, metric in zip(("recall", "precision", "iou"), SPAN_METRICS):
+            values[metric] = values.pop(name)
         records.append({
             "strategy": export.strategy, **values,
             "retrieved_boundary_quality": sum(boundary) / len(boundary) if boundary else None,
@@ -118,10 +120,10 @@ def retrieval_rows(export, dataset: list[dict], dataset_file: Path, evidence, ev
     frame = pd.DataFrame(records)
     note = f"{skipped_unanswerable} unanswerable question(s) left out" if skipped_unanswerable else ""
     rows = []
-    for metric in ("hit_at_1", "hit_at_k", "span_recall", "span_precision", "span_iou"):
+    for metric in ("hit_at_1", "hit_at_k", *SPAN_METRICS):
         values = frame[metric].tolist() if len(frame) else []
         rows.append(estimate(export.strategy, metric, values, ci, note=note))
-    rows.append(estimate(export.strategy, "context_chars", context_sizes, ci))  # every question, as prompted
+    rows.append(estimate(export.strategy, CONTEXT_CHARS, context_sizes, ci))  # every question, as prompted
     return rows, frame
 
 

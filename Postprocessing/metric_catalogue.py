@@ -108,8 +108,19 @@ def _load_builtins() -> None:
     global _LOADED
     if not _LOADED:
         _LOADED = True
+        _register_budget_metrics()
         for module in BUILTIN_SCORER_MODULES:
             importlib.import_module(module)
+
+
+def _register_budget_metrics() -> None:
+    """The core's budget metrics (ragstudy.budget_metrics, declared there with their compute functions), in the
+    retrieval group: the same facts, never restated here."""
+    from ragstudy import budget_metrics
+
+    for m in budget_metrics.metrics():
+        register_metric(m.name, "retrieval", m.description, m.higher_is_better, m.scale, decimals=m.decimals,
+                        scorer="ragstudy.budget_metrics")
 
 
 def get(name: str) -> MetricInfo:
@@ -165,13 +176,6 @@ register_metric("noise_chunk_share", "intrinsic", "share of chunks with no body 
                 False)
 register_metric("hit_at_1", "retrieval", "first retrieved parent contains the evidence", True)
 register_metric("hit_at_k", "retrieval", "retrieved parents contain the evidence", True)
-register_metric("span_recall", "retrieval", "evidence characters retrieved / evidence characters", True)
-register_metric("span_precision", "retrieval", "evidence characters retrieved / retrieved characters", True)
-register_metric("span_iou", "retrieval", "intersection over union of evidence and retrieved characters", True)
-register_metric("oracle_overlap", "retrieval", "share of the oracle answer's content terms found in the packed "
-                "context (no evidence needed; ragstudy.oracle_overlap)", True)
-register_metric("context_chars", "retrieval", "characters of context the LLM received per question (every question)",
-                None, None, decimals=1)
 register_metric("concept_unity", "hope", "HOPE concept unity", True)
 register_metric("semantic_independence", "hope", "HOPE semantic independence", True)
 register_metric("information_preservation", "hope", "HOPE information preservation (accuracy)", True)

@@ -37,48 +37,51 @@ import pandas as pd
 
 from Postprocessing import cli, common, formatting
 from Postprocessing.common import DataError
-from ragstudy.budget_eval import DEFAULT_REFERENCE, METRICS, PAIRED_METRICS, Verdict
+from ragstudy import budget_metrics
+from ragstudy.budget_eval import DEFAULT_REFERENCE, Verdict
 from ragstudy.io import PROJECT_ROOT as REPO_ROOT
+from ragstudy.stats import HOLM_COLUMN, ci_label
 
 logger = logging.getLogger("Postprocessing.retrieval_eval")
 
 DEFAULT_EVIDENCE = REPO_ROOT / "sample" / "evidence.json"
-METRIC_TITLES = {"hit": "Hit rate: the whole evidence inside the context",
-                 "span_recall": "Span recall: evidence characters in the context / evidence characters",
-                 "span_precision": "Span precision: evidence characters in the context / context characters",
-                 "span_iou": "Span IoU", "mrr": "MRR: 1 / rank of the parent that completes the evidence",
-                 "context_chars": "Context size (characters)",
-                 "oracle_overlap": "Oracle overlap: share of the oracle answer's content terms in the context"}
 PLOT_STEM = "retrieval_hit_rate"
 
 
 # ----------------------------------------------------------------------------------------------- the report
 
-def verdict_markdown(verdict: Verdict) -> str:
-    """The verdict box: its lines, then its table of numbers."""
-    headers, rows = verdict.table()
-    table = formatting.markdown_table(headers, [[c.text for c in row] for row in rows],
-                                      "lrl" + "r" * (len(headers) - 3))
-    return "## Verdict\n\n" + verdict.markdown() + "\n" + table
+def verdict_markdown(verdicts: Sequence[Verdict]) -> str:
+    """The verdict box: each verdict's lines, then its table of numbers (the main verdict first)."""
+    parts = []
+    for number, verdict in enumerate(verdicts):
+        headers, rows = verdict.table()
+        table = formatting.markdown_table(headers, [[c.text for c in row] for row in rows],
+                                          "lrl" + "r" * (len(headers) - 3))
+        title = "## Verdict\n\n" if number == 0 else f"### The same verdict on the {verdict.metric_words}\n\n"
+        parts.append(title + verdict.markdown() + "\n" + table)
+    return "\n".join(parts)
 
 
 def markdown(summary: pd.DataFrame, paired: pd.DataFrame, strategies: Sequence[str], display: Mapping[str, str],
-             labels: Sequence[str], unit: str, notes: Sequence[str], verdict: Verdict, decomposition: str = "") -> str:
+             labels: Sequence[str], unit: str, notes: Sequence[str], verdicts: Sequence[Verdict],
+             confidence: float, decomposition: str = "") -> str:
     """retrieval_summary.md: the verdict first (and the cleaning/segmentation split when the run has both text
-    layers), then every metric's table, the significant pairs and the notes."""
-    lines = [f"# Retrieval at equal context budgets ({unit})\n", verdict_markdown(verdict),
+    layers), then every metric's table, the significant pairs and the notes; intervals labelled with `confidence`,
+    the level the tables record."""
+    ci = ci_label(confidence)
+    lines = [f"# Retrieval at equal context budgets ({unit})\n", verdict_markdown(verdicts),
              *([decomposition] if decomposition else []),
              "## How the contexts are built\n",
              f"Budget B: the top-ranked parents, whole, in rank order, while their total stays <= B {unit} (a first "
              "parent longer than B is cut at B). Budget **k**: the parents each strategy's own k child windows "
-             "retrieve, as the chain does (different sizes per strategy). Mean [95 % bootstrap CI] over the "
+             f"retrieve, as the chain does (different sizes per strategy). Mean [{ci} bootstrap CI] over the "
              "answerable questions.\n"]
     header = ["strategy", *[f"{label} {unit}" if label.isdigit() else "own k" for label in labels]]
-    for metric in METRICS:
-        part = summary[summary["metric"] == metric]
+    for metric in budget_metrics.metrics():
+        part = summary[summary["metric"] == metric.name]
         if part.empty:
             continue
-        digits = 0 if metric == "context_chars" else 3
+        digits = 0 if metric.scale is None else 3
         by_key = {(r.strategy, r.budget): r for r in part.itertuples()}
         body = []
         for s in strategies:
@@ -88,17 +91,17 @@ def markdown(summary: pd.DataFrame, paired: pd.DataFrame, strategies: Sequence[s
                 cells.append("–" if r is None else formatting.format_estimate(r.mean, r.ci_low, r.ci_high, digits))
             body.append([display.get(s, s), *cells])
         n = int(part["n"].max())
-        lines.append(f"## {METRIC_TITLES[metric]} (n = {n})\n")
+        lines.append(f"## {metric.title} (n = {n})\n")
         lines.append(formatting.markdown_table(header, body, "l" + "r" * len(labels)))
     if len(paired):
-        hit = paired[paired["metric"] == "hit"]
+        hit = paired[paired["metric"] == budget_metrics.HIT]
         body = [[r.budget, f"{display.get(r.strategy_a, r.strategy_a)} − {display.get(r.strategy_b, r.strategy_b)}",
                  r.n, formatting.format_estimate(r.mean_diff, r.ci_low, r.ci_high, 3, signed=True),
-                 formatting.format_p(r.p_wilcoxon), formatting.format_p(r.p_holm)]
-                for r in hit.itertuples() if r.p_holm < 0.05]
+                 formatting.format_p(r.p_wilcoxon), formatting.format_p(getattr(r, HOLM_COLUMN))]
+                for r in hit.itertuples() if getattr(r, HOLM_COLUMN) < 0.05]
         lines.append("## Paired differences in hit rate with Holm-adjusted p < 0.05\n")
-        lines.append(formatting.markdown_table(["budget", "a − b", "n", "difference [95 % CI]", "Wilcoxon", "Holm"],
-                                           body, "llrrrr") if body else "None.\n")
+        lines.append(formatting.markdown_table(["budget", "a − b", "n", f"difference [{ci} CI]", "Wilcoxon", "Holm"],
+                                               body, "llrrrr") if body else "None.\n")
         lines.append("All pairs and metrics: `retrieval_paired.csv`.\n")
     lines.append("## Notes\n\n" + "".join(f"- {note}\n" for note in notes))
     return "\n".join(lines)
@@ -115,24 +118,11 @@ def default_evidence(run_config: Mapping) -> Path | None:
     return None
 
 
-def oracle_overlap_rows(given: str | None, results_dir: Path, budgets: Sequence[int],
-                        strategies: Sequence[str], measure) -> tuple[list[dict], list[str], Path | None]:
-    """Oracle-overlap rows of every strategy, notes, and the oracle file (None, and no rows, when there is none)."""
-    from ragstudy import results
-    from ragstudy.oracle_overlap import overlap_folder
-
-    found = results.run_oracle(results_dir, given)  # --oracle, else Oracle.csv beside the run's questions
-    if found is None:
-        return [], [], None
-    oracle, oracle_path = found
-    rows, notes = overlap_folder(results_dir, oracle, budgets, strategies, measure)
-    return rows, notes, oracle_path
-
-
 def text_layer_decomposition(results_dir: Path, evidence: Mapping, budgets: Sequence[int], measure,
-                             args: argparse.Namespace, metric: str, notes: list[str]) -> pd.DataFrame | None:
-    """Paragraph − fixed-size split into cleaning and segmentation (ragstudy.decomposition) when the run has both
-    text layers (`--text-layer raw,clean`: the second in a text-layer-<layer>/ subfolder); notes say what was used."""
+                             args: argparse.Namespace, metrics: Sequence[str], notes: list[str]) -> pd.DataFrame | None:
+    """Paragraph − fixed-size split into cleaning and segmentation (ragstudy.decomposition) on each of the verdict's
+    evidence `metrics`, when the run has both text layers (`--text-layer raw,clean`: the second in a
+    text-layer-<layer>/ subfolder); notes say what was used."""
     from ragstudy.decomposition import decomposition_from_runs, find_text_layer_runs
 
     runs = find_text_layer_runs(results_dir)
@@ -140,8 +130,8 @@ def text_layer_decomposition(results_dir: Path, evidence: Mapping, budgets: Sequ
         notes.append("cleaning vs segmentation: not measured (the run has one text layer; run evaluation_chain.py "
                      "--retrieval-only --text-layer raw,clean for the split)")
         return None
-    frame = decomposition_from_runs(runs, evidence, budgets, measure, metric, args.n_resamples, args.seed,
-                                    args.confidence) if evidence and metric != "oracle_overlap" else None
+    frame = decomposition_from_runs(runs, evidence, budgets, measure, metrics, args.n_resamples, args.seed,
+                                    args.confidence) if evidence and metrics else None
     if frame is None:
         notes.append(f"cleaning vs segmentation: not measured (needs evidence, and paragraph and fixed-size in the "
                      f"raw run and fixed-size in the clean one: {', '.join(f'{k} {v}' for k, v in runs.items())})")
@@ -152,11 +142,10 @@ def text_layer_decomposition(results_dir: Path, evidence: Mapping, budgets: Sequ
     return frame
 
 
-def decomposition_markdown(frame: pd.DataFrame | None, unit: str, confidence: float, metric: str) -> str:
-    from ragstudy.budget_eval import METRIC_WORDS
+def decomposition_markdown(frame: pd.DataFrame | None, unit: str, confidence: float) -> str:
     from ragstudy.decomposition import markdown as split_markdown
 
-    return "" if frame is None else split_markdown(frame, unit, confidence, METRIC_WORDS.get(metric, metric))
+    return "" if frame is None else split_markdown(frame, unit, confidence)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -180,8 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--reference", metavar="STRATEGY",
                         help=f"the strategy the verdict compares with every other one (default: {DEFAULT_REFERENCE}; "
                              "when absent from the run the verdict shows only the best strategy per budget)")
-    parser.add_argument("--verdict-metric", choices=PAIRED_METRICS, default="hit",
-                        help="the metric the verdict ranks and compares by (default: hit)")
+    parser.add_argument("--verdict-metric", choices=budget_metrics.names(compared_only=True),
+                        default=budget_metrics.HIT, help="the metric the verdict ranks and compares by (with the hit "
+                        f"rate, the verdict on {budget_metrics.HIT_CONTIGUOUS} follows it; default: %(default)s)")
     cli.add_bootstrap_args(parser)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return parser
@@ -190,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> dict:
     from ragstudy import registry, results
     from ragstudy.budget_eval import (budget_labels, compare, evaluate_folder, run_measure, summarize,
-                                      validate_budgets, verdict, with_oracle_overlap)
+                                      validate_budgets, verdict, verdict_metrics)
     from ragstudy.config import DEFAULT_BUDGETS
     from ragstudy.evidence import load_evidence_file
 
@@ -217,35 +207,34 @@ def run(args: argparse.Namespace) -> dict:
                         f"{', '.join(strategies)}); pass one of them")
     questions, questions_path = results.run_questions(results_dir, args.questions, args.allow_questions_mismatch)
     evidence_path = default_evidence(run_config) if args.evidence is None else Path(args.evidence)
-    overlap_rows, overlap_notes, oracle_path = oracle_overlap_rows(args.oracle, results_dir, budgets,
-                                                                   strategies, measure)
+    found = results.run_oracle(results_dir, args.oracle)  # --oracle, else Oracle.csv beside the run's questions
+    oracle, oracle_path = found if found is not None else (None, None)
     if evidence_path is None and oracle_path is None:
         raise DataError(f"nothing to score {results_dir} against: pass --evidence FILE, or --oracle FILE (or put "
                         "Oracle.csv beside the run's questions file)")
     evidence = load_evidence_file(evidence_path, questions, questions_path) if evidence_path else {}
-    frame, evaluations = evaluate_folder(results_dir, evidence, budgets, measure, strategies)
-    if evidence_path and frame.empty:
+    frame, evaluations = evaluate_folder(results_dir, evidence, budgets, measure, strategies, oracle)
+    if evidence_path and not frame[budget_metrics.HIT].notna().any():
         raise DataError(f"no answerable question of {evidence_path} was ranked in {results_dir}: do the evidence "
                         "file and the run's Questions.csv belong together?")
-    frame = with_oracle_overlap(frame, overlap_rows)
     labels = budget_labels(budgets)
     display = {s: registry.get(s).display_name for s in strategies}
     summary = summarize(frame, display, args.n_resamples, args.seed, args.confidence)
     paired = compare(frame, strategies, labels, args.n_resamples, args.seed, args.confidence)
     verdict_metric = args.verdict_metric
-    if verdict_metric == "hit" and not frame["hit"].notna().any():
-        verdict_metric = "oracle_overlap"  # no evidence: the oracle overlap is the only score there is
-    box = verdict(summary, paired, args.reference or DEFAULT_REFERENCE, verdict_metric, unit,
-                  confidence=args.confidence)
+    has_evidence = bool(frame[budget_metrics.HIT].notna().any())
+    if budget_metrics.get(verdict_metric).needs == "evidence" and not has_evidence:
+        verdict_metric = budget_metrics.ORACLE_OVERLAP  # no evidence: the oracle overlap is the only score there is
+    boxes = [verdict(summary, paired, args.reference or DEFAULT_REFERENCE, metric, unit, confidence=args.confidence)
+             for metric in verdict_metrics(verdict_metric, has_evidence)]
     k = {name: p.get("k") for name, p in (run_config.get("strategy_params") or {}).items() if name in strategies}
     notes = [f"retriever: {run_config.get('retriever', 'dense')} (evaluation_chain.py --retriever)",
              f"evidence: {evidence_path} ({len(evidence)} answerable questions); matched after NFKC, accent, "
              "case, whitespace, punctuation and line-break-hyphenation normalisation" if evidence_path else
              "evidence: none given (--evidence FILE): only the oracle overlap is scored",
              f"oracle overlap: {oracle_path}" if oracle_path else "oracle overlap: no oracle file (--oracle FILE)",
-             *overlap_notes,
              f"budgets in {unit}; each strategy's own k (child windows): {k or 'unknown'}",
-             *(e.note() for e in evaluations),
+             *(note for e in evaluations for note in e.notes()),
              "paired tests: bootstrap CI of the mean difference, Wilcoxon signed-rank p, Holm over the strategy "
              "pairs of each budget and metric"]
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -253,19 +242,21 @@ def run(args: argparse.Namespace) -> dict:
                                                    frame[list(results.RETRIEVAL_PER_QUESTION.columns)]),
                "summary": results.write_table(out_dir, results.RETRIEVAL_SUMMARY, summary),
                "paired": results.write_table(out_dir, results.RETRIEVAL_PAIRED, paired),
-               "verdict": results.write_table(out_dir, results.RETRIEVAL_VERDICT, box.to_frame()),
+               "verdict": results.write_table(out_dir, results.RETRIEVAL_VERDICT,
+                                              pd.concat([box.to_frame() for box in boxes], ignore_index=True)),
                "summary_md": out_dir / "retrieval_summary.md"}
-    if not args.no_plot and frame["hit"].notna().any():
+    if not args.no_plot and has_evidence:
         from Postprocessing.budget_plots import hit_rate_figure, write_plots
 
         fig = hit_rate_figure(summary, frame, strategies, unit)
         for path in write_plots(fig, out_dir, PLOT_STEM, notes):
             written[path.suffix.lstrip(".")] = path
-    decomposition = text_layer_decomposition(results_dir, evidence, budgets, measure, args, verdict_metric, notes)
+    metrics = [m for m in verdict_metrics(verdict_metric, has_evidence) if budget_metrics.get(m).needs == "evidence"]
+    decomposition = text_layer_decomposition(results_dir, evidence, budgets, measure, args, metrics, notes)
     if decomposition is not None:
         written["decomposition"] = results.write_table(out_dir, results.RETRIEVAL_DECOMPOSITION, decomposition)
-    report = markdown(summary, paired, strategies, display, labels, unit, notes, box,
-                      decomposition_markdown(decomposition, unit, args.confidence, verdict_metric))
+    report = markdown(summary, paired, strategies, display, labels, unit, notes, boxes, args.confidence,
+                      decomposition_markdown(decomposition, unit, args.confidence))
     common.atomic_write_text(written["summary_md"], report)
     print(report)
     print(f"outputs in {out_dir} ({time.perf_counter() - started:.0f} s)")

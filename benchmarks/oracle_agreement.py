@@ -37,22 +37,17 @@ def score_folder(results_dir: Path, evidence_path: Path, oracle_path: Path) -> t
     from ragstudy.budget_eval import evaluate_folder, run_measure
     from ragstudy.config import DEFAULT_BUDGETS
     from ragstudy.evidence import load_evidence_file
-    from ragstudy.oracle_overlap import overlap_folder
     from ragstudy.results import ranked_strategies, run_oracle
 
     run_config = common.read_run_config(results_dir)
     budgets = list(run_config.get("budgets") or DEFAULT_BUDGETS)
     measure = run_measure(run_config, results_dir)
     strategies = ranked_strategies(results_dir)
-    hits, evaluations = evaluate_folder(results_dir, load_evidence_file(evidence_path), budgets, measure,
-                                        strategies)
-    notes = [e.note() for e in evaluations]
     oracle, _ = run_oracle(results_dir, oracle_path)  # row count checked against the run's questions
-    overlaps, overlap_notes = overlap_folder(results_dir, oracle, budgets, strategies, measure)
-    notes += overlap_notes
-    frame = pd.DataFrame(hits)[["strategy", "budget", "question_index", "hit"]].merge(
-        pd.DataFrame(overlaps)[["strategy", "budget", "question_index", "oracle_overlap"]],
-        on=["strategy", "budget", "question_index"], how="inner")
+    scored, evaluations = evaluate_folder(results_dir, load_evidence_file(evidence_path), budgets, measure,
+                                          strategies, oracle)  # one packing per question scores both
+    notes = [note for e in evaluations for note in e.notes()]
+    frame = scored[["strategy", "budget", "question_index", "hit", "oracle_overlap"]].dropna().reset_index(drop=True)
     return frame, notes
 
 

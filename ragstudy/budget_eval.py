@@ -24,6 +24,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from . import budget_metrics
 from .config import validate_budgets  # noqa: F401  (budgets are checked by the config, once)
 from .errors import StudyInputError
 
@@ -33,11 +34,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 PAPER_K_LABEL = "k"  # the budget label of "the parents the strategy's own k child windows retrieve"
-# summary metric -> per-question column
-METRICS: dict[str, str] = {"hit": "hit", "span_recall": "span_recall", "span_precision": "span_precision",
-                           "span_iou": "span_iou", "mrr": "reciprocal_rank", "context_chars": "context_chars",
-                           "oracle_overlap": "oracle_overlap"}  # ragstudy.oracle_overlap: needs no evidence
-PAIRED_METRICS = ("hit", "span_recall", "span_precision", "span_iou", "mrr", "oracle_overlap")
 
 
 # ------------------------------------------------------------------------------------------------ budgets
@@ -164,13 +160,17 @@ class StrategyEvaluation:
     strategy: str
     rows: list[dict] = field(default_factory=list)
     ranked_questions: int = 0
-    unanswerable: int = 0  # ranked questions without evidence: left out
-    document_missing: int = 0  # evidence in a PDF the run did not index: left out
+    unanswerable: int = 0  # ranked questions without evidence: left out of the evidence metrics
+    document_missing: int = 0  # evidence in a PDF the run did not index: left out of the evidence metrics
     partly_unlocated: int = 0  # evidence not (wholly) found in the strategy's text: kept, cannot be a hit
+    evidence_given: bool = True
+    oracle: Any = None  # ragstudy.oracle_overlap.OracleTerms, when an oracle file was given
+    oracle_scored: int = 0
+    no_oracle: int = 0  # ranked questions beyond the oracle file's rows
 
     def note(self) -> str:
         """What was scored and what was left out, in one line."""
-        kept = len({r["question_index"] for r in self.rows})
+        kept = len({r["question_index"] for r in self.rows if not math.isnan(r[budget_metrics.HIT])})
         parts = [f"{kept} of {self.ranked_questions} ranked questions scored",
                  f"{self.unanswerable} unanswerable (no evidence) left out"]
         if self.document_missing:
@@ -180,28 +180,61 @@ class StrategyEvaluation:
                          "cannot be a hit)")
         return f"{self.strategy}: " + "; ".join(parts)
 
+    def notes(self) -> list[str]:
+        """The evidence note (when evidence was given) and the oracle-overlap note (when an oracle was)."""
+        found = [self.note()] if self.evidence_given else []
+        if self.oracle is not None:
+            found.append(self.oracle.note(self.strategy, self.oracle_scored, self.no_oracle))
+        return found
+
+
+def _reading_order(chunk_rows: Sequence[Mapping]) -> dict[str, int]:
+    """doc_id -> position of the parent among its source's parents in reading order (start, then end)."""
+    order: dict[str, int] = {}
+    by_path: dict[str, list[Mapping]] = {}
+    for row in chunk_rows:
+        by_path.setdefault(row["path"], []).append(row)
+    for rows in by_path.values():
+        for position, row in enumerate(sorted(rows, key=lambda r: tuple(r["start_end_idx"]))):
+            order[row["doc_id"]] = position
+    return order
+
 
 def evaluate_strategy(results_dir: Path, strategy: str, evidence: Mapping, budgets: Sequence[int],
-                      measure: Measure = CHARS) -> StrategyEvaluation:
-    """Score every ranked answerable question of `strategy` at every budget. `evidence` maps question_index to
-    ragstudy.evidence.QuestionEvidence (load_evidence_file)."""
-    from .evidence import SourceIndex, context_scores
+                      measure: Measure = CHARS, oracle: Any = None, analyzer: Any = None) -> StrategyEvaluation:
+    """Score every ranked question of `strategy` at every budget with every budget metric (ragstudy.budget_metrics):
+    each question's ranking is packed once per budget. `evidence` maps question_index to
+    ragstudy.evidence.QuestionEvidence (load_evidence_file); `oracle` is an OracleTerms (ragstudy.oracle_overlap)
+    or None. A question with neither evidence nor oracle terms is left out; the metrics whose input a question
+    lacks are NaN in its rows."""
+    from .evidence import SourceIndex
     from .results import read_chunks, read_retrieval, retrieval_path
 
     rankings = read_retrieval(retrieval_path(results_dir, strategy))
     chunk_rows, sources = read_chunks(Path(results_dir), strategy)
     by_id = {row["doc_id"]: row for row in chunk_rows}
+    position = _reading_order(chunk_rows)
     index = SourceIndex({path: source.text for path, source in sources.items()})
-    result = StrategyEvaluation(strategy, ranked_questions=len(rankings))
+    result = StrategyEvaluation(strategy, ranked_questions=len(rankings), evidence_given=bool(evidence),
+                                oracle=oracle)
     for question_index in sorted(rankings):
+        located = None
         if question_index not in evidence:
             result.unanswerable += 1
+        else:
+            located = index.locate(evidence[question_index])
+            if located.documents_missing:
+                result.document_missing += 1
+                located = None
+            else:
+                result.partly_unlocated += located.unlocated > 0
+        terms = None
+        if oracle is not None:
+            terms = oracle.terms.get(question_index)
+            result.no_oracle += question_index >= oracle.answers
+            result.oracle_scored += terms is not None
+        if located is None and terms is None:
             continue
-        located = index.locate(evidence[question_index])
-        if located.documents_missing:
-            result.document_missing += 1
-            continue
-        result.partly_unlocated += located.unlocated > 0
         for label, context in pack_all(rankings[question_index], budgets, measure).items():
             parents = []
             for parent, text in zip(context.parents, context.texts):
@@ -211,63 +244,50 @@ def evaluate_strategy(results_dir: Path, strategy: str, evidence: Mapping, budge
                                           f"{parent.rank}: parent {parent.doc_id} is not in chunks_{strategy}.csv as "
                                           "ranked; the files come from different runs: re-run evaluation_chain.py "
                                           "--retrieval-only")
-                start = row["start_end_idx"][0]
-                parents.append(index.span(row["path"], start, start + len(text)))
-            scores = context_scores(located.spans, [([span], length) for span, length in parents],
-                                    located.unlocated)
-            result.rows.append({
-                "strategy": strategy, "budget": label, "question_index": question_index, "hit": scores.hit,
-                "span_recall": scores.span_recall, "span_precision": scores.span_precision,
-                "span_iou": scores.span_iou, "reciprocal_rank": scores.reciprocal_rank,
-                "context_chars": context.chars, "parents": len(context.parents), "context_units": context.used,
-            })
+                if located is not None:
+                    start = row["start_end_idx"][0]
+                    span, length = index.span(row["path"], start, start + len(text))
+                    parents.append(budget_metrics.ContextParent(span, length, position[parent.doc_id]))
+            case = budget_metrics.ContextCase(context.texts, tuple(parents), located, terms, analyzer)
+            result.rows.append({"strategy": strategy, "budget": label, "question_index": question_index,
+                                **budget_metrics.score(case), "parents": len(context.parents),
+                                "context_units": context.used})
+    if result.no_oracle:
+        logger.warning("%s: %d ranked question(s) have no oracle row", strategy, result.no_oracle)
     return result
 
 
 def evaluate_folder(results_dir: Path, evidence: Mapping, budgets: Sequence[int], measure: Measure,
-                    strategies: Sequence[str]):
+                    strategies: Sequence[str], oracle: Sequence[str] | None = None):
     """Per-question rows of every strategy (the retrieval_per_question.csv columns plus `context_units`, the
-    context size in the budget's unit) and each strategy's StrategyEvaluation."""
+    context size in the budget's unit) and each strategy's StrategyEvaluation; `oracle` (one answer per question)
+    adds the oracle overlap."""
     import pandas as pd
 
     from .results import RETRIEVAL_PER_QUESTION
 
-    evaluations = [evaluate_strategy(results_dir, s, evidence, budgets, measure) for s in strategies]
+    terms = analyzer = None
+    if oracle is not None:
+        from .lexical import ItalianAnalyzer
+        from .oracle_overlap import oracle_terms
+
+        analyzer = ItalianAnalyzer()
+        terms = oracle_terms(oracle, analyzer)
+    evaluations = [evaluate_strategy(results_dir, s, evidence, budgets, measure, terms, analyzer)
+                   for s in strategies]
     frame = pd.DataFrame([row for e in evaluations for row in e.rows],
                          columns=[*RETRIEVAL_PER_QUESTION.columns, "context_units"])
     return frame, evaluations
 
 
-def with_oracle_overlap(frame, overlap_rows: Sequence[Mapping]):
-    """Per-question rows of the evidence scores (`frame`, maybe empty) joined with the oracle-overlap rows on
-    (strategy, budget, question_index); a question scored one way only keeps NaN in the other's columns."""
-    import pandas as pd
-
-    keys = ["strategy", "budget", "question_index"]
-    overlap = pd.DataFrame(list(overlap_rows), columns=[*keys, "oracle_overlap"])
-    base = frame.drop(columns=["oracle_overlap"], errors="ignore")
-    if not len(overlap):
-        return base.assign(oracle_overlap=float("nan"))
-    base = base.astype({"question_index": int, "budget": str})
-    overlap = overlap.astype({"question_index": int, "budget": str})
-    # the evidence rows keep their order (strategies in registry order, then budgets, then questions); questions
-    # scored by the oracle overlap alone follow, in the order they were scored
-    merged = base.merge(overlap, on=keys, how="left")
-    seen = base.set_index(keys).index
-    extra = overlap[~overlap.set_index(keys).index.isin(seen)]
-    if len(extra):
-        merged = pd.concat([merged, extra], ignore_index=True)
-    return merged.reset_index(drop=True)
-
-
-def budget_means(frame, labels: Sequence[str], metrics: Sequence[str] = PAIRED_METRICS) -> dict[str, float]:
+def budget_means(frame, labels: Sequence[str], metrics: Sequence[str] | None = None) -> dict[str, float]:
     """`<metric>@<budget>` -> mean over the questions of `frame` (one strategy's per-question rows); NaN where no
-    question was scored."""
+    question was scored. `metrics`: the compared budget metrics by default."""
     means = {}
     for label in labels:
         part = frame[frame["budget"] == label]
-        for metric in metrics:
-            column = METRICS[metric]
+        for metric in metrics or budget_metrics.names(compared_only=True):
+            column = budget_metrics.get(metric).column
             means[f"{metric}@{label}"] = float(part[column].mean()) if len(part) else float("nan")
     return means
 
@@ -277,11 +297,13 @@ def summarize(frame, display: Mapping[str, str], n_resamples: int, seed: int, co
     import pandas as pd
 
     from .results import RETRIEVAL_SUMMARY
-    from .stats import bootstrap_ci
+    from .stats import CiSettings, bootstrap_ci
 
+    ci = CiSettings(n_resamples, seed, confidence).columns()  # recorded in every row
     records = []
     for (strategy, budget), part in frame.groupby(["strategy", "budget"], sort=False):
-        for metric, column in METRICS.items():
+        for metric in budget_metrics.metrics():
+            column = metric.column
             if column not in part:
                 continue
             values = part[column].dropna().astype(float).to_numpy()  # evidence or oracle missing: not scored
@@ -289,8 +311,8 @@ def summarize(frame, display: Mapping[str, str], n_resamples: int, seed: int, co
                 continue
             mean, low, high = bootstrap_ci(values, n_resamples, seed, confidence)
             records.append({"strategy": strategy, "strategy_display": display.get(strategy, strategy),
-                            "budget": str(budget), "metric": metric, "n": len(values), "mean": mean,
-                            "ci_low": low, "ci_high": high})
+                            "budget": str(budget), "metric": metric.name, "n": len(values), "mean": mean,
+                            "ci_low": low, "ci_high": high, **ci})
     return pd.DataFrame(records, columns=list(RETRIEVAL_SUMMARY.columns))
 
 
@@ -301,13 +323,14 @@ def compare(frame, strategies: Sequence[str], labels: Sequence[str], n_resamples
     import pandas as pd
 
     from .results import RETRIEVAL_PAIRED
-    from .stats import compare_paired, holm
+    from .stats import HOLM_COLUMN, CiSettings, compare_paired, holm
 
+    ci = CiSettings(n_resamples, seed, confidence).columns()  # recorded in every row
     records = []
     for label in labels:
         at_budget = frame[frame["budget"] == label]
-        for metric in PAIRED_METRICS:
-            column = METRICS[metric]
+        for metric in budget_metrics.names(compared_only=True):
+            column = budget_metrics.get(metric).column
             wide = at_budget.pivot(index="question_index", columns="strategy", values=column)
             family = []
             for a, b in combinations([s for s in strategies if s in wide.columns], 2):
@@ -318,9 +341,9 @@ def compare(frame, strategies: Sequence[str], labels: Sequence[str], n_resamples
                                         confidence)
                 family.append({"budget": label, "metric": metric, "strategy_a": a, "strategy_b": b, "n": result.n,
                                "mean_diff": result.mean_diff, "ci_low": result.ci_low, "ci_high": result.ci_high,
-                               "p_wilcoxon": result.p_wilcoxon})
+                               "p_wilcoxon": result.p_wilcoxon, **ci})
             for record, adjusted in zip(family, holm([r["p_wilcoxon"] for r in family]) if family else []):
-                record["p_holm"] = adjusted
+                record[HOLM_COLUMN] = adjusted
             records += family
     return pd.DataFrame(records, columns=list(RETRIEVAL_PAIRED.columns))
 
@@ -329,8 +352,6 @@ def compare(frame, strategies: Sequence[str], labels: Sequence[str], n_resamples
 
 DEFAULT_REFERENCE = "paragraph"  # the study's question: paragraph chunking against every other strategy
 ALPHA = 0.05
-METRIC_WORDS = {"hit": "hit rate", "oracle_overlap": "oracle overlap", "span_recall": "span recall", "span_precision": "span precision",
-                "span_iou": "span IoU", "mrr": "MRR"}  # other metrics are named as they are
 UNIT_WORDS = {"chars": "characters", "tokens": "tokens"}
 _TIE = 1e-9  # means closer than this are a tie
 
@@ -407,7 +428,7 @@ class Verdict:
 
     @property
     def metric_words(self) -> str:
-        return METRIC_WORDS.get(self.metric, self.metric)
+        return budget_metrics.get(self.metric).words
 
     # ---- words
 
@@ -423,7 +444,9 @@ class Verdict:
         return "Holm p < 0.001" if p < 0.001 else f"Holm p = {p:.3f}"
 
     def header(self) -> str:
-        ci = f"{self.confidence:.0%}".replace("%", " %")
+        from .stats import ci_label
+
+        ci = ci_label(self.confidence)
         if not self.reference_present:
             return (f"Verdict on {self.metric_words}: the reference strategy '{self.reference}' is "
                     "not in this run, so only the best strategy at each budget is shown and no difference is tested "
@@ -556,10 +579,15 @@ class Verdict:
         return pd.DataFrame(records, columns=list(RETRIEVAL_VERDICT.columns))
 
     @classmethod
-    def from_frame(cls, frame) -> "Verdict":
-        """The Verdict a `to_frame` table holds (as read back by ragstudy.results.read_table)."""
+    def from_frame(cls, frame, metric: str | None = None) -> "Verdict":
+        """The Verdict on `metric` (default: the table's first) that a `to_frame` table holds (as read back by
+        ragstudy.results.read_table; one table may hold verdicts on several metrics, see `all_from_frame`)."""
         if frame is None or not len(frame):
             raise ValueError("an empty verdict table")
+        metric = str(frame["metric"].iloc[0]) if metric is None else metric
+        frame = frame[frame["metric"].astype(str) == metric]
+        if not len(frame):
+            raise ValueError(f"no verdict on {metric!r} in the table")
         first = frame.iloc[0]
         budgets = []
         for budget in dict.fromkeys(str(b) for b in frame["budget"]):
@@ -577,6 +605,20 @@ class Verdict:
                    float(first["alpha"]), float(first["confidence"]), tuple(budgets))
 
 
+def all_verdicts(frame) -> list[Verdict]:
+    """Every verdict a retrieval_verdict.csv holds, in the table's order (the main one first; with evidence and the
+    hit rate as main metric, the contiguous hit rate follows)."""
+    if frame is None or not len(frame):
+        raise ValueError("an empty verdict table")
+    return [Verdict.from_frame(frame, str(m)) for m in dict.fromkeys(frame["metric"].astype(str))]
+
+
+def verdict_metrics(metric: str, evidence: bool) -> list[str]:
+    """The verdicts a run states: on `metric`, and, when that is the (lenient) hit rate, on the contiguous hit
+    rate too (docs/metrics.md: the reading of the paper's coherent-context claim)."""
+    return [metric, budget_metrics.HIT_CONTIGUOUS] if metric == budget_metrics.HIT and evidence else [metric]
+
+
 def _read_scores(part, role: str) -> tuple[VerdictScore, ...]:
     return tuple(VerdictScore(str(r.strategy), str(r.strategy_display), int(r.n), float(r.value), float(r.ci_low),
                               float(r.ci_high)) for r in part[part["role"] == role].itertuples())
@@ -586,7 +628,7 @@ def _budget_key(label: str) -> tuple[int, int]:
     return (1, 0) if not label.isdigit() else (0, int(label))
 
 
-def verdict(summary, paired, reference: str = DEFAULT_REFERENCE, metric: str = "hit", unit: str = "chars",
+def verdict(summary, paired, reference: str = DEFAULT_REFERENCE, metric: str = budget_metrics.HIT, unit: str = "chars",
             alpha: float = ALPHA, confidence: float = 0.95) -> Verdict:
     """The verdict from the tables `summarize` and `compare` made (retrieval_summary.csv, retrieval_paired.csv):
     at every budget the strategies with the highest mean `metric` (ties named), and `reference` − each other

@@ -60,7 +60,7 @@ _RUN_KEYS = ("documents", "questions", "output_dir", "limit", "chunks_only", "re
              "embedding_batch_size", "embedding_dtype", "prompt_template", "threads", "embedding_threads",
              "budgets", "budget_unit",
              "llm_batch_size", "llm_servers", "llm_server_model", "concurrency", "chroma_server", "llm_timeout",
-             "embedding_backend", "embedding_server", "embedding_server_model", "retriever",
+             "embedding_timeout", "embedding_backend", "embedding_server", "embedding_server_model", "retriever",
              "llm_engine", "text_layer")
 _TUPLE_KEYS = ("budgets", "llm_servers")
 LLM_ENGINES = ("torch", "onnxruntime")  # ragstudy.generation.ENGINES
@@ -107,6 +107,7 @@ class StudyConfig:
     concurrency: int = 4  # requests in flight per run when answering through servers
     chroma_server: str | None = None  # http://host:port of a Chroma server instead of local folders
     llm_timeout: float = 600.0  # seconds one LLM server request may take (tried 3 times): bounds a hung server
+    embedding_timeout: float = 60.0  # seconds one embedding server request may take (tried 3 times)
     embedding_backend: str = "torch"  # torch (the paper's) | onnx | onnx-int8 (ONNX Runtime, see ragstudy.encoders)
     embedding_server: str | None = None  # OpenAI-compatible /v1/embeddings server instead of the local model
     embedding_server_model: str | None = None  # the model name that server serves (names caches and collections)
@@ -160,10 +161,10 @@ class StudyConfig:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
                 raise StudyInputError(f"{named(name)} must be a positive integer, got {value!r}")
-        if isinstance(self.llm_timeout, bool) or not isinstance(self.llm_timeout, (int, float)) \
-                or not 0 < self.llm_timeout < float("inf"):
-            raise StudyInputError(f"{named('llm_timeout')} must be a positive number of seconds, got "
-                                  f"{self.llm_timeout!r}")
+        for name in ("llm_timeout", "embedding_timeout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+                raise StudyInputError(f"{named(name)} must be a positive number of seconds, got {value!r}")
         validate_budgets(self.budgets, named("budgets"))
         if self.budget_unit not in ("chars", "tokens"):
             raise StudyInputError(f"{named('budget_unit')} must be chars or tokens, got {self.budget_unit!r}")

@@ -95,10 +95,10 @@ def decompose(raw, clean, labels: Sequence[str], metric: str = "hit", n_resample
     """The three parts at every budget label, from the per-question frames of the raw and the clean run
     (budget_eval.evaluate_folder's rows: strategy, budget, question_index, the metric's column). Paragraph is read
     from the raw run (its input does not depend on the text layer); only questions scored in all three are used."""
-    from .budget_eval import METRICS
+    from . import budget_metrics
     from .stats import compare_paired
 
-    column = METRICS[metric]
+    column = budget_metrics.get(metric).column
     out: list[Part] = []
     for label in labels:
         series = {"paragraph": _values(raw, SEGMENTED, label, column), "raw": _values(raw, BASELINE, label, column),
@@ -154,11 +154,10 @@ def _budget_words(label: str, unit: str) -> str:
 def sentences(frame, unit: str = "chars", metric_words: str | None = None) -> list[str]:
     """The decomposition in plain words, one sentence per budget (frame: to_frame's columns, or the CSV; the
     metric named as the verdict names it unless `metric_words` is given)."""
-    from .budget_eval import METRIC_WORDS
+    from . import budget_metrics
 
     if metric_words is None:
-        metric = str(frame["metric"].iloc[0]) if len(frame) else "hit"
-        metric_words = METRIC_WORDS.get(metric, metric)
+        metric_words = budget_metrics.get(str(frame["metric"].iloc[0]) if len(frame) else "hit").words
     lines = []
     for label, part in frame.groupby("budget", sort=False):
         rows = {r.part: r for r in part.itertuples()}
@@ -182,27 +181,42 @@ def sentences(frame, unit: str = "chars", metric_words: str | None = None) -> li
     return lines
 
 
-def markdown(frame, unit: str = "chars", confidence: float = 0.95, metric_words: str = "hit rate") -> str:
-    """The decomposition section: the sentences, then a table budget × part with the paired CIs."""
-    if frame is None or frame.empty:
-        return ""
-    level = f"{confidence:.0%}".replace("%", " %")
-    head = (f"## Cleaning or segmentation? ({metric_words}, paired differences with {level} bootstrap CIs)\n\n"
-            f"{INTRO}\n\n")
-    body = "".join(f"- {line}\n" for line in sentences(frame, unit, metric_words)) + "\n"
-    header = "| budget | " + " | ".join(PART_WORDS[p] for p in PARTS) + " |\n|---|" + "---:|" * len(PARTS) + "\n"
-    rows = ""
+def by_metric(frame):
+    """(metric, its rows) of a decomposition table, in the order the metrics come (hit first)."""
+    return [(str(metric), part) for metric, part in frame.groupby("metric", sort=False)]
+
+
+def table_rows(frame, unit: str) -> list[list[str]]:
+    """One row per budget of one metric's rows: the budget, then each part's difference [CI]."""
+    rows = []
     for label, part in frame.groupby("budget", sort=False):
         cells = {r.part: _estimate(r.mean_diff, r.ci_low, r.ci_high) for r in part.itertuples()}
         shown = f"{int(label):,} {unit}" if str(label).isdigit() else "own k"
-        rows += f"| {shown} | " + " | ".join(cells.get(p, "–") for p in PARTS) + " |\n"
-    return head + body + header + rows
+        rows.append([shown, *(cells.get(p, "–") for p in PARTS)])
+    return rows
+
+
+def markdown(frame, unit: str = "chars", confidence: float = 0.95) -> str:
+    """The decomposition section: per metric, the sentences, then a table budget × part with the paired CIs."""
+    from . import budget_metrics
+
+    if frame is None or frame.empty:
+        return ""
+    level = f"{confidence:.0%}".replace("%", " %")
+    out = f"## Cleaning or segmentation? (paired differences with {level} bootstrap CIs)\n\n{INTRO}\n\n"
+    header = "| budget | " + " | ".join(PART_WORDS[p] for p in PARTS) + " |\n|---|" + "---:|" * len(PARTS) + "\n"
+    for metric, part in by_metric(frame):
+        out += f"### On the {budget_metrics.get(metric).words}\n\n"
+        out += "".join(f"- {line}\n" for line in sentences(part, unit)) + "\n" + header
+        out += "".join("| " + " | ".join(row) + " |\n" for row in table_rows(part, unit)) + "\n"
+    return out
 
 
 def decomposition_from_runs(runs: Mapping[str, Path], evidence: Mapping, budgets: Sequence[int], measure,
-                            metric: str = "hit", n_resamples: int = 10_000, seed: int = 0, confidence: float = 0.95):
-    """The decomposition frame of a raw and a clean run (find_text_layer_runs), scored against `evidence`; None when
-    either run, or paragraph in the raw one, or fixed-size in either, is missing."""
+                            metrics: Sequence[str] = ("hit",), n_resamples: int = 10_000, seed: int = 0,
+                            confidence: float = 0.95):
+    """The decomposition table of a raw and a clean run (find_text_layer_runs), scored against `evidence`, for each
+    of `metrics`; None when either run, or paragraph in the raw one, or fixed-size in either, is missing."""
     from .budget_eval import budget_labels, evaluate_folder
     from .results import ranked_strategies
 
@@ -213,4 +227,6 @@ def decomposition_from_runs(runs: Mapping[str, Path], evidence: Mapping, budgets
         return None
     raw, _ = evaluate_folder(raw_dir, evidence, budgets, measure, [SEGMENTED, BASELINE])
     clean, _ = evaluate_folder(clean_dir, evidence, budgets, measure, [BASELINE])
-    return to_frame(decompose(raw, clean, budget_labels(budgets), metric, n_resamples, seed, confidence))
+    labels = budget_labels(budgets)
+    return to_frame([part for metric in metrics
+                     for part in decompose(raw, clean, labels, metric, n_resamples, seed, confidence)])

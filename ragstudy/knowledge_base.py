@@ -316,6 +316,12 @@ class KnowledgeBase:
             for start in range(0, len(child_ids), 5000):
                 existing.update(vectorstore.get(ids=child_ids[start:start + 5000], include=[])["ids"])
         missing = [i for i, cid in enumerate(child_ids) if cid not in existing]
+        if existing:  # its vectors' size: a backend whose size changed is named before Chroma refuses it
+            from .vectorcheck import expect_collection
+
+            with self._store(f"reading collection {name}"):
+                expect_collection(self.embedding, vectorstore, sorted(existing), f"the Chroma collection {name} in "
+                                  f"{self.location}")
         counted = hasattr(self.embedding, "texts_embedded")
         before = self.embedding.texts_embedded if counted else 0
         bar = tqdm(total=len(missing), desc=f"Embedding {self.spec.name}", unit="window", disable=not missing)

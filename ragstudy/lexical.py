@@ -236,7 +236,7 @@ def to_retrieved(question_index: int, ranked: Sequence[UnitRanked], parents: Map
                  in_k: set[str]) -> list:
     """`retrieval.RetrievedParent` rows of a lexical or fused ranking. Their `score` is the negated BM25 (or RRF)
     score, so that lower is better as for the dense rankings' Chroma distances."""
-    from .results import RetrievedParent
+    from .records import RetrievedParent
 
     return [RetrievedParent(question_index=question_index, rank=item.rank, doc_id=item.parent,
                             path=parents[item.parent].path, page_start=parents[item.parent].page_start,

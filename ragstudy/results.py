@@ -27,11 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from . import registry
+from . import budget_metrics, registry
 from .chunks import ChunkedDocument
 from .config import StudyConfig
 from .errors import StudyInputError
 from .io import atomic_write_json, atomic_write_text, lock_folder, release_folder
+from .records import (DatasetRow, RetrievedParent, Source, StrictCsv, TextTable, _decode,  # noqa: F401  (the
+                      normalize_ws, read_strict_csv, read_text_csv, short)  # results API, re-exported)
+from .stats import CI_COLUMNS, HOLM_COLUMN
 from .textlayer import SourceText
 
 logger = logging.getLogger(__name__)
@@ -42,163 +45,6 @@ CONFIG_NAME = "config.json"
 DATASET_COLUMNS = ("question_index", "question", "answer", "contexts", "sources", "strategy")
 PAPER_DATASET_COLUMNS = ("question", "answer", "contexts")
 CHUNK_COLUMNS = ("doc_id", "contents", "path", "start_end_idx", "metadata")
-_DELIMITERS = (",", ";", "\t")
-_DELIMITER_NAMES = {",": "comma", ";": "semicolon", "\t": "tab"}
-
-
-def normalize_ws(text: str) -> str:
-    """Collapse runs of whitespace: how question texts are compared across files."""
-    return " ".join(str(text).split())
-
-
-def short(text: str, limit: int = 80) -> str:
-    text = normalize_ws(text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-# ------------------------------------------------------------------------------------------ CSV input tables
-
-@dataclass(frozen=True)
-class TextTable:
-    """One column of a CSV: its cells and the 1-based file line each cell starts on (for messages)."""
-
-    path: Path
-    column: str
-    values: tuple[str, ...]
-    lines: tuple[int, ...]
-
-    def where(self, index: int) -> str:
-        return f"{self.path} line {self.lines[index]}"
-
-
-def _decode(path: Path) -> str:
-    data = path.read_bytes()
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise StudyInputError(
-            f"{path} line {line}: not UTF-8 (byte 0x{data[exc.start]:02x}; a file saved by Excel as "
-            "Windows-1252?). Save it as 'CSV UTF-8', or convert it: iconv -f WINDOWS-1252 -t UTF-8 in.csv > "
-            "out.csv") from None
-
-
-def _delimiter(header: str, path: Path) -> str:
-    """The separator used by the header line: the one of `,` `;` tab it contains (outside quotes)."""
-    unquoted, quoted = [], False
-    for char in header:
-        if char == '"':
-            quoted = not quoted
-        elif not quoted:
-            unquoted.append(char)
-    found = [d for d in _DELIMITERS if d in unquoted]
-    if len(found) > 1:
-        raise StudyInputError(f"{path} line 1: the header mixes separators ({', '.join(_DELIMITER_NAMES[d] for d in found)}); "
-                              "use one (comma, semicolon or tab)")
-    if found and found[0] != ",":
-        logger.info("%s: read as %s-separated (from its header)", path, _DELIMITER_NAMES[found[0]])
-    return found[0] if found else ","
-
-
-@dataclass(frozen=True)
-class StrictCsv:
-    """A CSV read strictly: its header, its rows (each as many fields as the header) and the 1-based file line
-    each row starts on."""
-
-    path: Path
-    header: tuple[str, ...]
-    rows: tuple[tuple[str, ...], ...]
-    lines: tuple[int, ...]
-
-    def records(self) -> list[tuple[int, dict[str, str]]]:
-        """(line, {column: cell}) per row."""
-        return [(line, dict(zip(self.header, row))) for row, line in zip(self.rows, self.lines)]
-
-
-def _comma_hint(row: list[str], header: list[str], column: str, delimiter: str) -> str:
-    """How to quote the cell that holds an unquoted separator: the cell only, never the whole row. The split
-    cell is taken to be `column`'s (the other cells are short codes in this project's files)."""
-    sep = _DELIMITER_NAMES[delimiter]
-    extra = len(row) - len(header)
-    position = header.index(column) if column in header else len(header) - 1
-    cell = delimiter.join(row[position:position + extra + 1]).strip()
-    example = '"' + short(cell, 60).replace('"', '""') + '"'
-    if len(header) == 1:
-        return f"A cell that contains a {sep} must be quoted, e.g. {example}"
-    fixed = [*row[:position], example, *row[position + extra + 1:]]
-    return (f"A cell that contains a {sep} must be quoted: quote that cell only, e.g. the '{column}' cell as "
-            f"{example} (the line then reads {short(delimiter.join(fixed), 100)})")
-
-
-def read_strict_csv(path: str | Path, columns: Sequence[str], what: str) -> StrictCsv:
-    """A UTF-8 CSV with at least `columns`, strictly.
-
-    Errors name the file and line: missing file, not UTF-8, empty file, no such column, a row whose number of
-    fields differs from the header's (an unquoted separator inside a cell: the message shows that cell quoted),
-    a blank line between rows, repeated column names. Trailing blank lines are ignored.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise StudyInputError(f"{path}: file not found; expected {what}")
-    text = _decode(path)
-    if not text.strip():
-        need = (f"a header '{columns[0]}' and one value per row" if len(columns) == 1
-                else f"a header ({', '.join(columns)}) and rows")
-        raise StudyInputError(f"{path}: the file is empty; it needs {need}")
-    delimiter = _delimiter(text.splitlines()[0], path)
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
-    try:
-        header = next(reader)
-        rows, lines = [], []
-        start = reader.line_num + 1
-        for row in reader:
-            rows.append(row)
-            lines.append(start)
-            start = reader.line_num + 1
-    except csv.Error as exc:
-        raise StudyInputError(f"{path} line {reader.line_num}: not valid CSV ({exc})") from None
-    header = [h.strip() for h in header]
-    for column in columns:
-        if column not in header:
-            hint = ""
-            if len(header) == 1 and any(d in header[0] for d in _DELIMITERS if d != delimiter):
-                hint = " The header looks separated by another character; use commas, semicolons or tabs."
-            fix = (f"Rename the column holding the values to '{column}'." if len(columns) == 1
-                   else f"Expected {what}.")
-            raise StudyInputError(f"{path}: no '{column}' column (found: {', '.join(header)}). {fix}{hint}")
-    if len(set(header)) != len(header):
-        raise StudyInputError(f"{path} line 1: repeated column names {header}")
-    while rows and not rows[-1]:  # trailing blank lines
-        rows.pop()
-        lines.pop()
-    for row, line in zip(rows, lines):
-        if not row:
-            raise StudyInputError(f"{path} line {line}: blank line between rows; delete it (rows are matched by "
-                                  "position to other files)")
-        if len(row) > len(header):
-            raise StudyInputError(
-                f"{path} line {line}: {len(row)} fields but the header has {len(header)} ({', '.join(header)}). "
-                + _comma_hint(row, header, columns[-1], delimiter))
-        if len(row) < len(header):
-            raise StudyInputError(
-                f"{path} line {line}: {len(row)} fields but the header has {len(header)} ({', '.join(header)}); "
-                "fill in the missing cells (an empty cell still needs its separator)")
-    return StrictCsv(path, tuple(header), tuple(tuple(r) for r in rows), tuple(lines))
-
-
-def read_text_csv(path: str | Path, column: str, what: str = "") -> TextTable:
-    """The cells of `column` of a UTF-8 CSV, strictly (`read_strict_csv`); an empty cell is an error too."""
-    table = read_strict_csv(path, (column,), what or f"a CSV with a '{column}' column")
-    position = table.header.index(column)
-    values = []
-    for row, line in zip(table.rows, table.lines):
-        value = row[position].strip()
-        if not value:
-            raise StudyInputError(f"{table.path} line {line}: empty '{column}' cell; fill it in or delete the row")
-        values.append(value)
-    if not values:
-        raise StudyInputError(f"{table.path}: no rows under the header '{column}'")
-    return TextTable(table.path, column, tuple(values), table.lines)
 
 
 def read_questions(path: str | Path, limit: int | None = None) -> list[str]:
@@ -213,32 +59,6 @@ def read_oracle(path: str | Path) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------------ Dataset files
-
-@dataclass(frozen=True)
-class Source:
-    doc_id: str | None
-    path: str | None
-    page_start: int | None
-    page_end: int | None
-
-
-@dataclass(frozen=True)
-class DatasetRow:
-    """One answered question. `sources` is None for the paper's files, which did not record them."""
-
-    question_index: int
-    question: str
-    answer: str
-    contexts: tuple[str, ...]
-    sources: tuple[Source, ...] | None
-    strategy: str
-
-    def to_record(self) -> dict[str, Any]:
-        return {"question_index": self.question_index, "question": self.question, "answer": self.answer,
-                "contexts": list(self.contexts),
-                "sources": [vars(s).copy() for s in self.sources] if self.sources is not None else [],
-                "strategy": self.strategy}
-
 
 @dataclass(frozen=True)
 class Dataset:
@@ -455,13 +275,16 @@ def stale_datasets(results_dir: Path, paths: Sequence[Path]) -> list[tuple[Path,
     readable config.json (e.g. the paper's own files) nothing can be told and nothing is returned."""
     from datetime import datetime
 
+    path = Path(results_dir) / CONFIG_NAME
+    if not path.is_file():
+        return []
+    raw = read_config(results_dir).raw  # a damaged config.json is an error naming it
+    date = raw.get("date")
     try:
-        raw = json.loads((Path(results_dir) / CONFIG_NAME).read_text(encoding="utf-8"))
-        started = datetime.fromisoformat(raw["date"]).timestamp() if raw.get("date") else None
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return []
-    if not isinstance(raw, dict):
-        return []
+        started = datetime.fromisoformat(date).timestamp() if isinstance(date, str) and date else None
+    except ValueError:
+        raise StudyInputError(f"{path}: date {date!r} is not an ISO date (evaluation_chain.py writes one); fix or "
+                              "delete the key") from None
     strategies = raw.get("strategies") if isinstance(raw.get("strategies"), list) else None
     by_file = {}
     for spec in registry.specs():
@@ -647,6 +470,9 @@ def read_chunk_rows(output_dir: Path, strategy: str) -> list[dict]:
             record["metadata"] = json.loads(record["metadata"])
         except json.JSONDecodeError as exc:
             raise StudyInputError(f"{csv_path} row {i + 2}: unreadable start_end_idx or metadata ({exc})") from None
+        if not isinstance(record["metadata"], dict) or len(record["start_end_idx"]) != 2:
+            raise StudyInputError(f"{csv_path} row {i + 2}: metadata must be a JSON object and start_end_idx a "
+                                  "[start, end] pair; not a chunk export of evaluation_chain.py")
         rows.append(record)
     return rows
 
@@ -676,36 +502,6 @@ RETRIEVAL_COLUMNS = ("question_index", "rank", "doc_id", "path", "page_start", "
                      "contents")
 # retrieval_<these>.csv are tables, not rankings
 _DERIVED_RETRIEVAL = ("per_question", "summary", "paired", "verdict", "decomposition")
-
-
-@dataclass(frozen=True)
-class RetrievedParent:
-    """One ranked parent of one question: `score` is its best child window's Chroma distance (lower is better);
-    `in_k` says whether the chain's retriever (k child windows) returns it."""
-
-    question_index: int
-    rank: int
-    doc_id: str
-    path: str
-    page_start: int
-    page_end: int
-    score: float
-    in_k: bool
-    contents: str
-
-    def to_dict(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
-        row = asdict(self)
-        row["in_k"] = int(self.in_k)
-        return row
-
-    @classmethod
-    def from_dict(cls, row: dict[str, Any]) -> "RetrievedParent":
-        return cls(question_index=int(row["question_index"]), rank=int(row["rank"]), doc_id=str(row["doc_id"]),
-                   path=str(row["path"]), page_start=int(row["page_start"]), page_end=int(row["page_end"]),
-                   score=float(row["score"]), in_k=str(row["in_k"]).strip().lower() in ("1", "true"),
-                   contents=str(row["contents"]))
 
 
 def retrieval_path(output_dir: str | Path, strategy: str) -> Path:
@@ -738,7 +534,7 @@ def read_retrieval(path: str | Path) -> dict[int, list[RetrievedParent]]:
     for i, row in enumerate(frame.to_dict("records")):
         try:
             parent = RetrievedParent.from_dict(row)
-        except (TypeError, ValueError) as exc:
+        except ValueError as exc:  # every cell is read as text: a bad number is a ValueError
             raise StudyInputError(f"{path} row {i + 2}: {exc}") from exc
         result.setdefault(parent.question_index, []).append(parent)
     for question, parents in result.items():
@@ -779,14 +575,13 @@ _SWEEP = "python3 evaluation_chain.py --sweep SWEEP.yaml --output-dir RESULTS"
 _SURVEY = "python3 Postprocessing/interview_analysis.py --results-dir RESULTS"
 
 RETRIEVAL_PER_QUESTION = Table("retrieval_per_question.csv", (
-    "strategy", "budget", "question_index", "hit", "span_recall", "span_precision", "span_iou", "reciprocal_rank",
-    "context_chars", "parents", "oracle_overlap"), _RETRIEVAL_EVAL, ("budget",))
+    "strategy", "budget", "question_index", *budget_metrics.columns(), "parents"), _RETRIEVAL_EVAL, ("budget",))
 RETRIEVAL_SUMMARY = Table("retrieval_summary.csv", (
-    "strategy", "strategy_display", "budget", "metric", "n", "mean", "ci_low", "ci_high"), _RETRIEVAL_EVAL,
-    ("budget",))
-RETRIEVAL_PAIRED = Table("retrieval_paired.csv", (
-    "budget", "metric", "strategy_a", "strategy_b", "n", "mean_diff", "ci_low", "ci_high", "p_wilcoxon", "p_holm"),
+    "strategy", "strategy_display", "budget", "metric", "n", "mean", "ci_low", "ci_high", *CI_COLUMNS),
     _RETRIEVAL_EVAL, ("budget",))
+RETRIEVAL_PAIRED = Table("retrieval_paired.csv", (
+    "budget", "metric", "strategy_a", "strategy_b", "n", "mean_diff", "ci_low", "ci_high", "p_wilcoxon", HOLM_COLUMN,
+    *CI_COLUMNS), _RETRIEVAL_EVAL, ("budget",))
 RETRIEVAL_VERDICT = Table("retrieval_verdict.csv", (
     "metric", "unit", "reference", "alpha", "confidence", "budget", "role", "strategy", "strategy_display", "n",
     "value", "ci_low", "ci_high", "p_holm", "significant", "n_min", "n_max"), _RETRIEVAL_EVAL,

@@ -141,3 +141,45 @@ def holm(pvalues: Sequence[float]) -> list[float]:
         running = max(running, min(1.0, (m - rank) * p[i]))
         adjusted[i] = running
     return adjusted.tolist()
+
+
+# ------------------------------------------------------------------------------ what a table's intervals are
+
+HOLM_COLUMN = "p_holm"  # the Holm-adjusted p-value column of every paired table
+CI_COLUMNS = ("confidence", "n_resamples", "seed")  # recorded in every summary and paired table
+
+
+@dataclass(frozen=True)
+class CiSettings:
+    """How a table's intervals were computed; its columns are recorded in every summary and paired table, so that
+    labels ("90 % CI") are made from what a file says, never assumed."""
+
+    n_resamples: int = 10_000
+    seed: int = 0
+    confidence: float = 0.95
+
+    def __post_init__(self) -> None:
+        _check(self.n_resamples, self.confidence)
+
+    def columns(self) -> dict[str, float | int]:
+        return {"confidence": self.confidence, "n_resamples": self.n_resamples, "seed": self.seed}
+
+    @property
+    def label(self) -> str:
+        return ci_label(self.confidence)
+
+
+def ci_label(confidence: float) -> str:
+    """'95 %' for 0.95, '97.5 %' for 0.975: the level as tables and sentences print it."""
+    return f"{float(confidence) * 100:.10g} %"
+
+
+def recorded_confidence(frame, what: str) -> float:
+    """The one confidence level a table records (its `confidence` column); ValueError naming `what` when the
+    column is absent or holds several levels."""
+    if frame is None or "confidence" not in frame.columns:
+        raise ValueError(f"{what} records no confidence level (written by an older version: re-run its script)")
+    levels = sorted({float(c) for c in frame["confidence"].dropna()})
+    if len(levels) != 1:
+        raise ValueError(f"{what} records {len(levels)} confidence levels {levels}; expected one")
+    return levels[0]

@@ -40,14 +40,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .budget_eval import PAIRED_METRICS, budget_labels, budget_means, validate_budgets
+from . import budget_metrics
+from .budget_eval import budget_labels, budget_means, validate_budgets
 from .errors import StudyInputError
 from .io import check_name
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_EVIDENCE = Path(__file__).resolve().parents[1] / "sample" / "evidence.json"
-SWEEP_METRICS = PAIRED_METRICS  # the per-question metrics, averaged per configuration and budget
+SWEEP_METRICS = budget_metrics.names(compared_only=True)  # averaged per configuration and budget
 
 
 @dataclass(frozen=True)

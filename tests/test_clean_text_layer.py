@@ -164,7 +164,8 @@ def test_one_retrieval_only_run_over_both_layers_and_its_decomposition(break_dir
     assert written == 0
     table = pd.read_csv(out / "retrieval_decomposition.csv", dtype={"budget": str})
     assert set(table["part"]) == {"total", "cleaning", "segmentation"}
-    for _, part in table.groupby("budget"):
+    assert list(dict.fromkeys(table["metric"])) == ["hit", "hit_contiguous"]  # the verdict's two readings
+    for _, part in table.groupby(["metric", "budget"]):
         parts = part.set_index("part")["mean_diff"]
         assert parts["total"] == pytest.approx(parts["cleaning"] + parts["segmentation"])
     summary = (out / "retrieval_summary.md").read_text(encoding="utf-8")

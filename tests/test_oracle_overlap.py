@@ -7,7 +7,7 @@ from conftest import TEST_PARAGRAPHS
 
 from ragstudy.groundtruth import UNANSWERABLE_ORACLE
 from ragstudy.lexical import STOPWORDS_IT, ItalianAnalyzer
-from ragstudy.oracle_overlap import answer_terms, is_unanswerable, overlap, score_strategy
+from ragstudy.oracle_overlap import answer_terms, is_unanswerable, overlap
 from ragstudy.results import RetrievedParent
 
 pytestmark = pytest.mark.skipif(not STOPWORDS_IT.is_file(), reason=f"{STOPWORDS_IT} absent (tools/setup.sh "
@@ -38,19 +38,40 @@ def test_overlap_counts_stemmed_content_words_only():
         overlap(frozenset(), TEXTS[0], analyzer)
 
 
-def test_score_strategy_per_budget_leaves_out_unanswerable_oracles():
+def _overlap_per_budget(oracle, rankings, budgets):
+    """The oracle overlap of each packed context, through the budget metric registry (as the budget loop does)."""
+    from ragstudy import budget_metrics
+    from ragstudy.budget_eval import pack_all
+    from ragstudy.oracle_overlap import oracle_terms
+
+    analyzer = ItalianAnalyzer()
+    terms = oracle_terms(oracle, analyzer)
+    rows = []
+    for question, ranked in rankings.items():
+        if question not in terms.terms:
+            continue
+        for label, context in pack_all(ranked, budgets).items():
+            case = budget_metrics.ContextCase(context.texts, oracle_terms=terms.terms[question], analyzer=analyzer)
+            rows.append({"question_index": question, "budget": label, **budget_metrics.score(case)})
+    return terms, rows
+
+
+def test_oracle_overlap_per_budget_leaves_out_unanswerable_oracles():
+    import math
+
     oracle = ["Il certificato dura tre anni.", UNANSWERABLE_ORACLE, "Sì."]
     lengths = [len(t) for t in TEXTS]
     budget_one = lengths[1] + 1  # room for the first parent only
     rankings = {0: ranking(0, [1, 3, 0, 2]), 1: ranking(1, [0, 1]), 2: ranking(2, [2, 0])}
-    scored = score_strategy("s", rankings, oracle, [budget_one, sum(lengths)])
-    assert scored.unanswerable == 1
-    assert scored.no_terms == 1  # "Sì" is a stopword
-    by_budget = {row["budget"]: row["oracle_overlap"] for row in scored.rows if row["question_index"] == 0}
+    terms, rows = _overlap_per_budget(oracle, rankings, [budget_one, sum(lengths)])
+    assert terms.unanswerable == {1}
+    assert terms.no_terms == {2}  # "Sì" is a stopword
+    by_budget = {row["budget"]: row["oracle_overlap"] for row in rows if row["question_index"] == 0}
     assert by_budget[str(budget_one)] == pytest.approx(0.0)  # only the Accesso paragraph fits
     assert by_budget[str(sum(lengths))] == 1.0  # the Firma paragraph is packed too
     assert by_budget["k"] == 0.0  # the paper's k: the first parent only
-    assert {row["question_index"] for row in scored.rows} == {0}
+    assert {row["question_index"] for row in rows} == {0}
+    assert all(math.isnan(row["hit"]) for row in rows)  # no evidence given: the evidence metrics are NaN
 
 
 def test_the_oracle_is_the_given_file_else_the_one_beside_the_questions(tmp_path):
@@ -78,21 +99,28 @@ def test_the_oracle_is_the_given_file_else_the_one_beside_the_questions(tmp_path
         run_oracle(run, short)
 
 
-def test_oracle_overlap_join_keeps_the_evidence_rows_in_their_order():
-    """Strategies stay in registry order (paragraph before fixed-size), as retrieval_per_question.csv had them
-    before the oracle overlap was joined; questions scored by the overlap alone follow."""
-    import pandas as pd
+def test_one_packing_per_question_scores_evidence_and_oracle(tmp_path, monkeypatch):
+    """The budget loop packs each ranked question once for every metric: the oracle overlap is one of them. A
+    question without evidence but with an oracle answer keeps its oracle overlap (and NaN evidence scores)."""
+    import math
 
-    from ragstudy.budget_eval import with_oracle_overlap
+    from test_retrieval_eval import _results_folder
 
-    frame = pd.DataFrame({"strategy": ["paragraph", "paragraph", "fixed-size"], "budget": ["500", "1000", "500"],
-                          "question_index": [0, 0, 0], "hit": [1.0, 0.0, 1.0]})
-    overlap = [{"strategy": "fixed-size", "budget": "500", "question_index": 0, "oracle_overlap": 0.5},
-               {"strategy": "paragraph", "budget": "500", "question_index": 0, "oracle_overlap": 1.0},
-               {"strategy": "paragraph", "budget": "500", "question_index": 7, "oracle_overlap": 0.25}]
-    joined = with_oracle_overlap(frame, overlap)
-    assert list(zip(joined["strategy"], joined["budget"], joined["question_index"])) == [
-        ("paragraph", "500", 0), ("paragraph", "1000", 0), ("fixed-size", "500", 0), ("paragraph", "500", 7)]
-    assert joined["oracle_overlap"].iloc[0] == 1.0 and joined["oracle_overlap"].iloc[2] == 0.5
-    assert pd.isna(joined["oracle_overlap"].iloc[1])
-    assert pd.isna(joined["hit"].iloc[3])
+    from ragstudy import budget_eval
+    from ragstudy.evidence import load_evidence_file
+
+    out, evidence, size = _results_folder(tmp_path)
+    calls = []
+    real = budget_eval.pack_all
+    monkeypatch.setattr(budget_eval, "pack_all", lambda *a, **k: calls.append(a[0][0].question_index) or real(*a, **k))
+    oracle = ["Frase numero 05 del manuale tecnico.", "Frase numero 00."]
+    frame, evaluations = budget_eval.evaluate_folder(out, load_evidence_file(evidence), [size, 3 * size],
+                                                     budget_eval.CHARS, ["fixed-size", "newline"], oracle)
+    assert sorted(calls) == [0, 0, 1, 1]  # two strategies x two ranked questions, each packed once
+    rows = frame.set_index(["strategy", "budget", "question_index"])
+    assert rows.loc[("fixed-size", str(3 * size), 0), ["hit", "oracle_overlap"]].tolist() == [1.0, 1.0]
+    one = rows.loc[("newline", "k", 1)]
+    # own k: the parent of sentences 03-05 holds "frase" and "numero" but not "00"
+    assert math.isnan(one["hit"]) and one["oracle_overlap"] == pytest.approx(2 / 3)
+    assert one["context_chars"] == 3 * size
+    assert "oracle overlap of 2 questions" in " ".join(evaluations[0].notes())

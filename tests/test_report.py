@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 UNKNOWN = "mystery-chunker"  # in the files, not registered
 SECTION_IDS = ["verdict", "setup", "chunks", "retrieval", "answers", "chunk-quality", "survey", "sweeps", "questions"]
 ANSWER_METRICS = ["BLEU", "ROUGE-L", "METEOR", "BERTScore F1"]
+CI = {"confidence": 0.9, "n_resamples": 1000, "seed": 0}  # as every summary and paired table records them
 
 
 def strategy_names() -> list[str]:
@@ -67,7 +68,7 @@ def make_full_results(folder: Path, n_questions: int = 4) -> Path:
         _write_csv(folder / f"chunks_{name}.csv", [
             {"doc_id": f"{s}{i:04d}", "contents": f"Chunk {i} of {name}. " + "testo " * (n // 6),
              "path": "Documents/a.pdf", "start_end_idx": json.dumps([0, n]),
-             "metadata": json.dumps({"page_start": 1 + i % 3, "page_end": 2 + i % 3, "strategy": name})}
+             "metadata": json.dumps({"page_start": 1 + i % 3, "page_end": 1 + i % 3 + i % 2, "strategy": name})}
             for i, n in enumerate(lengths)])
         rows = []
         for qi, q in enumerate(questions):
@@ -100,11 +101,11 @@ def make_full_results(folder: Path, n_questions: int = 4) -> Path:
             for metric in ("hit", "span_recall", "mrr", "context_chars"):
                 mean = 300.0 * (b + 1) if metric == "context_chars" else 0.2 + 0.1 * b + 0.03 * s
                 retrieval.append({"strategy": name, "strategy_display": name, "budget": budget, "metric": metric,
-                                  "n": 45, "mean": mean, "ci_low": mean * 0.8, "ci_high": mean * 1.1})
+                                  "n": 45, "mean": mean, "ci_low": mean * 0.8, "ci_high": mean * 1.1, **CI})
     _write_csv(folder / "retrieval_summary.csv", retrieval)
     _write_csv(folder / "retrieval_paired.csv", [
         {"budget": budget, "metric": "hit", "strategy_a": names[0], "strategy_b": names[1], "n": 45,
-         "mean_diff": -0.03, "ci_low": -0.09, "ci_high": 0.03, "p_wilcoxon": 0.2, "p_holm": 0.4}
+         "mean_diff": -0.03, "ci_low": -0.09, "ci_high": 0.03, "p_wilcoxon": 0.2, "p_holm": 0.4, **CI}
         for budget in ["500", "1000", "k"]])
     box = verdict(results.read_table(folder, results.RETRIEVAL_SUMMARY),
                   results.read_table(folder, results.RETRIEVAL_PAIRED), reference=names[0])
@@ -381,6 +382,14 @@ def test_chunk_examples_are_median_and_longest(full_report_reused: tuple[Path, s
     longest = frame.iloc[lengths.argmax()]["contents"]
     assert mine[1][4]["text"] == " ".join(longest.split())[:300] + "…"
     assert _value(mine[0][2]) == lengths.iloc[(lengths - lengths.median()).abs().argmin()]
+    # the "from" column: file name and pages of the chunk's metadata (one page: p.N; several: p.N–M)
+    for shown, index in ((mine[0], (lengths - lengths.median()).abs().argmin()), (mine[1], lengths.argmax())):
+        meta = json.loads(frame.iloc[index]["metadata"])
+        pages = (f"p.{meta['page_start']}" if meta["page_start"] == meta["page_end"]
+                 else f"p.{meta['page_start']}–{meta['page_end']}")
+        assert shown[3]["text"] == f"{Path(frame.iloc[index]['path']).name} {pages}"
+    shown_pages = {r[3]["text"].split(" ", 1)[1] for r in examples["rows"]}
+    assert any("–" in p for p in shown_pages) and any("–" not in p for p in shown_pages)
 
 
 def test_empty_folder_notes_name_the_commands(tmp_path: Path) -> None:

@@ -165,7 +165,7 @@ class _Planted:
         return pathlib.Path.touch, (pathlib.Path(self.marker),)
 
 
-@pytest.mark.parametrize("planted", ["pickle", "garbage", "wrong-json"])
+@pytest.mark.parametrize("planted", ["pickle", "garbage", "wrong-json", "list-document", "null-offset"])
 def test_chunk_cache_is_json_and_a_bad_file_is_replaced_never_run(pdf_dir, tmp_path, monkeypatch, caplog, planted):
     """The chunk cache is JSON: a planted pickle (which would create a file if unpickled), bytes that are not
     JSON, or JSON of another shape is reported by name, never executed, and replaced by a readable cache whose
@@ -187,7 +187,13 @@ def test_chunk_cache_is_json_and_a_bad_file_is_replaced_never_run(pdf_dir, tmp_p
     marker = tmp_path / "executed"
     path.parent.mkdir(parents=True)
     path.write_bytes({"pickle": pickle.dumps(_Planted(marker)), "garbage": b"\x80\x04not json at all",
-                      "wrong-json": json.dumps({"format": 1, "documents": [{"chunks": []}]}).encode()}[planted])
+                      "wrong-json": json.dumps({"format": 1, "documents": [{"chunks": []}]}).encode(),
+                      "list-document": json.dumps({"format": 1, "documents": [["a", "b"]]}).encode(),
+                      "null-offset": json.dumps({"format": 1, "documents": [{
+                          "source": {"path": "a.pdf", "sha256": "0", "text": "abc", "page_starts": [0]},
+                          "chunks": [{"doc_id": "x", "contents": "abc", "path": "a.pdf", "start": None, "end": 3,
+                                      "page_start": 1, "page_end": 1, "strategy": "newline", "extra": {}}]}]}
+                                                ).encode()}[planted])
     with caplog.at_level(logging.WARNING, logger="ragstudy.ranking"):
         chunked = chunk_cached(config, "newline", documents)
     assert not marker.exists()

@@ -163,8 +163,9 @@ def test_script_end_to_end_on_a_hand_made_folder(tmp_path):
     assert retrieval_eval.main(["--results-dir", str(out), "--evidence", str(evidence), "--no-plot",
                                 "--n-resamples", "200"]) == 0
     per_q = pd.read_csv(out / "retrieval_per_question.csv", dtype={"budget": str})
-    assert list(per_q.columns) == ["strategy", "budget", "question_index", "hit", "span_recall", "span_precision",
-                                   "span_iou", "reciprocal_rank", "context_chars", "parents", "oracle_overlap"]
+    assert list(per_q.columns) == ["strategy", "budget", "question_index", "hit", "hit_contiguous", "span_recall",
+                                   "span_precision", "span_iou", "reciprocal_rank", "context_chars", "oracle_overlap",
+                                   "parents"]
     assert set(per_q["question_index"]) == {0}  # question 1 has no evidence: left out
     row = per_q.set_index(["strategy", "budget"])
     # one-sentence parents: budget S holds the rank-1 parent only (no evidence); 3S holds ranks 1-3, evidence at 2
@@ -179,14 +180,16 @@ def test_script_end_to_end_on_a_hand_made_folder(tmp_path):
     assert row.loc[("newline", "k"), "context_chars"] == 3 * size
     summary = pd.read_csv(out / "retrieval_summary.csv", dtype={"budget": str})
     assert list(summary.columns) == ["strategy", "strategy_display", "budget", "metric", "n", "mean", "ci_low",
-                                     "ci_high"]
-    assert set(summary["metric"]) == {"hit", "span_recall", "span_precision", "span_iou", "mrr", "context_chars"}
+                                     "ci_high", "confidence", "n_resamples", "seed"]
+    assert set(summary["metric"]) == {"hit", "hit_contiguous", "span_recall", "span_precision", "span_iou", "mrr",
+                                      "context_chars"}
+    assert summary[["confidence", "n_resamples", "seed"]].drop_duplicates().values.tolist() == [[0.95, 200, 0]]
     assert set(summary["budget"]) == {small, big, "k"}
     assert summary.loc[(summary.strategy == "newline") & (summary.metric == "mrr") & (summary.budget == big),
                        "mean"].item() == 1.0
     paired = pd.read_csv(out / "retrieval_paired.csv", dtype={"budget": str})
     assert list(paired.columns) == ["budget", "metric", "strategy_a", "strategy_b", "n", "mean_diff", "ci_low",
-                                    "ci_high", "p_wilcoxon", "p_holm"]
+                                    "ci_high", "p_wilcoxon", "p_holm", "confidence", "n_resamples", "seed"]
     assert "1 unanswerable" in (out / "retrieval_summary.md").read_text(encoding="utf-8")
 
 
@@ -200,3 +203,92 @@ def test_script_refuses_a_ranking_from_another_run(tmp_path):
     frame.to_csv(path, index=False)
     assert retrieval_eval.main(["--results-dir", str(out), "--evidence", str(evidence), "--no-plot",
                                 "--strategies", "newline"]) == 2
+
+
+# ------------------------------------------------------------------------ hit and the contiguous hit
+
+PAGE_ONE = ("Capitolo 3. Le domande si presentano allo sportello unico del comune. "
+            "Il modulo di richiesta deve essere firmato dal responsabile del procedimento")
+FOOTER = "\nManuale operativo - Pagina 1\n"
+PAGE_TWO = (" e consegnato entro trenta giorni all'ufficio protocollo generale. "
+            "Capitolo 4. Gli allegati tecnici seguono lo schema del regolamento.")
+SPLIT_EVIDENCE = ("Il modulo di richiesta deve essere firmato dal responsabile del procedimento e consegnato entro "
+                  "trenta giorni all'ufficio protocollo generale.")
+
+
+def _page_break_folder(tmp_path):
+    """One two-page document whose evidence crosses the page break (a running footer between its halves), chunked
+    two ways: fixed-size parents [page one | footer + page two] hold the halves in two adjacent parents; newline
+    parents [page one | footer | page two] hold them in parents 1 and 3, and the ranking packs only those two."""
+    from ragstudy.chunks import build_chunks
+    from ragstudy.results import RetrievedParent, write_chunks, write_retrieval
+    from ragstudy.textlayer import SourceText
+
+    text = PAGE_ONE + FOOTER + PAGE_TWO
+    one, two = len(PAGE_ONE), len(PAGE_ONE) + len(FOOTER)
+    source = SourceText("docs/m.pdf", "0" * 64, text, (0, two))
+    out = tmp_path / "results"
+    out.mkdir()
+    layouts = {"fixed-size": ([(0, one), (one, len(text))], [1, 0]),
+               "newline": ([(0, one), (one, two), (two, len(text))], [2, 0])}  # rank page two, then page one
+    for strategy, (spans, order) in layouts.items():
+        chunked = build_chunks(source, spans, strategy)
+        write_chunks([chunked], strategy, out)
+        chunks = chunked.chunks
+        write_retrieval([RetrievedParent(0, r + 1, chunks[i].doc_id, source.path, 1, 2, 0.1 * r, True,
+                                         chunks[i].contents) for r, i in enumerate(order)], out, strategy)
+    budget = len(text)  # every ranked parent fits; the newline footer parent is never ranked
+    (out / "config.json").write_text(json.dumps({"budgets": [budget], "budget_unit": "chars",
+                                                 "strategy_params": {"fixed-size": {"k": 2}, "newline": {"k": 2}}}))
+    evidence = tmp_path / "evidence.csv"
+    pd.DataFrame([{"question_index": 0, "evidence": SPLIT_EVIDENCE, "pdf": "m.pdf"}]).to_csv(evidence, index=False)
+    return out, evidence, budget
+
+
+def test_contiguous_hit_needs_adjacent_parents_for_a_page_break_evidence(tmp_path):
+    from ragstudy.budget_eval import CHARS, evaluate_folder
+    from ragstudy.evidence import load_evidence_file
+
+    out, evidence, budget = _page_break_folder(tmp_path)
+    frame, _ = evaluate_folder(out, load_evidence_file(evidence), [budget], CHARS, ["fixed-size", "newline"])
+    rows = frame.set_index(["strategy", "budget"])
+    # adjacent parents in reading order hold the two halves: a hit, and a contiguous one
+    assert rows.loc[("fixed-size", str(budget)), ["hit", "hit_contiguous", "parents"]].tolist() == [1.0, 1.0, 2]
+    # parents 1 and 3 (the footer parent between them is not in the context): a hit, not a contiguous one
+    assert rows.loc[("newline", str(budget)), ["hit", "hit_contiguous", "parents"]].tolist() == [1.0, 0.0, 2]
+    assert rows.loc[("newline", str(budget)), "span_recall"] == 1.0
+
+
+def test_contiguous_hit_on_hand_placed_parents():
+    from ragstudy.budget_metrics import ContextParent, contiguous_hit
+    from ragstudy.evidence import LocatedEvidence
+
+    two_pieces = LocatedEvidence((("a", 10, 20), ("a", 30, 40)), 0, False)
+    one, gap, three = ContextParent(("a", 0, 25), 25, 0), ContextParent(("a", 25, 28), 3, 1), \
+        ContextParent(("a", 28, 50), 22, 2)
+    assert contiguous_hit(two_pieces, [three, one]) == 0.0  # positions 0 and 2: not adjacent
+    assert contiguous_hit(two_pieces, [three, gap, one]) == 1.0  # 0, 1, 2 in any rank order
+    assert contiguous_hit(LocatedEvidence((("a", 10, 20),), 0, False), [one]) == 1.0  # inside one parent
+    assert contiguous_hit(LocatedEvidence((("a", 10, 20),), 3, False), [one]) == 0.0  # partly unlocated
+    other = ContextParent(("b", 0, 50), 50, 1)  # adjacent position, another document
+    assert contiguous_hit(two_pieces, [one, other]) == 0.0
+
+
+def test_the_verdict_and_the_report_show_the_contiguous_hit(tmp_path):
+    from Postprocessing import report, retrieval_eval
+    from ragstudy import results
+    from ragstudy.budget_eval import all_verdicts
+
+    out, evidence, _ = _page_break_folder(tmp_path)
+    assert retrieval_eval.main(["--results-dir", str(out), "--evidence", str(evidence), "--no-plot",
+                                "--n-resamples", "200"]) == 0
+    verdicts = all_verdicts(results.read_table(out, results.RETRIEVAL_VERDICT))
+    assert [v.metric for v in verdicts] == ["hit", "hit_contiguous"]
+    strict = verdicts[1].budgets[0]
+    assert [s.strategy for s in strict.best] == ["fixed-size"] and strict.best[0].mean == 1.0
+    md = (out / "retrieval_summary.md").read_text(encoding="utf-8")
+    assert "### The same verdict on the contiguous hit rate" in md and verdicts[1].lines()[1] in md
+    page, page_md, _ = report.build(out, generated="test")
+    for line in verdicts[1].lines():
+        assert line in page_md
+    assert "hit_contiguous" in page

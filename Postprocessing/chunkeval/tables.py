@@ -12,6 +12,7 @@ import pandas as pd
 
 from Postprocessing import formatting, metric_catalogue
 from ragstudy import stats
+from ragstudy.stats import CiSettings  # noqa: F401  (chunk_quality.py builds its settings from here)
 from Postprocessing.formatting import markdown_table
 
 # metric name -> (group, description, higher is better (None: neither)), from the one metric catalogue
@@ -36,13 +37,6 @@ class MetricRow:
     ci_high: float
     failures: int = 0
     note: str = ""
-
-
-@dataclass(frozen=True)
-class CiSettings:
-    n_resamples: int = 10_000
-    seed: int = 0
-    confidence: float = 0.95
 
 
 def estimate(strategy: str, metric: str, values: Sequence[float], ci: CiSettings, failures: int = 0,

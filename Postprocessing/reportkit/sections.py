@@ -18,6 +18,7 @@ from Postprocessing.reportkit import figures
 from Postprocessing.reportkit.blocks import (Block, Bullets, Cell, Details, Figure, Heading, Note, Section, Table, Text,
                                              estimate, num, pvalue)
 from Postprocessing.reportkit.inputs import Inputs, Strategies, require_columns
+from ragstudy import results
 
 ALPHA = 0.05
 EXAMPLE_CHARS = 300
@@ -50,7 +51,7 @@ def _compact(value: Any) -> str:
 
 def verdict_section(inp: Inputs, styles: Strategies) -> Section:
     """The box at the top: retrieval_verdict.csv told in the words retrieval_eval.py printed, and its numbers."""
-    from ragstudy.budget_eval import Verdict
+    from ragstudy.budget_eval import all_verdicts
 
     s = Section("verdict", "Verdict")
     if inp.retrieval_verdict is None or not len(inp.retrieval_verdict):
@@ -60,36 +61,38 @@ def verdict_section(inp: Inputs, styles: Strategies) -> Section:
                               _cmd("Postprocessing/retrieval_eval.py", inp.results_dir))))
         return s
     try:
-        verdict = Verdict.from_frame(inp.retrieval_verdict)
-    except (ValueError, TypeError) as exc:
-        raise DataError(f"{inp.results_dir / 'retrieval_verdict.csv'}: not a verdict table as retrieval_eval.py "
+        verdicts = all_verdicts(inp.retrieval_verdict)
+    except ValueError as exc:
+        raise DataError(f"{inp.results_dir / results.RETRIEVAL_VERDICT.name}: not a verdict table as retrieval_eval.py "
                         f"writes it ({exc}); re-run `{_cmd('Postprocessing/retrieval_eval.py', inp.results_dir)}`"
                         ) from exc
-    header, *lines = verdict.lines()
-    s.blocks += [Text(header), Bullets(lines)]
-    headers, rows = verdict.table()
-    cells = [[Cell(c.text, c.value, c.ci) for c in row] for row in rows]
-    s.blocks.append(Table(headers, cells, "lrl" + "r" * (len(headers) - 3), table_id="verdict-table"))
-    s.blocks += decomposition_blocks(inp, verdict.unit)
+    for number, verdict in enumerate(verdicts):
+        if number:  # the contiguous hit rate after the hit rate (docs/metrics.md)
+            s.blocks.append(Heading(f"The same verdict on the {verdict.metric_words}"))
+        header, *lines = verdict.lines()
+        s.blocks += [Text(header), Bullets(lines)]
+        headers, rows = verdict.table()
+        cells = [[Cell(c.text, c.value, c.ci) for c in row] for row in rows]
+        s.blocks.append(Table(headers, cells, "lrl" + "r" * (len(headers) - 3),
+                              table_id="verdict-table" if number == 0 else f"verdict-table-{verdict.metric}"))
+    s.blocks += decomposition_blocks(inp, verdicts[0].unit)
     return s
 
 
 def decomposition_blocks(inp: Inputs, unit: str) -> list[Block]:
-    """Cleaning vs segmentation (retrieval_decomposition.csv, runs with both text layers): the sentences
+    """Cleaning vs segmentation (retrieval_decomposition.csv, runs with both text layers): per metric, the sentences
     ragstudy.decomposition writes and a table budget × part; nothing when the run has one text layer."""
-    from ragstudy import decomposition, results
+    from ragstudy import budget_metrics, decomposition, results
 
     frame = results.read_table(inp.results_dir, results.RETRIEVAL_DECOMPOSITION)
     if frame is None:
         return []
-    rows = [[Cell("own k" if not str(label).isdigit() else f"{int(label):,} {unit}"),
-             *(estimate(r.mean_diff, r.ci_low, r.ci_high, signed=True)
-               for r in part.set_index("part").reindex(decomposition.PARTS).itertuples())]
-            for label, part in frame.groupby("budget", sort=False)]
-    return [Heading("Cleaning or segmentation?"), Text(decomposition.INTRO),
-            Bullets(decomposition.sentences(frame, unit)),
-            Table(["budget", *(decomposition.PART_WORDS[p] for p in decomposition.PARTS)], rows, "lrrr",
-                  table_id="decomposition-table")]
+    out: list[Block] = [Heading("Cleaning or segmentation?"), Text(decomposition.INTRO)]
+    for metric, part in decomposition.by_metric(frame):
+        out += [Text(f"On the {budget_metrics.get(metric).words}:"), Bullets(decomposition.sentences(part, unit)),
+                Table(["budget", *(decomposition.PART_WORDS[p] for p in decomposition.PARTS)],
+                      decomposition.table_rows(part, unit), "lrrr", table_id=f"decomposition-{metric}")]
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ 1. setup
@@ -171,13 +174,11 @@ def _example(frame: pd.DataFrame, row: pd.Series) -> str:
 
 
 def _where(row: pd.Series) -> str:
-    where = Path(str(row.get("path", ""))).name
-    try:
-        meta = json.loads(row.get("metadata") or "{}")
-    except (TypeError, json.JSONDecodeError):
-        meta = {}
-    if isinstance(meta, dict) and meta.get("page_start") is not None:
-        start, end = meta.get("page_start"), meta.get("page_end")
+    """The chunk's file and pages, from its metadata (decoded by ragstudy.results.read_chunk_rows)."""
+    where = Path(str(row["path"])).name
+    meta = row["metadata"]
+    start, end = meta.get("page_start"), meta.get("page_end")
+    if start is not None:
         where += f" p.{start}" + (f"–{end}" if end not in (None, start) else "")
     return where
 

