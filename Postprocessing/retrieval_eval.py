@@ -18,7 +18,10 @@ seeded bootstrap CIs; paired differences between strategies at each budget (boot
 pairs of one budget and metric). Unanswerable questions (no evidence) are left out and counted. The verdict comes
 first (stdout and retrieval_summary.md): at each budget the best strategy by hit rate, and --reference (paragraph)
 minus each other strategy with its CI and Holm p, in words. Writes retrieval_per_question.csv, retrieval_summary.csv /
-.md, retrieval_paired.csv, retrieval_verdict.csv and retrieval_hit_rate.{png,pdf,html}.
+.md, retrieval_paired.csv, retrieval_verdict.csv and retrieval_hit_rate.{png,pdf,html}. When the run has both text
+layers (`evaluation_chain.py --retrieval-only --text-layer raw,clean`: the clean one in text-layer-clean/), the
+verdict is followed by paragraph − fixed-size split into cleaning and segmentation (retrieval_decomposition.csv,
+ragstudy.decomposition; docs/text-layer.md).
 
 Oracle overlap (ragstudy.oracle_overlap): with --oracle FILE, or Oracle.csv beside the run's questions file, also the
 share of each oracle answer's content terms in the context; without evidence it is the only score.

@@ -168,7 +168,7 @@ def sentences(frame, unit: str = "chars", metric_words: str | None = None) -> li
         clear = total.ci_low > 0 or total.ci_high < 0
         same_way = cleaning.mean_diff * total.mean_diff >= 0 and segmentation.mean_diff * total.mean_diff >= 0
         caveat = "" if str(label).isdigit() else "; contexts of different sizes, not an equal budget"
-        share = (f" Cleaning accounts for {cleaning.mean_diff / total.mean_diff:.0%} of the lead."
+        share = (f" Cleaning accounts for {cleaning.mean_diff / total.mean_diff:.0%} of the difference."
                  if clear and same_way else "")
         lines.append(
             f"At {_budget_words(label, unit)} (n = {total.n} questions{caveat}): paragraph − fixed-size on the raw text "
