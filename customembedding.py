@@ -18,7 +18,7 @@ import sqlite3
 import threading
 from array import array
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 from langchain_core.embeddings import Embeddings
 
@@ -69,19 +69,47 @@ class VectorCache:
     sees the same string; the vectors' format (normalised, float32) is fixed by CustomEmbedding.
     """
 
-    def __init__(self, folder: str | Path) -> None:
+    def __init__(self, folder: str | Path, on_damaged: Callable[[Path, Exception], None] | None = None) -> None:
+        """`on_damaged(path, error)` sets aside a file SQLite cannot read (ragstudy.cachefile.set_aside_sqlite), and
+        the cache starts empty (its vectors are embedded again); without it, such a file raises."""
         self.path = Path(folder) / CACHE_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        self._on_damaged = on_damaged
+        try:
+            self._open()
+        except sqlite3.DatabaseError as exc:
+            self._repair(exc)
+
+    def _open(self) -> None:
         self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
         with self._lock, self._db:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, dtype TEXT NOT NULL, "
                              "key TEXT NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model, dtype, key)) "
                              "WITHOUT ROWID")
+            self._db.execute("SELECT key, vector FROM vectors LIMIT 1").fetchall()
+
+    def _repair(self, exc: sqlite3.DatabaseError) -> None:
+        """A damaged file (SQLite's "malformed", "not a database"; not a locked or full one) is handed to
+        `on_damaged` and the cache reopened empty; anything else is raised."""
+        if type(exc) is not sqlite3.DatabaseError or self._on_damaged is None:
+            raise exc
+        db = getattr(self, "_db", None)
+        if db is not None:
+            db.close()
+        self._on_damaged(self.path, exc)
+        self._open()
 
     def get_many(self, model: str, dtype: str, keys: Sequence[str]) -> dict[str, list[float]]:
         """The stored vectors among `keys` (absent keys are simply missing from the result)."""
+        try:
+            return self._get_many(model, dtype, keys)
+        except sqlite3.DatabaseError as exc:  # damaged since it was opened: set aside, start empty
+            self._repair(exc)
+            return {}
+
+    def _get_many(self, model: str, dtype: str, keys: Sequence[str]) -> dict[str, list[float]]:
         found: dict[str, list[float]] = {}
         unique = list(dict.fromkeys(keys))
         with self._lock:
@@ -183,7 +211,8 @@ class CustomEmbedding(Embeddings):
                  query_instruction: str | None = None, model_id: str | None = None,
                  dtype: str = "float32", cache_dir: str | Path | None = None, encoder: Encoder | None = None,
                  query_prefix: str | None = None, passage_prefix: str | None = None,
-                 check: VectorCheck | None = None) -> None:
+                 check: VectorCheck | None = None,
+                 on_damaged_cache: Callable[[Path, Exception], None] | None = None) -> None:
         self.model_name_or_path = str(model_name_or_path)
         self.batch_size = batch_size
         self.model_label = model_id or self.model_name_or_path
@@ -200,7 +229,7 @@ class CustomEmbedding(Embeddings):
         plain_e5 = is_e5_plain(self.model_name_or_path)
         self.query_prefix = query_prefix if query_prefix is not None else ("query: " if plain_e5 else "")
         self.passage_prefix = passage_prefix if passage_prefix is not None else ("passage: " if plain_e5 else "")
-        self.cache = VectorCache(cache_dir) if cache_dir is not None else None
+        self.cache = VectorCache(cache_dir, on_damaged_cache) if cache_dir is not None else None
         self.check = check  # every batch is checked before it is cached or returned (None: not checked)
         if check is not None and self.cache is not None:
             stored = self.cache.dimension(self.model_label, self.dtype)

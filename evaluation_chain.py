@@ -21,81 +21,11 @@ import time
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--documents", help="folder of PDFs (default: Documents/)")
-    parser.add_argument("--questions", help="CSV with a 'questions' column (default: Questions.csv)")
-    parser.add_argument("--output-dir", help="where outputs go (default: results/)")
-    parser.add_argument("--profile", choices=["paper", "lite"],
-                        help="paper: Phi-3.5-mini-ITA bf16 on CUDA + multilingual-e5-large-instruct; lite: "
-                             "SmolLM2-135M + MiniLM from PyPI wheels on CPU (default: paper if CUDA is available)")
-    parser.add_argument("--strategies", help="comma-separated registry names, e.g. paragraph,fixed-size,newline,token,"
-                                             "sentence,semantic,markdown or all (default: the paper's "
-                                             "paragraph,fixed-size,newline when answering, all registered for "
-                                             "--chunks-only and --retrieval-only)")
-    parser.add_argument("--limit", type=int, help="answer only the first N questions")
-    parser.add_argument("--chunks-only", action="store_true", default=None,
-                        help="write chunks_<strategy>.csv and sources_<strategy>.jsonl, then stop")
-    parser.add_argument("--config", dest="config_file", help="YAML file with settings (overridden by flags)")
-    parser.add_argument("--llm", help="LLM hub id or local folder (overrides the profile)")
-    parser.add_argument("--embedding", help="embedding model hub id or local folder (overrides the profile)")
-    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], help="device for both models")
-    parser.add_argument("--dtype", choices=["bfloat16", "float16", "float32"], help="LLM dtype")
-    parser.add_argument("--max-new-tokens", type=int, help="answer length limit (paper: 5000; lite: 96)")
-    parser.add_argument("--prompt-file", help="file with a prompt template containing {context} and {query}")
-    parser.add_argument("--paragraph-mode", choices=["layout", "paper"],
-                        help="paragraph segmenter: layout (default) or the paper's heuristics")
-    parser.add_argument("--set", dest="set_params", action="append", metavar="STRATEGY.PARAM=VALUE",
-                        help="override a strategy parameter, e.g. fixed-size.chunk_size=1000, newline.k=2 "
-                             "(repeatable)")
-    parser.add_argument("--embedding-dtype", choices=["float32", "bfloat16", "float16"],
-                        help="embedding model dtype (default float32; bfloat16 ~2x faster on AMX CPUs and GPUs)")
-    parser.add_argument("--threads", type=int, help="CPU threads for torch (default: half the cores)")
-    parser.add_argument("--embedding-threads", type=int,
-                        help="threads of the ONNX embedding backends (default: one per core; vectors are the same)")
-    parser.add_argument("--db-dir", help="root for Chroma folders (default: each strategy folder's db/)")
-    fair = parser.add_argument_group("retrieval-only runs and sweeps")
-    fair.add_argument("--retrieval-only", action="store_true", default=None,
-                      help="index and rank parents for every question (retrieval_<strategy>.csv); load no LLM")
-    fair.add_argument("--budgets", help="context budgets for retrieval-only runs, comma-separated (default: "
-                                        "500,1000,2000,4000)")
-    fair.add_argument("--budget-unit", choices=["chars", "tokens"],
-                      help="unit of --budgets: characters (default) or tokens of the LLM's tokenizer")
-    from ragstudy.config import RETRIEVERS
+    """The chain's flags, generated from the settings' declaration (ragstudy.config.study_settings)."""
+    from ragstudy.config import add_study_arguments
 
-    fair.add_argument("--retriever", choices=RETRIEVERS,
-                      help="how a retrieval-only run ranks parents: dense child windows (default, the paper's), "
-                           "dense whole parents, BM25 over child windows or whole parents, hybrid (RRF of dense "
-                           "and BM25 child windows)")
-    fair.add_argument("--text-layer", metavar="raw|clean|raw,clean",
-                      help="text the text-layer strategies chunk: raw (default, the paper's PyMuPDF text) or clean "
-                           "(the paragraph strategy's cleaning: no running heads or page numbers, no TOC pages, "
-                           "sentences joined across page breaks, hyphenation undone); raw,clean in a retrieval-only run "
-                           "ranks both (clean into <output-dir>/text-layer-clean/) for the cleaning/segmentation split")
-    fair.add_argument("--sweep", metavar="FILE.yaml", help="run a grid of strategy x parameter settings "
-                                                           "retrieval-only (see sweeps/)")
-    fair.add_argument("--evidence", help="evidence file the sweep is scored against (sample/evidence.json format or "
-                                         "CSV question_index,evidence[,pdf]; default: the sweep file's)")
-    scale = parser.add_argument_group("answers at scale")
-    scale.add_argument("--llm-batch-size", type=int, help="prompts generated together in-process")
-    scale.add_argument("--llm-engine", choices=["torch", "onnxruntime"],
-                       help="in-process LLM engine (default: onnxruntime for the lite profile's SmolLM2 when "
-                            "onnxruntime-genai is installed, else torch)")
-    scale.add_argument("--llm-server", dest="llm_servers", action="append", metavar="URL",
-                       help="OpenAI-compatible server (e.g. vLLM) base URL; repeatable or comma-separated")
-    scale.add_argument("--llm-server-model", help="model name the server(s) serve")
-    scale.add_argument("--concurrency", type=int, help="requests in flight when answering through servers")
-    scale.add_argument("--llm-timeout", type=float, metavar="SECONDS",
-                       help="seconds one LLM server request may take before it is tried again (3 tries; default 600)")
-    scale.add_argument("--chroma-server", help="http://host:port of a Chroma server instead of local folders")
-    scale.add_argument("--embedding-backend", choices=["torch", "onnx", "onnx-int8"],
-                       help="how the embedding model runs (default: the profile's, paper torch, lite onnx; onnx/onnx-int8: ONNX Runtime, CPU)")
-    scale.add_argument("--embedding-server", metavar="URL", help="OpenAI-compatible /v1/embeddings server")
-    scale.add_argument("--embedding-server-model", help="model name the embedding server serves")
-    scale.add_argument("--embedding-timeout", type=float, metavar="SECONDS",
-                       help="seconds one embedding server request may take before it is tried again (3 tries; "
-                            "default 60)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    return parser
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    return add_study_arguments(parser)
 
 
 def interrupted_message(flags: dict) -> str:
@@ -133,21 +63,16 @@ def main(argv: list[str] | None = None) -> int:
 
     transformers.utils.logging.disable_progress_bar()
     transformers.utils.logging.set_verbosity_error()
-    from ragstudy.config import StudyConfig
+    from ragstudy.config import config_from_args
     from ragstudy.errors import StudyInputError
     from ragstudy.pipeline import run_study
     from ragstudy.ranking import run_retrieval
 
-    flags = vars(args).copy()
-    flags.pop("verbose")
-    set_params = list(flags.pop("set_params") or [])
-    mode = flags.pop("paragraph_mode")
-    sweep, evidence = flags.pop("sweep"), flags.pop("evidence")
-    if mode:
-        set_params.append(f"paragraph.mode={mode}")
+    flags = vars(args)
+    sweep, evidence = args.sweep, args.evidence
     started = time.perf_counter()
     try:
-        config = StudyConfig.resolve(set_params=set_params, sweep=sweep, **flags)
+        config = config_from_args(args)
         from ragstudy.models import check_embedding
 
         check_embedding(config)  # a bad --embedding stops here, before anything is written

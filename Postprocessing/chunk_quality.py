@@ -28,12 +28,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from Postprocessing import cli, common
 from Postprocessing.common import DataError
 from ragstudy import registry
 from ragstudy.budget_metrics import CONTEXT_CHARS, SPAN_METRICS
 from ragstudy.io import PROJECT_ROOT as REPO_ROOT
+from ragstudy.settings import Setting
 
 logger = logging.getLogger("Postprocessing.chunk_quality")
 
@@ -209,53 +211,58 @@ def make_token_counter(kind: str, config):
 
 # ----------------------------------------------------------------------------------------------- the script
 
+HOPE_GROUP = ("HOPE (sample sizes; defaults fit ~10 min for 3 strategies x 3 PDFs with the lite profile on a 2-core "
+              "CPU)")
+
+
+def settings() -> tuple[Setting, ...]:
+    """This script's flags (shared ones from Postprocessing.cli)."""
+    from ragstudy.config import profile_names
+
+    def hope(name: str, help: str, **facts: Any) -> Setting:
+        return Setting(name, help, group=HOPE_GROUP, **facts)
+
+    return (
+        cli.RESULTS_DIR.but(help="folder evaluation_chain.py wrote"),
+        cli.OUT_DIR,
+        cli.STRATEGIES.but(default_doc="every chunks_<strategy>.csv present"),
+        Setting("groundtruth", "folder of ground-truth JSON ('none': text layer only)",
+                default=str(DEFAULT_GROUNDTRUTH)),
+        cli.EVIDENCE.but(help="evidence file, one record per Questions.csv row ('none': skip retrieval metrics)",
+                         default=str(DEFAULT_EVIDENCE)),
+        Setting("boundary_tolerance", "a chunk end within this many characters of a sentence/block end is a clean "
+                "end", type=int, default=5),
+        Setting("hit_threshold", "hit@k: share of evidence characters the retrieved parents must contain",
+                type=float, default=0.9),
+        Setting("tokens", "token counts with the embedding model's tokenizer or whitespace words",
+                choices=lambda: ("embedding", "words"), default="embedding"),
+        Setting("profile", "models for HOPE and token counts", choices=profile_names,
+                default_doc="the run's config.json profile"),
+        hope("no_hope", "skip HOPE (no model calls)", kind="switch"),
+        hope("hope_documents", "a number N (the first N PDFs by name) or comma-separated PDF names", default="3"),
+        hope("hope_passages", "focus passages per strategy", type=int, default=4),
+        hope("hope_questions", "questions per passage", type=int, default=3),
+        hope("hope_si_questions", "questions per passage answered twice for semantic independence", type=int,
+             default=2),
+        hope("hope_rag_passages", "passages retrieved for semantic independence and info preservation", type=int,
+             default=2),
+        hope("hope_windows", "sentence windows for information preservation", type=int, default=4),
+        hope("hope_window_sentences", "sentences per window", type=int, default=3),
+        hope("hope_max_passage_chars", "passages are cut to this many characters inside prompts", type=int,
+             default=1200),
+        hope("hope_weights", "weights of concept unity, semantic independence, information preservation",
+             default="1,1,1"),
+        Setting("metrics_per_question", "answer metrics for the correlations",
+                default_doc="<results-dir>/metrics_per_question.csv when present"),
+        Setting("correlate_with", "answer metrics shown in the Markdown correlation table (the CSV has all)",
+                default=",".join(DEFAULT_CORRELATE)),
+        *cli.bootstrap_settings(seed_help="seed of bootstrap and HOPE sampling"),
+        cli.THREADS,
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--results-dir", default="results", help="folder evaluation_chain.py wrote (default: results)")
-    parser.add_argument("--out-dir", help="where the tables go (default: --results-dir)")
-    parser.add_argument("--strategies", help="comma-separated (default: every chunks_<strategy>.csv present)")
-    parser.add_argument("--groundtruth", default=str(DEFAULT_GROUNDTRUTH),
-                        help="folder of ground-truth JSON (default: sample/groundtruth; 'none': text layer only)")
-    parser.add_argument("--evidence", default=str(DEFAULT_EVIDENCE),
-                        help="evidence file, one record per Questions.csv row (default: sample/evidence.json; "
-                             "'none': skip retrieval metrics)")
-    parser.add_argument("--boundary-tolerance", type=int, default=5,
-                        help="a chunk end within this many characters of a sentence/block end is a clean end "
-                             "(default: 5)")
-    parser.add_argument("--hit-threshold", type=float, default=0.9,
-                        help="hit@k: share of evidence characters the retrieved parents must contain (default 0.9)")
-    parser.add_argument("--tokens", choices=["embedding", "words"], default="embedding",
-                        help="token counts with the embedding model's tokenizer (default) or whitespace words")
-    parser.add_argument("--profile", choices=["paper", "lite"],
-                        help="models for HOPE and token counts (default: the run's config.json profile)")
-    hope_group = parser.add_argument_group("HOPE (sample sizes; defaults fit ~10 min for 3 strategies x 3 PDFs "
-                                           "with the lite profile on a 2-core CPU)")
-    hope_group.add_argument("--no-hope", action="store_true", help="skip HOPE (no model calls)")
-    hope_group.add_argument("--hope-documents", default="3",
-                            help="a number N (the first N PDFs by name) or comma-separated PDF names (default 3)")
-    hope_group.add_argument("--hope-passages", type=int, default=4, help="focus passages per strategy (default 4)")
-    hope_group.add_argument("--hope-questions", type=int, default=3, help="questions per passage (default 3)")
-    hope_group.add_argument("--hope-si-questions", type=int, default=2,
-                            help="questions per passage answered twice for semantic independence (default 2)")
-    hope_group.add_argument("--hope-rag-passages", type=int, default=2,
-                            help="passages retrieved for semantic independence and info preservation (default 2)")
-    hope_group.add_argument("--hope-windows", type=int, default=4,
-                            help="sentence windows for information preservation (default 4)")
-    hope_group.add_argument("--hope-window-sentences", type=int, default=3, help="sentences per window (default 3)")
-    hope_group.add_argument("--hope-max-passage-chars", type=int, default=1200,
-                            help="passages are cut to this many characters inside prompts (default 1200)")
-    hope_group.add_argument("--hope-weights", default="1,1,1",
-                            help="weights of concept unity, semantic independence, information preservation")
-    parser.add_argument("--metrics-per-question",
-                        help="answer metrics for the correlations (default: <results-dir>/metrics_per_question.csv "
-                             "when present)")
-    parser.add_argument("--correlate-with", default=",".join(DEFAULT_CORRELATE),
-                        help="answer metrics shown in the Markdown correlation table (the CSV has all); default "
-                             f"{','.join(DEFAULT_CORRELATE)}")
-    cli.add_bootstrap_args(parser, seed_help="seed of bootstrap and HOPE sampling")
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    return parser
+    return cli.script_parser(__doc__, settings())
 
 
 def _optional_path(value: str | None) -> Path | None:

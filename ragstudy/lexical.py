@@ -131,8 +131,12 @@ class LexicalIndex:
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every unit for `query` (all zero when no query term occurs in the units)."""
-        known = [self.vocab[t] for t in self.analyzer.tokens(query) if t in self.vocab]
-        if not known:
+        tokens = self.analyzer.tokens(query)
+        known = [self.vocab[t] for t in tokens if t in self.vocab]
+        if not known:  # every unit scores 0: the ranking is document order, which must not pass unnoticed
+            logger.warning("BM25: the question %r has %s, so every unit scores 0 and its ranking is document "
+                           "order; reword it", query[:80], "no words besides stopwords" if not tokens else
+                           "no word that occurs in the documents")
             return np.zeros(self.size, dtype=np.float32)
         return np.asarray(self._bm25.get_scores(known), dtype=np.float32)
 
@@ -240,7 +244,7 @@ def to_retrieved(question_index: int, ranked: Sequence[UnitRanked], parents: Map
 
     return [RetrievedParent(question_index=question_index, rank=item.rank, doc_id=item.parent,
                             path=parents[item.parent].path, page_start=parents[item.parent].page_start,
-                            page_end=parents[item.parent].page_end, score=-float(item.score),
+                            page_end=parents[item.parent].page_end, score=0.0 - float(item.score),
                             in_k=item.parent in in_k, contents=parents[item.parent].contents)
             for item in ranked]
 

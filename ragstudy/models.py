@@ -133,6 +133,7 @@ def make_embedding(config: StudyConfig):
 
     from customembedding import CACHE_FILE
 
+    from .cachefile import vector_cache_damaged
     from .vectorcheck import VectorCheck
 
     vectors = cache_dir() / "vectors"
@@ -142,13 +143,15 @@ def make_embedding(config: StudyConfig):
         encoder = make_encoder(config, name)
         check.expect(encoder.dim, "its answer at start-up")
         return CustomEmbedding(name, batch_size=config.embedding_batch_size, model_id=name, cache_dir=vectors,
-                               encoder=encoder, check=check)
+                               encoder=encoder, check=check,
+                               on_damaged_cache=vector_cache_damaged)
     origin = config.origins.get("embedding", "config")
     path = resolve_embedding(config.profile.embedding, origin)
     try:
         return CustomEmbedding(path, device=config.profile.device, batch_size=config.embedding_batch_size,
                                model_id=model_label(config.profile.embedding), dtype=config.embedding_dtype,
-                               cache_dir=vectors, encoder=make_encoder(config, path), check=check)
+                               cache_dir=vectors, encoder=make_encoder(config, path), check=check,
+                               on_damaged_cache=vector_cache_damaged)
     except OSError as exc:
         raise StudyInputError(f"embedding model {config.profile.embedding!r} (set by {origin}) could not be "
                               f"loaded: {exc}") from exc

@@ -215,6 +215,20 @@ def _ranking_cache_path(collection: str, params, questions: Sequence[str], large
     return cache_dir() / "rankings" / f"{collection}{suffix}-{key[:24]}.json"
 
 
+def _read_rankings(path: Path, count_key: str, questions: int) -> tuple[list[RetrievedParent], int] | None:
+    """(rows, children or units) of a ranking cache, None when absent; a damaged one is set aside and rebuilt."""
+    from .cachefile import read_json
+
+    def parse(data: Any) -> tuple[list[RetrievedParent], int]:
+        rows = [RetrievedParent.from_dict(r) for r in data["rows"]]
+        count = data[count_key]
+        if not isinstance(count, int) or count < 0 or any(not 0 <= r.question_index < questions for r in rows):
+            raise ValueError(f"{count_key} or question indexes out of range")
+        return rows, count
+
+    return read_json(path, parse, "ranking cache")
+
+
 # ------------------------------------------------------------------------- dense-parents, BM25 and hybrid
 
 DENSE_TIE_DECIMALS = 5  # exact cosine scores equal to this many decimals are ties, broken by unit position
@@ -345,10 +359,10 @@ def retrieve_strategy(config, strategy: str, documents, questions: Sequence[str]
         return RetrievalRun(strategy, len(documents), chunks, chars_mean, chars_cv, index_seconds, embedded,
                             units - embedded if retriever in ("dense-parents", "hybrid") else 0, outputs)
     cache = _ranking_cache_path(collection, params, questions, largest, measure)
-    if cache.is_file():
-        cached = json.loads(cache.read_text(encoding="utf-8"))
-        rows = [RetrievedParent.from_dict(r) for r in cached["rows"]]
-        embedded, reused, index_seconds = 0, int(cached["children"]), time.perf_counter() - started
+    cached = _read_rankings(cache, "children", len(questions))
+    if cached is not None:
+        rows, reused = cached
+        embedded, index_seconds = 0, time.perf_counter() - started
         logger.info("%s: rankings of %d questions read from %s", strategy, len(questions), cache)
     else:
         clock = stage_clock()
@@ -383,10 +397,10 @@ def _rank_units(config, strategy: str, chunked, questions: Sequence[str], embedd
     params = config.strategy_params[strategy]
     ranker = unit_ranker(config.retriever, params, chunked)
     cache = _ranking_cache_path(collection, params, questions, largest, measure, config.retriever, ranker.key)
-    if cache.is_file():
-        cached = json.loads(cache.read_text(encoding="utf-8"))
+    cached = _read_rankings(cache, "units", len(questions))
+    if cached is not None:
         logger.info("%s: %s rankings of %d questions read from %s", strategy, config.retriever, len(questions), cache)
-        return [RetrievedParent.from_dict(r) for r in cached["rows"]], 0, int(cached["units"])
+        return cached[0], 0, cached[1]
     model = embedding() if ranker.dense else None
     if model is not None:
         ranker.embed(model)

@@ -90,6 +90,7 @@ class StrategySpec:
     # optional: start the strategy's slow bulk step for these documents in the background and return at once with
     # a function that stops it (its chunker's `prepare` waits for what was started); see pipeline.chunking_ahead
     prefetch: Callable[[StrategyParams, Sequence[Any]], Callable[[], None]] | None = None
+    needs_tokenizer: bool = False  # its chunker counts with the embedding model's tokenizer (ChunkerContext)
 
     def resolve_params(self, overrides: dict[str, Any], where: str | None = None) -> StrategyParams:
         """The defaults with `overrides` applied (top-level fields and/or parent keys), type- and range-checked."""
@@ -128,10 +129,28 @@ _REGISTRY: dict[str, StrategySpec] = {}
 _LOADED = False
 
 
+class RegistrationError(StudyInputError):
+    """A registration that would share a strategy name, Dataset file or folder with another one."""
+
+
 def register(spec: StrategySpec) -> StrategySpec:
+    """Add `spec`; its name, Dataset file stem and folder must be its own (compared case-insensitively, as files
+    on macOS and Windows are): two strategies writing one Dataset file or one Chroma folder would overwrite each
+    other's results. Registering the same strategy again (a module imported twice) is allowed."""
     existing = _REGISTRY.get(spec.name)
-    if existing is not None and existing.make_chunker is not spec.make_chunker:
-        raise ValueError(f"strategy {spec.name!r} is already registered by {existing.folder}")
+    if existing is not None and existing.make_chunker == spec.make_chunker and existing.folder == spec.folder:
+        _REGISTRY[spec.name] = spec
+        return spec
+    for other in _REGISTRY.values():
+        for what, mine, theirs in (("strategy name", spec.name, other.name),
+                                   ("dataset_name", spec.dataset_name, other.dataset_name),
+                                   ("folder", spec.folder, other.folder)):
+            if mine.casefold() == theirs.casefold():
+                raise RegistrationError(
+                    f"strategy {spec.name!r} (package {spec.folder}) registers {what} {mine!r}, which strategy "
+                    f"{other.name!r} (package {other.folder}) already uses: each strategy needs its own name, "
+                    f"Dataset file and folder, or one would overwrite the other's files; rename it in "
+                    f"{spec.folder}'s register_strategy call")
     _REGISTRY[spec.name] = spec
     return spec
 
@@ -161,7 +180,7 @@ def register_strategy(name: str, chunker: Callable[[Any, ChunkerContext], Chunke
                       *, display_name: str, color: str, order: float = 100.0, description: str = "",
                       source_kind: SourceKind = "text-layer", dataset_name: str | None = None,
                       child_chunk_size: int = 200, child_chunk_overlap: int = 0, k: int = 4,
-                      paper: bool = False,
+                      paper: bool = False, needs_tokenizer: bool = False,
                       prefetch: Callable[[Any, Sequence[Any]], Callable[[], None]] | None = None) -> StrategySpec:
     """Register a strategy folder's chunker: `chunker(parent_record, context)` gets the strategy's parameters as
     a `parent_type` instance (defaults: `parent_type()`). The folder is the chunker's top-level package, the
@@ -180,6 +199,7 @@ def register_strategy(name: str, chunker: Callable[[Any, ChunkerContext], Chunke
                                 child_chunk_overlap=child_chunk_overlap, k=k),
         make_chunker=_WithParentRecord(name, parent_type, chunker), display_name=display_name, color=color,
         order=order, source_kind=source_kind, parent_type=parent_type, description=description, paper=paper,
+        needs_tokenizer=needs_tokenizer,
         prefetch=_WithParentRecord(name, parent_type, prefetch) if prefetch is not None else None))
 
 
@@ -192,8 +212,11 @@ def strategy_packages() -> list[str]:
     """Top-level `RAG*` folders of the repository that are Python packages, then $RAGSTUDY_STRATEGY_PACKAGES."""
     folders = sorted(p.name for p in PROJECT_ROOT.iterdir()
                      if p.is_dir() and p.name.startswith(STRATEGY_FOLDER_PREFIX) and (p / "__init__.py").is_file())
-    extra = [name.strip() for name in os.environ.get(EXTRA_PACKAGES_ENV, "").split(",") if name.strip()]
-    return [*folders, *extra]
+    return [*folders, *(name for name in _extra_packages() if name not in folders)]
+
+
+def _extra_packages() -> list[str]:
+    return [name.strip() for name in os.environ.get(EXTRA_PACKAGES_ENV, "").split(",") if name.strip()]
 
 
 def load_builtin_strategies() -> None:
@@ -201,9 +224,30 @@ def load_builtin_strategies() -> None:
     global _LOADED
     if _LOADED:
         return
-    _LOADED = True
+    extra = set(_extra_packages())
     for package in strategy_packages():
+        _import_strategy_package(package, package in extra)
+    _LOADED = True
+
+
+def _import_strategy_package(package: str, extra: bool) -> None:
+    """Import one strategy package; a package that is missing, fails on import or registers a name already taken
+    is one StudyInputError naming the package (and, for one outside the repository, $RAGSTUDY_STRATEGY_PACKAGES)."""
+    where = f"{EXTRA_PACKAGES_ENV} names the package {package!r}" if extra else f"strategy folder {package}/"
+    fix = f"fix or install it, or remove it from {EXTRA_PACKAGES_ENV}" if extra else "fix it"
+    try:
         importlib.import_module(package)
+    except RegistrationError as exc:
+        raise StudyInputError(f"{where}: {exc}") from None
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and package.split(".")[0] == exc.name.split(".")[0]:
+            raise StudyInputError(f"{where}, which cannot be imported (no module named {exc.name!r}); install it "
+                                  f"or add its folder to PYTHONPATH, or remove it from {EXTRA_PACKAGES_ENV}") from None
+        raise StudyInputError(f"{where}, which failed on import: it needs the module {exc.name!r} (pip install "
+                              f"it), or {fix}") from None
+    except Exception as exc:  # a plug-in's own bug: one line naming it, not a traceback from inside it
+        raise StudyInputError(f"{where}, which failed on import ({type(exc).__name__}: {str(exc)[:200]}); "
+                              f"{fix}") from None
 
 
 def available() -> list[str]:

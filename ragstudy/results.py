@@ -49,9 +49,18 @@ CHUNK_COLUMNS = ("doc_id", "contents", "path", "start_end_idx", "metadata")
 
 def read_questions(path: str | Path, limit: int | None = None) -> list[str]:
     """Questions from the `questions` column; errors name the file and line."""
-    questions = list(read_text_csv(path, QUESTION_COLUMN, "a CSV with a 'questions' column (pass --questions FILE)"
-                                   ).values)
-    return questions[:limit] if limit else questions
+    table = read_text_csv(path, QUESTION_COLUMN, "a CSV with a 'questions' column (pass --questions FILE)")
+    questions = list(table.values)
+    questions = questions[:limit] if limit else questions
+    first_line: dict[str, int] = {}
+    for value, line in zip(questions, table.lines):  # a repeated row is answered and scored twice: say so
+        key = " ".join(value.split()).casefold()
+        if key in first_line:
+            logger.warning("%s line %d repeats the question of line %d (%r): it is answered and scored twice; "
+                           "delete one of the rows if that is not intended", table.path, line, first_line[key],
+                           value[:60])
+        first_line.setdefault(key, line)
+    return questions
 
 
 def read_oracle(path: str | Path) -> list[str]:

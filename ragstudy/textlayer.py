@@ -232,4 +232,12 @@ def load_documents(folder: Path) -> list[PdfDocument]:
     from tqdm.auto import tqdm
 
     paths = list_pdfs(folder)
-    return [read_pdf(path) for path in tqdm(paths, desc="Reading PDFs", unit="pdf", disable=len(paths) < 2)]
+    documents = [read_pdf(path) for path in tqdm(paths, desc="Reading PDFs", unit="pdf", disable=len(paths) < 2)]
+    first: dict[str, str] = {}
+    for doc in documents:  # chunk ids are content hashes: a copy would give the same ids as its original
+        if doc.sha256 in first:
+            raise StudyInputError(f"{doc.path} is a byte-identical copy of {first[doc.sha256]}: the same PDF twice "
+                                  "would be indexed and scored twice under one set of chunk ids; move one of them "
+                                  "out of the documents folder")
+        first[doc.sha256] = doc.path
+    return documents

@@ -83,7 +83,8 @@ def test_identical_child_windows_in_other_collections_are_not_embedded_again(pdf
     _, widened = kb_wide.build(chunked)
     assert widened.collection != first.collection and widened.added == widened.children
     # another strategy whose parents (hence windows) are the same texts under other ids
-    twin = registry.register(replace(registry.get("newline"), name="newline-twin", folder="RAGNewLineTwin"))
+    twin = registry.register(replace(registry.get("newline"), name="newline-twin", folder="RAGNewLineTwin",
+                                         dataset_name="DatasetNewLineTwin"))
     try:
         twin_chunked = chunk_documents(load_documents(pdf_dir), "newline-twin",
                                        StudyConfig.resolve(profile="lite", strategies="newline-twin",

@@ -19,7 +19,7 @@ ROOTS = (
     (REPO, ("customembedding",), GROUND),
     (REPO, ("ragstudy",), CORE),
     (REPO, ("evaluation_chain", "Postprocessing", "benchmarks"), SCRIPTS),
-    (REPO / "tools", ("make_sample_corpus", "sample_corpus"), SCRIPTS),  # run as `python tools/x.py`
+    (REPO / "tools", ("make_sample_corpus", "sample_corpus", "make_qa"), SCRIPTS),  # run as `python tools/x.py`
 )
 # The core's building blocks a strategy folder may import (chunk records, parameters, the registry, text rules, the
 # text layer, sentence splitting, errors, file helpers): never the pipeline, retrieval, config, results or models.

@@ -1,0 +1,108 @@
+"""Cache files are data that can be rebuilt: each is written with enough to verify it when read, and one that fails
+is set aside (renamed `<name>.corrupt-<UTC time>`, so nothing is lost) with a warning naming it, then rebuilt.
+
+- JSON caches (rankings): parsed and checked by the reader's own schema check (`read_json`).
+- Built model files (ONNX embedding exports, the ONNX Runtime GenAI export of the LLM): a manifest beside them
+  records each file's size and sha256 when it is built (`record`); `verify` compares them before use, so a
+  truncated file, or another file copied over it (an int8 model over the fp32 export), is found and rebuilt.
+- SQLite (the vector cache): a file SQLite cannot read is set aside with its -wal/-shm files (`set_aside_sqlite`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .io import atomic_write_json, set_aside, sha256_file
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+MANIFEST_FORMAT = 1
+# what a reader's schema check may raise for a file of the wrong shape
+SHAPE_ERRORS = (ValueError, KeyError, TypeError, AttributeError, IndexError)
+
+
+def set_aside_damaged(path: Path, what: str, reason: str) -> Path:
+    """Rename a damaged cache file or folder beside itself and log one warning naming it; returns the new path."""
+    aside = set_aside(path)
+    logger.warning("%s %s is damaged (%s): set aside as %s and rebuilt", what, path, reason, aside.name)
+    return aside
+
+
+def read_json(path: Path, parse: Callable[[Any], T], what: str) -> T | None:
+    """`parse(json of path)`, or None when the file is absent; a file that does not parse, or fails `parse`'s
+    schema check (ValueError, KeyError, TypeError ...), is set aside (a warning names it) and None returned."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        return parse(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError, *SHAPE_ERRORS) as exc:
+        set_aside_damaged(path, what, f"{type(exc).__name__}: {str(exc)[:160]}")
+        return None
+
+
+def manifest_of(path: Path) -> Path:
+    """The manifest recording the files built with `path` (`<name>.files.json` beside it)."""
+    return path.with_name(f"{path.name}.files.json")
+
+
+def record(manifest: Path, files: Iterable[Path], **facts: Any) -> None:
+    """Write `manifest`: the size and sha256 of each of `files` (by name relative to the manifest's folder) and
+    `facts` (e.g. the export's precision), atomically."""
+    folder = manifest.parent
+    entries = {}
+    for file in sorted(Path(f) for f in files):
+        entries[str(file.relative_to(folder))] = {"size": file.stat().st_size, "sha256": sha256_file(file)}
+    atomic_write_json(manifest, {"format": MANIFEST_FORMAT, "files": entries, **facts}, "cache manifest")
+
+
+def recorded_files(manifest: Path) -> list[Path]:
+    """The files a readable manifest lists (none when it is unreadable)."""
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+        return [manifest.parent / name for name in data["files"]]
+    except (OSError, *SHAPE_ERRORS):
+        return []
+
+
+def verify(manifest: Path) -> str | None:
+    """None when every file `manifest` lists has its recorded size and sha256; else what is wrong, in a few words
+    ("no manifest", "model.onnx: 1,234 bytes, 90,000,000 recorded", "model.onnx: sha256 differs from ...")."""
+    if not manifest.is_file():
+        return f"no manifest {manifest.name}"
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+        if data.get("format") != MANIFEST_FORMAT or not isinstance(data.get("files"), dict) or not data["files"]:
+            return f"manifest {manifest.name} is not of format {MANIFEST_FORMAT}"
+        entries = {str(name): (int(entry["size"]), str(entry["sha256"])) for name, entry in data["files"].items()}
+    except (OSError, *SHAPE_ERRORS) as exc:
+        return f"manifest {manifest.name} unreadable ({type(exc).__name__})"
+    for name, (size, digest) in entries.items():
+        file = manifest.parent / name
+        if not file.is_file():
+            return f"{name} is missing"
+        actual = file.stat().st_size
+        if actual != size:
+            return f"{name}: {actual:,} bytes, {size:,} recorded when it was built"
+        if sha256_file(file) != digest:
+            return f"{name}: its sha256 differs from the one recorded when it was built (same size)"
+    return None
+
+
+def set_aside_sqlite(path: Path, what: str, reason: str) -> Path:
+    """Set aside a SQLite file SQLite cannot read, with its -wal and -shm files (they belong to it)."""
+    for suffix in ("-wal", "-shm"):
+        companion = path.with_name(path.name + suffix)
+        if companion.exists():
+            companion.replace(path.with_name(f"{path.name}.corrupt{suffix}"))
+    return set_aside_damaged(path, what, reason)
+
+
+def vector_cache_damaged(path: Path, exc: Exception) -> None:
+    """customembedding.VectorCache's `on_damaged`: set the file aside; its vectors are embedded again."""
+    set_aside_sqlite(path, "vector cache", f"{exc}; its vectors are embedded again")

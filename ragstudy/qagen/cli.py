@@ -1,0 +1,155 @@
+"""make-qa: generate a question set with verbatim evidence and answers from the PDFs in a folder.
+
+    python tools/make_qa.py --documents Documents/ --n 60 --llm-server http://gpu:8000 \\
+        --llm-server-model anakin87/Phi-3.5-mini-ITA --out qa/
+    python tools/make_qa.py --documents Documents/ --n 20 --profile paper --out qa/      # in-process, on CUDA
+    python tools/make_qa.py --out qa/ --read-review qa/review.xlsx                        # write the accepted set
+
+Writes Questions.csv, Oracle.csv, evidence.csv, make_qa.json, candidates.jsonl, qa_report.md and review.xlsx into
+--out. Answers are cached like the study's: a re-run generates nothing, an interrupted run resumes. Exit 0 when
+at least one item was kept, 3 when none was (the report says why), 2 on bad input, 130 on Ctrl-C.
+See docs/make-qa.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from .filters import Thresholds
+
+DEFAULTS = Thresholds()
+NONE_KEPT = 3
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="make-qa", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--documents", default="Documents", help="folder of PDFs (default: Documents/)")
+    parser.add_argument("--out", default="qa", help="output folder (default: qa/)")
+    parser.add_argument("--n", type=int, default=60, help="questions wanted (default 60)")
+    parser.add_argument("--candidates", type=int,
+                        help="passages to try at most (default: 2 x --n, capped by what the documents offer)")
+    parser.add_argument("--seed", type=int, default=0, help="sampling seed (default 0); generation is greedy")
+    parser.add_argument("--span-share", type=float, default=0.25,
+                        help="share of passages that cross a block or a page break (default 0.25)")
+    parser.add_argument("--max-new-tokens", type=int, default=384, help="generation length limit (default 384)")
+    parser.add_argument("--overwrite", action="store_true", help="replace another set in --out")
+    parser.add_argument("--read-review", metavar="WORKBOOK", nargs="?", const="",
+                        help="read the reviewed workbook (default: --out/review.xlsx) and write the accepted set")
+    parser.add_argument("--reference", action="append", metavar="QUESTIONS.csv:EVIDENCE",
+                        help="a human-written set whose question/evidence overlap the report shows beside the "
+                             "generated one (repeatable; default: the bundled Questions.csv:sample/evidence.json)")
+    llm = parser.add_argument_group("the LLM (the study's flags)")
+    llm.add_argument("--profile", choices=["paper", "lite"],
+                     help="paper: Phi-3.5-mini-ITA on CUDA; lite: SmolLM2-135M on CPU, plumbing only (default: "
+                          "paper if CUDA is available)")
+    llm.add_argument("--llm", help="LLM hub id or local folder (overrides the profile)")
+    llm.add_argument("--llm-server", dest="llm_servers", action="append", metavar="URL",
+                     help="OpenAI-compatible server (vLLM, transformers serve); repeatable or comma-separated")
+    llm.add_argument("--llm-server-model", help="model name the server(s) serve")
+    llm.add_argument("--llm-timeout", type=float, metavar="SECONDS", help="seconds one request may take (default 600)")
+    llm.add_argument("--concurrency", type=int, help="requests in flight through servers (default 4)")
+    llm.add_argument("--threads", type=int, help="CPU threads for an in-process model")
+    filters = parser.add_argument_group("filters (docs/make-qa.md)")
+    filters.add_argument("--copy-threshold", type=float, default=DEFAULTS.copy_threshold,
+                         help="drop a question with more than this share of its content words in the evidence "
+                              f"(default {DEFAULTS.copy_threshold})")
+    filters.add_argument("--answer-support", type=float, default=DEFAULTS.answer_support,
+                         help="keep an answer only when at least this share of its content words are in the "
+                              f"evidence (default {DEFAULTS.answer_support})")
+    filters.add_argument("--duplicate-threshold", type=float, default=DEFAULTS.duplicate_threshold,
+                         help="Jaccard of content words at which a question duplicates an earlier one "
+                              f"(default {DEFAULTS.duplicate_threshold})")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return parser
+
+
+def _references(given: list[str] | None) -> list[tuple[Path, Path]] | None:
+    """--reference values as (questions, evidence) pairs; None (the bundled sample) when none is given."""
+    from ..errors import StudyInputError
+
+    if not given:
+        return None
+    pairs = []
+    for value in given:
+        questions, sep, evidence = value.rpartition(":")
+        if not sep or not questions:
+            raise StudyInputError(f"--reference {value!r}: expected QUESTIONS.csv:EVIDENCE (e.g. "
+                                  "../shared/qa/Questions.csv:../shared/qa/evidence.csv)")
+        pairs.append((Path(questions), Path(evidence)))
+    return pairs
+
+
+def _generator(args: argparse.Namespace):
+    """(generator, model name, backend) from the study's config resolution."""
+    from ..config import StudyConfig
+    from ..models import check_generator, make_generator, model_label
+
+    flags = {"llm_servers": args.llm_servers, "llm_server_model": args.llm_server_model, "llm": args.llm,
+             "llm_timeout": args.llm_timeout, "concurrency": args.concurrency, "threads": args.threads,
+             "documents": args.documents}
+    config = StudyConfig.resolve(profile=args.profile, strategies="newline",
+                                 **{k: v for k, v in flags.items() if v is not None})
+    check_generator(config)
+    generator = make_generator(config)
+    if config.llm_servers:
+        return generator, config.llm_server_model, "openai-chat-completions"
+    import torch
+
+    torch.set_num_threads(config.resolved_threads())
+    torch.manual_seed(0)
+    return generator, model_label(config.profile.llm), f"in-process:{config.resolved_llm_engine()}"
+
+
+def run(args: argparse.Namespace) -> int:
+    from .run import QaSettings, make_qa, read_review
+
+    out = Path(args.out)
+    if args.read_review is not None:
+        review = read_review(out, Path(args.read_review) if args.read_review else None)
+        print(f"review read back: {review.accepted} accepted ({review.edited} edited, {review.overridden} despite "
+              f"a filter), {review.rejected} rejected; set written to {out}/")
+        return 0
+    thresholds = Thresholds(answer_support=args.answer_support, copy_threshold=args.copy_threshold,
+                            duplicate_threshold=args.duplicate_threshold)
+    settings = QaSettings(documents=Path(args.documents), out=out, n=args.n, candidates=args.candidates,
+                          seed=args.seed, span_share=args.span_share, max_new_tokens=args.max_new_tokens,
+                          thresholds=thresholds, overwrite=args.overwrite, reference=_references(args.reference))
+    generator, model, backend = _generator(args)
+    result = make_qa(settings, generator, model, backend)
+    print("\n| outcome | candidates |\n|---|---|")
+    for reason, count in sorted(result.counts.items(), key=lambda kv: (kv[0] != "kept", kv[0])):
+        print(f"| {reason} | {count} |")
+    print(f"\n{result.kept} of {result.candidates} candidates kept ({result.generated} generated, {result.cached} "
+          f"from the cache); outputs in {out}/ (report: {out / 'qa_report.md'})")
+    if result.kept == 0:
+        why = " (the lite model is plumbing only: its items are never valid)" if result.unfit else ""
+        print(f"error: no candidate passed the filters{why}; see {out / 'qa_report.md'}", file=sys.stderr)
+        return NONE_KEPT
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run make-qa with command-line arguments `argv` (None: sys.argv[1:]); returns the exit code."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("httpx", "urllib3", "openai"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    from ..errors import StudyInputError
+
+    try:
+        return run(args)
+    except StudyInputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: {getattr(exc, 'filename', None) or 'a file'}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"interrupted: every generation so far is saved in the answer cache; re-run the same command to "
+              f"resume without regenerating it", file=sys.stderr)
+        return 130

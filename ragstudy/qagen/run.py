@@ -1,0 +1,313 @@
+"""The make-qa job: sample passages, generate one candidate per passage through the study's LLM (server or
+in-process, greedy, answers cached in the study's answer cache, so an interrupted run resumes and a re-run
+generates nothing), filter, write the set, the report and the review workbook; and read a reviewed workbook back.
+
+Passages are taken in their stratified order and generated in batches until `n` candidates are kept or the
+`candidates` passages are used up; the report says how many were kept.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..errors import StudyInputError
+from ..generation import GenerationParams
+from ..io import sha256_file, sha256_text, stable_json
+from ..textlayer import PdfDocument, load_documents
+from . import outputs
+from .filters import FILTERS, CandidateFilter, Checked, Thresholds, overlap_distribution, unfit_generator
+from .prompt import PROMPT_VERSION, build_prompt, prompt_hash
+from .sampling import Passage, Sample, sample_passages
+
+logger = logging.getLogger(__name__)
+
+LITE_LIMITS = ("SmolLM2-135M-Instruct (the lite profile's LLM, 135 M parameters) does not write usable Italian "
+               "questions: it rarely returns the JSON asked for, and when it does the evidence is seldom a verbatim "
+               "quote and the question is often a copy of the passage or not Italian. It is here for plumbing (the "
+               "job runs end to end on a laptop); its items are always counted as filtered (unfit_generator), never "
+               "as valid. Generate real sets with Phi-3.5-mini-ITA (the paper profile) or a larger instruct model "
+               "behind --llm-server.")
+
+
+@dataclass(frozen=True)
+class QaSettings:
+    documents: Path
+    out: Path
+    n: int = 60
+    candidates: int | None = None  # passages sampled; None: 2 x n (capped by what the documents offer)
+    seed: int = 0
+    span_share: float = 0.25
+    max_new_tokens: int = 384
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    overwrite: bool = False
+    # (questions, evidence) of human-written sets for the report; None: the bundled Questions.csv + sample evidence
+    reference: Sequence[tuple[Path, Path]] | None = None
+
+
+@dataclass
+class QaResult:
+    out: Path
+    kept: int
+    candidates: int
+    generated: int
+    cached: int
+    counts: Counter
+    model: str
+    unfit: bool
+
+
+def identity(settings: QaSettings, documents: Sequence[PdfDocument], model: str, backend: str) -> dict[str, Any]:
+    """What makes a set this set: documents, generator, prompt, seed, sizes, filters."""
+    return {"documents": {Path(d.path).name: d.sha256 for d in documents}, "model": model, "backend": backend,
+            "prompt_hash": prompt_hash(), "seed": settings.seed, "n": settings.n, "candidates": settings.candidates,
+            "span_share": settings.span_share, "max_new_tokens": settings.max_new_tokens,
+            "thresholds": asdict(settings.thresholds)}
+
+
+def check_output_folder(out: Path, ident: dict[str, Any], overwrite: bool) -> None:
+    """Refuse a folder that holds another set (another sidecar, a reviewed set, or set files without a sidecar)
+    unless `overwrite`; the same set again is fine (the run resumes or rewrites the same files)."""
+    if overwrite or not out.exists():
+        return
+    if not out.is_dir():
+        raise StudyInputError(f"--out {out}: exists and is not a folder; pass another --out")
+    sidecar = outputs.read_sidecar(out)
+    present = [name for name in outputs.SET_FILES if (out / name).exists()]
+    if sidecar is None and present:
+        raise StudyInputError(f"--out {out}: holds a question set make-qa did not write ({', '.join(present)}); pass "
+                              "another --out, or --overwrite to replace it")
+    if sidecar is not None and sidecar.get("identity") != ident:
+        changed = sorted(k for k in ident if (sidecar.get("identity") or {}).get(k) != ident[k])
+        raise StudyInputError(f"--out {out}: holds another generated set (different {', '.join(changed)}); pass "
+                              "another --out, or --overwrite to replace it")
+    if sidecar is not None and sidecar.get("review"):
+        raise StudyInputError(f"--out {out}: holds a reviewed set (review read back on {sidecar['review']['date']}); "
+                              "re-running would replace the reviewed files: pass another --out, or --overwrite")
+
+
+def candidate_id(passage: Passage, model: str) -> str:
+    return sha256_text(stable_json({"passage": passage.key, "text": passage.text, "model": model,
+                                    "prompt": prompt_hash()}))[:12]
+
+
+def candidate_record(passage: Passage, raw: str, checked: Checked, model: str) -> dict[str, Any]:
+    g, loc = checked.generated, checked.located
+    page = None
+    if loc is not None:
+        page = outputs._page(passage, loc.passage_start)
+    return {"id": candidate_id(passage, model), "pdf": passage.pdf, "passage": passage.to_record(), "raw": raw,
+            "question": g.question if g else None, "answer": g.answer if g else None,
+            "evidence": g.evidence if g else None, "evidence_located": loc.text if loc else None,
+            "source_start_end": [loc.source_start, loc.source_end] if loc else None, "page": page,
+            "boundary": loc.boundary if loc else None, "question_overlap": checked.question_overlap,
+            "answer_support": checked.answer_support, "reasons": list(checked.reasons), "kept": checked.kept}
+
+
+def item_of(record: dict) -> outputs.Item:
+    passage = record["passage"]
+    start, end = record["source_start_end"]
+    return outputs.Item(record["id"], record["question"], record["answer"], record["evidence_located"],
+                        record["pdf"], record["page"], record["boundary"], start, end, passage["kind"])
+
+
+def make_qa(settings: QaSettings, generator, model: str, backend: str,
+            documents: Sequence[PdfDocument] | None = None) -> QaResult:
+    """Run the job with `generator` (a ragstudy.generation CachingGeneratorBase: server or in-process)."""
+    from tqdm.auto import tqdm
+
+    documents = list(documents) if documents is not None else load_documents(settings.documents)
+    n = settings.n
+    wanted = settings.candidates if settings.candidates is not None else 2 * n
+    if wanted < n:
+        raise StudyInputError(f"--candidates {wanted} is smaller than --n {n}; pass --candidates {2 * n} or more")
+    from .sampling import eligible_passages
+
+    available = sum(eligible_passages(d).available() for d in documents)
+    if n > available:
+        sample_passages(documents, n, settings.seed, settings.span_share)  # raises the one-line error
+    if wanted > available:
+        logger.info("--candidates %d capped at the %d passages the documents offer", wanted, available)
+        wanted = available
+    sample = sample_passages(documents, wanted, settings.seed, settings.span_share)
+    ident = identity(settings, documents, model, backend)
+    out = settings.out
+    check_output_folder(out, ident, settings.overwrite)
+    unfit = unfit_generator(model)
+    filt = CandidateFilter({Path(d.path).name: d.text_layer.text for d in documents}, settings.thresholds, unfit)
+    params = GenerationParams(max_new_tokens=settings.max_new_tokens)
+    batch = max(1, int(getattr(generator, "concurrency", 0) or getattr(generator, "batch_size", 1) or 1))
+    records: list[dict] = []
+    kept = 0
+    bar = tqdm(total=len(sample.passages), desc="Writing questions", unit="passage")
+    try:
+        for start in range(0, len(sample.passages), batch):
+            if kept >= n:
+                break
+            chunk = sample.passages[start:start + batch]
+            answers = generator.generate_many([build_prompt(p) for p in chunk], params)
+            for passage, raw in zip(chunk, answers):
+                checked = filt.check(raw, passage)
+                if kept < n and filt.keep(checked):
+                    kept += 1
+                elif kept >= n and checked.kept:
+                    checked.reasons.append("not_needed")
+                records.append(candidate_record(passage, raw, checked, model))
+                bar.update(1)
+            bar.set_postfix(kept=kept)
+    finally:
+        bar.close()
+    records = [r for r in records if "not_needed" not in r["reasons"]]
+    out.mkdir(parents=True, exist_ok=True)
+    items = [item_of(r) for r in records if r["kept"]]
+    outputs.write_candidates(out, records)
+    counts = Counter(r["reasons"][0] if r["reasons"] else "kept" for r in records)
+    if items:
+        outputs.write_set(out, items)
+    else:
+        for name in (outputs.QUESTIONS, outputs.ORACLE, outputs.EVIDENCE):
+            (out / name).unlink(missing_ok=True)  # files of an earlier run of this set must not stand for it
+    rows = outputs.write_workbook(out / outputs.WORKBOOK, records)
+    sidecar = {"tool": "make-qa", "identity": ident,
+               "generator": {"model": model, "backend": backend, "prompt_hash": prompt_hash(),
+                             "prompt_version": PROMPT_VERSION, "seed": settings.seed, "greedy": True,
+                             "max_new_tokens": settings.max_new_tokens, "unfit": bool(unfit)},
+               "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+               "counts": {"passages_sampled": len(sample.passages), "candidates": len(records), "kept": len(items),
+                          "workbook_rows": rows},
+               "questions_sha256": sha256_file(out / outputs.QUESTIONS) if items else None, "review": None}
+    outputs.write_sidecar(out, sidecar)
+    report = report_markdown(settings, sample, records, items, model, backend, unfit,
+                             bundled_reference() if settings.reference is None else settings.reference)
+    from ..io import atomic_write_text
+
+    atomic_write_text(out / outputs.REPORT, report, "output file")
+    return QaResult(out, len(items), len(records), generator.generated, generator.cached, counts, model, bool(unfit))
+
+
+def read_review(out: Path, workbook: Path | None = None) -> outputs.Review:
+    """Write the set the reviewed workbook accepts into `out` (Questions.csv, Oracle.csv, evidence.csv), record the
+    review in the sidecar and the report."""
+    from ..io import atomic_write_text
+
+    out = Path(out)
+    sidecar = outputs.read_sidecar(out)
+    if sidecar is None:
+        raise StudyInputError(f"{out}: no {outputs.SIDECAR}; --read-review reads a workbook back into the folder "
+                              "make-qa wrote (pass --out DIR of that run)")
+    review = outputs.read_workbook(Path(workbook) if workbook else out / outputs.WORKBOOK,
+                                   outputs.read_candidates(out))
+    if not review.items:
+        raise StudyInputError(f"{workbook or out / outputs.WORKBOOK}: no item accepted; nothing written (the "
+                              "generated files are left as they were)")
+    outputs.write_set(out, list(review.items))
+    sidecar["review"] = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                         "workbook": str(workbook or out / outputs.WORKBOOK), "accepted": review.accepted,
+                         "edited": review.edited, "rejected": review.rejected,
+                         "accepted_despite_filters": review.overridden}
+    sidecar["questions_sha256"] = sha256_file(out / outputs.QUESTIONS)
+    outputs.write_sidecar(out, sidecar)
+    report = (out / outputs.REPORT).read_text(encoding="utf-8") if (out / outputs.REPORT).is_file() else ""
+    report = report.split("\n## Review\n")[0].rstrip() + "\n\n## Review\n\n" + (
+        f"Read back from {sidecar['review']['workbook']} on {sidecar['review']['date']}: {review.accepted} accepted "
+        f"({review.edited} edited, {review.overridden} accepted although a filter dropped them), {review.rejected} "
+        f"rejected. Questions.csv, Oracle.csv and evidence.csv now hold the {review.accepted} accepted items.\n")
+    atomic_write_text(out / outputs.REPORT, report, "output file")
+    return review
+
+
+# ------------------------------------------------------------------------------------------------ the report
+
+def bundled_reference() -> list[tuple[Path, Path]]:
+    """The repository's own hand-written set (Questions.csv + sample/evidence.json), when present."""
+    from ..io import PROJECT_ROOT
+
+    pair = (PROJECT_ROOT / "Questions.csv", PROJECT_ROOT / "sample" / "evidence.json")
+    return [pair] if all(p.is_file() for p in pair) else []
+
+
+def reference_overlaps(questions: Path, evidence: Path) -> list[float]:
+    """Question <-> evidence overlap (share of question content terms in the evidence) of a human-written set."""
+    from ..evidence import load_evidence_file
+    from ..lexical import ItalianAnalyzer
+    from ..results import read_questions
+    from .filters import share_in, terms
+
+    analyzer = ItalianAnalyzer()
+    texts = read_questions(questions)
+    found = load_evidence_file(evidence, texts, questions)
+    return [share_in(terms(texts[i], analyzer), terms(" ".join(t.text for t in e.texts), analyzer))
+            for i, e in sorted(found.items())]
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def report_markdown(settings: QaSettings, sample: Sample, records: Sequence[dict], items: Sequence[outputs.Item],
+                    model: str, backend: str, unfit: str | None, reference: Sequence[tuple[Path, Path]]) -> str:
+    t = settings.thresholds
+    lines = ["# Generated question set (make-qa)\n",
+             f"Generator: **{model}** ({backend}), greedy; prompt {prompt_hash()} ({PROMPT_VERSION}); seed "
+             f"{settings.seed}. Kept **{len(items)}** of {len(records)} candidates (asked for {settings.n}).\n"]
+    if unfit:
+        lines.append(f"**Plumbing only.** {LITE_LIMITS}\n")
+    lines.append("Nothing here is reviewed yet: open review.xlsx, accept, edit or reject each item, then run "
+                 "`make-qa --read-review` (see docs/make-qa.md).\n")
+    lines.append("## Sampling\n")
+    lines.append(f"Passages come from the shared PyMuPDF text layer (no strategy's chunks), seeded ({settings.seed}), "
+                 "spread over documents (shares proportional to the square root of each one's eligible passages) "
+                 f"and over equal page strata within each. Stated share of passages that cross a block or a page "
+                 f"break: {settings.span_share:.0%}.\n")
+    counts = sample.block_counts()
+    sampled = Counter(p.pdf for p in sample.passages)
+    asked = Counter(r["pdf"] for r in records)
+    kept_by = Counter(i.pdf for i in items)
+    kinds = ("body", "furniture", "toc", "low-text", "short")
+    rows = [[pdf, *(c.get(k, 0) for k in kinds), sampled[pdf], asked[pdf], kept_by[pdf]] for pdf, c in counts.items()]
+    lines.append("Text blocks by class (only body blocks make passages; furniture = running headers/footers and page "
+                 "numbers, toc = table-of-contents and index lines, low-text = mostly non-letters, short = headings "
+                 "and labels):\n")
+    lines.append(_table(["pdf", *kinds, "passages sampled", "asked", "kept"], rows))
+    span_sampled = sum(p.spans_boundary for p in sample.passages)
+    kinds_asked = Counter(r["passage"]["kind"] for r in records)
+    boundary_kept = Counter(i.boundary for i in items)
+    lines.append(f"Passages sampled: {len(sample.passages)}, {span_sampled} ({span_sampled / max(1, len(sample.passages)):.0%}) "
+                 f"crossing a break; asked: {dict(kinds_asked)}. Kept items by where their evidence lies: "
+                 f"{dict(boundary_kept) or 'none'}.\n")
+    lines.append("## Filters\n")
+    first = Counter(r["reasons"][0] for r in records if r["reasons"])
+    anyof = Counter(reason for r in records for reason in r["reasons"])
+    described = t.describe(unfit or "")
+    rows = [[name, described[name], first.get(name, 0), anyof.get(name, 0)] for name in FILTERS]
+    rows.append(["kept", "passed every filter", len(items), ""])
+    lines.append(_table(["filter", "drops a candidate when", "first failed", "failed (any)"], rows))
+    lines.append("## Question ↔ evidence overlap\n")
+    lines.append("Share of the question's content words (Italian stopwords dropped, Snowball stems) that occur in its "
+                 "evidence. High overlap means the question copies the evidence, which favours lexical retrievers "
+                 f"(BM25); candidates above {t.copy_threshold:.2f} are dropped.\n")
+    parsed = [r["question_overlap"] for r in records if r.get("question_overlap") is not None]
+    kept_overlap = [r["question_overlap"] for r in records if r["kept"]]
+    dists = [("generated, every parsed candidate", overlap_distribution(parsed)),
+             ("generated, kept", overlap_distribution(kept_overlap))]
+    for questions, evidence in reference:
+        try:
+            dists.append((f"human-written: {evidence}", overlap_distribution(reference_overlaps(questions, evidence))))
+        except StudyInputError as exc:
+            lines.append(f"- reference set {evidence} could not be read: {exc}\n")
+    keys = ("n", "min", "q1", "median", "q3", "p90", "max")
+    lines.append(_table(["set", *keys], [[name, *(d.get(k, "–") for k in keys)] for name, d in dists]))
+    lines.append("## Outputs\n")
+    lines.append("Questions.csv, Oracle.csv, evidence.csv (the kept items; start_end_idx in the PDF's text layer), "
+                 "make_qa.json (model, prompt hash, seed, counts), candidates.jsonl (every candidate and why it was "
+                 "dropped), review.xlsx.\n" if items else
+                 "No candidate was kept: Questions.csv, Oracle.csv and evidence.csv are not written. candidates.jsonl "
+                 "and review.xlsx hold every candidate and why it was dropped.\n")
+    return "\n".join(lines)

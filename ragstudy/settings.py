@@ -1,0 +1,249 @@
+"""Settings declared once: a `Setting` holds what a user can set (its flag, YAML key, help, group, type, choices
+and default), and command-line parsers, the accepted YAML keys and the reference docs are generated from it.
+
+A dataclass declares its settings on its fields with `setting(...)` (read back with `declared(cls)`); inputs that
+are no field (a file to read, a shortcut) are `Setting(...)` values. `add_arguments` turns a list of them into
+argparse options; help strings get their default appended from the declaration, never written by hand.
+See docs/settings.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import MISSING, dataclass
+from typing import Any
+
+Text = str | Callable[[], str]
+Choices = Callable[[], Sequence[str]]
+KINDS = ("value", "switch", "append", "list", "mapping")
+_METADATA_KEY = "ragstudy.setting"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting. `kind`: value (one flag value), switch (a flag without value, true when given), append (a
+    repeatable flag collecting a list), list (comma-separated on the command line, a list or a string in YAML),
+    mapping (YAML only, e.g. strategy_params).
+
+    `default` is the value used when nothing sets it; `default_doc` says in words what a computed default is (e.g.
+    "half the cores") where the value cannot. `flag`: "" derives ``--name-with-dashes``, None means no flag.
+    `yaml`: accepted as a key of the config file (what `setting(...)` fields are unless they say otherwise).
+    `check(value)` returns a problem with a parsed flag value (the parser then exits 2 naming the flag) or None.
+    """
+
+    name: str
+    help: Text
+    group: str = ""
+    type: type = str
+    kind: str = "value"
+    choices: Choices | None = None
+    default: Any = None
+    default_doc: Text | None = None
+    flag: str | None = ""
+    aliases: tuple[str, ...] = ()
+    yaml: bool = False
+    metavar: str | None = None
+    dest: str | None = None
+    check: Callable[[Any], str | None] | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"setting {self.name}: kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+
+    @property
+    def option(self) -> str | None:
+        """The command-line flag (``--output-dir``), or None when the setting has none."""
+        if self.flag is None:
+            return None
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    @property
+    def yaml_key(self) -> str | None:
+        return self.name if self.yaml else None
+
+    @property
+    def attribute(self) -> str:
+        """Where argparse stores the flag's value (``args.<attribute>``)."""
+        return self.dest or self.name
+
+    def choice_values(self) -> tuple[str, ...] | None:
+        values = self.choices() if self.choices is not None else None
+        return tuple(values) if values is not None else None
+
+    def default_text(self) -> str | None:
+        """The default as help shows it: `default_doc`, else the value (None for a switch or a mapping)."""
+        if self.default_doc is not None:
+            return _text(self.default_doc)
+        if self.kind in ("switch", "mapping"):
+            return None
+        return format_value(self.default)
+
+    def help_text(self) -> str:
+        """The help with its default appended: "folder of PDFs (default: Documents)"."""
+        default = self.default_text()
+        text = _text(self.help)
+        return f"{text} (default: {default})" if default is not None else text
+
+    def type_name(self) -> str:
+        if self.kind == "switch":
+            return "flag"
+        if self.kind == "mapping":
+            return "mapping"
+        name = self.type.__name__
+        return f"list of {name}" if self.kind in ("append", "list") else name
+
+    def describe(self) -> dict[str, Any]:
+        """The declaration as one row (for generated docs): name, flag, yaml_key, type, default, choices, help,
+        group."""
+        return {"name": self.name, "flag": self.option, "yaml_key": self.yaml_key, "type": self.type_name(),
+                "default": self.default_text(), "choices": self.choice_values(), "help": _text(self.help),
+                "group": self.group}
+
+    def but(self, **changes: Any) -> "Setting":
+        """The same setting with some facts changed (a script's own default or wording of a shared flag)."""
+        return dataclasses.replace(self, **changes)
+
+
+def setting(default: Any = MISSING, help: Text = "", **facts: Any) -> Any:
+    """A dataclass field that declares a setting (its name is the field's); `facts` as in `Setting`."""
+    return dataclasses.field(default=default, metadata={_METADATA_KEY: {"help": help, "yaml": True, **facts}})
+
+
+def declared(cls: type) -> tuple[Setting, ...]:
+    """The settings `cls` declares on its fields with `setting(...)`, in field order."""
+    result = []
+    for item in dataclasses.fields(cls):
+        facts = item.metadata.get(_METADATA_KEY)
+        if facts is not None:
+            default = None if item.default is MISSING else item.default
+            result.append(Setting(name=item.name, default=default, **facts))
+    return tuple(result)
+
+
+def format_value(value: Any) -> str:
+    """A default as a user would type it: 500,1000 for a tuple, none for None, 600 for 600.0."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, (tuple, list)):
+        return ",".join(format_value(v) for v in value) if value else "none"
+    return str(value)
+
+
+def _text(value: Text) -> str:
+    return value() if callable(value) else value
+
+
+class CheckedValue(argparse.Action):
+    """Stores the value after `check`; a bad one stops the parser (exit 2) naming the flag as the user wrote it."""
+
+    def __init__(self, *args: Any, check: Callable[[Any], str | None], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.check = check
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        problem = self.check(values)
+        if problem:
+            parser.error(f"{option_string} {values}: {problem}")
+        setattr(namespace, self.dest, values)
+
+
+class _Deferred:
+    """Help text made when argparse shows it, so that building a parser imports no plug-in (the strategies'
+    names, a registry's members): argparse only tests, strips and %-formats a help string."""
+
+    def __init__(self, make: Callable[[], str]) -> None:
+        self._make, self._text = make, None
+
+    def __str__(self) -> str:
+        if self._text is None:
+            self._text = self._make()
+        return self._text
+
+    def __bool__(self) -> bool:
+        return True
+
+    def strip(self) -> str:
+        return str(self).strip()
+
+    def __mod__(self, params: Any) -> str:
+        return str(self) % params
+
+    def __contains__(self, part: str) -> bool:
+        return part in str(self)
+
+
+class _DeferredChoices(Sequence):
+    """Choices read from their source when the parser first checks or shows one."""
+
+    def __init__(self, make: Choices) -> None:
+        self._make, self._values = make, None
+
+    def _get(self) -> tuple:
+        if self._values is None:
+            self._values = tuple(self._make() or ())
+        return self._values
+
+    def __getitem__(self, index):  # type: ignore[override]
+        return self._get()[index]
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+    def __iter__(self) -> Iterator:
+        return iter(self._get())
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._get()
+
+
+def _help_for_parser(item: Setting) -> str | _Deferred:
+    def make() -> str:
+        return item.help_text().replace("%", "%%")
+
+    return _Deferred(make) if callable(item.help) or callable(item.default_doc) else make()
+
+
+def _group(parser: argparse.ArgumentParser, title: str):
+    if not title:
+        return parser
+    for group in parser._action_groups:  # reuse a group the caller (or an earlier call) made
+        if group.title == title:
+            return group
+    return parser.add_argument_group(title)
+
+
+def add_arguments(parser: argparse.ArgumentParser, settings: Iterable[Setting], *, defer: bool = False) -> None:
+    """Add each setting that has a flag to `parser`, in its group.
+
+    defer=True: an absent flag stores None (a switch too), so that a later layer (the config file, the
+    declaration's default) decides; defer=False: it stores the setting's default.
+    """
+    for item in settings:
+        if item.option is None:
+            continue
+        kwargs: dict[str, Any] = {"dest": item.attribute, "help": _help_for_parser(item)}
+        if item.kind == "switch":
+            kwargs.update(action="store_true", default=None if defer else bool(item.default))
+        else:
+            kwargs["default"] = None if defer or item.kind == "append" else item.default
+            if item.kind == "append":
+                kwargs["action"] = "append"
+            elif item.check is not None:
+                kwargs.update(action=CheckedValue, check=item.check)
+            if item.type is not str and item.kind != "list":
+                kwargs["type"] = item.type
+            if item.choices is not None and item.kind == "value":
+                kwargs["choices"] = _DeferredChoices(item.choices)
+            if item.metavar:
+                kwargs["metavar"] = item.metavar
+        _group(parser, item.group).add_argument(item.option, *item.aliases, **kwargs)
+
+
+VERBOSE = Setting("verbose", "debug logging", kind="switch", flag="-v", aliases=("--verbose",), yaml=False)

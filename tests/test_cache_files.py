@@ -1,0 +1,203 @@
+"""A damaged cache file is set aside with a warning naming it and rebuilt (ragstudy.cachefile), never a crash of every
+later run: ranking caches truncated or of the wrong shape, exported ONNX embedding models truncated or with the int8
+model copied over the float32 one (their sizes and hashes are recorded at export), the ONNX Runtime GenAI export
+of an LLM, and the vector cache's SQLite file. Each fault is injected for real into the file a real run wrote."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import TEST_PARAGRAPHS
+
+
+def damage(path: Path, how: str) -> None:
+    if how == "truncated":
+        data = path.read_bytes()
+        path.write_bytes(data[:len(data) // 2])
+    elif how == "wrong shape":
+        path.write_text(json.dumps({"rows": [{"question_index": "x"}], "children": "many", "units": None}))
+    else:
+        raise ValueError(how)
+
+
+def retrieval_run(pdf_dir: Path, questions: Path, out: Path, retriever: str) -> int:
+    import evaluation_chain
+
+    return evaluation_chain.main(["--retrieval-only", "--profile", "lite", "--documents", str(pdf_dir),
+                                  "--questions", str(questions), "--output-dir", str(out), "--db-dir",
+                                  str(out.parent / "db"), "--strategies", "newline", "--budgets", "300,900",
+                                  "--retriever", retriever])
+
+
+@pytest.fixture
+def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("RAGSTUDY_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@pytest.fixture(scope="module")
+def questions(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("q") / "Questions.csv"
+    path.write_text("questions\nPer quanti anni si conservano i fascicoli?\nCome si accede al portale?\n",
+                    encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("retriever", ["bm25", "dense"])
+@pytest.mark.parametrize("how", ["truncated", "wrong shape"])
+def test_a_damaged_ranking_cache_is_set_aside_and_rebuilt(pdf_dir: Path, questions: Path, own_cache: Path,
+                                                          tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                                          retriever: str, how: str) -> None:
+    assert retrieval_run(pdf_dir, questions, tmp_path / "first", retriever) == 0
+    [cache] = (own_cache / "rankings").glob("*.json")
+    damage(cache, how)
+    with caplog.at_level(logging.WARNING):
+        assert retrieval_run(pdf_dir, questions, tmp_path / "second", retriever) == 0
+    assert f"ranking cache {cache} is damaged" in caplog.text and "set aside as" in caplog.text
+    assert list((own_cache / "rankings").glob("*.corrupt-*"))
+    json.loads(cache.read_text())  # rebuilt
+    first, second = (tmp_path / name / "retrieval_newline.csv" for name in ("first", "second"))
+    assert first.read_text() == second.read_text()
+
+
+# ----------------------------------------------------------------------------------- ONNX embedding exports
+
+def onnx_vectors(minilm_path: str, root: Path, quantize: bool = False) -> tuple[Path, np.ndarray]:
+    from ragstudy.encoders import OnnxEncoder
+
+    encoder = OnnxEncoder(minilm_path, root, quantize=quantize)
+    return encoder.path, encoder.encode([text for _, text in TEST_PARAGRAPHS])
+
+
+def test_a_truncated_onnx_export_is_exported_again(minilm_path: str, tmp_path: Path,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    path, vectors = onnx_vectors(minilm_path, tmp_path)
+    assert path.with_name("model.onnx.files.json").is_file()  # size and sha256 recorded at export
+    damage(path, "truncated")
+    with caplog.at_level(logging.WARNING):
+        again, rebuilt = onnx_vectors(minilm_path, tmp_path)
+    assert again == path and f"ONNX model cache {path} is damaged (model.onnx: " in caplog.text
+    assert "recorded when it was built" in caplog.text
+    assert np.allclose(rebuilt, vectors, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_an_int8_model_copied_over_the_fp32_export_is_detected(minilm_path: str, tmp_path: Path,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    fp32, vectors = onnx_vectors(minilm_path, tmp_path)
+    int8, _ = onnx_vectors(minilm_path, tmp_path, quantize=True)
+    shutil.copyfile(int8, fp32)
+    with caplog.at_level(logging.WARNING):
+        _, again = onnx_vectors(minilm_path, tmp_path)
+    assert f"ONNX model cache {fp32} is damaged" in caplog.text
+    assert np.allclose(again, vectors, atol=1e-6)  # the float32 vectors, not int8's
+    # an export from before manifests were recorded: the graph itself shows the precision
+    caplog.clear()
+    fp32.with_name("model.onnx.files.json").unlink()
+    shutil.copyfile(int8, fp32)
+    with caplog.at_level(logging.WARNING):
+        _, again = onnx_vectors(minilm_path, tmp_path)
+    assert "an int8 (quantized) graph where the float32 export belongs" in caplog.text
+    assert np.allclose(again, vectors, atol=1e-6)
+
+
+# ------------------------------------------------------------------------------ ONNX Runtime GenAI export
+
+def tiny_llama(tiny_phi3: str, folder: Path) -> str:
+    """A 100k-parameter LlamaForCausalLM (SmolLM2's architecture, which the GenAI builder exports) with the tiny
+    Phi-3's tokenizer and chat template (random weights)."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_phi3)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=512,
+                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                         pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+@pytest.mark.slow
+def test_a_truncated_genai_export_is_exported_again(tiny_phi3: str, own_cache: Path, tmp_path: Path,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    pytest.importorskip("onnxruntime_genai")
+    from ragstudy.generation import GENAI_MANIFEST, GenerationParams, OnnxChatModel, onnx_model_folder
+
+    tiny_phi3 = tiny_llama(tiny_phi3, tmp_path / "tiny-llama")
+
+    params = GenerationParams(max_new_tokens=8)
+    answer = OnnxChatModel(tiny_phi3, threads=1).generate("Ciao", params)
+    folder = onnx_model_folder(tiny_phi3)
+    assert (folder / GENAI_MANIFEST).is_file()
+    weights = max((p for p in folder.iterdir() if p.name.startswith("model.onnx")), key=lambda p: p.stat().st_size)
+    damage(weights, "truncated")
+    with caplog.at_level(logging.WARNING):
+        assert OnnxChatModel(tiny_phi3, threads=1).generate("Ciao", params) == answer
+    assert f"ONNX Runtime GenAI export {folder} is damaged ({weights.name}: " in caplog.text
+    assert list(folder.parent.glob(f"{folder.name}.corrupt-*"))
+
+
+# ------------------------------------------------------------------------------------------ the vector cache
+
+@pytest.mark.parametrize("how", ["not a database", "truncated"])
+def test_a_damaged_vector_cache_is_set_aside_and_rebuilt(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                                         how: str) -> None:
+    from customembedding import CACHE_FILE, VectorCache
+    from ragstudy.cachefile import vector_cache_damaged
+
+    folder = tmp_path / "vectors"
+    cache = VectorCache(folder)
+    cache.put_many("m", "float32", [(f"key{i}", [float(i)] * 256) for i in range(400)])
+    cache.close()
+    path = folder / CACHE_FILE
+    if how == "truncated":
+        with sqlite3.connect(path) as db:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        damage(path, "truncated")
+    else:
+        path.write_bytes(b"these are not the vectors you are looking for" * 100)
+    with pytest.raises(sqlite3.DatabaseError):  # without a handler it is not silently replaced
+        VectorCache(folder).get_many("m", "float32", ["key1"])
+    with caplog.at_level(logging.WARNING):
+        repaired = VectorCache(folder, vector_cache_damaged)
+        found = repaired.get_many("m", "float32", ["key1", "key399"])
+    assert found == {}  # started empty: its vectors are embedded again
+    assert f"vector cache {path} is damaged" in caplog.text and "embedded again" in caplog.text
+    assert list(folder.glob(f"{CACHE_FILE}.corrupt-*"))
+    repaired.put_many("m", "float32", [("key1", [1.0] * 4)])
+    assert repaired.get_many("m", "float32", ["key1"]) == {"key1": [1.0] * 4}
+
+
+@pytest.mark.slow
+def test_cli_a_run_over_a_damaged_vector_cache_rebuilds_it(pdf_dir: Path, questions: Path, own_cache: Path,
+                                                          tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from conftest import REPO_ROOT
+
+    assert retrieval_run(pdf_dir, questions, tmp_path / "first", "dense-parents") == 0
+    path = own_cache / "vectors" / "vectors.sqlite3"
+    path.write_bytes(b"\0garbage" * 512)
+    for stale in path.parent.glob("vectors.sqlite3-*"):
+        stale.unlink()
+    shutil.rmtree(own_cache / "rankings")
+    result = subprocess.run(
+        [sys.executable, "evaluation_chain.py", "--retrieval-only", "--profile", "lite", "--documents", str(pdf_dir),
+         "--questions", str(questions), "--output-dir", str(tmp_path / "second"), "--strategies", "newline",
+         "--budgets", "300,900", "--retriever", "dense-parents"], cwd=REPO_ROOT, capture_output=True, text=True,
+        timeout=400)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"vector cache {path} is damaged" in result.stderr
+    assert (tmp_path / "first" / "retrieval_newline.csv").read_text() == \
+        (tmp_path / "second" / "retrieval_newline.csv").read_text()
