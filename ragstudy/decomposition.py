@@ -18,7 +18,6 @@ the output folder. The paragraph strategy does not read the text layer: its rank
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -44,15 +43,13 @@ def text_layer_folder(output_dir: str | Path, layer: str) -> Path:
 
 
 def _layer_of(folder: Path) -> str | None:
-    """The text layer a results folder's config.json records (runs before the setting existed: raw)."""
-    path = folder / "config.json"
-    if not path.is_file():
+    """The text layer a results folder's config.json records (runs before the setting existed: raw); None without
+    a config.json."""
+    from .results import CONFIG_NAME, read_config
+
+    if not (folder / CONFIG_NAME).is_file():
         return None
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise StudyInputError(f"{path}: unreadable ({exc}); re-run evaluation_chain.py --retrieval-only") from exc
-    return str(config.get("text_layer", "raw"))
+    return str(read_config(folder).raw.get("text_layer", "raw"))
 
 
 def find_text_layer_runs(results_dir: str | Path) -> dict[str, Path]:
