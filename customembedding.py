@@ -2,7 +2,7 @@
 
 The ground floor of the project: it imports no project module (callers pass the cache folder in). It runs an
 `Encoder` (by default `SentenceTransformerEncoder`: SentenceTransformer, model id or local folder, CUDA when
-present; other backends live in ragstudy/encoders.py and are passed in), normalises vectors, embeds documents in
+present; other backends live in ragstudy/embedders/ and are passed in), normalises vectors, embeds documents in
 batches, and adds the prompts the model expects: e5-instruct's query prompt ("Instruct: ...\\nQuery: ...", passages
 without instruction, as that model card prescribes), plain e5's "query: " / "passage: " prefixes.
 
@@ -201,9 +201,9 @@ class CustomEmbedding(Embeddings):
     """Normalised, batched embeddings with the model's prompts and an optional cache, over any `Encoder`.
 
     `cache_dir=None` (the default) embeds every text it is given, exactly as before; the study passes
-    `<project cache>/vectors` (see ragstudy.models.make_embedding). `texts_embedded` counts texts run through the
+    `<project cache>/vectors` (see ragstudy.embedders.make_embedding). `texts_embedded` counts texts run through the
     model (cache misses), `cache_hits` the texts answered from the cache. `encoder=None` runs the model with
-    SentenceTransformer in `dtype`; another encoder (ragstudy/encoders.py) brings its own variant. The model id
+    SentenceTransformer in `dtype`; another encoder (ragstudy/embedders/) brings its own variant. The model id
     (collections, cache keys) is `model_id` for torch float32 vectors, else `model_id@variant`.
     """
 

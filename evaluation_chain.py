@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     try:
         config = config_from_args(args)
-        from ragstudy.models import check_embedding
+        from ragstudy.embedders import check_embedding
 
         check_embedding(config)  # a bad --embedding stops here, before anything is written
         print(f"profile: {config.profile.name} ({config.origins['profile']}); LLM {config.profile.llm}; "

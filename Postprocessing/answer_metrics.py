@@ -28,6 +28,7 @@ LITE_BERTSCORE_LAYERS = 6
 ROUGE_KEYS = {"rouge1": "ROUGE-1", "rouge2": "ROUGE-2", "rougeL": "ROUGE-L", "rougeLsum": "ROUGE-Lsum"}
 BERTSCORE = ("BERTScore P", "BERTScore R", "BERTScore F1")
 CORPUS_BLEU = "BLEU (corpus)"
+METEOR = "METEOR"
 
 
 # ---------------------------------------------------------------------------------------------- text cleaning
@@ -150,7 +151,7 @@ def meteor_tokenize(text: str) -> list[str]:
     return wordpunct_tokenize(text)
 
 
-@register_scorer("meteor", metric("METEOR", "answers", "NLTK METEOR with WordNet", True))
+@register_scorer("meteor", metric(METEOR, "answers", "NLTK METEOR with WordNet", True))
 def meteor_scores(hypotheses: Sequence[str], references: Sequence[str], config: MetricsConfig | None = None
                   ) -> dict[str, list[float]]:
     """NLTK METEOR per pair (WordNet from the offline copy; English stemmer and synonyms, as in the paper)."""
@@ -159,7 +160,7 @@ def meteor_scores(hypotheses: Sequence[str], references: Sequence[str], config: 
     from Postprocessing.offline_data import wordnet_reader
 
     wordnet = wordnet_reader()
-    return {"METEOR": [float(meteor_score([meteor_tokenize(r)], meteor_tokenize(h), wordnet=wordnet))
+    return {METEOR: [float(meteor_score([meteor_tokenize(r)], meteor_tokenize(h), wordnet=wordnet))
                        for h, r in zip(hypotheses, references, strict=True)]}
 
 

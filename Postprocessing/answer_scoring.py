@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from Postprocessing import common, metric_catalogue
-from ragstudy import stats
+from ragstudy import results, stats
 from Postprocessing.answer_metrics import MetricsConfig, clean_text, write_cleaned_oracle
 from Postprocessing.common import DataError
 from Postprocessing.formatting import format_estimate, format_p, markdown_table
@@ -23,13 +23,8 @@ from ragstudy.results import Dataset
 
 logger = logging.getLogger(__name__)
 
-PER_QUESTION_NAME = "metrics_per_question.csv"
-SUMMARY_NAME = "metrics_summary.csv"
-PAIRED_NAME = "metrics_paired.csv"
-SUMMARY_MD_NAME = "metrics_summary.md"
-RUN_NAME = "metrics_run.json"
 PAIRED_COLUMNS = ["strategy_a", "strategy_b", "metric", "n", "mean_diff", "ci_low", "ci_high", "p_wilcoxon",
-                  "p_bootstrap", "p_wilcoxon_holm"]
+                  "p_bootstrap", stats.HOLM_COLUMN, *stats.CI_COLUMNS]
 
 
 @dataclass
@@ -115,6 +110,7 @@ def summarize(per_question: pd.DataFrame, metric_names: Sequence[str],
               corpus_rows: Sequence[tuple[str, str, metric_catalogue.CorpusScore]], config: MetricsConfig
               ) -> pd.DataFrame:
     """One row per (strategy, metric): n, mean and bootstrap CI; corpus-level metrics last."""
+    ci = stats.CiSettings(config.n_resamples, config.seed, config.confidence).columns()  # recorded in every row
     rows = []
     for name, group in per_question.groupby("strategy", sort=False):
         display = group["strategy_display"].iloc[0]
@@ -122,11 +118,11 @@ def summarize(per_question: pd.DataFrame, metric_names: Sequence[str],
             mean, low, high = stats.bootstrap_ci(group[metric].to_numpy(), config.n_resamples, config.seed,
                                                  config.confidence)
             rows.append({"strategy": name, "strategy_display": display, "metric": metric, "n": len(group),
-                         "mean": mean, "ci_low": low, "ci_high": high})
+                         "mean": mean, "ci_low": low, "ci_high": high, **ci})
     for strategy, metric, score in corpus_rows:
         n = int((per_question["strategy"] == strategy).sum())
         rows.append({"strategy": strategy, "strategy_display": common.display_name(strategy), "metric": metric,
-                     "n": n, "mean": score.point, "ci_low": score.low, "ci_high": score.high})
+                     "n": n, "mean": score.point, "ci_low": score.low, "ci_high": score.high, **ci})
     return pd.DataFrame(rows)
 
 
@@ -148,14 +144,15 @@ def paired_comparisons(per_question: pd.DataFrame, strategies: Sequence[str], me
                                           config.n_resamples, config.seed, config.confidence)
             block.append({"strategy_a": a, "strategy_b": b, "metric": metric, "n": result.n,
                           "mean_diff": result.mean_diff, "ci_low": result.ci_low, "ci_high": result.ci_high,
-                          "p_wilcoxon": result.p_wilcoxon, "p_bootstrap": result.p_bootstrap})
+                          "p_wilcoxon": result.p_wilcoxon, "p_bootstrap": result.p_bootstrap,
+                          **stats.CiSettings(config.n_resamples, config.seed, config.confidence).columns()})
         for row, adjusted in zip(block, stats.holm([r["p_wilcoxon"] for r in block]), strict=True):
-            row["p_wilcoxon_holm"] = adjusted
+            row[stats.HOLM_COLUMN] = adjusted
         rows.extend(block)
     return pd.DataFrame(rows, columns=PAIRED_COLUMNS)
 
 
-def paired_sentence(row: pd.Series) -> str:
+def paired_line(row: pd.Series) -> str:
     """``paragraph vs fixed-size, BERTScore F1: +0.031 [0.012, 0.049], p=0.002``."""
     d = metric_catalogue.decimals(row["metric"])
     return (f"{row['strategy_a']} vs {row['strategy_b']}, {row['metric']}: "
@@ -166,7 +163,7 @@ def paired_sentence(row: pd.Series) -> str:
 def markdown_report(result: MetricsResult, reference: Reference, config: MetricsConfig, n_scored: int,
                     n_questions: int, notes: Sequence[str] = ()) -> str:
     """The Markdown summary: settings, metric × strategy table with CIs, paired comparisons."""
-    pct = round(config.confidence * 100)
+    pct = stats.ci_label(config.confidence)  # "95 %", "97.5 %"
     summary = result.summary
     strategies = list(dict.fromkeys(summary["strategy_display"]))
     lines = [
@@ -175,7 +172,7 @@ def markdown_report(result: MetricsResult, reference: Reference, config: Metrics
         f"- Reference: `{reference.path}`"
         + (f" (cleaned; answers cleaned the same way: {'yes' if config.clean_answers else 'no, as in the paper'})"
            if reference.cleaned else ""),
-        f"- Cells: mean over questions [{pct} % percentile-bootstrap CI, {config.n_resamples} resamples, "
+        f"- Cells: mean over questions [{pct} percentile-bootstrap CI, {config.n_resamples} resamples, "
         f"seed {config.seed}]",
     ]
     if "bleu" in config.metrics:
@@ -210,11 +207,11 @@ def _summary_table(summary: pd.DataFrame, strategies: Sequence[str]) -> str:
     return markdown_table(["Metric", *strategies], table_rows, "l" + "r" * len(strategies))
 
 
-def _paired_section(paired: pd.DataFrame, pct: int) -> list[str]:
+def _paired_section(paired: pd.DataFrame, pct: str) -> list[str]:
     """The paired-comparison table and one sentence per pair and metric."""
     if paired.empty:
         return ["Paired comparisons need at least two strategies; only one was found.\n"]
-    lines = [f"## Paired comparisons (A − B on the same questions; {pct} % paired-bootstrap CI; "
+    lines = [f"## Paired comparisons (A − B on the same questions; {pct} paired-bootstrap CI; "
              "two-sided Wilcoxon signed-rank p; Holm-adjusted over the pairs of each metric)\n"]
     pairs = list(dict.fromkeys(zip(paired["strategy_a"], paired["strategy_b"])))
     headers = ["Metric", *[f"{common.display_name(a)} − {common.display_name(b)}" for a, b in pairs]]
@@ -225,11 +222,11 @@ def _paired_section(paired: pd.DataFrame, pct: int) -> list[str]:
         for a, b in pairs:
             r = paired[(paired["metric"] == metric) & (paired["strategy_a"] == a) & (paired["strategy_b"] == b)].iloc[0]
             cells.append(f"{format_estimate(r['mean_diff'], r['ci_low'], r['ci_high'], digits, True)}"
-                         f", {format_p(r['p_wilcoxon'])} (Holm {format_p(r['p_wilcoxon_holm'])})")
+                         f", {format_p(r['p_wilcoxon'])} (Holm {format_p(r['p_holm'])})")
         rows.append([metric, *cells])
     lines.append(markdown_table(headers, rows, "l" + "r" * len(pairs)))
     lines.append("In words:\n")
-    lines += [f"- {paired_sentence(r)}" for _, r in paired.iterrows()]
+    lines += [f"- {paired_line(r)}" for _, r in paired.iterrows()]
     lines.append("")
     return lines
 
@@ -237,9 +234,9 @@ def _paired_section(paired: pd.DataFrame, pct: int) -> list[str]:
 def write_outputs(out_dir: Path, result: MetricsResult, report: str, run_info: dict[str, Any],
                   config: MetricsConfig) -> None:
     """The five metrics files, each written atomically; `run_info` plus the settings go to metrics_run.json."""
-    common.atomic_write_csv(out_dir / PER_QUESTION_NAME, result.per_question)
-    common.atomic_write_csv(out_dir / SUMMARY_NAME, result.summary)
-    common.atomic_write_csv(out_dir / PAIRED_NAME, result.paired)
-    atomic_write_text(out_dir / SUMMARY_MD_NAME, report)
+    results.write_table(out_dir, results.METRICS_PER_QUESTION, result.per_question)
+    results.write_table(out_dir, results.METRICS_SUMMARY, result.summary)
+    results.write_table(out_dir, results.METRICS_PAIRED, result.paired)
+    atomic_write_text(results.METRICS_SUMMARY_MD.path(out_dir), report)
     info = {**run_info, "corpus_bleu_signature": result.corpus_bleu_signature, **asdict(config)}
-    atomic_write_text(out_dir / RUN_NAME, json.dumps(info, indent=2, ensure_ascii=False))
+    atomic_write_text(results.METRICS_RUN.path(out_dir), json.dumps(info, indent=2, ensure_ascii=False))

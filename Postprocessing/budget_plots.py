@@ -26,8 +26,14 @@ def hit_rate_figure(summary: pd.DataFrame, frame: pd.DataFrame, strategies: Sequ
 
     from ragstudy import registry
 
+    from ragstudy.budget_metrics import HIT
+    from ragstudy.stats import ci_label, recorded_confidence
+
+    from ragstudy.results import RETRIEVAL_SUMMARY
+
+    ci = ci_label(recorded_confidence(summary, RETRIEVAL_SUMMARY.name))
     fig = go.Figure()
-    hit = summary[summary["metric"] == "hit"]
+    hit = summary[summary["metric"] == HIT]
     budgets = sorted({int(b) for b in hit["budget"] if b.isdigit()})
     for s in strategies:
         spec = registry.get(s)
@@ -60,7 +66,7 @@ def hit_rate_figure(summary: pd.DataFrame, frame: pd.DataFrame, strategies: Sequ
         width=900, height=560, plot_bgcolor="white", font=dict(size=14), legend=dict(title="strategy"),
         xaxis=dict(title=f"context budget ({unit}, log scale)", type="log", tickvals=budgets,
                    ticktext=[str(b) for b in budgets], gridcolor="lightgrey"),
-        yaxis=dict(title="hit rate (95 % CI band)", range=[0, 1.02], gridcolor="lightgrey"))
+        yaxis=dict(title=f"hit rate ({ci} CI band)", range=[0, 1.02], gridcolor="lightgrey"))
     return fig
 
 

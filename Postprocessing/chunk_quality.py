@@ -12,7 +12,7 @@ ran (for the Spearman correlations between chunk metrics and answer metrics).
 
 Cross-strategy measures (coverage, boundaries, evidence overlap) use one reference text per PDF: the ground
 truth's body text (--groundtruth, default sample/groundtruth) or, for PDFs it does not describe, the shared
-PyMuPDF text layer. Writes chunk_quality.md / .csv (strategy x metric, mean [95% CI]) and per-item CSVs
+PyMuPDF text layer. Writes chunk_quality.md / .csv (strategy x metric, mean [CI at --confidence]) and per-item CSVs
 (chunk_quality_chunks.csv, chunk_quality_questions.csv, chunk_quality_hope.csv, chunk_quality_correlation.csv)
 plus chunk_quality_run.json into --out-dir (default: the results folder). HOPE's LLM calls go through the
 study's answer cache: a re-run regenerates nothing.
@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from Postprocessing import cli, common
+from Postprocessing.answer_metrics import BERTSCORE, METEOR, ROUGE_KEYS
 from Postprocessing.common import DataError
 from ragstudy import registry
 from ragstudy.budget_metrics import CONTEXT_CHARS, SPAN_METRICS
@@ -41,7 +42,7 @@ logger = logging.getLogger("Postprocessing.chunk_quality")
 
 DEFAULT_GROUNDTRUTH = REPO_ROOT / "sample" / "groundtruth"
 DEFAULT_EVIDENCE = REPO_ROOT / "sample" / "evidence.json"
-DEFAULT_CORRELATE = ("ROUGE-L", "METEOR", "BERTScore F1")
+DEFAULT_CORRELATE = (ROUGE_KEYS["rougeL"], METEOR, BERTSCORE[2])  # ROUGE-L, METEOR, BERTScore F1
 # the span metrics are the budget metrics' (ragstudy.budget_metrics), computed here on the chain's own contexts
 PER_QUESTION_CHUNK_METRICS = ("hit_at_1", "hit_at_k", *SPAN_METRICS,
                               "retrieved_chars_mean", "retrieved_boundary_quality", "retrieved_noise_share")
@@ -165,9 +166,9 @@ def study_config(results_dir: Path, profile: str | None):
     """The study config HOPE and token counts use: the run's (config.json, via ragstudy.results), or `profile`'s
     defaults when there is no config.json or `--profile` names another profile."""
     from ragstudy.config import StudyConfig
-    from ragstudy.results import read_config
+    from ragstudy.results import CONFIG_NAME, read_config
 
-    record = read_config(results_dir) if (Path(results_dir) / "config.json").is_file() else None
+    record = read_config(results_dir) if (Path(results_dir) / CONFIG_NAME).is_file() else None
     if record is not None and record.config is not None and profile in (None, record.config.profile.name):
         return record.config
     name = profile or (record.raw.get("profile") if record else None)
@@ -348,7 +349,8 @@ def hope_section(args: argparse.Namespace, config, exports, references, ci, note
         return [], None, None
     from Postprocessing.chunkeval import data
     from Postprocessing.chunkeval.hope import llms_from_generator
-    from ragstudy.models import make_embedding, make_generator
+    from ragstudy.embedders import make_embedding
+    from ragstudy.llms import make_generator
 
     settings = hope_settings(args)
     spec = args.hope_documents.strip()
@@ -373,7 +375,9 @@ def correlation_section(args: argparse.Namespace, results_dir: Path, per_questio
 
     from Postprocessing.chunkeval.tables import spearman_table
 
-    metrics_file = Path(args.metrics_per_question or results_dir / "metrics_per_question.csv")
+    from ragstudy.results import METRICS_PER_QUESTION
+
+    metrics_file = Path(args.metrics_per_question or METRICS_PER_QUESTION.path(results_dir))
     if not len(per_question):
         return [], []
     if not metrics_file.is_file():
@@ -427,26 +431,28 @@ def summary_markdown(results_dir: Path, rows, strategies, correlations, answer_m
     return "\n".join(md)
 
 
-def write_tables(out_dir: Path, rows, report: str, chunk_frames, per_question, hope_items, correlations
+def write_tables(out_dir: Path, rows, report: str, chunk_frames, per_question, hope_items, correlations, ci
                  ) -> dict[str, Path]:
     """Write every table atomically; returns the paths written."""
     import pandas as pd
 
     from Postprocessing.chunkeval.tables import to_frame
+    from ragstudy import results
 
-    written = {"summary_csv": out_dir / "chunk_quality.csv", "summary_md": out_dir / "chunk_quality.md",
-               "chunks_csv": out_dir / "chunk_quality_chunks.csv", "run_json": out_dir / "chunk_quality_run.json"}
-    common.atomic_write_csv(written["summary_csv"], to_frame(rows))
+    written = {"summary_csv": results.write_table(out_dir, results.CHUNK_QUALITY,
+                                                  to_frame(rows).assign(**ci.columns())),  # how its CIs were made
+               "summary_md": results.CHUNK_QUALITY_MD.path(out_dir),
+               "run_json": results.CHUNK_QUALITY_RUN.path(out_dir),
+               "chunks_csv": results.write_table(out_dir, results.CHUNK_QUALITY_CHUNKS,
+                                                 pd.concat(chunk_frames, ignore_index=True))}
     common.atomic_write_text(written["summary_md"], report)
-    common.atomic_write_csv(written["chunks_csv"], pd.concat(chunk_frames, ignore_index=True))
-    optional = {"questions_csv": ("chunk_quality_questions.csv", per_question if len(per_question) else None),
-                "hope_csv": ("chunk_quality_hope.csv", hope_items),
-                "correlation_csv": ("chunk_quality_correlation.csv",
+    optional = {"questions_csv": (results.CHUNK_QUALITY_QUESTIONS, per_question if len(per_question) else None),
+                "hope_csv": (results.CHUNK_QUALITY_HOPE, hope_items),
+                "correlation_csv": (results.CHUNK_QUALITY_CORRELATION,
                                     pd.DataFrame([asdict(c) for c in correlations]) if correlations else None)}
-    for key, (name, frame) in optional.items():
+    for key, (table, frame) in optional.items():
         if frame is not None:
-            written[key] = out_dir / name
-            common.atomic_write_csv(written[key], frame)
+            written[key] = results.write_table(out_dir, table, frame)
     return written
 
 
@@ -482,7 +488,7 @@ def run(args: argparse.Namespace) -> dict:
 
     report = summary_markdown(results_dir, rows, strategies, correlations, answer_metrics, notes,
                               args.correlate_with)
-    written = write_tables(out_dir, rows, report, chunk_frames, per_question, hope_items, correlations)
+    written = write_tables(out_dir, rows, report, chunk_frames, per_question, hope_items, correlations, ci)
     seconds = time.perf_counter() - started
     info = {"results_dir": str(results_dir), "strategies": strategies, "groundtruth": str(groundtruth_dir),
             "evidence": args.evidence, "boundary_tolerance": args.boundary_tolerance,

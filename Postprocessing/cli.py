@@ -52,6 +52,8 @@ BUDGETS = Setting("budgets", "comma-separated context budgets", kind="list", typ
 FORMAT = Setting("format", "which Dataset files to read", choices=lambda: ("csv", "json"), default="csv")
 ALLOW_PARTIAL = Setting("allow_partial", "use only the questions every strategy answered instead of failing",
                         kind="switch")
+ALLOW_MIXED = Setting("allow_mixed_configurations", "compare files written by different configurations (retriever, "
+                      "embedding, questions, LLM; see run_identity.json), with a warning", kind="switch")
 NO_PLOT = Setting("no_plot", "skip the plots", kind="switch", aliases=("--no-plots",))
 THREADS = Setting("threads", "torch CPU threads", type=int, default=1)
 N_RESAMPLES = Setting("n_resamples", "bootstrap resamples", type=int, default=DEFAULT_N_RESAMPLES,
@@ -69,7 +71,7 @@ def dataset_settings(what: str) -> tuple[Setting, ...]:
     answer, which format, and whether a partial run is accepted. `what` says what the script does with the oracle
     (e.g. "scored against")."""
     return (RESULTS_DIR, OUT_DIR, QUESTIONS, ORACLE.but(help=f"Oracle.csv {what} (column oracle, one row per "
-                                                               "question)"), FORMAT, ALLOW_PARTIAL)
+                                                               "question)"), FORMAT, ALLOW_PARTIAL, ALLOW_MIXED)
 
 
 BuildParser = Callable[[], argparse.ArgumentParser]
@@ -110,9 +112,15 @@ def script_main(build_parser: BuildParser, run: Run) -> Callable[[Sequence[str] 
 
 def script_parser(description: str, settings: Iterable[Setting] = ()) -> argparse.ArgumentParser:
     """A script's parser built from its `settings` (-v/--verbose added when they lack it; run_script reads it)."""
-    settings = tuple(settings)
     formatter = argparse.RawDescriptionHelpFormatter if "\n" in description else argparse.HelpFormatter
     parser = argparse.ArgumentParser(description=description, formatter_class=formatter)
+    return add_script_arguments(parser, settings)
+
+
+def add_script_arguments(parser: argparse.ArgumentParser,
+                         settings: Iterable[Setting]) -> argparse.ArgumentParser:
+    """Add a script's `settings` (and -v/--verbose) to any parser, e.g. a subcommand's."""
+    settings = tuple(settings)
     add_arguments(parser, settings if VERBOSE in settings else (*settings, VERBOSE))
     return parser
 

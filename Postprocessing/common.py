@@ -69,7 +69,7 @@ def read_text_column(path: Path, column: str) -> list[str]:
 
 def default_questions(results_dir: Path) -> Path:
     """The questions file the run used (config.json), else Questions.csv in the current folder."""
-    recorded = results.read_config(results_dir).questions_path if (Path(results_dir) / "config.json").is_file() \
+    recorded = results.read_config(results_dir).questions_path if (Path(results_dir) / results.CONFIG_NAME).is_file() \
         else None
     return recorded or Path("Questions.csv")
 
@@ -110,10 +110,14 @@ def find_dataset_files(results_dir: Path, fmt: str = "csv") -> dict[str, Path]:
 
 
 def load_all_answers(results_dir: Path, questions: Sequence[str], questions_path: Path,
-                     fmt: str = "csv") -> list[Dataset]:
+                     fmt: str = "csv", allow_mixed: bool = False) -> list[Dataset]:
     """Every Dataset file present in ``results_dir`` (this project's format or the paper's), each row checked
-    against Questions.csv."""
+    against Questions.csv; files written by different configurations are refused unless ``allow_mixed``."""
+    from ragstudy.runidentity import check_compared
+
     files = find_dataset_files(results_dir, fmt)
+    for note in check_compared(results_dir, list(files), lambda name: files[name], allow_mixed):
+        logger.info("%s", note)
     answers = [results.read_dataset(path, name, questions, questions_path) for name, path in files.items()]
     paper = [a.path.name for a in answers if a.paper_format]
     if paper:

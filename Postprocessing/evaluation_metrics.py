@@ -20,6 +20,7 @@ from pathlib import Path
 from Postprocessing import answer_scoring, cli, common, metric_catalogue
 from Postprocessing.answer_metrics import PAPER_BERTSCORE_MODEL, MetricsConfig, resolve_bertscore
 from Postprocessing.common import DataError
+from ragstudy import results
 from ragstudy.settings import Setting
 
 
@@ -37,7 +38,8 @@ def run(args: argparse.Namespace) -> answer_scoring.MetricsResult:
     if len(reference.texts) != len(oracle):
         raise DataError(f"{reference.path} has {len(reference.texts)} rows but {args.oracle} has {len(oracle)}: "
                         "re-create it with --clean")
-    answers = common.load_all_answers(results_dir, questions, Path(args.questions), args.format)
+    answers = common.load_all_answers(results_dir, questions, Path(args.questions), args.format,
+                                      args.allow_mixed_configurations)
     indices = common.common_question_indices(answers, len(questions), allow_partial=args.allow_partial)
     groups = tuple(g.strip() for g in args.metrics.split(",") if g.strip())
     answer_scoring.selected_scorers(groups)  # unknown names fail before any model loads
@@ -50,7 +52,7 @@ def run(args: argparse.Namespace) -> answer_scoring.MetricsResult:
     result = answer_scoring.compute_metrics(answers, reference, indices, config)
     notes = [f"`{a.path.name}`: the paper's format (question, answer, contexts): rows matched to the questions by "
              "position; no sources recorded, so no source-dependent metric" for a in answers if a.paper_format]
-    if not (results_dir / "config.json").is_file():
+    if not (results_dir / results.CONFIG_NAME).is_file():
         notes.append(f"No config.json in {results_dir}: run settings unknown; BERTScore model "
                      f"{spec.model if spec else 'not used'}"
                      + (" (the paper profile's, assumed)" if spec and spec.source.startswith("assumed") else ""))

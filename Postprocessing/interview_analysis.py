@@ -21,6 +21,7 @@ from Postprocessing import cli, plots
 from Postprocessing import survey as survey_lib
 from Postprocessing.common import DataError
 from Postprocessing.review import KEY_NAME, TEMPLATE_NAME, read_answer_key
+from ragstudy import results
 from ragstudy.io import atomic_write_text
 from ragstudy.settings import Setting
 
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         plot_error = "--no-plots given"
     report = survey_lib.markdown_summary(survey, overall, tests, written, plot_error, key_path if key else None)
-    atomic_write_text(out_dir / survey_lib.SUMMARY_NAME, report)
+    atomic_write_text(results.SURVEY_SUMMARY_MD.path(out_dir), report)
     print(report)
     print(f"Outputs in {out_dir}")
     if plot_error and not args.no_plot:

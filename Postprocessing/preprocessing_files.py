@@ -28,7 +28,8 @@ def run(args: argparse.Namespace) -> review.AnswerKey:
     common.resolve_inputs(args)
     out_dir = Path(args.out_dir or results_dir)
     questions, oracle = common.load_questions_and_oracle(Path(args.questions), Path(args.oracle))
-    answers = common.load_all_answers(results_dir, questions, Path(args.questions), args.format)
+    answers = common.load_all_answers(results_dir, questions, Path(args.questions), args.format,
+                                      args.allow_mixed_configurations)
     indices = common.common_question_indices(answers, len(questions), allow_partial=args.allow_partial)
     if len(answers) < 2:
         logger.warning("Only %s present: the workbook will have a single option", answers[0].path.name)

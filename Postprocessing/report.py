@@ -48,11 +48,11 @@ def code_version() -> str | None:
 def build(results_dir: Path, generated: str | None = None, oracle: str | None = None) -> tuple[str, str, list]:
     """The report as (html, markdown, sections) for the results folder ``results_dir`` (``oracle``: the oracle
     file; default: Oracle.csv beside the run's questions file)."""
-    from Postprocessing.reportkit import blocks, inputs, sections
+    from Postprocessing.reportkit import blocks, inputs, report_sections
 
     inp = inputs.load(results_dir, oracle)
     styles = inputs.Strategies.from_registry()
-    built = sections.build_sections(inp, styles)
+    built = report_sections.build_sections(inp, styles)
     profile = (inp.config or {}).get("profile")
     subtitle = f"Results folder {results_dir}" + (f" · profile {profile}" if profile else "")
     if generated is None:
@@ -66,6 +66,10 @@ def build(results_dir: Path, generated: str | None = None, oracle: str | None = 
 def run(args: argparse.Namespace) -> int:
     results_dir = Path(args.results_dir)
     out = Path(args.out) if args.out else results_dir / "report.html"
+    from ragstudy import results, runidentity
+
+    runidentity.check_compared(results_dir, results.ranked_strategies(results_dir),  # one configuration per page
+                               lambda s: results.retrieval_path(results_dir, s), args.allow_mixed_configurations)
     html_text, md_text, built = build(results_dir, oracle=args.oracle)
     out.parent.mkdir(parents=True, exist_ok=True)
     common.atomic_write_text(out, html_text)
@@ -101,6 +105,7 @@ def settings() -> tuple[Setting, ...]:
                 "JavaScript error)", metavar="PNG", default_doc="no screenshot"),
         Setting("width", "screenshot width in pixels", type=int, default=1280),
         Setting("height", "screenshot height in pixels", type=int, default_doc="the whole page"),
+        cli.ALLOW_MIXED,
     )
 
 

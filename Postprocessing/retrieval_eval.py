@@ -174,6 +174,7 @@ def settings() -> tuple[Setting, ...]:
         Setting("verdict_metric", "the metric the verdict ranks and compares by (with the hit rate, the verdict on "
                 f"{budget_metrics.HIT_CONTIGUOUS} follows it)", choices=lambda: budget_metrics.names(compared_only=True),
                 default=budget_metrics.HIT),
+        cli.ALLOW_MIXED,
         *cli.BOOTSTRAP,
     )
 
@@ -183,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> dict:
-    from ragstudy import registry, results
+    from ragstudy import registry, results, retrievers
     from ragstudy.budget_eval import (budget_labels, compare, evaluate_folder, run_measure, summarize,
                                       validate_budgets, verdict, verdict_metrics)
     from ragstudy.config import DEFAULT_BUDGETS
@@ -192,7 +193,8 @@ def run(args: argparse.Namespace) -> dict:
     started = time.perf_counter()
     results_dir = Path(args.results_dir)
     out_dir = Path(args.out_dir or results_dir)
-    run_config = common.read_run_config(results_dir)
+    run = results.open_run(results_dir)  # config.json is read once, here
+    run_config = run.raw
     ranked_for = validate_budgets(list(run_config.get("budgets") or DEFAULT_BUDGETS),
                                   str(results_dir / results.CONFIG_NAME))
     budgets = validate_budgets(args.budgets, "--budgets") if args.budgets else ranked_for
@@ -203,16 +205,28 @@ def run(args: argparse.Namespace) -> dict:
     unit = run_config.get("budget_unit", "chars")
     measure = run_measure(run_config, results_dir)
     strategies = (list(registry.parse_strategies(args.strategies)) if args.strategies is not None  # '' is an error
-                  else results.ranked_strategies(results_dir))
+                  else run.ranked_strategies())
+    folders = retrievers.result_folders(results_dir)
+    if not strategies and len(folders) > 1:
+        raise DataError(f"{results_dir} holds a run with several retrievers, one results folder each: pass one of "
+                        f"{', '.join(str(folder) for folder in folders.values())} as --results-dir")
     if not strategies:
         raise DataError(f"no retrieval_<strategy>.csv in {results_dir}: run `python3 evaluation_chain.py "
                         f"--retrieval-only --output-dir {results_dir}` first")
     if args.reference is not None and args.reference not in strategies:
         raise DataError(f"--reference {args.reference}: not a strategy of this evaluation (strategies: "
                         f"{', '.join(strategies)}); pass one of them")
-    questions, questions_path = results.run_questions(results_dir, args.questions, args.allow_questions_mismatch)
+    questions, questions_path = run.questions(args.questions, args.allow_questions_mismatch)
+    from ragstudy import runidentity
+
+    runidentity.check_rankings(results_dir, {s: results.read_retrieval(results.retrieval_path(results_dir, s))
+                                             for s in strategies}, len(questions) if questions else None,
+                               run_config.get("strategies") if args.strategies is None else None)
+    identity_notes = runidentity.check_compared(results_dir, strategies,
+                                                lambda s: results.retrieval_path(results_dir, s),
+                                                args.allow_mixed_configurations)
     evidence_path = default_evidence(run_config) if args.evidence is None else Path(args.evidence)
-    found = results.run_oracle(results_dir, args.oracle)  # --oracle, else Oracle.csv beside the run's questions
+    found = run.oracle(args.oracle)  # --oracle, else Oracle.csv beside the run's questions
     oracle, oracle_path = found if found is not None else (None, None)
     if evidence_path is None and oracle_path is None:
         raise DataError(f"nothing to score {results_dir} against: pass --evidence FILE, or --oracle FILE (or put "
@@ -243,6 +257,7 @@ def run(args: argparse.Namespace) -> dict:
              for metric in verdict_metrics(verdict_metric, has_evidence)]
     k = {name: p.get("k") for name, p in (run_config.get("strategy_params") or {}).items() if name in strategies}
     notes = [f"retriever: {run_config.get('retriever', 'dense')} (evaluation_chain.py --retriever)",
+             *identity_notes,
              f"evidence: {evidence_path} ({len(evidence)} answerable questions); matched after NFKC, accent, "
              "case, whitespace, punctuation and line-break-hyphenation normalisation" if evidence_path else
              "evidence: none given (--evidence FILE): only the oracle overlap is scored",
@@ -258,7 +273,7 @@ def run(args: argparse.Namespace) -> dict:
                "paired": results.write_table(out_dir, results.RETRIEVAL_PAIRED, paired),
                "verdict": results.write_table(out_dir, results.RETRIEVAL_VERDICT,
                                               pd.concat([box.to_frame() for box in boxes], ignore_index=True)),
-               "summary_md": out_dir / "retrieval_summary.md"}
+               "summary_md": results.RETRIEVAL_SUMMARY_MD.path(out_dir)}
     if not args.no_plot and has_evidence:
         from Postprocessing.budget_plots import hit_rate_figure, write_plots
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from Postprocessing import common, stats
+from Postprocessing import common, survey_stats
 from ragstudy.results import normalize_ws
-from ragstudy.stats import holm
+from ragstudy.stats import HOLM_COLUMN, holm
 from Postprocessing.common import DataError
 from Postprocessing.formatting import format_p, markdown_table
 from Postprocessing.review import NONE_LABEL, TEMPLATE_NAME, AnswerKey, KeyRow, question_id
@@ -29,7 +29,6 @@ NONE_COLOR = "#BBBBBB"  # strategies' colours come from their registrations, so 
 RATER_HEADERS = {"valutatore", "rater", "user", "utente"}
 IGNORED_HEADERS = {"timestamp", "informazioni cronologiche", "indirizzo email", "email", "email address"}
 _OPTION_RE = re.compile(r"^opzione\s*(\d+)$")
-SUMMARY_NAME = "survey_summary.md"
 
 
 @dataclass(frozen=True)
@@ -232,7 +231,7 @@ def overall_table(survey: Survey) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class SurveyTests:
-    chi2: stats.ChiSquare | None
+    chi2: survey_stats.ChiSquare | None
     pairwise: pd.DataFrame
     kappa: float
     kappa_questions: int
@@ -243,17 +242,16 @@ def survey_tests(survey: Survey) -> SurveyTests:
     """Chi-square vs equal preference (strategies only), pairwise sign tests (Holm), Fleiss' kappa."""
     strategies = survey.categories[:-1]
     counts = {c: sum(1 for ch in survey.choices if ch.category == c) for c in survey.categories}
-    chi2 = stats.chisquare_equal([counts[s] for s in strategies]) if len(strategies) >= 2 and sum(
+    chi2 = survey_stats.chisquare_equal([counts[s] for s in strategies]) if len(strategies) >= 2 and sum(
         counts[s] for s in strategies) > 0 else None
     rows = []
     for a, b in combinations(strategies, 2):
         n = counts[a] + counts[b]
         rows.append({"strategy_a": a, "strategy_b": b, "count_a": counts[a], "count_b": counts[b], "n": n,
-                     "share_a": counts[a] / n if n else float("nan"), "p_sign": stats.sign_test_p(counts[a], n)})
+                     "share_a": counts[a] / n if n else float("nan"), "p_sign": survey_stats.sign_test_p(counts[a], n)})
     pairwise = pd.DataFrame(rows, columns=["strategy_a", "strategy_b", "count_a", "count_b", "n", "share_a",
                                            "p_sign"])
-    if len(pairwise):
-        pairwise["p_sign_holm"] = holm(pairwise["p_sign"].tolist())
+    pairwise[HOLM_COLUMN] = holm(pairwise["p_sign"].tolist()) if len(pairwise) else []
     # Fleiss' kappa over questions that every rater answered (subjects), categories incl. "none".
     per_q: dict[str, list[str]] = {}
     for ch in survey.choices:
@@ -263,7 +261,7 @@ def survey_tests(survey: Survey) -> SurveyTests:
     kappa = float("nan")
     if n_raters >= 2 and complete:
         table = [[cats.count(c) for c in survey.categories] for cats in complete]
-        kappa = stats.fleiss_kappa(table)
+        kappa = survey_stats.fleiss_kappa(table)
     return SurveyTests(chi2, pairwise, kappa, len(complete), n_raters)
 
 
@@ -294,7 +292,7 @@ def markdown_summary(survey: Survey, overall: pd.DataFrame, tests: SurveyTests, 
     for _, r in tests.pairwise.iterrows():
         lines.append(f"- {display(r['strategy_a'])} vs {display(r['strategy_b'])}: {int(r['count_a'])} vs "
                      f"{int(r['count_b'])} choices, share {r['share_a']:.1%} for {display(r['strategy_a'])}, exact "
-                     f"sign test {format_p(r['p_sign'])} (Holm {format_p(r['p_sign_holm'])}).")
+                     f"sign test {format_p(r['p_sign'])} (Holm {format_p(r['p_holm'])}).")
     kappa = "undefined" if pd.isna(tests.kappa) else f"{tests.kappa:.3f}"
     lines.append(f"- Inter-rater agreement, Fleiss' κ = {kappa} over {tests.kappa_questions} questions answered by "
                  f"all {tests.kappa_raters} raters (categories: strategies and \"{NONE_DISPLAY}\").")
@@ -310,8 +308,11 @@ def markdown_summary(survey: Survey, overall: pd.DataFrame, tests: SurveyTests, 
 
 def write_tables(out_dir: Path, survey: Survey, overall: pd.DataFrame, tests: SurveyTests) -> None:
     """The survey's CSV tables (counts overall / per question / per rater, every choice, pairwise tests)."""
-    common.atomic_write_csv(out_dir / "survey_counts_overall.csv", overall)
-    common.atomic_write_csv(out_dir / "survey_counts_per_question.csv", counts_frame(survey, "question_id"))
-    common.atomic_write_csv(out_dir / "survey_counts_per_rater.csv", counts_frame(survey, "rater"))
-    common.atomic_write_csv(out_dir / "survey_choices.csv", pd.DataFrame([c.__dict__ for c in survey.choices]))
-    common.atomic_write_csv(out_dir / "survey_pairwise_tests.csv", tests.pairwise)
+    from ragstudy import results
+
+    results.write_table(out_dir, results.SURVEY_OVERALL, overall)
+    results.write_table(out_dir, results.SURVEY_PER_QUESTION, counts_frame(survey, "question_id"))
+    results.write_table(out_dir, results.SURVEY_PER_RATER, counts_frame(survey, "rater"))
+    results.write_table(out_dir, results.SURVEY_CHOICES, pd.DataFrame([c.__dict__ for c in survey.choices],
+                                                                      columns=list(results.SURVEY_CHOICES.columns)))
+    results.write_table(out_dir, results.SURVEY_PAIRWISE, tests.pairwise)

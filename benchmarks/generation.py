@@ -24,7 +24,8 @@ from pathlib import Path
 
 from benchmarks.clock import cpu_seconds
 from ragstudy.config import PAPER_PROMPT
-from ragstudy.generation import AnswerCache, ChatModel, GenerationParams, length_batches
+from ragstudy.llms import AnswerCache, GenerationParams, length_batches
+from ragstudy.llms.torch_engine import ChatModel
 
 REPO = Path(__file__).resolve().parents[1]
 MODES = ("single", "batched", "server")
@@ -105,7 +106,7 @@ def main() -> int:
 
     import torch
 
-    from ragstudy.llm_server import ServerGenerator
+    from ragstudy.llms.server_engine import ServerGenerator
     from ragstudy.models import resolve_llm
 
     torch.set_num_threads(args.threads)

@@ -20,7 +20,9 @@ from pathlib import Path
 
 from benchmarks.clock import cpu_seconds
 from ragstudy.config import PAPER_PROMPT
-from ragstudy.generation import ChatModel, GenerationParams, OnnxChatModel, length_batches
+from ragstudy.llms import GenerationParams, length_batches
+from ragstudy.llms.onnxruntime_engine import OnnxChatModel
+from ragstudy.llms.torch_engine import ChatModel
 from ragstudy.registry import paper_strategies
 
 MODES = ("torch-batched", "torch", "onnxruntime")

@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ragstudy.budget_metrics import HIT, ORACLE_OVERLAP
+
 THRESHOLDS = (0.5, 0.75, 1.0)
 
 
@@ -47,7 +49,7 @@ def score_folder(results_dir: Path, evidence_path: Path, oracle_path: Path) -> t
     scored, evaluations = evaluate_folder(results_dir, load_evidence_file(evidence_path), budgets, measure,
                                           strategies, oracle)  # one packing per question scores both
     notes = [note for e in evaluations for note in e.notes()]
-    frame = scored[["strategy", "budget", "question_index", "hit", "oracle_overlap"]].dropna().reset_index(drop=True)
+    frame = scored[["strategy", "budget", "question_index", HIT, ORACLE_OVERLAP]].dropna().reset_index(drop=True)
     return frame, notes
 
 
@@ -56,23 +58,23 @@ def agreement(frame: pd.DataFrame) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
     from scipy.stats import spearmanr
 
     numeric = frame[frame["budget"] != "k"].astype({"budget": int})
-    means = numeric.groupby(["strategy", "budget"])[["hit", "oracle_overlap"]].mean()
-    rho, p = spearmanr(means["hit"], means["oracle_overlap"])
+    means = numeric.groupby(["strategy", "budget"])[[HIT, ORACLE_OVERLAP]].mean()
+    rho, p = spearmanr(means[HIT], means[ORACLE_OVERLAP])
     rows = []
     for t in THRESHOLDS:
-        predicted = numeric["oracle_overlap"].to_numpy() >= t - 1e-9
-        hit = numeric["hit"].to_numpy() > 0.5
+        predicted = numeric[ORACLE_OVERLAP].to_numpy() >= t - 1e-9
+        hit = numeric[HIT].to_numpy() > 0.5
         rows.append({"threshold": t, "accuracy": float(np.mean(predicted == hit)),
                      "kappa": cohen_kappa(predicted, hit), "predicted_rate": float(predicted.mean()),
                      "hit_rate": float(hit.mean())})
     within = {}  # budget -> Spearman over strategies: does the score order the strategies like the hit does?
     for budget, part in means.groupby(level="budget"):
-        rho_b, _ = spearmanr(part["hit"], part["oracle_overlap"])
-        same_best = part["hit"].idxmax() == part["oracle_overlap"].idxmax()
+        rho_b, _ = spearmanr(part[HIT], part[ORACLE_OVERLAP])
+        same_best = part[HIT].idxmax() == part[ORACLE_OVERLAP].idxmax()
         within[int(budget)] = (float(rho_b), bool(same_best))
     facts = {"within_budget": within, "cells": len(means), "questions": numeric["question_index"].nunique(),
              "pairs": len(numeric), "spearman": float(rho), "spearman_p": float(p),
-             "pearson_question": float(np.corrcoef(numeric["hit"], numeric["oracle_overlap"])[0, 1])}
+             "pearson_question": float(np.corrcoef(numeric[HIT], numeric[ORACLE_OVERLAP])[0, 1])}
     return facts, pd.DataFrame(rows), means
 
 

@@ -1,9 +1,11 @@
-"""Retrievers compared at equal context budgets, from retrieval-only runs of the pipeline, one per retriever:
+"""Retrievers compared at equal context budgets, from retrieval-only runs of the pipeline:
 
-    for r in dense dense-parents bm25 bm25-parents hybrid; do
-        python evaluation_chain.py --profile lite --retrieval-only --retriever $r --output-dir /tmp/sample-$r
-    done
-    python benchmarks/retrievers.py --evidence sample/evidence.json /tmp/sample-*
+    python evaluation_chain.py --profile lite --retrieval-only --retriever dense,dense-parents,bm25,bm25-parents,hybrid \
+        --output-dir /tmp/sample-retrievers
+    python benchmarks/retrievers.py --evidence sample/evidence.json /tmp/sample-retrievers
+
+(or one run per retriever, each folder given). A run with several retrievers holds one subfolder per retriever
+(ragstudy.retrievers.result_folders).
 
 Every folder is scored against the evidence with ragstudy.budget_eval's evaluate_folder (hit = the whole evidence
 in the packed context) and labelled with the retriever its config.json records. Prints the hit rate per strategy x
@@ -19,11 +21,20 @@ from pathlib import Path
 
 import pandas as pd
 
-RETRIEVERS = ("dense", "dense-parents", "bm25", "bm25-parents", "hybrid")
+from ragstudy.budget_metrics import HIT
+
+
+def evaluate_runs(results_dir: Path, evidence: dict) -> pd.DataFrame:
+    """Per-question hit rows of every retriever of a run (one folder, or one subfolder per retriever)."""
+    from ragstudy.retrievers import result_folders
+
+    return pd.concat([evaluate_run(folder, evidence).assign(results_dir=str(folder))
+                      for folder in result_folders(results_dir).values()], ignore_index=True)
 
 
 def evaluate_run(results_dir: Path, evidence: dict) -> pd.DataFrame:
-    """Per-question hit rows of one run, with its `retriever` (config.json; runs before the flag are dense)."""
+    """Per-question hit rows of one retriever's folder, with its `retriever` (config.json; runs before the flag are
+    dense)."""
     from Postprocessing import common
     from ragstudy.budget_eval import evaluate_folder, run_measure
     from ragstudy.results import ranked_strategies
@@ -36,8 +47,10 @@ def evaluate_run(results_dir: Path, evidence: dict) -> pd.DataFrame:
 
 def tables(frame: pd.DataFrame) -> str:
     numeric = frame[frame["budget"] != "k"].astype({"budget": int})
-    means = numeric.groupby(["strategy", "retriever", "budget"])["hit"].mean().unstack("budget")
-    order = {name: i for i, name in enumerate(RETRIEVERS)}
+    means = numeric.groupby(["strategy", "retriever", "budget"])[HIT].mean().unstack("budget")
+    from ragstudy import retrievers
+
+    order = {name: i for i, name in enumerate(retrievers.names())}
     means = means.sort_index(key=lambda idx: idx.map(order) if idx.name == "retriever" else idx)
     best = means.groupby(level="retriever").max().sort_index(key=lambda idx: idx.map(order))
     dense = means.xs("dense", level="retriever")
@@ -58,15 +71,15 @@ def main(argv: list[str] | None = None) -> int:
     from ragstudy.evidence import load_evidence_file
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("runs", nargs="+", metavar="RESULTS_DIR", help="retrieval-only runs, one per retriever")
+    parser.add_argument("runs", nargs="+", metavar="RESULTS_DIR", help="retrieval-only runs (one or several "
+                                                                       "retrievers each)")
     parser.add_argument("--evidence", required=True, help="evidence file of the runs' questions")
     parser.add_argument("--out", help="write every per-question hit row to this CSV")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     try:
         evidence = load_evidence_file(Path(args.evidence))
-        frame = pd.concat([evaluate_run(Path(d), evidence).assign(results_dir=d) for d in args.runs],
-                          ignore_index=True)
+        frame = pd.concat([evaluate_runs(Path(d), evidence) for d in args.runs], ignore_index=True)
     except (DataError, StudyInputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -93,8 +93,9 @@ def run_measure(run_config: Mapping[str, Any], results_dir: Path) -> Measure:
     if run_config.get("budget_unit", "chars") == "chars":
         return CHARS
     from .config import StudyConfig
+    from .results import CONFIG_NAME
 
-    return llm_measure(StudyConfig.from_dict(dict(run_config), str(Path(results_dir) / "config.json")))
+    return llm_measure(StudyConfig.from_dict(dict(run_config), str(Path(results_dir) / CONFIG_NAME)))
 
 
 # ------------------------------------------------------------------------------------------------ packing

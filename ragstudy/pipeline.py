@@ -13,7 +13,9 @@ from . import registry
 from .chunks import ChunkedDocument, prepare_chunker
 from .config import StudyConfig
 from .io import sha256_file
-from .models import check_generator, embedding_tokenizer, make_embedding, make_generator, model_label
+from .embedders import embedding_tokenizer, make_embedding
+from .llms import check_generator, make_generator
+from .models import model_label
 from .results import DatasetRow, ResultsFolder, Source, read_questions, write_chunks, write_config, write_dataset
 from .textlayer import PdfDocument, load_documents, with_text_layer
 
@@ -206,15 +208,14 @@ def run_study(config: StudyConfig) -> list[StrategyReport]:
 
     torch.set_num_threads(config.resolved_threads())
     if not config.chunks_only:
-        check_generator(config)
-        if not config.llm_servers and config.resolved_llm_engine() == "onnxruntime":
-            from .generation import import_onnx_genai
-
-            import_onnx_genai()  # fail fast, before chunking, when the engine is not installed
+        check_generator(config)  # also an engine that is not installed, before chunking
         check_vector_store(config)
     documents = load_documents(Path(config.documents))
     questions = [] if config.chunks_only else read_questions(config.questions, config.limit)
     output_dir = ResultsFolder(config.output_dir).prepare().path  # locked before anything is written in it
+    from . import runidentity
+
+    runidentity.check_output_folder(output_dir, config, questions)  # never beside another configuration's files
     write_config(output_dir, config, run_facts(config, documents))
     context = chunker_context(config)  # one embedding model for the semantic chunker and the index
     with chunking_ahead(config, documents):
@@ -237,5 +238,8 @@ def _run_strategies(config: StudyConfig, documents: Sequence[PdfDocument], quest
             rows = answer_questions(retriever, generator, questions, config.prompt_template, strategy)
             report.generated, report.cached = generator.generated - before[0], generator.cached - before[1]
             report.outputs += [str(p) for p in write_dataset(rows, output_dir, registry.get(strategy).dataset_name)]
+            from .runidentity import record
+
+            record(output_dir, config, questions, strategy, report.outputs)
         reports.append(report)
     return reports

@@ -5,9 +5,9 @@ A retrieval-only run ranks the parents of every question (by their best child wi
 enough to fill the largest context budget, and marks the parents the paper's k child windows retrieve (`in_k`, from
 the strategy's own retriever, exactly as the chain does). ragstudy.budget_eval then packs and scores the budgets.
 
-`config.retriever` chooses the ranking: `dense` (above: Chroma, the paper's design), or, without Chroma,
-`dense-parents` (whole parents embedded), `bm25` / `bm25-parents` (ragstudy.lexical over the child windows or whole
-parents) and `hybrid` (RRF of exact dense and BM25 child-window rankings); parents by their best unit (UnitRanker).
+`config.retriever` chooses the ranking, a member of the retriever registry (ragstudy/retrievers/: `dense`, above:
+Chroma, the paper's design; `dense-parents`, `bm25`, `bm25-parents`, `hybrid` and any registered from outside);
+several comma-separated retrievers rank into one folder each (run_retrieval).
 
 Chunks are cached as JSON under a hash of (strategy, parameters, PDF bytes, embedding model, chunking code); a
 cache file that does not parse is treated as absent (a warning names it) and replaced.
@@ -15,6 +15,7 @@ cache file that does not parse is treated as absent (a warning names it) and rep
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import math
@@ -28,42 +29,11 @@ from .budget_eval import CHARS, Measure, llm_measure
 from .chunks import Chunk, ChunkedDocument
 from .config import StudyConfig
 from .pipeline import (StrategyReport, check_vector_store, chunk_documents, chunker_context, chunking_ahead,
-                       lazy_embedding, make_knowledge_base, reads_text_layer, run_facts)
+                       lazy_embedding, reads_text_layer, run_facts)
 from .results import ResultsFolder, RetrievedParent, read_questions, write_config, write_retrieval
 from .textlayer import SourceText, load_documents
 
 logger = logging.getLogger(__name__)
-
-INITIAL_DEPTH = 8  # parents ranked first; doubled until the largest budget is overfilled
-
-
-# ------------------------------------------------------------------------------------------------ ranking
-
-def rank_question(kb, retriever, question: str, question_index: int, largest: int, measure: Measure = CHARS
-                  ) -> list[RetrievedParent]:
-    """Parents of one question in rank order, deep enough that the largest budget is overfilled (or every parent
-    is ranked), with `in_k` set from the chain's own retriever."""
-    vector = kb.embedding.embed_query(question)
-    depth = max(INITIAL_DEPTH, kb.params.k)
-    while True:
-        ranked = kb.rank_vector(vector, depth)
-        total = sum(measure.length(r.document.page_content) for r in ranked)
-        if total > largest or len(ranked) < depth:
-            break
-        depth *= 2
-    in_k = {doc.id or doc.metadata.get("doc_id") for doc in retriever.invoke(question)}
-    rows = []
-    for r in ranked:
-        meta = r.document.metadata
-        doc_id = str(r.document.id or meta["doc_id"])
-        rows.append(RetrievedParent(question_index=question_index, rank=r.rank, doc_id=doc_id, path=str(meta["path"]),
-                                    page_start=int(meta["page_start"]), page_end=int(meta["page_end"]),
-                                    score=float(r.score), in_k=doc_id in in_k, contents=r.document.page_content))
-    found = {row.doc_id for row in rows if row.in_k}
-    if found != in_k:
-        logger.warning("question %d: the retriever returned %d parent(s) outside the ranking", question_index,
-                       len(in_k - found))
-    return rows
 
 
 @dataclass
@@ -165,7 +135,7 @@ def chunk_cache_path(config, strategy: str, documents) -> Path:
     """Where the chunks of (strategy, its parameters, these PDFs, the embedding model, the chunking code) live."""
     from . import registry
     from .io import PROJECT_ROOT, cache_dir, sha256_text, stable_json
-    from .models import embedding_id
+    from .embedders import embedding_id
 
     spec = registry.get(strategy)
     code = _code_hash(PROJECT_ROOT / spec.folder, PROJECT_ROOT / "ragstudy" / "chunks.py",
@@ -201,12 +171,15 @@ def chunk_cached(config, strategy: str, documents, embedding: Callable[[], Any] 
 
 def _ranking_cache_path(collection: str, params, questions: Sequence[str], largest: int, measure: Measure,
                         retriever: str = "dense", lexical_key: str | None = None) -> Path:
-    """Where the rankings of (collection, retriever, BM25 index, k, questions, largest budget, code) live."""
+    """Where the rankings of (collection, retriever, its index key, k, questions, largest budget, code) live."""
+    from . import retrievers
     from .io import PROJECT_ROOT, cache_dir, sha256_text, stable_json
     from .knowledge_base import TIE_DECIMALS, TIE_EXTRA
+    from .retrievers.dense import INITIAL_DEPTH
 
+    member = Path(inspect.getsourcefile(retrievers.get(retriever).make) or __file__)
     code = _code_hash(PROJECT_ROOT / "ragstudy" / "knowledge_base.py", PROJECT_ROOT / "ragstudy" / "lexical.py",
-                      Path(__file__))
+                      Path(__file__), Path(retrievers.__file__).parent, member)
     key = sha256_text(stable_json({"collection": collection, "k": params.k, "largest": largest,
                                    "unit": [measure.unit, measure.name], "questions": list(questions), "code": code,
                                    "tie": [TIE_DECIMALS, TIE_EXTRA], "depth": INITIAL_DEPTH,
@@ -217,130 +190,43 @@ def _ranking_cache_path(collection: str, params, questions: Sequence[str], large
 
 def _read_rankings(path: Path, count_key: str, questions: int) -> tuple[list[RetrievedParent], int] | None:
     """(rows, children or units) of a ranking cache, None when absent; a damaged one is set aside and rebuilt."""
-    from .cachefile import read_json
+    from .cachefile import json_object, read_json
+    from .results import RETRIEVAL_COLUMNS
 
     def parse(data: Any) -> tuple[list[RetrievedParent], int]:
-        rows = [RetrievedParent.from_dict(r) for r in data["rows"]]
+        data = json_object(data, ("rows", count_key), "the file")
         count = data[count_key]
-        if not isinstance(count, int) or count < 0 or any(not 0 <= r.question_index < questions for r in rows):
-            raise ValueError(f"{count_key} or question indexes out of range")
+        if not isinstance(data["rows"], list) or not isinstance(count, int) or count < 0:
+            raise ValueError(f"rows must be a list and {count_key} a count")
+        rows = [RetrievedParent.from_dict(json_object(r, RETRIEVAL_COLUMNS, "a row", scalars=True))
+                for r in data["rows"]]
+        if any(not 0 <= r.question_index < questions for r in rows):
+            raise ValueError("a question index is out of range")
         return rows, count
 
     return read_json(path, parse, "ranking cache")
 
 
-# ------------------------------------------------------------------------- dense-parents, BM25 and hybrid
-
-DENSE_TIE_DECIMALS = 5  # exact cosine scores equal to this many decimals are ties, broken by unit position
-
-
-@dataclass
-class UnitRanker:
-    """The units one retriever scores for one strategy (child windows or whole parents) and how to rank them.
-
-    Child windows are cut by knowledge_base.child_windows, exactly as the dense index cuts them. `lexical` is the
-    BM25 index (bm25, bm25-parents, hybrid), `matrix` the units' normalised vectors (dense-parents, hybrid)."""
-
-    retriever: str
-    corpus: Any  # lexical.UnitCorpus
-    parents: dict  # doc_id -> lexical.ParentInfo
-    lexical: Any = None
-    matrix: Any = None
-    embedded: int = 0
-
-    @property
-    def dense(self) -> bool:
-        return self.retriever in ("dense-parents", "hybrid")
-
-    def embed(self, model) -> None:
-        """The units' vectors (through the model's vector cache), for the retrievers that score them densely."""
-        import numpy as np
-
-        before = getattr(model, "texts_embedded", 0)
-        self.matrix = np.asarray(model.embed_documents(list(self.corpus.texts)), dtype=np.float32)
-        self.embedded = getattr(model, "texts_embedded", before + len(self.corpus.texts)) - before
-
-    @property
-    def key(self) -> str | None:
-        return self.lexical.key if self.lexical is not None else None
-
-    def unit_ranking(self, question: str, embedding) -> list[tuple[int, float]]:
-        """(unit position, score) of every unit for `question`, best first (higher is better)."""
-        from .lexical import reciprocal_rank_fusion
-
-        if self.retriever in ("bm25", "bm25-parents"):
-            return self.lexical.ranking(question)
-        dense = _dense_ranking(self.matrix, embedding.embed_query(question))
-        if self.retriever == "dense-parents":
-            return dense
-        lexical = self.lexical.ranking(question)
-        fused = reciprocal_rank_fusion([[str(u) for u, _ in dense], [str(u) for u, _ in lexical]])
-        return [(int(u), score) for u, score in fused]
-
-
-def _dense_ranking(matrix, vector) -> list[tuple[int, float]]:
-    import numpy as np
-
-    scores = matrix @ np.asarray(vector, dtype=np.float32)
-    order = np.lexsort((np.arange(len(scores)), -np.round(scores, DENSE_TIE_DECIMALS)))
-    return [(int(i), float(scores[i])) for i in order]
-
-
-def unit_ranker(retriever: str, params, chunked: Sequence[ChunkedDocument]) -> UnitRanker:
-    """The units of `retriever` over a strategy's parents: child windows (bm25, hybrid) or whole parents
-    (dense-parents, bm25-parents), with their BM25 index where the retriever uses one (not yet embedded)."""
-    from .knowledge_base import child_splitter, child_windows
-    from .lexical import LexicalIndex, ParentInfo, UnitCorpus
-
-    documents = [chunk.to_document() for item in chunked for chunk in item.chunks]
-    parents = {str(doc.id): ParentInfo(str(doc.metadata["path"]), int(doc.metadata["page_start"]),
-                                       int(doc.metadata["page_end"]), doc.page_content) for doc in documents}
-    corpus = UnitCorpus()
-    if retriever in ("dense-parents", "bm25-parents"):
-        for doc in documents:
-            corpus.add(str(doc.id), [doc.page_content])
-    else:
-        windows, _ = child_windows(documents, child_splitter(params))
-        for window in windows:
-            corpus.add(str(window.metadata["doc_id"]), [window.page_content])
-    ranker = UnitRanker(retriever, corpus, parents)
-    if retriever in ("bm25", "bm25-parents", "hybrid"):
-        ranker.lexical = LexicalIndex(corpus.texts)
-    return ranker
-
-
-def rank_with(ranker: UnitRanker, embedding, question: str, question_index: int, k: int, largest: int,
-              measure: Measure = CHARS) -> list[RetrievedParent]:
-    """Parents of one question ranked by their best unit, deep enough to overfill the largest budget; `in_k`
-    marks the parents of the k best units (the paper's k child windows; k whole parents for the -parents
-    retrievers). Scores are negated (lower is better, as the dense rankings' distances)."""
-    from .lexical import fill_depth, paper_k_parents, parents_by_best_unit, to_retrieved
-
-    units = ranker.unit_ranking(question, embedding)
-    ranked = parents_by_best_unit(units, ranker.corpus.parents)
-    lengths = {pid: measure.length(info.contents) for pid, info in ranker.parents.items()}
-    return to_retrieved(question_index, fill_depth(ranked, lengths, largest), ranker.parents,
-                        paper_k_parents(units, ranker.corpus.parents, k))
-
-
 def retrieve_strategy(config, strategy: str, documents, questions: Sequence[str], embedding: Callable[[], Any],
                       output_dir: Path, measure: Measure = CHARS) -> RetrievalRun:
-    """Chunk, export, index and rank one strategy; write chunks_/sources_/retrieval_<strategy> into output_dir.
+    """Chunk, export, index and rank one strategy with `config.retriever` (one name); write
+    chunks_/sources_/retrieval_<strategy> into output_dir.
 
     `embedding()` returns the study's embedding model (see lazy_embedding). Rankings are cached under a hash of
-    (Chroma collection name — itself a hash of the parents, child windows and embedding model —, k, questions,
-    largest budget and its unit, ranking code): a warm re-run neither opens Chroma nor loads the model, and reports
-    every child window as reused.
+    (Chroma collection name — itself a hash of the parents, child windows and embedding model —, retriever and its
+    index key, k, questions, largest budget and its unit, ranking code): a warm re-run neither opens Chroma nor
+    loads the model, and reports every unit as reused (where the retriever embeds).
     """
     from tqdm.auto import tqdm
 
-    from . import registry
+    from . import registry, retrievers
+    from .embedders import embedding_id
     from .io import atomic_write_text
     from .knowledge_base import collection_name
-    from .models import embedding_id
     from .results import write_chunks
 
     spec = registry.get(strategy)
+    member = retrievers.get(config.retriever)
     params = config.strategy_params[strategy]
     started = time.perf_counter()
     clock = stage_clock()
@@ -349,69 +235,31 @@ def retrieve_strategy(config, strategy: str, documents, questions: Sequence[str]
     outputs = [str(p) for p in write_chunks(chunked, strategy, output_dir)]
     largest = max(config.budgets)
     collection = collection_name(spec, params, chunked, embedding_id(config))
-    retriever = config.retriever
-    if retriever != "dense":
-        rows, embedded, units = _rank_units(config, strategy, chunked, questions, embedding, collection, largest,
-                                            measure)
-        index_seconds = time.perf_counter() - started
-        outputs.append(str(write_retrieval(rows, output_dir, strategy)))
-        chunks, chars_mean, chars_cv = chunk_length_stats(chunked)
-        return RetrievalRun(strategy, len(documents), chunks, chars_mean, chars_cv, index_seconds, embedded,
-                            units - embedded if retriever in ("dense-parents", "hybrid") else 0, outputs)
-    cache = _ranking_cache_path(collection, params, questions, largest, measure)
-    cached = _read_rankings(cache, "children", len(questions))
+    ranker = member.make(retrievers.RetrievalInputs(config, strategy, params, chunked, embedding))
+    cache = _ranking_cache_path(collection, params, questions, largest, measure, member.name, ranker.cache_key())
+    cached = _read_rankings(cache, "units", len(questions))
     if cached is not None:
-        rows, reused = cached
-        embedded, index_seconds = 0, time.perf_counter() - started
-        logger.info("%s: rankings of %d questions read from %s", strategy, len(questions), cache)
+        rows, units = cached
+        embedded, reused, index_seconds = 0, units if member.vectors else 0, time.perf_counter() - started
+        logger.info("%s: %s rankings of %d questions read from %s", strategy, member.name, len(questions), cache)
     else:
         clock = stage_clock()
-        kb = make_knowledge_base(config, strategy, embedding())
-        retriever, stats = kb.build(chunked)
+        report = ranker.index()
         index_seconds = time.perf_counter() - started
         stages["index"] = stage_since(clock)
-        embedded, reused = stats.embedded, stats.reused
+        embedded, reused = report.embedded, report.reused
         rows = []
         clock = stage_clock()
-        for index, question in enumerate(tqdm(questions, desc=f"Ranking {strategy}", unit="question")):
-            rows += rank_question(kb, retriever, question, index, largest, measure)
+        label = strategy if member.name == "dense" else f"{strategy} ({member.name})"
+        for index, question in enumerate(tqdm(questions, desc=f"Ranking {label}", unit="question")):
+            rows += ranker.rank(question, index, largest, measure)
         stages["rank"] = stage_since(clock)
-        atomic_write_text(cache, json.dumps({"children": stats.children, "rows": [r.to_dict() for r in rows]},
-                                            ensure_ascii=False))
+        atomic_write_text(cache, json.dumps({"units": report.units, "retriever": member.name,
+                                             "rows": [r.to_dict() for r in rows]}, ensure_ascii=False))
     outputs.append(str(write_retrieval(rows, output_dir, strategy)))
     chunks, chars_mean, chars_cv = chunk_length_stats(chunked)
     return RetrievalRun(strategy, len(documents), chunks, chars_mean, chars_cv, index_seconds, embedded, reused,
                         outputs, stages)
-
-
-def _rank_units(config, strategy: str, chunked, questions: Sequence[str], embedding: Callable[[], Any],
-                collection: str, largest: int, measure: Measure) -> tuple[list[RetrievedParent], int, int]:
-    """(rows, units embedded now, units) of a non-dense retriever, from the ranking cache when it holds them. The
-    cache key adds the retriever and the BM25 index's content key to the dense key (collection, k, questions,
-    largest budget, code); a BM25 index is rebuilt to compute its key (seconds), vectors come from the vector
-    cache."""
-    from tqdm.auto import tqdm
-
-    from .io import atomic_write_text
-
-    params = config.strategy_params[strategy]
-    ranker = unit_ranker(config.retriever, params, chunked)
-    cache = _ranking_cache_path(collection, params, questions, largest, measure, config.retriever, ranker.key)
-    cached = _read_rankings(cache, "units", len(questions))
-    if cached is not None:
-        logger.info("%s: %s rankings of %d questions read from %s", strategy, config.retriever, len(questions), cache)
-        return cached[0], 0, cached[1]
-    model = embedding() if ranker.dense else None
-    if model is not None:
-        ranker.embed(model)
-    rows: list[RetrievedParent] = []
-    for index, question in enumerate(tqdm(questions, desc=f"Ranking {strategy} ({config.retriever})",
-                                          unit="question")):
-        rows += rank_with(ranker, model, question, index, params.k, largest, measure)
-    units = len(ranker.corpus.texts)
-    atomic_write_text(cache, json.dumps({"units": units, "retriever": config.retriever,
-                                         "rows": [r.to_dict() for r in rows]}, ensure_ascii=False))
-    return rows, ranker.embedded, units
 
 
 # ------------------------------------------------------------------------------------- retrieval-only runs
@@ -419,6 +267,9 @@ def _rank_units(config, strategy: str, chunked, questions: Sequence[str], embedd
 def run_retrieval(config: StudyConfig) -> list[StrategyReport]:
     """Index every configured strategy and rank parents per question (retrieval_<strategy>.csv); no LLM is loaded.
 
+    With one retriever the files go into the output folder; with several (`--retriever dense,bm25`), each
+    retriever's complete results folder (its own config.json, chunks and rankings) goes into
+    `<output-dir>/<retriever>/`, and `<output-dir>/config.json` lists them (retrievers.result_folders reads it).
     Postprocessing/retrieval_eval.py then fills equal context budgets from these rankings (ragstudy.budget_eval).
     With several text layers (`--text-layer raw,clean`) the first is ranked into the output folder and each other
     one into `<output-dir>/text-layer-<layer>/` (ragstudy.decomposition), every strategy in each.
@@ -437,8 +288,19 @@ def run_retrieval(config: StudyConfig) -> list[StrategyReport]:
     questions = read_questions(config.questions, config.limit)
     check_vector_store(config)  # a Chroma server that is down stops the run before anything is written or chunked
     output_dir = ResultsFolder(config.output_dir).prepare().path  # locked before anything is written in it
+    from . import runidentity
+
+    names = config.retriever_names()
+    folders = {names[0]: output_dir} if len(names) == 1 else {name: output_dir / name for name in names}
+    for name, folder in folders.items():  # never beside another configuration's files
+        runidentity.check_output_folder(folder, replace(config, retriever=name, output_dir=str(folder)), questions)
     measure = llm_measure(config)
-    write_config(output_dir, config, run_facts(config, documents))
+    facts = run_facts(config, documents)
+    write_config(output_dir, config, facts)
+    for name, folder in folders.items():
+        if folder != output_dir:
+            folder.mkdir(exist_ok=True)
+            write_config(folder, replace(config, retriever=name, output_dir=str(folder)), facts)
     embedding = lazy_embedding(config)
     reports = []
 
@@ -447,7 +309,11 @@ def run_retrieval(config: StudyConfig) -> list[StrategyReport]:
 
     with chunking_ahead(config, documents, not_cached):
         for strategy in config.strategies:
-            run = retrieve_strategy(config, strategy, documents, questions, embedding, output_dir, measure)
-            reports.append(StrategyReport(strategy, run.documents, run.chunks, embedded=run.embedded,
-                                          reused=run.reused, outputs=run.outputs))
+            for name, folder in folders.items():
+                one = replace(config, retriever=name, output_dir=str(folder))
+                run = retrieve_strategy(one, strategy, documents, questions, embedding, folder, measure)
+                runidentity.record(folder, one, questions, strategy, run.outputs)
+                reports.append(StrategyReport(strategy if len(folders) == 1 else f"{strategy} ({name})",
+                                              run.documents, run.chunks, embedded=run.embedded, reused=run.reused,
+                                              outputs=run.outputs))
     return reports

@@ -5,14 +5,13 @@ chunker, its parameters dataclass and one `register_strategy(...)` call. The reg
 first use, so adding a strategy is one new folder: the chain, `--chunks-only`, retrieval-only runs, sweeps and every
 Postprocessing table and plot pick it up from here (name, display name, order, colour, Dataset file name,
 source-text kind).
-Packages outside the repository can be registered with `RAGSTUDY_STRATEGY_PACKAGES=pkg1,pkg2`.
+Packages outside the repository can be registered with `RAGSTUDY_STRATEGY_PACKAGES=pkg1,pkg2` (or
+`RAGSTUDY_PLUGIN_PACKAGES`, the one list of outside packages of every plug-in family: ragstudy.plugins).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import os
 import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Literal, Sequence
@@ -21,9 +20,10 @@ from .chunks import Chunker
 from .errors import StudyInputError
 from .io import PROJECT_ROOT, check_name
 from .params import build_params
+from .plugins import STRATEGY_PACKAGES_ENV, guarded_import, import_outside_packages
 
 STRATEGY_FOLDER_PREFIX = "RAG"
-EXTRA_PACKAGES_ENV = "RAGSTUDY_STRATEGY_PACKAGES"
+EXTRA_PACKAGES_ENV = STRATEGY_PACKAGES_ENV
 _TOP_LEVEL = ("child_chunk_size", "child_chunk_overlap", "k")
 
 # What a strategy's `start_end_idx` indexes: the shared PyMuPDF text layer (baselines), the strategy's own text
@@ -208,46 +208,25 @@ def unregister(name: str) -> None:
     _REGISTRY.pop(name, None)
 
 
-def strategy_packages() -> list[str]:
-    """Top-level `RAG*` folders of the repository that are Python packages, then $RAGSTUDY_STRATEGY_PACKAGES."""
-    folders = sorted(p.name for p in PROJECT_ROOT.iterdir()
-                     if p.is_dir() and p.name.startswith(STRATEGY_FOLDER_PREFIX) and (p / "__init__.py").is_file())
-    return [*folders, *(name for name in _extra_packages() if name not in folders)]
-
-
-def _extra_packages() -> list[str]:
-    return [name.strip() for name in os.environ.get(EXTRA_PACKAGES_ENV, "").split(",") if name.strip()]
+def strategy_folders() -> list[str]:
+    """Top-level `RAG*` folders of the repository that are Python packages."""
+    return sorted(p.name for p in PROJECT_ROOT.iterdir()
+                  if p.is_dir() and p.name.startswith(STRATEGY_FOLDER_PREFIX) and (p / "__init__.py").is_file())
 
 
 def load_builtin_strategies() -> None:
-    """Import the strategy folders so that they register themselves (once per process)."""
+    """Import the strategy folders and the outside packages so that they register themselves (once per process)."""
     global _LOADED
     if _LOADED:
         return
-    extra = set(_extra_packages())
-    for package in strategy_packages():
-        _import_strategy_package(package, package in extra)
-    _LOADED = True
-
-
-def _import_strategy_package(package: str, extra: bool) -> None:
-    """Import one strategy package; a package that is missing, fails on import or registers a name already taken
-    is one StudyInputError naming the package (and, for one outside the repository, $RAGSTUDY_STRATEGY_PACKAGES)."""
-    where = f"{EXTRA_PACKAGES_ENV} names the package {package!r}" if extra else f"strategy folder {package}/"
-    fix = f"fix or install it, or remove it from {EXTRA_PACKAGES_ENV}" if extra else "fix it"
+    _LOADED = True  # before the imports: a registration that asks the registry must not load it again
     try:
-        importlib.import_module(package)
-    except RegistrationError as exc:
-        raise StudyInputError(f"{where}: {exc}") from None
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and package.split(".")[0] == exc.name.split(".")[0]:
-            raise StudyInputError(f"{where}, which cannot be imported (no module named {exc.name!r}); install it "
-                                  f"or add its folder to PYTHONPATH, or remove it from {EXTRA_PACKAGES_ENV}") from None
-        raise StudyInputError(f"{where}, which failed on import: it needs the module {exc.name!r} (pip install "
-                              f"it), or {fix}") from None
-    except Exception as exc:  # a plug-in's own bug: one line naming it, not a traceback from inside it
-        raise StudyInputError(f"{where}, which failed on import ({type(exc).__name__}: {str(exc)[:200]}); "
-                              f"{fix}") from None
+        for package in strategy_folders():
+            guarded_import(package, None)
+        import_outside_packages()
+    except BaseException:
+        _LOADED = False  # a failed load is tried again (and fails again, naming the package) by the next lookup
+        raise
 
 
 def available() -> list[str]:

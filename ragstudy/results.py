@@ -24,6 +24,7 @@ import logging
 import os
 import tokenize
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -251,13 +252,13 @@ def _question_index(raw: Any, where: str) -> int:
     return value
 
 
-def dataset_files(results_dir: str | Path, stale: str = "warn") -> list[Path]:
+def dataset_files(results_dir: str | Path, stale: str = "warn", record: "RunRecord | None" = None) -> list[Path]:
     """Every `Dataset*.json` in `results_dir`, and each `Dataset*.csv` whose JSON twin is absent, by name; files
     left by an earlier run are reported as `check_stale_datasets` says (`stale`: "warn" or "error")."""
     folder = Path(results_dir)
     paths = sorted(folder.glob("Dataset*.json"))
     paths += [p for p in sorted(folder.glob("Dataset*.csv")) if not p.with_suffix(".json").is_file()]
-    check_stale_datasets(folder, paths, stale)
+    check_stale_datasets(folder, paths, stale, record)
     return paths
 
 
@@ -278,7 +279,8 @@ def find_datasets(results_dir: str | Path, prefer: str = "json", stale: str = "e
 STALE_SLACK_SECONDS = 2.0  # config.json's date has whole seconds; file times may be coarse too
 
 
-def stale_datasets(results_dir: Path, paths: Sequence[Path]) -> list[tuple[Path, str]]:
+def stale_datasets(results_dir: Path, paths: Sequence[Path], record: "RunRecord | None" = None
+                   ) -> list[tuple[Path, str]]:
     """Dataset files among `paths` that the run config.json describes did not write: a strategy it did not run,
     a run that answered nothing (retrieval-only, chunks-only), or a file older than the run's start. Without a
     readable config.json (e.g. the paper's own files) nothing can be told and nothing is returned."""
@@ -287,7 +289,7 @@ def stale_datasets(results_dir: Path, paths: Sequence[Path]) -> list[tuple[Path,
     path = Path(results_dir) / CONFIG_NAME
     if not path.is_file():
         return []
-    raw = read_config(results_dir).raw  # a damaged config.json is an error naming it
+    raw = (record or read_config(results_dir)).raw  # a damaged config.json is an error naming it
     date = raw.get("date")
     try:
         started = datetime.fromisoformat(date).timestamp() if isinstance(date, str) and date else None
@@ -312,10 +314,11 @@ def stale_datasets(results_dir: Path, paths: Sequence[Path]) -> list[tuple[Path,
     return found
 
 
-def check_stale_datasets(results_dir: Path, paths: Sequence[Path], stale: str = "error") -> None:
+def check_stale_datasets(results_dir: Path, paths: Sequence[Path], stale: str = "error",
+                         record: "RunRecord | None" = None) -> None:
     """Dataset files from an earlier run in the same folder (`stale_datasets`) would be scored beside the new ones:
     an error (`stale="error"`) or a warning naming each file and why."""
-    found = stale_datasets(results_dir, paths)
+    found = stale_datasets(results_dir, paths, record)
     if not found:
         return
     listed = "; ".join(f"{path.name}: {why}" for path, why in found)
@@ -375,15 +378,16 @@ def read_config(results_dir: str | Path) -> RunRecord:
 
 
 def run_questions(results_dir: str | Path, questions: str | Path | None = None, allow_mismatch: bool = False,
-                  flag: str = "--allow-questions-mismatch") -> tuple[list[str] | None, Path | None]:
+                  flag: str = "--allow-questions-mismatch", record: RunRecord | None = None
+                  ) -> tuple[list[str] | None, Path | None]:
     """Every question of the file a run's rows are numbered by, and that file: `questions` (a --questions flag) or
     the one config.json names; (None, None), with a warning, when neither names one (a hand-made folder). When
     config.json records the file's sha256 (`questions_sha256`) and the file read now differs (another file, or the
     same file edited since the run), scores would be silently wrong: that is an error naming both, unless
-    `allow_mismatch` (then a warning)."""
+    `allow_mismatch` (then a warning). `record`: the folder's config.json already read (a Run's)."""
     from .io import sha256_file
 
-    record = read_config(results_dir)
+    record = record or read_config(results_dir)
     path = Path(questions) if questions else record.questions_path
     named = record.raw.get("questions_resolved") or record.raw.get("questions")
     if path is None and not named:
@@ -406,11 +410,13 @@ def run_questions(results_dir: str | Path, questions: str | Path | None = None, 
     return texts, path
 
 
-def run_oracle(results_dir: str | Path, oracle: str | Path | None = None) -> tuple[list[str], Path] | None:
+def run_oracle(results_dir: str | Path, oracle: str | Path | None = None, record: RunRecord | None = None
+               ) -> tuple[list[str], Path] | None:
     """The oracle answers of a run and their file: `oracle` (an --oracle flag), else `Oracle.csv` beside the
     questions file config.json names (never a file elsewhere, such as the repository's sample); None when there is
-    none. Its row count must equal the number of questions in the run's questions file (an error naming both)."""
-    record = read_config(results_dir)
+    none. Its row count must equal the number of questions in the run's questions file (an error naming both).
+    `record`: the folder's config.json already read (a Run's)."""
+    record = record or read_config(results_dir)
     questions_path = record.questions_path
     if oracle:
         path = Path(oracle)
@@ -582,39 +588,79 @@ _RETRIEVAL_EVAL = "python3 Postprocessing/retrieval_eval.py --results-dir RESULT
 _METRICS = "python3 Postprocessing/evaluation_metrics.py --results-dir RESULTS"
 _SWEEP = "python3 evaluation_chain.py --sweep SWEEP.yaml --output-dir RESULTS"
 _SURVEY = "python3 Postprocessing/interview_analysis.py --results-dir RESULTS"
+_CHUNK_QUALITY = "python3 Postprocessing/chunk_quality.py --results-dir RESULTS"
+# a table's columns: every column it always has, in order; tables whose further columns depend on the run (one
+# per metric, budget or survey category) say which in a comment, and keep those after the declared ones
+_SUMMARY = ("n", "mean", "ci_low", "ci_high", *CI_COLUMNS)  # a mean and its CI, and how the CI was made
+_PAIRED = ("n", "mean_diff", "ci_low", "ci_high", "p_wilcoxon")
 
 RETRIEVAL_PER_QUESTION = Table("retrieval_per_question.csv", (
     "strategy", "budget", "question_index", *budget_metrics.columns(), "parents"), _RETRIEVAL_EVAL, ("budget",))
-RETRIEVAL_SUMMARY = Table("retrieval_summary.csv", (
-    "strategy", "strategy_display", "budget", "metric", "n", "mean", "ci_low", "ci_high", *CI_COLUMNS),
-    _RETRIEVAL_EVAL, ("budget",))
+RETRIEVAL_SUMMARY = Table("retrieval_summary.csv", ("strategy", "strategy_display", "budget", "metric", *_SUMMARY),
+                          _RETRIEVAL_EVAL, ("budget",))
 RETRIEVAL_PAIRED = Table("retrieval_paired.csv", (
-    "budget", "metric", "strategy_a", "strategy_b", "n", "mean_diff", "ci_low", "ci_high", "p_wilcoxon", HOLM_COLUMN,
-    *CI_COLUMNS), _RETRIEVAL_EVAL, ("budget",))
+    "budget", "metric", "strategy_a", "strategy_b", *_PAIRED, HOLM_COLUMN, *CI_COLUMNS), _RETRIEVAL_EVAL, ("budget",))
 RETRIEVAL_VERDICT = Table("retrieval_verdict.csv", (
     "metric", "unit", "reference", "alpha", "confidence", "budget", "role", "strategy", "strategy_display", "n",
-    "value", "ci_low", "ci_high", "p_holm", "significant", "n_min", "n_max"), _RETRIEVAL_EVAL,
+    "value", "ci_low", "ci_high", HOLM_COLUMN, "significant", "n_min", "n_max"), _RETRIEVAL_EVAL,
     ("budget", "reference", "strategy", "strategy_display"))  # ragstudy.budget_eval.Verdict.to_frame/from_frame
 RETRIEVAL_DECOMPOSITION = Table("retrieval_decomposition.csv", (
     "budget", "metric", "part", "n", "mean_diff", "ci_low", "ci_high", "p_wilcoxon"), _RETRIEVAL_EVAL,
     ("budget",))  # ragstudy.decomposition: runs with both text layers (--text-layer raw,clean)
 SWEEP_FIXED_COLUMNS = ("config", "strategy", "params", "chunks", "chars_mean", "chars_cv", "index_seconds",
-                       "embedded", "reused")  # then retriever (sweeps since --retriever), <metric>@<budget>
+                       "embedded", "reused", "retriever", "text_layer")  # then <metric>@<budget>
 SWEEP_SUMMARY = Table("sweep_summary.csv", SWEEP_FIXED_COLUMNS, _SWEEP)
 SWEEP_BEST = Table("sweep_best.csv", ("metric", "budget", "config", "strategy", "params", "value"), _SWEEP,
                    ("budget",))
-METRICS_SUMMARY = Table("metrics_summary.csv", ("strategy", "metric"), _METRICS)
-METRICS_PAIRED = Table("metrics_paired.csv", ("metric", "strategy_a", "strategy_b"), _METRICS)
-METRICS_PER_QUESTION = Table("metrics_per_question.csv", ("strategy", "question_index"), _METRICS)
-CHUNK_QUALITY = Table("chunk_quality.csv", ("strategy", "metric"),
-                      "python3 Postprocessing/chunk_quality.py --results-dir RESULTS")
-SURVEY_OVERALL = Table("survey_counts_overall.csv", (), _SURVEY, subdir="survey")
-SURVEY_PAIRWISE = Table("survey_pairwise_tests.csv", (), _SURVEY, subdir="survey")
+METRICS_SUMMARY = Table("metrics_summary.csv", ("strategy", "strategy_display", "metric", *_SUMMARY), _METRICS)
+METRICS_PAIRED = Table("metrics_paired.csv", ("strategy_a", "strategy_b", "metric", *_PAIRED, "p_bootstrap",
+                                              HOLM_COLUMN, *CI_COLUMNS), _METRICS)
+METRICS_PER_QUESTION = Table("metrics_per_question.csv", ("strategy", "strategy_display", "question_index"),
+                             _METRICS)  # then one column per answer metric
+CHUNK_QUALITY = Table("chunk_quality.csv", ("strategy", "group", "metric", "n", "mean", "ci_low", "ci_high",
+                                            "failures", "note", *CI_COLUMNS), _CHUNK_QUALITY)
+CHUNK_QUALITY_CHUNKS = Table("chunk_quality_chunks.csv", ("strategy",), _CHUNK_QUALITY)  # then one per chunk fact
+CHUNK_QUALITY_QUESTIONS = Table("chunk_quality_questions.csv", ("strategy",), _CHUNK_QUALITY)  # then per metric
+CHUNK_QUALITY_HOPE = Table("chunk_quality_hope.csv", ("strategy",), _CHUNK_QUALITY)  # then one per HOPE item fact
+CHUNK_QUALITY_CORRELATION = Table("chunk_quality_correlation.csv", ("chunk_metric", "answer_metric", "n", "rho",
+                                                                    "p"), _CHUNK_QUALITY)
+SURVEY_OVERALL = Table("survey_counts_overall.csv", ("category", "count", "share_all", "share_without_none"),
+                       _SURVEY, subdir="survey")
+SURVEY_PER_QUESTION = Table("survey_counts_per_question.csv", ("question_id",), _SURVEY,
+                            subdir="survey")  # then one column per category
+SURVEY_PER_RATER = Table("survey_counts_per_rater.csv", ("rater",), _SURVEY, subdir="survey")  # then per category
+SURVEY_CHOICES = Table("survey_choices.csv", ("rater", "question_id", "question_index", "category", "cell"),
+                       _SURVEY, subdir="survey")
+SURVEY_PAIRWISE = Table("survey_pairwise_tests.csv", ("strategy_a", "strategy_b", "count_a", "count_b", "n",
+                                                      "share_a", "p_sign", HOLM_COLUMN), _SURVEY, subdir="survey")
 
 TABLES = {t.name: t for t in (RETRIEVAL_PER_QUESTION, RETRIEVAL_SUMMARY, RETRIEVAL_PAIRED, RETRIEVAL_VERDICT,
                               RETRIEVAL_DECOMPOSITION,
                               SWEEP_SUMMARY, SWEEP_BEST, METRICS_SUMMARY, METRICS_PAIRED, METRICS_PER_QUESTION,
-                              CHUNK_QUALITY, SURVEY_OVERALL, SURVEY_PAIRWISE)}
+                              CHUNK_QUALITY, CHUNK_QUALITY_CHUNKS, CHUNK_QUALITY_QUESTIONS, CHUNK_QUALITY_HOPE,
+                              CHUNK_QUALITY_CORRELATION, SURVEY_OVERALL, SURVEY_PER_QUESTION, SURVEY_PER_RATER,
+                              SURVEY_CHOICES, SURVEY_PAIRWISE)}
+
+
+@dataclass(frozen=True)
+class Output:
+    """A results file that is not a table (a Markdown summary, a run record): its name and who writes it."""
+
+    name: str
+    writer: str
+
+    def path(self, folder: str | Path) -> Path:
+        return Path(folder) / self.name
+
+
+RETRIEVAL_SUMMARY_MD = Output("retrieval_summary.md", _RETRIEVAL_EVAL)
+METRICS_SUMMARY_MD = Output("metrics_summary.md", _METRICS)
+METRICS_RUN = Output("metrics_run.json", _METRICS)
+CHUNK_QUALITY_MD = Output("chunk_quality.md", _CHUNK_QUALITY)
+CHUNK_QUALITY_RUN = Output("chunk_quality_run.json", _CHUNK_QUALITY)
+SURVEY_SUMMARY_MD = Output("survey_summary.md", _SURVEY)
+OUTPUTS = {o.name: o for o in (RETRIEVAL_SUMMARY_MD, METRICS_SUMMARY_MD, METRICS_RUN, CHUNK_QUALITY_MD,
+                               CHUNK_QUALITY_RUN, SURVEY_SUMMARY_MD)}
 
 
 def write_table(folder: str | Path, table: Table, frame) -> Path:
@@ -650,6 +696,60 @@ def read_table(folder: str | Path, table: Table):
         raise StudyInputError(f"{path}: no column(s) {missing} (columns: {list(frame.columns)}); written by an "
                               f"older version? Re-run `{writer}`")
     return frame
+
+
+# ------------------------------------------------------------------------------------------- the run handle
+
+class Run:
+    """A finished run's results folder, opened once: its config.json (read and parsed once, on first use), its
+    questions and oracle, its rankings, chunk exports and derived tables, each through the one reader of its file.
+    Scripts take one (`open_run`) instead of re-reading config.json."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._questions: dict[tuple, tuple[list[str] | None, Path | None]] = {}
+
+    @cached_property
+    def record(self) -> RunRecord:
+        return read_config(self.path)
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        """config.json as written ({} when absent)."""
+        return dict(self.record.raw)
+
+    @property
+    def config(self) -> StudyConfig | None:
+        return self.record.config
+
+    def questions(self, given: str | Path | None = None, allow_mismatch: bool = False,
+                  flag: str = "--allow-questions-mismatch") -> tuple[list[str] | None, Path | None]:
+        """`run_questions` with this run's config.json (read once per set of arguments)."""
+        key = (str(given) if given else None, allow_mismatch, flag)
+        if key not in self._questions:
+            self._questions[key] = run_questions(self.path, given, allow_mismatch, flag, record=self.record)
+        return self._questions[key]
+
+    def oracle(self, given: str | Path | None = None) -> tuple[list[str], Path] | None:
+        """`run_oracle` with this run's config.json."""
+        return run_oracle(self.path, given, record=self.record)
+
+    def ranked_strategies(self) -> list[str]:
+        return ranked_strategies(self.path)
+
+    def rankings(self, strategy: str) -> dict[int, list[RetrievedParent]]:
+        return read_retrieval(retrieval_path(self.path, strategy))
+
+    def chunks(self, strategy: str) -> tuple[list[dict], dict[str, SourceText]]:
+        return read_chunks(self.path, strategy)
+
+    def table(self, table: Table):
+        return read_table(self.path, table)
+
+
+def open_run(path: str | Path) -> Run:
+    """The run handle of a results folder (nothing is read until asked for)."""
+    return Run(path)
 
 
 # ---------------------------------------------------------------------------------------------- the folder lock

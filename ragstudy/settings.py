@@ -31,6 +31,11 @@ class Setting:
     "half the cores") where the value cannot. `flag`: "" derives ``--name-with-dashes``, None means no flag.
     `yaml`: accepted as a key of the config file (what `setting(...)` fields are unless they say otherwise).
     `check(value)` returns a problem with a parsed flag value (the parser then exits 2 naming the flag) or None.
+    `several`: the value may name several of the choices, comma-separated (one string, e.g. ``dense,bm25``); the
+    choices then document it and the config's validation checks each name, argparse does not.
+    `list_choices=False`: choices that need plug-ins imported (the strategies') are listed in the docs, not in
+    --help (which imports none); a single value is still checked when the flag is given. A list setting with
+    listed choices shows them as its metavar, ``{a,b}[,...]``.
     """
 
     name: str
@@ -45,8 +50,9 @@ class Setting:
     aliases: tuple[str, ...] = ()
     yaml: bool = False
     metavar: str | None = None
-    dest: str | None = None
     check: Callable[[Any], str | None] | None = None
+    several: bool = False
+    list_choices: bool = True
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -62,11 +68,6 @@ class Setting:
     @property
     def yaml_key(self) -> str | None:
         return self.name if self.yaml else None
-
-    @property
-    def attribute(self) -> str:
-        """Where argparse stores the flag's value (``args.<attribute>``)."""
-        return self.dest or self.name
 
     def choice_values(self) -> tuple[str, ...] | None:
         values = self.choices() if self.choices is not None else None
@@ -210,6 +211,18 @@ def _help_for_parser(item: Setting) -> str | _Deferred:
     return _Deferred(make) if callable(item.help) or callable(item.default_doc) else make()
 
 
+def _checker(item: Setting) -> Callable[[Any], str | None]:
+    """The setting's own check, then (for choices not listed in --help) membership of its choices."""
+    def check(value: Any) -> str | None:
+        problem = item.check(value) if item.check is not None else None
+        choices = None if item.list_choices else item.choice_values()
+        if problem is None and choices is not None and value not in choices:
+            problem = f"must be one of {', '.join(choices)}"
+        return problem
+
+    return check
+
+
 def _group(parser: argparse.ArgumentParser, title: str):
     if not title:
         return parser
@@ -228,21 +241,23 @@ def add_arguments(parser: argparse.ArgumentParser, settings: Iterable[Setting], 
     for item in settings:
         if item.option is None:
             continue
-        kwargs: dict[str, Any] = {"dest": item.attribute, "help": _help_for_parser(item)}
+        kwargs: dict[str, Any] = {"dest": item.name, "help": _help_for_parser(item)}
         if item.kind == "switch":
             kwargs.update(action="store_true", default=None if defer else bool(item.default))
         else:
             kwargs["default"] = None if defer or item.kind == "append" else item.default
             if item.kind == "append":
                 kwargs["action"] = "append"
-            elif item.check is not None:
-                kwargs.update(action=CheckedValue, check=item.check)
+            elif item.check is not None or (item.kind == "value" and not item.list_choices):
+                kwargs.update(action=CheckedValue, check=_checker(item))
             if item.type is not str and item.kind != "list":
                 kwargs["type"] = item.type
-            if item.choices is not None and item.kind == "value":
+            if item.choices is not None and item.kind == "value" and item.list_choices and not item.several:
                 kwargs["choices"] = _DeferredChoices(item.choices)
             if item.metavar:
                 kwargs["metavar"] = item.metavar
+            elif item.kind == "list" and item.choices is not None and item.list_choices:
+                kwargs["metavar"] = "{" + ",".join(item.choice_values() or ()) + "}[,...]"
         _group(parser, item.group).add_argument(item.option, *item.aliases, **kwargs)
 
 

@@ -164,11 +164,9 @@ def _check_entry_keys(entry: dict, known: set[str], where: str) -> None:
 
 
 def _retriever(value: Any, where: str) -> str:
-    from .config import RETRIEVERS
+    from . import retrievers
 
-    if value not in RETRIEVERS:
-        raise StudyInputError(f"{where}: retriever {value!r} is not one of {', '.join(RETRIEVERS)}")
-    return str(value)
+    return retrievers.get(value, f"{where}: retriever").name
 
 
 def _text_layer(value: Any, where: str) -> str:
@@ -214,6 +212,9 @@ def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None
     from .textlayer import load_documents
 
     sweep = load_sweep(sweep_file)
+    if len(config.retriever_names()) > 1:
+        raise StudyInputError(f"--retriever {config.retriever}: a sweep ranks each configuration with one retriever; "
+                              f"give one, or set `retriever:` per configuration in {sweep.path}")
     if len(config.text_layers) > 1:
         raise StudyInputError(f"--text-layer {config.text_layer}: a sweep takes one run-wide text layer; list both as "
                               f"an axis in {sweep.path} instead (`text_layer: [raw, clean]` in a grid entry)")
@@ -252,7 +253,7 @@ def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None
                      "retriever": run_config.retriever, "text_layer": run_config.text_layer,
                      **budget_means(frame, labels, SWEEP_METRICS)})
         logger.info("%s: %s", item.id, "; ".join(e.note() for e in evaluations))
-    summary = pd.DataFrame(rows, columns=[*SWEEP_FIXED_COLUMNS, "retriever", "text_layer", *metric_columns(labels)])
+    summary = pd.DataFrame(rows, columns=[*SWEEP_FIXED_COLUMNS, *metric_columns(labels)])
     write_table(output_dir, SWEEP_SUMMARY, summary)
     best = best_configs(summary, labels)
     write_table(output_dir, SWEEP_BEST, best)

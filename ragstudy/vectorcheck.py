@@ -7,7 +7,7 @@ nothing of it is kept and the run stops with one line (`BadVectors`, a StudyInpu
 and the fix. A NaN or all-zero vector never reaches the cache, so it cannot come back on a later run; vectors a
 cache written before these checks still holds are screened when read (`VectorCheck.usable`) and embedded again.
 
-customembedding.CustomEmbedding imports no project module: ragstudy.models builds a `VectorCheck` and passes it in.
+customembedding.CustomEmbedding imports no project module: ragstudy.embedders builds a `VectorCheck` and passes it in.
 """
 
 from __future__ import annotations
@@ -71,8 +71,10 @@ class VectorCheck:
                    "(its collection is rebuilt), then re-run")
         else:
             cache = f"delete the vector cache {self.cache_path}" if self.cache_path else "clear the vector cache"
-            fix = (f"The model behind this name changed: serve it under another name (--embedding-server-model), or "
-                   f"{cache} and the Chroma folders built with it (both are rebuilt), then re-run")
+            rename = ("serve it under another name (--embedding-server-model)" if self.source.startswith(
+                "embedding server") else "give the new model its own folder or id (--embedding)")
+            fix = (f"The model behind this name changed: {rename}, or {cache} and the Chroma folders built with it "
+                   "(both are rebuilt), then re-run")
         return BadVectors(f"{self.source} returned {dimension}-dimension vectors ({where}), but {holder} holds "
                           f"{size}-dimension ones under this model name; nothing of that batch was kept. {fix}")
 

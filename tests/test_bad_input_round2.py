@@ -317,8 +317,8 @@ def test_a_one_column_file_still_shows_the_whole_cell_quoted(tmp_path: Path) -> 
 def test_an_empty_answer_is_not_cached_so_a_rerun_asks_again(tmp_path: Path) -> None:
     from test_servers_misbehave import MODEL, MODELS_OK, FakeServer, completion
 
-    from ragstudy.generation import AnswerCache, GenerationParams
-    from ragstudy.llm_server import ServerGenerator
+    from ragstudy.llms import AnswerCache, GenerationParams
+    from ragstudy.llms.server_engine import ServerGenerator
 
     answers = iter(["", "Tre anni."])
     with FakeServer() as server:

@@ -32,7 +32,8 @@ def one_error_line(result: subprocess.CompletedProcess) -> str:
 def test_budgets_that_are_not_a_list_in_a_study_yaml_are_one_line(tmp_path: Path, value: str) -> None:
     study = tmp_path / "study.yaml"
     study.write_text(f"budgets: {value}\n", encoding="utf-8")
-    with pytest.raises(StudyInputError, match=rf"`budgets:` in {study}: expected a list, got {value.title() if value == 'true' else value}; "
+    shown = "True" if value == "true" else value
+    with pytest.raises(StudyInputError, match=rf"`budgets:` in {study}: expected a list, got {shown}; "
                                               r"write e.g. budgets: \[500, 1000, 2000\]"):
         StudyConfig.resolve(config_file=str(study), profile="lite", strategies="newline")
 
@@ -51,7 +52,7 @@ def test_llm_engine_with_llm_servers_is_not_recorded_as_used(caplog: pytest.LogC
         config = StudyConfig.resolve(profile="lite", strategies="newline", llm_engine="torch",
                                      llm_servers=("http://127.0.0.1:9",), llm_server_model="m")
     assert config.to_dict()["llm_engine"] is None
-    assert "--llm-engine is ignored: the LLM servers (--llm-servers) answer" in caplog.text
+    assert "--llm-engine is ignored: the LLM servers (--llm-server) answer" in caplog.text
     assert StudyConfig.resolve(profile="lite", strategies="newline", llm_engine="torch").to_dict()[
         "llm_engine"] == "torch"
 
@@ -116,3 +117,11 @@ def test_an_oracle_that_only_says_no_answer_is_one_line(tmp_path: Path) -> None:
     line = one_error_line(result)
     assert f"{qa / 'Oracle.csv'}: no oracle answer to score the run against" in line
     assert "left out 2 with the unanswerable oracle" in line and "--evidence FILE" in line
+
+
+def test_embedding_batch_size_is_a_flag() -> None:
+    import evaluation_chain
+    from ragstudy.config import config_from_args
+
+    args = evaluation_chain.build_parser().parse_args(["--embedding-batch-size", "64", "--strategies", "newline"])
+    assert config_from_args(args).embedding_batch_size == 64

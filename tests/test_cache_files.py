@@ -70,7 +70,7 @@ def test_a_damaged_ranking_cache_is_set_aside_and_rebuilt(pdf_dir: Path, questio
 # ----------------------------------------------------------------------------------- ONNX embedding exports
 
 def onnx_vectors(minilm_path: str, root: Path, quantize: bool = False) -> tuple[Path, np.ndarray]:
-    from ragstudy.encoders import OnnxEncoder
+    from ragstudy.embedders.onnx_embedder import OnnxEncoder
 
     encoder = OnnxEncoder(minilm_path, root, quantize=quantize)
     return encoder.path, encoder.encode([text for _, text in TEST_PARAGRAPHS])
@@ -131,7 +131,8 @@ def tiny_llama(tiny_phi3: str, folder: Path) -> str:
 def test_a_truncated_genai_export_is_exported_again(tiny_phi3: str, own_cache: Path, tmp_path: Path,
                                                     caplog: pytest.LogCaptureFixture) -> None:
     pytest.importorskip("onnxruntime_genai")
-    from ragstudy.generation import GENAI_MANIFEST, GenerationParams, OnnxChatModel, onnx_model_folder
+    from ragstudy.llms import GenerationParams
+    from ragstudy.llms.onnxruntime_engine import GENAI_MANIFEST, OnnxChatModel, onnx_model_folder
 
     tiny_phi3 = tiny_llama(tiny_phi3, tmp_path / "tiny-llama")
 
@@ -201,3 +202,20 @@ def test_cli_a_run_over_a_damaged_vector_cache_rebuilds_it(pdf_dir: Path, questi
     assert f"vector cache {path} is damaged" in result.stderr
     assert (tmp_path / "first" / "retrieval_newline.csv").read_text() == \
         (tmp_path / "second" / "retrieval_newline.csv").read_text()
+
+
+# ------------------------------------------------------------------- surfaces the issue did not name: Markdown
+
+def test_a_truncated_markdown_cache_is_set_aside_and_converted_again(pdf_dir: Path, own_cache: Path,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    from RAGMarkdown.strategy import _cache_path, pdf_markdown_pages
+    from ragstudy.textlayer import load_documents
+
+    document = load_documents(pdf_dir)[0]
+    pages = pdf_markdown_pages(document)
+    path = _cache_path(document)
+    damage(path, "truncated")
+    with caplog.at_level(logging.WARNING):
+        assert pdf_markdown_pages(document) == pages
+    assert f"Markdown cache {path} is damaged" in caplog.text
+    assert json.loads(path.read_text())["pages"] == pages

@@ -203,7 +203,7 @@ class FakeGenerator:
 
 
 def test_token_limited_calls_pass_their_own_max_new_tokens_and_leave_the_generator_alone() -> None:
-    from ragstudy.generation import GenerationParams
+    from ragstudy.llms import GenerationParams
 
     generator = FakeGenerator(GenerationParams(max_new_tokens=96), [])
     llms = hope.llms_from_generator(generator, HopeSettings(question_tokens=50, choice_tokens=4))
@@ -255,7 +255,7 @@ def test_real_lite_models_on_two_passages(minilm_embedding) -> None:
     """SmolLM2-135M writes weak text: every item is either a score in [0, 1] or a counted failure, and a second
     run answers every prompt from the cache."""
     from ragstudy.config import StudyConfig
-    from ragstudy.models import make_generator
+    from ragstudy.llms import make_generator
 
     config = StudyConfig.resolve(profile="lite", strategies="fixed-size")
     passages = [

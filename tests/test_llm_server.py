@@ -15,8 +15,8 @@ import urllib.request
 import pytest
 
 from ragstudy.errors import StudyInputError
-from ragstudy.generation import AnswerCache, CachedGenerator, GenerationParams
-from ragstudy.llm_server import ServerGenerator, api_base, check_servers
+from ragstudy.llms import AnswerCache, CachedGenerator, GenerationParams
+from ragstudy.llms.server_engine import ServerGenerator, api_base, check_servers
 
 PROMPTS = ["Rispondi con una parola: di che colore è il cielo?", "Qual è la capitale d'Italia?",
            "Scrivi il numero che viene dopo il due.", "Come si chiama il satellite della Terra?"]
@@ -104,7 +104,7 @@ def test_server_answers_equal_in_process_answers_and_are_cached(smollm2_server, 
 @pytest.mark.slow
 def test_the_study_config_points_at_the_server(smollm2_server, tmp_path) -> None:
     from ragstudy.config import StudyConfig
-    from ragstudy.models import check_generator, make_generator
+    from ragstudy.llms import check_generator, make_generator
 
     url, folder = smollm2_server
     config = StudyConfig.resolve(profile="lite", strategies="newline", llm_servers=url, llm_server_model=folder,

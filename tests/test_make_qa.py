@@ -355,7 +355,7 @@ def error_lines(err: str) -> list[str]:
 
 
 def test_the_cli_refuses_bad_input_in_one_line(two_pdfs: Path, tmp_path: Path, capsys) -> None:
-    from ragstudy.qagen.cli import main
+    from ragstudy.qagen.command import main
 
     code = main(["--documents", str(two_pdfs), "--out", str(tmp_path / "qa"), "--n", "100000", "--profile", "lite"])
     lines = error_lines(capsys.readouterr().err)

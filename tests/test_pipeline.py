@@ -15,7 +15,8 @@ from conftest import REPO_ROOT
 from ragstudy import registry
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
-from ragstudy.generation import AnswerCache, CachedGenerator, ChatModel, GenerationParams
+from ragstudy.llms import AnswerCache, CachedGenerator, GenerationParams
+from ragstudy.llms.torch_engine import ChatModel
 from ragstudy.knowledge_base import KnowledgeBase
 from ragstudy.pipeline import build_prompt, chunk_documents, run_study
 from ragstudy.results import read_questions
@@ -336,7 +337,7 @@ def test_bfloat16_embeddings_are_close_and_keyed_apart(minilm_path: str, minilm_
 
 
 def test_answers_cut_mid_character_lose_the_replacement_character(tmp_path: Path) -> None:
-    from ragstudy.generation import clean_answer
+    from ragstudy.llms import clean_answer
 
     assert clean_answer("  Il servizio web \ufffd\n") == "Il servizio web"
     assert clean_answer("perché \ufffd\ufffd") == "perché"

@@ -34,7 +34,7 @@ def _imported_modules(path: Path) -> set[str]:
     return found
 
 
-MY_FILES = ("common", "cli", "formatting", "stats", "metric_catalogue", "answer_metrics", "answer_scoring",
+MY_FILES = ("common", "cli", "formatting", "survey_stats", "metric_catalogue", "answer_metrics", "answer_scoring",
             "review", "survey", "plots", "offline_data", "evaluation_metrics", "preprocessing_files",
             "interview_analysis")
 

@@ -212,7 +212,7 @@ def test_cli_writes_tables_and_paired_comparisons(results, nltk_data_ready, mini
     assert len(summary) == 3 * (len(ANSWER_METRICS) + 1)
     assert (summary["ci_low"] <= summary["mean"]).all() and (summary["mean"] <= summary["ci_high"]).all()
     assert len(paired) == 3 * len(ANSWER_METRICS)
-    assert paired[["p_wilcoxon", "p_bootstrap", "p_wilcoxon_holm"]].apply(lambda c: c.between(0, 1)).all().all()
+    assert paired[["p_wilcoxon", "p_bootstrap", "p_holm"]].apply(lambda c: c.between(0, 1)).all().all()
     md = (out / "metrics_summary.md").read_text(encoding="utf-8")
     assert "| Metric | Paragraph | Fixed-size | Blank-line |" in md
     assert "- paragraph vs fixed-size, BERTScore F1: +" in md

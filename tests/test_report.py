@@ -20,7 +20,7 @@ import pytest
 
 from Postprocessing import report
 from Postprocessing.reportkit import browser, inputs
-from Postprocessing.reportkit.sections import paired_sentence
+from Postprocessing.reportkit.report_sections import paired_sentence
 from ragstudy import registry, results
 from ragstudy.budget_eval import Verdict, verdict
 
@@ -84,7 +84,7 @@ def make_full_results(folder: Path, n_questions: int = 4) -> Path:
         for j, m in enumerate(ANSWER_METRICS):
             mean = 0.1234567 + 0.05 * s + 0.01 * j
             summary.append({"strategy": name, "strategy_display": name, "metric": m, "n": n_questions,
-                            "mean": mean, "ci_low": mean - 0.0312345, "ci_high": mean + 0.0287654})
+                            "mean": mean, "ci_low": mean - 0.0312345, "ci_high": mean + 0.0287654, **CI})
     _write_csv(folder / "metrics_per_question.csv", per_q)
     _write_csv(folder / "metrics_summary.csv", summary)
     paired = []
@@ -93,7 +93,7 @@ def make_full_results(folder: Path, n_questions: int = 4) -> Path:
         for m in ANSWER_METRICS:
             paired.append({"strategy_a": a, "strategy_b": b, "metric": m, "n": n_questions, "mean_diff": diff,
                            "ci_low": diff - 0.022, "ci_high": diff + 0.022, "p_wilcoxon": p / 3,
-                           "p_bootstrap": p / 2, "p_wilcoxon_holm": p})
+                           "p_bootstrap": p / 2, "p_holm": p, **CI})
     _write_csv(folder / "metrics_paired.csv", paired)
     retrieval = []
     for s, name in enumerate(names):
@@ -120,7 +120,7 @@ def make_full_results(folder: Path, n_questions: int = 4) -> Path:
                 "ci_low": 0.5, "ci_high": 0.7, "failures": 0, "note": ""},
                {"strategy": name, "group": "hope", "metric": "concept_unity", "n": 8, "mean": 0.7, "ci_low": 0.6,
                 "ci_high": 0.8, "failures": 2, "note": ""}]
-    _write_csv(folder / "chunk_quality.csv", cq)
+    _write_csv(folder / "chunk_quality.csv", [{**row, **CI} for row in cq])
     survey = folder / "survey"
     survey.mkdir()
     displays = [registry.get(n).display_name for n in registered]
@@ -130,7 +130,7 @@ def make_full_results(folder: Path, n_questions: int = 4) -> Path:
                                              "share_without_none": math.nan}])
     _write_csv(survey / "survey_pairwise_tests.csv", [
         {"strategy_a": registered[0], "strategy_b": registered[1], "count_a": 20, "count_b": 15, "n": 35,
-         "share_a": 20 / 35, "p_sign": 0.5, "p_sign_holm": 0.5}])
+         "share_a": 20 / 35, "p_sign": 0.5, "p_holm": 0.5}])
     (survey / "survey_summary.md").write_text("# Human preference survey\n- 3 raters\n", encoding="utf-8")
     sweep = []
     for s, name in enumerate(names):
@@ -138,7 +138,7 @@ def make_full_results(folder: Path, n_questions: int = 4) -> Path:
             sweep.append({"config": f"{name}-{c}", "strategy": name,
                           "params": json.dumps({"chunk_size": 400 * (c + 1)}),
                           "chunks": 100 - 10 * c, "chars_mean": 380.0 * (c + 1), "chars_cv": 0.3, "index_seconds": 1.5,
-                          "embedded": 10, "reused": 0, "hit@500": 0.3 + 0.1 * c + 0.01 * s,
+                          "embedded": 10, "reused": 0, "retriever": "dense", "hit@500": 0.3 + 0.1 * c + 0.01 * s,
                           "span_recall@1000": 0.5 + 0.05 * c, "mrr@2000": 0.4})
     _write_csv(folder / "sweep_summary.csv", sweep)
     _write_csv(folder / "sweep_best.csv", [
@@ -279,13 +279,13 @@ def test_paired_numbers_and_sentences(full_report_reused: tuple[Path, str, str])
     h = {name: i for i, name in enumerate(table["headers"])}
     assert len(table["rows"]) == len(paired)
     for row, (_, r) in zip(table["rows"], paired.iterrows(), strict=True):
-        diff = row[h["A − B [95 % CI]"]]
+        diff = row[h["A − B [90 % CI]"]]  # the level the fixture records (CI)
         assert (_value(diff), _value(diff, "data-ci-low"), _value(diff, "data-ci-high")) == (
             r["mean_diff"], r["ci_low"], r["ci_high"])
         assert _value(row[h["p (Wilcoxon)"]]) == r["p_wilcoxon"]
-        assert _value(row[h["p (Holm)"]]) == r["p_wilcoxon_holm"]
+        assert _value(row[h["p (Holm)"]]) == r["p_holm"]
         words = row[h["in words"]]["text"]
-        assert ("no significant difference" in words) == (r["p_wilcoxon_holm"] >= 0.05)
+        assert ("no significant difference" in words) == (r["p_holm"] >= 0.05)
 
 
 def test_other_sections_numbers_equal_their_files(full_report_reused: tuple[Path, str, str]) -> None:
@@ -334,7 +334,7 @@ def test_other_sections_numbers_equal_their_files(full_report_reused: tuple[Path
     h = {name: i for i, name in enumerate(table["headers"])}
     for row, (_, r) in zip(table["rows"], rp.iterrows(), strict=True):
         assert row[h["budget"]]["text"] == r["budget"]
-        assert [_value(row[h["A − B [95 % CI]"]], k) for k in ("data-value", "data-ci-low", "data-ci-high")] == [
+        assert [_value(row[h["A − B [90 % CI]"]], k) for k in ("data-value", "data-ci-low", "data-ci-high")] == [
             r["mean_diff"], r["ci_low"], r["ci_high"]]
         assert (_value(row[h["p (Wilcoxon)"]]), _value(row[h["p (Holm)"]])) == (r["p_wilcoxon"], r["p_holm"])
     survey = next(t for t in parsed.section_tables("survey") if t["headers"][0] == "choice")

@@ -242,3 +242,43 @@ def test_derived_tables_round_trip_through_their_one_owner(tmp_path):
         results.write_table(tmp_path, results.RETRIEVAL_PAIRED, frame)
     assert set(results.TABLES) >= {"retrieval_per_question.csv", "retrieval_paired.csv", "sweep_summary.csv",
                                    "sweep_best.csv", "metrics_summary.csv", "chunk_quality.csv"}
+
+
+def _string_literals() -> dict[str, set[str]]:
+    """string constant (docstrings excepted) -> the modules of the library and scripts that spell it out."""
+    import ast
+
+    repo = Path(__file__).resolve().parents[1]
+    files = [repo / "evaluation_chain.py", *(p for top in ("ragstudy", "Postprocessing", "benchmarks")
+                                             for p in sorted((repo / top).rglob("*.py")))]
+    found: dict[str, set[str]] = {}
+    for path in files:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)
+                      and isinstance(node.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                found.setdefault(node.value, set()).add(str(path.relative_to(repo)))
+    return found
+
+
+def test_each_results_file_and_metric_name_is_declared_in_one_module():
+    """Every results file name (TABLES, OUTPUTS) is spelt out in ragstudy/results.py only, every budget metric's
+    name and column in ragstudy/budget_metrics.py only, every answer metric's name in
+    Postprocessing/answer_metrics.py only; everything else reads them from there. (config.json, CONFIG_NAME, is
+    also the name of a Hugging Face model folder's own config, which the model loaders read: not checked.)"""
+    from Postprocessing import metric_catalogue
+    from ragstudy import budget_metrics, results
+
+    literals = _string_literals()
+    expected = {name: {"ragstudy/results.py"} for name in (*results.TABLES, *results.OUTPUTS)}
+    for m in budget_metrics.metrics():
+        expected[m.name] = expected[m.column] = {"ragstudy/budget_metrics.py"}
+    for info in metric_catalogue.in_group("answers"):
+        expected[info.name] = {"Postprocessing/answer_metrics.py"}
+    assert len(expected) > 30
+    wrong = {name: sorted(literals.get(name, set())) for name, where in expected.items()
+             if literals.get(name, set()) != where}
+    assert not wrong, f"declared elsewhere too (or nowhere): {wrong}"

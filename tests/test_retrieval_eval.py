@@ -292,3 +292,19 @@ def test_the_verdict_and_the_report_show_the_contiguous_hit(tmp_path):
     for line in verdicts[1].lines():
         assert line in page_md
     assert "hit_contiguous" in page
+
+
+def test_each_script_reads_config_json_once_through_its_run_handle(tmp_path, monkeypatch):
+    from Postprocessing import report, retrieval_eval
+    from ragstudy import results
+
+    out, evidence, _ = _results_folder(tmp_path)
+    reads = []
+    real = results.read_config
+    monkeypatch.setattr(results, "read_config", lambda folder: reads.append(folder) or real(folder))
+    assert retrieval_eval.main(["--results-dir", str(out), "--evidence", str(evidence), "--no-plot",
+                                "--n-resamples", "50"]) == 0
+    assert len(reads) == 1
+    reads.clear()
+    report.build(out, generated="test")
+    assert len(reads) == 1

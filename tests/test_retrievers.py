@@ -54,11 +54,15 @@ def chunked_fixed_size(pdf_dir):
 
 
 def test_bm25_scores_the_knowledge_bases_child_windows_and_hybrid_too(pdf_dir):
+    from ragstudy import retrievers
     from ragstudy.knowledge_base import KnowledgeBase, child_windows
-    from ragstudy.ranking import unit_ranker
 
     config, chunked = chunked_fixed_size(pdf_dir)
     params = config.strategy_params["fixed-size"]
+
+    def unit_ranker(name, params, chunked):
+        return retrievers.get(name).make(retrievers.RetrievalInputs(config, "fixed-size", params, chunked, None))
+
     parents = [chunk.to_document() for item in chunked for chunk in item.chunks]
     kb = KnowledgeBase.__new__(KnowledgeBase)
     kb.params = params

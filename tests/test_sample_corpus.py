@@ -19,7 +19,7 @@ from ragstudy.groundtruth import (
     GroundTruth,
     load_evidence,
     load_groundtruth_dir,
-    normalize_for_match,
+    fold_layout_text,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +44,7 @@ def groundtruth() -> dict[str, GroundTruth]:
 @lru_cache(maxsize=None)
 def page_texts(pdf_name: str) -> tuple[str, ...]:
     with pymupdf.open(DOCS / pdf_name) as doc:
-        return tuple(normalize_for_match(page.get_text()) for page in doc)
+        return tuple(fold_layout_text(page.get_text()) for page in doc)
 
 
 def body_of_page(gt: GroundTruth, page: int) -> str:
@@ -53,7 +53,7 @@ def body_of_page(gt: GroundTruth, page: int) -> str:
     for b in gt.blocks:
         if b.pages[0] != page:
             continue
-        norm = normalize_for_match(b.text)
+        norm = fold_layout_text(b.text)
         if b.kind == "header":
             assert text.startswith(norm), f"{gt.document} p.{page}: header {b.text!r} is not at the top"
             text = text[len(norm):]
@@ -131,7 +131,7 @@ def test_every_evidence_is_in_the_extracted_text_of_its_pages(groundtruth: dict[
         gt = groundtruth[r.document]
         text = text_of_pages(gt, min(r.pages), max(r.pages))
         for span in r.evidence:
-            assert normalize_for_match(span.text) in text, (r.question_index, span.text, r.pages)
+            assert fold_layout_text(span.text) in text, (r.question_index, span.text, r.pages)
 
 
 def test_every_groundtruth_block_is_in_the_extracted_text(groundtruth: dict[str, GroundTruth]) -> None:
@@ -139,7 +139,7 @@ def test_every_groundtruth_block_is_in_the_extracted_text(groundtruth: dict[str,
         for i, b in enumerate(gt.blocks):
             if b.kind in {"header", "footer"}:
                 continue  # checked at the top / bottom of each page by body_of_page
-            assert normalize_for_match(b.text) in text_of_pages(gt, *b.pages), (gt.document, i, b)
+            assert fold_layout_text(b.text) in text_of_pages(gt, *b.pages), (gt.document, i, b)
 
 
 def test_layout_features_are_present(groundtruth: dict[str, GroundTruth]) -> None:

@@ -19,9 +19,9 @@ import pytest
 
 from conftest import REPO_ROOT, assert_stopped_by_ctrl_c, ctrl_c_when, write_test_pdf
 from ragstudy.errors import StudyInputError
-from ragstudy.generation import AnswerCache, GenerationParams
+from ragstudy.llms import AnswerCache, GenerationParams
 from ragstudy.knowledge_base import check_chroma_server
-from ragstudy.llm_server import ServerGenerator, check_servers, served_models
+from ragstudy.llms.server_engine import ServerGenerator, check_servers, served_models
 
 MODEL = "fake-model"
 MODELS_OK = (200, "application/json", json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model"}]}))

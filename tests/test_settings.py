@@ -32,7 +32,7 @@ OLD_CHAIN_FLAGS = (
     "--device --dtype --max-new-tokens --prompt-file --paragraph-mode --set --embedding-dtype --threads "
     "--embedding-threads --db-dir --retrieval-only --budgets --budget-unit --retriever --sweep --evidence "
     "--llm-batch-size --llm-engine --llm-server --llm-server-model --concurrency --llm-timeout --chroma-server "
-    "--embedding-backend --embedding-server --embedding-server-model -v --verbose").split()
+    "--embedding-backend --embedding-server --embedding-server-model --embedding-timeout -v --verbose").split()
 OLD_SCRIPT_FLAGS = {
     "retrieval_eval": "--results-dir --evidence --oracle --questions --allow-questions-mismatch --out-dir "
                       "--strategies --budgets --no-plot --reference --verdict-metric --n-resamples --seed "
@@ -71,7 +71,8 @@ def _sample(name: str):
     if item.kind == "switch":
         return True
     if item.kind == "list":
-        return [300, 600]
+        choices = item.choice_values()
+        return [next(c for c in choices if c != _default(name))] if choices else [300, 600]
     if item.kind == "append":
         return ["http://127.0.0.1:9"]
     choices = item.choice_values()
@@ -103,7 +104,10 @@ def _value(config: StudyConfig, name: str):
 
 
 def _expected(name: str, value):
-    return tuple(value) if isinstance(value, list) else value
+    """A list as the config keeps it: a tuple where the field's default is one, else comma-joined names."""
+    if not isinstance(value, list):
+        return value
+    return tuple(value) if isinstance(_default(name), tuple) else ",".join(value)
 
 
 FLAG_SETTINGS = [name for name in (*cfg._MODEL_KEYS, *cfg._RUN_KEYS) if _declared(name).option]
@@ -158,7 +162,7 @@ def test_the_yaml_keys_and_the_parser_agree(tmp_path):
     parser = evaluation_chain.build_parser()
     dests = {action.dest for action in parser._actions} - {"help"}
     keys = set(cfg.yaml_keys())
-    not_in_yaml = {item.attribute for item in study_settings() if not item.yaml}
+    not_in_yaml = {item.name for item in study_settings() if not item.yaml}
     assert not_in_yaml == {"config_file", "set_params", "paragraph_mode", "sweep", "evidence", "verbose"}
     assert dests - not_in_yaml == keys - {"strategy_params", "prompt_template"}  # those two: --set, --prompt-file
     study = tmp_path / "study.yaml"
@@ -208,8 +212,8 @@ def test_help_shows_the_declared_defaults_and_no_hand_written_one(monkeypatch):
     assert helps["--budgets"].endswith("(default: 500,1000,2000,4000)")
     assert helps["--llm-timeout"].endswith("(default: 600)")
     assert helps["--max-new-tokens"].endswith("(default: the profile's: paper 5000, lite 96)")
-    assert helps["--paragraph-mode"].endswith("(default: layout)")
-    assert "paragraph,fixed-size,newline when answering" in helps["--strategies"]
+    assert helps["--strategies"].endswith("(default: the paper's strategies (registered paper=True) when answering, "
+                                          "every registered strategy for --chunks-only and --retrieval-only)")
     for item in study_settings():
         if item.option:
             assert not HAND_WRITTEN_DEFAULT.search(str(item.help() if callable(item.help) else item.help)), item.name
@@ -235,6 +239,12 @@ def test_generated_help_keeps_a_percent_sign_and_formats_each_kind():
     assert "go fast" in text and "go fast (default" not in text and "{a,b}" in text
     args = parser.parse_args(["--share", "0.25", "--sizes", "3,4", "--fast", "--mode", "b"])
     assert (args.share, args.sizes, args.fast, args.mode) == (0.25, "3,4", True, "b")
+    parser = argparse.ArgumentParser(prog="x")
+    add_arguments(parser, [Setting("names", "names", kind="list", choices=lambda: ("p", "q"), default="p"),
+                           Setting("plugins", "plugins", kind="list", choices=lambda: ("r",), list_choices=False)])
+    text = " ".join(parser.format_help().split())
+    assert "--names {p,q}[,...] names (default: p)" in text and "--plugins PLUGINS plugins" in text
+    assert parser.parse_args(["--plugins", "r,s", "--names", "p,q"]).plugins == "r,s"  # a list: its resolver checks
 
 
 def test_choices_come_from_one_place(monkeypatch):
@@ -246,14 +256,20 @@ def test_choices_come_from_one_place(monkeypatch):
     assert "splade" in evaluation_chain.build_parser().format_help()
 
 
-def test_building_a_parser_imports_no_strategy():
+def test_help_imports_no_strategy_and_their_choices_are_still_checked(capsys):
     import subprocess
     import sys
 
-    code = ("import sys, evaluation_chain; evaluation_chain.build_parser(); "
-            "print(sorted(m for m in sys.modules if m.startswith('RAG')))")
+    code = ("import sys, evaluation_chain; evaluation_chain.build_parser().format_help(); "
+            "print(sorted(m for m in sys.modules if m.startswith(('RAG', 'langchain', 'torch'))))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr
+    paragraph_mode = next(row for row in cfg.describe_settings() if row["name"] == "paragraph_mode")
+    assert paragraph_mode["choices"] == ("layout", "paper")  # the docs list them
+    assert evaluation_chain.build_parser().parse_args(["--paragraph-mode", "paper"]).paragraph_mode == "paper"
+    with pytest.raises(SystemExit) as stop:
+        evaluation_chain.build_parser().parse_args(["--paragraph-mode", "papers"])
+    assert stop.value.code == 2 and "--paragraph-mode papers: must be one of layout, paper" in capsys.readouterr().err
 
 
 def test_the_study_arguments_can_be_added_to_any_parser():
@@ -286,7 +302,7 @@ def test_scripts_build_their_parsers_from_the_declaration(script):
             assert helps[item.option].endswith(f"(default: {item.default_text()})"), (script, item.name)
     defaults = vars(parser.parse_args([]))
     for item in settings:
-        assert defaults[item.attribute] == (bool(item.default) if item.kind == "switch" else item.default)
+        assert defaults[item.name] == (bool(item.default) if item.kind == "switch" else item.default)
 
 
 def test_shared_flags_keep_one_meaning_across_scripts():

@@ -23,7 +23,7 @@ from test_servers_misbehave import assert_one_error_line, run_chain
 from ragstudy import registry
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StoreError
-from ragstudy.generation import AnswerCache
+from ragstudy.llms import AnswerCache
 from ragstudy.io import atomic_write_text, lock_folder, release_folder
 from ragstudy.knowledge_base import KnowledgeBase
 from ragstudy.pipeline import chunk_documents
@@ -69,7 +69,7 @@ def test_an_answer_appended_after_a_torn_line_starts_on_a_fresh_line(tmp_path: P
         handle.write(b'{"key": "k2", "answ')  # a run killed mid-write
     cache = AnswerCache(path)
     cache.put("k3", "tre")
-    with caplog.at_level(logging.WARNING, logger="ragstudy.generation"):
+    with caplog.at_level(logging.WARNING, logger="ragstudy.llms.cache"):
         reread = AnswerCache(path)
     assert (reread.get("k1"), reread.get("k2"), reread.get("k3")) == ("uno", None, "tre")
     assert f"{path}:2: not an answer record" in caplog.text
@@ -82,7 +82,7 @@ def test_a_line_that_is_json_but_not_an_answer_record_is_ignored_with_a_warning(
     path = tmp_path / "answers.jsonl"
     path.write_text(f'{{"key": "a", "answer": "prima"}}\n{line}\n{{"key": "b", "answer": "dopo"}}\n',
                     encoding="utf-8")
-    with caplog.at_level(logging.WARNING, logger="ragstudy.generation"):
+    with caplog.at_level(logging.WARNING, logger="ragstudy.llms.cache"):
         cache = AnswerCache(path)
     assert (len(cache), cache.get("a"), cache.get("b")) == (2, "prima", "dopo")
     assert f"{path}:2: not an answer record" in caplog.text

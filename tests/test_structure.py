@@ -21,12 +21,13 @@ ROOTS = (
     (REPO, ("evaluation_chain", "Postprocessing", "benchmarks"), SCRIPTS),
     (REPO / "tools", ("make_sample_corpus", "sample_corpus", "make_qa"), SCRIPTS),  # run as `python tools/x.py`
 )
-# The core's building blocks a strategy folder may import (chunk records, parameters, the registry, text rules, the
-# text layer, sentence splitting, errors, file helpers): never the pipeline, retrieval, config, results or models.
-LEAF_CORE = frozenset({"ragstudy", "ragstudy.chunks", "ragstudy.params", "ragstudy.registry", "ragstudy.textnorm",
-                       "ragstudy.textlayer", "ragstudy.errors", "ragstudy.io", "ragstudy.sentences",
-                       "ragstudy.cleaning", "ragstudy.cleaning.lines", "ragstudy.cleaning.furniture",
-                       "ragstudy.cleaning.layer"})
+# The core's building blocks a strategy folder may import (chunk records, parameters, the registry and the plug-in
+# discovery it shares with the other families, text rules, the text layer, sentence splitting, errors, file
+# helpers, verified cache files): never the pipeline, retrieval, config, results, models or the plug-in families.
+LEAF_CORE = frozenset({"ragstudy", "ragstudy.chunks", "ragstudy.params", "ragstudy.registry", "ragstudy.plugins",
+                       "ragstudy.textnorm", "ragstudy.textlayer", "ragstudy.errors", "ragstudy.io",
+                       "ragstudy.sentences", "ragstudy.cachefile", "ragstudy.cleaning",
+                       "ragstudy.cleaning.lines", "ragstudy.cleaning.furniture", "ragstudy.cleaning.layer"})
 
 
 @dataclass(frozen=True)
@@ -216,7 +217,8 @@ def test_the_layer_rules_flag_upward_sideways_and_script_imports(tmp_path: Path)
 def test_every_module_imports_only_from_the_layers_below() -> None:
     modules = _modules()
     assert {"customembedding", "ragstudy.registry", "RAGParagraph.segmenter", "Postprocessing.report",
-            "sample_corpus.engine", "make_sample_corpus"} <= set(modules)
+            "sample_corpus.engine", "make_sample_corpus", "ragstudy.retrievers.dense", "ragstudy.embedders.onnx_embedder",
+            "ragstudy.llms.server_engine"} <= set(modules)
     violations = _layer_violations(modules)
     assert violations == [], "imports against the layers (importer -> imported (file:line): rule):\n" + "\n".join(
         violations)
@@ -232,3 +234,18 @@ def test_loading_a_strategy_folder_loads_only_the_cores_building_blocks() -> Non
             reached.add(target)
             todo.append(target)
     assert sorted(name for name in reached if modules[name].layer != STRATEGY and name not in LEAF_CORE) == []
+
+
+def test_no_two_modules_share_a_name():
+    """A module's file name says what it is, once: no two modules of the library and scripts share one (each
+    strategy folder's `strategy.py` is the plug-in convention; a benchmark script is named after what it
+    measures)."""
+    names: dict[str, list[str]] = {}
+    for module in _modules().values():
+        stem = module.path.stem
+        if stem == "__init__" or (module.layer == STRATEGY and stem == "strategy") or module.name.startswith(
+                "benchmarks."):
+            continue
+        names.setdefault(stem, []).append(module.name)
+    shared = {stem: found for stem, found in names.items() if len(found) > 1}
+    assert not shared, f"modules that share a name: {shared}"

@@ -41,7 +41,7 @@ evidence: ev.csv
     ("budgets: [0]\nconfigs:\n  - {strategy: newline}\n", "positive integers"),
     ("grid: []\n", "no configurations"),
     ("confgs: []\n", "unknown keys"),
-    ("configs:\n  - {strategy: newline, retriever: tfidf}\n", "retriever 'tfidf' is not one of dense"),
+    ("configs:\n  - {strategy: newline, retriever: tfidf}\n", "retriever: unknown retriever 'tfidf'; choose one of: dense"),
     ("grid:\n  - {strategy: newline, retriever: [bm25, splade]}\n", "retriever 'splade'"),
     ("configs:\n  - {strategy: newline, retreiver: bm25}\n", r"unknown keys \['retreiver'\]"),
 ])
@@ -66,7 +66,7 @@ grid:
 
 
 def test_a_bm25_sweep_entry_runs_without_the_embedding_model(pdf_dir, questions_csv, tmp_path, monkeypatch):
-    from ragstudy import pipeline
+    from ragstudy import pipeline, ranking  # noqa: F401  ranking first: it binds the real lazy_embedding, not the fake
     from ragstudy.config import StudyConfig
     from ragstudy.sweep import run_sweep
 

@@ -286,3 +286,36 @@ def test_a_damaged_verdict_file_stops_the_report_with_a_message(tmp_path, capsys
     err = capsys.readouterr().err
     assert "retrieval_verdict.csv: not a verdict table as retrieval_eval.py writes it" in err
     assert "Postprocessing/retrieval_eval.py --results-dir" in err
+
+
+def test_the_confidence_level_given_is_the_one_every_written_file_states(pdf_dir, questions_csv, tmp_path):
+    """The chain, retrieval_eval.py --confidence 0.9 (with its plot) and the report: every table records 0.9 and no
+    written text file says "95 %" (the inline plotly.js of HTML pages holds URL-encoded "%20"-style escapes only,
+    hence the look-ahead; PNG/PDF plots are binary and not searched)."""
+    import re
+
+    import evaluation_chain
+    from Postprocessing import report, retrieval_eval
+
+    out = tmp_path / "results"
+    assert evaluation_chain.main(["--retrieval-only", "--profile", "lite", "--documents", str(pdf_dir),
+                                  "--questions", str(questions_csv), "--output-dir", str(out), "--db-dir",
+                                  str(tmp_path / "db"), "--strategies", "paragraph,fixed-size", "--budgets",
+                                  "150,600", "--set", "fixed-size.chunk_size=200",
+                                  "--set", "fixed-size.chunk_overlap=0"]) == 0
+    evidence = tmp_path / "evidence.csv"
+    evidence.write_text(EVIDENCE, encoding="utf-8")
+    assert retrieval_eval.main(["--results-dir", str(out), "--evidence", str(evidence), "--n-resamples", "200",
+                                "--confidence", "0.9"]) == 0
+    assert report.main(["--results-dir", str(out)]) == 0
+    for table in (results.RETRIEVAL_SUMMARY, results.RETRIEVAL_PAIRED, results.RETRIEVAL_VERDICT):
+        assert set(_read(out, table)["confidence"]) == {0.9}
+    assert set(_read(out, results.RETRIEVAL_SUMMARY)["n_resamples"]) == {200}
+    written = [p for p in out.rglob("*") if p.is_file() and p.suffix in (".csv", ".md", ".html", ".json", ".jsonl")]
+    assert {"report.html", "report.md", "retrieval_summary.md", "retrieval_hit_rate.html"} <= {p.name for p in written}
+    stated = re.compile(r"95 ?%(?![0-9A-F]{2})")
+    for path in written:
+        found = stated.search(path.read_text(encoding="utf-8"))
+        assert found is None, f"{path.name}: {found.string[max(found.start() - 80, 0):found.end() + 20]!r}"
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "90 % bootstrap CI" in (out / "retrieval_summary.md").read_text(encoding="utf-8") and "90 % CI" in md

@@ -11,6 +11,12 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from Postprocessing.reportkit.inputs import Strategies
+from ragstudy.stats import ci_label, recorded_confidence
+
+
+def _ci(frame: pd.DataFrame) -> str:
+    """The confidence level the table records, as a label ("90 %")."""
+    return ci_label(recorded_confidence(frame, "the summary table"))
 
 LAYOUT = dict(template="plotly_white", margin=dict(l=60, r=20, t=40, b=50), font=dict(size=12),
               legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
@@ -60,14 +66,14 @@ def budget_curve(summary: pd.DataFrame, metric: str, styles: Strategies) -> go.F
                                      symbol="diamond"), legendgroup=name, showlegend=not len(rows), name=display,
                                      error_y=dict(type="data", array=[r["ci_high"] - r["mean"]],
                                                   arrayminus=[r["mean"] - r["ci_low"]])))
-    fig.update_layout(**LAYOUT, height=380, yaxis_title=f"{metric} (mean, 95 % CI)",
+    fig.update_layout(**LAYOUT, height=380, yaxis_title=f"{metric} (mean, {_ci(frame)} CI)",
                       xaxis=dict(title="context budget (k = the strategy's own paper k)", type="category",
                                  categoryorder="array", categoryarray=categories))
     return fig
 
 
 def dot_whisker(summary: pd.DataFrame, styles: Strategies, columns: int = 2) -> go.Figure:
-    """One panel per metric: each strategy's mean with its 95 % CI (metrics keep their own scales)."""
+    """One panel per metric: each strategy's mean with its CI (metrics keep their own scales)."""
     metrics = list(dict.fromkeys(summary["metric"]))
     names = styles.ordered(summary["strategy"])
     rows = math.ceil(len(metrics) / columns)

@@ -63,20 +63,12 @@ class Strategies:
         return sorted(names, key=lambda n: (self.order(n), first[n]))
 
 
-def read_config(results_dir: Path) -> dict[str, Any] | None:
-    """``config.json`` as written by evaluation_chain.py (ragstudy.results.read_config), or None when absent."""
-    record = results.read_config(results_dir)
-    return dict(record.raw) if record.path is not None else None
+def run_settings(run: results.Run) -> dict[str, Any] | None:
+    """``config.json`` as written by evaluation_chain.py (read once by the run handle), or None when absent."""
+    return run.raw if run.record.path is not None else None
 
 
-def require_columns(frame: pd.DataFrame, columns: Iterable[str], what: str) -> None:
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise common.DataError(f"{what} has no column(s) {missing} (columns: {list(frame.columns)}); is it from an "
-                               "older version of the script that writes it? Re-run that script")
-
-
-def read_chunks(results_dir: Path) -> dict[str, pd.DataFrame]:
+def chunk_exports(results_dir: Path) -> dict[str, pd.DataFrame]:
     """``chunks_<strategy>.csv`` files (ragstudy.results.read_chunk_rows), keyed by strategy name, with a
     ``chars`` column (length of ``contents``)."""
     out: dict[str, pd.DataFrame] = {}
@@ -87,11 +79,11 @@ def read_chunks(results_dir: Path) -> dict[str, pd.DataFrame]:
     return out
 
 
-def read_datasets(results_dir: Path) -> dict[str, list[dict[str, Any]]]:
+def read_datasets(run: results.Run) -> dict[str, list[dict[str, Any]]]:
     """The chain's Dataset files (ragstudy.results.read_dataset; JSON preferred over CSV) keyed by strategy name,
     as rows with question_index, question, answer, contexts, sources."""
     out: dict[str, list[dict[str, Any]]] = {}
-    for path in results.dataset_files(results_dir):
+    for path in results.dataset_files(run.path, record=run.record):
         dataset = results.read_dataset(path, None, None, require_answers=False)
         out[dataset.strategy] = [row.to_record() for row in dataset.rows]
     return out
@@ -128,22 +120,24 @@ def load(results_dir: Path, oracle: str | Path | None = None) -> Inputs:
     if not d.is_dir():
         raise common.DataError(f"results folder {d} not found; run evaluation_chain.py (--output-dir {d}) first, "
                                "or pass --results-dir")
-    config = read_config(d)
+    run = results.open_run(d)  # config.json is read once
+    config = run_settings(run)
     survey_dir = d / results.SURVEY_OVERALL.subdir
-    summary_md = next((p for p in (d / "survey_summary.md", survey_dir / "survey_summary.md") if p.is_file()), None)
+    summary_md = next((p for p in (results.SURVEY_SUMMARY_MD.path(d), results.SURVEY_SUMMARY_MD.path(survey_dir))
+                       if p.is_file()), None)
     return Inputs(
-        results_dir=d, config=config, chunks=read_chunks(d), datasets=read_datasets(d),
-        metrics_summary=results.read_table(d, results.METRICS_SUMMARY),
-        metrics_paired=results.read_table(d, results.METRICS_PAIRED),
-        metrics_per_question=results.read_table(d, results.METRICS_PER_QUESTION),
-        retrieval_summary=results.read_table(d, results.RETRIEVAL_SUMMARY),
-        retrieval_paired=results.read_table(d, results.RETRIEVAL_PAIRED),
-        retrieval_verdict=results.read_table(d, results.RETRIEVAL_VERDICT),
-        chunk_quality=results.read_table(d, results.CHUNK_QUALITY),
-        survey_overall=results.read_table(d, results.SURVEY_OVERALL),
-        survey_pairwise=results.read_table(d, results.SURVEY_PAIRWISE),
+        results_dir=d, config=config, chunks=chunk_exports(d), datasets=read_datasets(run),
+        metrics_summary=run.table(results.METRICS_SUMMARY),
+        metrics_paired=run.table(results.METRICS_PAIRED),
+        metrics_per_question=run.table(results.METRICS_PER_QUESTION),
+        retrieval_summary=run.table(results.RETRIEVAL_SUMMARY),
+        retrieval_paired=run.table(results.RETRIEVAL_PAIRED),
+        retrieval_verdict=run.table(results.RETRIEVAL_VERDICT),
+        chunk_quality=run.table(results.CHUNK_QUALITY),
+        survey_overall=run.table(results.SURVEY_OVERALL),
+        survey_pairwise=run.table(results.SURVEY_PAIRWISE),
         survey_summary=summary_md.read_text(encoding="utf-8") if summary_md else None,
         survey_answers_present=(d / "interview_answers.xlsx").is_file(),
-        sweep_summary=results.read_table(d, results.SWEEP_SUMMARY), sweep_best=results.read_table(d, results.SWEEP_BEST),
-        oracle=results.run_oracle(d, oracle),
+        sweep_summary=run.table(results.SWEEP_SUMMARY), sweep_best=run.table(results.SWEEP_BEST),
+        oracle=run.oracle(oracle),
     )

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StudyInputError
-from ..generation import GenerationParams
+from ..llms import GenerationParams
 from ..io import sha256_file, sha256_text, stable_json
 from ..textlayer import PdfDocument, load_documents
 from . import outputs
@@ -118,7 +118,7 @@ def item_of(record: dict) -> outputs.Item:
 
 def make_qa(settings: QaSettings, generator, model: str, backend: str,
             documents: Sequence[PdfDocument] | None = None) -> QaResult:
-    """Run the job with `generator` (a ragstudy.generation CachingGeneratorBase: server or in-process)."""
+    """Run the job with `generator` (a ragstudy.llms CachingGeneratorBase: server or in-process)."""
     from tqdm.auto import tqdm
 
     documents = list(documents) if documents is not None else load_documents(settings.documents)

@@ -17,8 +17,10 @@ from Postprocessing.common import DataError
 from Postprocessing.reportkit import figures
 from Postprocessing.reportkit.blocks import (Block, Bullets, Cell, Details, Figure, Heading, Note, Section, Table, Text,
                                              estimate, num, pvalue)
-from Postprocessing.reportkit.inputs import Inputs, Strategies, require_columns
+from Postprocessing.reportkit.inputs import Inputs, Strategies
 from ragstudy import results
+from ragstudy.budget_metrics import CONTEXT_CHARS, HIT
+from ragstudy.stats import ci_label, recorded_confidence
 
 ALPHA = 0.05
 EXAMPLE_CHARS = 300
@@ -30,15 +32,22 @@ def _cmd(script: str, results_dir: Path, extra: str = "") -> str:
     return f"python3 {script} --results-dir {results_dir}{extra}"
 
 
+def ci_text(frame: pd.DataFrame, table: str) -> str:
+    """'90 % CI': the confidence level `table` records (labels are never assumed); an error naming the file when
+    it records none or several."""
+    try:
+        return f"{ci_label(recorded_confidence(frame, table))} CI"
+    except ValueError as exc:
+        raise DataError(str(exc)) from exc
+
+
 def strategy_cell(name: str, styles: Strategies) -> Cell:
     return Cell(styles.display(name), color=styles.color(name))
 
 
 def _digits(metric: str) -> int:
     """Decimals the metric catalogue gives ``metric`` (BLEU's 0–100 scale: 2; lengths: 1)."""
-    if metric == "context_chars":
-        return 1
-    return metric_catalogue.decimals(str(metric))
+    return metric_catalogue.decimals(str(metric))  # the budget metrics' too (context size: 1)
 
 
 def _compact(value: Any) -> str:
@@ -223,7 +232,7 @@ def paired_sentence(metric: str, a: str, b: str, diff: float, low: float, high: 
     excludes = low > 0 or high < 0
     if p_holm < ALPHA and excludes:
         higher, lower = (a, b) if diff > 0 else (b, a)
-        verb = "retrieves more characters than" if metric == "context_chars" else "scores higher than"
+        verb = "retrieves more characters than" if metric == CONTEXT_CHARS else "scores higher than"
         return f"{higher} {verb} {lower} in {metric} ({a} − {b} {est}, Holm {p})"
     caveat = ("; Holm p < 0.05 but the CI includes 0" if p_holm < ALPHA else
               "; the CI excludes 0 but Holm p ≥ 0.05" if excludes else "")
@@ -231,7 +240,7 @@ def paired_sentence(metric: str, a: str, b: str, diff: float, low: float, high: 
 
 
 def paired_table(frame: pd.DataFrame, styles: Strategies, p_col: str, p_holm_col: str, table_id: str,
-                 lead: Sequence[str] = ()) -> Table:
+                 lead: Sequence[str] = (), ci: str = "CI") -> Table:
     rows = []
     for _, r in frame.iterrows():
         a, b, metric = str(r["strategy_a"]), str(r["strategy_b"]), str(r["metric"])
@@ -241,7 +250,7 @@ def paired_table(frame: pd.DataFrame, styles: Strategies, p_col: str, p_holm_col
                      pvalue(r[p_col]), pvalue(r[p_holm_col]),
                      paired_sentence(metric, styles.display(a), styles.display(b), r["mean_diff"], r["ci_low"],
                                      r["ci_high"], r[p_holm_col], d)])
-    return Table([*lead, "metric", "A", "B", "n", "A − B [95 % CI]", "p (Wilcoxon)", "p (Holm)", "in words"],
+    return Table([*lead, "metric", "A", "B", "n", f"A − B [{ci}]", "p (Wilcoxon)", "p (Holm)", "in words"],
                  rows, "l" * len(lead) + "lllrrrrl", table_id=table_id, filterable=len(rows) > 12,
                  filter_column=len(lead))
 
@@ -266,12 +275,11 @@ def retrieval_section(inp: Inputs, styles: Strategies) -> Section:
     s = Section("retrieval", "Retrieval")
     summary, paired = inp.retrieval_summary, inp.retrieval_paired
     if summary is not None and len(summary):
-        require_columns(summary, ["strategy", "budget", "metric", "n", "mean", "ci_low", "ci_high"],
-                        "retrieval_summary.csv")
         metrics = list(dict.fromkeys(summary["metric"]))
-        main = "hit" if "hit" in metrics else metrics[0]
+        main = HIT if HIT in metrics else metrics[0]
         s.blocks.append(Figure(figures.budget_curve(summary, main, styles),
-                               f"{main} against the context budget (mean over questions, 95 % CI band)."))
+                               f"{main} against the context budget (mean over questions, "
+                               f"{ci_text(summary, results.RETRIEVAL_SUMMARY.name)} band)."))
         budgets = sorted(set(summary["budget"]), key=lambda b: (not b.isdigit(), int(b) if b.isdigit() else 0))
         rows = []
         for budget in budgets:
@@ -284,7 +292,7 @@ def retrieval_section(inp: Inputs, styles: Strategies) -> Section:
                                   _digits(m)) if m in by_metric else Cell("–")
                          for m in metrics]
                 rows.append([budget, strategy_cell(name, styles), num(int(part["n"].max()), 0), *cells])
-        s.blocks.append(Heading("Per budget (mean [95 % CI])"))
+        s.blocks.append(Heading(f"Per budget (mean [{ci_text(summary, results.RETRIEVAL_SUMMARY.name)}])"))
         s.blocks.append(Table(["budget", "strategy", "n", *metrics], rows, "llr" + "r" * len(metrics),
                               table_id="retrieval-table"))
     else:
@@ -302,12 +310,11 @@ def retrieval_section(inp: Inputs, styles: Strategies) -> Section:
                                  "k come from the chain's Dataset files through chunk_quality.py.",
                                  (_cmd("Postprocessing/chunk_quality.py", inp.results_dir),)))
     if paired is not None and len(paired):
-        require_columns(paired, ["budget", "metric", "strategy_a", "strategy_b", "mean_diff", "ci_low", "ci_high",
-                                 "p_wilcoxon", "p_holm"], "retrieval_paired.csv")
         s.blocks.append(Heading("Paired differences (A − B on the same questions; Holm over the pairs of each "
                                 "budget and metric)"))
         s.blocks += significant_summary(paired, styles, "p_holm", "budget")
-        s.blocks.append(paired_table(paired, styles, "p_wilcoxon", "p_holm", "retrieval-paired", lead=("budget",)))
+        s.blocks.append(paired_table(paired, styles, "p_wilcoxon", "p_holm", "retrieval-paired", lead=("budget",),
+                                     ci=ci_text(paired, results.RETRIEVAL_PAIRED.name)))
     return s
 
 
@@ -320,10 +327,10 @@ def answers_section(inp: Inputs, styles: Strategies) -> Section:
         s.blocks.append(Note("No metrics_summary.csv: the answers have not been scored.",
                              (_cmd("Postprocessing/evaluation_metrics.py", inp.results_dir),)))
         return s
-    require_columns(summary, ["strategy", "metric", "n", "mean", "ci_low", "ci_high"], "metrics_summary.csv")
     names = styles.ordered(summary["strategy"])
     s.blocks.append(Figure(figures.dot_whisker(summary, styles),
-                           "Every answer metric per strategy: mean over questions with its 95 % bootstrap CI."))
+                           "Every answer metric per strategy: mean over questions with its "
+                           f"{ci_text(summary, results.METRICS_SUMMARY.name).replace(' CI', ' bootstrap CI')}."))
     rows = []
     for metric in dict.fromkeys(summary["metric"]):
         part = summary[summary["metric"] == metric].set_index("strategy")
@@ -334,12 +341,11 @@ def answers_section(inp: Inputs, styles: Strategies) -> Section:
                           "l" + "r" * (len(names) + 1), table_id="answers-table"))
     paired = inp.metrics_paired
     if paired is not None and len(paired):
-        require_columns(paired, ["strategy_a", "strategy_b", "metric", "mean_diff", "ci_low", "ci_high",
-                                 "p_wilcoxon", "p_wilcoxon_holm"], "metrics_paired.csv")
         s.blocks.append(Heading("Paired comparisons (A − B on the same questions; Holm over the pairs of each "
                                 "metric)"))
-        s.blocks += significant_summary(paired, styles, "p_wilcoxon_holm")
-        s.blocks.append(paired_table(paired, styles, "p_wilcoxon", "p_wilcoxon_holm", "answers-paired"))
+        s.blocks += significant_summary(paired, styles, "p_holm")
+        s.blocks.append(paired_table(paired, styles, "p_wilcoxon", "p_holm", "answers-paired",
+                                     ci=ci_text(paired, results.METRICS_PAIRED.name)))
     return s
 
 
@@ -373,7 +379,6 @@ def chunk_quality_section(inp: Inputs, styles: Strategies) -> Section:
                                                              " --no-hope"),
                                                         _cmd("Postprocessing/chunk_quality.py", inp.results_dir))))
         return s
-    require_columns(cq, ["strategy", "group", "metric", "n", "mean", "ci_low", "ci_high"], "chunk_quality.csv")
     titles = {"intrinsic": "Intrinsic chunk statistics", "retrieval": "Retrieval from evidence, at each "
               "strategy's own k", "hope": "HOPE (failed = unparseable LLM output, left out of the mean)"}
     for group in dict.fromkeys(cq["group"]):
@@ -397,7 +402,6 @@ def survey_section(inp: Inputs, styles: Strategies) -> Section:
                                                             inp.results_dir),))
         s.blocks.append(Note(lead, (*cmds, _cmd("Postprocessing/interview_analysis.py", inp.results_dir))))
         return s
-    require_columns(overall, ["category", "count"], "survey_counts_overall.csv")
     cats = [str(c) for c in overall["category"]]
     s.blocks.append(Figure(figures.bars([styles.display(c) for c in cats], overall["count"].tolist(),
                                         [styles.color(c) for c in cats], "choices"),
@@ -410,12 +414,12 @@ def survey_section(inp: Inputs, styles: Strategies) -> Section:
         for _, r in pairwise.iterrows():
             rows.append([strategy_cell(str(r["strategy_a"]), styles), strategy_cell(str(r["strategy_b"]), styles),
                          num(r.get("count_a"), 0), num(r.get("count_b"), 0), num(r.get("share_a"), 3),
-                         pvalue(r.get("p_sign", math.nan)), pvalue(r.get("p_sign_holm", math.nan))])
+                         pvalue(r.get("p_sign", math.nan)), pvalue(r.get("p_holm", math.nan))])
         s.blocks.append(Heading("Pairwise sign tests"))
         s.blocks.append(Table(["A", "B", "A chosen", "B chosen", "share A", "p (sign)", "p (Holm)"], rows,
                               "llrrrrr"))
     if inp.survey_summary:
-        s.blocks.append(Details("survey_summary.md", inp.survey_summary))
+        s.blocks.append(Details(results.SURVEY_SUMMARY_MD.name, inp.survey_summary))
     return s
 
 
@@ -427,7 +431,6 @@ def sweeps_section(inp: Inputs, styles: Strategies) -> Section:
                              (f"python3 evaluation_chain.py --retrieval-only --sweep SWEEP.yaml --output-dir "
                               f"{inp.results_dir}",)))
         return s
-    require_columns(summary, ["config", "strategy", "params", "chars_mean"], "sweep_summary.csv")
     metric_cols = [c for c in summary.columns if "@" in str(c)]
     if best is not None and len(best):
         rows = [[str(r["metric"]), str(r["budget"]), strategy_cell(str(r["strategy"]), styles), str(r["config"]),
@@ -475,7 +478,6 @@ def explorer_section(inp: Inputs, styles: Strategies) -> Section:
     metric_cols: list[str] = []
     scores: dict[tuple[str, int], Mapping[str, Any]] = {}
     if per_q is not None and len(per_q):
-        require_columns(per_q, ["strategy", "question_index"], "metrics_per_question.csv")
         skip = {"strategy", "strategy_display", "question_index", "question", "answer", "oracle", "reference"}
         metric_cols = [c for c in per_q.columns if c not in skip and pd.api.types.is_numeric_dtype(per_q[c])]
         scores = {(str(r["strategy"]), int(r["question_index"])): r for _, r in per_q.iterrows()}
@@ -492,7 +494,7 @@ def explorer_section(inp: Inputs, styles: Strategies) -> Section:
         question = a.get("question") if a else sc.get("question", "")
         rows.append([num(qi, 0), str(question or ""), oracle[qi] if qi < len(oracle) else "–",
                      strategy_cell(name, styles), str(a.get("answer", "–")) if a else "–",
-                     *(num(sc.get(c, math.nan), 2 if c.startswith("BLEU") else 3) for c in metric_cols),
+                     *(num(sc.get(c, math.nan), _digits(c)) for c in metric_cols),
                      _sources_text(a.get("sources") if a else None)])
     if inp.oracle:
         s.blocks.append(Text(f"Oracle answers from {inp.oracle[1]}. Click a column header to sort; type to filter."))

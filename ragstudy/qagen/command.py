@@ -86,7 +86,8 @@ def _references(given: list[str] | None) -> list[tuple[Path, Path]] | None:
 def _generator(args: argparse.Namespace):
     """(generator, model name, backend) from the study's config resolution."""
     from ..config import StudyConfig
-    from ..models import check_generator, make_generator, model_label
+    from ..llms import check_generator, make_generator
+    from ..models import model_label
 
     flags = {"llm_servers": args.llm_servers, "llm_server_model": args.llm_server_model, "llm": args.llm,
              "llm_timeout": args.llm_timeout, "concurrency": args.concurrency, "threads": args.threads,

