@@ -53,8 +53,9 @@ def unnamed_store_message(exc: BaseException) -> str:
     return str(store_error("file", getattr(exc, "filename", None) or "(unnamed)", "cannot be read or written", exc))
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
+    """The chain on `argv`; `parser` is this parser as `ragstudy answer|retrieve|sweep|chunks` names and presets it."""
+    args = (parser or build_parser()).parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("httpx", "chromadb", "sentence_transformers", "urllib3"):
@@ -100,7 +101,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {r.strategy} | {r.documents} | {r.chunks} | {r.embedded} | {r.reused} | {r.generated} | "
               f"{r.cached} |")
     print(f"\noutputs in {config.output_dir}/ ({time.perf_counter() - started:.1f} s)")
+    print(next_steps(config))
     return 0
+
+
+def next_steps(config) -> str:
+    """What the run wrote and the command that uses it next (`ragstudy study` runs them all)."""
+    out = config.output_dir
+    if config.chunks_only:
+        return (f"wrote chunks_<strategy>.csv, sources_<strategy>.jsonl and config.json into {out}/; next: "
+                f"ragstudy chunk-quality --results-dir {out} --no-hope")
+    if config.retrieval_only:
+        return (f"wrote retrieval_<strategy>.csv, chunks_/sources_<strategy> and config.json into {out}/; next: "
+                f"ragstudy score-retrieval --results-dir {out}  (then ragstudy report --results-dir {out})")
+    return (f"wrote the Dataset files, chunks_/sources_<strategy> and config.json into {out}/; next: "
+            f"ragstudy score-answers --results-dir {out}, ragstudy review --results-dir {out}, "
+            f"ragstudy report --results-dir {out}")
 
 
 def print_sweep(result) -> None:

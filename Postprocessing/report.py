@@ -45,12 +45,14 @@ def code_version() -> str | None:
     return out.stdout.strip() or None
 
 
-def build(results_dir: Path, generated: str | None = None, oracle: str | None = None) -> tuple[str, str, list]:
+def build(results_dir: Path, generated: str | None = None, oracle: str | None = None,
+          retrieval_dir: Path | None = None) -> tuple[str, str, list]:
     """The report as (html, markdown, sections) for the results folder ``results_dir`` (``oracle``: the oracle
-    file; default: Oracle.csv beside the run's questions file)."""
+    file; default: Oracle.csv beside the run's questions file; ``retrieval_dir``: the retrieval-only run's folder,
+    default ``results_dir``)."""
     from Postprocessing.reportkit import blocks, inputs, report_sections
 
-    inp = inputs.load(results_dir, oracle)
+    inp = inputs.load(results_dir, oracle, retrieval_dir)
     styles = inputs.Strategies.from_registry()
     built = report_sections.build_sections(inp, styles)
     profile = (inp.config or {}).get("profile")
@@ -68,9 +70,10 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else results_dir / "report.html"
     from ragstudy import results, runidentity
 
-    runidentity.check_compared(results_dir, results.ranked_strategies(results_dir),  # one configuration per page
-                               lambda s: results.retrieval_path(results_dir, s), args.allow_mixed_configurations)
-    html_text, md_text, built = build(results_dir, oracle=args.oracle)
+    ranked = Path(args.retrieval_dir) if args.retrieval_dir else results_dir  # where the rankings are
+    runidentity.check_compared(ranked, results.ranked_strategies(ranked),  # one configuration per page
+                               lambda s: results.retrieval_path(ranked, s), args.allow_mixed_configurations)
+    html_text, md_text, built = build(results_dir, oracle=args.oracle, retrieval_dir=args.retrieval_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
     common.atomic_write_text(out, html_text)
     md_path = out.with_suffix(".md")
@@ -99,6 +102,8 @@ def settings() -> tuple[Setting, ...]:
     """This script's flags (shared ones from Postprocessing.cli)."""
     return (
         cli.RESULTS_DIR.but(help="results folder written by evaluation_chain.py and the Postprocessing scripts"),
+        Setting("retrieval_dir", "folder of a retrieval-only run scored by retrieval_eval.py, for the verdict and "
+                "the retrieval section (`ragstudy study` uses <study>/retrieval)", default_doc="--results-dir"),
         cli.ORACLE.but(default_doc="Oracle.csv beside the questions file the run used"),
         Setting("out", "HTML file to write; report.md goes beside it", default_doc="<results-dir>/report.html"),
         Setting("screenshot", "also render the page in headless Chromium and save a screenshot (fails on a "

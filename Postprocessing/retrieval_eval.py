@@ -256,7 +256,10 @@ def run(args: argparse.Namespace) -> dict:
     boxes = [verdict(summary, paired, args.reference or DEFAULT_REFERENCE, metric, unit, confidence=args.confidence)
              for metric in verdict_metrics(verdict_metric, has_evidence)]
     k = {name: p.get("k") for name, p in (run_config.get("strategy_params") or {}).items() if name in strategies}
-    notes = [f"retriever: {run_config.get('retriever', 'dense')} (evaluation_chain.py --retriever)",
+    from ragstudy.qagen.outputs import generated_note
+
+    notes = [*filter(None, [generated_note(run_config)]),
+             f"retriever: {run_config.get('retriever', 'dense')} (evaluation_chain.py --retriever)",
              *identity_notes,
              f"evidence: {evidence_path} ({len(evidence)} answerable questions); matched after NFKC, accent, "
              "case, whitespace, punctuation and line-break-hyphenation normalisation" if evidence_path else

@@ -521,6 +521,35 @@ class Verdict:
         header, *rest = self.lines()
         return header + "\n\n" + "".join(f"- {line}\n" for line in rest)
 
+    def headline(self, retriever: str | None = None, embedder: str | None = None) -> str:
+        """The verdict in one plain sentence: which strategy is best at which budgets, whether the reference's
+        differences are significant, under which retriever and embedder (as the run's config.json names them)."""
+        winners: dict[str, list[str]] = {}
+        for b in self.budgets:
+            names = _joined([s.display for s in b.best]) + (" (tied)" if len(b.best) > 1 else "")
+            winners.setdefault(names, []).append(self.budget_words(b.budget))
+        best = "; ".join(f"{name} at {_joined(where)}" for name, where in winners.items())
+        under = [f"the {retriever} retriever" if retriever else "", f"the {embedder} embedder" if embedder else ""]
+        n = [n for b in self.budgets for n in b.n_range]
+        setting = " and ".join(u for u in under if u)
+        lead = (f"With {setting} " if setting else "") + (f"(n = {min(n)}" + (f"–{max(n)}" if max(n) != min(n) else "")
+                                                          + " questions), " if n else "")
+        sentence = f"{lead}the best {self.metric_words} is {best}".strip()
+        sentence = sentence[0].upper() + sentence[1:]
+        if not self.reference_present:
+            return f"{sentence}; {self.reference} is not in this run, so no difference is tested."
+        compared = [(b, d) for b in self.budgets for d in b.differences if d.compared]
+        significant = [(b, d) for b, d in compared if d.significant]
+        r = self.reference_display
+        if not significant:
+            return (f"{sentence}. None of {r}'s {len(compared)} differences with the other strategies is significant "
+                    f"(Holm p < {self.alpha:g} with a CI that excludes 0).")
+        said = [f"{'higher' if d.mean_diff > 0 else 'lower'} than {d.display} at {self.budget_words(b.budget)}"
+                for b, d in significant]
+        return (f"{sentence}. Of {r}'s {len(compared)} differences with the other strategies, {len(significant)} "
+                f"{'is' if len(significant) == 1 else 'are'} significant (Holm p < {self.alpha:g} with a CI that "
+                f"excludes 0): {r} is {_joined(said)}.")
+
     # ---- the table of numbers
 
     def others(self) -> list[tuple[str, str]]:
@@ -676,3 +705,19 @@ def _difference(pairs, reference: str, other: VerdictScore, alpha: float) -> Ver
                                  bool(p < alpha and (low > 0 or high < 0)))
     nan = math.nan
     return VerdictDifference(other.strategy, other.display, 0, nan, nan, nan, nan, False)
+
+
+def _joined(items: Sequence[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def verdict_setting(config: Mapping) -> dict[str, str]:
+    """The retriever and the embedder a retrieval run's config.json records, as `Verdict.headline` names them."""
+    models = config.get("models") or {}
+    embedder = config.get("embedding_server_model") or models.get("embedding") or "unknown"
+    backend = config.get("embedding_backend")
+    if backend and not config.get("embedding_server"):
+        embedder = f"{embedder} ({backend})"
+    return {"retriever": str(config.get("retriever") or "dense"), "embedder": str(embedder).removeprefix("wheel:")}

@@ -183,7 +183,16 @@ def run_facts(config: StudyConfig, documents: Sequence[PdfDocument]) -> dict:
         "documents_resolved": str(Path(config.documents).resolve()),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "git_commit": code_version(),
+        **generated_questions(config.questions),
     }
+
+
+def generated_questions(questions: str) -> dict:
+    """{"questions_generated": ...} when make-qa wrote the questions file (its sidecar lies beside it), else {}."""
+    from .qagen.outputs import generated_questions_info
+
+    info = generated_questions_info(questions)
+    return {"questions_generated": info} if info else {}
 
 
 def code_version() -> str | None:

@@ -1,7 +1,7 @@
 """make-qa on real PDFs (../shared/pdfs): sampling (strata, the page-break share, furniture and TOC skipped), each
 filter on hand-written candidate generations, the outputs in the study's formats, the review workbook round trip,
-the output-folder rules and one-line errors for bad input. A scripted generator stands in for the LLM here; the
-real servers and the lite model are in test_make_qa_e2e.py."""
+the output-folder rules and one-line errors for bad input. The extractive template writer
+(ragstudy.qagen.extractive) stands in for the LLM here; real servers and the lite model are in test_make_qa_e2e.py."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from conftest import SHARED_DIR
 from ragstudy.errors import StudyInputError
 from ragstudy.evidence import load_evidence_file, normalize_for_match
 from ragstudy.qagen import outputs
+from ragstudy.qagen.extractive import ExtractiveGenerator
 from ragstudy.qagen.filters import CandidateFilter, Thresholds, unfit_generator
 from ragstudy.qagen.prompt import build_prompt, parse_generation, prompt_hash
 from ragstudy.qagen.run import QaSettings, make_qa, read_review
@@ -174,6 +175,19 @@ def test_each_filter_drops_its_hand_written_candidate(docs, candidate_filter, ca
     assert checked.reasons == [reason], (case, checked.reasons)  # that filter alone
 
 
+@pytest.mark.parametrize("question, furniture", [
+    ("Qual è il titolo del capitolo che tratta le licenze?", True),
+    ("Quali voci compaiono nell'indice del manuale?", True),
+    ("Che cosa riporta il piè di pagina?", True),
+    ("Come si crea un indice analitico in LaTeX?", False),  # "indice" as content, not the document's TOC
+    ("Che cosa contiene l'intestazione del messaggio di protocollo?", False),  # a message header, not the page's
+])
+def test_furniture_questions_are_told_from_content_questions(question: str, furniture: bool) -> None:
+    from ragstudy.qagen.filters import _FURNITURE_QUESTION
+
+    assert bool(_FURNITURE_QUESTION.search(question)) is furniture
+
+
 def test_evidence_found_twice_in_the_documents_is_dropped(docs, candidate_filter) -> None:
     passage = _passage(docs, "licenze compatibili")
     checked = candidate_filter.check(_gen("Di quale licenza europea si parla nel passaggio?", "Della EUPL.",
@@ -214,33 +228,6 @@ def test_the_prompt_is_italian_json_and_spanning_passages_are_shown_in_two_parts
 
 # ------------------------------------------------------------------------------------------------ the job
 
-class ScriptedGenerator:
-    """Stands in for the LLM: quotes the first sentence of 60-300 characters of each passage and asks about two of
-    its longer words (a plausible, verbatim, non-copying candidate); prose where the passage has none."""
-
-    concurrency = 4
-
-    def __init__(self) -> None:
-        self.generated = self.cached = 0
-        self.prompts: list[str] = []
-
-    def generate_many(self, prompts, params=None, desc=""):
-        answers = []
-        for prompt in prompts:
-            self.prompts.append(prompt)
-            parts = re.findall(r'"""\n(.*?)\n"""', prompt, re.S)
-            text = "\n".join(parts)
-            sentences = [s for s in re.split(r"(?<=[.;:])\s+", text) if 60 <= len(s) <= 300]
-            self.generated += 1
-            if not sentences:
-                answers.append("Non saprei.")
-                continue
-            s = sentences[0]
-            words = re.findall(r"[^\W\d_]{7,}", s)[:2] or ["testo"]
-            answers.append(_gen(f"Cosa viene spiegato su {' e '.join(words)}?", " ".join(s.split()[:8]), s))
-        return answers
-
-
 @pytest.fixture
 def two_pdfs(shared_pdfs: Path, tmp_path: Path) -> Path:
     folder = tmp_path / "docs"
@@ -252,7 +239,7 @@ def two_pdfs(shared_pdfs: Path, tmp_path: Path) -> Path:
 
 def _run(documents: Path, out: Path, generator=None, **kwargs):
     settings = QaSettings(documents=documents, out=out, **{"n": 8, "seed": 0, **kwargs})
-    return make_qa(settings, generator or ScriptedGenerator(), "scripted-test-model", "test")
+    return make_qa(settings, generator or ExtractiveGenerator(), "scripted-test-model", "test")
 
 
 def test_the_set_is_written_in_the_studys_formats(two_pdfs: Path, tmp_path: Path) -> None:
@@ -283,7 +270,7 @@ def test_the_set_is_written_in_the_studys_formats(two_pdfs: Path, tmp_path: Path
 def test_the_output_folder_rules(two_pdfs: Path, tmp_path: Path) -> None:
     out = tmp_path / "qa"
     _run(two_pdfs, out)
-    again = ScriptedGenerator()
+    again = ExtractiveGenerator()
     _run(two_pdfs, out, again)  # the same set: allowed (resume / rewrite)
     with pytest.raises(StudyInputError, match=r"holds another generated set \(different seed\).*--overwrite"):
         _run(two_pdfs, out, seed=1)

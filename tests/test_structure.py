@@ -3,7 +3,9 @@ depth, deferred imports included), and no code that manipulates sys.path to find
 
 Layers, bottom up: `customembedding.py` (imports no project module) < `ragstudy/` (the core) < strategy folders
 `RAG*/` (leaves: only the core's building blocks in LEAF_CORE) < scripts (`evaluation_chain.py`, `Postprocessing/`,
-`benchmarks/`, `tools/`). A script is a file with an `if __name__ == "__main__"` block; nothing imports one.
+`benchmarks/`, `tools/`) < the command line `ragstudy_cli/` (the `ragstudy` command). A script is a file with an
+`if __name__ == "__main__"` block; only the command line imports one (for its parser and run: a subcommand is its
+script), and nothing imports the command line.
 """
 
 from __future__ import annotations
@@ -13,13 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-GROUND, CORE, STRATEGY, SCRIPTS = "customembedding", "core", "strategy folder", "scripts"
+GROUND, CORE, STRATEGY, SCRIPTS, COMMANDS = "customembedding", "core", "strategy folder", "scripts", "command line"
 # (folder whose files are named relative to it, top-level packages or modules in it, layer)
 ROOTS = (
     (REPO, ("customembedding",), GROUND),
     (REPO, ("ragstudy",), CORE),
     (REPO, ("evaluation_chain", "Postprocessing", "benchmarks"), SCRIPTS),
     (REPO / "tools", ("make_sample_corpus", "sample_corpus", "make_qa"), SCRIPTS),  # run as `python tools/x.py`
+    (REPO, ("ragstudy_cli",), COMMANDS),
 )
 # The core's building blocks a strategy folder may import (chunk records, parameters, the registry and the plug-in
 # discovery it shares with the other families, text rules, the text layer, sentence splitting, errors, file
@@ -110,11 +113,13 @@ def _layer_violation(importer: Module, imported: Module, imported_is_script: boo
         reasons.append("customembedding.py imports no project module: pass what it needs in")
     if importer.layer == CORE and imported.layer not in (GROUND, CORE):
         reasons.append(f"the core imports only ragstudy and customembedding, not the {imported.layer} layer")
+    if imported.layer == COMMANDS and importer.layer != COMMANDS:
+        reasons.append("imports the command line (ragstudy_cli), the top layer: move what both need below it")
     if importer.layer == STRATEGY and imported.name.split(".")[0] != importer.name.split(".")[0] \
             and imported.name not in LEAF_CORE:
         reasons.append(f"a strategy folder imports only its own modules and the core's building blocks "
                        f"({', '.join(sorted(LEAF_CORE))})")
-    if imported_is_script:
+    if imported_is_script and importer.layer != COMMANDS:
         reasons.append("imports a script (a file with a __main__ block): move what both need into a library module")
     return "; ".join(reasons) or None
 
@@ -196,12 +201,14 @@ def test_the_layer_rules_flag_upward_sideways_and_script_imports(tmp_path: Path)
              "RAGA/__init__.py": "from .strategy import X\n",
              "RAGA/strategy.py": "from ragstudy.io import x\n\ndef g():\n    from ragstudy import pipeline\n",
              "RAGB/__init__.py": "from RAGA.strategy import X\n",
-             "tool.py": "import lib\nif __name__ == '__main__':\n    pass\n", "lib.py": "import tool\n"}
+             "tool.py": "import lib\nif __name__ == '__main__':\n    pass\n", "lib.py": "import tool\n",
+             "cmd.py": "import tool\nimport lib\n", "lib2.py": "import cmd\n"}
     for rel, text in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text, encoding="utf-8")
     layers = {"customembedding": GROUND, "ragstudy": CORE, "ragstudy.io": CORE, "ragstudy.pipeline": CORE,
-              "RAGA": STRATEGY, "RAGA.strategy": STRATEGY, "RAGB": STRATEGY, "tool": SCRIPTS, "lib": SCRIPTS}
+              "RAGA": STRATEGY, "RAGA.strategy": STRATEGY, "RAGB": STRATEGY, "tool": SCRIPTS, "lib": SCRIPTS,
+              "cmd": COMMANDS, "lib2": SCRIPTS}
     modules = {name: Module(name, tmp_path / (name.replace(".", "/") + ("/__init__.py" if name in (
         "ragstudy", "RAGA", "RAGB") else ".py")), layer) for name, layer in layers.items()}
     scripts = {name for name, module in modules.items() if module.is_script}
@@ -211,14 +218,14 @@ def test_the_layer_rules_flag_upward_sideways_and_script_imports(tmp_path: Path)
                if _layer_violation(module, modules[target], target in scripts)}
     assert flagged == {("customembedding", "ragstudy.io", 2), ("customembedding", "ragstudy", 2),
                        ("ragstudy.pipeline", "RAGA.strategy", 1), ("RAGA.strategy", "ragstudy.pipeline", 4),
-                       ("RAGB", "RAGA.strategy", 1), ("lib", "tool", 1)}
+                       ("RAGB", "RAGA.strategy", 1), ("lib", "tool", 1), ("lib2", "cmd", 1)}
 
 
 def test_every_module_imports_only_from_the_layers_below() -> None:
     modules = _modules()
     assert {"customembedding", "ragstudy.registry", "RAGParagraph.segmenter", "Postprocessing.report",
             "sample_corpus.engine", "make_sample_corpus", "ragstudy.retrievers.dense", "ragstudy.embedders.onnx_embedder",
-            "ragstudy.llms.server_engine"} <= set(modules)
+            "ragstudy.llms.server_engine", "ragstudy_cli.app", "ragstudy_cli.study"} <= set(modules)
     violations = _layer_violations(modules)
     assert violations == [], "imports against the layers (importer -> imported (file:line): rule):\n" + "\n".join(
         violations)

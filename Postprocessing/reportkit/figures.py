@@ -72,6 +72,14 @@ def budget_curve(summary: pd.DataFrame, metric: str, styles: Strategies) -> go.F
     return fig
 
 
+def compact_budget_curve(summary: pd.DataFrame, metric: str, styles: Strategies) -> go.Figure:
+    """budget_curve small enough to sit beside the verdict's sentence: 280 px high, the legend below."""
+    fig = budget_curve(summary, metric, styles)
+    fig.update_layout(height=280, margin=dict(l=50, r=10, t=10, b=10), yaxis_title=metric, xaxis_title=None,
+                      legend=dict(orientation="h", yanchor="top", y=-0.12, x=0, font=dict(size=11)))
+    return fig
+
+
 def dot_whisker(summary: pd.DataFrame, styles: Strategies, columns: int = 2) -> go.Figure:
     """One panel per metric: each strategy's mean with its CI (metrics keep their own scales)."""
     metrics = list(dict.fromkeys(summary["metric"]))

@@ -111,16 +111,25 @@ class Inputs:
     sweep_summary: pd.DataFrame | None
     sweep_best: pd.DataFrame | None
     oracle: tuple[list[str], Path] | None
+    retrieval_dir: Path | None = None  # where the retrieval tables came from (None: results_dir)
+    retrieval_config: dict[str, Any] | None = None  # that folder's config.json (retriever, embedder)
 
 
-def load(results_dir: Path, oracle: str | Path | None = None) -> Inputs:
+def load(results_dir: Path, oracle: str | Path | None = None, retrieval_dir: str | Path | None = None) -> Inputs:
     """Read every file the report can use from ``results_dir``; the oracle from ``oracle`` (an --oracle flag) or
-    beside the run's questions file (ragstudy.results.run_oracle: its row count is checked)."""
+    beside the run's questions file (ragstudy.results.run_oracle: its row count is checked). ``retrieval_dir``: a
+    retrieval-only run's folder to take the retrieval tables and the verdict from (`ragstudy study` keeps the
+    answering and the retrieval-only run apart)."""
     d = Path(results_dir)
     if not d.is_dir():
         raise common.DataError(f"results folder {d} not found; run evaluation_chain.py (--output-dir {d}) first, "
                                "or pass --results-dir")
+    r = Path(retrieval_dir) if retrieval_dir is not None else d
+    if not r.is_dir():
+        raise common.DataError(f"retrieval folder {r} not found; run `ragstudy retrieve --output-dir {r}` and "
+                               f"`ragstudy score-retrieval --results-dir {r}` first, or drop --retrieval-dir")
     run = results.open_run(d)  # config.json is read once
+    ranked = run if r == d else results.open_run(r)  # the retrieval-only run's folder
     config = run_settings(run)
     survey_dir = d / results.SURVEY_OVERALL.subdir
     summary_md = next((p for p in (results.SURVEY_SUMMARY_MD.path(d), results.SURVEY_SUMMARY_MD.path(survey_dir))
@@ -130,9 +139,9 @@ def load(results_dir: Path, oracle: str | Path | None = None) -> Inputs:
         metrics_summary=run.table(results.METRICS_SUMMARY),
         metrics_paired=run.table(results.METRICS_PAIRED),
         metrics_per_question=run.table(results.METRICS_PER_QUESTION),
-        retrieval_summary=run.table(results.RETRIEVAL_SUMMARY),
-        retrieval_paired=run.table(results.RETRIEVAL_PAIRED),
-        retrieval_verdict=run.table(results.RETRIEVAL_VERDICT),
+        retrieval_summary=ranked.table(results.RETRIEVAL_SUMMARY),
+        retrieval_paired=ranked.table(results.RETRIEVAL_PAIRED),
+        retrieval_verdict=ranked.table(results.RETRIEVAL_VERDICT),
         chunk_quality=run.table(results.CHUNK_QUALITY),
         survey_overall=run.table(results.SURVEY_OVERALL),
         survey_pairwise=run.table(results.SURVEY_PAIRWISE),
@@ -140,4 +149,5 @@ def load(results_dir: Path, oracle: str | Path | None = None) -> Inputs:
         survey_answers_present=(d / "interview_answers.xlsx").is_file(),
         sweep_summary=run.table(results.SWEEP_SUMMARY), sweep_best=run.table(results.SWEEP_BEST),
         oracle=run.oracle(oracle),
+        retrieval_dir=None if retrieval_dir is None else r, retrieval_config=run_settings(ranked),
     )

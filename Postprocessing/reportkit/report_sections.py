@@ -15,8 +15,8 @@ import pandas as pd
 from Postprocessing import metric_catalogue
 from Postprocessing.common import DataError
 from Postprocessing.reportkit import figures
-from Postprocessing.reportkit.blocks import (Block, Bullets, Cell, Details, Figure, Heading, Note, Section, Table, Text,
-                                             estimate, num, pvalue)
+from Postprocessing.reportkit.blocks import (Block, Bullets, Cell, Details, Figure, Heading, Lead, Note, Section, Table,
+                                             Text, estimate, num, pvalue)
 from Postprocessing.reportkit.inputs import Inputs, Strategies
 from ragstudy import results
 from ragstudy.budget_metrics import CONTEXT_CHARS, HIT
@@ -78,6 +78,8 @@ def verdict_section(inp: Inputs, styles: Strategies) -> Section:
     for number, verdict in enumerate(verdicts):
         if number:  # the contiguous hit rate after the hit rate (docs/metrics.md)
             s.blocks.append(Heading(f"The same verdict on the {verdict.metric_words}"))
+        else:  # the box opens with the first verdict in one sentence, its chart beside it
+            s.blocks.append(verdict_lead(inp, styles, verdict))
         header, *lines = verdict.lines()
         s.blocks += [Text(header), Bullets(lines)]
         headers, rows = verdict.table()
@@ -93,7 +95,7 @@ def decomposition_blocks(inp: Inputs, unit: str) -> list[Block]:
     ragstudy.decomposition writes and a table budget × part; nothing when the run has one text layer."""
     from ragstudy import budget_metrics, decomposition, results
 
-    frame = results.read_table(inp.results_dir, results.RETRIEVAL_DECOMPOSITION)
+    frame = results.read_table(inp.retrieval_dir or inp.results_dir, results.RETRIEVAL_DECOMPOSITION)
     if frame is None:
         return []
     out: list[Block] = [Heading("Cleaning or segmentation?"), Text(decomposition.INTRO)]
@@ -102,6 +104,21 @@ def decomposition_blocks(inp: Inputs, unit: str) -> list[Block]:
                 Table(["budget", *(decomposition.PART_WORDS[p] for p in decomposition.PARTS)],
                       decomposition.table_rows(part, unit), "lrrr", table_id=f"decomposition-{metric}")]
     return out
+
+
+def verdict_lead(inp: Inputs, styles: Strategies, verdict) -> Lead:
+    """The verdict's one sentence (under the retrieval run's retriever and embedder) and a compact chart of the
+    verdict's metric against the budget beside it."""
+    from ragstudy.budget_eval import verdict_setting
+
+    config = inp.retrieval_config if inp.retrieval_config is not None else inp.config
+    fig, caption = None, ""
+    summary = inp.retrieval_summary
+    if summary is not None and {"metric", "budget", "strategy", "mean", "ci_low", "ci_high"} <= set(summary.columns) \
+            and (summary["metric"] == verdict.metric).any():
+        fig = figures.compact_budget_curve(summary, verdict.metric, styles)
+        caption = f"{verdict.metric_words} against the context budget (k: each strategy's own k); details below."
+    return Lead(verdict.headline(**verdict_setting(config or {})), fig, caption)
 
 
 # ------------------------------------------------------------------------------------------------ 1. setup

@@ -22,12 +22,16 @@ from .filters import Thresholds
 
 DEFAULTS = Thresholds()
 NONE_KEPT = 3
+# the study's settings make-qa takes, by name (their flags: --documents, --profile, --llm, --device, --dtype,
+# --threads, --llm-server, --llm-server-model, --concurrency, --llm-timeout, --llm-engine)
+STUDY_FLAGS = ("documents", "profile", "llm", "device", "dtype", "threads", "llm_servers", "llm_server_model",
+               "concurrency", "llm_timeout", "llm_engine")
+DEFAULT_DOCUMENTS = "Documents"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="make-qa", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--documents", default="Documents", help="folder of PDFs (default: Documents/)")
     parser.add_argument("--out", default="qa", help="output folder (default: qa/)")
     parser.add_argument("--n", type=int, default=60, help="questions wanted (default 60)")
     parser.add_argument("--candidates", type=int,
@@ -42,17 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--reference", action="append", metavar="QUESTIONS.csv:EVIDENCE",
                         help="a human-written set whose question/evidence overlap the report shows beside the "
                              "generated one (repeatable; default: the bundled Questions.csv:sample/evidence.json)")
-    llm = parser.add_argument_group("the LLM (the study's flags)")
-    llm.add_argument("--profile", choices=["paper", "lite"],
-                     help="paper: Phi-3.5-mini-ITA on CUDA; lite: SmolLM2-135M on CPU, plumbing only (default: "
-                          "paper if CUDA is available)")
-    llm.add_argument("--llm", help="LLM hub id or local folder (overrides the profile)")
-    llm.add_argument("--llm-server", dest="llm_servers", action="append", metavar="URL",
-                     help="OpenAI-compatible server (vLLM, transformers serve); repeatable or comma-separated")
-    llm.add_argument("--llm-server-model", help="model name the server(s) serve")
-    llm.add_argument("--llm-timeout", type=float, metavar="SECONDS", help="seconds one request may take (default 600)")
-    llm.add_argument("--concurrency", type=int, help="requests in flight through servers (default 4)")
-    llm.add_argument("--threads", type=int, help="CPU threads for an in-process model")
+    from ..config import study_settings
+    from ..settings import add_arguments
+
+    # the study's own declarations (ragstudy.config), so these flags read and check exactly as evaluation_chain.py's
+    add_arguments(parser, [item for item in study_settings() if item.name in STUDY_FLAGS], defer=True)
     filters = parser.add_argument_group("filters (docs/make-qa.md)")
     filters.add_argument("--copy-threshold", type=float, default=DEFAULTS.copy_threshold,
                          help="drop a question with more than this share of its content words in the evidence "
@@ -89,9 +87,8 @@ def _generator(args: argparse.Namespace):
     from ..llms import check_generator, make_generator
     from ..models import model_label
 
-    flags = {"llm_servers": args.llm_servers, "llm_server_model": args.llm_server_model, "llm": args.llm,
-             "llm_timeout": args.llm_timeout, "concurrency": args.concurrency, "threads": args.threads,
-             "documents": args.documents}
+    flags = {name: getattr(args, name) for name in STUDY_FLAGS if name != "profile"}
+    flags["documents"] = flags["documents"] or DEFAULT_DOCUMENTS
     config = StudyConfig.resolve(profile=args.profile, strategies="newline",
                                  **{k: v for k, v in flags.items() if v is not None})
     check_generator(config)
@@ -99,7 +96,10 @@ def _generator(args: argparse.Namespace):
     if config.llm_servers:
         return generator, config.llm_server_model, "openai-chat-completions"
     import torch
+    import transformers  # quiet its per-load progress bars; ours (tqdm) remain
 
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
     torch.set_num_threads(config.resolved_threads())
     torch.manual_seed(0)
     return generator, model_label(config.profile.llm), f"in-process:{config.resolved_llm_engine()}"
@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     thresholds = Thresholds(answer_support=args.answer_support, copy_threshold=args.copy_threshold,
                             duplicate_threshold=args.duplicate_threshold)
-    settings = QaSettings(documents=Path(args.documents), out=out, n=args.n, candidates=args.candidates,
+    settings = QaSettings(documents=Path(args.documents or DEFAULT_DOCUMENTS), out=out, n=args.n, candidates=args.candidates,
                           seed=args.seed, span_share=args.span_share, max_new_tokens=args.max_new_tokens,
                           thresholds=thresholds, overwrite=args.overwrite, reference=_references(args.reference))
     generator, model, backend = _generator(args)
@@ -133,9 +133,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run make-qa with command-line arguments `argv` (None: sys.argv[1:]); returns the exit code."""
-    args = build_parser().parse_args(argv)
+def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
+    """Run make-qa with command-line arguments `argv` (None: sys.argv[1:]); returns the exit code. `parser`: this
+    parser as `ragstudy make-qa` names it."""
+    args = (parser or build_parser()).parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("httpx", "urllib3", "openai"):

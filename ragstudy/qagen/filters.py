@@ -32,12 +32,17 @@ FILTERS: dict[str, str] = {
     "unfit_generator": "the generator is a plumbing-only model ({unfit}): its items are never counted as valid",
 }
 
-# Questions about page furniture, not content: general Italian (and English) wording.
+# Questions about page furniture, not content: general Italian (and English) wording. Bare "indice" and
+# "intestazione" are content words in technical manuals (an analytic index in LaTeX, a message header in a protocol),
+# so only their page-furniture uses count.
+_DOC = r"(documento|manuale|guida|capitolo|paragrafo|sezione|testo)"
 _FURNITURE_QUESTION = re.compile(
-    r"\b(numer[oi] di pagina|a che pagina|in quale pagina|quale pagina|che pagina|intestazion\w*|pi[eè] di pagina|"
-    r"indice|sommario|come si (intitola|chiama) (il|la|lo|questo|questa) (documento|capitolo|paragrafo|sezione|"
-    r"manuale)|titolo (del|della|dello|di questo|di questa) (documento|capitolo|paragrafo|sezione|manuale)|"
-    r"in quale (capitolo|sezione|paragrafo)|quale capitolo|page number|running head|table of contents)\b",
+    r"\b(numer[oi] di pagina|a che pagina|in quale pagina|quale pagina|che pagina|"
+    r"intestazion[ei] (della|delle|di) pagin[ae]|pi[eè] di pagina|"
+    r"(nell'|nel |dall'|dal |secondo l')(indice|sommario)\b|(indice|sommario) (del|della|dello|di questo|di questa) "
+    + _DOC + r"|come si (intitola|chiama) (il|la|lo|questo|questa) " + _DOC
+    + r"|titolo (del|della|dello|di questo|di questa) " + _DOC
+    + r"|in quale (capitolo|sezione|paragrafo)|quale capitolo|page number|running head|table of contents)",
     re.IGNORECASE)
 
 # Generators that cannot write usable Italian questions: the lite profile's SmolLM2-135M (see docs/make-qa.md).

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..errors import StudyInputError
 from ..io import atomic_save, atomic_write_json, atomic_write_text, sha256_file
-from ..results import normalize_ws
+from ..records import normalize_ws
 from .filters import locate_in_passage
 from .sampling import Passage
 

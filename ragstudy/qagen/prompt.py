@@ -59,6 +59,14 @@ def build_prompt(passage: Passage) -> str:
     return SPANNING.format(pdf=passage.pdf, page=pages, first=passage.text[:cut], second=passage.text[cut + 1:])
 
 
+_QUOTED = re.compile(r'"""\n(.*?)\n"""', re.S)
+
+
+def passage_parts(prompt: str) -> list[str]:
+    """The passage text (one part, or two for a spanning passage) a prompt of these templates shows."""
+    return _QUOTED.findall(prompt)
+
+
 @dataclass(frozen=True)
 class Generated:
     question: str

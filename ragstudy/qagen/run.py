@@ -11,13 +11,12 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from ..errors import StudyInputError
-from ..llms import GenerationParams
 from ..io import sha256_file, sha256_text, stable_json
 from ..textlayer import PdfDocument, load_documents
 from . import outputs
@@ -126,21 +125,16 @@ def make_qa(settings: QaSettings, generator, model: str, backend: str,
     wanted = settings.candidates if settings.candidates is not None else 2 * n
     if wanted < n:
         raise StudyInputError(f"--candidates {wanted} is smaller than --n {n}; pass --candidates {2 * n} or more")
-    from .sampling import eligible_passages
-
-    available = sum(eligible_passages(d).available() for d in documents)
-    if n > available:
-        sample_passages(documents, n, settings.seed, settings.span_share)  # raises the one-line error
-    if wanted > available:
-        logger.info("--candidates %d capped at the %d passages the documents offer", wanted, available)
-        wanted = available
-    sample = sample_passages(documents, wanted, settings.seed, settings.span_share)
+    sample = sample_passages(documents, wanted, settings.seed, settings.span_share, required=n)
     ident = identity(settings, documents, model, backend)
     out = settings.out
     check_output_folder(out, ident, settings.overwrite)
     unfit = unfit_generator(model)
     filt = CandidateFilter({Path(d.path).name: d.text_layer.text for d in documents}, settings.thresholds, unfit)
-    params = GenerationParams(max_new_tokens=settings.max_new_tokens)
+    # the study's generation settings (greedy) with make-qa's length limit; generators without settings (the
+    # extractive writer) take none
+    base = getattr(generator, "params", None)
+    params = replace(base, max_new_tokens=settings.max_new_tokens) if base is not None else None
     batch = max(1, int(getattr(generator, "concurrency", 0) or getattr(generator, "batch_size", 1) or 1))
     records: list[dict] = []
     kept = 0

