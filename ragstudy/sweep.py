@@ -253,7 +253,7 @@ def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None
                      "retriever": run_config.retriever, "text_layer": run_config.text_layer,
                      **budget_means(frame, labels, SWEEP_METRICS)})
         logger.info("%s: %s", item.id, "; ".join(e.note() for e in evaluations))
-    summary = pd.DataFrame(rows, columns=[*SWEEP_FIXED_COLUMNS, *metric_columns(labels)])
+    summary = pd.DataFrame(rows, columns=[*SWEEP_FIXED_COLUMNS, "text_layer", *metric_columns(labels)])
     write_table(output_dir, SWEEP_SUMMARY, summary)
     best = best_configs(summary, labels)
     write_table(output_dir, SWEEP_BEST, best)
