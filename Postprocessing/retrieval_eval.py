@@ -122,14 +122,15 @@ def default_evidence(run_config: Mapping) -> Path | None:
     return None
 
 
-def text_layer_decomposition(results_dir: Path, evidence: Mapping, budgets: Sequence[int], measure,
-                             args: argparse.Namespace, metrics: Sequence[str], notes: list[str]) -> pd.DataFrame | None:
+def text_layer_decomposition(results_dir: Path, run_config: Mapping, evidence: Mapping, budgets: Sequence[int],
+                             measure, args: argparse.Namespace, metrics: Sequence[str], notes: list[str]
+                             ) -> pd.DataFrame | None:
     """Paragraph − fixed-size split into cleaning and segmentation (ragstudy.decomposition) on each of the verdict's
     evidence `metrics`, when the run has both text layers (`--text-layer raw,clean`: the second in a
     text-layer-<layer>/ subfolder); notes say what was used."""
     from ragstudy.decomposition import decomposition_from_runs, find_text_layer_runs
 
-    runs = find_text_layer_runs(results_dir)
+    runs = find_text_layer_runs(results_dir, str(run_config.get("text_layer", "raw")))
     if len(runs) < 2:
         notes.append("cleaning vs segmentation: not measured (the run has one text layer; run evaluation_chain.py "
                      "--retrieval-only --text-layer raw,clean for the split)")
@@ -284,7 +285,8 @@ def run(args: argparse.Namespace) -> dict:
         for path in write_plots(fig, out_dir, PLOT_STEM, notes):
             written[path.suffix.lstrip(".")] = path
     metrics = [m for m in verdict_metrics(verdict_metric, has_evidence) if budget_metrics.get(m).needs == "evidence"]
-    decomposition = text_layer_decomposition(results_dir, evidence, budgets, measure, args, metrics, notes)
+    decomposition = text_layer_decomposition(results_dir, run_config, evidence, budgets, measure, args, metrics,
+                                             notes)
     if decomposition is not None:
         written["decomposition"] = results.write_table(out_dir, results.RETRIEVAL_DECOMPOSITION, decomposition)
     report = markdown(summary, paired, strategies, display, labels, unit, notes, boxes, args.confidence,

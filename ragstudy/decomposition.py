@@ -52,12 +52,12 @@ def _layer_of(folder: Path) -> str | None:
     return str(read_config(folder).raw.get("text_layer", "raw"))
 
 
-def find_text_layer_runs(results_dir: str | Path) -> dict[str, Path]:
+def find_text_layer_runs(results_dir: str | Path, top_layer: str | None = None) -> dict[str, Path]:
     """Text layer -> results folder, for the run in `results_dir` and its `text-layer-*/` subfolders (each with a
     config.json). A folder whose config.json names another layer than its folder name is an error."""
     results_dir = Path(results_dir)
     runs: dict[str, Path] = {}
-    top = _layer_of(results_dir)
+    top = top_layer if top_layer is not None else _layer_of(results_dir)  # a caller that read config.json says
     if top is not None:
         runs[top] = results_dir
     # beside it (`<out>/text-layer-clean/`), or, for one retriever's folder of a run with several retrievers
