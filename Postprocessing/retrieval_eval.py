@@ -295,8 +295,7 @@ def run(args: argparse.Namespace) -> dict:
     report = markdown(summary, paired, strategies, display, labels, unit, notes, boxes, args.confidence,
                       decomposition_markdown(decomposition, unit, args.confidence))
     common.atomic_write_text(written["summary_md"], report)
-    print(report)
-    print(f"outputs in {out_dir} ({time.perf_counter() - started:.0f} s)")
+    common.print_report(report, out_dir, time.perf_counter() - started)
     return written
 
 
