@@ -92,6 +92,8 @@ def hit_tables(runs: list[str], evidence_file: str) -> str:
 
     import pandas as pd
 
+    from ragstudy.budget_metrics import HIT
+
     from Postprocessing import common
     from ragstudy.budget_eval import evaluate_folder, run_measure
     from ragstudy.evidence import load_evidence_file
@@ -108,7 +110,7 @@ def hit_tables(runs: list[str], evidence_file: str) -> str:
                                   embedding=labels.get("embedding", "?")))
     frame = pd.concat(frames, ignore_index=True)
     numeric = frame[frame["budget"] != "k"].astype({"budget": int})
-    means = numeric.groupby(["embedding", "retriever", "strategy", "budget"])["hit"].mean().unstack("budget")
+    means = numeric.groupby(["embedding", "retriever", "strategy", "budget"])[HIT].mean().unstack("budget")
     best = means.groupby(level=["embedding", "retriever"]).max()
     n = numeric["question_index"].nunique()
     return "\n\n".join([f"hit rate ({n} questions with evidence in {evidence_file}), budget in characters:",

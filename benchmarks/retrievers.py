@@ -75,7 +75,7 @@ def hybrid_against_its_parts(frame: pd.DataFrame, n_resamples: int = 10_000) -> 
     rows = []
     numeric = frame[frame["budget"] != "k"]
     for (strategy, budget), group in numeric.groupby(["strategy", "budget"], sort=False):
-        hits = group.pivot_table(index="question_index", columns="retriever", values="hit", aggfunc="first")
+        hits = group.pivot_table(index="question_index", columns="retriever", values=HIT, aggfunc="first")
         if not {"dense", "bm25", "hybrid"} <= set(hits.columns):
             continue
         hits = hits[["dense", "bm25", "hybrid"]].dropna().astype(float)

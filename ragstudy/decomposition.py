@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from . import budget_metrics
 from .budget_eval import UNIT_WORDS
 from .errors import StudyInputError
 
@@ -94,7 +95,7 @@ class Part:
     p_wilcoxon: float
 
 
-def decompose(raw, clean, labels: Sequence[str], metric: str = "hit", n_resamples: int = 10_000, seed: int = 0,
+def decompose(raw, clean, labels: Sequence[str], metric: str = budget_metrics.HIT, n_resamples: int = 10_000, seed: int = 0,
               confidence: float = 0.95) -> list[Part]:
     """The three parts at every budget label, from the per-question frames of the raw and the clean run
     (budget_eval.evaluate_folder's rows: strategy, budget, question_index, the metric's column). Paragraph is read
@@ -161,7 +162,7 @@ def sentences(frame, unit: str = "chars", metric_words: str | None = None) -> li
     from . import budget_metrics
 
     if metric_words is None:
-        metric_words = budget_metrics.get(str(frame["metric"].iloc[0]) if len(frame) else "hit").words
+        metric_words = budget_metrics.get(str(frame["metric"].iloc[0]) if len(frame) else budget_metrics.HIT).words
     lines = []
     for label, part in frame.groupby("budget", sort=False):
         rows = {r.part: r for r in part.itertuples()}
@@ -217,7 +218,7 @@ def markdown(frame, unit: str = "chars", confidence: float = 0.95) -> str:
 
 
 def decomposition_from_runs(runs: Mapping[str, Path], evidence: Mapping, budgets: Sequence[int], measure,
-                            metrics: Sequence[str] = ("hit",), n_resamples: int = 10_000, seed: int = 0,
+                            metrics: Sequence[str] = (budget_metrics.HIT,), n_resamples: int = 10_000, seed: int = 0,
                             confidence: float = 0.95):
     """The decomposition table of a raw and a clean run (find_text_layer_runs), scored against `evidence`, for each
     of `metrics`; None when either run, or paragraph in the raw one, or fixed-size in either, is missing."""

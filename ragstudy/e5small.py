@@ -214,12 +214,25 @@ def model_folder() -> Path:
         except OSError:  # another process finished first: keep its folder
             if not (target / "model.safetensors").is_file():
                 raise
-    except OSError as exc:
-        raise store_error("model cache", target, "writing the rebuilt multilingual-e5-small failed", exc,
+    except Exception as exc:  # a full or read-only disk (safetensors reports it as its own error type)
+        failure = _as_os_error(exc)
+        if failure is None:
+            raise
+        raise store_error("model cache", target, "writing the rebuilt multilingual-e5-small failed", failure,
                           "it is rebuilt") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def _as_os_error(exc: BaseException) -> OSError | None:
+    """`exc` as the OSError it reports: itself, or safetensors' "I/O error: ... (os error N)"; None otherwise."""
+    if isinstance(exc, OSError):
+        return exc
+    import re
+
+    found = re.search(r"\(os error (\d+)\)", str(exc))
+    return OSError(int(found.group(1)), os.strerror(int(found.group(1)))) if found else None
 
 
 def bert_state_dict(packed: PackedE5) -> dict[str, np.ndarray]:

