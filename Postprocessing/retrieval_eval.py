@@ -20,6 +20,11 @@ first (stdout and retrieval_summary.md): at each budget the best strategy by hit
 minus each other strategy with its CI and Holm p, in words. Writes retrieval_per_question.csv, retrieval_summary.csv /
 .md, retrieval_paired.csv, retrieval_verdict.csv and retrieval_hit_rate.{png,pdf,html}.
 
+A run ranked with several retrievers (`--retriever dense,bm25,hybrid`: one folder per retriever under
+--results-dir): each retriever's folder is scored as above, then the parent gets retrieval_verdict_by_retriever.csv
+and a retrieval_summary.md saying, per retriever, the best strategy per budget and paragraph's differences, and in
+words where the conclusion changes with the retriever (ragstudy.verdict_across; docs/retrieval.md).
+
 Oracle overlap (ragstudy.oracle_overlap): with --oracle FILE, or Oracle.csv beside the run's questions file, also the
 share of each oracle answer's content terms in the context; without evidence it is the only score.
 """
@@ -184,8 +189,9 @@ def run(args: argparse.Namespace) -> dict:
     questions, questions_path = run.questions(args.questions, args.allow_questions_mismatch)
     from ragstudy import runidentity
 
+    ranked_questions = len(questions[:run_config.get("limit") or None]) if questions else None  # --limit N ranks N
     runidentity.check_rankings(results_dir, {s: results.read_retrieval(results.retrieval_path(results_dir, s))
-                                             for s in strategies}, len(questions) if questions else None,
+                                             for s in strategies}, ranked_questions,
                                run_config.get("strategies") if args.strategies is None else None)
     identity_notes = runidentity.check_compared(results_dir, strategies,
                                                 lambda s: results.retrieval_path(results_dir, s),

@@ -66,6 +66,15 @@ class CrossVerdict:
             verdicts[name] = all_verdicts(frame)[0]
         return cls(verdicts)
 
+    @classmethod
+    def scored(cls, folders: Mapping[str, str | Path]) -> "CrossVerdict | None":
+        """`read`, or None for a one-retriever run or while a retriever's folder has no verdict yet."""
+        from . import results
+
+        if len(folders) < 2 or not all(results.RETRIEVAL_VERDICT.path(f).is_file() for f in folders.values()):
+            return None
+        return cls.read(folders)
+
     # ---- what the verdicts share
 
     @property
@@ -141,9 +150,12 @@ class CrossVerdict:
         best = self.best_changes(budget)
         if best:
             (lead, names), *rest = sorted(best.items(), key=lambda item: -len(item[1]))
-            tail = ", ".join(f"{other} {_under(under)}" for other, under in rest)
+            def named(best: str) -> str:
+                return best.replace(" = ", " and ") + (" (tied)" if " = " in best else "")
+
+            tail = ", ".join(f"{named(other)} {_under(under)}" for other, under in rest)
             verb = "are" if " = " in lead else "is"
-            parts.append(f"At {words} {lead.replace(' = ', ' and ')} {verb} best {_under(names)}, but {tail}.")
+            parts.append(f"At {words} {named(lead)} {verb} best {_under(names)}, but {tail}.")
         sentences = [self._difference_sentence(display, by) for display, by in self.difference_changes(budget)]
         if sentences and not parts:
             sentences[0] = f"At {words}, {sentences[0]}"

@@ -98,3 +98,72 @@ def test_verdicts_on_different_metrics_are_refused(cross: CrossVerdict) -> None:
 
     with pytest.raises(ValueError, match="same --verdict-metric"):
         CrossVerdict({"dense": cross.verdicts["dense"], "bm25": replace(cross.verdicts["bm25"], metric="mrr")})
+
+
+# ---------------------------------------------------------------- a real run of the bundled sample, two retrievers
+
+@pytest.fixture(scope="module")
+def several(tmp_path_factory: pytest.TempPathFactory):
+    """A retrieval-only run of the bundled sample (12 questions, paragraph and fixed-size) ranked with dense and
+    bm25, scored by retrieval_eval.py given the parent folder."""
+    import evaluation_chain
+    from Postprocessing import retrieval_eval
+
+    root = tmp_path_factory.mktemp("across")
+    out = root / "run"
+    assert evaluation_chain.main(["--retrieval-only", "--profile", "lite", "--strategies", "paragraph,fixed-size",
+                                  "--retriever", "dense,bm25", "--limit", "12", "--budgets", "500,1000",
+                                  "--db-dir", str(root / "db"), "--output-dir", str(out)]) == 0
+    assert retrieval_eval.main(["--results-dir", str(out), "--no-plot", "--n-resamples", "200"]) == 0
+    return out
+
+
+@pytest.mark.slow
+def test_the_parent_folder_is_scored_per_retriever_and_compared(several) -> None:
+    from ragstudy import retrievers
+    from ragstudy.budget_eval import all_verdicts
+
+    folders = retrievers.result_folders(several)
+    assert list(folders) == ["dense", "bm25"]
+    for folder in folders.values():  # each retriever's folder has the tables of a one-retriever run
+        for table in (results.RETRIEVAL_PER_QUESTION, results.RETRIEVAL_SUMMARY, results.RETRIEVAL_PAIRED,
+                      results.RETRIEVAL_VERDICT):
+            assert results.read_table(folder, table) is not None, (folder, table.name)
+        assert results.RETRIEVAL_SUMMARY_MD.path(folder).is_file()
+    assert results.RETRIEVAL_VERDICT.path(several).is_file() is False  # the parent holds the comparison only
+    frame = results.read_table(several, results.RETRIEVAL_VERDICT_BY_RETRIEVER)
+    assert [(r.retriever, r.budget) for r in frame.itertuples()] == [
+        (name, b) for name in ("dense", "bm25") for b in ("500", "1000", "k")]
+    cross = CrossVerdict.read(folders)
+    for name, folder in folders.items():
+        v = all_verdicts(results.read_table(folder, results.RETRIEVAL_VERDICT))[0]
+        assert cross.verdicts[name] == v
+        for b in v.budgets:  # the numbers are the folder's own verdict's, none re-estimated
+            row = frame[(frame["retriever"] == name) & (frame["budget"] == b.budget)].iloc[0]
+            assert row["best"] == " = ".join(s.strategy for s in b.best) and row["best_value"] == b.best[0].mean
+            d = b.differences[0]
+            assert d.strategy == "fixed-size"
+            assert (row["diff:fixed-size"], row["ci_low:fixed-size"], row["ci_high:fixed-size"],
+                    row["p_holm:fixed-size"]) == pytest.approx((d.mean_diff, d.ci_low, d.ci_high, d.p_holm))
+    md = results.RETRIEVAL_SUMMARY_MD.path(several).read_text(encoding="utf-8")
+    assert cross.headline() in md and all(sentence in md for sentence in cross.sentences())
+    for name, v in cross.verdicts.items():
+        assert f"### Under {name}" in md and v.table()[1][0][2].text in md
+
+
+@pytest.mark.slow
+def test_the_report_shows_the_statement_below_the_headline(several, tmp_path) -> None:
+    from Postprocessing import report
+    from ragstudy import retrievers
+    from ragstudy.budget_eval import verdict_setting
+
+    folders = retrievers.result_folders(several)
+    cross = CrossVerdict.read(folders)
+    lead = cross.verdicts["dense"].headline(**verdict_setting(results.read_config(folders["dense"]).raw))
+    for page, page_md, _ in (report.build(several, generated="test"),  # the parent folder itself
+                             report.build(tmp_path, generated="test", retrieval_dir=several)):  # as the study does
+        assert lead.startswith("With the dense retriever and the ")  # the main retriever's headline leads the box
+        assert page_md.index(lead) < page_md.index(cross.headline())  # the statement below it
+        for text in (cross.headline(), *cross.sentences(), *cross.per_retriever_lines()):
+            assert text in page_md
+        assert cross.headline() in page
