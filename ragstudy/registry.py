@@ -141,6 +141,11 @@ def register(spec: StrategySpec) -> StrategySpec:
     if existing is not None and existing.make_chunker == spec.make_chunker and existing.folder == spec.folder:
         _REGISTRY[spec.name] = spec
         return spec
+    if spec.folder not in strategy_folders():  # an outside package (perhaps imported first, by another family):
+        from .plugins import guarded_import  # the repository's strategies register first, so a clash is its
+
+        for package in strategy_folders():
+            guarded_import(package, None)
     for other in _REGISTRY.values():
         for what, mine, theirs in (("strategy name", spec.name, other.name),
                                    ("dataset_name", spec.dataset_name, other.dataset_name),

