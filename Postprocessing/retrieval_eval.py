@@ -189,7 +189,9 @@ def run(args: argparse.Namespace) -> dict:
     questions, questions_path = run.questions(args.questions, args.allow_questions_mismatch)
     from ragstudy import runidentity
 
-    ranked_questions = len(questions[:run_config.get("limit") or None]) if questions else None  # --limit N ranks N
+    ranked_questions = len(questions) if questions else None
+    if ranked_questions is not None and run_config.get("limit"):  # a --limit run ranks the first N questions only
+        ranked_questions = min(ranked_questions, int(run_config["limit"]))
     runidentity.check_rankings(results_dir, {s: results.read_retrieval(results.retrieval_path(results_dir, s))
                                              for s in strategies}, ranked_questions,
                                run_config.get("strategies") if args.strategies is None else None)
