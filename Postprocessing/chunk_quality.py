@@ -497,8 +497,7 @@ def run(args: argparse.Namespace) -> dict:
                                                 "seconds": hope_seconds},
             "seconds": seconds, "notes": notes}
     common.atomic_write_text(written["run_json"], json.dumps(info, indent=2, ensure_ascii=False, default=str))
-    print(report)
-    print(f"outputs in {out_dir} ({seconds:.0f} s)")
+    common.print_report(report, out_dir, seconds)
     return written
 
 

@@ -177,3 +177,10 @@ def read_run_config(results_dir: Path) -> dict[str, Any]:
 def atomic_write_csv(path: Path, frame: pd.DataFrame) -> None:
     """``frame.to_csv(index=False)`` atomically, UTF-8."""
     atomic_write_text(Path(path), frame.to_csv(index=False))
+
+
+
+def print_report(report: str, out_dir: Path, seconds: float) -> None:
+    """How a script ends: its report printed, then one line saying where the outputs are and how long it took."""
+    print(report)
+    print(f"outputs in {out_dir} ({seconds:.0f} s)")

@@ -18,7 +18,10 @@ seeded bootstrap CIs; paired differences between strategies at each budget (boot
 pairs of one budget and metric). Unanswerable questions (no evidence) are left out and counted. The verdict comes
 first (stdout and retrieval_summary.md): at each budget the best strategy by hit rate, and --reference (paragraph)
 minus each other strategy with its CI and Holm p, in words. Writes retrieval_per_question.csv, retrieval_summary.csv /
-.md, retrieval_paired.csv, retrieval_verdict.csv and retrieval_hit_rate.{png,pdf,html}.
+.md, retrieval_paired.csv, retrieval_verdict.csv and retrieval_hit_rate.{png,pdf,html}. When the run has both text
+layers (`evaluation_chain.py --retrieval-only --text-layer raw,clean`: the clean one in text-layer-clean/), the
+verdict is followed by paragraph − fixed-size split into cleaning and segmentation (retrieval_decomposition.csv,
+ragstudy.decomposition; docs/text-layer.md).
 
 A run ranked with several retrievers (`--retriever dense,bm25,hybrid`: one folder per retriever under
 --results-dir): each retriever's folder is scored as above, then the parent gets retrieval_verdict_by_retriever.csv
@@ -71,11 +74,13 @@ def verdict_markdown(verdicts: Sequence[Verdict]) -> str:
 
 def markdown(summary: pd.DataFrame, paired: pd.DataFrame, strategies: Sequence[str], display: Mapping[str, str],
              labels: Sequence[str], unit: str, notes: Sequence[str], verdicts: Sequence[Verdict],
-             confidence: float) -> str:
-    """retrieval_summary.md: the verdict first, then every metric's table, the significant pairs and the notes;
-    intervals labelled with `confidence`, the level the tables record."""
+             confidence: float, decomposition: str = "") -> str:
+    """retrieval_summary.md: the verdict first (and the cleaning/segmentation split when the run has both text
+    layers), then every metric's table, the significant pairs and the notes; intervals labelled with `confidence`,
+    the level the tables record."""
     ci = ci_label(confidence)
     lines = [f"# Retrieval at equal context budgets ({unit})\n", verdict_markdown(verdicts),
+             *([decomposition] if decomposition else []),
              "## How the contexts are built\n",
              f"Budget B: the top-ranked parents, whole, in rank order, while their total stays <= B {unit} (a first "
              "parent longer than B is cut at B). Budget **k**: the parents each strategy's own k child windows "
@@ -121,6 +126,37 @@ def default_evidence(run_config: Mapping) -> Path | None:
     if questions and Path(questions).is_file() and bundled.is_file() and Path(questions).samefile(bundled):
         return DEFAULT_EVIDENCE
     return None
+
+
+def text_layer_decomposition(results_dir: Path, run_config: Mapping, evidence: Mapping, budgets: Sequence[int],
+                             measure, args: argparse.Namespace, metrics: Sequence[str], notes: list[str]
+                             ) -> pd.DataFrame | None:
+    """Paragraph − fixed-size split into cleaning and segmentation (ragstudy.decomposition) on each of the verdict's
+    evidence `metrics`, when the run has both text layers (`--text-layer raw,clean`: the second in a
+    text-layer-<layer>/ subfolder); notes say what was used."""
+    from ragstudy.decomposition import decomposition_from_runs, find_text_layer_runs
+
+    runs = find_text_layer_runs(results_dir, str(run_config.get("text_layer", "raw")))
+    if len(runs) < 2:
+        notes.append("cleaning vs segmentation: not measured (the run has one text layer; run evaluation_chain.py "
+                     "--retrieval-only --text-layer raw,clean for the split)")
+        return None
+    frame = decomposition_from_runs(runs, evidence, budgets, measure, metrics, args.n_resamples, args.seed,
+                                    args.confidence) if evidence and metrics else None
+    if frame is None:
+        notes.append(f"cleaning vs segmentation: not measured (needs evidence, and paragraph and fixed-size in the "
+                     f"raw run and fixed-size in the clean one: {', '.join(f'{k} {v}' for k, v in runs.items())})")
+        return None
+    notes.append("cleaning vs segmentation: " + ", ".join(f"{layer} text layer {folder}" for layer, folder in
+                                                          runs.items()) + " (full tables of a text-layer-* folder: "
+                 "run this script with --results-dir on it)")
+    return frame
+
+
+def decomposition_markdown(frame: pd.DataFrame | None, unit: str, confidence: float) -> str:
+    from ragstudy.decomposition import markdown as split_markdown
+
+    return "" if frame is None else split_markdown(frame, unit, confidence)
 
 
 def settings() -> tuple[Setting, ...]:
@@ -256,10 +292,15 @@ def run(args: argparse.Namespace) -> dict:
         fig = hit_rate_figure(summary, frame, strategies, unit)
         for path in write_plots(fig, out_dir, PLOT_STEM, notes):
             written[path.suffix.lstrip(".")] = path
-    report = markdown(summary, paired, strategies, display, labels, unit, notes, boxes, args.confidence)
+    metrics = [m for m in verdict_metrics(verdict_metric, has_evidence) if budget_metrics.get(m).needs == "evidence"]
+    decomposition = text_layer_decomposition(results_dir, run_config, evidence, budgets, measure, args, metrics,
+                                             notes)
+    if decomposition is not None:
+        written["decomposition"] = results.write_table(out_dir, results.RETRIEVAL_DECOMPOSITION, decomposition)
+    report = markdown(summary, paired, strategies, display, labels, unit, notes, boxes, args.confidence,
+                      decomposition_markdown(decomposition, unit, args.confidence))
     common.atomic_write_text(written["summary_md"], report)
-    print(report)
-    print(f"outputs in {out_dir} ({time.perf_counter() - started:.0f} s)")
+    common.print_report(report, out_dir, time.perf_counter() - started)
     return written
 
 
@@ -288,6 +329,7 @@ def run_across(args: argparse.Namespace, folders: Mapping[str, Path]) -> dict:
     retrieval_verdict_by_retriever.csv and retrieval_summary.md comparing their verdicts (ragstudy.verdict_across)."""
     from ragstudy import results
 
+    started = time.perf_counter()
     out_dir = Path(args.out_dir or args.results_dir)
     scored: dict[str, Path] = {}
     written: dict = {}
@@ -307,8 +349,7 @@ def run_across(args: argparse.Namespace, folders: Mapping[str, Path]) -> dict:
     written["summary_md"] = results.RETRIEVAL_SUMMARY_MD.path(out_dir)
     report = across_markdown(cross, scored)
     common.atomic_write_text(written["summary_md"], report)
-    print(report)
-    print(f"outputs in {out_dir} and its folders {', '.join(scored)}")
+    common.print_report(report, out_dir, time.perf_counter() - started)
     return written
 
 

@@ -20,6 +20,7 @@ from Postprocessing.common import DataError
 from ragstudy import registry
 from ragstudy.io import atomic_save
 from ragstudy.results import Dataset
+from ragstudy.workbook import set_text, write_instructions
 
 logger = logging.getLogger(__name__)
 
@@ -141,11 +142,6 @@ def safe_cell_text(text: str, where: str) -> str:
     return cleaned
 
 
-def _set_text(cell, text: str) -> None:
-    cell.value = text
-    cell.data_type = "s"  # an answer starting with "=" stays text, never a formula
-
-
 def estimated_row_height(texts: Sequence[str], widths: Sequence[float], line_points: float = 15.0) -> float:
     """Row height (points) that shows wrapped ``texts`` in columns of ``widths`` characters (Excel max 409)."""
     lines = 1
@@ -174,7 +170,7 @@ def write_review_workbook(path: Path, key: AnswerKey, oracle: Sequence[str],
     rule = Border(bottom=Side(style="thin", color="999999"))
     for col, (title, width) in enumerate(zip(headers, widths), start=1):
         cell = ws.cell(row=1, column=col)
-        _set_text(cell, title)
+        set_text(cell, title)
         cell.font, cell.fill, cell.alignment = header_font, header_fill, wrap
         ws.column_dimensions[cell.column_letter].width = width
     for r, row in enumerate(key.rows, start=2):
@@ -182,7 +178,7 @@ def write_review_workbook(path: Path, key: AnswerKey, oracle: Sequence[str],
         texts += [by_strategy[s][row.question_index].answer for s in row.order]
         for col, text in enumerate(texts, start=1):
             cell = ws.cell(row=r, column=col)
-            _set_text(cell, safe_cell_text(text, f"{path.name} {cell.coordinate} ({row.question_id})"))
+            set_text(cell, safe_cell_text(text, f"{path.name} {cell.coordinate} ({row.question_id})"))
             cell.alignment, cell.border = wrap, rule
         ws.row_dimensions[r].height = estimated_row_height(texts, widths)
     ws.freeze_panes = "C2"
@@ -201,12 +197,7 @@ def write_review_workbook(path: Path, key: AnswerKey, oracle: Sequence[str],
         f"Registrate le scelte nel file {TEMPLATE_NAME} (una riga per valutatore, una colonna per domanda).",
         "L'ordine delle opzioni cambia da una domanda all'altra: non cercate schemi.",
     ]
-    info.column_dimensions["A"].width = 110
-    for r, text in enumerate(instructions, start=1):
-        cell = info.cell(row=r, column=1)
-        _set_text(cell, text)
-        cell.alignment = Alignment(wrap_text=True, vertical="top")
-    info["A1"].font = Font(bold=True, size=13)
+    write_instructions(info, instructions)
     atomic_save(path, wb.save)
 
 
@@ -226,7 +217,7 @@ def write_survey_template(path: Path, key: AnswerKey, n_raters: int) -> None:
     ws.column_dimensions["A"].width = 14
     for col, row in enumerate(key.rows, start=2):
         cell = ws.cell(row=1, column=col)
-        _set_text(cell, row.question_id)
+        set_text(cell, row.question_id)
         cell.comment = Comment(safe_cell_text(row.question, f"{path.name} {cell.coordinate}")[:500], "domanda")
         ws.column_dimensions[cell.column_letter].width = 24
     for cell in ws[1]:

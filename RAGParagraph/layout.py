@@ -1,6 +1,7 @@
 """Layout mode: paragraphs from page geometry (gaps, indentation, font changes), furniture removed.
 
-Pipeline per document: one extraction pass (extract.py) -> furniture and TOC masks (headers.py) -> per page,
+Pipeline per document: one extraction pass and the furniture and TOC masks (ragstudy.cleaning, shared with the
+clean text layer) -> per page,
 reading order (columns, rows, table regions) -> a stream of visual lines and tables -> paragraph units
 (title / paragraph / list item / table) -> titles attached, lists grouped with their lead-in, short paragraphs
 merged within a section, long ones split at sentence boundaries.
@@ -17,11 +18,11 @@ from statistics import median
 import numpy as np
 import pymupdf
 
-from RAGParagraph.extract import Line, PageLines, extract_lines
-from RAGParagraph.headers import furniture_mask, running_head_mask, toc_mask
 from RAGParagraph.sections import Heading, HeadingPath
-from RAGParagraph.text import ENUMERATOR, fold_ascii, is_bullet_glyph, join_lines, split_to_max, starts_item
+from RAGParagraph.text import fold_ascii, join_lines, split_to_max
 from RAGParagraph.types import Paragraph, SegmenterConfig
+from ragstudy.cleaning.furniture import NOTE_MARK, FurnitureConfig, body_lines, trailing_notes
+from ragstudy.cleaning.lines import ENUMERATOR, Line, PageLines, extract_lines, is_bullet_glyph, starts_item
 from ragstudy.textnorm import continues_sentence, ends_sentence
 
 logger = logging.getLogger(__name__)
@@ -298,21 +299,10 @@ def page_stream(
     return out
 
 
-_NOTE_MARK = re.compile(r"^(?:\d{1,3}|[*†‡§¹²³⁴⁵⁶⁷⁸⁹⁰]+)\s*\S")
-
-
 def mark_footnotes(items: list[VLine | Table], height: float, body: float) -> None:
-    """Flag the page's trailing small-print lines (smaller than the body, low on the page, opening with a note
-    mark such as '12 ...' or '* ...') as footnotes, so a paragraph running onto the next page is not cut."""
-    start = len(items)
-    while start > 0:
-        item = items[start - 1]
-        if not isinstance(item, VLine) or item.size > body - 1.0 or item.y0 < 0.6 * height:
-            break
-        start -= 1
-    while start < len(items) and not _NOTE_MARK.match(items[start].text):
-        start += 1  # the footnote block opens with a mark; small lines before it are not notes
-    for item in items[start:]:
+    """Flag the page's trailing footnotes (ragstudy.cleaning.furniture.trailing_notes: small print low on the page,
+    opening with a note mark) so that a paragraph running onto the next page is not cut."""
+    for item in items[trailing_notes(items, height, body):]:
         item.note = True
 
 
@@ -398,7 +388,7 @@ def build_units(stream: list[VLine | Table], stats: DocStats, config: SegmenterC
 
     def flush_notes() -> None:
         for note in notes:
-            if units and units[-1].kind == "note" and not _NOTE_MARK.match(note.text):
+            if units and units[-1].kind == "note" and not NOTE_MARK.match(note.text):
                 units[-1].text = join_lines(units[-1].text, note.text)
             else:
                 units.append(Unit("note", note.text, note.page, note.page))
@@ -552,13 +542,8 @@ def segment_layout(doc: pymupdf.Document, config: SegmenterConfig) -> list[Parag
     """Layout-mode paragraphs of a whole document."""
     pages = extract_lines(doc)
     stats = doc_stats(pages)
-    masks = furniture_mask(pages, config.header_band, config.footer_band, config.repeat_min_frac)
-    masks = running_head_mask(pages, masks, config)
     stream: list[VLine | Table] = []
-    for page, mask in zip(pages, masks):
-        body = [line for line, drop in zip(page.lines, mask) if not drop]
-        toc = toc_mask(body, config.toc_page_min_frac)
-        body = [line for line, drop in zip(body, toc) if not drop]
+    for page, body in zip(pages, body_lines(pages, FurnitureConfig.of(config))):
         items = page_stream(page, body, config, region_base=page.index * 1000)
         mark_footnotes(items, page.height, stats.page_body[page.index] if stats.page_body else stats.body_size)
         stream.extend(items)

@@ -14,9 +14,9 @@ from collections import Counter
 
 import pymupdf
 
-from RAGParagraph.extract import page_dict
 from RAGParagraph.text import PAPER_BULLETS, PAPER_NUMBERED, PAPER_SEPARATOR, fold_ascii
 from RAGParagraph.types import Paragraph, SegmenterConfig
+from ragstudy.cleaning.lines import page_dict
 
 Span = tuple[int, float, str, str]  # (page 0-based, size, font, text)
 _BLANK_LINES = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)*")

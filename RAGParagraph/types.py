@@ -7,8 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from ragstudy.cleaning.furniture import FurnitureConfig
+
 MODES = ("layout", "paper")
 KINDS = ("paragraph", "list", "table", "title")
+_FURNITURE = FurnitureConfig()  # the furniture thresholds' defaults, one place (ragstudy.cleaning.furniture)
 
 
 @dataclass(frozen=True)
@@ -20,25 +23,23 @@ class SegmenterConfig:
     ascii_fold: bool = False  # the paper applied unidecode; off by default (accents kept)
     # --- layout mode ---
     min_chars: int = 200  # layout: a paragraph shorter than this is merged with the next one of its section
-    header_band: float = 0.15  # top share of the page height where running headers are looked for
-    footer_band: float = 0.15  # bottom share of the page height where running footers are looked for
-    repeat_min_frac: float = 0.25  # a band line repeating (digits ignored) on this share of pages is furniture
-    toc_page_min_frac: float = 0.4  # a page whose lines are at least this share TOC entries is a TOC page
+    # layout: the page-furniture thresholds (running heads and feet, page numbers, TOC pages); what each means and
+    # its default: ragstudy.cleaning.furniture.FurnitureConfig, shared with the clean text layer
+    header_band: float = _FURNITURE.header_band
+    footer_band: float = _FURNITURE.footer_band
+    repeat_min_frac: float = _FURNITURE.repeat_min_frac
+    toc_page_min_frac: float = _FURNITURE.toc_page_min_frac
     heading_size_delta: float = 1.0  # layout: a line this many points above the body size is a heading
     heading_max_chars: int = 120  # layout: headings are shorter than this
     para_gap: float = 0.5  # layout: vertical gap (in font sizes) beyond the usual line gap that ends a paragraph
     indent: float = 0.8  # layout: first-line indentation (in font sizes) that starts a paragraph
     cell_gap: float = 0.5  # layout: horizontal gap (in font sizes) between two cells of a table row
     column_min_lines: int = 5  # layout: lines each column needs before a page is read as two columns
-    # layout: running heads/feet that change with the chapter ("CAPITOLO 1. INTRODUZIONE", "1.2 VALUTAZIONE 7")
-    # are found by pattern, not by repeated text: the outermost row of the page, set off by a gap, in a
-    # position and font shared by the outermost rows of many pages, most of which carry the page number or
-    # repeat their text on another page.
-    head_min_frac: float = 0.3  # share of pages whose outermost row shares the position and font
-    head_evidence_frac: float = 0.5  # share of those rows that must carry the page number or repeat their text
-    head_clash_frac: float = 0.25  # ... unless this many other pages (per head page) start their text there
-    head_gap: float = 0.8  # gap (in font sizes) that sets the row off from the text below (above for feet)
-    head_max_chars: int = 150  # a running-head row is shorter than this
+    head_min_frac: float = _FURNITURE.head_min_frac
+    head_evidence_frac: float = _FURNITURE.head_evidence_frac
+    head_clash_frac: float = _FURNITURE.head_clash_frac
+    head_gap: float = _FURNITURE.head_gap
+    head_max_chars: int = _FURNITURE.head_max_chars
     # --- paper mode (values of the paper's code) ---
     paper_center_low: float = 0.4  # body font = most common (size, font) among spans centred in 40-60 % ...
     paper_center_high: float = 0.6  # ... of the page height

@@ -35,8 +35,8 @@ from pathlib import Path
 
 import pymupdf
 
-from RAGParagraph.extract import EXTRACT_FLAGS, extract_lines
-from RAGParagraph.headers import LEADER, furniture_key
+from ragstudy.cleaning.lines import EXTRACT_FLAGS, extract_lines
+from ragstudy.cleaning.furniture import LEADER, furniture_key
 from RAGParagraph.segmenter import SegmenterConfig, segment_pdf
 from ragstudy.textnorm import compose_latex_accents
 

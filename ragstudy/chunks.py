@@ -86,7 +86,8 @@ def window_text(window: str, metadata: dict) -> str:
 
 
 def make_doc_id(strategy: str, source_sha256: str, start: int, end: int, contents: str) -> str:
-    """Content-derived chunk id: same PDF bytes, strategy and span give the same id on every run."""
+    """Content-derived chunk id: same PDF bytes, strategy and span give the same id on every run (`source_sha256`
+    is SourceText.identity: the PDF's hash, plus the text layer when it is not the raw one)."""
     return sha256_text(strategy, source_sha256, str(start), str(end), contents)[:32]
 
 
@@ -116,7 +117,7 @@ def build_chunks(source: SourceText, spans: Iterable[tuple[int, int]], strategy:
         contents = source.text[start:end]
         page_start, page_end = pages[i] if pages is not None else source.pages_of(start, end)
         chunks.append(Chunk(
-            doc_id=make_doc_id(strategy, source.sha256, start, end, contents), contents=contents,
+            doc_id=make_doc_id(strategy, source.identity, start, end, contents), contents=contents,
             path=source.path, start=start, end=end, page_start=page_start, page_end=page_end, strategy=strategy,
         ))
     return ChunkedDocument(source=source, chunks=tuple(chunks))

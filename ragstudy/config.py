@@ -115,6 +115,13 @@ PROFILES: dict[str, ModelProfile] = {
 }
 
 
+def text_layer_choices() -> tuple[str, ...]:
+    """The values `text_layer` takes: one layer (ragstudy.textlayer.TEXT_LAYERS), or both for a retrieval-only run."""
+    from .textlayer import TEXT_LAYERS
+
+    return (*TEXT_LAYERS, ",".join(TEXT_LAYERS), ",".join(reversed(TEXT_LAYERS)))
+
+
 def default_profile_name() -> str:
     """`paper` when CUDA is available, else `lite`."""
     import torch
@@ -205,6 +212,14 @@ class StudyConfig:
     llm_engine: str | None = setting(None, "in-process LLM engine", group=G_SCALE, choices=lambda: llm_engine_names(),
                                      default_doc="onnxruntime for the lite profile's SmolLM2 when onnxruntime-genai "
                                      "is installed, else torch")
+    # text_layer: the text the strategies of source kind "text-layer" chunk; a retrieval-only run may list both
+    # ("raw,clean"): the second goes into <output-dir>/text-layer-<name>/ (ragstudy.decomposition)
+    text_layer: str = setting(
+        "raw", "text the text-layer strategies chunk: raw (the paper's PyMuPDF text) or clean (the paragraph "
+        "strategy's cleaning: no running heads, page numbers or TOC pages, sentences joined across page breaks, "
+        "hyphenation undone; docs/text-layer.md); raw,clean in a retrieval-only run ranks both, for the "
+        "cleaning/segmentation split", group=G_RETRIEVAL, metavar="raw|clean|raw,clean",
+        choices=lambda: text_layer_choices())
     origins: dict[str, str] = field(default_factory=dict)  # setting -> where its value came from
 
     @classmethod
@@ -265,6 +280,7 @@ class StudyConfig:
                                   "chain prompts with the paper's dense retriever. Add --retrieval-only, or drop "
                                   "--retriever")
         llms.validate(self, named)
+        self._validate_text_layer(named("text_layer"))
         if self.chunks_only and self.retrieval_only:
             raise StudyInputError(f"{named('chunks_only')} and {named('retrieval_only')} exclude each other; pick one")
         embedders.validate(self, named)
@@ -277,6 +293,22 @@ class StudyConfig:
                 source = (where or {}).get("prompt_template") or "the prompt template"
                 raise StudyInputError(f"{source} lacks the placeholder {placeholder}; the template needs both "
                                       "{context} (the retrieved text) and {query} (the question)")
+
+    @property
+    def text_layers(self) -> tuple[str, ...]:
+        """`text_layer` as a tuple of layer names ("raw,clean" -> ("raw", "clean"))."""
+        return tuple(part.strip() for part in str(self.text_layer).split(",") if part.strip())
+
+    def _validate_text_layer(self, named: str) -> None:
+        from .textlayer import TEXT_LAYERS
+
+        layers = self.text_layers
+        if not layers or any(layer not in TEXT_LAYERS for layer in layers) or len(set(layers)) < len(layers):
+            raise StudyInputError(f"{named} must be {' or '.join(TEXT_LAYERS)}, or both comma-separated for a "
+                                  f"retrieval-only run, got {self.text_layer!r}")
+        if len(layers) > 1 and not self.retrieval_only:
+            raise StudyInputError(f"{named} {self.text_layer}: several text layers are compared in retrieval-only "
+                                  "runs (add --retrieval-only), or run once per layer")
 
     def _validate_strategy_needs(self, named: Any) -> None:
         """Stop before anything runs when a strategy needs what the run lacks (a tokenizer for token windows), and

@@ -17,7 +17,7 @@ from .embedders import embedding_tokenizer, make_embedding
 from .llms import check_generator, make_generator
 from .models import model_label
 from .results import DatasetRow, ResultsFolder, Source, read_questions, write_chunks, write_config, write_dataset
-from .textlayer import PdfDocument, load_documents
+from .textlayer import PdfDocument, load_documents, with_text_layer
 
 logger = logging.getLogger(__name__)
 
@@ -57,10 +57,26 @@ def chunk_documents(documents: Sequence[PdfDocument], strategy: str, config: Stu
     from tqdm.auto import tqdm
 
     spec = registry.get(strategy)
+    documents = layered(documents, spec, config)
     chunker = spec.make_chunker(config.strategy_params[strategy], context or chunker_context(config))
     prepare_chunker(chunker, documents)  # the chunker's optional bulk step (markdown: PDFs converted in parallel)
     return [chunker.chunk(doc, strategy) for doc in tqdm(documents, desc=f"Chunking {strategy}", unit="pdf",
                                                           disable=len(documents) < 2)]
+
+
+def reads_text_layer(spec: registry.StrategySpec) -> bool:
+    """Whether the strategy chunks the shared text layer (so that `text_layer` changes its input)."""
+    return spec.source_kind == "text-layer"
+
+
+def layered(documents: Sequence[PdfDocument], spec: registry.StrategySpec, config: StudyConfig
+            ) -> Sequence[PdfDocument]:
+    """The documents as the strategy reads them: with the run's text layer (config.text_layer) for the strategies
+    that read it, unchanged for the others (paragraphs, Markdown)."""
+    layer = config.text_layers[0] if config.text_layers else "raw"
+    if not reads_text_layer(spec) or layer == "raw":
+        return documents
+    return [with_text_layer(doc, layer) for doc in documents]
 
 
 @contextmanager

@@ -29,7 +29,7 @@ from .budget_eval import CHARS, Measure, llm_measure
 from .chunks import Chunk, ChunkedDocument
 from .config import StudyConfig
 from .pipeline import (StrategyReport, check_vector_store, chunk_documents, chunker_context, chunking_ahead,
-                       lazy_embedding, run_facts)
+                       lazy_embedding, reads_text_layer, run_facts)
 from .results import ResultsFolder, RetrievedParent, read_questions, write_config, write_retrieval
 from .textlayer import SourceText, load_documents
 
@@ -113,8 +113,7 @@ def chunked_from_json(text: str) -> list[ChunkedDocument]:
         raw = _record(item["source"], ("path", "sha256", "text", "page_starts"), "a source")
         if not isinstance(raw["page_starts"], list) or not isinstance(item["chunks"], list):
             raise ValueError("page_starts and chunks must be lists")
-        source = SourceText(str(raw["path"]), str(raw["sha256"]), str(raw["text"]),
-                            tuple(int(p) for p in raw["page_starts"]))
+        source = SourceText.from_record(raw)
         chunks = []
         for c in item["chunks"]:
             c = _record(c, ("doc_id", "contents", "path", "start", "end", "page_start", "page_end", "strategy",
@@ -140,11 +139,13 @@ def chunk_cache_path(config, strategy: str, documents) -> Path:
 
     spec = registry.get(strategy)
     code = _code_hash(PROJECT_ROOT / spec.folder, PROJECT_ROOT / "ragstudy" / "chunks.py",
-                      PROJECT_ROOT / "ragstudy" / "textlayer.py", PROJECT_ROOT / "ragstudy" / "textnorm.py")
+                      PROJECT_ROOT / "ragstudy" / "textlayer.py", PROJECT_ROOT / "ragstudy" / "textnorm.py",
+                      PROJECT_ROOT / "ragstudy" / "cleaning")
+    layer = {"text_layer": config.text_layer} if reads_text_layer(spec) else {}  # raw and clean never share one
     key = sha256_text(stable_json({"strategy": strategy, "params": asdict(config.strategy_params[strategy]),
                                    "pdfs": [doc.sha256 for doc in documents], "code": code,
                                    "embedding": embedding_id(config),
-                                   "embedding_dtype": config.embedding_dtype}))
+                                   "embedding_dtype": config.embedding_dtype, **layer}))
     return cache_dir() / "chunks" / f"{strategy}-{key[:32]}.json"
 
 
@@ -270,7 +271,19 @@ def run_retrieval(config: StudyConfig) -> list[StrategyReport]:
     retriever's complete results folder (its own config.json, chunks and rankings) goes into
     `<output-dir>/<retriever>/`, and `<output-dir>/config.json` lists them (retrievers.result_folders reads it).
     Postprocessing/retrieval_eval.py then fills equal context budgets from these rankings (ragstudy.budget_eval).
+    With several text layers (`--text-layer raw,clean`) the first is ranked into the output folder and each other
+    one into `<output-dir>/text-layer-<layer>/` (ragstudy.decomposition), every strategy in each.
     """
+    if len(config.text_layers) > 1:
+        from .decomposition import text_layer_folder
+
+        first, *others = config.text_layers
+        reports = run_retrieval(replace(config, text_layer=first))
+        for layer in others:
+            folder = text_layer_folder(config.output_dir, layer)
+            reports += [replace(r, strategy=f"{r.strategy} ({layer})")
+                        for r in run_retrieval(replace(config, text_layer=layer, output_dir=str(folder)))]
+        return reports
     documents = load_documents(Path(config.documents))
     questions = read_questions(config.questions, config.limit)
     check_vector_store(config)  # a Chroma server that is down stops the run before anything is written or chunked
@@ -286,7 +299,7 @@ def run_retrieval(config: StudyConfig) -> list[StrategyReport]:
     write_config(output_dir, config, facts)
     for name, folder in folders.items():
         if folder != output_dir:
-            folder.mkdir(exist_ok=True)
+            ResultsFolder(folder).prepare()  # locked too: a run aimed at the subfolder itself is refused meanwhile
             write_config(folder, replace(config, retriever=name, output_dir=str(folder)), facts)
     embedding = lazy_embedding(config)
     reports = []

@@ -500,7 +500,7 @@ def read_chunks(output_dir: Path, strategy: str) -> tuple[list[dict], dict[str, 
     with open(output_dir / f"sources_{strategy}.jsonl", encoding="utf-8") as handle:
         for line in handle:
             rec = json.loads(line)
-            sources[rec["path"]] = SourceText(rec["path"], rec["sha256"], rec["text"], tuple(rec["page_starts"]))
+            sources[rec["path"]] = SourceText.from_record(rec)
     return rows, sources
 
 
@@ -516,7 +516,7 @@ def exported_strategies(results_dir: str | Path) -> list[str]:
 RETRIEVAL_COLUMNS = ("question_index", "rank", "doc_id", "path", "page_start", "page_end", "score", "in_k",
                      "contents")
 # retrieval_<these>.csv are tables, not rankings
-_DERIVED_RETRIEVAL = ("per_question", "summary", "paired", "verdict")
+_DERIVED_RETRIEVAL = ("per_question", "summary", "paired", "verdict", "decomposition")
 
 
 def retrieval_path(output_dir: str | Path, strategy: str) -> Path:
@@ -610,8 +610,11 @@ RETRIEVAL_VERDICT_BY_RETRIEVER = Table("retrieval_verdict_by_retriever.csv", (
     ("budget", "reference", "best", "best_display", "changes"))  # then diff / ci_low / ci_high / p_holm /
 # significant :<strategy> per strategy compared with the reference (ragstudy.verdict_across.CrossVerdict.to_frame);
 # in the parent folder of a run that ranked with several retrievers
+RETRIEVAL_DECOMPOSITION = Table("retrieval_decomposition.csv", (
+    "budget", "metric", "part", "n", "mean_diff", "ci_low", "ci_high", "p_wilcoxon"), _RETRIEVAL_EVAL,
+    ("budget",))  # ragstudy.decomposition: runs with both text layers (--text-layer raw,clean)
 SWEEP_FIXED_COLUMNS = ("config", "strategy", "params", "chunks", "chars_mean", "chars_cv", "index_seconds",
-                       "embedded", "reused", "retriever")  # then <metric>@<budget>
+                       "embedded", "reused", "retriever")  # then text_layer (since --text-layer), <metric>@<budget>
 SWEEP_SUMMARY = Table("sweep_summary.csv", SWEEP_FIXED_COLUMNS, _SWEEP)
 SWEEP_BEST = Table("sweep_best.csv", ("metric", "budget", "config", "strategy", "params", "value"), _SWEEP,
                    ("budget",))
@@ -639,6 +642,7 @@ SURVEY_PAIRWISE = Table("survey_pairwise_tests.csv", ("strategy_a", "strategy_b"
 
 TABLES = {t.name: t for t in (RETRIEVAL_PER_QUESTION, RETRIEVAL_SUMMARY, RETRIEVAL_PAIRED, RETRIEVAL_VERDICT,
                               RETRIEVAL_VERDICT_BY_RETRIEVER,
+                              RETRIEVAL_DECOMPOSITION,
                               SWEEP_SUMMARY, SWEEP_BEST, METRICS_SUMMARY, METRICS_PAIRED, METRICS_PER_QUESTION,
                               CHUNK_QUALITY, CHUNK_QUALITY_CHUNKS, CHUNK_QUALITY_QUESTIONS, CHUNK_QUALITY_HOPE,
                               CHUNK_QUALITY_CORRELATION, SURVEY_OVERALL, SURVEY_PER_QUESTION, SURVEY_PER_RATER,

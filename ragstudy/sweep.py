@@ -18,10 +18,11 @@ A sweep file (YAML)::
       - strategy: paragraph
         params: {min_chars: [100, 200], max_chars: [1000, 2000]}
         retriever: [dense, bm25]        # optional; a list is a grid axis like a parameter
+        text_layer: [raw, clean]        # optional (--text-layer): the text a text-layer strategy chunks; an axis too
 
 Every configuration writes its retrieval files into `<output-dir>/sweep/<id>/`; the sweep writes
-`sweep_summary.csv` (one row per configuration: chunk statistics, indexing time and cost, its retriever, and the
-metrics at each budget as `hit@500`, `span_recall@500`, …, `hit@k`, …) and `sweep_best.csv` (the best
+`sweep_summary.csv` (one row per configuration: chunk statistics, indexing time and cost, its retriever and text
+layer, and the metrics at each budget as `hit@500`, `span_recall@500`, …, `hit@k`, …) and `sweep_best.csv` (the best
 configuration per metric and budget) into the output folder, like AutoRAG's summary.csv per node;
 evaluation_chain.py prints the table and draws `sweep_hit_rate.{html,png,pdf}`. Scores come from
 ragstudy.budget_eval. Child windows already embedded for another configuration are not embedded again (Chroma
@@ -56,6 +57,7 @@ class SweepConfig:
     strategy: str
     params: dict[str, Any]  # overrides as written in the sweep file
     retriever: str | None = None  # None: the run's (--retriever, default dense)
+    text_layer: str | None = None  # None: the run's (--text-layer, default raw)
 
 
 @dataclass(frozen=True)
@@ -66,8 +68,10 @@ class SweepFile:
     budgets: tuple[int, ...] | None
 
 
-def _default_id(strategy: str, params: dict[str, Any], retriever: str | None = None) -> str:
-    parts = [strategy] + [f"{k}={params[k]}" for k in sorted(params)] + ([retriever] if retriever else [])
+def _default_id(strategy: str, params: dict[str, Any], retriever: str | None = None,
+                text_layer: str | None = None) -> str:
+    parts = ([strategy] + [f"{k}={params[k]}" for k in sorted(params)] + ([retriever] if retriever else [])
+             + ([f"text_layer={text_layer}"] if text_layer else []))
     return re.sub(r"[^A-Za-z0-9_.=-]+", "-", "_".join(parts))
 
 
@@ -96,41 +100,47 @@ def load_sweep(path: str | Path) -> SweepFile:
     for key in ("configs", "grid"):
         if data.get(key) is not None and not isinstance(data[key], list):
             raise StudyInputError(f"{path}: `{key}:` must be a list of entries (each line starting with `- `)")
-    entries: list[tuple[str | None, str, dict[str, Any], str | None, str]] = []
+    entries: list[tuple[str | None, str, dict[str, Any], str | None, str | None, str]] = []
     for i, entry in enumerate(data.get("configs") or []):
         where = f"{path}: configs[{i}]"
         if not isinstance(entry, dict) or "strategy" not in entry:
             raise StudyInputError(f"{where}: each entry needs `strategy:` (and optional `id:`, `params:`, "
-                                  "`retriever:`)")
-        _check_entry_keys(entry, {"id", "strategy", "params", "retriever"}, where)
+                                  "`retriever:`, `text_layer:`)")
+        _check_entry_keys(entry, {"id", "strategy", "params", "retriever", "text_layer"}, where)
+        layer = entry.get("text_layer")
         retriever = entry.get("retriever")
         given_id = entry.get("id")
         if given_id is not None:
             check_name(given_id, f"{where}: id")  # it names <output-dir>/sweep/<id>/: never a path
         entries.append((given_id, str(entry["strategy"]), _params(entry, where, "params: {chunk_size: 256}"),
-                        _retriever(retriever, where) if retriever is not None else None, where))
+                        _retriever(retriever, where) if retriever is not None else None,
+                        _text_layer(layer, where) if layer is not None else None, where))
     for i, entry in enumerate(data.get("grid") or []):
         where = f"{path}: grid[{i}]"
         if not isinstance(entry, dict) or "strategy" not in entry:
             raise StudyInputError(f"{where}: each entry needs `strategy:` and `params:` {{name: [values]}}")
-        _check_entry_keys(entry, {"strategy", "params", "retriever"}, where)
+        _check_entry_keys(entry, {"strategy", "params", "retriever", "text_layer"}, where)
         grid = _params(entry, where, "params: {chunk_size: [256, 512]}")
         names = sorted(grid)
         values = [v if isinstance(v, list) else [v] for v in (grid[n] for n in names)]
         raw = entry.get("retriever")
         retrievers = [None] if raw is None else [_retriever(r, where) for r in (raw if isinstance(raw, list)
                                                                                  else [raw])]
+        raw_layer = entry.get("text_layer")
+        layers = [None] if raw_layer is None else [_text_layer(v, where) for v in (raw_layer if isinstance(
+            raw_layer, list) else [raw_layer])]
         for retriever in retrievers:
-            for combo in itertools.product(*values):
-                entries.append((None, str(entry["strategy"]), dict(zip(names, combo)), retriever, where))
+            for layer in layers:
+                for combo in itertools.product(*values):
+                    entries.append((None, str(entry["strategy"]), dict(zip(names, combo)), retriever, layer, where))
     if not entries:
         raise StudyInputError(f"{path}: no configurations (add `configs:` or `grid:` entries)")
     configs = []
-    for given_id, strategy, params, retriever, where in entries:
+    for given_id, strategy, params, retriever, layer, where in entries:
         spec = registry.get(strategy)
         spec.resolve_params(params, where=f"{where} {strategy}.")  # fail now, not after an hour of indexing
-        configs.append(SweepConfig(str(given_id) if given_id else _default_id(strategy, params, retriever), strategy,
-                                   params, retriever))
+        configs.append(SweepConfig(str(given_id) if given_id else _default_id(strategy, params, retriever, layer),
+                                   strategy, params, retriever, layer))
     ids = [c.id for c in configs]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
@@ -157,6 +167,14 @@ def _retriever(value: Any, where: str) -> str:
     from . import retrievers
 
     return retrievers.get(value, f"{where}: retriever").name
+
+
+def _text_layer(value: Any, where: str) -> str:
+    from .textlayer import TEXT_LAYERS
+
+    if value not in TEXT_LAYERS:
+        raise StudyInputError(f"{where}: text_layer {value!r} is not one of {', '.join(TEXT_LAYERS)}")
+    return str(value)
 
 
 def metric_columns(labels: list[str]) -> list[str]:
@@ -197,6 +215,9 @@ def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None
     if len(config.retriever_names()) > 1:
         raise StudyInputError(f"--retriever {config.retriever}: a sweep ranks each configuration with one retriever; "
                               f"give one, or set `retriever:` per configuration in {sweep.path}")
+    if len(config.text_layers) > 1:
+        raise StudyInputError(f"--text-layer {config.text_layer}: a sweep takes one run-wide text layer; list both as "
+                              f"an axis in {sweep.path} instead (`text_layer: [raw, clean]` in a grid entry)")
     if sweep.budgets:
         config = replace(config, budgets=sweep.budgets)
     evidence_path = Path(evidence) if evidence else sweep.evidence or DEFAULT_EVIDENCE
@@ -216,7 +237,8 @@ def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None
         folder = output_dir / "sweep" / item.id
         folder.mkdir(parents=True, exist_ok=True)
         run_config = replace(config, strategies=(item.strategy,), strategy_params={item.strategy: params},
-                             output_dir=str(folder), retriever=item.retriever or config.retriever)
+                             output_dir=str(folder), retriever=item.retriever or config.retriever,
+                             text_layer=item.text_layer or config.text_layer)
         logger.info("sweep %d/%d: %s (%s %s)", number, len(sweep.configs), item.id, item.strategy,
                     json.dumps(item.params, sort_keys=True))
         write_config(folder, run_config, {**run_facts(run_config, documents), "sweep_config": item.id,
@@ -228,10 +250,10 @@ def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None
                      "params": json.dumps(item.params, sort_keys=True, ensure_ascii=False),
                      "chunks": run.chunks, "chars_mean": run.chars_mean, "chars_cv": run.chars_cv,
                      "index_seconds": run.index_seconds, "embedded": run.embedded, "reused": run.reused,
-                     "retriever": run_config.retriever,
+                     "retriever": run_config.retriever, "text_layer": run_config.text_layer,
                      **budget_means(frame, labels, SWEEP_METRICS)})
         logger.info("%s: %s", item.id, "; ".join(e.note() for e in evaluations))
-    summary = pd.DataFrame(rows, columns=[*SWEEP_FIXED_COLUMNS, *metric_columns(labels)])
+    summary = pd.DataFrame(rows, columns=[*SWEEP_FIXED_COLUMNS, "text_layer", *metric_columns(labels)])
     write_table(output_dir, SWEEP_SUMMARY, summary)
     best = best_configs(summary, labels)
     write_table(output_dir, SWEEP_BEST, best)

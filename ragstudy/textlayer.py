@@ -4,6 +4,10 @@ PyMuPDF reads each PDF in the documents folder once. The text of a document is i
 order, separated by a blank line (so the blank-line strategy sees real block boundaries), with the lines of a
 block separated by single newlines. Baselines chunk this text; the paragraph strategy reads the same validated
 PDFs through its layout analysis.
+
+Two text layers (`text_layer`, TEXT_LAYERS): `raw` (the paper's: what PyMuPDF extracts, furniture and all) and
+`clean` (`with_text_layer`: the paragraph strategy's cleaning rules applied, ragstudy.cleaning.layer); the strategies
+whose source kind is "text-layer" chunk the one the run chose.
 """
 
 from __future__ import annotations
@@ -11,7 +15,8 @@ from __future__ import annotations
 import bisect
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 
 from .errors import StudyInputError
@@ -22,6 +27,8 @@ logger = logging.getLogger(__name__)
 
 BLOCK_SEPARATOR = "\n\n"
 _BLANK_LINES = re.compile(r"\n\s*\n")
+RAW, CLEAN = "raw", "clean"
+TEXT_LAYERS = (RAW, CLEAN)  # the paper's raw PyMuPDF text, and the same with the paragraph strategy's cleaning
 
 
 @dataclass(frozen=True)
@@ -32,6 +39,13 @@ class SourceText:
     sha256: str
     text: str
     page_starts: tuple[int, ...]
+    layer: str = RAW  # the text layer it is (TEXT_LAYERS); a strategy's own text (paragraphs, Markdown) is "raw"
+
+    @property
+    def identity(self) -> str:
+        """What chunk ids hash besides offsets and text: the PDF's sha256, plus the layer when it is not raw (so
+        that a clean-layer chunk never shares an id, a collection or a cache entry with a raw one)."""
+        return self.sha256 if self.layer == RAW else f"{self.sha256}:{self.layer}"
 
     def page_of(self, offset: int) -> int:
         """1-based page holding character `offset`."""
@@ -42,7 +56,14 @@ class SourceText:
         return self.page_of(start), self.page_of(max(start, end - 1))
 
     def to_record(self) -> dict:
-        return {"path": self.path, "sha256": self.sha256, "text": self.text, "page_starts": list(self.page_starts)}
+        record = {"path": self.path, "sha256": self.sha256, "text": self.text, "page_starts": list(self.page_starts)}
+        return record if self.layer == RAW else {**record, "text_layer": self.layer}
+
+    @classmethod
+    def from_record(cls, record: dict) -> "SourceText":
+        """Inverse of to_record (a record without `text_layer` is raw)."""
+        return cls(str(record["path"]), str(record["sha256"]), str(record["text"]),
+                   tuple(int(p) for p in record["page_starts"]), str(record.get("text_layer", RAW)))
 
 
 @dataclass(frozen=True)
@@ -58,6 +79,28 @@ class PdfDocument:
         import pymupdf
 
         return pymupdf.open(self.path)
+
+
+def with_text_layer(document: PdfDocument, layer: str) -> PdfDocument:
+    """`document` with its `text_layer` replaced by the chosen one (TEXT_LAYERS); raw is the document itself."""
+    if layer == RAW:
+        return document
+    if layer != CLEAN:
+        raise StudyInputError(f"text_layer must be one of {', '.join(TEXT_LAYERS)}, got {layer!r}")
+    return replace(document, text_layer=clean_text_layer(document.path, document.sha256))
+
+
+@lru_cache(maxsize=256)
+def clean_text_layer(path: str, sha256: str) -> SourceText:
+    """The clean text layer of the PDF at `path` (whose bytes hash to `sha256`: the cache key), computed once a
+    process (ragstudy.cleaning.layer)."""
+    import pymupdf
+
+    from .cleaning.layer import clean_pages, clean_text
+
+    with pymupdf.open(path) as doc:
+        text, starts = clean_text(clean_pages(doc))
+    return SourceText(path=path, sha256=sha256, text=text, page_starts=starts, layer=CLEAN)
 
 
 def _page_text(page) -> str:

@@ -16,7 +16,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DIR = REPO_ROOT.parent / "shared"
+SHARED_DIR = Path(os.environ.get("RAGSTUDY_SHARED_DIR") or REPO_ROOT.parent / "shared")  # a worktree: point it there
 SHARED_PDFS = SHARED_DIR / "pdfs"
 
 # Italian paragraphs for generated test PDFs: distinct topics so retrieval has a right answer.

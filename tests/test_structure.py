@@ -29,7 +29,8 @@ ROOTS = (
 # helpers, verified cache files): never the pipeline, retrieval, config, results, models or the plug-in families.
 LEAF_CORE = frozenset({"ragstudy", "ragstudy.chunks", "ragstudy.params", "ragstudy.registry", "ragstudy.plugins",
                        "ragstudy.textnorm", "ragstudy.textlayer", "ragstudy.errors", "ragstudy.io",
-                       "ragstudy.sentences", "ragstudy.cachefile"})
+                       "ragstudy.sentences", "ragstudy.cachefile", "ragstudy.cleaning",
+                       "ragstudy.cleaning.lines", "ragstudy.cleaning.furniture", "ragstudy.cleaning.layer"})
 
 
 @dataclass(frozen=True)

@@ -159,6 +159,19 @@ EVIDENCE = ("question_index,evidence\n0,conserva i fascicoli per dieci anni dall
             "2,ricevono risposta entro cinque giorni lavorativi\n")
 
 
+def retrieval_run(evaluation_chain, pdf_dir, questions_csv, base, strategies: str):
+    """A retrieval-only run of `strategies` over the generated PDFs into base/results (budgets 150 and 600,
+    fixed-size cut at 200 characters without overlap) and the evidence file beside it: (folder, evidence)."""
+    out = base / "results"
+    assert evaluation_chain.main(["--retrieval-only", "--profile", "lite", "--documents", str(pdf_dir),
+                                  "--questions", str(questions_csv), "--output-dir", str(out), "--db-dir",
+                                  str(base / "db"), "--strategies", strategies, "--budgets", "150,600",
+                                  "--set", "fixed-size.chunk_size=200", "--set", "fixed-size.chunk_overlap=0"]) == 0
+    evidence = base / "evidence.csv"
+    evidence.write_text(EVIDENCE, encoding="utf-8")
+    return out, evidence
+
+
 @pytest.fixture(scope="module")
 def evaluated_run_reused(pdf_dir, questions_csv, tmp_path_factory):
     """A retrieval-only run of paragraph, fixed-size and newline over the generated PDFs, evaluated by
@@ -170,14 +183,7 @@ def evaluated_run_reused(pdf_dir, questions_csv, tmp_path_factory):
     from Postprocessing import retrieval_eval
 
     base = tmp_path_factory.mktemp("verdict-run")
-    out = base / "results"
-    assert evaluation_chain.main(["--retrieval-only", "--profile", "lite", "--documents", str(pdf_dir),
-                                  "--questions", str(questions_csv), "--output-dir", str(out), "--db-dir",
-                                  str(base / "db"), "--strategies", "paragraph,fixed-size,newline", "--budgets",
-                                  "150,600", "--set", "fixed-size.chunk_size=200",
-                                  "--set", "fixed-size.chunk_overlap=0"]) == 0
-    evidence = base / "evidence.csv"
-    evidence.write_text(EVIDENCE, encoding="utf-8")
+    out, evidence = retrieval_run(evaluation_chain, pdf_dir, questions_csv, base, "paragraph,fixed-size,newline")
     stdout = io.StringIO()
     with contextlib.redirect_stdout(stdout):
         assert retrieval_eval.main(["--results-dir", str(out), "--evidence", str(evidence), "--no-plot",
@@ -297,14 +303,7 @@ def test_the_confidence_level_given_is_the_one_every_written_file_states(pdf_dir
     import evaluation_chain
     from Postprocessing import report, retrieval_eval
 
-    out = tmp_path / "results"
-    assert evaluation_chain.main(["--retrieval-only", "--profile", "lite", "--documents", str(pdf_dir),
-                                  "--questions", str(questions_csv), "--output-dir", str(out), "--db-dir",
-                                  str(tmp_path / "db"), "--strategies", "paragraph,fixed-size", "--budgets",
-                                  "150,600", "--set", "fixed-size.chunk_size=200",
-                                  "--set", "fixed-size.chunk_overlap=0"]) == 0
-    evidence = tmp_path / "evidence.csv"
-    evidence.write_text(EVIDENCE, encoding="utf-8")
+    out, evidence = retrieval_run(evaluation_chain, pdf_dir, questions_csv, tmp_path, "paragraph,fixed-size")
     assert retrieval_eval.main(["--results-dir", str(out), "--evidence", str(evidence), "--n-resamples", "200",
                                 "--confidence", "0.9"]) == 0
     assert report.main(["--results-dir", str(out)]) == 0

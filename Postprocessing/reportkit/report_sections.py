@@ -87,6 +87,7 @@ def verdict_section(inp: Inputs, styles: Strategies) -> Section:
         cells = [[Cell(c.text, c.value, c.ci) for c in row] for row in rows]
         s.blocks.append(Table(headers, cells, "lrl" + "r" * (len(headers) - 3),
                               table_id="verdict-table" if number == 0 else f"verdict-table-{verdict.metric}"))
+    s.blocks += decomposition_blocks(inp, verdicts[0].unit)
     return s
 
 
@@ -100,6 +101,22 @@ def across_blocks(inp: Inputs) -> list[Block]:
                                     "under every retriever."]
     return [Text(cross.headline()), Bullets(changes), Text("Under each retriever:"),
             Bullets(cross.per_retriever_lines())]
+
+
+def decomposition_blocks(inp: Inputs, unit: str) -> list[Block]:
+    """Cleaning vs segmentation (retrieval_decomposition.csv, runs with both text layers): per metric, the sentences
+    ragstudy.decomposition writes and a table budget × part; nothing when the run has one text layer."""
+    from ragstudy import budget_metrics, decomposition, results
+
+    frame = results.read_table(inp.retrieval_dir or inp.results_dir, results.RETRIEVAL_DECOMPOSITION)
+    if frame is None:
+        return []
+    out: list[Block] = [Heading("Cleaning or segmentation?"), Text(decomposition.INTRO)]
+    for metric, part in decomposition.by_metric(frame):
+        out += [Text(f"On the {budget_metrics.get(metric).words}:"), Bullets(decomposition.sentences(part, unit)),
+                Table(["budget", *(decomposition.PART_WORDS[p] for p in decomposition.PARTS)],
+                      decomposition.table_rows(part, unit), "lrrr", table_id=f"decomposition-{metric}")]
+    return out
 
 
 def verdict_lead(inp: Inputs, styles: Strategies, verdict) -> Lead:

@@ -156,7 +156,8 @@ def _validate(config) -> None:
 SPEC = register_embedder(
     "server", lambda config, path: _encoder(config), "server",
     claims=lambda model, settings: bool(settings.get("embedding_server") or settings.get("embedding_server_model")),
-    needs="--embedding-server URL and --embedding-server-model NAME", label=lambda config: config.embedding_server_model,
+    needs="--embedding-server URL and --embedding-server-model NAME",
+    label=lambda config: config.embedding_server_model,
     load=_server_embedding, check=_check, validate=_validate, order=4,
     source=lambda config: f"embedding server {config.embedding_server} (model {config.embedding_server_model!r})",
     description="an OpenAI-compatible /v1/embeddings server (--embedding-server)")

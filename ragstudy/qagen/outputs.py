@@ -28,6 +28,7 @@ from typing import Any
 from ..errors import StudyInputError
 from ..io import atomic_save, atomic_write_json, atomic_write_text, sha256_file
 from ..records import normalize_ws
+from ..workbook import set_text, write_instructions
 from .filters import locate_in_passage
 from .sampling import Passage
 
@@ -144,11 +145,11 @@ def read_candidates(out: Path) -> dict[str, dict]:
 
 # ------------------------------------------------------------------------------------------------- workbook
 
-def _set_text(cell, text: str) -> None:
+def _set_clean_text(cell, text: str) -> None:
+    """`text` without the characters xlsx cannot hold, cut at the cell limit, as a literal string."""
     from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
 
-    cell.value = ILLEGAL_CHARACTERS_RE.sub("", text)[:32_767]
-    cell.data_type = "s"  # a question starting with "=" stays text
+    set_text(cell, ILLEGAL_CHARACTERS_RE.sub("", text)[:32_767])
 
 
 def write_workbook(path: Path, records: Sequence[dict]) -> int:
@@ -165,7 +166,7 @@ def write_workbook(path: Path, records: Sequence[dict]) -> int:
     rule = Border(bottom=Side(style="thin", color="999999"))
     for col, (title, width) in enumerate(zip(HEADERS, WIDTHS), start=1):
         cell = ws.cell(row=1, column=col)
-        _set_text(cell, title)
+        _set_clean_text(cell, title)
         cell.font, cell.fill, cell.alignment = Font(bold=True), PatternFill("solid", fgColor="DDDDDD"), wrap
         ws.column_dimensions[cell.column_letter].width = width
     rows = [r for r in records if r.get("question") is not None]
@@ -176,7 +177,7 @@ def write_workbook(path: Path, records: Sequence[dict]) -> int:
                   "superati", record["passage"]["text"], record["id"]]
         for col, text in enumerate(values, start=1):
             cell = ws.cell(row=r, column=col)
-            _set_text(cell, str(text))
+            _set_clean_text(cell, str(text))
             cell.alignment, cell.border = wrap, rule
         lines = max(len(str(values[i])) // max(1, int(WIDTHS[i] * 1.1)) + 1 for i in (2, 4, 9))
         ws.row_dimensions[r].height = min(409.0, 15.0 * lines + 4)
@@ -199,12 +200,7 @@ def write_workbook(path: Path, records: Sequence[dict]) -> int:
         "La decisione proposta viene dai filtri automatici (colonna «Filtri»); cambiatela dove non siete d'accordo.",
         "Poi: make-qa --read-review <questo file> scrive il set accettato nella stessa cartella.",
     ]
-    info.column_dimensions["A"].width = 110
-    for r, text in enumerate(lines_it, start=1):
-        cell = info.cell(row=r, column=1)
-        _set_text(cell, text)
-        cell.alignment = Alignment(wrap_text=True, vertical="top")
-    info["A1"].font = Font(bold=True, size=13)
+    write_instructions(info, lines_it)
     atomic_save(path, wb.save, "review workbook")
     return len(rows)
 

@@ -1,19 +1,69 @@
-"""One `get_text("dict")` call per page, reduced to light line records (the only PDF pass either mode makes)."""
+"""Line records of a PDF page and the per-line text rules: ligatures, odd spaces, symbol-font bullets, LaTeX accents.
+
+One `get_text("dict")` call per page, reduced to light line records with their box and dominant font. The paragraph
+segmenter (RAGParagraph) and the clean text layer (ragstudy.cleaning.layer) read pages only through here.
+"""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pymupdf
 
-from RAGParagraph.text import clean_line
-from ragstudy.textnorm import compose_latex_accents
+from ..textnorm import LIGATURES, compose_latex_accents
 
 # What we need from MuPDF: text, fonts, boxes. No images (their bytes dominate "dict" time), ligatures expanded.
 EXTRACT_FLAGS = pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_IMAGES & ~pymupdf.TEXT_PRESERVE_LIGATURES
 _BOLD_FLAG = 16
 _MONO_FLAG = 8
 _MONO_NAMES = ("mono", "courier", "consol", "cmtt", "sourcecode", "menlo")
+
+# Characters dropped outright: soft hyphen, zero-width space/joiners, BOM.
+_DROP = {"\u00ad": "", "\u200b": "", "\u200c": "", "\u200d": "", "\ufeff": ""}
+# Spaces that should read as a plain space.
+_SPACES = {"\u00a0": " ", "\u2002": " ", "\u2003": " ", "\u2009": " ", "\u202f": " ", "\t": " "}
+_TRANSLATE = str.maketrans({**LIGATURES, **_DROP, **_SPACES})
+
+# Glyphs that start a bulleted item. U+0001 is what Wingdings check marks extract as; U+F0xx are Symbol/
+# Wingdings private-use code points (, , ,  ...).
+BULLET_CHARS = frozenset("•-▪*‣◦‧–→●○■□◆◇►▶➢➤✓✔❖∙·—" + "\x01")
+_PRIVATE_USE = re.compile(r"[\ue000-\uf8ff]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_ODD = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\ue000-\uf8ff]")
+_MULTISPACE = re.compile(r"[ ]{2,}")
+
+# Enumerators that open a list item: 1.  1)  a)  a.  iv)  (a)  -- followed by a space.
+ENUMERATOR = re.compile(r"^(?:\(?(?:\d{1,3}|[a-zA-Z]|[ivxIVX]{1,5})[\.\)]|\(\d{1,3}\)|\([a-zA-Z]\))(?:\s+|$)")
+
+
+def clean_line(text: str) -> str:
+    """Normalise one extracted line: ligatures, odd spaces, control/private-use glyphs, collapsed spaces."""
+    text = text.translate(_TRANSLATE)
+    if _ODD.search(text):
+        stripped = text.lstrip()
+        # A symbol-font glyph at the start of a line is a bullet; anywhere else it is noise.
+        if stripped and (_PRIVATE_USE.match(stripped) or stripped[0] == "\x01"):
+            text = "• " + stripped[1:]
+        text = _PRIVATE_USE.sub("", text)
+        text = _CONTROL.sub("", text)
+    return _MULTISPACE.sub(" ", text).strip() if "  " in text else text.strip()
+
+
+def is_bullet_glyph(text: str) -> bool:
+    """True when the text is nothing but a bullet glyph (a detached bullet; Word's second level is 'o')."""
+    return len(text) == 1 and (text in BULLET_CHARS or text in "o§")
+
+
+def starts_item(text: str) -> bool:
+    """True when a line opens a list item: a bullet glyph followed by a space, or an enumerator."""
+    if not text:
+        return False
+    if text[0] in BULLET_CHARS and text[0] not in "-*·" and (len(text) == 1 or text[1] == " "):
+        return True
+    if text[0] in "-*" and len(text) > 1 and text[1] == " ":
+        return True
+    return ENUMERATOR.match(text) is not None
 
 
 def _is_mono(span: dict) -> bool:
@@ -65,7 +115,7 @@ class PageLines:
 
 
 def page_dict(page: pymupdf.Page) -> dict:
-    """The single MuPDF extraction call both modes use."""
+    """The single MuPDF extraction call both the segmenter and the clean text layer use."""
     return page.get_text("dict", flags=EXTRACT_FLAGS)
 
 

@@ -1,4 +1,5 @@
-"""Page furniture: running headers/footers, page numbers and table-of-contents pages.
+"""Page furniture: running headers/footers, page numbers and table-of-contents pages (one implementation, used by
+the paragraph segmenter and by the clean text layer).
 
 Headers and footers are found two ways, neither by one string. By repetition: a line in the top or bottom band
 whose text (digits ignored) recurs on a share of the pages is furniture, wherever the content stream put it. By
@@ -13,11 +14,37 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from statistics import median
 
-from RAGParagraph.extract import Line, PageLines
-from RAGParagraph.types import SegmenterConfig
+from collections.abc import Sequence
+
+from .lines import Line, PageLines
+
+
+@dataclass(frozen=True)
+class FurnitureConfig:
+    """The thresholds that find page furniture (the paragraph strategy exposes each as a parameter of its own)."""
+
+    header_band: float = 0.15  # top share of the page height where running headers are looked for
+    footer_band: float = 0.15  # bottom share of the page height where running footers are looked for
+    repeat_min_frac: float = 0.25  # a band line repeating (digits ignored) on this share of pages is furniture
+    toc_page_min_frac: float = 0.4  # a page whose lines are at least this share TOC entries is a TOC page
+    # running heads/feet that change with the chapter ("CAPITOLO 1. INTRODUZIONE", "1.2 VALUTAZIONE 7") are found
+    # by pattern, not by repeated text: the outermost row of the page, set off by a gap, in a position and font
+    # shared by the outermost rows of many pages, most of which carry the page number or repeat their text on
+    # another page.
+    head_min_frac: float = 0.3  # share of pages whose outermost row shares the position and font
+    head_evidence_frac: float = 0.5  # share of those rows that must carry the page number or repeat their text
+    head_clash_frac: float = 0.25  # ... unless this many other pages (per head page) start their text there
+    head_gap: float = 0.8  # gap (in font sizes) that sets the row off from the text below (above for feet)
+    head_max_chars: int = 150  # a running-head row is shorter than this
+
+    @classmethod
+    def of(cls, settings: object) -> "FurnitureConfig":
+        """The furniture thresholds of any settings record that has fields of these names (SegmenterConfig)."""
+        return cls(**{f.name: getattr(settings, f.name) for f in fields(cls)})
+
 
 _DIGITS = re.compile(r"\d+")
 _SPACES = re.compile(r"\s+")
@@ -163,7 +190,7 @@ def _centre(line: Line) -> float:
     return (line.y0 + line.y1) / 2
 
 
-def _edge_row(page: PageLines, keep: list[int], band: str, config: SegmenterConfig) -> _EdgeRow | None:
+def _edge_row(page: PageLines, keep: list[int], band: str, config: FurnitureConfig) -> _EdgeRow | None:
     """The outermost row (top or bottom) of the kept lines, if it lies in its band, is short, and a gap of at
     least `head_gap` font sizes sets it off from the text next to it."""
     if not keep:
@@ -191,7 +218,7 @@ def _edge_row(page: PageLines, keep: list[int], band: str, config: SegmenterConf
     return _EdgeRow(page.index, row, _row_numbers([lines[i] for i in row]))
 
 
-def _pattern_rows(pages: list[PageLines], keeps: list[list[int]], band: str, config: SegmenterConfig) -> list[_EdgeRow]:
+def _pattern_rows(pages: list[PageLines], keeps: list[list[int]], band: str, config: FurnitureConfig) -> list[_EdgeRow]:
     """The edge rows that are running heads (or feet) by pattern; see the module docstring."""
     rows = [r for r in (_edge_row(p, k, band, config) for p, k in zip(pages, keeps)) if r is not None]
     if len(rows) < 3:
@@ -247,7 +274,7 @@ def _outermost_centres(pages: list[PageLines], keeps: list[list[int]], band: str
     return out
 
 
-def running_head_mask(pages: list[PageLines], masks: list[list[bool]], config: SegmenterConfig) -> list[list[bool]]:
+def running_head_mask(pages: list[PageLines], masks: list[list[bool]], config: FurnitureConfig) -> list[list[bool]]:
     """`masks` (repetition-based furniture) extended with the running heads and feet found by pattern.
 
     Rows are looked for among the lines not yet dropped, so a head under a repeated logo line is still seen;
@@ -312,3 +339,38 @@ def toc_mask(lines: list[Line], min_frac: float) -> list[bool]:
         in_toc = top <= centre <= bottom or (centre < top and _TOC_TITLE.match(line.text.strip(" :.")) is not None)
         mask.append(in_toc)
     return mask
+
+
+def body_lines(pages: list[PageLines], config: FurnitureConfig) -> list[list[Line]]:
+    """Per page, its lines without furniture: running heads and feet (by repetition and by pattern), page numbers,
+    and the table of contents (TOC pages' entries; leader lines elsewhere)."""
+    masks = furniture_mask(pages, config.header_band, config.footer_band, config.repeat_min_frac)
+    masks = running_head_mask(pages, masks, config)
+    out = []
+    for page, mask in zip(pages, masks):
+        body = [line for line, drop in zip(page.lines, mask) if not drop]
+        toc = toc_mask(body, config.toc_page_min_frac)
+        out.append([line for line, drop in zip(body, toc) if not drop])
+    return out
+
+
+# A footnote opens with its mark: "12 Vedi ...", "* Nota", "† ...", or a superscript digit.
+NOTE_MARK = re.compile(r"^(?:\d{1,3}|[*†‡§¹²³⁴⁵⁶⁷⁸⁹⁰]+)\s*\S")
+
+
+def trailing_notes(items: Sequence, height: float, body: float) -> int:
+    """Index of the first footnote among a page's items in reading order (len(items) when there is none).
+
+    Footnotes are the page's trailing small print: items (with `size`, `y0` and `text`; an item without a size,
+    such as a table, ends the search) smaller than the body size by a point or more, in the lower 40 % of the
+    page, from the first one that opens with a note mark; small lines before that mark are not notes."""
+    start = len(items)
+    while start > 0:
+        item = items[start - 1]
+        size = getattr(item, "size", None)
+        if size is None or size > body - 1.0 or item.y0 < 0.6 * height:
+            break
+        start -= 1
+    while start < len(items) and not NOTE_MARK.match(items[start].text):
+        start += 1
+    return start

@@ -1,0 +1,236 @@
+"""Cleaning measured apart from segmentation: paragraph minus fixed-size, split in two at every budget.
+
+The paragraph strategy reads a cleaned text (no running heads, page numbers or TOC pages, sentences joined across
+page breaks, hyphenation undone) while the baselines chunk the raw text layer, so its lead over fixed-size mixes two
+effects. With fixed-size also run on the clean text layer (`text_layer: clean`), on the same questions, the lead
+
+    paragraph − fixed-size(raw)  =  [fixed-size(clean) − fixed-size(raw)]  +  [paragraph − fixed-size(clean)]
+           total                              cleaning                               segmentation
+
+splits exactly into what the cleaning gives a naive chunker and what layout-aware segmentation adds on top of the
+same cleaning. Each part is a paired difference over the same questions with its paired bootstrap CI
+(ragstudy.stats.compare_paired, as the verdict's differences).
+
+Where the runs are: a retrieval-only run with `--text-layer raw,clean` writes its first layer into the output folder
+and the other into `<output-dir>/text-layer-<layer>/` (text_layer_folder); `find_text_layer_runs` finds both from
+the output folder. The paragraph strategy does not read the text layer: its rankings are the same in both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .budget_eval import UNIT_WORDS
+from .errors import StudyInputError
+
+TEXT_LAYER_FOLDER = "text-layer-{}"  # <output-dir>/text-layer-clean/: a second text layer of one run
+SEGMENTED, BASELINE = "paragraph", "fixed-size"  # the study's question: layout-aware paragraphs against naive chunks
+PARTS = ("total", "cleaning", "segmentation")
+PART_WORDS = {"total": "paragraph − fixed-size (raw)", "cleaning": "cleaning: fixed-size clean − raw",
+              "segmentation": "segmentation: paragraph − fixed-size clean"}
+
+
+INTRO = ("Paragraph minus fixed-size on the raw text layer = cleaning (fixed-size on the clean text layer minus "
+         "fixed-size on the raw one) + segmentation (paragraph minus fixed-size on the clean text layer), over the same "
+         "questions; each part with its paired bootstrap CI.")
+
+
+def text_layer_folder(output_dir: str | Path, layer: str) -> Path:
+    """Where a run's second text layer goes: `<output-dir>/text-layer-<layer>/`."""
+    return Path(output_dir) / TEXT_LAYER_FOLDER.format(layer)
+
+
+def _layer_of(folder: Path) -> str | None:
+    """The text layer a results folder's config.json records (runs before the setting existed: raw); None without
+    a config.json."""
+    from .results import CONFIG_NAME, read_config
+
+    if not (folder / CONFIG_NAME).is_file():
+        return None
+    return str(read_config(folder).raw.get("text_layer", "raw"))
+
+
+def find_text_layer_runs(results_dir: str | Path, top_layer: str | None = None) -> dict[str, Path]:
+    """Text layer -> results folder, for the run in `results_dir` and its `text-layer-*/` subfolders (each with a
+    config.json). A folder whose config.json names another layer than its folder name is an error."""
+    results_dir = Path(results_dir)
+    runs: dict[str, Path] = {}
+    top = top_layer if top_layer is not None else _layer_of(results_dir)  # a caller that read config.json says
+    if top is not None:
+        runs[top] = results_dir
+    # beside it (`<out>/text-layer-clean/`), or, for one retriever's folder of a run with several retrievers
+    # (`<out>/<retriever>/`), under its parent (`<out>/text-layer-clean/<retriever>/`)
+    folders = [*results_dir.glob(TEXT_LAYER_FOLDER.format("*")),
+               *(results_dir.parent.glob(f"{TEXT_LAYER_FOLDER.format('*')}/{results_dir.name}")
+                 if (results_dir.parent / "config.json").is_file()
+                 and not results_dir.name.startswith(TEXT_LAYER_FOLDER.format("")) else [])]
+    for folder in sorted(f for f in folders if f.is_dir()):
+        layer = _layer_of(folder)
+        if layer is None:
+            continue
+        named = folder if folder.name.startswith(TEXT_LAYER_FOLDER.format("")) else folder.parent
+        expected = named.name[len(TEXT_LAYER_FOLDER.format("")):]
+        if layer != expected or layer in runs:
+            raise StudyInputError(f"{folder}: its config.json records text_layer {layer!r}, but the folder stands for "
+                                  f"{expected!r} beside {results_dir} ({top!r}); re-run evaluation_chain.py "
+                                  "--retrieval-only --text-layer raw,clean into a fresh --output-dir")
+        runs[layer] = folder
+    return runs
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of the decomposition at one budget: the paired mean difference and its CI."""
+
+    budget: str
+    metric: str
+    part: str  # total | cleaning | segmentation
+    n: int
+    mean_diff: float
+    ci_low: float
+    ci_high: float
+    p_wilcoxon: float
+
+
+def decompose(raw, clean, labels: Sequence[str], metric: str = "hit", n_resamples: int = 10_000, seed: int = 0,
+              confidence: float = 0.95) -> list[Part]:
+    """The three parts at every budget label, from the per-question frames of the raw and the clean run
+    (budget_eval.evaluate_folder's rows: strategy, budget, question_index, the metric's column). Paragraph is read
+    from the raw run (its input does not depend on the text layer); only questions scored in all three are used."""
+    from . import budget_metrics
+    from .stats import compare_paired
+
+    column = budget_metrics.get(metric).column
+    out: list[Part] = []
+    for label in labels:
+        series = {"paragraph": _values(raw, SEGMENTED, label, column), "raw": _values(raw, BASELINE, label, column),
+                  "clean": _values(clean, BASELINE, label, column)}
+        if any(s is None for s in series.values()):
+            continue
+        common = sorted(set.intersection(*(set(s.index) for s in series.values())))
+        if len(common) < 2:
+            continue
+        p, r, c = (series[name].loc[common].to_numpy(float) for name in ("paragraph", "raw", "clean"))
+        for part, (a, b) in (("total", (p, r)), ("cleaning", (c, r)), ("segmentation", (p, c))):
+            result = compare_paired(a, b, n_resamples, seed, confidence)
+            out.append(Part(label, metric, part, result.n, result.mean_diff, result.ci_low, result.ci_high,
+                            result.p_wilcoxon))
+    return out
+
+
+def _values(frame, strategy: str, label: str, column: str):
+    part = frame[(frame["strategy"] == strategy) & (frame["budget"].astype(str) == label)]
+    if part.empty:
+        return None
+    return part.set_index("question_index")[column].dropna()
+
+
+def to_frame(parts: Sequence[Part]):
+    """The retrieval_decomposition.csv table (ragstudy.results.RETRIEVAL_DECOMPOSITION)."""
+    import pandas as pd
+
+    from .results import RETRIEVAL_DECOMPOSITION
+
+    return pd.DataFrame([asdict(p) for p in parts], columns=list(RETRIEVAL_DECOMPOSITION.columns))
+
+
+def _estimate(mean: float, low: float, high: float) -> str:
+    """"+0.133 [0.022, 0.244]", minus signs typeset, as the verdict writes differences."""
+    return f"{mean:+.3f} [{low:.3f}, {high:.3f}]".replace("-", "−")
+
+
+def _effect(low: float, high: float) -> str:
+    if low > 0:
+        return "it helps"
+    if high < 0:
+        return "it hurts"
+    return "no clear effect, the CI spans 0"
+
+
+def _budget_words(label: str, unit: str) -> str:
+    if not str(label).isdigit():
+        return "each strategy's own k"
+    return f"{int(label):,} {UNIT_WORDS.get(unit, unit)}"
+
+
+def sentences(frame, unit: str = "chars", metric_words: str | None = None) -> list[str]:
+    """The decomposition in plain words, one sentence per budget (frame: to_frame's columns, or the CSV; the
+    metric named as the verdict names it unless `metric_words` is given)."""
+    from . import budget_metrics
+
+    if metric_words is None:
+        metric_words = budget_metrics.get(str(frame["metric"].iloc[0]) if len(frame) else "hit").words
+    lines = []
+    for label, part in frame.groupby("budget", sort=False):
+        rows = {r.part: r for r in part.itertuples()}
+        if not all(name in rows for name in PARTS):
+            continue
+        total, cleaning, segmentation = (rows[name] for name in PARTS)
+        # a share only where the lead itself is clear and both parts go its way (else it reads as nonsense)
+        clear = total.ci_low > 0 or total.ci_high < 0
+        same_way = cleaning.mean_diff * total.mean_diff >= 0 and segmentation.mean_diff * total.mean_diff >= 0
+        caveat = "" if str(label).isdigit() else "; contexts of different sizes, not an equal budget"
+        share = (f" Cleaning accounts for {cleaning.mean_diff / total.mean_diff:.0%} of the difference."
+                 if clear and same_way else "")
+        lines.append(
+            f"At {_budget_words(label, unit)} (n = {total.n} questions{caveat}): paragraph − fixed-size on the raw text "
+            f"layer is {_estimate(total.mean_diff, total.ci_low, total.ci_high)} in {metric_words}. Cleaning alone "
+            f"(fixed-size clean − raw) gives {_estimate(cleaning.mean_diff, cleaning.ci_low, cleaning.ci_high)} "
+            f"({_effect(cleaning.ci_low, cleaning.ci_high)}); segmenting into paragraphs on the same cleaning "
+            f"(paragraph − fixed-size clean) gives "
+            f"{_estimate(segmentation.mean_diff, segmentation.ci_low, segmentation.ci_high)} "
+            f"({_effect(segmentation.ci_low, segmentation.ci_high)}).{share}")
+    return lines
+
+
+def by_metric(frame):
+    """(metric, its rows) of a decomposition table, in the order the metrics come (hit first)."""
+    return [(str(metric), part) for metric, part in frame.groupby("metric", sort=False)]
+
+
+def table_rows(frame, unit: str) -> list[list[str]]:
+    """One row per budget of one metric's rows: the budget, then each part's difference [CI]."""
+    rows = []
+    for label, part in frame.groupby("budget", sort=False):
+        cells = {r.part: _estimate(r.mean_diff, r.ci_low, r.ci_high) for r in part.itertuples()}
+        shown = f"{int(label):,} {unit}" if str(label).isdigit() else "own k"
+        rows.append([shown, *(cells.get(p, "–") for p in PARTS)])
+    return rows
+
+
+def markdown(frame, unit: str = "chars", confidence: float = 0.95) -> str:
+    """The decomposition section: per metric, the sentences, then a table budget × part with the paired CIs."""
+    from . import budget_metrics
+
+    if frame is None or frame.empty:
+        return ""
+    level = f"{confidence:.0%}".replace("%", " %")
+    out = f"## Cleaning or segmentation? (paired differences with {level} bootstrap CIs)\n\n{INTRO}\n\n"
+    header = "| budget | " + " | ".join(PART_WORDS[p] for p in PARTS) + " |\n|---|" + "---:|" * len(PARTS) + "\n"
+    for metric, part in by_metric(frame):
+        out += f"### On the {budget_metrics.get(metric).words}\n\n"
+        out += "".join(f"- {line}\n" for line in sentences(part, unit)) + "\n" + header
+        out += "".join("| " + " | ".join(row) + " |\n" for row in table_rows(part, unit)) + "\n"
+    return out
+
+
+def decomposition_from_runs(runs: Mapping[str, Path], evidence: Mapping, budgets: Sequence[int], measure,
+                            metrics: Sequence[str] = ("hit",), n_resamples: int = 10_000, seed: int = 0,
+                            confidence: float = 0.95):
+    """The decomposition table of a raw and a clean run (find_text_layer_runs), scored against `evidence`, for each
+    of `metrics`; None when either run, or paragraph in the raw one, or fixed-size in either, is missing."""
+    from .budget_eval import budget_labels, evaluate_folder
+    from .results import ranked_strategies
+
+    if not {"raw", "clean"} <= set(runs):
+        return None
+    raw_dir, clean_dir = runs["raw"], runs["clean"]
+    if not {SEGMENTED, BASELINE} <= set(ranked_strategies(raw_dir)) or BASELINE not in ranked_strategies(clean_dir):
+        return None
+    raw, _ = evaluate_folder(raw_dir, evidence, budgets, measure, [SEGMENTED, BASELINE])
+    clean, _ = evaluate_folder(clean_dir, evidence, budgets, measure, [BASELINE])
+    labels = budget_labels(budgets)
+    return to_frame([part for metric in metrics
+                     for part in decompose(raw, clean, labels, metric, n_resamples, seed, confidence)])
