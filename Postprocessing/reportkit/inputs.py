@@ -113,6 +113,28 @@ class Inputs:
     oracle: tuple[list[str], Path] | None
     retrieval_dir: Path | None = None  # where the retrieval tables came from (None: results_dir)
     retrieval_config: dict[str, Any] | None = None  # that folder's config.json (retriever, embedder)
+    retrieval_across: Any = None  # ragstudy.verdict_across.CrossVerdict of a run ranked with several retrievers
+
+
+def ranked_folders(folder: Path) -> tuple[Path, dict[str, Path]]:
+    """(the folder whose rankings and verdict the report shows, every retriever's folder): a run ranked with
+    several retrievers keeps one folder each (ragstudy.retrievers.result_folders); its first retriever is the main
+    one (`ragstudy study`: dense, the answering chain's)."""
+    from ragstudy import retrievers
+
+    folders = retrievers.result_folders(folder)
+    return next(iter(folders.values())), folders
+
+
+def across(folders: dict[str, Path]) -> Any:
+    """The CrossVerdict of several retrievers' folders, or None for one retriever or when a folder has no verdict yet
+    (the verdict section then names the command)."""
+    from ragstudy.verdict_across import CrossVerdict
+
+    try:
+        return CrossVerdict.scored(folders)
+    except ValueError as exc:
+        raise common.DataError(f"{next(iter(folders.values())).parent}: {exc}") from exc
 
 
 def load(results_dir: Path, oracle: str | Path | None = None, retrieval_dir: str | Path | None = None) -> Inputs:
@@ -128,14 +150,17 @@ def load(results_dir: Path, oracle: str | Path | None = None, retrieval_dir: str
     if not r.is_dir():
         raise common.DataError(f"retrieval folder {r} not found; run `ragstudy retrieve --output-dir {r}` and "
                                f"`ragstudy score-retrieval --results-dir {r}` first, or drop --retrieval-dir")
+    main, folders = ranked_folders(r)  # a run ranked with several retrievers: its first one's folder, and all
+    if retrieval_dir is None:
+        d = main  # the parent of such a run: its main retriever's folder holds the chunks and rankings
     run = results.open_run(d)  # config.json is read once
-    ranked = run if r == d else results.open_run(r)  # the retrieval-only run's folder
+    ranked = run if main == d else results.open_run(main)  # the retrieval-only run's folder
     config = run_settings(run)
     survey_dir = d / results.SURVEY_OVERALL.subdir
     summary_md = next((p for p in (results.SURVEY_SUMMARY_MD.path(d), results.SURVEY_SUMMARY_MD.path(survey_dir))
                        if p.is_file()), None)
     return Inputs(
-        results_dir=d, config=config, chunks=chunk_exports(d), datasets=read_datasets(run),
+        results_dir=Path(results_dir), config=config, chunks=chunk_exports(d), datasets=read_datasets(run),
         metrics_summary=run.table(results.METRICS_SUMMARY),
         metrics_paired=run.table(results.METRICS_PAIRED),
         metrics_per_question=run.table(results.METRICS_PER_QUESTION),
@@ -150,4 +175,5 @@ def load(results_dir: Path, oracle: str | Path | None = None, retrieval_dir: str
         sweep_summary=run.table(results.SWEEP_SUMMARY), sweep_best=run.table(results.SWEEP_BEST),
         oracle=run.oracle(oracle),
         retrieval_dir=None if retrieval_dir is None else r, retrieval_config=run_settings(ranked),
+        retrieval_across=across(folders),
     )

@@ -80,6 +80,7 @@ def verdict_section(inp: Inputs, styles: Strategies) -> Section:
             s.blocks.append(Heading(f"The same verdict on the {verdict.metric_words}"))
         else:  # the box opens with the first verdict in one sentence, its chart beside it
             s.blocks.append(verdict_lead(inp, styles, verdict))
+            s.blocks += across_blocks(inp)
         header, *lines = verdict.lines()
         s.blocks += [Text(header), Bullets(lines)]
         headers, rows = verdict.table()
@@ -88,6 +89,18 @@ def verdict_section(inp: Inputs, styles: Strategies) -> Section:
                               table_id="verdict-table" if number == 0 else f"verdict-table-{verdict.metric}"))
     s.blocks += decomposition_blocks(inp, verdicts[0].unit)
     return s
+
+
+def across_blocks(inp: Inputs) -> list[Block]:
+    """Below the headline, for a run ranked with several retrievers: where the conclusion changes with the
+    retriever, in words, and each retriever's own headline (ragstudy.verdict_across)."""
+    cross = inp.retrieval_across
+    if cross is None:
+        return []
+    changes = cross.sentences() or ["The best strategy and the significant differences are the same at every budget "
+                                    "under every retriever."]
+    return [Text(cross.headline()), Bullets(changes), Text("Under each retriever:"),
+            Bullets(cross.per_retriever_lines())]
 
 
 def decomposition_blocks(inp: Inputs, unit: str) -> list[Block]:

@@ -1,0 +1,169 @@
+"""The verdict checked across retrievers (ragstudy.verdict_across): hand-made verdicts of three retrievers that
+disagree at one budget and agree at another check the words (where the best strategy changes, which of
+paragraph's differences is significant only under some retrievers), the by-retriever table and its round trip
+through the declared file; a real several-retriever run of the bundled sample is scored in tests/test_retrieval_eval.py."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from ragstudy import results
+from ragstudy.budget_eval import verdict
+from ragstudy.verdict_across import CrossVerdict
+
+DISPLAY = {"paragraph": "Paragraph", "fixed-size": "Fixed-size", "newline": "Blank-line"}
+
+
+def _verdict(means: dict[str, dict[str, float]], pairs: list[tuple]):
+    summary = pd.DataFrame([{"strategy": s, "strategy_display": DISPLAY[s], "budget": b, "metric": "hit", "n": 30,
+                             "mean": m, "ci_low": m - 0.1, "ci_high": m + 0.1}
+                            for b, by in means.items() for s, m in by.items()],
+                           columns=list(results.RETRIEVAL_SUMMARY.columns))
+    paired = pd.DataFrame([{"budget": b, "metric": "hit", "strategy_a": a, "strategy_b": o, "n": 30, "mean_diff": d,
+                            "ci_low": lo, "ci_high": hi, "p_wilcoxon": p, "p_holm": p}
+                           for b, a, o, d, lo, hi, p in pairs], columns=list(results.RETRIEVAL_PAIRED.columns))
+    return verdict(summary, paired)
+
+
+def _insignificant(budget: str, d: float = 0.02) -> list[tuple]:
+    return [(budget, "paragraph", "fixed-size", d, -0.05, 0.09, 0.4),
+            (budget, "paragraph", "newline", d, -0.05, 0.09, 0.5)]
+
+
+@pytest.fixture()
+def cross() -> CrossVerdict:
+    same_500 = {"paragraph": 0.3, "fixed-size": 0.2, "newline": 0.25}
+    dense = _verdict({"500": same_500, "1000": {"paragraph": 0.40, "fixed-size": 0.38, "newline": 0.45}},
+                     _insignificant("500") + [("1000", "paragraph", "fixed-size", 0.02, -0.05, 0.09, 0.6),
+                                              ("1000", "paragraph", "newline", -0.05, -0.12, 0.02, 0.3)])
+    bm25 = _verdict({"500": same_500, "1000": {"paragraph": 0.60, "fixed-size": 0.45, "newline": 0.50}},
+                    _insignificant("500") + [("1000", "paragraph", "fixed-size", 0.15, 0.05, 0.25, 0.004),
+                                             ("1000", "newline", "paragraph", -0.10, -0.2, 0.01, 0.08)])
+    hybrid = _verdict({"500": same_500, "1000": {"paragraph": 0.55, "fixed-size": 0.50, "newline": 0.52}},
+                      _insignificant("500") + _insignificant("1000", 0.05))
+    return CrossVerdict({"dense": dense, "bm25": bm25, "hybrid": hybrid})
+
+
+def test_the_words_say_where_the_conclusion_changes(cross: CrossVerdict) -> None:
+    assert cross.best_changes("500") is None and cross.difference_changes("500") == []
+    assert cross.budget_sentence("500") is None  # every retriever agrees at 500 characters
+    assert cross.best_changes("1000") == {"Blank-line": ["dense"], "Paragraph": ["bm25", "hybrid"]}
+    assert cross.sentences() == [
+        "At 1,000 characters Paragraph is best under bm25 and hybrid, but Blank-line under dense. "
+        "Paragraph's lead over Fixed-size is significant only under bm25."]
+    assert cross.headline() == ("Checked under 3 retrievers (dense, bm25 and hybrid), on the hit rate: the conclusion "
+                                "changes with the retriever at 1,000 characters.")
+
+
+def test_opposite_significant_differences_are_both_named(cross: CrossVerdict) -> None:
+    flipped = _verdict({"1000": {"paragraph": 0.30, "fixed-size": 0.45, "newline": 0.20}},
+                       [("1000", "paragraph", "fixed-size", -0.15, -0.25, -0.05, 0.01),
+                        ("1000", "paragraph", "newline", 0.10, 0.02, 0.2, 0.03)])
+    two = CrossVerdict({"bm25": cross.verdicts["bm25"], "dense": flipped})
+    sentence = two.budget_sentence("1000")
+    assert sentence.startswith("At 1,000 characters ")
+    assert "Paragraph is significantly higher than Fixed-size under bm25; significantly lower than Fixed-size " \
+           "under dense." in sentence
+    assert "Paragraph's lead over Blank-line is significant only under dense." in sentence
+
+
+def test_agreeing_retrievers_say_so(cross: CrossVerdict) -> None:
+    same = CrossVerdict({"dense": cross.verdicts["hybrid"], "bm25": cross.verdicts["hybrid"]})
+    assert same.sentences() == []
+    assert "the conclusion is the same under every retriever" in same.headline()
+
+
+def test_the_by_retriever_table_has_one_row_per_retriever_and_budget(cross: CrossVerdict, tmp_path) -> None:
+    frame = cross.to_frame()
+    assert list(frame.columns[:len(results.RETRIEVAL_VERDICT_BY_RETRIEVER.columns)]) == \
+        list(results.RETRIEVAL_VERDICT_BY_RETRIEVER.columns)
+    assert [(r.retriever, r.budget) for r in frame.itertuples()] == [
+        (name, b) for name in ("dense", "bm25", "hybrid") for b in ("500", "1000")]
+    row = frame[(frame["retriever"] == "bm25") & (frame["budget"] == "1000")].iloc[0]
+    assert (row["best"], row["best_value"], row["reference_value"]) == ("paragraph", 0.6, 0.6)
+    assert (row["diff:fixed-size"], row["ci_low:fixed-size"], row["p_holm:fixed-size"],
+            row["significant:fixed-size"]) == (0.15, 0.05, 0.004, 1)
+    assert row["diff:newline"] == pytest.approx(0.10) and row["significant:newline"] == 0  # turned round, CI has 0
+    assert frame[frame["retriever"] == "dense"].iloc[1]["best"] == "newline"
+    assert row["changes"] == cross.budget_sentence("1000")
+    results.write_table(tmp_path, results.RETRIEVAL_VERDICT_BY_RETRIEVER, frame)
+    back = results.read_table(tmp_path, results.RETRIEVAL_VERDICT_BY_RETRIEVER)
+    assert list(back["budget"]) == list(frame["budget"]) and back["changes"].fillna("").tolist() == \
+        frame["changes"].tolist()
+
+
+def test_verdicts_on_different_metrics_are_refused(cross: CrossVerdict) -> None:
+    from dataclasses import replace
+
+    with pytest.raises(ValueError, match="same --verdict-metric"):
+        CrossVerdict({"dense": cross.verdicts["dense"], "bm25": replace(cross.verdicts["bm25"], metric="mrr")})
+
+
+# ---------------------------------------------------------------- a real run of the bundled sample, two retrievers
+
+@pytest.fixture(scope="module")
+def several(tmp_path_factory: pytest.TempPathFactory):
+    """A retrieval-only run of the bundled sample (12 questions, paragraph and fixed-size) ranked with dense and
+    bm25, scored by retrieval_eval.py given the parent folder."""
+    import evaluation_chain
+    from Postprocessing import retrieval_eval
+
+    root = tmp_path_factory.mktemp("across")
+    out = root / "run"
+    assert evaluation_chain.main(["--retrieval-only", "--profile", "lite", "--strategies", "paragraph,fixed-size",
+                                  "--retriever", "dense,bm25", "--limit", "12", "--budgets", "500,1000",
+                                  "--db-dir", str(root / "db"), "--output-dir", str(out)]) == 0
+    assert retrieval_eval.main(["--results-dir", str(out), "--no-plot", "--n-resamples", "200"]) == 0
+    return out
+
+
+@pytest.mark.slow
+def test_the_parent_folder_is_scored_per_retriever_and_compared(several) -> None:
+    from ragstudy import retrievers
+    from ragstudy.budget_eval import all_verdicts
+
+    folders = retrievers.result_folders(several)
+    assert list(folders) == ["dense", "bm25"]
+    for folder in folders.values():  # each retriever's folder has the tables of a one-retriever run
+        for table in (results.RETRIEVAL_PER_QUESTION, results.RETRIEVAL_SUMMARY, results.RETRIEVAL_PAIRED,
+                      results.RETRIEVAL_VERDICT):
+            assert results.read_table(folder, table) is not None, (folder, table.name)
+        assert results.RETRIEVAL_SUMMARY_MD.path(folder).is_file()
+    assert results.RETRIEVAL_VERDICT.path(several).is_file() is False  # the parent holds the comparison only
+    frame = results.read_table(several, results.RETRIEVAL_VERDICT_BY_RETRIEVER)
+    assert [(r.retriever, r.budget) for r in frame.itertuples()] == [
+        (name, b) for name in ("dense", "bm25") for b in ("500", "1000", "k")]
+    cross = CrossVerdict.read(folders)
+    for name, folder in folders.items():
+        v = all_verdicts(results.read_table(folder, results.RETRIEVAL_VERDICT))[0]
+        assert cross.verdicts[name] == v
+        for b in v.budgets:  # the numbers are the folder's own verdict's, none re-estimated
+            row = frame[(frame["retriever"] == name) & (frame["budget"] == b.budget)].iloc[0]
+            assert row["best"] == " = ".join(s.strategy for s in b.best) and row["best_value"] == b.best[0].mean
+            d = b.differences[0]
+            assert d.strategy == "fixed-size"
+            assert (row["diff:fixed-size"], row["ci_low:fixed-size"], row["ci_high:fixed-size"],
+                    row["p_holm:fixed-size"]) == pytest.approx((d.mean_diff, d.ci_low, d.ci_high, d.p_holm))
+    md = results.RETRIEVAL_SUMMARY_MD.path(several).read_text(encoding="utf-8")
+    assert cross.headline() in md and all(sentence in md for sentence in cross.sentences())
+    for name, v in cross.verdicts.items():
+        assert f"### Under {name}" in md and v.table()[1][0][2].text in md
+
+
+@pytest.mark.slow
+def test_the_report_shows_the_statement_below_the_headline(several, tmp_path) -> None:
+    from Postprocessing import report
+    from ragstudy import retrievers
+    from ragstudy.budget_eval import verdict_setting
+
+    folders = retrievers.result_folders(several)
+    cross = CrossVerdict.read(folders)
+    lead = cross.verdicts["dense"].headline(**verdict_setting(results.read_config(folders["dense"]).raw))
+    for page, page_md, _ in (report.build(several, generated="test"),  # the parent folder itself
+                             report.build(tmp_path, generated="test", retrieval_dir=several)):  # as the study does
+        assert lead.startswith("With the dense retriever and the ")  # the main retriever's headline leads the box
+        assert page_md.index(lead) < page_md.index(cross.headline())  # the statement below it
+        for text in (cross.headline(), *cross.sentences(), *cross.per_retriever_lines()):
+            assert text in page_md
+        assert cross.headline() in page
