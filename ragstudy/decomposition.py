@@ -95,12 +95,11 @@ class Part:
     p_wilcoxon: float
 
 
-def decompose(raw, clean, labels: Sequence[str], metric: str = budget_metrics.HIT, n_resamples: int = 10_000, seed: int = 0,
-              confidence: float = 0.95) -> list[Part]:
+def decompose(raw, clean, labels: Sequence[str], metric: str = budget_metrics.HIT, n_resamples: int = 10_000,
+              seed: int = 0, confidence: float = 0.95) -> list[Part]:
     """The three parts at every budget label, from the per-question frames of the raw and the clean run
     (budget_eval.evaluate_folder's rows: strategy, budget, question_index, the metric's column). Paragraph is read
     from the raw run (its input does not depend on the text layer); only questions scored in all three are used."""
-    from . import budget_metrics
     from .stats import compare_paired
 
     column = budget_metrics.get(metric).column
