@@ -171,8 +171,8 @@ def test_the_reports_first_box_is_the_verdict(small_study: tuple[Path, str], tmp
 
 
 @pytest.mark.skipif(not (REPO / "results" / "report.html").is_file(),
-                    reason="no results/report.html: the README's quick start (.ci/run runs it before the tests) "
-                           "has not run in this checkout")
+                    reason="no results/report.html: the README's `ragstudy study` has not run in this checkout "
+                           "(the small study of the tests above checks the same page)")
 @pytest.mark.skipif(browser.find_chromium() is None, reason=NO_CHROMIUM)
 def test_the_quick_starts_report_opens_with_the_verdict(tmp_path: Path) -> None:
     probe = _verdict_first(REPO / "results" / "report.html", tmp_path)

@@ -1,6 +1,6 @@
 """Docs that run: every shell command in README.md and docs/*.md is checked against the code.
 
-- the README's quick start is what CI runs (`.ci/run`, verbatim);
+- the README's install and test commands are what CI runs (`.ci/run`, verbatim; the study step is run by tests);
 - `ragstudy SUB ...`, `python3 evaluation_chain.py ...` and `python3 Postprocessing/X.py ...` are parsed by the very
   parser the command uses (a flag it does not take, or a bad value, fails);
 - `python3 -m benchmarks.X`, `python3 benchmarks/X.py`, `python3 tools/X.py`: `--help` runs and lists every flag
@@ -179,8 +179,12 @@ def test_the_quick_start_is_what_ci_runs() -> None:
     quick = FENCE.findall(block)[0].strip().splitlines()
     assert quick == ["bash tools/setup.sh && .venv/bin/ragstudy study", ".venv/bin/python -m pytest"]
     ci = [line.strip() for line in (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
-    steps = [part.strip() for line in quick for part in line.split("&&")]
-    assert all(step in ci for step in steps), "the README's two commands must be .ci/run's, verbatim"
+    # CI installs as the README says and runs its test command; the study step (`ragstudy study`, ~25 min cold on 2
+    # cores) is run by the tests instead: tests/test_cli.py (a small study, the verdict box first in Chromium) and
+    # tests/test_setup.py (the README's commands in a fresh clone), which keeps CI inside its 90 minutes
+    steps = [part.strip() for line in quick for part in line.split("&&") if "ragstudy study" not in part]
+    assert steps == ["bash tools/setup.sh", ".venv/bin/python -m pytest"]
+    assert all(step in ci for step in steps), "the README's install and test commands must be .ci/run's, verbatim"
     assert [ci.index(step) for step in steps] == sorted(ci.index(step) for step in steps)  # in the README's order
 
 
