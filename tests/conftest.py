@@ -18,6 +18,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DIR = Path(os.environ.get("RAGSTUDY_SHARED_DIR") or REPO_ROOT.parent / "shared")  # a worktree: point it there
 SHARED_PDFS = SHARED_DIR / "pdfs"
+# the project cache of the user's own runs (the README's `ragstudy study`), before the tests isolate theirs
+USER_CACHE = os.environ.get("RAGSTUDY_CACHE")
 
 # Italian paragraphs for generated test PDFs: distinct topics so retrieval has a right answer.
 TEST_PARAGRAPHS = [

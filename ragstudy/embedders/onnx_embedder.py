@@ -45,8 +45,11 @@ def model_folder(model: str) -> Path:
 
 def files_hash(folder: Path) -> str:
     """sha256 over the relative paths and bytes of every file in a model folder (what the export depends on)."""
+    from ..cachefile import FOLDER_MANIFEST  # the project cache's manifest of a rebuilt folder is not the model
+
     digest = hashlib.sha256(EXPORT_RECIPE.encode())
-    for path in sorted(p for p in folder.rglob("*") if p.is_file() and ".onnx" not in p.name):
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and ".onnx" not in p.name
+                       and p.name != FOLDER_MANIFEST):
         digest.update(str(path.relative_to(folder)).encode() + b"\0")
         with open(path, "rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):

@@ -23,7 +23,7 @@ from .in_process import ChatTemplate
 logger = logging.getLogger(__name__)
 
 ONNX_GENAI_PIN = "onnxruntime-genai==0.18.0"
-GENAI_MANIFEST = "ragstudy-files.json"  # sizes and sha256 of the export's files, recorded when it is built
+GENAI_MANIFEST = "ragstudy-files.json"  # sizes and sha256 of the export's files, recorded when it is built (= cachefile.FOLDER_MANIFEST)
 
 
 class OnnxChatModel(ChatTemplate):
@@ -79,7 +79,10 @@ def onnx_model_folder(model_path: str) -> Path:
     if not (source / "config.json").is_file():
         raise StudyInputError(f"the onnxruntime LLM engine needs a local model folder, got {model_path!r}; pass "
                               "--llm PATH (a folder with config.json) or --llm-engine torch")
-    files = {p.name: p.stat().st_size for p in sorted(source.iterdir()) if p.is_file()}
+    from ..cachefile import FOLDER_MANIFEST
+
+    # the source's own files (not the manifest the project cache keeps beside a converted model: the key stays)
+    files = {p.name: p.stat().st_size for p in sorted(source.iterdir()) if p.is_file() and p.name != FOLDER_MANIFEST}
     digest = sha256_text(stable_json({"config": (source / "config.json").read_text(encoding="utf-8"),
                                       "files": files, "precision": "fp32", "engine": ONNX_GENAI_PIN}))[:16]
     target = cache_dir() / "models" / "onnx" / f"{source.name}-{digest}"

@@ -10,6 +10,7 @@ from typing import Any
 
 from . import IndexReport, RetrievalInputs, RetrieverSpec
 
+EMBED_BATCH = 256  # units per embed_documents call (one progress step)
 DENSE_TIE_DECIMALS = 5  # exact cosine scores equal to this many decimals are ties, broken by unit position
 
 
@@ -45,13 +46,22 @@ class UnitRetriever:
     def index(self) -> IndexReport:
         """The units' vectors (through the model's vector cache) for the members that score them densely."""
         import numpy as np
+        from tqdm.auto import tqdm
 
         units = len(self.corpus.texts)
         if not self.spec.vectors:
             return IndexReport(units)
         self.model = self.inputs.embedding()
         before = getattr(self.model, "texts_embedded", 0)
-        self.matrix = np.asarray(self.model.embed_documents(list(self.corpus.texts)), dtype=np.float32)
+        texts = list(self.corpus.texts)
+        rows: list[Any] = []
+        # in batches, with a bar: whole parents of a few hundred pages take minutes to embed cold
+        with tqdm(total=units, desc=f"Embedding {self.inputs.strategy} {self.spec.unit}", unit=self.spec.unit[:-1],
+                  disable=not units) as bar:
+            for start in range(0, units, EMBED_BATCH):
+                rows.extend(self.model.embed_documents(texts[start:start + EMBED_BATCH]))
+                bar.update(min(EMBED_BATCH, units - start))
+        self.matrix = np.asarray(rows, dtype=np.float32)
         embedded = getattr(self.model, "texts_embedded", before + units) - before
         return IndexReport(units, embedded, units - embedded)
 
