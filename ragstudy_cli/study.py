@@ -141,11 +141,21 @@ class Ledger:
 
     @classmethod
     def read(cls, path: Path) -> "Ledger":
+        """The ledger in `path`; absent, or damaged (a warning names it), an empty one: every stage is then checked
+        again, each reading its own caches (the ledger is only a record of what ran)."""
+        if not path.is_file():
+            return cls(path)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            return cls(path, dict(data.get("stages") or {}))
-        except (OSError, ValueError, AttributeError):
-            return cls(path)  # absent or unreadable: every stage runs (it is only a record of what ran)
+            stages = data.get("stages") if isinstance(data, dict) else None
+            if not isinstance(stages, dict) or not all(
+                    isinstance(record, dict) and isinstance(record.get("wrote", {}), dict) for record in stages.values()):
+                raise ValueError("not a record of stages")
+            return cls(path, dict(stages))
+        except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+            logging.getLogger(__name__).warning("%s is damaged (%s: %s): every stage runs again, each from its caches",
+                                                path, type(exc).__name__, str(exc)[:120])
+            return cls(path)
 
     def write(self) -> None:
         from ragstudy.io import atomic_write_text

@@ -86,6 +86,18 @@ def test_the_study_ranks_its_retrieval_stage_with_three_retrievers(tmp_path: Pat
     assert study.main([*STUDY_FLAGS, "--retrievers", "bm26", "--output-dir", str(tmp_path / "x")]) == 2
 
 
+@pytest.mark.parametrize("text", ['{"stages": {"answers": {"key": "k", "wrote": {"a.csv": "0' + '0' * 63 + '"}}',
+                                  '{"stages": {"answers": "done"}}', '[1, 2]', '\x00\xff'])
+def test_a_damaged_ledger_is_named_and_every_stage_checked_again(tmp_path: Path, text: str,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / study.LEDGER
+    path.write_bytes(text.encode("latin-1"))  # truncated JSON, a stage that is not a record, not an object, binary
+    with caplog.at_level("WARNING"):
+        ledger = study.Ledger.read(path)
+    assert ledger.stages == {} and f"{path} is damaged (" in caplog.text
+    assert study.Ledger.read(tmp_path / "absent.json").stages == {}
+
+
 # ----------------------------------------------------------------------------------------- the whole study
 
 def _study(root: Path, timeout: int = 1800) -> subprocess.CompletedProcess:

@@ -59,8 +59,8 @@ echo "== interpreter: $PYTHON ($("$PYTHON" --version 2>&1)); externally managed:
 git clone -q "$REPO" "$WORK/repo"
 echo "== cloned $(git -C "$WORK/repo" rev-parse --short HEAD) into $WORK/repo"
 
-# The README's study, cut to one question and two strategies (tests/test_cli.py runs a small whole study): it runs
-# every stage through the `ragstudy` command the set-up installed.
+# The README's study, cut to one question and two strategies (.ci/run runs the whole study verbatim, and
+# tests/test_cli.py checks what it left): it runs every stage through the `ragstudy` command the set-up installed.
 step "set-up + run (README)" "$RUN_CMD --limit 1 --strategies paragraph,fixed-size"
 step "tests (README)" "$TEST_CMD --collect-only -q | tail -n 3"
 step "imports from outside the repository" \
