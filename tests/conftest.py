@@ -54,6 +54,15 @@ def _one_thread():
     torch.set_num_threads(1)
 
 
+def sigint_default() -> None:
+    """`preexec_fn` of a process a test sends Ctrl-C to: SIGINT back to its default action, so the child's Python
+    turns it into KeyboardInterrupt even when the test session itself was started in the background (a shell's
+    `pytest &` ignores SIGINT, and an ignored signal is inherited, so the child would never see the Ctrl-C)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def ctrl_c_when(process, ready, *, settle: float = 0.5, deadline: float = 240,
                 timeout: float = 30) -> tuple[str, float]:
     """Wait until `ready()` (the run must still be going), let it settle, send one SIGINT (Ctrl-C) to `process`

@@ -159,7 +159,7 @@ def test_a_retrieval_only_run_and_retrieval_eval_score_a_generated_set(docs, tmp
 def test_one_ctrl_c_stops_the_script_and_the_rerun_resumes(docs, tmp_path, capsys) -> None:
     import os
 
-    from conftest import assert_stopped_by_ctrl_c, ctrl_c_when
+    from conftest import assert_stopped_by_ctrl_c, ctrl_c_when, sigint_default
 
     script = ExtractiveGenerator()
 
@@ -177,7 +177,8 @@ def test_one_ctrl_c_stops_the_script_and_the_rerun_resumes(docs, tmp_path, capsy
         args[args.index("URL")] = server.url
         process = subprocess.Popen([sys.executable, "tools/make_qa.py", *args], cwd=REPO_ROOT, text=True,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   env={**os.environ, "RAGSTUDY_CACHE": str(cache), "PYTHONPATH": str(REPO_ROOT)})
+                                   env={**os.environ, "RAGSTUDY_CACHE": str(cache), "PYTHONPATH": str(REPO_ROOT)},
+                                   preexec_fn=sigint_default)
         stderr, stopped = ctrl_c_when(process, lambda: server.chats() > 3)
         assert_stopped_by_ctrl_c(process, stderr)
         assert stopped < 10 and not (tmp_path / "qa" / "Questions.csv").exists()

@@ -14,7 +14,7 @@ from ragstudy import registry
 from ragstudy.pipeline import chunking_ahead
 from ragstudy.textlayer import read_pdf
 
-from conftest import REPO_ROOT, assert_stopped_by_ctrl_c, ctrl_c_when
+from conftest import REPO_ROOT, assert_stopped_by_ctrl_c, ctrl_c_when, sigint_default
 
 SAMPLE = sorted((REPO_ROOT / "Documents").glob("*.pdf"))
 
@@ -102,7 +102,8 @@ def test_cli_ctrl_c_during_the_background_conversion_stops_its_workers(tmp_path:
         [sys.executable, "evaluation_chain.py", "--profile", "lite", "--retrieval-only", "--strategies", "markdown",
          "--documents", str(documents), "--questions", str(REPO_ROOT / "Questions.csv"), "--limit", "2",
          "--output-dir", str(tmp_path / "out"), "--db-dir", str(tmp_path / "db")],
-        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=sigint_default)
 
     def group() -> list[str]:
         found = subprocess.run(["pgrep", "-g", str(process.pid)], capture_output=True, text=True).stdout.split()

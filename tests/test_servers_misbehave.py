@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, assert_stopped_by_ctrl_c, ctrl_c_when, write_test_pdf
+from conftest import REPO_ROOT, assert_stopped_by_ctrl_c, ctrl_c_when, sigint_default, write_test_pdf
 from ragstudy.errors import StudyInputError
 from ragstudy.llms import AnswerCache, GenerationParams
 from ragstudy.knowledge_base import check_chroma_server
@@ -271,7 +271,7 @@ def test_cli_one_ctrl_c_stops_a_run_waiting_on_a_hung_server(fake_server: FakeSe
     fake_server.routes["POST /v1/chat/completions"] = HANG
     process = subprocess.Popen([sys.executable, "evaluation_chain.py", "--profile", "lite", *small_run,
                                 "--llm-server", fake_server.url, "--llm-server-model", MODEL], cwd=REPO_ROOT,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
     # once the run is waiting on the hung request
     stderr, stopped = ctrl_c_when(process, lambda: fake_server.chats() > 0)
     assert_stopped_by_ctrl_c(process, stderr)
