@@ -122,7 +122,7 @@ def vector_cache_damaged(path: Path, exc: Exception) -> None:
 
 
 FOLDER_MANIFEST = "ragstudy-files.json"  # in a built model folder: its files' sizes and sha256, recorded when built
-_verified: dict[tuple[str, int], None] = {}  # folders found whole in this process (by manifest mtime)
+_verified: set[tuple] = set()  # folders found whole in this process, by the size and mtime of each of their files
 
 
 def folder_files(folder: Path) -> list[Path]:
@@ -136,22 +136,24 @@ def record_folder(folder: Path, **facts: Any) -> None:
     record(Path(folder) / FOLDER_MANIFEST, folder_files(folder), **facts)
 
 
-def usable_folder(folder: Path, what: str, whole: Callable[[Path], Any]) -> bool:
-    """Whether a built model folder (a rebuilt or converted model in the project cache) can be used as it is.
+def usable_folder(folder: Path, what: str, whole: Callable[[Path], Any] | None = None) -> bool:
+    """Whether a built model folder (an export, a rebuilt or converted model in the project cache) can be used as it
+    is.
 
-    A folder with a manifest must match it (`verify`); one without (built before manifests existed) is adopted when
+    A folder with a manifest must match it (`verify`). One without (built before manifests existed) is adopted when
     `whole(folder)` passes (it loads or parses the folder's files and raises when one is truncated or not what it
-    should be), and its manifest is written then. A folder that fails is set aside with a warning and False is
-    returned: the caller builds it again. An absent folder is False, silently."""
+    should be), and its manifest is written then; with no `whole`, it is not adopted. A folder that fails is set
+    aside with a warning and False is returned: the caller builds it again. An absent folder is False, silently."""
     folder = Path(folder)
     if not folder.is_dir():
         return False
     manifest = folder / FOLDER_MANIFEST
-    if manifest.is_file():
-        key = (str(manifest), manifest.stat().st_mtime_ns)
-        problem = None if key in _verified else verify(manifest)
+    if manifest.is_file() or whole is None:
+        # a file rewritten or truncated since it was verified changes its stat: verified again (hashing is slow)
+        key = tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(folder.rglob("*")) if p.is_file())
+        problem = None if manifest.is_file() and key in _verified else verify(manifest)
         if problem is None:
-            _verified[key] = None
+            _verified.add(key)
             return True
     else:
         try:
@@ -166,3 +168,15 @@ def usable_folder(folder: Path, what: str, whole: Callable[[Path], Any]) -> bool
             return True
     set_aside_damaged(folder, what, problem)
     return False
+
+
+def weights_read_back(folder: Path, *json_files: str) -> None:
+    """Raise unless the folder's `model.safetensors` reads back tensor by tensor and each of `json_files` parses: the
+    `whole` check of `usable_folder` for a model folder saved by transformers or sentence-transformers."""
+    from safetensors import safe_open
+
+    for name in json_files:
+        json.loads((Path(folder) / name).read_text(encoding="utf-8"))
+    with safe_open(str(Path(folder) / "model.safetensors"), framework="numpy") as weights:
+        for name in weights.keys():
+            weights.get_tensor(name)

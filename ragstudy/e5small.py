@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cachefile import record_folder, usable_folder
+from .cachefile import record_folder, usable_folder, weights_read_back
 from .errors import StudyInputError, store_error
 from .io import cache_dir
 
@@ -196,7 +196,9 @@ def model_folder() -> Path:
     source = weights_file()
     key = hashlib.sha256(f"{weights_hash(source)}/{RECIPE}".encode()).hexdigest()[:16]
     target = cache_dir() / "models" / f"multilingual-e5-small-{key}"
-    if usable_folder(target, "rebuilt multilingual-e5-small", _loads):  # a damaged one is set aside and rebuilt
+    # a damaged one is set aside and rebuilt; one from before manifests is kept if it reads back whole
+    if usable_folder(target, "rebuilt multilingual-e5-small",
+                     lambda folder: weights_read_back(folder, "tokenizer.json")):
         return target
     tmp = target.with_name(f"{target.name}.{os.getpid()}.partial")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -225,16 +227,6 @@ def model_folder() -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
-
-
-def _loads(folder: Path) -> None:
-    """Raise unless the folder's weights and tokenizer read back whole (a folder built before manifests existed)."""
-    from safetensors import safe_open
-
-    with safe_open(str(folder / "model.safetensors"), framework="numpy") as weights:
-        for name in weights.keys():
-            weights.get_tensor(name)
-    json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
 
 
 def _as_os_error(exc: BaseException) -> OSError | None:

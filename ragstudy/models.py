@@ -11,7 +11,6 @@ ragstudy.embedders and ragstudy.llms.
 from __future__ import annotations
 
 import importlib.util
-import json
 import logging
 import shutil
 from pathlib import Path
@@ -91,10 +90,12 @@ def smollm2_gguf() -> Path:
 
 def smollm2_folder() -> str:
     """Convert SmolLM2 GGUF -> plain transformers folder once (atomic: build in a temp folder, then rename)."""
-    from .cachefile import record_folder, usable_folder
+    from .cachefile import record_folder, usable_folder, weights_read_back
 
     target = cache_dir() / "models" / "SmolLM2-135M-Instruct"
-    if usable_folder(target, "converted SmolLM2 model folder", _smollm2_loads):  # a damaged one: converted again
+    # a damaged one is set aside and converted again; one from before manifests is kept if it reads back whole
+    if usable_folder(target, "converted SmolLM2 model folder",
+                     lambda folder: weights_read_back(folder, "config.json", "tokenizer.json")):
         return str(target)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -112,20 +113,8 @@ def smollm2_folder() -> str:
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     record_folder(tmp, converted_from=gguf.name)
-    shutil.rmtree(target, ignore_errors=True)  # a folder left without its config (not whole, not set aside)
     tmp.replace(target)
     return str(target)
-
-
-def _smollm2_loads(folder: Path) -> None:
-    """Raise unless a converted folder (made before manifests existed) reads back whole: config, weights, tokenizer."""
-    from safetensors import safe_open
-
-    json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    with safe_open(str(folder / "model.safetensors"), framework="numpy") as weights:
-        for name in weights.keys():
-            weights.get_tensor(name)
-    json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
 
 
 def resolve_embedding(spec: str, origin: str) -> str:

@@ -133,14 +133,15 @@ def test_a_truncated_genai_export_is_exported_again(tiny_phi3: str, own_cache: P
                                                     caplog: pytest.LogCaptureFixture) -> None:
     pytest.importorskip("onnxruntime_genai")
     from ragstudy.llms import GenerationParams
-    from ragstudy.llms.onnxruntime_engine import GENAI_MANIFEST, OnnxChatModel, onnx_model_folder
+    from ragstudy.cachefile import FOLDER_MANIFEST
+    from ragstudy.llms.onnxruntime_engine import OnnxChatModel, onnx_model_folder
 
     tiny_phi3 = tiny_llama(tiny_phi3, tmp_path / "tiny-llama")
 
     params = GenerationParams(max_new_tokens=8)
     answer = OnnxChatModel(tiny_phi3, threads=1).generate("Ciao", params)
     folder = onnx_model_folder(tiny_phi3)
-    assert (folder / GENAI_MANIFEST).is_file()
+    assert (folder / FOLDER_MANIFEST).is_file()
     weights = max((p for p in folder.iterdir() if p.name.startswith("model.onnx")), key=lambda p: p.stat().st_size)
     damage(weights, "truncated")
     with caplog.at_level(logging.WARNING):

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..cachefile import FOLDER_MANIFEST, record_folder, usable_folder
 from ..errors import StudyInputError
 from ..io import cache_dir, sha256_text, stable_json
 from ..models import WHEEL_SMOLLM2
@@ -23,7 +24,6 @@ from .in_process import ChatTemplate
 logger = logging.getLogger(__name__)
 
 ONNX_GENAI_PIN = "onnxruntime-genai==0.18.0"
-GENAI_MANIFEST = "ragstudy-files.json"  # sizes and sha256 of the export's files, recorded when it is built (= cachefile.FOLDER_MANIFEST)
 
 
 class OnnxChatModel(ChatTemplate):
@@ -79,20 +79,14 @@ def onnx_model_folder(model_path: str) -> Path:
     if not (source / "config.json").is_file():
         raise StudyInputError(f"the onnxruntime LLM engine needs a local model folder, got {model_path!r}; pass "
                               "--llm PATH (a folder with config.json) or --llm-engine torch")
-    from ..cachefile import FOLDER_MANIFEST
-
     # the source's own files (not the manifest the project cache keeps beside a converted model: the key stays)
     files = {p.name: p.stat().st_size for p in sorted(source.iterdir()) if p.is_file() and p.name != FOLDER_MANIFEST}
     digest = sha256_text(stable_json({"config": (source / "config.json").read_text(encoding="utf-8"),
                                       "files": files, "precision": "fp32", "engine": ONNX_GENAI_PIN}))[:16]
     target = cache_dir() / "models" / "onnx" / f"{source.name}-{digest}"
-    if (target / "genai_config.json").is_file():
-        from ..cachefile import set_aside_damaged, verify
-
-        problem = verify(target / GENAI_MANIFEST)  # a truncated or replaced weight file is exported again
-        if problem is None:
-            return target
-        set_aside_damaged(target, "ONNX Runtime GenAI export", problem)
+    # a truncated or replaced weight file, or an export made before manifests existed, is set aside and exported again
+    if usable_folder(target, "ONNX Runtime GenAI export"):
+        return target
     import_onnx_genai()
     tmp = target.with_name(target.name + ".partial")
     import shutil
@@ -107,10 +101,7 @@ def onnx_model_folder(model_path: str) -> Path:
         tail = (done.stderr or done.stdout or "").strip().splitlines()[-3:]
         raise StudyInputError(f"exporting {source} to ONNX failed (exit {done.returncode}: {' | '.join(tail)}); "
                               "pass --llm-engine torch")
-    from ..cachefile import record
-
-    record(tmp / "model" / GENAI_MANIFEST, [f for f in (tmp / "model").iterdir() if f.is_file()],
-           engine=ONNX_GENAI_PIN, precision="fp32")
+    record_folder(tmp / "model", engine=ONNX_GENAI_PIN, precision="fp32")
     shutil.rmtree(target, ignore_errors=True)  # a folder left without genai_config.json
     (tmp / "model").rename(target)
     shutil.rmtree(tmp, ignore_errors=True)
