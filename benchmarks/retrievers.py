@@ -57,9 +57,8 @@ def evaluate_run(results_dir: Path, evidence: dict) -> pd.DataFrame:
     hits, _ = evaluate_folder(results_dir, evidence, list(run_config["budgets"]),
                               run_measure(run_config, results_dir), ranked_strategies(results_dir))
     retriever = run_config.get("retriever", "dense")
-    embeds = retrievers.get(retriever).vectors or retriever == "dense"
     return hits.assign(retriever=retriever, text_layer=run_config.get("text_layer", "raw"),
-                       embedding=embedding_name(run_config) if embeds else "-")
+                       embedding=embedding_name(run_config) if retrievers.get(retriever).vectors else "-")
 
 
 def embedding_name(run_config: dict) -> str:

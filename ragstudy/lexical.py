@@ -1,5 +1,5 @@
-"""Lexical retrieval for Italian text: an analyzer, a BM25 index over text units, reciprocal rank fusion, and parents
-ranked by their best unit (the shape of `KnowledgeBase.rank`, for the retrieval-only path).
+"""Lexical retrieval for Italian text: an analyzer, a BM25 index over text units, and parents ranked by their best
+unit (the shape of `KnowledgeBase.rank`, for the retrieval-only path).
 
 - Analyzer: NFKD accent folding and case folding, tokens are `\\w+` runs, the Snowball Italian stopwords (Debian
   liblingua-stopwords-perl, /usr/share/perl5/Lingua/StopWords/IT.pm, folded the same way) are dropped, the rest
@@ -9,8 +9,7 @@ ranked by their best unit (the shape of `KnowledgeBase.rank`, for the retrieval-
   Building is cheap (7,000 child windows of 250 characters: 2.2-3.4 s, 1.1 s of it the analyzer, on a 2-core
   machine at load 11; 36 queries 0.5 s), so the index is rebuilt rather than cached; `LexicalIndex.key` is a
   content hash (units + analyzer + BM25 settings) to cache rankings under, as the dense rankings are.
-- Reciprocal rank fusion (Cormack, Clarke & Büttcher 2009): score(d) = Σ_r 1 / (k + rank_r(d)), rank 1-based,
-  k = 60 as in that paper; a document absent from a ranking gets nothing from it.
+- Fusing dense and BM25 is the hybrid retriever's (retrievers/hybrid.py: normalised scores at the parent level).
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ logger = logging.getLogger(__name__)
 
 STOPWORDS_IT = Path("/usr/share/perl5/Lingua/StopWords/IT.pm")
 STOPWORDS_PACKAGE = "liblingua-stopwords-perl"
-RRF_K = 60  # Cormack et al. 2009: k = 60 worked across their TREC runs; larger k flattens the top ranks
 _TOKEN = re.compile(r"\w+")
 
 
@@ -157,27 +155,6 @@ def index_key(units: Sequence[str], analyzer: ItalianAnalyzer, settings: BM25Set
                                     "bm25": asdict(settings)}))
 
 
-# ------------------------------------------------------------------------------------------------ fusion
-
-def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> list[tuple[str, float]]:
-    """Fuse rankings of ids (best first) by RRF: Σ 1 / (k + rank). Ties: the better best rank first, then the
-    earlier ranking that holds it, then the id. Repeats within one ranking are dropped before ranks are counted."""
-    if k <= 0:
-        raise ValueError(f"RRF k must be positive, got {k}")
-    score: dict[str, float] = {}
-    best: dict[str, tuple[int, int]] = {}
-    for which, ranking in enumerate(rankings):
-        seen: set[str] = set()
-        for item in ranking:
-            if item in seen:
-                continue
-            seen.add(item)
-            rank = len(seen)
-            score[item] = score.get(item, 0.0) + 1.0 / (k + rank)
-            best[item] = min(best.get(item, (rank, which)), (rank, which))
-    return sorted(score.items(), key=lambda pair: (-pair[1], *best[pair[0]], pair[0]))
-
-
 # ------------------------------------------------------------------------------------------------ parents
 
 @dataclass(frozen=True)
@@ -239,7 +216,7 @@ class ParentInfo:
 
 def to_retrieved(question_index: int, ranked: Sequence[UnitRanked], parents: Mapping[str, ParentInfo],
                  in_k: set[str]) -> list:
-    """`retrieval.RetrievedParent` rows of a lexical or fused ranking. Their `score` is the negated BM25 (or RRF)
+    """`retrieval.RetrievedParent` rows of a lexical or fused ranking. Their `score` is the negated BM25 (or fused)
     score, so that lower is better as for the dense rankings' Chroma distances."""
     from .records import RetrievedParent
 

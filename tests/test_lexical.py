@@ -8,8 +8,8 @@ import pytest
 from conftest import REPO_ROOT, TEST_PARAGRAPHS
 
 from ragstudy.errors import StudyInputError
-from ragstudy.lexical import (RRF_K, STOPWORDS_IT, ItalianAnalyzer, LexicalIndex, ParentInfo, UnitRanked, fill_depth,
-                              fold, italian_stopwords, paper_k_parents, parents_by_best_unit, reciprocal_rank_fusion,
+from ragstudy.lexical import (STOPWORDS_IT, ItalianAnalyzer, LexicalIndex, ParentInfo, UnitRanked, fill_depth,
+                              fold, italian_stopwords, paper_k_parents, parents_by_best_unit,
                               to_retrieved)
 
 needs_stopwords = pytest.mark.skipif(not STOPWORDS_IT.is_file(), reason=f"{STOPWORDS_IT} absent (tools/setup.sh "
@@ -84,23 +84,6 @@ def test_index_key_follows_units_and_analyzer():
 def test_empty_corpus_is_refused():
     with pytest.raises(StudyInputError, match="at least one"):
         LexicalIndex([])
-
-
-def test_rrf_scores_by_hand():
-    fused = dict(reciprocal_rank_fusion([["a", "b", "c"], ["c", "a"]]))
-    assert fused["a"] == pytest.approx(1 / 61 + 1 / 62)
-    assert fused["c"] == pytest.approx(1 / 63 + 1 / 61)
-    assert fused["b"] == pytest.approx(1 / 62)
-    assert [item for item, _ in reciprocal_rank_fusion([["a", "b", "c"], ["c", "a"]])] == ["a", "c", "b"]
-    assert RRF_K == 60
-
-
-def test_rrf_ties_go_to_the_earlier_ranking_and_k_must_be_positive():
-    assert [item for item, _ in reciprocal_rank_fusion([["x", "y"], ["y", "x"]])] == ["x", "y"]
-    assert [item for item, _ in reciprocal_rank_fusion([["y", "x"], ["x", "y"]])] == ["y", "x"]
-    assert dict(reciprocal_rank_fusion([["a", "a", "b"]]))["b"] == pytest.approx(1 / 62)  # repeats count once
-    with pytest.raises(ValueError, match="positive"):
-        reciprocal_rank_fusion([["a"]], k=0)
 
 
 def test_parents_ranked_by_best_unit_and_depth_fills_the_largest_budget():
