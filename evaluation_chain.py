@@ -24,7 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The chain's flags, generated from the settings' declaration (ragstudy.config.study_settings)."""
     from ragstudy.config import add_study_arguments
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     allow_abbrev=False)
     return add_study_arguments(parser)
 
 

@@ -113,7 +113,7 @@ def script_main(build_parser: BuildParser, run: Run) -> Callable[[Sequence[str] 
 def script_parser(description: str, settings: Iterable[Setting] = ()) -> argparse.ArgumentParser:
     """A script's parser built from its `settings` (-v/--verbose added when they lack it; run_script reads it)."""
     formatter = argparse.RawDescriptionHelpFormatter if "\n" in description else argparse.HelpFormatter
-    parser = argparse.ArgumentParser(description=description, formatter_class=formatter)
+    parser = argparse.ArgumentParser(description=description, formatter_class=formatter, allow_abbrev=False)
     return add_script_arguments(parser, settings)
 
 

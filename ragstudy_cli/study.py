@@ -42,7 +42,7 @@ CHAIN_MODES = ("--retrieval-only", "--chunks-only", "--sweep", "--output-dir")
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="ragstudy study", formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="ragstudy study", allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter,
         usage="ragstudy study [--output-dir DIR] [--evidence FILE] [--oracle FILE] [--hope] [--force] "
               "[flags of 'ragstudy answer' ...]",
         description=__doc__,

@@ -30,7 +30,7 @@ DEFAULT_DOCUMENTS = "Documents"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="make-qa", description=__doc__,
+    parser = argparse.ArgumentParser(prog="make-qa", allow_abbrev=False, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="qa", help="output folder (default: qa/)")
     parser.add_argument("--n", type=int, default=60, help="questions wanted (default 60)")
