@@ -594,18 +594,90 @@ def validate_budgets(budgets: Any, where: str) -> tuple[int, ...]:
     return tuple(budgets)
 
 
+YAML_MAX_BYTES = 1 << 20  # a config or sweep file larger than this is refused before it is parsed
+YAML_MAX_NODES = 100_000  # values once every alias is expanded (a billion-laughs file is refused, not expanded)
+YAML_MAX_DEPTH = 64  # nesting of mappings and lists
+
+
+def decode_user_text(raw: bytes, path: str | Path) -> str:
+    """The text of a user's file: UTF-8 (a BOM is dropped) or UTF-16/32 with its BOM; other bytes are one
+    StudyInputError naming the file and the byte offset, asking for UTF-8."""
+    import codecs
+
+    for bom, codec in ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+                       (codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"),
+                       (codecs.BOM_UTF16_BE, "utf-16")):
+        if raw.startswith(bom):
+            break
+    else:
+        codec = "utf-8"
+    try:
+        return raw.decode(codec)
+    except UnicodeDecodeError as exc:
+        raise StudyInputError(f"{path}: not UTF-8 text (byte {exc.start} is 0x{raw[exc.start]:02x}); save it as "
+                              f"UTF-8 (an editor's 'Save as... UTF-8'), then re-run") from None
+
+
+def _check_yaml_size(node: Any, path: str | Path) -> None:
+    """Refuse a composed YAML document that expands to more than YAML_MAX_NODES values, nests deeper than
+    YAML_MAX_DEPTH or refers to itself; aliases are counted as often as they are used, without expanding them."""
+    import yaml
+
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def size(item: Any, depth: int) -> int:
+        key = id(item)
+        if key in sizes:
+            return sizes[key]
+        if depth > YAML_MAX_DEPTH:
+            raise StudyInputError(f"{path}: nested deeper than {YAML_MAX_DEPTH} levels; a config or sweep file "
+                                  "is a few levels of settings, fix the file")
+        if key in open_nodes:
+            raise StudyInputError(f"{path}: an alias refers to the mapping or list that contains it; remove the "
+                                  "recursive alias")
+        total = 1
+        if isinstance(item, (yaml.SequenceNode, yaml.MappingNode)):
+            open_nodes.add(key)
+            children = item.value if isinstance(item, yaml.SequenceNode) else [v for pair in item.value for v in pair]
+            for child in children:
+                total += size(child, depth + 1)
+                if total > YAML_MAX_NODES:
+                    raise StudyInputError(f"{path}: expands to more than {YAML_MAX_NODES:,} values once its "
+                                          "aliases (*name) are expanded; a config or sweep file needs far fewer, "
+                                          "write the values out or remove the aliases")
+            open_nodes.discard(key)
+        sizes[key] = total
+        return total
+
+    size(node, 0)
+
+
 def read_yaml_mapping(path: str | Path, what: str, shape: str) -> dict[str, Any]:
     """A YAML file whose top level is a mapping (an empty file is {}); errors name the file, `what` it is (e.g.
-    "the config file") and the expected `shape`."""
+    "the config file") and the expected `shape`. The file is bounded before it is expanded: at most YAML_MAX_BYTES,
+    YAML_MAX_NODES values with aliases expanded, YAML_MAX_DEPTH levels; UTF-8 or UTF-16/32 with a BOM."""
     import yaml
 
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle) or {}
+        with open(path, "rb") as handle:
+            raw = handle.read(YAML_MAX_BYTES + 1)
     except OSError as exc:
         raise StudyInputError(f"{path}: cannot read {what} ({exc})") from exc
+    if len(raw) > YAML_MAX_BYTES:
+        raise StudyInputError(f"{path}: {what} is larger than {YAML_MAX_BYTES >> 20} MiB; a config or sweep file "
+                              "is a few kilobytes, check that this is the right file")
+    text = decode_user_text(raw, path)
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        if node is not None:
+            _check_yaml_size(node, path)
+        data = (yaml.safe_load(text) if node is not None else None) or {}
     except yaml.YAMLError as exc:
-        raise StudyInputError(f"{path}: not valid YAML ({exc})") from exc
+        reason = " ".join(str(exc).split())
+        raise StudyInputError(f"{path}: not valid YAML ({reason[:300]}{'...' if len(reason) > 300 else ''})") from exc
+    except RecursionError:
+        raise StudyInputError(f"{path}: nested too deeply to read; fix the file") from None
     if not isinstance(data, dict):
         raise StudyInputError(f"{path}: {what} must be {shape}")
     return dict(data)
