@@ -77,6 +77,7 @@ def sweep_file(tmp_path: Path, body: str) -> Path:
 
 
 @pytest.mark.parametrize("sweep_id", ["../../escaped", "/tmp/escaped-absolute", "..", "a/b"])
+@pytest.mark.slow
 def test_a_sweep_id_that_is_a_path_is_refused_before_anything_is_written(tmp_path: Path, sweep_id: str) -> None:
     path = sweep_file(tmp_path, f"configs:\n  - id: {json.dumps(sweep_id)}\n    strategy: fixed-size\n"
                                 "    params: {chunk_size: 300}\n")
@@ -131,6 +132,7 @@ def test_a_prompt_file_without_context_is_named(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("make", ["folder", "file", "absent"])
+@pytest.mark.slow
 def test_an_embedding_path_that_is_not_a_model_is_refused_before_anything(tmp_path: Path, make: str) -> None:
     model = tmp_path / "not-a-model"
     if make == "folder":

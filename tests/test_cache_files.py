@@ -53,6 +53,7 @@ def questions(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("retriever", ["bm25", "dense"])
 @pytest.mark.parametrize("how", ["truncated", "wrong shape"])
+@pytest.mark.slow
 def test_a_damaged_ranking_cache_is_set_aside_and_rebuilt(pdf_dir: Path, questions: Path, own_cache: Path,
                                                           tmp_path: Path, caplog: pytest.LogCaptureFixture,
                                                           retriever: str, how: str) -> None:

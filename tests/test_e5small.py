@@ -228,6 +228,11 @@ def test_a_hybrid_run_ranks_parents_by_the_fused_scores(pdf_dir, tmp_path, minil
             lexical_best[parent] = max(lexical_best.get(parent, -1.0), float(bm25[unit]))
         expected = fuse_parents(dense_best, lexical_best)
         got = rankings[index]
-        assert [p.doc_id for p in got] == [p for p, _ in expected[:len(got)]]
-        assert got[0].score == pytest.approx(-expected[0][1], abs=1e-4)
+        # the same fused score at every rank, and each parent where its own fused score puts it: parents whose
+        # scores tie within float noise (the test embeds one text at a time, the run in batches) may swap places
+        fused = dict(expected)
+        for rank, parent in enumerate(got):
+            assert -parent.score == pytest.approx(expected[rank][1], abs=1e-4), (index, rank)
+            assert fused[parent.doc_id] == pytest.approx(expected[rank][1], abs=1e-4), (index, rank)
+        assert len({p.doc_id for p in got}) == len(got)
         assert got[0].in_k

@@ -238,6 +238,7 @@ def test_rank_fetches_more_windows_until_it_has_depth_parents(pdf_dir: Path, tmp
     assert len(fetched) >= 2 and fetched == sorted(fetched)  # progressive, not everything at once
 
 
+@pytest.mark.slow
 def test_rank_keeps_identical_windows_the_index_search_skipped(tmp_path: Path, minilm_embedding) -> None:
     """HNSW links exact duplicates poorly and may return any subset of them; the ranking must not depend on it."""
     from conftest import write_test_pdf

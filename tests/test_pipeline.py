@@ -135,6 +135,7 @@ def _study_config(pdf_dir: Path, questions: Path, out: Path, llm: str, **extra) 
                                output_dir=str(out), db_dir=str(out / "db"), llm=llm, **extra)
 
 
+@pytest.mark.slow
 def test_study_end_to_end_then_warm_rerun_does_no_work(pdf_dir, questions_csv, tmp_path, tiny_phi3) -> None:
     out = tmp_path / "results"
     config = _study_config(pdf_dir, questions_csv, out, tiny_phi3)
@@ -161,6 +162,7 @@ def test_study_end_to_end_then_warm_rerun_does_no_work(pdf_dir, questions_csv, t
 
 
 @pytest.mark.parametrize("batch_size", [1, 2])
+@pytest.mark.slow
 def test_interrupted_run_resumes_with_the_remaining_questions(pdf_dir, questions_csv, tmp_path, tiny_phi3,
                                                              monkeypatch, batch_size: int) -> None:
     """Killed after two answers (one at a time, or one batch of two): the re-run generates only the third."""
@@ -237,6 +239,7 @@ def test_cli_help_is_fast_and_does_not_import_torch() -> None:
     assert "--chunks-only" in result.stdout and "--profile" in result.stdout
 
 
+@pytest.mark.slow
 def test_cli_bad_input_exits_2_with_a_message(tmp_path: Path, questions_csv: Path) -> None:
     result = _cli("--profile", "lite", "--documents", str(tmp_path / "none"), "--questions", str(questions_csv),
                   "--output-dir", str(tmp_path / "out"))
@@ -246,6 +249,7 @@ def test_cli_bad_input_exits_2_with_a_message(tmp_path: Path, questions_csv: Pat
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_cli_chunks_only_writes_exports_and_stops(pdf_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     result = _cli("--profile", "lite", "--documents", str(pdf_dir), "--output-dir", str(out), "--chunks-only")
@@ -258,6 +262,7 @@ def test_cli_chunks_only_writes_exports_and_stops(pdf_dir: Path, tmp_path: Path)
 
 @pytest.mark.parametrize("strategy, package", [("fixed-size", "RAGFixedSize"), ("newline", "RAGNewLine"),
                                                ("paragraph", "RAGParagraph")])
+@pytest.mark.slow
 def test_papers_entry_points_build_a_working_retriever(strategy: str, package: str, pdf_dir: Path,
                                                        tmp_path: Path) -> None:
     from ragstudy.paper_api import MyKnowledgeBase
@@ -288,6 +293,7 @@ def test_lite_profile_end_to_end_with_smollm2(pdf_dir: Path, questions_csv: Path
     assert warm.returncode == 0 and "| 0 | 1 |" in warm.stdout  # generated 0, cached 1 for every strategy
 
 
+@pytest.mark.slow
 def test_warm_retrieval_equals_cold_retrieval_despite_identical_windows(tmp_path: Path, minilm_embedding) -> None:
     """Identical child windows (running headers) tie; the order must not change when the index is reloaded."""
     from conftest import write_test_pdf
@@ -347,6 +353,7 @@ def test_answers_cut_mid_character_lose_the_replacement_character(tmp_path: Path
     assert generator("p") == "risposta tagliata"
 
 
+@pytest.mark.slow
 def test_unreachable_hub_model_names_the_profile(pdf_dir: Path, questions_csv: Path, tmp_path: Path) -> None:
     """The paper profile's hub ids cannot be fetched offline: exit 2 naming the model and what set it."""
     result = _cli("--profile", "paper", "--device", "cpu", "--documents", str(pdf_dir), "--questions",

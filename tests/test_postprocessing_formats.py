@@ -63,6 +63,7 @@ def _fill_survey(results: Path) -> pd.DataFrame:
     return pd.read_csv(results / "survey" / "survey_counts_overall.csv")
 
 
+@pytest.mark.slow
 def test_papers_files_give_the_same_numbers_as_this_projects(tmp_path: Path) -> None:
     ours, papers = tmp_path / "ours", tmp_path / "papers"
     shutil.copytree(BASIC, ours)

@@ -323,6 +323,7 @@ def test_cli_a_full_vector_cache_is_one_line_and_exit_2(tiny_fs, tmp_path: Path)
                                   "free space on that disk")
 
 
+@pytest.mark.slow
 def test_cli_a_full_onnx_model_cache_is_one_line_and_exit_2(tiny_fs, tmp_path: Path) -> None:
     """The lite profile exports its embedding model to ONNX once, into the cache: a full cache names that store."""
     cache = tiny_fs("cache", "1m")
