@@ -668,16 +668,19 @@ def read_yaml_mapping(path: str | Path, what: str, shape: str) -> dict[str, Any]
         raise StudyInputError(f"{path}: {what} is larger than {YAML_MAX_BYTES >> 20} MiB; a config or sweep file "
                               "is a few kilobytes, check that this is the right file")
     text = decode_user_text(raw, path)
+    loader = yaml.SafeLoader(text)  # one parse: the composed node is checked, then built (what safe_load does)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = loader.get_single_node()
         if node is not None:
             _check_yaml_size(node, path)
-        data = (yaml.safe_load(text) if node is not None else None) or {}
+        data = (loader.construct_document(node) if node is not None else None) or {}
     except yaml.YAMLError as exc:
         reason = " ".join(str(exc).split())
         raise StudyInputError(f"{path}: not valid YAML ({reason[:300]}{'...' if len(reason) > 300 else ''})") from exc
     except RecursionError:
         raise StudyInputError(f"{path}: nested too deeply to read; fix the file") from None
+    finally:
+        loader.dispose()
     if not isinstance(data, dict):
         raise StudyInputError(f"{path}: {what} must be {shape}")
     return dict(data)
