@@ -244,8 +244,8 @@ class StudyConfig:
         if "embedding_backend" not in values:
             values["embedding_backend"], origins["embedding_backend"] = embedders.default_backend(model, values)
         if "retriever" in values:  # a YAML list or "dense,bm25": one comma-separated string of registered names
-            values["retriever"] = ",".join(retrievers.parse(values["retriever"], where.get("retriever",
-                                                                                           "--retriever")))
+            origins["retriever"] = where.get("retriever", "--retriever")  # the study lets a user's retriever win
+            values["retriever"] = ",".join(retrievers.parse(values["retriever"], origins["retriever"]))
         if file_values:
             raise StudyInputError(f"{config_file}: unknown settings {', '.join(sorted(file_values))}")
         config = cls(profile=model, strategies=names, strategy_params=params, origins=origins, **values)
