@@ -30,7 +30,8 @@ def chain(pdf_dir: Path, questions: Path, out: Path, retriever: str, strategies:
 
     return evaluation_chain.main(["--retrieval-only", "--profile", "lite", "--documents", str(pdf_dir),
                                   "--questions", str(questions), "--output-dir", str(out), "--strategies", strategies,
-                                  "--budgets", "300,900", "--retriever", retriever])
+                                  "--budgets", "300,900", "--retriever", retriever,
+                                  "--db-dir", f"{out}-db"])  # its own Chroma folders: the default is the repository's
 
 
 def score(out: Path, *extra: str) -> int:
