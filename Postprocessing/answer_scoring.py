@@ -48,13 +48,11 @@ class Reference:
     cleaned: bool
 
 
-def selected_scorers(names: Sequence[str]) -> list[metric_catalogue.Scorer]:
-    """The registered scorers named in `names`, in registration order (the tables' order); unknown -> DataError."""
-    registered = metric_catalogue.scorers()
-    unknown = set(names) - set(registered)
-    if unknown:
-        raise DataError(f"unknown --metrics {sorted(unknown)}; choose from {list(registered)}")
-    return [s for name, s in registered.items() if name in names]
+def selected_scorers(names: Sequence[str] | str) -> list[metric_catalogue.Scorer]:
+    """The registered scorers named in `names` (or `all`), in registration order (the tables' order); an unknown
+    name is one error naming --metrics and the valid names."""
+    chosen = set(metric_catalogue.SCORERS.parse(names, "--metrics"))
+    return [s for s in metric_catalogue.SCORERS.members() if s.name in chosen]
 
 
 def resolve_reference(oracle_path: Path, cleaned_path: Path, mode: str, clean: bool) -> Reference:

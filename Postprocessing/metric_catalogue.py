@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ragstudy.plugins import Registry
+
 Aggregation = Literal["mean", "corpus", "count", "ratio", "variance"]
 # per-item scores: (hypotheses, references, settings) -> {metric name: one value per pair}
 ItemScorer = Callable[[Sequence[str], Sequence[str], Any], dict[str, list[float]]]
@@ -55,31 +57,46 @@ class Scorer:
     corpus: dict[str, CorpusScorer]  # corpus-level metrics computed when this scorer is selected
 
 
-_CATALOGUE: dict[str, MetricInfo] = {}
-_SCORERS: dict[str, Scorer] = {}
-_LOADED = False
+def _load_builtins() -> None:
+    """The built-in members of both registries below: the answer metrics' scorers (their modules register them),
+    then the core's budget metrics in the retrieval group (ragstudy.budget_metrics, declared there with their
+    compute functions: the same facts, never restated here)."""
+    from ragstudy import budget_metrics
+
+    for module in BUILTIN_SCORER_MODULES:
+        importlib.import_module(module)
+    for m in budget_metrics.metrics():
+        register_metric(m.name, "retrieval", m.description, m.higher_is_better, m.scale, decimals=m.decimals,
+                        scorer="ragstudy.budget_metrics")
+
+
+# every metric's facts, by metric name (the chunk metrics at the end of this module register as it is imported)
+CATALOGUE: Registry[MetricInfo] = Registry("metric", MetricInfo, builtins=_load_builtins, ordered=False)
+# the answer metrics' family: what `--metrics bleu,rouge` selects (outside ones from $RAGSTUDY_PLUGIN_PACKAGES)
+SCORERS: Registry[Scorer] = Registry("answer metric", Scorer, setting="metrics", builtins=_load_builtins,
+                                     ordered=False)
 
 
 def register_metric(name: str, group: str, description: str, higher_is_better: bool | None,
                     scale: tuple[float, float] | None = (0.0, 1.0), aggregation: Aggregation = "mean",
                     decimals: int = 3, scorer: str | None = None) -> MetricInfo:
     """Declare a metric's facts (idempotent for identical facts)."""
-    info = MetricInfo(name, group, description, higher_is_better, scale, aggregation, decimals, scorer)
-    existing = _CATALOGUE.get(name)
-    if existing is not None and existing != info:
-        raise ValueError(f"metric {name!r} is already registered differently: {existing}")
-    _CATALOGUE[name] = info
-    return info
+    return CATALOGUE.register(MetricInfo(name, group, description, higher_is_better, scale, aggregation, decimals,
+                                         scorer))
+
+
+def _registered_scorer(name: str) -> Scorer | None:
+    return next((s for s in SCORERS.registered() if s.name == name), None)
 
 
 def register_scorer(name: str, *metrics: MetricInfo) -> Callable[[ItemScorer], ItemScorer]:
     """Decorator: register `metrics` (built with `metric`) as computed per item by the decorated function."""
 
     def decorate(items: ItemScorer) -> ItemScorer:
+        previous = _registered_scorer(name)
+        SCORERS.register(Scorer(name, tuple(m.name for m in metrics), items, previous.corpus if previous else {}))
         for m in metrics:
             register_metric(**{**m.__dict__, "scorer": name})
-        previous = _SCORERS.get(name)
-        _SCORERS[name] = Scorer(name, tuple(m.name for m in metrics), items, previous.corpus if previous else {})
         return items
 
     return decorate
@@ -89,10 +106,11 @@ def register_corpus_metric(scorer: str, info: MetricInfo) -> Callable[[CorpusSco
     """Decorator: register a corpus-level metric computed by the decorated function whenever `scorer` runs."""
 
     def decorate(corpus: CorpusScorer) -> CorpusScorer:
-        if scorer not in _SCORERS:
+        owner = _registered_scorer(scorer)
+        if owner is None:
             raise ValueError(f"register scorer {scorer!r} before its corpus metric {info.name!r}")
         register_metric(**{**info.__dict__, "aggregation": "corpus", "scorer": scorer})
-        _SCORERS[scorer].corpus[info.name] = corpus
+        owner.corpus[info.name] = corpus
         return corpus
 
     return decorate
@@ -104,56 +122,27 @@ def metric(name: str, group: str, description: str, higher_is_better: bool | Non
     return MetricInfo(name, group, description, higher_is_better, scale, decimals=decimals)
 
 
-def _load_builtins() -> None:
-    global _LOADED
-    if not _LOADED:
-        _LOADED = True
-        _register_budget_metrics()
-        for module in BUILTIN_SCORER_MODULES:
-            importlib.import_module(module)
-
-
-def _register_budget_metrics() -> None:
-    """The core's budget metrics (ragstudy.budget_metrics, declared there with their compute functions), in the
-    retrieval group: the same facts, never restated here."""
-    from ragstudy import budget_metrics
-
-    for m in budget_metrics.metrics():
-        register_metric(m.name, "retrieval", m.description, m.higher_is_better, m.scale, decimals=m.decimals,
-                        scorer="ragstudy.budget_metrics")
-
-
 def get(name: str) -> MetricInfo:
-    _load_builtins()
-    try:
-        return _CATALOGUE[name]
-    except KeyError:
-        raise KeyError(f"metric {name!r} is not in the catalogue; register it where it is computed "
-                       "(see Postprocessing/metric_catalogue.py)") from None
+    """A metric's facts (an UnknownName, also a KeyError, for a metric nobody registered)."""
+    return CATALOGUE.get(name, "metric catalogue (register a metric where it is computed)")
 
 
 def in_group(group: str) -> list[MetricInfo]:
     """The group's metrics in registration order (the order tables show them)."""
-    _load_builtins()
-    return [info for info in _CATALOGUE.values() if info.group == group]
+    return [info for info in CATALOGUE.members() if info.group == group]
 
 
 def decimals(name: str) -> int:
-    _load_builtins()
-    return _CATALOGUE[name].decimals if name in _CATALOGUE else 3
+    return get(name).decimals if name in CATALOGUE else 3
 
 
 def scorers() -> dict[str, Scorer]:
     """Every registered scorer by name, in registration order."""
-    _load_builtins()
-    return dict(_SCORERS)
+    return {s.name: s for s in SCORERS.members()}
 
 
 def scorer(name: str) -> Scorer:
-    try:
-        return scorers()[name]
-    except KeyError:
-        raise KeyError(f"no scorer {name!r}; registered: {', '.join(_SCORERS)}") from None
+    return SCORERS.get(name)
 
 
 # The chunk metrics below are computed by Postprocessing/chunkeval (chunk_quality.py); their facts stay here until

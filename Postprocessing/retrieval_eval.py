@@ -47,7 +47,7 @@ from Postprocessing import cli, common, formatting
 from Postprocessing.common import DataError
 from ragstudy import budget_metrics
 from ragstudy import evidence as evidence_mod
-from ragstudy.budget_eval import DEFAULT_REFERENCE, Verdict
+from ragstudy.budget_eval import DEFAULT_REFERENCE, Verdict, per_question_columns
 from ragstudy.io import PROJECT_ROOT as REPO_ROOT
 from ragstudy.settings import Setting
 from ragstudy.stats import HOLM_COLUMN, ci_label
@@ -272,7 +272,7 @@ def run(args: argparse.Namespace) -> dict:
              "pairs of each budget and metric"]
     out_dir.mkdir(parents=True, exist_ok=True)
     written = {"per_question": results.write_table(out_dir, results.RETRIEVAL_PER_QUESTION,
-                                                   frame[list(results.RETRIEVAL_PER_QUESTION.columns)]),
+                                                   frame[per_question_columns()]),
                "summary": results.write_table(out_dir, results.RETRIEVAL_SUMMARY, summary),
                "paired": results.write_table(out_dir, results.RETRIEVAL_PAIRED, paired),
                "verdict": results.write_table(out_dir, results.RETRIEVAL_VERDICT,

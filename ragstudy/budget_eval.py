@@ -265,8 +265,6 @@ def evaluate_folder(results_dir: Path, evidence: Mapping, budgets: Sequence[int]
     adds the oracle overlap."""
     import pandas as pd
 
-    from .results import RETRIEVAL_PER_QUESTION
-
     terms = analyzer = None
     if oracle is not None:
         from .lexical import ItalianAnalyzer
@@ -277,8 +275,14 @@ def evaluate_folder(results_dir: Path, evidence: Mapping, budgets: Sequence[int]
     evaluations = [evaluate_strategy(results_dir, s, evidence, budgets, measure, terms, analyzer)
                    for s in strategies]
     frame = pd.DataFrame([row for e in evaluations for row in e.rows],
-                         columns=[*RETRIEVAL_PER_QUESTION.columns, "context_units"])
+                         columns=[*per_question_columns(), "context_units"])
     return frame, evaluations
+
+
+def per_question_columns() -> list[str]:
+    """The columns of retrieval_per_question.csv: results.RETRIEVAL_PER_QUESTION's, with every registered budget
+    metric's (an outside package's too) in place of the built-in ones it declares."""
+    return ["strategy", "budget", "question_index", *budget_metrics.columns(), "parents"]
 
 
 def budget_means(frame, labels: Sequence[str], metrics: Sequence[str] | None = None) -> dict[str, float]:

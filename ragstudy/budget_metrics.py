@@ -24,6 +24,7 @@ from functools import cached_property
 from typing import Any, Literal
 
 from .evidence import ContextScores, LocatedEvidence, Span, context_scores, score_spans
+from .plugins import Registry
 
 Needs = Literal["evidence", "oracle", "context"]
 
@@ -76,7 +77,10 @@ class BudgetMetric:
     decimals: int = 3
 
 
-_METRICS: dict[str, BudgetMetric] = {}
+# the built-in metrics are this module's own (registered below, as it is imported); outside ones come from the
+# packages of $RAGSTUDY_PLUGIN_PACKAGES on the first lookup (ragstudy.plugins)
+METRICS: Registry[BudgetMetric] = Registry("budget metric", BudgetMetric, ordered=False,
+                                          unique=lambda metric: (("column", metric.column),))
 
 
 def register_budget_metric(name: str, *, title: str, words: str, description: str, higher_is_better: bool | None,
@@ -86,10 +90,8 @@ def register_budget_metric(name: str, *, title: str, words: str, description: st
     """Decorator: register the decorated function as the per-context computation of metric `name`."""
 
     def decorate(compute: Callable[[ContextCase], float]) -> Callable[[ContextCase], float]:
-        if name in _METRICS:
-            raise ValueError(f"budget metric {name!r} is already registered")
-        _METRICS[name] = BudgetMetric(name, column or name, title, words, description, higher_is_better, needs,
-                                      compute, compared, scale, decimals)
+        METRICS.register(BudgetMetric(name, column or name, title, words, description, higher_is_better, needs,
+                                      compute, compared, scale, decimals))
         return compute
 
     return decorate
@@ -97,28 +99,26 @@ def register_budget_metric(name: str, *, title: str, words: str, description: st
 
 def metrics() -> list[BudgetMetric]:
     """Every budget metric in registration order (the order of every table)."""
-    return list(_METRICS.values())
+    return METRICS.members()
 
 
 def get(name: str) -> BudgetMetric:
-    try:
-        return _METRICS[name]
-    except KeyError:
-        raise KeyError(f"no budget metric {name!r}; registered: {', '.join(_METRICS)}") from None
+    return METRICS.get(name)
 
 
 def names(compared_only: bool = False) -> tuple[str, ...]:
-    return tuple(m.name for m in _METRICS.values() if m.compared or not compared_only)
+    return tuple(m.name for m in metrics() if m.compared or not compared_only)
 
 
-def columns() -> tuple[str, ...]:
-    """The per-question columns of every metric (retrieval_per_question.csv), in registration order."""
-    return tuple(m.column for m in _METRICS.values())
+def columns(builtin: bool = False) -> tuple[str, ...]:
+    """The per-question columns of every metric (retrieval_per_question.csv), in registration order; `builtin`:
+    only those registered so far, loading nothing (a declaration made at import time)."""
+    return tuple(m.column for m in (METRICS.registered() if builtin else metrics()))
 
 
 def score(case: ContextCase) -> dict[str, float]:
     """column -> value of every registered metric for one context (NaN where the metric's input is missing)."""
-    return {m.column: m.compute(case) if case.available(m.needs) else float("nan") for m in _METRICS.values()}
+    return {m.column: m.compute(case) if case.available(m.needs) else float("nan") for m in metrics()}
 
 
 # ------------------------------------------------------------------------------------------------ the metrics

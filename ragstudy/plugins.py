@@ -1,26 +1,35 @@
-"""Plug-in families: one registry per kind of interchangeable part (retrievers, embedding backends, LLM engines).
+"""Plug-in families: one registry implementation for every kind of interchangeable part.
 
-A family is a sub-package of `ragstudy` (`ragstudy/retrievers/`, `ragstudy/embedders/`, `ragstudy/llms/`) with one
-module per member; each member module makes one registration call. On first use the family imports every module of
-its sub-package, then the packages outside the repository named in $RAGSTUDY_PLUGIN_PACKAGES (every module of such
-a package too, so one module per member works outside as inside) and, as strategies do, those in
-$RAGSTUDY_STRATEGY_PACKAGES. An outside member registers with the same call as a built-in one and appears like it
-in the CLI's choices, in config validation, in cache keys and in config.json.
+Six families are `Registry` instances: strategies (`ragstudy.registry.STRATEGIES`, the top-level `RAG*` folders),
+retrievers (`ragstudy/retrievers/`), embedding backends (`ragstudy/embedders/`), LLM engines (`ragstudy/llms/`),
+budget metrics (`ragstudy.budget_metrics.METRICS`) and answer metrics (`Postprocessing.metric_catalogue.SCORERS`).
+Each registry checks a registration's type (its record class), keeps names unique case-insensitively, loads its
+built-in members lazily on the first lookup, and parses a list of names (`all` everywhere). Then it imports the
+packages outside the repository named in $RAGSTUDY_PLUGIN_PACKAGES (each package and every module of it whose name
+does not start with `_`): the one list of outside packages for every family, so one package may hold members of
+several. An outside member registers with the same call as a built-in one and appears like it in the CLI's
+choices, in config validation, in cache keys and in config.json.
+$RAGSTUDY_STRATEGY_PACKAGES, the strategies' older variable, is still read, with a deprecation warning.
 See docs/architecture-plugins.md.
 """
 
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import pkgutil
-from collections.abc import Callable
-from typing import Generic, Protocol, TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Generic, TypeVar
 
 from .errors import StudyInputError
 
+logger = logging.getLogger(__name__)
+
 PLUGIN_PACKAGES_ENV = "RAGSTUDY_PLUGIN_PACKAGES"
-STRATEGY_PACKAGES_ENV = "RAGSTUDY_STRATEGY_PACKAGES"  # the strategies' variable, also read here (one list for all)
+STRATEGY_PACKAGES_ENV = "RAGSTUDY_STRATEGY_PACKAGES"  # deprecated: read with a warning (PLUGIN_PACKAGES_ENV)
+_warned_deprecated = False
+_importing_outside = 0  # > 0 while outside packages are being imported (see Registry.register)
 
 
 def _listed(variable: str) -> list[str]:
@@ -28,12 +37,23 @@ def _listed(variable: str) -> list[str]:
 
 
 def import_outside_packages() -> None:
-    """Import the outside packages (each once per process: Python caches modules); of those in
-    $RAGSTUDY_PLUGIN_PACKAGES also every module whose name does not start with `_`."""
-    for name in _listed(STRATEGY_PACKAGES_ENV):
-        guarded_import(name, STRATEGY_PACKAGES_ENV)
-    for name in _listed(PLUGIN_PACKAGES_ENV):
-        guarded_import(name, PLUGIN_PACKAGES_ENV, import_members)
+    """Import the packages of $RAGSTUDY_PLUGIN_PACKAGES and every module in them whose name does not start with
+    `_` (each once per process: Python caches modules); those of the deprecated $RAGSTUDY_STRATEGY_PACKAGES are
+    imported as packages only, as they always were."""
+    global _importing_outside, _warned_deprecated
+    old = _listed(STRATEGY_PACKAGES_ENV)
+    if old and not _warned_deprecated:
+        _warned_deprecated = True
+        logger.warning("%s is deprecated: name the package(s) in %s instead (%s=%s)", STRATEGY_PACKAGES_ENV,
+                       PLUGIN_PACKAGES_ENV, PLUGIN_PACKAGES_ENV, ",".join(old))
+    _importing_outside += 1
+    try:
+        for name in old:
+            guarded_import(name, STRATEGY_PACKAGES_ENV)
+        for name in _listed(PLUGIN_PACKAGES_ENV):
+            guarded_import(name, PLUGIN_PACKAGES_ENV, import_members)
+    finally:
+        _importing_outside -= 1
 
 
 def guarded_import(package: str, variable: str | None,
@@ -66,68 +86,174 @@ def import_members(package_name: str) -> None:
             importlib.import_module(f"{package_name}.{module.name}")
 
 
-class Named(Protocol):
-    name: str
-    order: float
+T = TypeVar("T")
 
 
-S = TypeVar("S", bound=Named)
+class RegistrationError(StudyInputError):
+    """A registration that is not of the family's record type, or that would share a name (or another field that
+    must be a member's own, e.g. a strategy's Dataset file) with another member, compared case-insensitively."""
 
 
-class Family(Generic[S]):
-    """The registry of one plug-in family: `register(spec)` from a member module, `get(name)` / `names()` for
-    everything else (CLI choices, validation, cache keys). Members are discovered on the first lookup."""
+class UnknownName(StudyInputError, KeyError):
+    """A name no member of the family has (also a KeyError, for callers that look members up like a dict)."""
 
-    def __init__(self, kind: str, package: str, setting: str) -> None:
+    def __str__(self) -> str:  # the message, not KeyError's quoted repr
+        return str(self.args[0]) if self.args else ""
+
+
+def members_of(package: str) -> Callable[[], None]:
+    """A `builtins` loader: import every module of `package` whose name does not start with `_`."""
+    return lambda: import_members(package)
+
+
+class Registry(Generic[T]):
+    """The registry of one plug-in family.
+
+    `register(member)` is called by a member's module (a built-in one or one of an outside package); `get(name)`,
+    `names()`, `members()`, `parse(value)` serve everything else (CLI choices, validation, cache keys, tables).
+    The first lookup loads the built-in members (`builtins()`), then the outside packages. A member is a record
+    of type `record` with a `name`; members are listed by (`order`, name) when `ordered`, else in registration
+    order (the order of tables). A second registration of the same member (`same(old, new)`; default: equal
+    records, as a module imported twice registers) replaces it; any other name clash is a RegistrationError.
+    """
+
+    def __init__(self, kind: str, record: type, *, setting: str | None = None,
+                 builtins: Callable[[], None] | None = None, ordered: bool = True,
+                 unique: Callable[[Any], Iterable[tuple[str, str]]] = lambda member: (),
+                 same: Callable[[Any, Any], bool] = lambda old, new: old == new,
+                 describe: Callable[[Any], str] | None = None, fix: Callable[[Any], str] = lambda member: "") -> None:
         self.kind = kind  # "retriever", shown in messages
-        self.package = package  # "ragstudy.retrievers", whose modules are the built-in members
-        self.setting = setting  # the config setting that names a member, e.g. "retriever"
-        self._specs: dict[str, S] = {}
-        self._loaded = False
+        self.record = record  # the class every registration is an instance of
+        self.setting = setting  # the setting that names members (messages say --<setting>); None: no flag
+        self._builtins = builtins
+        self._ordered = ordered
+        self._unique = unique  # further (what, value) pairs a member must not share with another member
+        self._same = same
+        self._describe = describe or (lambda member: f"{kind} {member.name!r}")
+        self._fix = fix
+        self._members: dict[str, T] = {}
+        self._builtins_loaded = False
+        self._outside_loaded = False
 
-    def register(self, spec: S) -> S:
-        existing = self._specs.get(spec.name)
-        if existing is not None and existing != spec:
-            raise ValueError(f"{self.kind} {spec.name!r} is already registered ({existing!r})")
-        self._specs[spec.name] = spec
-        return spec
+    # -------------------------------------------------------------------------------------------- registering
+
+    def register(self, member: T) -> T:
+        """Add `member` (its record type checked, its name and unique fields its own, case-insensitively)."""
+        if not isinstance(member, self.record):
+            raise RegistrationError(f"a {self.kind} registration must be a {self.record.__name__}, got "
+                                    f"{type(member).__name__} {member!r:.120}")
+        name = getattr(member, "name", None)
+        if not isinstance(name, str) or not name.strip() or name.strip().lower() == "all" or "," in name:
+            raise RegistrationError(f"{self._describe(member)}: a {self.kind} name must be a non-empty word other "
+                                    f"than 'all' without commas, got {name!r}")
+        existing = self._members.get(name)
+        if existing is not None and self._same(existing, member):
+            self._members[name] = member
+            return member
+        if _importing_outside and not self._builtins_loaded:
+            self._load_builtins()  # built-in members are registered first, so a clash is the outside member's
+        mine = [(f"{self.kind} name", name), *self._unique(member)]
+        for other in self._members.values():
+            theirs = dict([(f"{self.kind} name", other.name), *self._unique(other)])
+            for what, value in mine:
+                if what in theirs and value.casefold() == theirs[what].casefold():
+                    raise RegistrationError(
+                        f"{self._describe(member)} registers {what} {value!r}, which {self._describe(other)} "
+                        f"already uses{self._fix(member)}")
+        self._members[name] = member
+        return member
 
     def unregister(self, name: str) -> None:
         """Remove a registration (tests register throwaway members)."""
-        self._specs.pop(name, None)
+        self._members.pop(name, None)
+
+    # ---------------------------------------------------------------------------------------------- loading
+
+    def _load_builtins(self) -> None:
+        if self._builtins_loaded:
+            return
+        self._builtins_loaded = True  # before the imports: a registration that asks the registry must not loop
+        try:
+            if self._builtins is not None:
+                self._builtins()
+        except BaseException:
+            self._builtins_loaded = False  # tried again (and failing again, naming the module) by the next lookup
+            raise
 
     def load(self) -> None:
-        """Import the family's member modules and the outside packages, once per process (or again after
-        `forget()`: tests that add a package to the environment)."""
-        if self._loaded:
+        """Load the built-in members, then the outside packages, once per process (or again after `forget()`)."""
+        self._load_builtins()
+        if self._outside_loaded:
             return
-        self._loaded = True
-        import_members(self.package)
-        import_outside_packages()
+        self._outside_loaded = True
+        try:
+            import_outside_packages()
+        except BaseException:
+            self._outside_loaded = False
+            raise
 
     def forget(self) -> None:
         """Discover again on the next lookup, as a fresh process would (members already registered stay)."""
-        self._loaded = False
+        self._builtins_loaded = self._outside_loaded = False
+
+    # ---------------------------------------------------------------------------------------------- lookups
+
+    def registered(self) -> list[T]:
+        """The members registered so far, without loading anything (for declarations made at import time)."""
+        members = list(self._members.values())
+        if self._ordered:
+            members.sort(key=lambda member: (getattr(member, "order", 100.0), member.name))
+        return members
+
+    def members(self) -> list[T]:
+        """Every member, in the family's order."""
+        self.load()
+        return self.registered()
+
+    specs = members  # the name the families used before
 
     def names(self) -> list[str]:
-        """Registered names in their registered order."""
+        return [member.name for member in self.members()]
+
+    def __contains__(self, name: object) -> bool:
         self.load()
-        return sorted(self._specs, key=lambda name: (self._specs[name].order, name))
+        return name in self._members
 
-    def specs(self) -> list[S]:
-        return [self._specs[name] for name in self.names()]
+    def __iter__(self) -> Iterator[T]:
+        return iter(self.members())
 
-    def get(self, name: str, where: str | None = None) -> S:
-        """The member called `name`, or a StudyInputError naming the setting (`where`, default --<setting>) and
-        every valid name."""
+    def get(self, name: str, where: str | None = None) -> T:
+        """The member called `name`, or an UnknownName naming the setting (`where`, default --<setting>) and every
+        valid name."""
         self.load()
         try:
-            return self._specs[name]
+            return self._members[name]
         except (KeyError, TypeError):
-            where = where or f"--{self.setting.replace('_', '-')}"
-            raise StudyInputError(f"{where}: unknown {self.kind} {name!r}; choose one of: "
-                                  f"{', '.join(self.names())}") from None
+            prefix = where or (f"--{self.setting.replace('_', '-')}" if self.setting else "")
+            raise UnknownName(f"{prefix + ': ' if prefix else ''}unknown {self.kind} {name!r}; choose one of: "
+                              f"{', '.join(self.names())}") from None
 
-    def find(self, test: Callable[[S], bool]) -> S | None:
-        """The first member (in registered order) for which `test` is true."""
-        return next((spec for spec in self.specs() if test(spec)), None)
+    def find(self, test: Callable[[T], bool]) -> T | None:
+        """The first member (in the family's order) for which `test` is true."""
+        return next((member for member in self.members() if test(member)), None)
+
+    def parse(self, value: Any, where: str | None = None) -> tuple[str, ...]:
+        """A list of members as a user writes it -> validated names (duplicates dropped, order kept): `"a,b"`, a
+        YAML list, or `all` (or None) for every member in the family's order. An empty value is an error naming
+        `where`, never "all"."""
+        where = where or (f"--{self.setting.replace('_', '-')}" if self.setting else self.kind)
+        if value is None:
+            return tuple(self.names())
+        parts = ([str(part).strip() for part in value] if isinstance(value, (list, tuple))
+                 else [part.strip() for part in str(value).split(",")])
+        chosen = tuple(dict.fromkeys(part for part in parts if part))
+        if [part.lower() for part in chosen] == ["all"]:
+            return tuple(self.names())
+        if not chosen:
+            raise StudyInputError(f"{where} is empty; give one or more of: {', '.join(self.names())} (or all)")
+        for name in chosen:
+            self.get(name, where)
+        return chosen
+
+
+Family = Registry  # the name the first three families were declared with

@@ -5,8 +5,8 @@ chunker, its parameters dataclass and one `register_strategy(...)` call. The reg
 first use, so adding a strategy is one new folder: the chain, `--chunks-only`, retrieval-only runs, sweeps and every
 Postprocessing table and plot pick it up from here (name, display name, order, colour, Dataset file name,
 source-text kind).
-Packages outside the repository can be registered with `RAGSTUDY_STRATEGY_PACKAGES=pkg1,pkg2` (or
-`RAGSTUDY_PLUGIN_PACKAGES`, the one list of outside packages of every plug-in family: ragstudy.plugins).
+Packages outside the repository are registered with `RAGSTUDY_PLUGIN_PACKAGES=pkg1,pkg2`, the one list of outside
+packages of every plug-in family (ragstudy.plugins, whose `Registry` this family is: `STRATEGIES`).
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ from .chunks import Chunker
 from .errors import StudyInputError
 from .io import PROJECT_ROOT, check_name
 from .params import build_params
-from .plugins import STRATEGY_PACKAGES_ENV, guarded_import, import_outside_packages
+from .plugins import PLUGIN_PACKAGES_ENV, RegistrationError, Registry, guarded_import
 
 STRATEGY_FOLDER_PREFIX = "RAG"
-EXTRA_PACKAGES_ENV = STRATEGY_PACKAGES_ENV
+EXTRA_PACKAGES_ENV = PLUGIN_PACKAGES_ENV  # the one variable of every family
+__all__ = ["RegistrationError"]  # re-exported: the strategies' clash error is the registries' one
 _TOP_LEVEL = ("child_chunk_size", "child_chunk_overlap", "k")
 
 # What a strategy's `start_end_idx` indexes: the shared PyMuPDF text layer (baselines), the strategy's own text
@@ -125,39 +126,29 @@ def _parent_record(name: str, parent_type: type | None, params: StrategyParams):
     return build_params(parent_type, dict(params.parent), f"{name}.")
 
 
-_REGISTRY: dict[str, StrategySpec] = {}
-_LOADED = False
+def _load_strategy_folders() -> None:
+    for package in strategy_folders():
+        guarded_import(package, None)
 
 
-class RegistrationError(StudyInputError):
-    """A registration that would share a strategy name, Dataset file or folder with another one."""
+def _same_strategy(old: StrategySpec, new: StrategySpec) -> bool:
+    return old.make_chunker == new.make_chunker and old.folder == new.folder  # its module, imported again
+
+
+# name, Dataset file stem and folder are each strategy's own (case-insensitively, as files on macOS and Windows
+# are): two strategies writing one Dataset file or one Chroma folder would overwrite each other's results
+STRATEGIES: Registry[StrategySpec] = Registry(
+    "strategy", StrategySpec, builtins=_load_strategy_folders, same=_same_strategy,
+    unique=lambda spec: (("dataset_name", spec.dataset_name), ("folder", spec.folder)),
+    describe=lambda spec: f"strategy {spec.name!r} (package {spec.folder})",
+    fix=lambda spec: (f": each strategy needs its own name, Dataset file and folder, or one would overwrite the "
+                      f"other's files; rename it in {spec.folder}'s register_strategy call"))
 
 
 def register(spec: StrategySpec) -> StrategySpec:
-    """Add `spec`; its name, Dataset file stem and folder must be its own (compared case-insensitively, as files
-    on macOS and Windows are): two strategies writing one Dataset file or one Chroma folder would overwrite each
-    other's results. Registering the same strategy again (a module imported twice) is allowed."""
-    existing = _REGISTRY.get(spec.name)
-    if existing is not None and existing.make_chunker == spec.make_chunker and existing.folder == spec.folder:
-        _REGISTRY[spec.name] = spec
-        return spec
-    if spec.folder not in strategy_folders():  # an outside package (perhaps imported first, by another family):
-        from .plugins import guarded_import  # the repository's strategies register first, so a clash is its
-
-        for package in strategy_folders():
-            guarded_import(package, None)
-    for other in _REGISTRY.values():
-        for what, mine, theirs in (("strategy name", spec.name, other.name),
-                                   ("dataset_name", spec.dataset_name, other.dataset_name),
-                                   ("folder", spec.folder, other.folder)):
-            if mine.casefold() == theirs.casefold():
-                raise RegistrationError(
-                    f"strategy {spec.name!r} (package {spec.folder}) registers {what} {mine!r}, which strategy "
-                    f"{other.name!r} (package {other.folder}) already uses: each strategy needs its own name, "
-                    f"Dataset file and folder, or one would overwrite the other's files; rename it in "
-                    f"{spec.folder}'s register_strategy call")
-    _REGISTRY[spec.name] = spec
-    return spec
+    """Add `spec` (see STRATEGIES: its name, Dataset file stem and folder must be its own). Registering the same
+    strategy again (a module imported twice) is allowed."""
+    return STRATEGIES.register(spec)
 
 
 def default_dataset_name(folder: str, name: str) -> str:
@@ -210,7 +201,7 @@ def register_strategy(name: str, chunker: Callable[[Any, ChunkerContext], Chunke
 
 def unregister(name: str) -> None:
     """Remove a registration (tests register throwaway strategies)."""
-    _REGISTRY.pop(name, None)
+    STRATEGIES.unregister(name)
 
 
 def strategy_folders() -> list[str]:
@@ -221,61 +212,32 @@ def strategy_folders() -> list[str]:
 
 def load_builtin_strategies() -> None:
     """Import the strategy folders and the outside packages so that they register themselves (once per process)."""
-    global _LOADED
-    if _LOADED:
-        return
-    _LOADED = True  # before the imports: a registration that asks the registry must not load it again
-    try:
-        for package in strategy_folders():
-            guarded_import(package, None)
-        import_outside_packages()
-    except BaseException:
-        _LOADED = False  # a failed load is tried again (and fails again, naming the package) by the next lookup
-        raise
+    STRATEGIES.load()
 
 
 def available() -> list[str]:
     """Registered strategy names in their registered order (the paper's three first)."""
-    load_builtin_strategies()
-    return sorted(_REGISTRY, key=lambda name: (_REGISTRY[name].order, name))
+    return STRATEGIES.names()
 
 
 def paper_strategies() -> list[str]:
     """The paper's strategies (registered with paper=True) in registered order."""
-    return [name for name in available() if _REGISTRY[name].paper]
+    return [spec.name for spec in STRATEGIES.members() if spec.paper]
 
 
 def specs() -> list[StrategySpec]:
-    return [_REGISTRY[name] for name in available()]
+    return STRATEGIES.members()
 
 
 def get(name: str) -> StrategySpec:
-    load_builtin_strategies()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise StudyInputError(
-            f"unknown strategy {name!r}; registered strategies: {', '.join(available())}") from None
+    return STRATEGIES.get(name)
 
 
 def by_dataset_name(stem: str) -> StrategySpec | None:
-    load_builtin_strategies()
-    return next((spec for spec in _REGISTRY.values() if spec.dataset_name == stem), None)
+    return STRATEGIES.find(lambda spec: spec.dataset_name == stem)
 
 
 def parse_strategies(value: str | list | tuple | None, where: str = "--strategies") -> tuple[str, ...]:
     """`"paragraph,fixed-size"` (or a list) -> validated names; None or "all" -> every registered strategy. An
     empty value is an error naming `where` (the flag or the file's key), never "all"."""
-    if isinstance(value, (list, tuple)):
-        value = ",".join(str(v) for v in value)
-    if value is None:
-        return tuple(available())
-    value = str(value)
-    if value.strip().lower() == "all":
-        return tuple(available())
-    names = tuple(dict.fromkeys(part.strip() for part in value.split(",") if part.strip()))
-    if not names:
-        raise StudyInputError(f"{where} is empty; give names such as paragraph,fixed-size,newline (or all)")
-    for name in names:
-        get(name)
-    return names
+    return STRATEGIES.parse(value, where)

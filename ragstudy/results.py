@@ -595,7 +595,7 @@ _SUMMARY = ("n", "mean", "ci_low", "ci_high", *CI_COLUMNS)  # a mean and its CI,
 _PAIRED = ("n", "mean_diff", "ci_low", "ci_high", "p_wilcoxon")
 
 RETRIEVAL_PER_QUESTION = Table("retrieval_per_question.csv", (
-    "strategy", "budget", "question_index", *budget_metrics.columns(), "parents"), _RETRIEVAL_EVAL, ("budget",))
+    "strategy", "budget", "question_index", *budget_metrics.columns(builtin=True), "parents"), _RETRIEVAL_EVAL, ("budget",))
 RETRIEVAL_SUMMARY = Table("retrieval_summary.csv", ("strategy", "strategy_display", "budget", "metric", *_SUMMARY),
                           _RETRIEVAL_EVAL, ("budget",))
 RETRIEVAL_PAIRED = Table("retrieval_paired.csv", (

@@ -48,7 +48,11 @@ from .io import check_name
 logger = logging.getLogger(__name__)
 
 DEFAULT_EVIDENCE = Path(__file__).resolve().parents[1] / "sample" / "evidence.json"
-SWEEP_METRICS = budget_metrics.names(compared_only=True)  # averaged per configuration and budget
+
+
+def sweep_metrics() -> tuple[str, ...]:
+    """The budget metrics averaged per configuration and budget: every compared one (outside ones included)."""
+    return budget_metrics.names(compared_only=True)
 
 
 @dataclass(frozen=True)
@@ -178,7 +182,7 @@ def _text_layer(value: Any, where: str) -> str:
 
 
 def metric_columns(labels: list[str]) -> list[str]:
-    return [f"{metric}@{label}" for label in labels for metric in SWEEP_METRICS]
+    return [f"{metric}@{label}" for label in labels for metric in sweep_metrics()]
 
 
 @dataclass(frozen=True)
@@ -251,7 +255,7 @@ def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None
                      "chunks": run.chunks, "chars_mean": run.chars_mean, "chars_cv": run.chars_cv,
                      "index_seconds": run.index_seconds, "embedded": run.embedded, "reused": run.reused,
                      "retriever": run_config.retriever, "text_layer": run_config.text_layer,
-                     **budget_means(frame, labels, SWEEP_METRICS)})
+                     **budget_means(frame, labels, sweep_metrics())})
         logger.info("%s: %s", item.id, "; ".join(e.note() for e in evaluations))
     summary = pd.DataFrame(rows, columns=[*SWEEP_FIXED_COLUMNS, "text_layer", *metric_columns(labels)])
     write_table(output_dir, SWEEP_SUMMARY, summary)
@@ -268,7 +272,7 @@ def best_configs(summary, labels: list[str]):
 
     records = []
     for label in labels:
-        for metric in SWEEP_METRICS:
+        for metric in sweep_metrics():
             column = f"{metric}@{label}"
             values = summary[column]
             if values.notna().any():

@@ -1,5 +1,5 @@
 """An eighth strategy is one new folder with one registration: written here into a temporary folder (nothing in the
-repository names it), discovered as the registry discovers strategies ($RAGSTUDY_STRATEGY_PACKAGES), and then
+repository names it), discovered as the registry discovers strategies ($RAGSTUDY_PLUGIN_PACKAGES), and then
 present in the chain's answers, retrieval-only output, the answer metrics table, the review workbook, the survey
 plots and the report."""
 
@@ -64,7 +64,7 @@ def eighth_strategy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     (packages / FOLDER / "__init__.py").write_text(STRATEGY_SOURCE, encoding="utf-8")
     monkeypatch.syspath_prepend(str(packages))
     monkeypatch.setenv(registry.EXTRA_PACKAGES_ENV, FOLDER)
-    monkeypatch.setattr(registry, "_LOADED", False)  # discover again, as a fresh process would
+    registry.STRATEGIES.forget()  # discover again, as a fresh process would
     yield registry.get(NAME)
     registry.unregister(NAME)
     sys.modules.pop(FOLDER, None)

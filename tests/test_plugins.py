@@ -99,10 +99,9 @@ def outside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         (root / PACKAGE / name).write_text(source, encoding="utf-8")
     monkeypatch.syspath_prepend(str(root))
     monkeypatch.setenv(plugins.PLUGIN_PACKAGES_ENV, PACKAGE)
-    families = (retrievers.RETRIEVERS, embedders.EMBEDDERS, llms.ENGINES)
+    families = (retrievers.RETRIEVERS, embedders.EMBEDDERS, llms.ENGINES, registry.STRATEGIES)
     for family in families:
         family.forget()  # discover again, as a fresh process would
-    monkeypatch.setattr(registry, "_LOADED", False)
     yield root
     retrievers.RETRIEVERS.unregister("word-overlap")
     embedders.EMBEDDERS.unregister("hashed-words")

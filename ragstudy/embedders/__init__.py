@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import StudyInputError
-from ..plugins import Family
+from ..plugins import Registry, members_of
 
 if TYPE_CHECKING:
     import numpy as np
@@ -50,7 +50,8 @@ class EmbedderSpec:
     order: float = 100.0
 
 
-EMBEDDERS: Family[EmbedderSpec] = Family("embedding backend", __name__, "embedding_backend")
+EMBEDDERS: Registry[EmbedderSpec] = Registry("embedding backend", EmbedderSpec, setting="embedding_backend",
+                                             builtins=members_of(__name__))
 
 
 def register_embedder(name: str, make_encoder: Callable[[Any, str], Any], variant: str | Callable[[Any], str], *,

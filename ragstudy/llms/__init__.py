@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import StudyInputError
-from ..plugins import Family
+from ..plugins import Registry, members_of
 from .cache import AnswerCache, CachingGeneratorBase, GenerationParams, clean_answer, length_batches
 from .in_process import CachedGenerator
 
@@ -40,7 +40,8 @@ class EngineSpec:
     order: float = 100.0
 
 
-ENGINES: Family[EngineSpec] = Family("LLM engine", __name__, "llm_engine")
+ENGINES: Registry[EngineSpec] = Registry("LLM engine", EngineSpec, setting="llm_engine",
+                                         builtins=members_of(__name__))
 
 
 def register_engine(name: str, load: Callable[[str, str, str, int], Any] | None, *, description: str,

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ..errors import StudyInputError
-from ..plugins import Family
+from ..plugins import Registry, members_of
 
 Unit = Literal["children", "parents"]
 
@@ -73,7 +73,8 @@ class RetrieverSpec:
     chain: bool = False  # the answering chain's retriever (the others rank for retrieval-only runs only)
 
 
-RETRIEVERS: Family[RetrieverSpec] = Family("retriever", __name__, "retriever")
+RETRIEVERS: Registry[RetrieverSpec] = Registry("retriever", RetrieverSpec, setting="retriever",
+                                                builtins=members_of(__name__))
 
 
 def register_retriever(name: str, *, unit: Unit, vectors: bool = False, lexical: bool = False,
@@ -96,17 +97,9 @@ def get(name: str, where: str | None = None) -> RetrieverSpec:
 
 
 def parse(value: Any, where: str = "--retriever") -> tuple[str, ...]:
-    """`"dense,bm25"` or a YAML list -> validated names (duplicates dropped, order kept); empty is an error."""
-    if isinstance(value, (list, tuple)):
-        parts = [str(part).strip() for part in value]
-    else:
-        parts = [part.strip() for part in str(value).split(",")]
-    chosen = tuple(dict.fromkeys(part for part in parts if part))
-    if not chosen:
-        raise StudyInputError(f"{where} is empty; give one or more of: {', '.join(names())}")
-    for name in chosen:
-        get(name, where)
-    return chosen
+    """`"dense,bm25"`, a YAML list or `all` -> validated names (duplicates dropped, order kept); empty is an
+    error."""
+    return RETRIEVERS.parse(value, where)
 
 
 def result_folders(results_dir: str | Path) -> dict[str, Path]:
