@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from Postprocessing import common, metric_catalogue
+from Postprocessing import answer_baselines, common, metric_catalogue
 from ragstudy import results, stats
 from Postprocessing.answer_metrics import MetricsConfig, clean_text, write_cleaned_oracle
 from Postprocessing.common import DataError
@@ -35,6 +35,8 @@ class MetricsResult:
     summary: pd.DataFrame
     paired: pd.DataFrame
     corpus_bleu_signature: str = ""
+    baselines: pd.DataFrame | None = None  # metrics_baselines.csv (answer_baselines.baseline_rows)
+    signal: answer_baselines.Signal | None = None
 
 
 @dataclass(frozen=True)
@@ -67,24 +69,43 @@ def resolve_reference(oracle_path: Path, cleaned_path: Path, mode: str, clean: b
     return Reference(oracle_path, tuple(common.read_text_column(oracle_path, "oracle")), False)
 
 
+def score_texts(scorers: Sequence[metric_catalogue.Scorer], hyps: Sequence[str], refs: Sequence[str],
+                config: MetricsConfig) -> tuple[dict[str, list[float]], list[tuple[str, metric_catalogue.CorpusScore]]]:
+    """Per-item scores of every scorer and the corpus-level scores, for hypotheses `hyps` against `refs`."""
+    scores: dict[str, list[float]] = {}
+    corpus: list[tuple[str, metric_catalogue.CorpusScore]] = []
+    for scorer in scorers:
+        scores.update(scorer.items(hyps, refs, config))
+        corpus.extend((name, fn(hyps, refs, config)) for name, fn in scorer.corpus.items())
+    return scores, corpus
+
+
 def compute_metrics(answers: Sequence[Dataset], reference: Reference, indices: Sequence[int],
-                    config: MetricsConfig) -> MetricsResult:
-    """Per-question scores, summary with bootstrap CIs, and paired comparisons on ``indices``."""
+                    config: MetricsConfig, evidence: dict[int, str] | None = None, model: str = ""
+                    ) -> MetricsResult:
+    """Per-question scores, summary with bootstrap CIs, and paired comparisons on ``indices``; then the floors and
+    references of answer_baselines (`evidence`: question index -> evidence passage, for the extractive reference)
+    scored the same way, and the signal check (`model` names the LLM in its sentence)."""
     from Postprocessing.offline_data import italian_stopwords
 
     scorers = selected_scorers(config.metrics)
     stop = italian_stopwords() if (reference.cleaned and config.clean_answers) else None
+
+    def prepare(texts: Sequence[str]) -> list[str]:
+        return [clean_text(t, stop) for t in texts] if stop is not None else list(texts)
+
     refs = [reference.texts[i] for i in indices]
     frames, corpus_rows, signature = [], [], ""
+    contexts: dict[str, list[tuple[str, ...]]] = {}
+    lengths: dict[str, int] = {}
     for dataset in answers:
         by_index = dataset.by_index()
-        hyps = [by_index[i].answer for i in indices]
-        if stop is not None:
-            hyps = [clean_text(h, stop) for h in hyps]
+        raw = [by_index[i].answer for i in indices]
+        hyps = prepare(raw)
+        contexts[dataset.strategy] = [by_index[i].contexts for i in indices]
+        lengths[dataset.strategy] = answer_baselines.mean_length(raw)
         logger.info("Scoring %s: %d answers", dataset.path, len(hyps))
-        scores: dict[str, list[float]] = {}
-        for scorer in scorers:
-            scores.update(scorer.items(hyps, refs, config))
+        scores, corpus = score_texts(scorers, hyps, refs, config)
         frames.append(pd.DataFrame({
             "strategy": dataset.strategy,
             "strategy_display": common.display_name(dataset.strategy),
@@ -92,16 +113,27 @@ def compute_metrics(answers: Sequence[Dataset], reference: Reference, indices: S
             "question": [by_index[i].question for i in indices],
             **scores,
         }))
-        for scorer in scorers:
-            for name, corpus in scorer.corpus.items():
-                score = corpus(hyps, refs, config)
-                signature = score.signature or signature
-                corpus_rows.append((dataset.strategy, name, score))
+        for name, score in corpus:
+            signature = score.signature or signature
+            corpus_rows.append((dataset.strategy, name, score))
     per_question = pd.concat(frames, ignore_index=True)
     metric_names = [m for s in scorers for m in s.metrics]
     summary = summarize(per_question, metric_names, corpus_rows, config)
     paired = paired_comparisons(per_question, [a.strategy for a in answers], metric_names, config)
-    return MetricsResult(per_question, summary, paired, signature)
+    by_position = dict(zip(indices, refs, strict=True))
+    inputs = answer_baselines.BaselineInputs(indices, refs, contexts, lengths, dict(evidence or {}))
+    base_scores, base_corpus = {}, {}
+    for key, (idx, texts) in answer_baselines.baseline_texts(inputs, config.seed).items():
+        logger.info("Scoring the %s%s: %d texts", answer_baselines.BASELINE_LABELS[key[0]],
+                    f" of {key[1]}" if key[1] else "", len(texts))
+        # the floor's texts are references already (cleaned when the reference is); the others are answers
+        hyps = texts if key[0] == answer_baselines.FLOOR else prepare(texts)
+        scores, corpus = score_texts(scorers, hyps, [by_position[i] for i in idx], config)
+        base_scores[key] = pd.DataFrame({"question_index": idx, **scores})
+        base_corpus[key] = corpus
+    baselines = answer_baselines.baseline_rows(per_question, base_scores, base_corpus, metric_names, config)
+    check = answer_baselines.signal(baselines, model, lengths)
+    return MetricsResult(per_question, summary, paired, signature, baselines, check)
 
 
 def summarize(per_question: pd.DataFrame, metric_names: Sequence[str],
@@ -188,9 +220,49 @@ def markdown_report(result: MetricsResult, reference: Reference, config: Metrics
                      f"({config.bertscore.source})")
     lines.extend(f"- {note}" for note in notes)
     lines.append("")
+    if result.signal is not None:
+        lines.insert(1, f"**Signal check.** {result.signal.sentence()}\n")
     lines.append(_summary_table(summary, strategies))
-    lines.extend(_paired_section(result.paired, pct))
+    if result.baselines is not None and len(result.baselines):
+        lines.extend(_baseline_section(result.baselines, strategies, pct))
+    lines.extend(_paired_section(result.paired, pct, result.signal))
     return "\n".join(lines)
+
+
+def _baseline_section(baselines: pd.DataFrame, strategies: Sequence[str], pct: str) -> list[str]:
+    """Metric x strategy: the LLM's mean beside each floor/reference, and LLM − baseline with its CI."""
+    lines = [f"## Floors and references (scored like the answers; mean [{pct} CI]; LLM − baseline paired on the "
+             "same questions)\n",
+             "- shuffled-oracle floor: each question's reference scored against another question's reference "
+             "(seeded derangement)",
+             "- context-copy baseline: the first N characters of the context given to the LLM, N = the mean length "
+             "of that strategy's answers",
+             "- evidence reference: the evidence passage as the answer (questions with evidence only)\n"]
+    headers = ["Metric", "Baseline", *strategies]
+    rows = []
+    for metric in dict.fromkeys(baselines["metric"]):
+        d = metric_catalogue.decimals(metric)
+        for baseline in answer_baselines.BASELINES:
+            part = baselines[(baselines["metric"] == metric) & (baselines["baseline"] == baseline)]
+            if part.empty:
+                continue
+            cells = []
+            for display in strategies:
+                r = part[part["strategy_display"] == display]
+                if r.empty:
+                    cells.append("–")
+                    continue
+                r = r.iloc[0]
+                cell = format_estimate(r["mean"], r["ci_low"], r["ci_high"], d)
+                if pd.notna(r["diff"]):
+                    cell += (f"; LLM − it {format_estimate(r['diff'], r['diff_ci_low'], r['diff_ci_high'], d, True)}"
+                             + (" ▲" if r["llm_above"] == 1 else ""))
+                cells.append(cell)
+            rows.append([metric, answer_baselines.BASELINE_LABELS[baseline] + f" (n={int(part['n'].max())})",
+                         *cells])
+    lines.append(markdown_table(headers, rows, "ll" + "r" * len(strategies)))
+    lines.append("▲: the LLM's answers score above the baseline (the CI of LLM − baseline excludes 0).\n")
+    return lines
 
 
 def _summary_table(summary: pd.DataFrame, strategies: Sequence[str]) -> str:
@@ -205,12 +277,19 @@ def _summary_table(summary: pd.DataFrame, strategies: Sequence[str]) -> str:
     return markdown_table(["Metric", *strategies], table_rows, "l" + "r" * len(strategies))
 
 
-def _paired_section(paired: pd.DataFrame, pct: str) -> list[str]:
-    """The paired-comparison table and one sentence per pair and metric."""
+def _paired_section(paired: pd.DataFrame, pct: str, signal: answer_baselines.Signal | None = None) -> list[str]:
+    """The paired-comparison table and one sentence per pair and metric; with a signal check, the metrics without
+    signal are headed "not interpretable" and their sentences say so."""
     if paired.empty:
         return ["Paired comparisons need at least two strategies; only one was found.\n"]
     lines = [f"## Paired comparisons (A − B on the same questions; {pct} paired-bootstrap CI; "
              "two-sided Wilcoxon signed-rank p; Holm-adjusted over the pairs of each metric)\n"]
+    if signal is not None:
+        closed = [m for m in dict.fromkeys(paired["metric"]) if not signal.interpretable(m)]
+        if closed:
+            lines.append(f"Not interpretable (no signal: the answers do not beat the floor and the context-copy "
+                         f"baseline for every strategy): {', '.join(closed)}. Their differences are listed for "
+                         "completeness, not as findings.\n")
     pairs = list(dict.fromkeys(zip(paired["strategy_a"], paired["strategy_b"])))
     headers = ["Metric", *[f"{common.display_name(a)} − {common.display_name(b)}" for a, b in pairs]]
     rows = []
@@ -224,7 +303,8 @@ def _paired_section(paired: pd.DataFrame, pct: str) -> list[str]:
         rows.append([metric, *cells])
     lines.append(markdown_table(headers, rows, "l" + "r" * len(pairs)))
     lines.append("In words:\n")
-    lines += [f"- {paired_line(r)}" for _, r in paired.iterrows()]
+    lines += [f"- {paired_line(r)}" + ("" if signal is None or signal.interpretable(r["metric"])
+                                       else " (not interpretable)") for _, r in paired.iterrows()]
     lines.append("")
     return lines
 
@@ -235,6 +315,9 @@ def write_outputs(out_dir: Path, result: MetricsResult, report: str, run_info: d
     results.write_table(out_dir, results.METRICS_PER_QUESTION, result.per_question)
     results.write_table(out_dir, results.METRICS_SUMMARY, result.summary)
     results.write_table(out_dir, results.METRICS_PAIRED, result.paired)
+    if result.baselines is not None:
+        results.write_table(out_dir, results.METRICS_BASELINES, result.baselines)
     atomic_write_text(results.METRICS_SUMMARY_MD.path(out_dir), report)
-    info = {**run_info, "corpus_bleu_signature": result.corpus_bleu_signature, **asdict(config)}
+    info = {**run_info, "corpus_bleu_signature": result.corpus_bleu_signature, **asdict(config),
+            "signal": result.signal.to_dict() if result.signal is not None else None}
     atomic_write_text(results.METRICS_RUN.path(out_dir), json.dumps(info, indent=2, ensure_ascii=False))

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
-from Postprocessing import answer_scoring, cli, common, metric_catalogue
+from Postprocessing import answer_baselines, answer_scoring, cli, common, metric_catalogue
 from Postprocessing.answer_metrics import PAPER_BERTSCORE_MODEL, MetricsConfig, resolve_bertscore
 from Postprocessing.common import DataError
 from ragstudy import results
@@ -49,7 +50,10 @@ def run(args: argparse.Namespace) -> answer_scoring.MetricsResult:
     config = MetricsConfig(metrics=groups, rouge_tokenizer=args.rouge_tokenizer, bertscore=spec,
                            bertscore_batch_size=args.bertscore_batch_size, clean_answers=not args.no_clean_answers,
                            n_resamples=args.n_resamples, seed=args.seed, confidence=args.confidence)
-    result = answer_scoring.compute_metrics(answers, reference, indices, config)
+    run_config = common.read_run_config(results_dir)
+    evidence = answer_baselines.evidence_answers(args.evidence, run_config, questions, Path(args.questions))
+    model = str((run_config.get("models") or {}).get("llm") or "the LLM")
+    result = answer_scoring.compute_metrics(answers, reference, indices, config, evidence=evidence, model=model)
     notes = [f"`{a.path.name}`: the paper's format (question, answer, contexts): rows matched to the questions by "
              "position; no sources recorded, so no source-dependent metric" for a in answers if a.paper_format]
     if not (results_dir / results.CONFIG_NAME).is_file():
@@ -87,6 +91,8 @@ def settings() -> tuple[Setting, ...]:
         Setting("bertscore_layers", "layer whose embeddings BERTScore uses (required for a local folder)", type=int,
                 default_doc="the model's own"),
         Setting("bertscore_batch_size", "texts per BERTScore batch", type=int, default=16),
+        replace(cli.EVIDENCE, help=cli.EVIDENCE.help + "; its passages, as answers, are the extractive reference "
+                "beside each metric", default_doc="sample/evidence.json for the bundled Questions.csv, else none"),
         *cli.BOOTSTRAP,
         cli.THREADS,
     )

@@ -46,6 +46,7 @@ import pandas as pd
 from Postprocessing import cli, common, formatting
 from Postprocessing.common import DataError
 from ragstudy import budget_metrics
+from ragstudy import evidence as evidence_mod
 from ragstudy.budget_eval import DEFAULT_REFERENCE, Verdict, per_question_columns
 from ragstudy.io import PROJECT_ROOT as REPO_ROOT
 from ragstudy.settings import Setting
@@ -118,15 +119,6 @@ def markdown(summary: pd.DataFrame, paired: pd.DataFrame, strategies: Sequence[s
 
 
 # ----------------------------------------------------------------------------------------------- the script
-
-def default_evidence(run_config: Mapping) -> Path | None:
-    """sample/evidence.json when the run answered the bundled Questions.csv, else None (no evidence)."""
-    questions = run_config.get("questions_resolved") or run_config.get("questions")
-    bundled = REPO_ROOT / "Questions.csv"
-    if questions and Path(questions).is_file() and bundled.is_file() and Path(questions).samefile(bundled):
-        return DEFAULT_EVIDENCE
-    return None
-
 
 def text_layer_decomposition(results_dir: Path, run_config: Mapping, evidence: Mapping, budgets: Sequence[int],
                              measure, args: argparse.Namespace, metrics: Sequence[str], notes: list[str]
@@ -234,7 +226,7 @@ def run(args: argparse.Namespace) -> dict:
     identity_notes = runidentity.check_compared(results_dir, strategies,
                                                 lambda s: results.retrieval_path(results_dir, s),
                                                 args.allow_mixed_configurations)
-    evidence_path = default_evidence(run_config) if args.evidence is None else Path(args.evidence)
+    evidence_path = evidence_mod.default_evidence(run_config) if args.evidence is None else Path(args.evidence)
     found = run.oracle(args.oracle)  # --oracle, else Oracle.csv beside the run's questions
     oracle, oracle_path = found if found is not None else (None, None)
     if evidence_path is None and oracle_path is None:

@@ -230,6 +230,20 @@ def locate(evidence: str, text: str) -> tuple[list[tuple[int, int]], int]:
 
 # ----------------------------------------------------------------------------------------------- evidence
 
+BUNDLED_QUESTIONS = Path(__file__).resolve().parents[1] / "Questions.csv"
+BUNDLED_EVIDENCE = Path(__file__).resolve().parents[1] / "sample" / "evidence.json"
+
+
+def default_evidence(run_config: Mapping) -> Path | None:
+    """sample/evidence.json when the run answered the bundled Questions.csv, else None (no evidence): evidence is
+    never assumed for another questions file."""
+    questions = run_config.get("questions_resolved") or run_config.get("questions")
+    if questions and Path(questions).is_file() and BUNDLED_QUESTIONS.is_file() \
+            and Path(questions).samefile(BUNDLED_QUESTIONS) and BUNDLED_EVIDENCE.is_file():
+        return BUNDLED_EVIDENCE
+    return None
+
+
 @dataclass(frozen=True)
 class EvidenceText:
     text: str

@@ -621,6 +621,10 @@ SWEEP_BEST = Table("sweep_best.csv", ("metric", "budget", "config", "strategy", 
 METRICS_SUMMARY = Table("metrics_summary.csv", ("strategy", "strategy_display", "metric", *_SUMMARY), _METRICS)
 METRICS_PAIRED = Table("metrics_paired.csv", ("strategy_a", "strategy_b", "metric", *_PAIRED, "p_bootstrap",
                                               HOLM_COLUMN, *CI_COLUMNS), _METRICS)
+METRICS_BASELINES = Table("metrics_baselines.csv", (
+    "strategy", "strategy_display", "metric", "baseline", "n", "mean", "ci_low", "ci_high", "llm_mean", "diff",
+    "diff_ci_low", "diff_ci_high", "p_wilcoxon", "llm_above", *CI_COLUMNS), _METRICS,
+    ("baseline",))  # Postprocessing.answer_baselines: shuffled_oracle floor, context_copy, evidence reference
 METRICS_PER_QUESTION = Table("metrics_per_question.csv", ("strategy", "strategy_display", "question_index"),
                              _METRICS)  # then one column per answer metric
 CHUNK_QUALITY = Table("chunk_quality.csv", ("strategy", "group", "metric", "n", "mean", "ci_low", "ci_high",
@@ -643,7 +647,8 @@ SURVEY_PAIRWISE = Table("survey_pairwise_tests.csv", ("strategy_a", "strategy_b"
 TABLES = {t.name: t for t in (RETRIEVAL_PER_QUESTION, RETRIEVAL_SUMMARY, RETRIEVAL_PAIRED, RETRIEVAL_VERDICT,
                               RETRIEVAL_VERDICT_BY_RETRIEVER,
                               RETRIEVAL_DECOMPOSITION,
-                              SWEEP_SUMMARY, SWEEP_BEST, METRICS_SUMMARY, METRICS_PAIRED, METRICS_PER_QUESTION,
+                              SWEEP_SUMMARY, SWEEP_BEST, METRICS_SUMMARY, METRICS_PAIRED, METRICS_BASELINES,
+                              METRICS_PER_QUESTION,
                               CHUNK_QUALITY, CHUNK_QUALITY_CHUNKS, CHUNK_QUALITY_QUESTIONS, CHUNK_QUALITY_HOPE,
                               CHUNK_QUALITY_CORRELATION, SURVEY_OVERALL, SURVEY_PER_QUESTION, SURVEY_PER_RATER,
                               SURVEY_CHOICES, SURVEY_PAIRWISE)}

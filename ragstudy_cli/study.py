@@ -6,6 +6,10 @@
     results/study.json   what each stage read and wrote (content hashes), so a re-run recomputes nothing
     results/study.log    every stage's own output
 
+The retrieval verdict comes first: the retrieval run, its scores and a first report.html need no LLM, and the study
+prints the verdict then; the answering stages follow (answers, answer scores beside their floors, chunk quality) and
+the report is written again. A study stopped while answering leaves the first report, which says what is missing.
+
 Each stage is the subcommand of the same name with the same code; the study only chooses the folders, so that no
 later step refuses what an earlier one wrote (the answering run and the retrieval-only run each have their own
 folder). A stage is skipped when its settings, the code, its inputs and the files it wrote last time are unchanged
@@ -32,8 +36,10 @@ LEDGER = "study.json"
 LOG = "study.log"
 # Rough seconds of each stage on a first run of the bundled sample (lite profile, 2 cores), for the time-left
 # estimate until this folder's own study.json has measured ones.
-FIRST_RUN_SECONDS = {"answers": 480.0, "retrieval": 240.0, "retrieval scores": 60.0, "answer scores": 60.0,
-                     "chunk quality": 30.0, "report": 20.0}
+FIRST_RUN_SECONDS = {"answers": 480.0, "retrieval": 240.0, "retrieval scores": 60.0, "first report": 20.0,
+                     "answer scores": 60.0, "chunk quality": 30.0, "report": 20.0}
+# the stages that generate and score answers: the first report (retrieval only) is written when one of them is to run
+ANSWER_STAGES = ("answers", "answer scores", "chunk quality")
 CODE_FOLDERS = ("ragstudy", "Postprocessing", "ragstudy_cli")
 CODE_FILES = ("evaluation_chain.py", "customembedding.py")
 STUDY_RETRIEVERS = ("dense", "bm25", "hybrid")  # the retrieval stage's default: the verdict checked across them
@@ -130,6 +136,7 @@ class Stage:
     run: Callable[[], int]
     needs: tuple[str, ...] = ()
     inputs: dict[str, str] = field(default_factory=dict)
+    only_before: tuple[str, ...] = ()  # run only when one of these later stages runs too (the first report)
 
 
 @dataclass
@@ -203,15 +210,19 @@ def plan(args: argparse.Namespace, chain_argv: list[str], chain_args: argparse.N
                *verbose]
     rp_argv = ["--results-dir", str(answers), "--retrieval-dir", str(retrieval), "--out", str(root / "report.html"),
                *oracle, *verbose]
+    first_argv = ["--results-dir", str(retrieval), "--out", str(root / "report.html"), *oracle, *verbose]
     inputs_a, inputs_r = {**run_inputs(answer_config), **extra_inputs}, {**run_inputs(retrieval_config), **extra_inputs}
+    # the retrieval verdict first: it needs no LLM; the report is written then, and again once the answers are scored
     return [
-        Stage("answers", f"answer {len(answer_config.strategies)} strategies' questions through the LLM", a_argv,
-              chain(a_argv), inputs=inputs_a),
         Stage("retrieval", f"rank {len(retrieval_config.strategies)} strategies' parents for every question, no LLM",
               r_argv, chain(r_argv), inputs=inputs_r),
         Stage("retrieval scores", "score retrieval at equal budgets; the verdict", rs_argv,
               lambda: retrieval_eval.main(rs_argv), needs=("retrieval",), inputs=extra_inputs),
-        Stage("answer scores", "score the answers against the oracle", as_argv,
+        Stage("first report", "the report of the retrieval stage, the verdict first (the answers follow)", first_argv,
+              lambda: report.main(first_argv), needs=("retrieval", "retrieval scores"), only_before=ANSWER_STAGES),
+        Stage("answers", f"answer {len(answer_config.strategies)} strategies' questions through the LLM", a_argv,
+              chain(a_argv), inputs=inputs_a),
+        Stage("answer scores", "score the answers against the oracle, beside their floors", as_argv,
               lambda: evaluation_metrics.main(as_argv), needs=("answers",), inputs=inputs_a),
         Stage("chunk quality", "chunk statistics and evidence retrieval at own k" + (", HOPE" if args.hope else ""),
               cq_argv, lambda: chunk_quality.main(cq_argv), needs=("answers", "answer scores"), inputs=inputs_a),
@@ -306,6 +317,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         keys[stage.name] = ledger.key(stage, code)
         if args.force or not ledger.up_to_date(stage, keys[stage.name], root) or any(s in todo for s in stage.needs):
             todo.append(stage.name)
+    for stage in stages:  # a stage that only serves later ones (the first report) is dropped when none of them runs
+        if stage.only_before and stage.name in todo and not any(s in todo for s in stage.only_before):
+            todo.remove(stage.name)
     expected = {s.name: (ledger.stages.get(s.name, {}).get("seconds") or FIRST_RUN_SECONDS[s.name])
                 if s.name in todo else 0.0 for s in stages}
     progress = Progress(stages, expected)
@@ -318,6 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with open(log_path, "a", encoding="utf-8") as log:
             log.write(f"\n===== stage {i}/{len(stages)}: {stage.name} ({stage.what})\n")
         before = snapshot(root)
+        started_at = time.time()
         t0 = time.perf_counter()
         try:
             with stage_output(log_path, args.verbose):
@@ -342,10 +357,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(exit_code)
         after = snapshot(root)
         wrote = sorted(rel for rel, state in after.items() if before.get(rel) != state)
+        ledger.stages.pop(stage.name, None)  # re-inserted: the ledger lists the stages in the order they last ran
         ledger.stages[stage.name] = {"key": ledger.key(stage, code), "argv": stage.argv, "seconds": round(seconds, 1),
+                                     "started": round(started_at, 3), "finished": round(time.time(), 3),
                                      "wrote": {rel: sha256_file(root / rel) for rel in wrote}}
         ledger.write()
         ran.append(stage.name)
+        if stage.only_before:  # the first report: the retrieval verdict now, before any answer is generated
+            progress.bar.clear()
+            print("\n".join(verdict_lines(root)) + f"\n(written to {root / 'report.html'} after "
+                  f"{_duration(time.perf_counter() - started)}; the answering stages follow, then the report again)\n",
+                  flush=True)
+            progress.bar.refresh()
         done_expected += expected[stage.name]
         progress.finish(stage)
     progress.close()
@@ -353,13 +376,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def closing_summary(root: Path, stages: Sequence[Stage], ran: Sequence[str], seconds: float) -> str:
-    """The verdict's headline and lines, what was written where, and what to run next."""
+def verdict_lines(root: Path) -> list[str]:
+    """The retrieval verdict's headline, its lines and the check across retrievers (empty before it is scored)."""
     from ragstudy import results, retrievers
     from ragstudy.budget_eval import all_verdicts, verdict_setting
     from ragstudy.verdict_across import CrossVerdict
 
-    lines = []
+    lines: list[str] = []
     folders = retrievers.result_folders(root / "retrieval")
     main = next(iter(folders.values()))  # several retrievers: the first one's verdict leads
     frame = results.read_table(main, results.RETRIEVAL_VERDICT)
@@ -370,6 +393,16 @@ def closing_summary(root: Path, stages: Sequence[Stage], ran: Sequence[str], sec
         cross = CrossVerdict.scored(folders)
         if cross is not None:
             lines += [cross.headline(), *(f"- {line}" for line in cross.sentences()), ""]
+    return lines
+
+
+def closing_summary(root: Path, stages: Sequence[Stage], ran: Sequence[str], seconds: float) -> str:
+    """The verdict's headline and lines, what was written where, and what to run next."""
+
+    from ragstudy import retrievers
+
+    lines = verdict_lines(root)
+    folders = retrievers.result_folders(root / "retrieval")
     cached = [s.name for s in stages if s.name not in ran]
     lines.append(f"study {'computed ' + ', '.join(ran) if ran else 'recomputed nothing'}"
                  + (f" ({', '.join(cached)} up to date)" if ran and cached else "") + f" in {_duration(seconds)}.")

@@ -136,8 +136,13 @@ def test_study_lays_out_its_runs_and_ends_with_the_verdict(small_study: tuple[Pa
     answered = json.loads((answers / "config.json").read_text(encoding="utf-8"))
     assert answered["retriever"] == "dense"  # the answering stage prompts with the paper's dense retriever
     ledger = json.loads((root / study.LEDGER).read_text(encoding="utf-8"))["stages"]
-    assert list(ledger) == ["answers", "retrieval", "retrieval scores", "answer scores", "chunk quality", "report"]
-    assert "report.html" in ledger["report"]["wrote"]
+    assert list(ledger) == ["retrieval", "retrieval scores", "first report", "answers", "answer scores",
+                            "chunk quality", "report"]  # the order they ran in: the retrieval verdict first
+    assert ledger["first report"]["finished"] <= ledger["answers"]["started"]  # report.html before any answer
+    assert "report.html" in ledger["first report"]["wrote"] and "report.html" in ledger["report"]["wrote"]
+    early, _, rest = out.partition("the answering stages follow")  # the verdict printed before the answers
+    assert early.startswith("With the dense retriever and the ") and "At 1,000 characters" in early
+    assert "study computed retrieval, retrieval scores, first report, answers" in rest
 
 
 @pytest.mark.slow

@@ -8,6 +8,8 @@ not registered is still shown (grey, its name as display name, after the registe
 
 from __future__ import annotations
 
+import json
+
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -100,6 +102,8 @@ class Inputs:
     metrics_summary: pd.DataFrame | None
     metrics_paired: pd.DataFrame | None
     metrics_per_question: pd.DataFrame | None
+    metrics_baselines: pd.DataFrame | None
+    metrics_signal: dict[str, Any] | None  # metrics_run.json's signal check (answer_baselines.Signal.to_dict)
     retrieval_summary: pd.DataFrame | None
     retrieval_paired: pd.DataFrame | None
     retrieval_verdict: pd.DataFrame | None
@@ -137,6 +141,20 @@ def across(folders: dict[str, Path]) -> Any:
         raise common.DataError(f"{next(iter(folders.values())).parent}: {exc}") from exc
 
 
+def metrics_signal(folder: Path) -> dict[str, Any] | None:
+    """The signal check recorded in `metrics_run.json`, or None (not scored yet, or scored by a version without it)."""
+    path = results.METRICS_RUN.path(folder)
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise common.DataError(f"{path}: cannot read it ({exc}); re-score the answers with `ragstudy score-answers "
+                               f"--results-dir {folder}`") from exc
+    signal = record.get("signal") if isinstance(record, dict) else None
+    return signal if isinstance(signal, dict) and isinstance(signal.get("sentence"), str) else None
+
+
 def load(results_dir: Path, oracle: str | Path | None = None, retrieval_dir: str | Path | None = None) -> Inputs:
     """Read every file the report can use from ``results_dir``; the oracle from ``oracle`` (an --oracle flag) or
     beside the run's questions file (ragstudy.results.run_oracle: its row count is checked). ``retrieval_dir``: a
@@ -164,6 +182,7 @@ def load(results_dir: Path, oracle: str | Path | None = None, retrieval_dir: str
         metrics_summary=run.table(results.METRICS_SUMMARY),
         metrics_paired=run.table(results.METRICS_PAIRED),
         metrics_per_question=run.table(results.METRICS_PER_QUESTION),
+        metrics_baselines=run.table(results.METRICS_BASELINES), metrics_signal=metrics_signal(d),
         retrieval_summary=ranked.table(results.RETRIEVAL_SUMMARY),
         retrieval_paired=ranked.table(results.RETRIEVAL_PAIRED),
         retrieval_verdict=ranked.table(results.RETRIEVAL_VERDICT),

@@ -270,16 +270,18 @@ def paired_sentence(metric: str, a: str, b: str, diff: float, low: float, high: 
 
 
 def paired_table(frame: pd.DataFrame, styles: Strategies, p_col: str, p_holm_col: str, table_id: str,
-                 lead: Sequence[str] = (), ci: str = "CI") -> Table:
+                 lead: Sequence[str] = (), ci: str = "CI", interpretable=lambda metric: True) -> Table:
+    """Every paired comparison; `interpretable(metric)` False: its words say "not interpretable", not a finding."""
     rows = []
     for _, r in frame.iterrows():
         a, b, metric = str(r["strategy_a"]), str(r["strategy_b"]), str(r["metric"])
         d = _digits(metric)
+        words = (paired_sentence(metric, styles.display(a), styles.display(b), r["mean_diff"], r["ci_low"],
+                                 r["ci_high"], r[p_holm_col], d) if interpretable(metric)
+                 else f"not interpretable: {metric} has no signal (see the signal check above)")
         rows.append([*(str(r[c]) for c in lead), metric, strategy_cell(a, styles), strategy_cell(b, styles),
                      num(r.get("n"), 0), estimate(r["mean_diff"], r["ci_low"], r["ci_high"], d, signed=True),
-                     pvalue(r[p_col]), pvalue(r[p_holm_col]),
-                     paired_sentence(metric, styles.display(a), styles.display(b), r["mean_diff"], r["ci_low"],
-                                     r["ci_high"], r[p_holm_col], d)])
+                     pvalue(r[p_col]), pvalue(r[p_holm_col]), words])
     return Table([*lead, "metric", "A", "B", "n", f"A − B [{ci}]", "p (Wilcoxon)", "p (Holm)", "in words"],
                  rows, "l" * len(lead) + "lllrrrrl", table_id=table_id, filterable=len(rows) > 12,
                  filter_column=len(lead))
@@ -351,12 +353,22 @@ def retrieval_section(inp: Inputs, styles: Strategies) -> Section:
 # ---------------------------------------------------------------------------------------------- 4. answers
 
 def answers_section(inp: Inputs, styles: Strategies) -> Section:
+    """The signal check's sentence first, then every metric beside its floors and references, then the paired
+    comparisons: worded as findings only on the metrics that carry signal."""
     s = Section("answers", "Answers")
     summary = inp.metrics_summary
     if summary is None or not len(summary):
         s.blocks.append(Note("No metrics_summary.csv: the answers have not been scored.",
                              (_cmd("Postprocessing/evaluation_metrics.py", inp.results_dir),)))
         return s
+    signal = inp.metrics_signal
+    with_signal = set(signal["with_signal"]) if signal else set()
+    if signal:
+        s.blocks.append(Text(f"Signal check: {signal['sentence']}"))
+    else:
+        s.blocks.append(Note("No signal check: these scores were written without floors (an earlier version); "
+                             "their strategy comparisons are not interpretable until the answers are re-scored.",
+                             (_cmd("Postprocessing/evaluation_metrics.py", inp.results_dir),)))
     names = styles.ordered(summary["strategy"])
     s.blocks.append(Figure(figures.dot_whisker(summary, styles),
                            "Every answer metric per strategy: mean over questions with its "
@@ -369,14 +381,55 @@ def answers_section(inp: Inputs, styles: Strategies) -> Section:
         rows.append([str(metric), *cells, num(int(part["n"].max()), 0)])
     s.blocks.append(Table(["metric", *[styles.display(n) for n in names], "n"], rows,
                           "l" + "r" * (len(names) + 1), table_id="answers-table"))
+    if inp.metrics_baselines is not None and len(inp.metrics_baselines):
+        s.blocks += baseline_blocks(inp.metrics_baselines, styles, names)
     paired = inp.metrics_paired
     if paired is not None and len(paired):
         s.blocks.append(Heading("Paired comparisons (A − B on the same questions; Holm over the pairs of each "
                                 "metric)"))
-        s.blocks += significant_summary(paired, styles, "p_holm")
+        open_ = paired[paired["metric"].astype(str).isin(with_signal)]
+        closed = sorted(set(paired["metric"].astype(str)) - with_signal, key=list(paired["metric"].astype(str)).index)
+        if len(open_):
+            s.blocks += significant_summary(open_, styles, "p_holm")
+        if closed:
+            s.blocks.append(Text(f"Not interpretable (no signal): {len(paired) - len(open_)} comparisons on "
+                                 f"{', '.join(closed)}; listed below for completeness, not as findings."))
         s.blocks.append(paired_table(paired, styles, "p_wilcoxon", "p_holm", "answers-paired",
-                                     ci=ci_text(paired, results.METRICS_PAIRED.name)))
+                                     ci=ci_text(paired, results.METRICS_PAIRED.name),
+                                     interpretable=lambda m: m in with_signal))
     return s
+
+
+def baseline_blocks(frame: pd.DataFrame, styles: Strategies, names: Sequence[str]) -> list[Block]:
+    """Each metric's floor, context-copy baseline and evidence reference per strategy, with LLM − baseline."""
+    from Postprocessing.answer_baselines import BASELINE_LABELS, BASELINES
+
+    rows = []
+    for metric in dict.fromkeys(frame["metric"]):
+        d = _digits(str(metric))
+        for baseline in BASELINES:
+            part = frame[(frame["metric"] == metric) & (frame["baseline"] == baseline)].set_index("strategy")
+            if part.empty:
+                continue
+            cells = []
+            for n in names:
+                if n not in part.index:
+                    cells.append(Cell("–"))
+                    continue
+                r = part.loc[n]
+                text = estimate(r["mean"], r["ci_low"], r["ci_high"], d).text
+                if pd.notna(r["diff"]):
+                    diff = estimate(r["diff"], r["diff_ci_low"], r["diff_ci_high"], d, signed=True).text
+                    text += f"; LLM − it {diff}" + (" ▲" if r["llm_above"] == 1 else "")
+                cells.append(Cell(text))
+            rows.append([str(metric), BASELINE_LABELS[baseline], *cells, num(int(part["n"].max()), 0)])
+    return [Heading("Floors and references (mean [CI]; LLM − baseline paired on the same questions)"),
+            Text("Shuffled-oracle floor: each question's reference scored against another question's reference. "
+                 "Context-copy baseline: the first N characters of the context the LLM was given, N = the mean length "
+                 "of that strategy's answers. Evidence reference: the evidence passage as the answer. ▲: the LLM's "
+                 "answers score above it (the CI of LLM − baseline excludes 0)."),
+            Table(["metric", "baseline", *[styles.display(n) for n in names], "n"], rows,
+                  "ll" + "r" * (len(names) + 1), table_id="answers-baselines")]
 
 
 # ---------------------------------------------------------------------------------- 5. quality, survey, sweeps
