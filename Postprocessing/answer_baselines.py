@@ -27,6 +27,7 @@ import pandas as pd
 
 from Postprocessing import common, metric_catalogue
 from ragstudy import stats
+from ragstudy.stats import derangement
 
 logger = logging.getLogger(__name__)
 
@@ -35,18 +36,6 @@ COPY = "context_copy"
 EVIDENCE = "evidence"
 BASELINE_LABELS = {FLOOR: "shuffled-oracle floor", COPY: "context-copy baseline", EVIDENCE: "evidence reference"}
 BASELINES = tuple(BASELINE_LABELS)
-
-
-def derangement(n: int, seed: int) -> list[int]:
-    """A seeded permutation of 0..n-1 with no fixed point (Sattolo's algorithm: one n-cycle); n < 2 -> ValueError."""
-    if n < 2:
-        raise ValueError(f"a shuffled-oracle floor needs at least 2 questions, got {n}")
-    order = list(range(n))
-    rng = np.random.default_rng(seed)
-    for i in range(n - 1, 0, -1):
-        j = int(rng.integers(0, i))  # j < i: Sattolo, so every element moves
-        order[i], order[j] = order[j], order[i]
-    return order
 
 
 def shuffled_oracle(references: Sequence[str], seed: int) -> list[str]:

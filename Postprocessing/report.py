@@ -65,17 +65,57 @@ def build(results_dir: Path, generated: str | None = None, oracle: str | None = 
             built)
 
 
+# sections that show scores; a page with none of them is refused (an empty page would replace a real report)
+SCORED_SECTIONS = ("verdict", "retrieval", "answers", "chunk-quality", "survey", "sweeps")
+LEDGER = "study.json"  # what `ragstudy study` writes at the top of its folder (ragstudy_cli.study.LEDGER)
+
+
+def study_folders(results_dir: Path, retrieval_dir: str | None) -> tuple[Path, str | None, Path]:
+    """(results folder, retrieval folder, default page) for --results-dir: a `ragstudy study` folder (study.json
+    beside answers/ and retrieval/) is reported as the study's report stage does (answers/ with retrieval/, the
+    page at its top), never as one bare folder; any other folder as it is."""
+    if (retrieval_dir is None and (results_dir / LEDGER).is_file() and (results_dir / "answers").is_dir()
+            and (results_dir / "retrieval").is_dir()):
+        logger.warning("%s is a study folder (%s): reporting its answers/ and retrieval/ runs, as `ragstudy study` "
+                       "does", results_dir, LEDGER)
+        return results_dir / "answers", str(results_dir / "retrieval"), results_dir / "report.html"
+    return results_dir, retrieval_dir, results_dir / "report.html"
+
+
+def check_out(out: str | None) -> None:
+    """--out names the HTML file to write; a folder (an existing one, or a path ending in /) is refused."""
+    if out is not None and (out.endswith(("/", "\\")) or Path(out).is_dir()):
+        raise common.DataError(f"--out {out}: a folder, not a file; give the HTML file to write, e.g. --out "
+                               f"{Path(out) / 'report.html'} (report.md goes beside it)")
+
+
+def check_scored(results_dir: Path, built: list) -> None:
+    """Refuse a page without any score (an empty or unscored folder), before anything is written."""
+    from Postprocessing.reportkit.blocks import Note
+
+    if all(all(isinstance(b, Note) for b in s.blocks) for s in built if s.section_id in SCORED_SECTIONS):
+        raise common.DataError(f"{results_dir}: nothing scored to report (no retrieval verdict, answer scores, "
+                               "chunk quality, survey or sweep in it); score the run first (ragstudy "
+                               "score-retrieval, score-answers or chunk-quality --results-dir "
+                               f"{results_dir}), or pass the folder that holds the scores. Nothing was written")
+
+
 def run(args: argparse.Namespace) -> int:
-    results_dir = Path(args.results_dir)
-    out = Path(args.out) if args.out else results_dir / "report.html"
+    check_out(args.out)
+    results_dir, retrieval_dir, default_out = study_folders(Path(args.results_dir), args.retrieval_dir)
+    out = Path(args.out) if args.out else default_out
     from ragstudy import results, runidentity
 
     from Postprocessing.reportkit.inputs import ranked_folders
 
-    ranked = ranked_folders(Path(args.retrieval_dir) if args.retrieval_dir else results_dir)[0]  # the rankings
+    if not results_dir.is_dir():
+        raise common.DataError(f"--results-dir {results_dir}: folder not found; pass the folder a run or "
+                               "`ragstudy study` wrote")
+    ranked = ranked_folders(Path(retrieval_dir) if retrieval_dir else results_dir)[0]  # the rankings
     runidentity.check_compared(ranked, results.ranked_strategies(ranked),  # one configuration per page
                                lambda s: results.retrieval_path(ranked, s), args.allow_mixed_configurations)
-    html_text, md_text, built = build(results_dir, oracle=args.oracle, retrieval_dir=args.retrieval_dir)
+    html_text, md_text, built = build(results_dir, oracle=args.oracle, retrieval_dir=retrieval_dir)
+    check_scored(results_dir, built)
     out.parent.mkdir(parents=True, exist_ok=True)
     common.atomic_write_text(out, html_text)
     md_path = out.with_suffix(".md")

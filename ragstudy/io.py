@@ -136,8 +136,9 @@ def lock_folder(folder: Path, lock_name: str, what: str, flag: str) -> None:
     """Hold an exclusive lock on `folder` (flock on `folder/lock_name`) for this process's lifetime.
 
     A second process asking for the same folder gets StudyInputError at once, naming the folder (`what`, e.g.
-    "output folder") and the flag that gives the run its own one (`flag`, e.g. "--output-dir"). The kernel drops
-    the lock when the process ends, however it ends.
+    "output folder"), the pid of the process holding it (written into the lock file) and the flag that gives the
+    run its own one (`flag`, e.g. "--output-dir"). The kernel drops the lock when the process ends, however it
+    ends.
     """
     import fcntl
 
@@ -152,10 +153,25 @@ def lock_folder(folder: Path, lock_name: str, what: str, flag: str) -> None:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
+        holder = _lock_holder(fd)
         os.close(fd)
-        raise StudyInputError(f"{folder}: another run is using this {what}. Wait for it to finish, or give this "
-                              f"run its own {flag}.") from None
+        raise StudyInputError(f"{folder}: another run is using this {what}{holder}. Wait for it to finish, or give "
+                              f"this run its own {flag}.") from None
+    try:  # the holder's pid, for the message a second run gets (the lock itself is the flock, not this text)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except OSError:
+        pass  # the lock holds without the pid; only the second run's message lacks it
     _HELD_LOCKS[key] = fd
+
+
+def _lock_holder(fd: int) -> str:
+    """The text ' (pid N)' from a lock file whose holder wrote its pid N, else '' (a lock of an older run)."""
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    except OSError:
+        return ""
+    return f" (pid {text})" if text.isdigit() else ""
 
 
 def release_folder(folder: Path, lock_name: str) -> None:

@@ -516,9 +516,6 @@ def exported_strategies(results_dir: str | Path) -> list[str]:
 RETRIEVAL_COLUMNS = ("question_index", "rank", "doc_id", "path", "page_start", "page_end", "score", "in_k",
                      "contents")
 # retrieval_<these>.csv are tables, not rankings
-_DERIVED_RETRIEVAL = ("per_question", "summary", "paired", "verdict", "decomposition")
-
-
 def retrieval_path(output_dir: str | Path, strategy: str) -> Path:
     return Path(output_dir) / f"retrieval_{strategy}.csv"
 
@@ -562,8 +559,9 @@ def read_retrieval(path: str | Path) -> dict[int, list[RetrievedParent]]:
 
 def ranked_strategies(results_dir: str | Path) -> list[str]:
     """Strategies with a `retrieval_<strategy>.csv` in `results_dir`, registered ones in registry order first."""
-    names = [p.name[len("retrieval_"):-len(".csv")] for p in sorted(Path(results_dir).glob("retrieval_*.csv"))]
-    names = [n for n in names if n not in _DERIVED_RETRIEVAL]
+    derived = set(TABLES)  # the declared tables (retrieval_summary.csv, retrieval_verdict_by_retriever.csv, ...)
+    names = [p.name[len("retrieval_"):-len(".csv")] for p in sorted(Path(results_dir).glob("retrieval_*.csv"))
+             if p.name not in derived]
     order = {name: i for i, name in enumerate(registry.available())}
     return sorted(names, key=lambda n: (order.get(n, len(order)), n))
 

@@ -130,6 +130,18 @@ def compare_paired(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndar
     return PairedComparison(len(a), mean_diff, low, high, wilcoxon_p(a, b), p_boot)
 
 
+def derangement(n: int, seed: int) -> list[int]:
+    """A seeded permutation of 0..n-1 with no fixed point (Sattolo's algorithm: one n-cycle); n < 2 -> ValueError."""
+    if n < 2:
+        raise ValueError(f"a derangement needs at least 2 items, got {n}")
+    order = list(range(n))
+    rng = np.random.default_rng(seed)
+    for i in range(n - 1, 0, -1):
+        j = int(rng.integers(0, i))  # j < i: Sattolo, so every element moves
+        order[i], order[j] = order[j], order[i]
+    return order
+
+
 def holm(pvalues: Sequence[float]) -> list[float]:
     """Holm–Bonferroni adjusted p-values (same order as given)."""
     p = np.asarray(pvalues, dtype=float)

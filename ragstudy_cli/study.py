@@ -34,6 +34,7 @@ from ragstudy.io import PROJECT_ROOT, sha256_file
 
 LEDGER = "study.json"
 LOG = "study.log"
+STUDY_LOCK = ".ragstudy-study.lock"  # hidden: the ledger's snapshots skip it
 # Rough seconds of each stage on a first run of the bundled sample (lite profile, 2 cores), for the time-left
 # estimate until this folder's own study.json has measured ones.
 FIRST_RUN_SECONDS = {"answers": 480.0, "retrieval": 240.0, "retrieval scores": 60.0, "first report": 20.0,
@@ -55,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Every other flag is a flag of `ragstudy answer` (evaluation_chain.py) and goes to both runs, e.g. "
                "--profile, --documents DIR, --questions Q.csv, --limit N, --strategies, --config FILE, --retriever "
                "(retrieval run only), --embedding. See docs/cli.md.")
-    parser.add_argument("--output-dir", default="results", help="the study's folder (default: results)")
+    parser.add_argument("--output-dir", help="the study's folder (default: the --config file's output_dir:, "
+                                             "else results)")
     parser.add_argument("--evidence", help="evidence file for the retrieval scores and chunk quality (default: "
                                            "sample/evidence.json for the bundled Questions.csv, else none: the "
                                            "retrieval verdict then uses the oracle overlap)")
@@ -137,6 +139,7 @@ class Stage:
     needs: tuple[str, ...] = ()
     inputs: dict[str, str] = field(default_factory=dict)
     only_before: tuple[str, ...] = ()  # run only when one of these later stages runs too (the first report)
+    strategies: tuple[str, ...] = ()  # the strategies a run stage runs (answers, retrieval)
 
 
 @dataclass
@@ -215,13 +218,13 @@ def plan(args: argparse.Namespace, chain_argv: list[str], chain_args: argparse.N
     # the retrieval verdict first: it needs no LLM; the report is written then, and again once the answers are scored
     return [
         Stage("retrieval", f"rank {len(retrieval_config.strategies)} strategies' parents for every question, no LLM",
-              r_argv, chain(r_argv), inputs=inputs_r),
+              r_argv, chain(r_argv), inputs=inputs_r, strategies=tuple(retrieval_config.strategies)),
         Stage("retrieval scores", "score retrieval at equal budgets; the verdict", rs_argv,
               lambda: retrieval_eval.main(rs_argv), needs=("retrieval",), inputs=extra_inputs),
         Stage("first report", "the report of the retrieval stage, the verdict first (the answers follow)", first_argv,
               lambda: report.main(first_argv), needs=("retrieval", "retrieval scores"), only_before=ANSWER_STAGES),
         Stage("answers", f"answer {len(answer_config.strategies)} strategies' questions through the LLM", a_argv,
-              chain(a_argv), inputs=inputs_a),
+              chain(a_argv), inputs=inputs_a, strategies=tuple(answer_config.strategies)),
         Stage("answer scores", "score the answers against the oracle, beside their floors", as_argv,
               lambda: evaluation_metrics.main(as_argv), needs=("answers",), inputs=inputs_a),
         Stage("chunk quality", "chunk statistics and evidence retrieval at own k" + (", HOPE" if args.hope else ""),
@@ -298,13 +301,76 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, chain_argv, chain_args = parse(sys.argv[1:] if argv is None else argv)
     from ragstudy.errors import StudyInputError
 
-    root = Path(args.output_dir)
+    from ragstudy.io import release_folder
+
     try:
+        root = study_root(args, chain_args)
         root.mkdir(parents=True, exist_ok=True)
-        stages = plan(args, chain_argv, chain_args, root)
+        lock_study(root)  # before anything is planned or written: one study at a time in a folder
     except StudyInputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        print(f"error: {args.output_dir or 'the study folder'}: cannot create it ({exc.strerror}); pass a writable "
+              "--output-dir", file=sys.stderr)
+        return 2
+    try:
+        try:
+            stages = plan(args, chain_argv, chain_args, root)
+            check_leftovers(root, stages)
+        except StudyInputError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        return run_stages(args, argv, root, stages, started)
+    finally:
+        release_folder(root, STUDY_LOCK)
+
+
+def study_root(args: argparse.Namespace, chain_args: argparse.Namespace) -> Path:
+    """The study's folder: --output-dir, else the --config file's `output_dir:`, else `results`."""
+    if args.output_dir:
+        return Path(args.output_dir)
+    from ragstudy.config import config_from_args
+
+    return Path(config_from_args(chain_args).output_dir)  # the file's key, else the setting's default
+
+
+def lock_study(root: Path) -> None:
+    """The study folder's lock (like a run's output folder and a Chroma folder): a second study into it stops with
+    one line naming the folder and the pid of the study holding it."""
+    from ragstudy.io import lock_folder
+
+    lock_folder(root, STUDY_LOCK, "study folder", "--output-dir")
+
+
+def check_leftovers(root: Path, stages: Sequence[Stage]) -> None:
+    """A study re-run with fewer strategies would fold an earlier run's files (retrieval_<s>.csv, Dataset files,
+    chunk exports of strategies it does not run) into its verdict and scores: a StudyInputError naming them."""
+    from ragstudy import registry, results
+
+    from ragstudy.errors import StudyInputError
+
+    wanted = {name for stage in stages for name in stage.strategies}  # the answering and the retrieval run's
+    left = []
+    for folder in sorted({p.parent for p in (root / "retrieval").rglob("retrieval_*.csv")}):
+        left += [results.retrieval_path(folder, s) for s in results.ranked_strategies(folder) if s not in wanted]
+    answers = root / "answers"
+    for spec in registry.specs():
+        if spec.name not in wanted:
+            left += [p for p in results.dataset_paths(answers, spec) if p.is_file()]
+    left += [answers / f"chunks_{s}.csv" for s in results.exported_strategies(answers) if s not in wanted]
+    if left:
+        shown = ", ".join(str(p.relative_to(root)) for p in left[:3]) + (f" and {len(left) - 3} more"
+                                                                          if len(left) > 3 else "")
+        raise StudyInputError(f"{root}: holds {shown} of strategies this study does not run (it runs "
+                              f"{', '.join(sorted(wanted))}); they would be scored into its verdict as if this "
+                              "run had made them. Give this study its own --output-dir, run it with those "
+                              "strategies too, or move those files away")
+
+
+def run_stages(args: argparse.Namespace, argv: Sequence[str] | None, root: Path, stages: Sequence[Stage],
+               started: float) -> int:
+    """Run the stages that are not up to date, record each in the ledger; the exit code."""
     ledger = Ledger.read(root / LEDGER)
     code = code_hash()
     log_path = root / LOG

@@ -33,7 +33,7 @@ def test_the_derangement_moves_every_question_and_is_seeded() -> None:
     order = answer_baselines.derangement(49, seed=3)
     assert sorted(order) == list(range(49)) and all(j != i for i, j in enumerate(order))
     assert order == answer_baselines.derangement(49, seed=3) != answer_baselines.derangement(49, seed=4)
-    with pytest.raises(ValueError, match="at least 2 questions"):
+    with pytest.raises(ValueError, match="at least 2 items"):
         answer_baselines.derangement(1, seed=0)
     assert answer_baselines.context_copy([("abcdef", "ghi")], 9) == ["abcdef\n\ng"]
 

@@ -148,12 +148,13 @@ def test_study_lays_out_its_runs_and_ends_with_the_verdict(small_study: tuple[Pa
 @pytest.mark.slow
 def test_a_second_study_recomputes_nothing(small_study: tuple[Path, str]) -> None:
     root, _ = small_study
-    before = {p: p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file() and p.name != study.LOG}
+    bookkeeping = (study.LOG, study.STUDY_LOCK)  # the log grows and the lock file holds the last study's pid
+    before = {p: p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file() and p.name not in bookkeeping}
     run = _study(root, 600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "study recomputed nothing" in run.stdout
-    after = {p: p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file() and p.name != study.LOG}
-    assert after == before  # no file rewritten (the ledger included)
+    after = {p: p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file() and p.name not in bookkeeping}
+    assert after == before  # the study's lock file holds the pid of the last study, nothing else  # no file rewritten (the ledger included)
     # a deleted output is made again by its own stage only
     (root / "report.md").unlink()
     run = _study(root, 600)
@@ -214,15 +215,16 @@ def test_the_quick_starts_second_run_recomputes_nothing_in_under_30_s() -> None:
     env = {k: v for k, v in os.environ.items() if k != "RAGSTUDY_CACHE"}
     if USER_CACHE:
         env["RAGSTUDY_CACHE"] = USER_CACHE
-    before = {p: p.stat().st_mtime_ns for p in (REPO / "results").rglob("*") if p.is_file() and p.name != study.LOG}
+    bookkeeping = (study.LOG, study.STUDY_LOCK)
+    before = {p: p.stat().st_mtime_ns for p in (REPO / "results").rglob("*") if p.is_file() and p.name not in bookkeeping}
     started = time.perf_counter()
     run = subprocess.run([*command, "study"], cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
     seconds = time.perf_counter() - started
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "study recomputed nothing" in run.stdout, run.stdout[-2000:]
     assert seconds < 30, f"a second `ragstudy study` took {seconds:.1f} s"
-    after = {p: p.stat().st_mtime_ns for p in (REPO / "results").rglob("*") if p.is_file() and p.name != study.LOG}
-    assert after == before
+    after = {p: p.stat().st_mtime_ns for p in (REPO / "results").rglob("*") if p.is_file() and p.name not in bookkeeping}
+    assert after == before  # the study's lock file holds the pid of the last study, nothing else
 
 
 # ------------------------------------------------------------------------------- the paper's script paths

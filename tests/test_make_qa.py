@@ -19,7 +19,7 @@ from ragstudy.evidence import load_evidence_file, normalize_for_match
 from ragstudy.qagen import outputs
 from ragstudy.qagen.extractive import ExtractiveGenerator
 from ragstudy.qagen.filters import CandidateFilter, Thresholds, unfit_generator
-from ragstudy.qagen.prompt import build_prompt, parse_generation, prompt_hash
+from ragstudy.qagen.prompt import build_prompt, parse_generation, passage_parts, prompt_hash
 from ragstudy.qagen.run import QaSettings, make_qa, read_review
 from ragstudy.qagen.sampling import eligible_passages, sample_passages, split_blocks
 from ragstudy.results import read_oracle, read_questions
@@ -350,3 +350,27 @@ def test_the_cli_refuses_bad_input_in_one_line(two_pdfs: Path, tmp_path: Path, c
     code = main(["--out", str(tmp_path / "nothing"), "--read-review"])
     lines = error_lines(capsys.readouterr().err)
     assert code == 2 and len(lines) == 1 and "no make_qa.json" in lines[0]
+
+
+class OffTopic(ExtractiveGenerator):
+    """Writes each passage's item from the passage sampled before it: fluent, verbatim-free, about something else."""
+
+    def generate_many(self, prompts, params=None, desc: str = ""):
+        texts = ["\n".join(passage_parts(p)) for p in prompts]
+        return [self.write(texts[i - 1]) for i in range(len(texts))]
+
+
+def test_the_report_judges_the_items_against_a_floor(two_pdfs: Path, tmp_path: Path) -> None:
+    """Items written from their own passage share more with it than with another item's passage; items written
+    from the previous passage do not, and the report says so instead of only counting them."""
+    from ragstudy.qagen.run import grounding_against_floor
+
+    _run(two_pdfs, tmp_path / "good")
+    report = (tmp_path / "good" / "qa_report.md").read_text()
+    assert "## Against a floor" in report and "they are about their passages" in report
+    records = [json.loads(line) for line in (tmp_path / "good" / "candidates.jsonl").read_text().splitlines()]
+    found = {g.part: g for g in grounding_against_floor(records, seed=0)}
+    assert found["question"].above_floor and found["answer"].own > found["answer"].floor + 0.3
+    _run(two_pdfs, tmp_path / "off", generator=OffTopic())
+    report = (tmp_path / "off" / "qa_report.md").read_text()
+    assert "are not clearly more about their own passage" in report and "not above the floor" in report

@@ -239,6 +239,65 @@ def reference_overlaps(questions: Path, evidence: Path) -> list[float]:
             for i, e in sorted(found.items())]
 
 
+@dataclass(frozen=True)
+class Grounding:
+    """How much more a generated item's question (or answer) shares with its own passage than with another item's
+    passage (a seeded derangement: the floor): mean shares, the paired difference and its bootstrap CI."""
+
+    part: str  # question | answer
+    n: int
+    own: float
+    floor: float
+    diff: float
+    ci_low: float
+    ci_high: float
+
+    @property
+    def above_floor(self) -> bool:
+        return self.ci_low > 0
+
+
+def grounding_against_floor(records: Sequence[dict], seed: int, n_resamples: int = 2000) -> list[Grounding]:
+    """For every parsed candidate: the share of its question's (answer's) content terms found in its own passage,
+    against the same share in another candidate's passage; empty when fewer than 2 candidates parsed."""
+    from ..lexical import ItalianAnalyzer
+    from ..stats import derangement, paired_bootstrap
+    from .filters import share_in, terms
+
+    parsed = [r for r in records if r.get("question") and r.get("answer")]
+    if len(parsed) < 2:
+        return []
+    analyzer = ItalianAnalyzer()
+    passages = [terms(r["passage"]["text"], analyzer) for r in parsed]
+    other = derangement(len(parsed), seed)
+    out = []
+    for part in ("question", "answer"):
+        own_terms = [terms(r[part], analyzer) for r in parsed]
+        own = [share_in(t, passages[i]) for i, t in enumerate(own_terms)]
+        floor = [share_in(t, passages[other[i]]) for i, t in enumerate(own_terms)]
+        diff, low, high, _ = paired_bootstrap(own, floor, n_resamples, seed)
+        out.append(Grounding(part, len(parsed), sum(own) / len(own), sum(floor) / len(floor), diff, low, high))
+    return out
+
+
+def grounding_lines(found: Sequence[Grounding], model: str) -> list[str]:
+    """The report's floor section: one sentence, then the numbers."""
+    if not found:
+        return ["Fewer than two candidates were parsed: no floor to judge them against.\n"]
+    grounded = all(g.above_floor for g in found)
+    sentence = (f"The items of {model} share more with their own passage than with another item's (the floor), for "
+                "the questions and the answers alike: they are about their passages." if grounded else
+                f"The items of {model} are not clearly more about their own passage than about another item's (the "
+                "floor): " + ", ".join(f"{g.part}s {'above' if g.above_floor else 'not above'} the floor"
+                                       for g in found) + "; treat them as ungrounded until reviewed.")
+    rows = [[g.part, g.n, f"{g.own:.3f}", f"{g.floor:.3f}", f"{g.diff:+.3f} [{g.ci_low:.3f}, {g.ci_high:.3f}]"]
+            for g in found]
+    return [sentence + "\n", "Share of the content words (Italian stopwords dropped, Snowball stems) found in the "
+            "item's own sampled passage and in another item's passage (seeded derangement); 95 % paired-bootstrap "
+            "CI of the difference; every parsed candidate, kept or not.\n",
+            _table(["part", "n", "own passage", "floor: another passage", "own − floor [95 % CI]"], rows)]
+
+
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
@@ -283,6 +342,8 @@ def report_markdown(settings: QaSettings, sample: Sample, records: Sequence[dict
     rows = [[name, described[name], first.get(name, 0), anyof.get(name, 0)] for name in FILTERS]
     rows.append(["kept", "passed every filter", len(items), ""])
     lines.append(_table(["filter", "drops a candidate when", "first failed", "failed (any)"], rows))
+    lines.append("## Against a floor\n")
+    lines.extend(grounding_lines(grounding_against_floor(records, settings.seed), model))
     lines.append("## Question ↔ evidence overlap\n")
     lines.append("Share of the question's content words (Italian stopwords dropped, Snowball stems) that occur in its "
                  "evidence. High overlap means the question copies the evidence, which favours lexical retrievers "
