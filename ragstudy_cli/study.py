@@ -208,7 +208,8 @@ def plan(args: argparse.Namespace, chain_argv: list[str], chain_args: argparse.N
     a_argv = [*chain_argv, "--output-dir", str(answers)]
     r_argv = [*chain_argv, "--retrieval-only", *ranked_with, "--output-dir", str(retrieval)]
     rs_argv = ["--results-dir", str(retrieval), *(["--evidence", evidence] if evidence else []), *oracle, *verbose]
-    as_argv = ["--results-dir", str(answers), *oracle, *verbose]
+    # the same evidence as the retrieval scores: the answer scores' extractive reference
+    as_argv = ["--results-dir", str(answers), *(["--evidence", evidence] if evidence else []), *oracle, *verbose]
     cq_argv = ["--results-dir", str(answers), "--evidence", evidence or "none", *([] if args.hope else ["--no-hope"]),
                *verbose]
     rp_argv = ["--results-dir", str(answers), "--retrieval-dir", str(retrieval), "--out", str(root / "report.html"),

@@ -79,6 +79,9 @@ def test_the_study_ranks_its_retrieval_stage_with_three_retrievers(tmp_path: Pat
 
     stages = argv()
     assert stages["retrieval"][-4:-2] == ["--retriever", "dense,bm25,hybrid"]
+    given = argv("--evidence", str(tmp_path / "mine.csv"))  # one evidence file for every stage that scores with it
+    for name in ("retrieval scores", "answer scores"):
+        assert given[name][given[name].index("--evidence") + 1] == str(tmp_path / "mine.csv"), name
     assert "--retriever" not in stages["answers"]
     assert argv("--retrievers", "bm25,dense")["retrieval"][-4:-2] == ["--retriever", "bm25,dense"]
     own = argv("--retriever", "dense")["retrieval"]
