@@ -18,6 +18,9 @@ import pandas as pd
 import pytest
 
 from conftest import REPO_ROOT
+from test_plugins import MEMBERS as FIRST_MEMBERS
+
+ECHO_ENGINE = FIRST_MEMBERS["echo_engine.py"]
 
 PACKAGE = "outside_six"
 MEMBERS = {
@@ -93,24 +96,7 @@ class HashedWords:
 
 register_embedder("hashed-words", lambda config, path: HashedWords(), "hashed64", description="hashed words")
 ''',
-    "echo_engine.py": '''"""An in-process LLM engine: answers with the prompt's last word."""
-
-from ragstudy.llms import register_engine
-
-
-class Echo:
-    def generate(self, prompt, params):
-        return "eco " + prompt.split()[-1]
-
-    def generate_batch(self, prompts, params):
-        return [self.generate(prompt, params) for prompt in prompts]
-
-    def prompt_ids(self, prompt):
-        return list(range(len(prompt.split())))
-
-
-register_engine("echo", lambda path, device, dtype, threads: Echo(), description="echoes the last word")
-''',
+    "echo_engine.py": ECHO_ENGINE,  # the LLM engine of test_plugins, the same module
     "one_parent.py": '''"""A budget metric: 1 when the packed context is a single parent."""
 
 from ragstudy.budget_metrics import register_budget_metric
