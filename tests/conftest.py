@@ -47,6 +47,26 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory):
         os.environ["RAGSTUDY_CACHE"] = previous
 
 
+@pytest.fixture(autouse=True)
+def _no_repository_lock_left():
+    """A test must not leave this worker holding a lock on a folder of the repository (a strategy's default Chroma
+    folder `RAG*/db`, an output folder): an in-process run keeps its locks for the life of the process, so under
+    `pytest -n 2` every later run on that folder, in the other worker or in a subprocess, would be refused ("another
+    run is using this Chroma folder"). Such a test fails here, naming the folder; give its run its own --db-dir /
+    --output-dir under tmp_path."""
+    import sys
+
+    yield
+    io = sys.modules.get("ragstudy.io")
+    if io is None:
+        return
+    left = [key for key in list(io._HELD_LOCKS) if key.is_relative_to(REPO_ROOT)]
+    for key in left:
+        io.release_folder(key.parent, key.name)
+    assert not left, f"the test left this process holding {[str(k.parent) for k in left]}: pass its run a --db-dir " \
+                     "/ --output-dir under tmp_path"
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _one_thread():
     import torch

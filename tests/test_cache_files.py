@@ -253,7 +253,8 @@ def test_cli_a_run_over_a_damaged_vector_cache_rebuilds_it(pdf_dir: Path, questi
     result = subprocess.run(
         [sys.executable, "evaluation_chain.py", "--retrieval-only", "--profile", "lite", "--documents", str(pdf_dir),
          "--questions", str(questions), "--output-dir", str(tmp_path / "second"), "--strategies", "newline",
-         "--budgets", "300,900", "--retriever", "dense-parents"], cwd=REPO_ROOT, capture_output=True, text=True,
+         "--budgets", "300,900", "--retriever", "dense-parents", "--db-dir", str(tmp_path / "db-second")],
+        cwd=REPO_ROOT, capture_output=True, text=True,
         timeout=400)
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"vector cache {path} is damaged" in result.stderr
