@@ -167,17 +167,32 @@ class CrossVerdict:
         return [s for s in (self.budget_sentence(b) for b in self.budgets()) if s]
 
     def headline(self) -> str:
-        """One sentence: under how many retrievers the verdict was checked, and whether its conclusion holds."""
+        """One sentence: under how many retrievers the verdict was checked and whether its conclusion holds. What
+        matters comes first: whether the best strategy (or a tie) changes with the retriever; then, apart, whether
+        only which of the reference's differences reach significance does (that varies more easily: it depends on
+        the spread as much as on the order)."""
         names = self.retrievers
-        changed = [b for b in self.budgets() if self.budget_sentence(b)]
-        lead = f"Checked under {len(names)} retrievers ({_joined(names)}), on the {self.first.metric_words}: "
         if len(names) == 1:
             return f"Checked under one retriever ({names[0]}) only: nothing to compare."
-        if not changed:
+        lead = f"Checked under {len(names)} retrievers ({_joined(names)}), on the {self.first.metric_words}: "
+        ref = self.first.reference_display
+        best = [b for b in self.budgets() if self.best_changes(b)]
+        significance = [b for b in self.budgets() if self.difference_changes(b)]
+        if not best and not significance:
             return lead + ("the conclusion is the same under every retriever: the same best strategy at every budget "
-                           f"and the same significant differences of {self.first.reference_display}.")
-        where = _joined([self.first.budget_words(b) for b in changed])
-        return lead + f"the conclusion changes with the retriever at {where}."
+                           f"and the same significant differences of {ref}.")
+
+        def where(budgets: list[str]) -> str:
+            return _joined([self.first.budget_words(b) for b in budgets])
+
+        if not best:
+            return lead + ("the best strategy is the same under every retriever at every budget; only which of "
+                           f"{ref}'s differences are significant changes with the retriever, at {where(significance)}.")
+        if not significance:
+            return lead + (f"the best strategy changes with the retriever at {where(best)}; {ref}'s significant "
+                           "differences are the same under every retriever.")
+        return lead + (f"the best strategy changes with the retriever at {where(best)}, and which of {ref}'s "
+                       f"differences are significant at {where(significance)}.")
 
     def per_retriever_lines(self) -> list[str]:
         """Per retriever, the best strategy at each budget and the reference's differences (each verdict's own

@@ -52,8 +52,24 @@ def test_the_words_say_where_the_conclusion_changes(cross: CrossVerdict) -> None
     assert cross.sentences() == [
         "At 1,000 characters Paragraph is best under bm25 and hybrid, but Blank-line under dense. "
         "Paragraph's lead over Fixed-size is significant only under bm25."]
-    assert cross.headline() == ("Checked under 3 retrievers (dense, bm25 and hybrid), on the hit rate: the conclusion "
-                                "changes with the retriever at 1,000 characters.")
+    assert cross.headline() == ("Checked under 3 retrievers (dense, bm25 and hybrid), on the hit rate: the best "
+                                "strategy changes with the retriever at 1,000 characters, and which of Paragraph's "
+                                "differences are significant at 1,000 characters.")
+
+
+def test_the_same_best_strategy_with_other_significant_differences_is_said_apart(cross: CrossVerdict) -> None:
+    """Paragraph best under both retrievers at both budgets, but its lead over Fixed-size significant only under
+    bm25 at 1,000 characters: the headline says first that the best strategy does not change, then where only the
+    significance does (it used to say "the conclusion changes with the retriever")."""
+    weaker = _verdict({"500": {"paragraph": 0.3, "fixed-size": 0.2, "newline": 0.25},
+                       "1000": {"paragraph": 0.55, "fixed-size": 0.50, "newline": 0.52}},
+                      _insignificant("500") + _insignificant("1000", 0.05))
+    two = CrossVerdict({"bm25": cross.verdicts["bm25"], "hybrid": weaker})
+    assert two.best_changes("1000") is None and two.difference_changes("1000")
+    assert two.headline() == ("Checked under 2 retrievers (bm25 and hybrid), on the hit rate: the best strategy is the "
+                              "same under every retriever at every budget; only which of Paragraph's differences are "
+                              "significant changes with the retriever, at 1,000 characters.")
+    assert two.sentences() == ["At 1,000 characters, Paragraph's lead over Fixed-size is significant only under bm25."]
 
 
 def test_opposite_significant_differences_are_both_named(cross: CrossVerdict) -> None:
