@@ -169,10 +169,11 @@ def study_config(results_dir: Path, profile: str | None):
     from ragstudy.results import CONFIG_NAME, read_config
 
     record = read_config(results_dir) if (Path(results_dir) / CONFIG_NAME).is_file() else None
-    if record is not None and record.config is not None and profile in (None, record.config.profile.name):
-        return record.config
+    recorded = StudyConfig.of_run(record) if record is not None else None
+    if recorded is not None and profile in (None, recorded.profile.name):
+        return recorded
     name = profile or (record.raw.get("profile") if record else None)
-    if record is None or record.config is None:
+    if recorded is None:
         logger.warning("no usable config.json in %s: using the %s profile's models", results_dir,
                        name or "default")
     return StudyConfig.resolve(profile=name, strategies=",".join(data_strategies(results_dir)) or None)

@@ -32,10 +32,11 @@ def study_prompts(results_dir: Path, strategies: list[str], questions: int, temp
                   ) -> list[str]:
     """The chain's prompts for the first `questions` questions of each strategy (its k parents as context)."""
     from ragstudy.budget_eval import pack_paper_k
+    from ragstudy.config import StudyConfig
     from ragstudy.pipeline import build_prompt
     from ragstudy.results import read_config, read_questions, read_retrieval, retrieval_path
 
-    asked = read_questions(read_config(results_dir).config.questions)
+    asked = read_questions(StudyConfig.of_run(read_config(results_dir)).questions)
     prompts = []
     for strategy in strategies:
         ranked = read_retrieval(retrieval_path(results_dir, strategy))

@@ -373,6 +373,19 @@ class StudyConfig:
             raise StudyInputError(f"{where}: not a config written by evaluation_chain.py ({exc!r}); re-run the "
                                   "chain or delete the file") from exc
 
+    @classmethod
+    def of_run(cls, record: Any) -> "StudyConfig | None":
+        """The config a results folder's config.json records (`record`: a results.RunRecord); None when there is
+        no config.json, and None with a warning for an older or hand-made one (its keys are still read from
+        `record.raw` where present)."""
+        if not record.raw:
+            return None
+        try:
+            return cls.from_dict(record.raw, str(record.path))
+        except StudyInputError as exc:
+            logger.warning("%s", exc)
+            return None
+
 
 # Inputs of a run that are no StudyConfig field: files read into settings, shortcuts, and what a sweep scores.
 INPUTS = (

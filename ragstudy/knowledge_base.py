@@ -24,6 +24,7 @@ from .chunks import ChunkedDocument, window_text
 from .errors import StoreError, StudyInputError, excerpt, store_error
 from .io import PROJECT_ROOT, lock_folder, release_folder, set_aside, sha256_text, stable_json
 from .registry import StrategyParams, StrategySpec
+from .registry import get as strategy_spec
 
 logger = logging.getLogger(__name__)
 
@@ -236,6 +237,12 @@ def child_splitter(params: StrategyParams):
                                           chunk_overlap=params.child_chunk_overlap)
 
 
+def db_dir_of(config: Any, spec: StrategySpec) -> Path | None:
+    """The strategy's Chroma folder under a run's --db-dir (None: its own folder's db/). `config`: a
+    config.StudyConfig (its `db_dir`)."""
+    return Path(config.db_dir) / spec.folder if config.db_dir else None
+
+
 class KnowledgeBase:
     """Index a strategy's parent chunks; expose them as a ParentDocumentRetriever and as parent rankings.
 
@@ -257,6 +264,15 @@ class KnowledgeBase:
         self.docstore = None
         self._parent_of: dict[str, str] = {}  # child id -> parent id, for rank
         self._twins: dict[str, list[str]] = {}  # text -> ids of the child windows with exactly that text (>1)
+
+    @classmethod
+    def of_run(cls, config: Any, strategy: str, embedding) -> "KnowledgeBase":
+        """The strategy's knowledge base under a run's settings (`config`: a config.StudyConfig; its parameters,
+        --db-dir or --chroma-server), for the chain and for a retriever member alike: a member makes its own from
+        RetrievalInputs instead of reaching up into the run stages."""
+        spec = strategy_spec(strategy)
+        return cls(spec, config.strategy_params[strategy], embedding, embedding.model_id,
+                   db_dir=db_dir_of(config, spec), chroma_server=config.chroma_server)
 
     @staticmethod
     def default_db_dir(spec: StrategySpec) -> Path:

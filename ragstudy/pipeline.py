@@ -98,28 +98,16 @@ def chunking_ahead(config: StudyConfig, documents: Sequence[PdfDocument],
             stop()
 
 
-def make_knowledge_base(config: StudyConfig, strategy: str, embedding):
-    """The strategy's KnowledgeBase under this config (its parameters, --db-dir or --chroma-server)."""
-    from .knowledge_base import KnowledgeBase
-
-    spec = registry.get(strategy)
-    return KnowledgeBase(spec, config.strategy_params[strategy], embedding, embedding.model_id,
-                         db_dir=db_dir_of(config, spec), chroma_server=config.chroma_server)
-
-
 def index_strategy(config: StudyConfig, strategy: str, chunked: Sequence[ChunkedDocument], embedding):
     """Index a strategy's chunks; returns (ParentDocumentRetriever, IndexStats)."""
-    return make_knowledge_base(config, strategy, embedding).build(chunked)
+    from .knowledge_base import KnowledgeBase
 
-
-def db_dir_of(config: StudyConfig, spec: registry.StrategySpec) -> Path | None:
-    """The strategy's Chroma folder under --db-dir (None: its own folder's db/)."""
-    return Path(config.db_dir) / spec.folder if config.db_dir else None
+    return KnowledgeBase.of_run(config, strategy, embedding).build(chunked)
 
 
 def check_vector_store(config: StudyConfig) -> None:
     """Fail fast, before chunking and embedding: the Chroma server answers, or every Chroma folder is writable."""
-    from .knowledge_base import KnowledgeBase, check_chroma_server, prepare_db_dir
+    from .knowledge_base import KnowledgeBase, check_chroma_server, db_dir_of, prepare_db_dir
 
     if config.chroma_server:
         check_chroma_server(config.chroma_server)

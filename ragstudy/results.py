@@ -5,7 +5,9 @@
 - Dataset files (`<DatasetName>.csv/.json`): `write_dataset` / `read_dataset`. `read_dataset` also accepts the
   paper's own files (columns `question, answer, contexts`, written by Hugging Face `datasets`), matched to
   Questions.csv by position after checking that the question texts agree.
-- `config.json`: `write_config` / `read_config` (a `StudyConfig` round-trips through it).
+- `config.json`: `write_config` / `read_config` (a `StudyConfig` round-trips through it: `StudyConfig.of_run`
+  parses what `read_config` read; this module does not import the configuration, so reading a file loads no
+  plug-in family).
 - Chunk exports (`chunks_<strategy>.csv`, `sources_<strategy>.jsonl`): `write_chunks` / `read_chunks`.
 - Rankings of retrieval-only runs (`retrieval_<strategy>.csv`): `write_retrieval` / `read_retrieval`.
 - Derived tables (`retrieval_summary.csv`, `metrics_summary.csv`, `sweep_summary.csv`, ...): one `Table` each in
@@ -26,11 +28,10 @@ import tokenize
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Protocol, Sequence
 
 from . import budget_metrics, registry
 from .chunks import ChunkedDocument
-from .config import StudyConfig
 from .errors import StudyInputError
 from .io import atomic_write_json, atomic_write_text, lock_folder, release_folder
 from .records import (DatasetRow, RetrievedParent, Source, StrictCsv, TextTable, _decode,  # noqa: F401  (the
@@ -333,9 +334,9 @@ def check_stale_datasets(results_dir: Path, paths: Sequence[Path], stale: str = 
 
 @dataclass(frozen=True)
 class RunRecord:
-    """What `config.json` holds: the resolved config plus facts of the run (PDF hashes, model labels)."""
+    """What `config.json` holds: the resolved config plus facts of the run (PDF hashes, model labels), as written
+    (`raw`; {} when there is no config.json). `config.StudyConfig.of_run(record)` parses the config."""
 
-    config: StudyConfig | None
     raw: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
 
@@ -348,7 +349,12 @@ class RunRecord:
         return None
 
 
-def write_config(output_dir: Path, config: StudyConfig, extra: dict[str, Any]) -> Path:
+class _Recordable(Protocol):
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+def write_config(output_dir: Path, config: _Recordable, extra: dict[str, Any]) -> Path:
+    """config.json: `config.to_dict()` (a config.StudyConfig) plus the run's facts in `extra`."""
     record = config.to_dict()
     record.update(extra)
     path = Path(output_dir) / CONFIG_NAME
@@ -357,24 +363,19 @@ def write_config(output_dir: Path, config: StudyConfig, extra: dict[str, Any]) -
 
 
 def read_config(results_dir: str | Path) -> RunRecord:
-    """`config.json` of a results folder; a RunRecord with config None (and a warning) when absent."""
+    """`config.json` of a results folder; an empty RunRecord (and a warning) when absent."""
     path = Path(results_dir) / CONFIG_NAME
     if not path.is_file():
         logger.warning("%s not found: run settings (profile, models) unknown; the scripts say which defaults they "
                        "assume", path)
-        return RunRecord(None)
+        return RunRecord()
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise StudyInputError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(raw, dict):
         raise StudyInputError(f"{path}: expected a JSON object")
-    try:
-        config = StudyConfig.from_dict(raw, str(path))
-    except StudyInputError as exc:  # an older or hand-made file: its keys are still used where present
-        logger.warning("%s", exc)
-        config = None
-    return RunRecord(config, raw, path)
+    return RunRecord(raw, path)
 
 
 def run_questions(results_dir: str | Path, questions: str | Path | None = None, allow_mismatch: bool = False,
@@ -727,10 +728,6 @@ class Run:
     def raw(self) -> dict[str, Any]:
         """config.json as written ({} when absent)."""
         return dict(self.record.raw)
-
-    @property
-    def config(self) -> StudyConfig | None:
-        return self.record.config
 
     def questions(self, given: str | Path | None = None, allow_mismatch: bool = False,
                   flag: str = "--allow-questions-mismatch") -> tuple[list[str] | None, Path | None]:

@@ -149,7 +149,7 @@ def test_config_round_trips_through_config_json(tmp_path: Path) -> None:
                                  set_params=["fixed-size.chunk_size=1000", "paragraph.k=2"])
     write_config(tmp_path, config, {"documents_sha256": {"d.pdf": "0" * 64}})
     record = read_config(tmp_path)
-    assert record.config.to_dict() == config.to_dict()
+    assert StudyConfig.of_run(record).to_dict() == config.to_dict()
     assert record.raw["documents_sha256"] == {"d.pdf": "0" * 64}
 
 

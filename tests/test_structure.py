@@ -6,6 +6,12 @@ Layers, bottom up: `customembedding.py` (imports no project module) < `ragstudy/
 `benchmarks/`, `tools/`) < the command line `ragstudy_cli/` (the `ragstudy` command). A script is a file with an
 `if __name__ == "__main__"` block; only the command line imports one (for its parser and run: a subcommand is its
 script), and nothing imports the command line.
+
+Inside the core: the members of a plug-in family (every module of a core package whose `__init__` loads its
+members with `plugins.members_of(__name__)`: retrievers, embedding backends, LLM engines) never reach, at any
+depth, a run stage (the configuration of every family, `ragstudy.config`, and every core module that imports it:
+pipeline, ranking, sweep, ...) nor the results layer (`ragstudy.results`); and the results layer reaches neither
+the configuration nor a family package, so reading a CSV loads no plug-in.
 """
 
 from __future__ import annotations
@@ -33,6 +39,13 @@ LEAF_CORE = frozenset({"ragstudy", "ragstudy.chunks", "ragstudy.params", "ragstu
                        "ragstudy.cleaning.lines", "ragstudy.cleaning.furniture", "ragstudy.cleaning.layer"})
 
 
+CONFIG = "ragstudy.config"  # the configuration of every family: importing it loads every family's registry
+RESULTS_LAYER = frozenset({"ragstudy.results"})  # the owner of every file a run writes and the scripts read
+# Run stages named for the check that they are found; any other core module that imports the config is one too.
+NAMED_RUN_STAGES = frozenset({CONFIG, "ragstudy.pipeline", "ragstudy.ranking", "ragstudy.budget_eval",
+                              "ragstudy.sweep", "ragstudy.paper_api"})
+
+
 @dataclass(frozen=True)
 class Module:
     name: str
@@ -53,6 +66,57 @@ def _is_script(tree: ast.Module) -> bool:
                     isinstance(n, ast.Constant) and n.value == "__main__" for n in names):
                 return True
     return False
+
+
+def _loads_members(init: Path) -> bool:
+    """True for a family package: its `__init__` loads its modules as members (`members_of(__name__)`)."""
+    for node in ast.walk(ast.parse(init.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "members_of" \
+                and any(isinstance(arg, ast.Name) and arg.id == "__name__" for arg in node.args):
+            return True
+    return False
+
+
+def _family_packages(modules: dict[str, "Module"]) -> set[str]:
+    return {name for name, module in modules.items()
+            if module.layer == CORE and module.path.name == "__init__.py" and _loads_members(module.path)}
+
+
+def _reach(graph: dict[str, set[str]], start: str) -> dict[str, list[str]]:
+    """Every module `start` imports at any depth -> the shortest chain of imports to it."""
+    chains, todo = {start: [start]}, [start]
+    while todo:
+        here = todo.pop(0)
+        for target in sorted(graph.get(here, ())):
+            if target not in chains:
+                chains[target] = [*chains[here], target]
+                todo.append(target)
+    del chains[start]
+    return chains
+
+
+def _core_violations(modules: dict[str, "Module"]) -> list[str]:
+    """Imports inside the core that reach up: a family member reaching a run stage or the results layer, the
+    results layer reaching the configuration or a family package (each with its chain of imports)."""
+    graph = {name: _imports(name, module.path, modules) for name, module in modules.items()}
+    core = [name for name, module in modules.items() if module.layer == CORE]
+    families = _family_packages(modules)
+    members = sorted(name for name in core if any(name == f or name.startswith(f + ".") for f in families))
+    stages = {name for name in core if name not in members and (name == CONFIG or CONFIG in _reach(graph, name))
+              } | (NAMED_RUN_STAGES & set(modules))
+    out = []
+    for name in members:
+        for target, chain in sorted(_reach(graph, name).items()):
+            if target in stages or target in RESULTS_LAYER:
+                what = "the results layer" if target in RESULTS_LAYER else "a run stage"
+                out.append(f"{' -> '.join(chain)}: a plug-in member reaches {what}; pass what it needs in "
+                           f"(RetrievalInputs, the spec) or move the building block down")
+    for name in sorted(RESULTS_LAYER & set(modules)):
+        for target, chain in sorted(_reach(graph, name).items()):
+            if target == CONFIG or any(target == f or target.startswith(f + ".") for f in families):
+                out.append(f"{' -> '.join(chain)}: the results layer loads every plug-in family; take what it "
+                           f"needs as an argument")
+    return out
 
 
 def _strategy_folders() -> list[str]:
@@ -229,6 +293,45 @@ def test_every_module_imports_only_from_the_layers_below() -> None:
     violations = _layer_violations(modules)
     assert violations == [], "imports against the layers (importer -> imported (file:line): rule):\n" + "\n".join(
         violations)
+
+
+def test_the_core_rules_flag_a_member_reaching_up_and_results_loading_the_config(tmp_path: Path) -> None:
+    files = {"ragstudy/__init__.py": "", "ragstudy/plugins.py": "def members_of(name): pass\n",
+             "ragstudy/config.py": "from . import fam\n", "ragstudy/pipeline.py": "from .config import X\n",
+             "ragstudy/kb.py": "", "ragstudy/fam/__init__.py": "from ..plugins import members_of\n"
+                                                              "LOAD = members_of(__name__)\n",
+             "ragstudy/fam/good.py": "from ..kb import KB\n",
+             "ragstudy/fam/bad.py": "def f():\n    from ..pipeline import make\n",
+             "ragstudy/fam/worse.py": "from . import bad\nimport ragstudy.results\n",
+             "ragstudy/notfam/__init__.py": "from ..pipeline import run\n",
+             "ragstudy/results.py": "from .kb import KB\n\ndef g():\n    from .config import StudyConfig\n"}
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text, encoding="utf-8")
+    modules = {}
+    for path in sorted((tmp_path / "ragstudy").rglob("*.py")):
+        parts = list(path.relative_to(tmp_path).with_suffix("").parts)
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        modules[name] = Module(name, path, CORE)
+    assert _family_packages(modules) == {"ragstudy.fam"}
+    flagged = {line.split(":")[0] for line in _core_violations(modules)}
+    assert flagged == {"ragstudy.fam.bad -> ragstudy.pipeline",  # a deferred import counts
+                       "ragstudy.fam.bad -> ragstudy.pipeline -> ragstudy.config",
+                       "ragstudy.fam.worse -> ragstudy.fam.bad -> ragstudy.pipeline",  # at any depth
+                       "ragstudy.fam.worse -> ragstudy.results",
+                       "ragstudy.fam.worse -> ragstudy.results -> ragstudy.config",
+                       "ragstudy.results -> ragstudy.config",
+                       "ragstudy.results -> ragstudy.config -> ragstudy.fam"}  # good.py and notfam/ pass
+
+
+def test_no_plug_in_member_reaches_a_run_stage_and_results_load_no_family() -> None:
+    """Inside the core: a retriever, embedding backend or LLM engine imports no run stage (pipeline, ranking, the
+    config, ...) nor the results layer, at any depth; results.py imports neither the config nor a family."""
+    modules = _modules()
+    assert {"ragstudy.retrievers", "ragstudy.embedders", "ragstudy.llms"} <= _family_packages(modules)
+    assert NAMED_RUN_STAGES <= set(modules) and RESULTS_LAYER <= set(modules)
+    violations = _core_violations(modules)
+    assert violations == [], "imports that reach up inside the core:\n" + "\n".join(violations)
 
 
 def test_loading_a_strategy_folder_loads_only_the_cores_building_blocks() -> None:

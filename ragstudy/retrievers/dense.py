@@ -26,9 +26,9 @@ class ChromaDense:
         return None
 
     def index(self) -> IndexReport:
-        from ..pipeline import make_knowledge_base
+        from ..knowledge_base import KnowledgeBase
 
-        self.kb = make_knowledge_base(self.inputs.config, self.inputs.strategy, self.inputs.embedding())
+        self.kb = KnowledgeBase.of_run(self.inputs.config, self.inputs.strategy, self.inputs.embedding())
         self.chain_retriever, stats = self.kb.build(self.inputs.chunked)
         return IndexReport(stats.children, stats.embedded, stats.reused)
 
