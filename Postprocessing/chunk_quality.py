@@ -41,7 +41,6 @@ from ragstudy.settings import Setting
 logger = logging.getLogger("Postprocessing.chunk_quality")
 
 DEFAULT_GROUNDTRUTH = REPO_ROOT / "sample" / "groundtruth"
-DEFAULT_EVIDENCE = REPO_ROOT / "sample" / "evidence.json"
 DEFAULT_CORRELATE = (ROUGE_KEYS["rougeL"], METEOR, BERTSCORE[2])  # ROUGE-L, METEOR, BERTScore F1
 # the span metrics are the budget metrics' (ragstudy.budget_metrics), computed here on the chain's own contexts
 PER_QUESTION_CHUNK_METRICS = ("hit_at_1", "hit_at_k", *SPAN_METRICS,
@@ -231,7 +230,8 @@ def settings() -> tuple[Setting, ...]:
         Setting("groundtruth", "folder of ground-truth JSON ('none': text layer only)",
                 default=str(DEFAULT_GROUNDTRUTH)),
         cli.EVIDENCE.but(help="evidence file, one record per Questions.csv row ('none': skip retrieval metrics)",
-                         default=str(DEFAULT_EVIDENCE)),
+                         default_doc="sample/evidence.json when the run answered the bundled Questions.csv, else "
+                         "none"),
         Setting("boundary_tolerance", "a chunk end within this many characters of a sentence/block end is a clean "
                 "end", type=int, default=5),
         Setting("hit_threshold", "hit@k: share of evidence characters the retrieved parents must contain",
@@ -288,11 +288,17 @@ def retrieval_section(args: argparse.Namespace, results_dir: Path, exports, refe
     """Retrieval rows of every strategy that has a Dataset file, and the per-question frames."""
     from Postprocessing.chunkeval import data
 
-    evidence_file = _optional_path(args.evidence)
-    if evidence_file is None or not evidence_file.is_file():
+    from ragstudy.evidence import default_evidence, load_evidence_records
+
+    evidence_file = default_evidence(common.read_run_config(results_dir)) if args.evidence is None \
+        else _optional_path(args.evidence)
+    if evidence_file is None:
+        notes.append("retrieval metrics skipped: no evidence file (pass --evidence FILE; sample/evidence.json is "
+                     "used only for a run on the bundled Questions.csv)")
+        return [], []
+    if not evidence_file.is_file():
         notes.append(f"retrieval metrics skipped: evidence file {evidence_file} not found")
         return [], []
-    from ragstudy.evidence import load_evidence_records
 
     from ragstudy.results import check_stale_datasets
 

@@ -48,14 +48,12 @@ from Postprocessing.common import DataError
 from ragstudy import budget_metrics
 from ragstudy import evidence as evidence_mod
 from ragstudy.budget_eval import DEFAULT_REFERENCE, Verdict, per_question_columns
-from ragstudy.io import PROJECT_ROOT as REPO_ROOT
 from ragstudy.settings import Setting
 from ragstudy.stats import HOLM_COLUMN, ci_label
 from ragstudy.verdict_across import CrossVerdict
 
 logger = logging.getLogger("Postprocessing.retrieval_eval")
 
-DEFAULT_EVIDENCE = REPO_ROOT / "sample" / "evidence.json"
 PLOT_STEM = "retrieval_hit_rate"
 
 

@@ -34,11 +34,12 @@ MODES = ("single", "batched", "server")
 def sample_prompts(count: int, template: str = PAPER_PROMPT) -> list[str]:
     """The study's prompt for the first `count` answerable sample questions, with the paragraphs holding their
     evidence as context (short contexts: one to three paragraphs)."""
+    from ragstudy.evidence import BUNDLED_EVIDENCE
     from ragstudy.groundtruth import load_evidence, load_groundtruth_dir
 
     truths = load_groundtruth_dir(REPO / "sample" / "groundtruth")
     prompts = []
-    for record in load_evidence(REPO / "sample" / "evidence.json"):
+    for record in load_evidence(BUNDLED_EVIDENCE):
         if not record.answerable:
             continue
         blocks = truths[record.document].blocks

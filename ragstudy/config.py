@@ -402,7 +402,8 @@ INPUTS = (
     Setting("sweep", "run a grid of strategy x parameter settings retrieval-only (see sweeps/)", group=G_RETRIEVAL,
             metavar="FILE.yaml", default_doc="no sweep"),
     Setting("evidence", "evidence file the sweep is scored against (sample/evidence.json format or CSV "
-            "question_index,evidence[,pdf])", group=G_RETRIEVAL, default_doc="the sweep file's"),
+            "question_index,evidence[,pdf])", group=G_RETRIEVAL,
+            default_doc="the sweep file's, else sample/evidence.json for the bundled Questions.csv"),
 )
 _MODEL_KEYS = tuple(item.name for item in declared(ModelProfile))
 _FIELD_SETTINGS = declared(StudyConfig)

@@ -4,7 +4,8 @@
 
 A sweep file (YAML)::
 
-    evidence: sample/evidence.json      # optional; --evidence-less runs use the bundled sample's
+    evidence: sample/evidence.json      # optional; without it or --evidence: the bundled sample's, for the
+                                        # bundled Questions.csv only (evidence.default_evidence)
     budgets: [500, 1000, 2000, 4000]    # optional; default: the study's
     configs:                            # one entry per configuration
       - id: fixed-256                   # optional; default: strategy and parameters
@@ -47,7 +48,6 @@ from .io import check_name
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_EVIDENCE = Path(__file__).resolve().parents[1] / "sample" / "evidence.json"
 
 
 def sweep_metrics() -> tuple[str, ...]:
@@ -208,7 +208,7 @@ def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None
 
     from . import registry
     from .budget_eval import evaluate_folder, llm_measure
-    from .evidence import load_evidence_file
+    from .evidence import default_evidence, load_evidence_file
     from .pipeline import lazy_embedding, read_questions, run_facts
     from .ranking import retrieve_strategy
     from .results import (RETRIEVAL_PER_QUESTION, SWEEP_BEST, SWEEP_FIXED_COLUMNS, SWEEP_SUMMARY, ResultsFolder,
@@ -224,7 +224,11 @@ def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None
                               f"an axis in {sweep.path} instead (`text_layer: [raw, clean]` in a grid entry)")
     if sweep.budgets:
         config = replace(config, budgets=sweep.budgets)
-    evidence_path = Path(evidence) if evidence else sweep.evidence or DEFAULT_EVIDENCE
+    evidence_path = Path(evidence) if evidence else sweep.evidence or default_evidence(config.questions)
+    if evidence_path is None:
+        raise StudyInputError(f"{sweep.path}: a sweep is scored against evidence and none is given for "
+                              f"{config.questions}; pass --evidence FILE or set `evidence:` in the sweep file (the "
+                              f"bundled sample/evidence.json belongs to the bundled Questions.csv only)")
     every_question = read_questions(config.questions)
     evidence_items = load_evidence_file(evidence_path, every_question, config.questions)
     documents = load_documents(Path(config.documents))

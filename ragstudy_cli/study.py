@@ -189,15 +189,15 @@ def plan(args: argparse.Namespace, chain_argv: list[str], chain_args: argparse.N
     import evaluation_chain
     from Postprocessing import chunk_quality, evaluation_metrics, report, retrieval_eval
     from ragstudy.config import config_from_args
+    from ragstudy.evidence import default_evidence
 
     answers, retrieval = root / "answers", root / "retrieval"
     answer_config = config_from_args(chain_args)  # a bad setting stops here, exit 2
     ranked_with = [] if answer_config.origins.get("retriever") else ["--retriever", args.retrievers]  # flag/key wins
     retrieval_config = config_from_args(argparse.Namespace(**{**vars(chain_args), "retrieval_only": True,
                                                               **({"retriever": args.retrievers} if ranked_with else {})}))
-    bundled = (PROJECT_ROOT / "Questions.csv").is_file() and Path(answer_config.questions).is_file() \
-        and Path(answer_config.questions).samefile(PROJECT_ROOT / "Questions.csv")
-    evidence = args.evidence or (str(PROJECT_ROOT / "sample" / "evidence.json") if bundled else None)
+    bundled = default_evidence(answer_config.questions)
+    evidence = args.evidence or (str(bundled) if bundled else None)
     oracle = ["--oracle", args.oracle] if args.oracle else []
     extra_inputs = {p: sha256_file(Path(p)) for p in (args.evidence, args.oracle) if p and Path(p).is_file()}
     verbose = ["-v"] if args.verbose else []

@@ -142,6 +142,18 @@ def test_text_layer_reference_without_ground_truth(results: Path) -> None:
     assert ("paragraph", "span_iou") not in table
 
 
+def test_without_evidence_a_run_on_other_questions_is_not_scored_against_the_samples(results: Path) -> None:
+    """The one evidence-default rule (ragstudy.evidence.default_evidence): sample/evidence.json only for a run on
+    the bundled Questions.csv; this run's config.json names no questions, so no --evidence means no evidence."""
+    from ragstudy.results import CHUNK_QUALITY_RUN
+
+    args = [a for a in _args(results, "--no-hope") if a not in ("--evidence", str(FIXTURES / "evidence.json"))]
+    assert chunk_quality.main(args) == 0
+    assert not any(metric == "span_iou" for _, metric in _table(results))
+    notes = json.loads(CHUNK_QUALITY_RUN.path(results).read_text(encoding="utf-8"))["notes"]
+    assert any(note.startswith("retrieval metrics skipped: no evidence file (pass --evidence FILE") for note in notes)
+
+
 def test_mismatched_dataset_and_export_is_an_error_naming_the_file(results: Path, capsys) -> None:
     data = json.loads((results / "DatasetCustom.json").read_text(encoding="utf-8"))
     data[1]["sources"][0]["doc_id"] = "nope"

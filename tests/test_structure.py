@@ -359,3 +359,18 @@ def test_no_two_modules_share_a_name():
         names.setdefault(stem, []).append(module.name)
     shared = {stem: found for stem, found in names.items() if len(found) > 1}
     assert not shared, f"modules that share a name: {shared}"
+
+
+def test_the_bundled_evidence_is_named_in_one_module() -> None:
+    """One evidence-default rule: only ragstudy/evidence.py names the bundled sample/evidence.json as a path
+    (`default_evidence` says when it applies); every other module calls it (the generator of the sample corpus,
+    which writes the file, excepted)."""
+    def names_the_file(node: ast.AST) -> bool:
+        return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.replace(
+            "\\", "/").split("/")[-1] == "evidence.json" and " " not in node.value
+
+    offenders = sorted(f"{module.path.relative_to(REPO)}:{node.lineno}" for name, module in _modules().items()
+                       if name != "ragstudy.evidence" and not module.path.is_relative_to(REPO / "tools")
+                       for node in ast.walk(ast.parse(module.path.read_text(encoding="utf-8")))
+                       if names_the_file(node))
+    assert offenders == [], "modules that name sample/evidence.json instead of calling evidence.default_evidence"

@@ -93,6 +93,23 @@ configs:
     assert recorded["retriever"] == "bm25"
 
 
+def test_a_sweep_without_evidence_on_other_questions_stops_before_running(pdf_dir, questions_csv, tmp_path):
+    """The bundled sample's evidence belongs to the bundled Questions.csv only (ragstudy.evidence.default_evidence):
+    a sweep of other questions with no --evidence and no `evidence:` key is one error naming the fix, and writes
+    nothing."""
+    from ragstudy.config import StudyConfig
+    from ragstudy.sweep import run_sweep
+
+    sweep = write(tmp_path, "configs:\n  - {id: one, strategy: fixed-size}\n")
+    out = tmp_path / "out"
+    config = StudyConfig.resolve(profile="lite", strategies="fixed-size", documents=str(pdf_dir),
+                                 questions=str(questions_csv), output_dir=str(out), db_dir=str(tmp_path / "db"))
+    with pytest.raises(StudyInputError, match=r"sweep\.yaml: a sweep is scored against evidence and none is given "
+                                              r"for .*Questions\.csv; pass --evidence FILE or set `evidence:`"):
+        run_sweep(config, sweep)
+    assert not out.exists()
+
+
 def test_shipped_sweeps_are_valid():
     from conftest import REPO_ROOT
 

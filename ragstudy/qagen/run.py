@@ -219,9 +219,9 @@ def read_review(out: Path, workbook: Path | None = None) -> outputs.Review:
 
 def bundled_reference() -> list[tuple[Path, Path]]:
     """The repository's own hand-written set (Questions.csv + sample/evidence.json), when present."""
-    from ..io import PROJECT_ROOT
+    from ..evidence import BUNDLED_EVIDENCE, BUNDLED_QUESTIONS
 
-    pair = (PROJECT_ROOT / "Questions.csv", PROJECT_ROOT / "sample" / "evidence.json")
+    pair = (BUNDLED_QUESTIONS, BUNDLED_EVIDENCE)
     return [pair] if all(p.is_file() for p in pair) else []
 
 
