@@ -35,7 +35,7 @@ from Postprocessing.answer_metrics import BERTSCORE, METEOR, ROUGE_KEYS
 from Postprocessing.common import DataError
 from ragstudy import registry
 from ragstudy.budget_metrics import CONTEXT_CHARS, SPAN_METRICS
-from ragstudy.io import PROJECT_ROOT as REPO_ROOT
+from ragstudy.io import PROJECT_ROOT as REPO_ROOT, torch_threads
 from ragstudy.settings import Setting
 
 logger = logging.getLogger("Postprocessing.chunk_quality")
@@ -467,7 +467,7 @@ def run(args: argparse.Namespace) -> dict:
     """The whole evaluation: load and align, compute every section, write the tables; returns what it wrote."""
     import pandas as pd
 
-    from Postprocessing.chunkeval.tables import CiSettings
+    from ragstudy.stats import CiSettings
 
     started = time.perf_counter()
     results_dir = Path(args.results_dir)
@@ -478,7 +478,7 @@ def run(args: argparse.Namespace) -> dict:
     if config is not None:
         import torch
 
-        torch.set_num_threads(args.threads)
+        torch.set_num_threads(torch_threads(args.threads))
     token_counter, token_label = make_token_counter(args.tokens, config)
     notes.append(f"tokens: {token_label}")
 

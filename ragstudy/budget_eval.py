@@ -5,7 +5,7 @@ The paper's strategies hand the LLM very different amounts of context (paragraph
 child windows -> up to 4 parents). A budget B is filled by `pack_budget`: whole parents in rank order while the
 total stays <= B; a first parent longer than B is cut at B. The budget "k" is what the strategy's own k child
 windows retrieve, as the chain prompts with. Budgets are counted in characters or in tokens of the LLM's tokenizer
-(`Measure`) and validated once, by `validate_budgets` (ragstudy.config, re-exported here).
+(`Measure`) and validated once, by `validate_budgets` (ragstudy.config).
 
 Per question and budget: hit (the whole evidence inside the context), span recall / precision / IoU and the
 reciprocal rank of the parent that completes the evidence (ragstudy.evidence), and the context size. Per strategy
@@ -25,11 +25,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import budget_metrics
-from .config import validate_budgets  # noqa: F401  (budgets are checked by the config, once)
 from .errors import StudyInputError
 
 if TYPE_CHECKING:
-    from .results import RetrievedParent
+    from .records import RetrievedParent
 
 logger = logging.getLogger(__name__)
 

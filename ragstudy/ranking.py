@@ -30,7 +30,8 @@ from .chunks import Chunk, ChunkedDocument
 from .config import StudyConfig
 from .pipeline import (StrategyReport, check_vector_store, chunk_documents, chunker_context, chunking_ahead,
                        lazy_embedding, reads_text_layer, run_facts)
-from .results import ResultsFolder, RetrievedParent, read_questions, write_config, write_retrieval
+from .records import RetrievedParent
+from .results import ResultsFolder, read_questions, write_config, write_retrieval
 from .textlayer import SourceText, load_documents
 
 logger = logging.getLogger(__name__)

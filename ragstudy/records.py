@@ -49,7 +49,9 @@ class TextTable:
         return f"{self.path} line {self.lines[index]}"
 
 
-def _decode(path: Path) -> str:
+def read_utf8_text(path: Path) -> str:
+    """A text file's contents (UTF-8, a BOM dropped); one that is not UTF-8 is a StudyInputError naming the line
+    and how to convert it."""
     data = path.read_bytes()
     try:
         return data.decode("utf-8-sig")
@@ -118,7 +120,7 @@ def read_strict_csv(path: str | Path, columns: Sequence[str], what: str) -> Stri
     path = Path(path)
     if not path.is_file():
         raise StudyInputError(f"{path}: file not found; expected {what}")
-    text = _decode(path)
+    text = read_utf8_text(path)
     if not text.strip():
         need = (f"a header '{columns[0]}' and one value per row" if len(columns) == 1
                 else f"a header ({', '.join(columns)}) and rows")

@@ -42,7 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from . import budget_metrics
-from .budget_eval import budget_labels, budget_means, validate_budgets
+from .budget_eval import budget_labels, budget_means
+from .config import validate_budgets
 from .errors import StudyInputError
 from .io import check_name
 
@@ -209,10 +210,10 @@ def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None
     from . import registry
     from .budget_eval import evaluate_folder, llm_measure
     from .evidence import default_evidence, load_evidence_file
-    from .pipeline import lazy_embedding, read_questions, run_facts
+    from .pipeline import lazy_embedding, run_facts
     from .ranking import retrieve_strategy
     from .results import (RETRIEVAL_PER_QUESTION, SWEEP_BEST, SWEEP_FIXED_COLUMNS, SWEEP_SUMMARY, ResultsFolder,
-                          write_config, write_table)
+                          read_questions, write_config, write_table)
     from .textlayer import load_documents
 
     sweep = load_sweep(sweep_file)

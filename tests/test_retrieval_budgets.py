@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from ragstudy.errors import StudyInputError
-from ragstudy.budget_eval import (PackedContext, budget_labels, pack_all, pack_budget, pack_paper_k, token_measure,
-                                  validate_budgets)
-from ragstudy.results import RetrievedParent, read_retrieval, retrieval_path, write_retrieval
+from ragstudy.budget_eval import PackedContext, budget_labels, pack_all, pack_budget, pack_paper_k, token_measure
+from ragstudy.config import validate_budgets
+from ragstudy.records import RetrievedParent
+from ragstudy.results import read_retrieval, retrieval_path, write_retrieval
 
 
 def ranking(lengths, scores=None, in_k=0, question_index=0):

@@ -314,6 +314,26 @@ def test_shared_flags_keep_one_meaning_across_scripts():
     assert review.parse_args(["--no-plots"]).no_plot and review.parse_args(["--no-plot"]).no_plot
 
 
+def test_threads_have_one_default_in_the_chain_and_every_script(monkeypatch, tmp_path):
+    """--threads: half the cores (ragstudy.io.torch_threads) for the chain and for each script that sets torch's
+    threads; the scripts used to default to 1 while the chain took half the cores."""
+    import torch
+
+    from Postprocessing import evaluation_metrics
+
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    assert StudyConfig.resolve(**BASE).resolved_threads() == 4
+    with_threads = [s for s in SCRIPTS if "threads" in vars(importlib.import_module(f"Postprocessing.{s}")
+                                                             .build_parser().parse_args([]))]
+    assert {"evaluation_metrics", "chunk_quality"} <= set(with_threads)
+    set_to: list[int] = []
+    monkeypatch.setattr(torch, "set_num_threads", set_to.append)
+    args = evaluation_metrics.build_parser().parse_args(["--results-dir", str(tmp_path / "absent")])
+    with pytest.raises(StudyInputError):  # no results there: it stops after setting the threads
+        evaluation_metrics.run(args)
+    assert set_to == [4]
+
+
 def test_no_parser_is_written_by_hand():
     files = [REPO / "evaluation_chain.py", *sorted((REPO / "Postprocessing").glob("*.py"))]
     hand_written = [path.name for path in files if "add_argument(" in path.read_text(encoding="utf-8")]

@@ -374,3 +374,60 @@ def test_the_bundled_evidence_is_named_in_one_module() -> None:
                        for node in ast.walk(ast.parse(module.path.read_text(encoding="utf-8")))
                        if names_the_file(node))
     assert offenders == [], "modules that name sample/evidence.json instead of calling evidence.default_evidence"
+
+
+def _top_level_names(tree: ast.Module) -> tuple[set[str], set[str]]:
+    """(names a module defines, names it imports) at module level (inside top-level if/try blocks too)."""
+    defined: set[str] = set()
+    imported: set[str] = set()
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            defined |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            imported |= {alias.asname or alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, (ast.If, ast.Try)):
+            todo += [*node.body, *node.orelse, *getattr(node, "finalbody", []),
+                     *(s for h in getattr(node, "handlers", []) for s in h.body)]
+    return defined, imported
+
+
+def _reexport_imports(modules: dict[str, Module]) -> list[str]:
+    """`from X import name` where X is a module of the core (not a package) that only imports `name` itself."""
+    names = {name: _top_level_names(ast.parse(m.path.read_text(encoding="utf-8")))
+             for name, m in modules.items() if m.layer == CORE and m.path.name != "__init__.py"}
+    out = []
+    for importer, module in sorted(modules.items()):
+        package = importer if module.path.name == "__init__.py" else importer.rpartition(".")[0]
+        for node in ast.walk(ast.parse(module.path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            if base not in names:
+                continue
+            defined, imported = names[base]
+            out += [f"{importer} (line {node.lineno}): {alias.name} from {base}"
+                    for alias in node.names if alias.name in imported and alias.name not in defined]
+    return out
+
+
+def test_names_are_imported_from_the_core_module_that_defines_them(tmp_path: Path) -> None:
+    """No re-exports in the core: a record type, a check or a constant is imported from where it lives (results.py
+    used to pass on ten record names of ragstudy.records, budget_eval the config's validate_budgets)."""
+    (tmp_path / "ragstudy").mkdir()
+    files = {"ragstudy/records.py": "class Row: pass\n", "ragstudy/results.py": "from .records import Row\nX = 1\n",
+             "ragstudy/user.py": "from .results import Row, X\nfrom ragstudy.records import Row\n"}
+    for rel, text in files.items():
+        (tmp_path / rel).write_text(text, encoding="utf-8")
+    made = {name: Module(name, tmp_path / f"ragstudy/{name.split('.')[1]}.py", CORE)
+            for name in ("ragstudy.records", "ragstudy.results", "ragstudy.user")}
+    assert _reexport_imports(made) == ["ragstudy.user (line 1): Row from ragstudy.results"]
+    offenders = _reexport_imports(_modules())
+    assert offenders == [], "import these names from the module that defines them:\n" + "\n".join(offenders)

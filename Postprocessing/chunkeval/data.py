@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from Postprocessing.common import DataError, csv_row
-from ragstudy.results import normalize_ws
+from ragstudy.records import normalize_ws
 from ragstudy import registry, results
 
 from .align import AlignedChunk, ReferenceDoc, align_document, document_name, groundtruth_reference, \

@@ -12,7 +12,7 @@ import pandas as pd
 
 from Postprocessing import formatting, metric_catalogue
 from ragstudy import stats
-from ragstudy.stats import CiSettings  # noqa: F401  (chunk_quality.py builds its settings from here)
+from ragstudy.stats import CiSettings
 from Postprocessing.formatting import markdown_table
 
 # metric name -> (group, description, higher is better (None: neither)), from the one metric catalogue
