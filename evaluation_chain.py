@@ -129,9 +129,10 @@ def next_steps(config) -> str:
 def print_sweep(result) -> None:
     """The sweep's table on stdout and its hit-rate plot beside the tables (HTML; PNG/PDF when Chromium is there)."""
     from Postprocessing.budget_plots import sweep_figure, write_plots
+    from ragstudy.results import SWEEP_PLOT
 
     notes: list[str] = []
-    write_plots(sweep_figure(result.summary, list(result.labels)), result.output_dir, "sweep_hit_rate", notes)
+    write_plots(sweep_figure(result.summary, list(result.labels)), result.output_dir, SWEEP_PLOT.stem, notes)
     print(result.summary.to_string(index=False, max_colwidth=40))
     for note in notes:
         print(f"note: {note}")

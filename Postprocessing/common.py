@@ -22,7 +22,7 @@ from ragstudy.results import Dataset
 
 logger = logging.getLogger(__name__)
 
-CLEANED_ORACLE_NAME = "Cleaned_Oracle.csv"
+CLEANED_ORACLE_NAME = results.CLEANED_ORACLE.name
 # paper: the survey always showed (Custom, FixedSize, NewLine) as Opzione 1/2/3.
 PAPER_SURVEY_ORDER: tuple[str, ...] = ("paragraph", "fixed-size", "newline")
 UNREGISTERED_COLOR = "#999999"

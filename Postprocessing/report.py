@@ -27,6 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from Postprocessing import cli, common
+from ragstudy import results
 from ragstudy.io import PROJECT_ROOT
 from ragstudy.settings import Setting
 
@@ -67,7 +68,7 @@ def build(results_dir: Path, generated: str | None = None, oracle: str | None = 
 
 # sections that show scores; a page with none of them is refused (an empty page would replace a real report)
 SCORED_SECTIONS = ("verdict", "retrieval", "answers", "chunk-quality", "survey", "sweeps")
-LEDGER = "study.json"  # what `ragstudy study` writes at the top of its folder (ragstudy_cli.study.LEDGER)
+LEDGER = results.STUDY_LEDGER.name  # what `ragstudy study` writes at the top of its folder
 
 
 def study_folders(results_dir: Path, retrieval_dir: str | None) -> tuple[Path, str | None, Path]:
@@ -78,15 +79,15 @@ def study_folders(results_dir: Path, retrieval_dir: str | None) -> tuple[Path, s
             and (results_dir / "retrieval").is_dir()):
         logger.warning("%s is a study folder (%s): reporting its answers/ and retrieval/ runs, as `ragstudy study` "
                        "does", results_dir, LEDGER)
-        return results_dir / "answers", str(results_dir / "retrieval"), results_dir / "report.html"
-    return results_dir, retrieval_dir, results_dir / "report.html"
+        return results_dir / "answers", str(results_dir / "retrieval"), results.REPORT_HTML.path(results_dir)
+    return results_dir, retrieval_dir, results.REPORT_HTML.path(results_dir)
 
 
 def check_out(out: str | None) -> None:
     """--out names the HTML file to write; a folder (an existing one, or a path ending in /) is refused."""
     if out is not None and (out.endswith(("/", "\\")) or Path(out).is_dir()):
         raise common.DataError(f"--out {out}: a folder, not a file; give the HTML file to write, e.g. --out "
-                               f"{Path(out) / 'report.html'} (report.md goes beside it)")
+                               f"{results.REPORT_HTML.path(out)} (report.md goes beside it)")
 
 
 def check_scored(results_dir: Path, built: list) -> None:

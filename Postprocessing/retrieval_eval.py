@@ -45,7 +45,7 @@ import pandas as pd
 
 from Postprocessing import cli, common, formatting
 from Postprocessing.common import DataError
-from ragstudy import budget_metrics
+from ragstudy import budget_metrics, results
 from ragstudy import evidence as evidence_mod
 from ragstudy.budget_eval import DEFAULT_REFERENCE, Verdict, per_question_columns
 from ragstudy.settings import Setting
@@ -54,7 +54,7 @@ from ragstudy.verdict_across import CrossVerdict
 
 logger = logging.getLogger("Postprocessing.retrieval_eval")
 
-PLOT_STEM = "retrieval_hit_rate"
+PLOT_STEM = results.RETRIEVAL_PLOT.stem
 
 
 # ----------------------------------------------------------------------------------------------- the report

@@ -19,15 +19,15 @@ from Postprocessing import common
 from Postprocessing.common import DataError
 from ragstudy import registry
 from ragstudy.io import atomic_save
-from ragstudy.results import Dataset
+from ragstudy.results import ANSWER_KEY, REVIEW_WORKBOOK, SURVEY_TEMPLATE, Dataset
 from ragstudy.workbook import set_text, write_instructions
 
 logger = logging.getLogger(__name__)
 
 NONE_LABEL = "Nessuna delle precedenti"
-KEY_NAME = "answer_key.csv"
-WORKBOOK_NAME = "output.xlsx"
-TEMPLATE_NAME = "interview_answers.xlsx"
+KEY_NAME = ANSWER_KEY.name
+WORKBOOK_NAME = REVIEW_WORKBOOK.name
+TEMPLATE_NAME = SURVEY_TEMPLATE.name
 RATER_HEADER = "Valutatore"
 EXCEL_CELL_LIMIT = 32_767
 

@@ -30,7 +30,7 @@ import pandas as pd
 
 from ragstudy.budget_metrics import HIT
 from ragstudy.io import PROJECT_ROOT, atomic_write_json, atomic_write_text
-from ragstudy.results import RETRIEVAL_PER_QUESTION, RETRIEVAL_SUMMARY, RETRIEVAL_SUMMARY_MD, read_table
+from ragstudy.results import QA_SIDECAR, RETRIEVAL_PER_QUESTION, RETRIEVAL_SUMMARY, RETRIEVAL_SUMMARY_MD, read_table
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
 
     n = args.n or len(read_questions(human / "Questions.csv"))
     generated = generate(args, out, n) if args.generate else Path(args.generated)
-    sidecar = json.loads((generated / "make_qa.json").read_text(encoding="utf-8"))
+    sidecar = json.loads(QA_SIDECAR.path(generated).read_text(encoding="utf-8"))
     model = sidecar["generator"]["model"]
     started = time.perf_counter()
     human_run = score_set("human", human / "Questions.csv", human / "evidence.csv", args, out)

@@ -654,23 +654,127 @@ TABLES = {t.name: t for t in (RETRIEVAL_PER_QUESTION, RETRIEVAL_SUMMARY, RETRIEV
 
 @dataclass(frozen=True)
 class Output:
-    """A results file that is not a table (a Markdown summary, a run record): its name and who writes it."""
+    """A file the project writes that is not a derived table (a run's records, a Markdown summary, a workbook, a
+    plot, a lock): its name (`<strategy>`-style placeholders where it varies), who writes it and what it holds;
+    `also`: the same stem with these suffixes too; `subdir`: where in the folder; `columns`: a CSV's columns."""
 
     name: str
     writer: str
+    holds: str = ""
+    subdir: str = ""
+    also: tuple[str, ...] = ()
+    columns: tuple[str, ...] = ()
 
     def path(self, folder: str | Path) -> Path:
         return Path(folder) / self.name
 
+    @property
+    def stem(self) -> str:
+        return Path(self.name).stem
 
-RETRIEVAL_SUMMARY_MD = Output("retrieval_summary.md", _RETRIEVAL_EVAL)
-METRICS_SUMMARY_MD = Output("metrics_summary.md", _METRICS)
-METRICS_RUN = Output("metrics_run.json", _METRICS)
-CHUNK_QUALITY_MD = Output("chunk_quality.md", _CHUNK_QUALITY)
-CHUNK_QUALITY_RUN = Output("chunk_quality_run.json", _CHUNK_QUALITY)
-SURVEY_SUMMARY_MD = Output("survey_summary.md", _SURVEY)
-OUTPUTS = {o.name: o for o in (RETRIEVAL_SUMMARY_MD, METRICS_SUMMARY_MD, METRICS_RUN, CHUNK_QUALITY_MD,
-                               CHUNK_QUALITY_RUN, SURVEY_SUMMARY_MD)}
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every file name it stands for (`also` included)."""
+        return (self.name, *(self.stem + suffix for suffix in self.also))
+
+    def matches(self, path: str | Path) -> bool:
+        """True when `path` (relative to the folder written into) is one of this output's files: a placeholder
+        stands for any name, and the file lies in `subdir` when it has one."""
+        import re
+
+        path = Path(path)
+        if self.subdir and not path.parent.as_posix().endswith(self.subdir):
+            return False
+        return any(re.fullmatch(re.sub(r"<[^>]+>", lambda _: "[^/]+", re.escape(name)), path.name)
+                   for name in self.names)
+
+
+_CHAIN = "python3 evaluation_chain.py --output-dir RESULTS"
+_RETRIEVAL_ONLY = "python3 evaluation_chain.py --retrieval-only --output-dir RESULTS"
+_REVIEW = "python3 Postprocessing/preprocessing_files.py --results-dir RESULTS"
+_REPORT = "python3 Postprocessing/report.py --results-dir RESULTS"
+_STUDY = "ragstudy study --output-dir RESULTS"
+_MAKE_QA = "ragstudy make-qa --out QA"
+
+# a run's folder (the chain: answers, retrieval-only rankings, chunk exports)
+DATASET_FILES = Output("Dataset<Name>.csv", _CHAIN, "each question's answer, its contexts and their sources, one "
+                       "file per strategy (the paper's Dataset files; the .json as a list of records)",
+                       also=(".json",), columns=DATASET_COLUMNS)
+CHUNK_EXPORT = Output("chunks_<strategy>.csv", _CHAIN, "every chunk of a strategy, with where it came from",
+                      columns=CHUNK_COLUMNS)
+SOURCE_TEXTS = Output("sources_<strategy>.jsonl", _CHAIN, "per PDF, the text `start_end_idx` points into and each "
+                      "page's offset")
+RANKINGS = Output("retrieval_<strategy>.csv", _RETRIEVAL_ONLY, "every question's ranked parents, deep enough for "
+                  "the largest budget", columns=RETRIEVAL_COLUMNS)
+RUN_CONFIG = Output(CONFIG_NAME, _CHAIN, "the resolved settings and the run's facts (PDF hashes, model labels); "
+                    "a run that ranked with several retrievers writes one in the parent folder and one in each "
+                    "`<retriever>/` folder")
+RUN_IDENTITY = Output("run_identity.json", _CHAIN, "the identity of the configuration that wrote each file of the "
+                      "folder (ragstudy.runidentity): a run refuses to write beside another configuration's files")
+RUN_LOCK = Output(".ragstudy-run.lock", _CHAIN, "held while a run writes into the folder (one run at a time)")
+SWEEP_PLOT = Output("sweep_hit_rate.html", _SWEEP, "hit rate against the budget, one line per configuration "
+                    "(PDF and PNG when a Chromium is installed); each configuration's own run folder is "
+                    "`sweep/<config>/`", also=(".pdf", ".png"))
+# the scripts' summaries, records and plots
+RETRIEVAL_SUMMARY_MD = Output("retrieval_summary.md", _RETRIEVAL_EVAL, "the retrieval scores and the verdict, as "
+                              "printed")
+RETRIEVAL_PLOT = Output("retrieval_hit_rate.html", _RETRIEVAL_EVAL, "hit rate against the budget per strategy "
+                        "(PDF and PNG when a Chromium is installed)", also=(".pdf", ".png"))
+METRICS_SUMMARY_MD = Output("metrics_summary.md", _METRICS, "the answer metrics and their floors, as printed")
+METRICS_RUN = Output("metrics_run.json", _METRICS, "what the answer scores were computed with")
+CLEANED_ORACLE = Output("Cleaned_Oracle.csv", _METRICS, "the oracle answers cleaned for scoring, beside the "
+                        "oracle file (not in the results folder)")
+CHUNK_QUALITY_MD = Output("chunk_quality.md", _CHUNK_QUALITY, "the chunk statistics, retrieval at own k and HOPE, "
+                          "as printed")
+CHUNK_QUALITY_RUN = Output("chunk_quality_run.json", _CHUNK_QUALITY, "what the chunk quality was computed with, "
+                           "and its notes")
+REVIEW_WORKBOOK = Output("output.xlsx", _REVIEW, "the blinded review workbook for the raters: each question, the "
+                         "oracle and the answers in shuffled order, no strategy names")
+ANSWER_KEY = Output("answer_key.csv", _REVIEW, "which strategy is behind each option of each question (NOT for "
+                    "the raters)")
+SURVEY_TEMPLATE = Output("interview_answers.xlsx", _REVIEW, "the empty sheet the raters fill: one row per rater, "
+                         "one column per question")
+SURVEY_SUMMARY_MD = Output("survey_summary.md", _SURVEY, "the raters' preferences and their tests, as printed",
+                           subdir="survey")
+SURVEY_PLOTS = Output("<figure>.pdf", _SURVEY, "the survey's figures (pies, bars per question and rater)",
+                      subdir="survey/plots", also=(".png",))
+REPORT_HTML = Output("report.html", _REPORT, "one self-contained page, the verdict first", also=(".md",))
+# `ragstudy study`: the answering run in answers/, the retrieval-only run in retrieval/, these at the top
+STUDY_LEDGER = Output("study.json", _STUDY, "each stage's inputs key and the files it wrote (their sha256): a "
+                      "re-run recomputes only the stages whose inputs changed")
+STUDY_LOG = Output("study.log", _STUDY, "every stage's own output")
+STUDY_LOCK = Output(".ragstudy-study.lock", _STUDY, "held while a study runs in the folder")
+# make-qa's draft question set, for review
+QA_QUESTIONS = Output("Questions.csv", _MAKE_QA, "the accepted questions (column questions)")
+QA_ORACLE = Output("Oracle.csv", _MAKE_QA, "their reference answers (column oracle)")
+QA_EVIDENCE = Output("evidence.csv", _MAKE_QA, "their verbatim evidence, placed on the text layer", columns=(
+    "question_index", "question", "pdf", "page", "boundary", "evidence", "start_end_idx", "passage_kind"))
+QA_SIDECAR = Output("make_qa.json", _MAKE_QA, "how the set was made (model, prompt, seed, filters, counts)")
+QA_CANDIDATES = Output("candidates.jsonl", _MAKE_QA, "every candidate the LLM wrote and what the filters said")
+QA_REPORT = Output("qa_report.md", _MAKE_QA, "the set's report (filters, strata, overlap with a reference set)")
+QA_WORKBOOK = Output("review.xlsx", _MAKE_QA, "one row per candidate for a person to accept, edit or reject")
+
+# every file the project writes besides the derived tables, grouped as docs/outputs.md lists them
+OUTPUT_GROUPS: dict[str, tuple[Output, ...]] = {
+    "A run's folder (`ragstudy answer`, `retrieve`, `chunks`, `sweep`)": (
+        DATASET_FILES, CHUNK_EXPORT, SOURCE_TEXTS, RANKINGS, RUN_CONFIG, RUN_IDENTITY, RUN_LOCK, SWEEP_PLOT),
+    "Scores, reviews and the report (`ragstudy score-retrieval`, `score-answers`, `chunk-quality`, `review`, "
+    "`survey`, `report`)": (
+        RETRIEVAL_SUMMARY_MD, RETRIEVAL_PLOT, METRICS_SUMMARY_MD, METRICS_RUN, CLEANED_ORACLE, CHUNK_QUALITY_MD,
+        CHUNK_QUALITY_RUN, REVIEW_WORKBOOK, ANSWER_KEY, SURVEY_TEMPLATE, SURVEY_SUMMARY_MD, SURVEY_PLOTS,
+        REPORT_HTML),
+    "A study's folder (`ragstudy study`: `answers/` and `retrieval/` are run folders)": (
+        STUDY_LEDGER, STUDY_LOG, STUDY_LOCK),
+    "A question set (`ragstudy make-qa --out QA`)": (
+        QA_QUESTIONS, QA_ORACLE, QA_EVIDENCE, QA_SIDECAR, QA_CANDIDATES, QA_REPORT, QA_WORKBOOK),
+}
+OUTPUTS = {o.name: o for group in OUTPUT_GROUPS.values() for o in group}
+
+
+def declared_output(path: str | Path) -> Table | Output | None:
+    """The declaration of a file the project wrote (`path` relative to the folder written into): a derived table or
+    an output; None for a file nothing declares."""
+    return TABLES.get(Path(path).name) or next((o for o in OUTPUTS.values() if o.matches(path)), None)
 
 
 def write_table(folder: str | Path, table: Table, frame) -> Path:
@@ -763,7 +867,7 @@ def open_run(path: str | Path) -> Run:
 class ResultsFolder:
     """An output folder that one run at a time writes into."""
 
-    LOCK_NAME = ".ragstudy-run.lock"
+    LOCK_NAME = RUN_LOCK.name
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)

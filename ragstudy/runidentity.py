@@ -19,10 +19,11 @@ from typing import Any
 
 from .errors import StudyInputError
 from .io import atomic_write_json, sha256_file, sha256_text, stable_json
+from .results import RUN_IDENTITY
 
 logger = logging.getLogger(__name__)
 
-IDENTITY_FILE = "run_identity.json"
+IDENTITY_FILE = RUN_IDENTITY.name
 FORMAT = 1
 ALLOW_FLAG = "--allow-mixed-configurations"
 

@@ -1,6 +1,6 @@
 """The generated reference pages, made from the code: docs/cli.md (every subcommand and flag, from the parsers),
 docs/config.md (every key of a `--config` YAML file, from the settings' declaration) and docs/outputs.md (every
-results file and its columns, from ragstudy.results).
+file the project writes, with its columns, from the declarations in ragstudy.results).
 
     python -m ragstudy_cli.reference            # write the three pages
     python -m ragstudy_cli.reference --check    # exit 1, naming the stale pages, when the committed copies differ
@@ -117,27 +117,43 @@ def config_page() -> str:
     return "\n".join(lines) + "\n"
 
 
-def outputs_page() -> str:
-    from ragstudy import results
+def _file_cell(output) -> str:
+    """`survey/plots/<figure>.pdf` (also `.png`): an output's file name(s) where it lies."""
+    where = f"{output.subdir}/{output.name}" if output.subdir else output.name
+    also = f" (also {', '.join(f'`{suffix}`' for suffix in output.also)})" if output.also else ""
+    return f"`{_cell(where)}`{also}"
 
-    lines = ["# Results files", "", GENERATED, "",
-             "What a results folder holds, with every column, from the declarations in `ragstudy/results.py` "
-             "(each file is written and read only through there). `ragstudy study` puts the answering run in "
-             "`results/answers/`, the retrieval-only run in `results/retrieval/` and the report in `results/`.", "",
-             "## Files of a run (`ragstudy answer`, `retrieve`, `chunks`)", "",
-             "| file | columns |", "|---|---|"]
-    run_files = [("Dataset<Name>.csv / .json", "DATASET_COLUMNS"), ("chunks_<strategy>.csv", "CHUNK_COLUMNS"),
-                 ("retrieval_<strategy>.csv", "RETRIEVAL_COLUMNS")]
-    for name, constant in run_files:
-        columns = getattr(results, constant, None)
-        if columns:
-            lines.append(f"| `{name}` | {_columns(columns)} |")
-    lines += [f"| `{getattr(results, 'CONFIG_NAME', 'config.json')}` | the resolved settings (JSON) |",
-              "| `sources_<strategy>.jsonl` | per PDF, the text `start_end_idx` points into and each page's offset |",
-              "", "## Derived tables", "", "| file | written by | columns |", "|---|---|---|"]
+
+def outputs_page() -> str:
+    """Every file the project writes, from the declarations in ragstudy.results (OUTPUT_GROUPS, TABLES), and the
+    stores and caches outside the results folders."""
+    from ragstudy import results
+    from ragstudy.knowledge_base import DB_LOCK
+
+    lines = ["# Files the project writes", "", GENERATED, "",
+             "Every file a command writes, with what it holds and its columns, from the declarations in "
+             "`ragstudy/results.py` (`OUTPUT_GROUPS` and `TABLES`: each file is written and read through there, "
+             "and a study's folder holds nothing else). `ragstudy study` puts the answering run in "
+             "`results/answers/`, the retrieval-only run in `results/retrieval/` and the report in `results/`; a "
+             "run that ranks with several retrievers writes a run folder per retriever, `<retriever>/`, and a "
+             "sweep one per configuration, `sweep/<config>/`.", ""]
+    for group, outputs in results.OUTPUT_GROUPS.items():
+        lines += [f"## {group}", "", "| file | written by | what it holds |", "|---|---|---|"]
+        for output in outputs:
+            holds = _cell(output.holds) + (f"; columns: {_columns(output.columns)}" if output.columns else "")
+            lines.append(f"| {_file_cell(output)} | `{_cell(output.writer)}` | {holds} |")
+        lines.append("")
+    lines += ["## Derived tables", "", "| file | written by | columns |", "|---|---|---|"]
     for table in sorted(results.TABLES.values(), key=lambda t: t.name):
         where = f"{table.subdir}/{table.name}" if table.subdir else table.name
         lines.append(f"| `{where}` | `{_cell(table.writer)}` | {_columns(table.columns) or '(as written)'} |")
+    lines += ["", "## Stores and caches (outside the results folders)", "",
+              "- Chroma: `<strategy folder>/db/` (e.g. `RAGParagraph/db/`), or `--db-dir DIR` with one folder per "
+              f"strategy in it, or nothing local with `--chroma-server`; `{DB_LOCK}` in a folder while a run uses "
+              "it.",
+              "- The project cache, `.cache/` (or `$RAGSTUDY_CACHE`): `vectors/`, `chunks/`, `rankings/`, "
+              "`answers/`, `models/`, `onnx/`, `markdown/`, `nltk_data/`; every entry is checked when read and a "
+              "damaged one is set aside and rebuilt (docs/troubleshooting.md)."]
     return "\n".join(lines) + "\n"
 
 

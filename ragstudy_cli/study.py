@@ -30,11 +30,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ragstudy import results
 from ragstudy.io import PROJECT_ROOT, sha256_file
 
-LEDGER = "study.json"
-LOG = "study.log"
-STUDY_LOCK = ".ragstudy-study.lock"  # hidden: the ledger's snapshots skip it
+LEDGER = results.STUDY_LEDGER.name
+LOG = results.STUDY_LOG.name
+STUDY_LOCK = results.STUDY_LOCK.name  # hidden: the ledger's snapshots skip it
 # Rough seconds of each stage on a first run of the bundled sample (lite profile, 2 cores), for the time-left
 # estimate until this folder's own study.json has measured ones.
 FIRST_RUN_SECONDS = {"answers": 480.0, "retrieval": 240.0, "retrieval scores": 60.0, "first report": 20.0,
@@ -212,9 +213,9 @@ def plan(args: argparse.Namespace, chain_argv: list[str], chain_args: argparse.N
     as_argv = ["--results-dir", str(answers), *(["--evidence", evidence] if evidence else []), *oracle, *verbose]
     cq_argv = ["--results-dir", str(answers), "--evidence", evidence or "none", *([] if args.hope else ["--no-hope"]),
                *verbose]
-    rp_argv = ["--results-dir", str(answers), "--retrieval-dir", str(retrieval), "--out", str(root / "report.html"),
+    rp_argv = ["--results-dir", str(answers), "--retrieval-dir", str(retrieval), "--out", str(results.REPORT_HTML.path(root)),
                *oracle, *verbose]
-    first_argv = ["--results-dir", str(retrieval), "--out", str(root / "report.html"), *oracle, *verbose]
+    first_argv = ["--results-dir", str(retrieval), "--out", str(results.REPORT_HTML.path(root)), *oracle, *verbose]
     inputs_a, inputs_r = {**run_inputs(answer_config), **extra_inputs}, {**run_inputs(retrieval_config), **extra_inputs}
     # the retrieval verdict first: it needs no LLM; the report is written then, and again once the answers are scored
     return [
@@ -432,7 +433,7 @@ def run_stages(args: argparse.Namespace, argv: Sequence[str] | None, root: Path,
         ran.append(stage.name)
         if stage.only_before:  # the first report: the retrieval verdict now, before any answer is generated
             progress.bar.clear()
-            print("\n".join(verdict_lines(root)) + f"\n(written to {root / 'report.html'} after "
+            print("\n".join(verdict_lines(root)) + f"\n(written to {results.REPORT_HTML.path(root)} after "
                   f"{_duration(time.perf_counter() - started)}; the answering stages follow, then the report again)\n",
                   flush=True)
             progress.bar.refresh()
@@ -473,7 +474,7 @@ def closing_summary(root: Path, stages: Sequence[Stage], ran: Sequence[str], sec
     cached = [s.name for s in stages if s.name not in ran]
     lines.append(f"study {'computed ' + ', '.join(ran) if ran else 'recomputed nothing'}"
                  + (f" ({', '.join(cached)} up to date)" if ran and cached else "") + f" in {_duration(seconds)}.")
-    lines += [f"  {root / 'report.html'}   the report: open it in a browser (the verdict first)",
+    lines += [f"  {results.REPORT_HTML.path(root)}   the report: open it in a browser (the verdict first)",
               f"  {root / 'answers'}/   Dataset files, answer scores (metrics_*), chunk quality (chunk_quality*)",
               f"  {root / 'retrieval'}/   rankings, retrieval_summary.md, retrieval_verdict.csv, hit-rate plot"
               + (f" (one folder per retriever: {', '.join(folders)})" if len(folders) > 1 else ""),

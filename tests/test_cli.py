@@ -149,6 +149,18 @@ def test_study_lays_out_its_runs_and_ends_with_the_verdict(small_study: tuple[Pa
 
 
 @pytest.mark.slow
+def test_every_file_the_study_wrote_is_declared(small_study: tuple[Path, str]) -> None:
+    """docs/outputs.md lists every file the project writes (ragstudy.results.OUTPUT_GROUPS and TABLES): a study's
+    folder holds nothing that is not declared there."""
+    from ragstudy.results import declared_output
+
+    root, _ = small_study
+    written = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    assert len(written) > 30 and "answers/run_identity.json" in written
+    assert [path for path in written if declared_output(path) is None] == []
+
+
+@pytest.mark.slow
 def test_a_second_study_recomputes_nothing(small_study: tuple[Path, str]) -> None:
     root, _ = small_study
     bookkeeping = (study.LOG, study.STUDY_LOCK)  # the log grows and the lock file holds the last study's pid

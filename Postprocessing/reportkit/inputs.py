@@ -190,7 +190,7 @@ def load(results_dir: Path, oracle: str | Path | None = None, retrieval_dir: str
         survey_overall=run.table(results.SURVEY_OVERALL),
         survey_pairwise=run.table(results.SURVEY_PAIRWISE),
         survey_summary=summary_md.read_text(encoding="utf-8") if summary_md else None,
-        survey_answers_present=(d / "interview_answers.xlsx").is_file(),
+        survey_answers_present=results.SURVEY_TEMPLATE.path(d).is_file(),
         sweep_summary=run.table(results.SWEEP_SUMMARY), sweep_best=run.table(results.SWEEP_BEST),
         oracle=run.oracle(oracle),
         retrieval_dir=None if retrieval_dir is None else r, retrieval_config=run_settings(ranked),

@@ -106,6 +106,7 @@ def _generator(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..results import QA_REPORT
     from .run import QaSettings, make_qa, read_review
 
     out = Path(args.out)
@@ -125,10 +126,10 @@ def run(args: argparse.Namespace) -> int:
     for reason, count in sorted(result.counts.items(), key=lambda kv: (kv[0] != "kept", kv[0])):
         print(f"| {reason} | {count} |")
     print(f"\n{result.kept} of {result.candidates} candidates kept ({result.generated} generated, {result.cached} "
-          f"from the cache); outputs in {out}/ (report: {out / 'qa_report.md'})")
+          f"from the cache); outputs in {out}/ (report: {QA_REPORT.path(out)})")
     if result.kept == 0:
         why = " (the lite model is plumbing only: its items are never valid)" if result.unfit else ""
-        print(f"error: no candidate passed the filters{why}; see {out / 'qa_report.md'}", file=sys.stderr)
+        print(f"error: no candidate passed the filters{why}; see {QA_REPORT.path(out)}", file=sys.stderr)
         return NONE_KEPT
     return 0
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from ..errors import StudyInputError
 from ..io import atomic_save, atomic_write_json, atomic_write_text, sha256_file
+from .. import results
 from ..records import normalize_ws
 from ..workbook import set_text, write_instructions
 from .filters import locate_in_passage
@@ -34,11 +35,12 @@ from .sampling import Passage
 
 logger = logging.getLogger(__name__)
 
-QUESTIONS, ORACLE, EVIDENCE = "Questions.csv", "Oracle.csv", "evidence.csv"
-SIDECAR, CANDIDATES, REPORT, WORKBOOK = "make_qa.json", "candidates.jsonl", "qa_report.md", "review.xlsx"
+# the file names and the evidence columns are declared with every other output (ragstudy.results, docs/outputs.md)
+QUESTIONS, ORACLE, EVIDENCE = results.QA_QUESTIONS.name, results.QA_ORACLE.name, results.QA_EVIDENCE.name
+SIDECAR, CANDIDATES = results.QA_SIDECAR.name, results.QA_CANDIDATES.name
+REPORT, WORKBOOK = results.QA_REPORT.name, results.QA_WORKBOOK.name
 SET_FILES = (QUESTIONS, ORACLE, EVIDENCE, SIDECAR)
-EVIDENCE_COLUMNS = ("question_index", "question", "pdf", "page", "boundary", "evidence", "start_end_idx",
-                    "passage_kind")
+EVIDENCE_COLUMNS = results.QA_EVIDENCE.columns
 DECISIONS = ("accetta", "modifica", "rifiuta")
 SHEET = "Revisione"
 HEADERS = ("ID", "Decisione", "Domanda", "Risposta", "Evidenza", "PDF", "Pagina", "Confine", "Filtri", "Passaggio",
