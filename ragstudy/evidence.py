@@ -239,7 +239,7 @@ def default_evidence(run: Mapping | str | Path | None) -> Path | None:
     sample/evidence.json when the run answered the bundled Questions.csv, else None (no evidence): evidence is
     never assumed for another questions file. `run`: a run's config.json (its `questions_resolved` or `questions`)
     or the questions file itself."""
-    questions = run.get("questions_resolved") or run.get("questions") if isinstance(run, Mapping) else run
+    questions = (run.get("questions_resolved") or run.get("questions")) if isinstance(run, Mapping) else run
     if questions and Path(questions).is_file() and BUNDLED_QUESTIONS.is_file() \
             and Path(questions).samefile(BUNDLED_QUESTIONS) and BUNDLED_EVIDENCE.is_file():
         return BUNDLED_EVIDENCE

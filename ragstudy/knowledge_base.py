@@ -23,8 +23,7 @@ from urllib.parse import urlsplit
 from .chunks import ChunkedDocument, window_text
 from .errors import StoreError, StudyInputError, excerpt, store_error
 from .io import PROJECT_ROOT, lock_folder, release_folder, set_aside, sha256_text, stable_json
-from .registry import StrategyParams, StrategySpec
-from .registry import get as strategy_spec
+from .registry import StrategyParams, StrategySpec, get as strategy_spec
 
 logger = logging.getLogger(__name__)
 

@@ -13,6 +13,9 @@
 - Derived tables (`retrieval_summary.csv`, `metrics_summary.csv`, `sweep_summary.csv`, ...): one `Table` each in
   `TABLES` (file name, the columns it must have, the columns read as text), written by `write_table` and read by
   `read_table` (None when absent; missing columns are an error naming the file and the script that writes it).
+- Every other file a command writes (run records, summaries, plots, workbooks, the answer key, study.json,
+  make-qa's set): one `Output` each in `OUTPUT_GROUPS`, whose writers take the name from there; docs/outputs.md
+  is generated from them and `TABLES` (`python -m ragstudy_cli.reference`).
 - `ResultsFolder.lock()`: one run writes into a folder at a time; the lock is taken before anything is written.
 """
 
