@@ -346,3 +346,47 @@ def test_the_chunk_quality_stage_reads_the_csv_evidence_make_qa_writes(cq_result
         assert by_csv[(strategy, "span_recall")].mean == pytest.approx(by_json[(strategy, "span_recall")].mean,
                                                                          abs=0.01)
         assert by_csv[(strategy, "span_iou")].n == 2  # the two answerable questions
+
+
+# --------------------------------------------------------------------------- 5. workbooks and plug-in errors
+
+@pytest.mark.parametrize("form", ["xls", "csv", "truncated", "renamed-csv"])
+def test_a_workbook_saved_as_xls_or_csv_or_truncated_is_one_line(form, tmp_path, capsys) -> None:
+    """A raters' workbook (ragstudy survey) or a make-qa review workbook saved as .xls or .csv, or cut short: an
+    InvalidFileException or BadZipFile traceback. One line naming the file and the fix; nothing written."""
+    from Postprocessing import interview_analysis
+    from ragstudy.errors import StudyInputError
+    from ragstudy.qagen import outputs
+    from test_postprocessing_review import SYNTHETIC, _synthetic_xlsx
+
+    results = tmp_path / "results"
+    results.mkdir()
+    shutil.copyfile(SYNTHETIC / "answer_key.csv", results / "answer_key.csv")
+    xlsx = _synthetic_xlsx(tmp_path / "filled.xlsx")
+    if form == "xls":  # what a spreadsheet program writes for "Excel 97-2003": an OLE2 compound file
+        path = results / "interview_answers.xls"
+        path.write_bytes(bytes.fromhex("d0cf11e0a1b11ae1") + b"\0" * 504)
+    elif form == "csv":
+        path = results / "interview_answers.csv"
+        shutil.copyfile(SYNTHETIC / "interview_answers.csv", path)
+    elif form == "truncated":  # a copy interrupted halfway
+        path = results / "interview_answers.xlsx"
+        path.write_bytes(xlsx.read_bytes()[:xlsx.stat().st_size // 2])
+    else:  # a CSV saved under the .xlsx name
+        path = results / "interview_answers.xlsx"
+        shutil.copyfile(SYNTHETIC / "interview_answers.csv", path)
+    fix = "save it again as an Excel workbook (.xlsx) from the spreadsheet program (File > Save as > Excel workbook)"
+    line = one_error(capsys, interview_analysis.main(["--results-dir", str(results), "--answers", str(path),
+                                                      "--no-plots"]))
+    if form in ("xls", "csv"):
+        assert line.startswith(f"error: {path}: a .{form} file, not an .xlsx raters' workbook; {fix}, or start "
+                               "again from the one ragstudy review (")
+    else:
+        assert line.startswith(f"error: {path}: not a readable .xlsx raters' workbook (truncated, or another format "
+                               "saved under an .xlsx name: BadZipFile: ")
+        assert fix in line
+    assert not (results / "survey").exists()
+    with pytest.raises(StudyInputError) as caught:  # the make-qa review workbook, read back the same way
+        outputs.read_workbook(path, {})
+    assert str(caught.value).startswith(f"{path}: ") and "review workbook" in str(caught.value)
+    assert str(caught.value).endswith(f"{fix}, or start again from the one ragstudy make-qa wrote")
