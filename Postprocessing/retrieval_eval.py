@@ -295,9 +295,8 @@ def run(args: argparse.Namespace) -> dict:
     elif results.RETRIEVAL_DECOMPOSITION.path(out_dir).is_file():  # an earlier scoring's, of text layers now gone
         results.RETRIEVAL_DECOMPOSITION.path(out_dir).unlink()
         logger.warning("%s: removed: it came from an earlier scoring, and this one measured no cleaning vs "
-                       "segmentation split (%s)", results.RETRIEVAL_DECOMPOSITION.path(out_dir),
-                       next((n for n in notes if n.startswith("cleaning vs segmentation")), "")[len(
-                           "cleaning vs segmentation: "):])
+                       "segmentation split (see the note in %s)", results.RETRIEVAL_DECOMPOSITION.path(out_dir),
+                       results.RETRIEVAL_SUMMARY_MD.name)
     report = markdown(summary, paired, strategies, display, labels, unit, notes, boxes, args.confidence,
                       decomposition_markdown(decomposition, unit, args.confidence))
     common.atomic_write_text(written["summary_md"], report)

@@ -780,12 +780,14 @@ def check_output_location(output: str | Path, documents: str | Path | None, flag
     if documents is None:
         return
     pdfs = Path(documents).expanduser().resolve()
-    relation = ("is the --documents folder" if where == pdfs else
-                f"is inside the --documents folder {documents}" if where.is_relative_to(pdfs) else
-                f"holds the --documents folder {documents}" if pdfs.is_relative_to(where) else None)
+    relation = ("is the --documents folder; the results would be written among the PDFs" if where == pdfs else
+                f"is inside the --documents folder {documents}; the results would be written among the PDFs"
+                if where.is_relative_to(pdfs) else
+                f"holds the --documents folder {documents}; the results would be written around the PDFs (a run's "
+                "subfolders could meet the documents folder)" if pdfs.is_relative_to(where) else None)
     if relation:
-        raise StudyInputError(f"{output}: {flag} {relation}; the results would be written among the PDFs. {fix}, "
-                              "beside the documents folder rather than in or around it")
+        raise StudyInputError(f"{output}: {flag} {relation}. {fix}, beside the documents folder rather than in or "
+                              "around it")
 
 
 class ResultsFolder:
