@@ -51,6 +51,31 @@ def test_a_run_with_other_questions_never_replaces_the_same_strategies_files(run
     assert chain(pdf_dir, questions_file, out, "bm25", "newline,fixed-size") == 0  # the same configuration: resumes
 
 
+def test_an_answering_run_with_other_questions_never_replaces_the_dataset_files(pdf_dir, questions, tmp_path,
+                                                                                capsys) -> None:
+    """`ragstudy answer` into a folder whose DatasetNewLine files an answering run over other questions wrote (its
+    run_identity.json says so): refused before anything is chunked, answered or written."""
+    import evaluation_chain
+    from ragstudy import runidentity
+    from ragstudy.config import StudyConfig
+
+    out = tmp_path / "answers"
+    out.mkdir()
+    other = ["Chi firma il verbale?", "Quando scade la domanda?"]
+    earlier = StudyConfig.resolve(profile="lite", strategies="newline", output_dir=str(out))
+    for name in ("DatasetNewLine.csv", "DatasetNewLine.json"):
+        (out / name).write_text("the earlier run's answers\n", encoding="utf-8")
+    runidentity.record(out, earlier, other, "newline", [out / "DatasetNewLine.csv", out / "DatasetNewLine.json"])
+    before = contents(out)
+    line = one_error(capsys, evaluation_chain.main(["--profile", "lite", "--documents", str(pdf_dir), "--questions",
+                                                    str(questions), "--output-dir", str(out), "--strategies",
+                                                    "newline", "--db-dir", str(tmp_path / "db")]))
+    assert line.startswith(f"error: {out}: holds DatasetNewLine.csv and 1 more written by another configuration (")
+    assert "2 questions" in line and "this run: " in line and "3 questions" in line
+    assert "this run would replace them, and the earlier results would be lost" in line
+    assert contents(out) == before
+
+
 def test_a_run_with_other_strategy_parameters_never_replaces_its_files(runs, pdf_dir, tmp_path, capsys) -> None:
     import evaluation_chain
 
