@@ -26,7 +26,7 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -98,16 +98,17 @@ def retrieval_rows(export, dataset: list[dict], dataset_file: Path, evidence, ev
     context_sizes = [float(sum(len(str(c)) for c in row.get("contexts") or [])) for row in dataset]
     for i, row in enumerate(dataset):
         qi = row["question_index"]
-        if not 0 <= qi < len(evidence):
+        if evidence.total is not None and not 0 <= qi < evidence.total:
             raise DataError(f"{dataset_file} row {i}: question_index {qi} has no record in {evidence_file} "
-                            f"({len(evidence)} records)")
-        record = evidence[qi]
-        check_question(row, dataset_file, i, record.question, evidence_file)
+                            f"({evidence.total} records)")
+        record = evidence.records.get(qi, UNANSWERABLE)
+        if record.question is not None:
+            check_question(row, dataset_file, i, record.question, evidence_file)
         chunks = retrieved_chunks(row, dataset_file, i, export)
         if not record.answerable:
             skipped_unanswerable += 1
             continue
-        spans = [(record.document, e.start, e.end) for e in record.evidence]
+        spans = list(record.spans)
         result = question_retrieval(qi, chunks, spans, hit_threshold)
         boundary = [float(references[c.document].near_boundary(c.ref_end, tolerance)) for c in chunks
                     if c.ref_end is not None]
@@ -288,7 +289,7 @@ def retrieval_section(args: argparse.Namespace, results_dir: Path, exports, refe
     """Retrieval rows of every strategy that has a Dataset file, and the per-question frames."""
     from Postprocessing.chunkeval import data
 
-    from ragstudy.evidence import default_evidence, load_evidence_records
+    from ragstudy.evidence import default_evidence
 
     evidence_file = default_evidence(common.read_run_config(results_dir)) if args.evidence is None \
         else _optional_path(args.evidence)
@@ -302,7 +303,7 @@ def retrieval_section(args: argparse.Namespace, results_dir: Path, exports, refe
 
     from ragstudy.results import check_stale_datasets
 
-    evidence = load_evidence_records(evidence_file)  # EvidenceError: exit 2 with the file and record
+    evidence = read_evidence(evidence_file, results_dir, references, notes)  # EvidenceError: one line, exit 2
     paths = {}
     for export in exports:
         path = data.dataset_path(results_dir, export.strategy)
@@ -330,6 +331,86 @@ def retrieval_section(args: argparse.Namespace, results_dir: Path, exports, refe
     notes.append(f"retrieval: evidence {evidence_file}; hit = evidence recall >= {args.hit_threshold}; k (child "
                  f"windows) per strategy: {k or 'unknown'}")
     return rows, frames
+
+
+@dataclass(frozen=True)
+class SpanRecord:
+    """One question's evidence on the reference texts: (document, start, end) spans; `question` is the evidence
+    file's own question text (checked against the Dataset rows) or None when the file carries none."""
+
+    question: str | None
+    answerable: bool
+    spans: tuple[tuple[str, int, int], ...]
+
+
+UNANSWERABLE = SpanRecord(None, False, ())
+
+
+@dataclass(frozen=True)
+class SpanEvidence:
+    """question_index -> SpanRecord; `total`: the questions the file covers (None: not known, as for a CSV beside
+    a run whose questions file is gone; a question without rows is then unanswerable)."""
+
+    records: dict[int, SpanRecord]
+    total: int | None
+
+
+def read_evidence(path: Path, results_dir: Path, references, notes: list[str]) -> SpanEvidence:
+    """Evidence per Questions.csv row, in either form score-retrieval reads: sample/evidence.json (offsets on the
+    ground-truth text) or the CSV question_index,evidence[,pdf] that make-qa writes (verbatim passages, each placed
+    on its PDF's reference text, or on every reference when `pdf` is empty, under the normalisation the retrieval
+    scores use). A passage found on no reference text leaves its question out, with a note."""
+    from ragstudy.evidence import load_evidence_file, load_evidence_records
+
+    if path.suffix.lower() == ".json":
+        loaded = load_evidence_records(path)
+        return SpanEvidence({i: SpanRecord(r.question, r.answerable, tuple((r.document, e.start, e.end)
+                                                                           for e in r.evidence))
+                             for i, r in enumerate(loaded)}, len(loaded))
+    from ragstudy import results
+
+    questions, questions_path = results.open_run(results_dir).questions()
+    by_question = load_evidence_file(path, questions, questions_path or "Questions.csv")
+    records: dict[int, SpanRecord] = {}
+    normalized: dict[str, Any] = {}  # each reference text normalised once
+    lost = []
+    for index, item in by_question.items():
+        spans = [span for text in item.texts
+                 for span in place_on_references(text.text, text.document, references, normalized)]
+        if spans:
+            records[index] = SpanRecord(None, True, tuple(spans))
+        else:
+            lost.append(index)
+    if lost:
+        message = (f"{path}: the evidence of question_index {', '.join(map(str, lost))} was found on no reference "
+                   "text (the PDFs' ground truth or text layer): left out of the retrieval metrics")
+        logger.warning("%s", message)
+        notes.append(message)
+    return SpanEvidence(records, len(questions) if questions else None)
+
+
+def place_on_references(text: str, document: str | None, references, normalized: dict[str, Any]
+                        ) -> list[tuple[str, int, int]]:
+    """(document, start, end) spans of a verbatim passage on the reference texts: on `document`'s when named, else
+    on the reference that holds most of it; [] when no piece of it is found. `normalized` caches the normalised
+    reference texts."""
+    from ragstudy.evidence import NormalizedText, locate, normalize_for_match
+
+    needle = normalize_for_match(text)
+    best: tuple[int, str, list[tuple[int, int]]] | None = None
+    for name in ([document] if document else sorted(references)):
+        if name not in references:
+            continue
+        if name not in normalized:
+            normalized[name] = NormalizedText.of(references[name].text)
+        pieces, lost = locate(needle, normalized[name].text)
+        if pieces and (best is None or lost < best[0]):
+            best = (lost, name, pieces)
+    if best is None:
+        return []
+    _, name, pieces = best
+    offsets = normalized[name].offsets
+    return [(name, int(offsets[lo]), int(offsets[hi - 1]) + 1) for lo, hi in pieces]
 
 
 def question_sets_note(datasets: dict[str, list[dict]], paths: dict[str, Path]) -> str:

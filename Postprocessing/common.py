@@ -113,8 +113,9 @@ def load_all_answers(results_dir: Path, questions: Sequence[str], questions_path
                      fmt: str = "csv", allow_mixed: bool = False) -> list[Dataset]:
     """Every Dataset file present in ``results_dir`` (this project's format or the paper's), each row checked
     against Questions.csv; files written by different configurations are refused unless ``allow_mixed``."""
-    from ragstudy.runidentity import check_compared
+    from ragstudy.runidentity import check_compared, check_config
 
+    check_config(results_dir)  # a hand-edited config.json is never scored as the run's
     files = find_dataset_files(results_dir, fmt)
     for note in check_compared(results_dir, list(files), lambda name: files[name], allow_mixed):
         logger.info("%s", note)

@@ -112,7 +112,9 @@ def run(args: argparse.Namespace) -> int:
     if not results_dir.is_dir():
         raise common.DataError(f"--results-dir {results_dir}: folder not found; pass the folder a run or "
                                "`ragstudy study` wrote")
-    ranked = ranked_folders(Path(retrieval_dir) if retrieval_dir else results_dir)[0]  # the rankings
+    ranked, every = ranked_folders(Path(retrieval_dir) if retrieval_dir else results_dir)  # the rankings
+    for folder in dict.fromkeys([*every.values(), results_dir]):  # config.json as the runs recorded it, or refused
+        runidentity.check_config(folder)
     runidentity.check_compared(ranked, results.ranked_strategies(ranked),  # one configuration per page
                                lambda s: results.retrieval_path(ranked, s), args.allow_mixed_configurations)
     html_text, md_text, built = build(results_dir, oracle=args.oracle, retrieval_dir=retrieval_dir)

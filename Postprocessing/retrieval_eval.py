@@ -182,8 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> dict:
     from ragstudy import registry, results, retrievers
-    from ragstudy.budget_eval import (budget_labels, compare, evaluate_folder, run_measure, summarize, verdict,
-                                      verdict_metrics)
+    from ragstudy.budget_eval import (budget_labels, check_evidence_found, compare, evaluate_folder, run_measure,
+                                      summarize, verdict, verdict_metrics)
     from ragstudy.config import DEFAULT_BUDGETS, validate_budgets
     from ragstudy.evidence import load_evidence_file
 
@@ -215,6 +215,7 @@ def run(args: argparse.Namespace) -> dict:
     questions, questions_path = run.questions(args.questions, args.allow_questions_mismatch)
     from ragstudy import runidentity
 
+    runidentity.check_config(results_dir, run_config)  # a hand-edited config.json is never scored as the run's
     ranked_questions = len(questions) if questions else None
     if ranked_questions is not None and run_config.get("limit"):  # a --limit run ranks the first N questions only
         ranked_questions = min(ranked_questions, int(run_config["limit"]))
@@ -244,6 +245,8 @@ def run(args: argparse.Namespace) -> dict:
     if evidence_path and not frame[budget_metrics.HIT].notna().any():
         raise DataError(f"no answerable question of {evidence_path} was ranked in {results_dir}: do the evidence "
                         "file and the run's Questions.csv belong together?")
+    if evidence_path:
+        check_evidence_found(evaluations, evidence_path)  # before any verdict: evidence in no PDF means nothing
     labels = budget_labels(budgets)
     display = {s: registry.get(s).display_name for s in strategies}
     summary = summarize(frame, display, args.n_resamples, args.seed, args.confidence)
@@ -287,6 +290,11 @@ def run(args: argparse.Namespace) -> dict:
                                              notes)
     if decomposition is not None:
         written["decomposition"] = results.write_table(out_dir, results.RETRIEVAL_DECOMPOSITION, decomposition)
+    elif results.RETRIEVAL_DECOMPOSITION.path(out_dir).is_file():  # an earlier scoring's, of text layers now gone
+        results.RETRIEVAL_DECOMPOSITION.path(out_dir).unlink()
+        logger.warning("%s: removed: it came from an earlier scoring, and this one measured no cleaning vs "
+                       "segmentation split (see the note in %s)", results.RETRIEVAL_DECOMPOSITION.path(out_dir),
+                       results.RETRIEVAL_SUMMARY_MD.name)
     report = markdown(summary, paired, strategies, display, labels, unit, notes, boxes, args.confidence,
                       decomposition_markdown(decomposition, unit, args.confidence))
     common.atomic_write_text(written["summary_md"], report)

@@ -161,12 +161,17 @@ def _read_rater_rows(ws, where: str, rater_col: int | None, col_rows, n_options:
 
 def read_survey(path: Path, key: AnswerKey | None, skip_malformed: bool = False) -> Survey:
     """Read the raters' workbook (first sheet, header row 1) and map every choice to a strategy."""
-    from openpyxl import load_workbook
+    from ragstudy.errors import StudyInputError
+    from ragstudy.workbook import open_workbook
 
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path} not found: raters fill {TEMPLATE_NAME} (made by preprocessing_files.py)")
-    wb = load_workbook(path, data_only=True, read_only=False)
+    try:
+        wb = open_workbook(path, "raters' workbook", f"ragstudy review ({TEMPLATE_NAME})", data_only=True,
+                           read_only=False)
+    except StudyInputError as exc:
+        raise DataError(str(exc)) from None
     ws = wb["Risposte"] if "Risposte" in wb.sheetnames else wb.worksheets[0]
     where = f"{path.name}!{ws.title}"
     key_used = key is not None

@@ -167,6 +167,10 @@ class StrategyEvaluation:
     oracle: Any = None  # ragstudy.oracle_overlap.OracleTerms, when an oracle file was given
     oracle_scored: int = 0
     no_oracle: int = 0  # ranked questions beyond the oracle file's rows
+    answerable: set[int] = field(default_factory=set)  # ranked questions with evidence
+    found: set[int] = field(default_factory=set)  # ... whose evidence was wholly found in the strategy's text
+    ran_out: dict[str, int] = field(default_factory=dict)  # budget -> questions whose ranking ended before filling it
+    unit: str = "chars"  # the budgets' unit
 
     def note(self) -> str:
         """What was scored and what was left out, in one line."""
@@ -180,9 +184,21 @@ class StrategyEvaluation:
                          "cannot be a hit)")
         return f"{self.strategy}: " + "; ".join(parts)
 
+    def ran_out_note(self) -> str | None:
+        """A warning when the retriever ranked too few parents to fill a budget the strategy's text could fill: those
+        contexts are smaller than the budget, so the strategies are not compared at equal budgets there."""
+        if not self.ran_out:
+            return None
+        counts = ", ".join(f"{n} of {self.ranked_questions} questions at {b} {self.unit}" for b, n in self.ran_out.items())
+        return (f"{self.strategy}: the retriever's ranking ended before filling the budget ({counts}) although the "
+                "strategy's text could fill it; those contexts are smaller than the budget, so the comparison is "
+                "not at equal budgets there (a retriever must rank parents until the largest budget is overfilled)")
+
     def notes(self) -> list[str]:
         """The evidence note (when evidence was given) and the oracle-overlap note (when an oracle was)."""
         found = [self.note()] if self.evidence_given else []
+        if self.ran_out:
+            found.append(self.ran_out_note())
         if self.oracle is not None:
             found.append(self.oracle.note(self.strategy, self.oracle_scored, self.no_oracle))
         return found
@@ -216,18 +232,22 @@ def evaluate_strategy(results_dir: Path, strategy: str, evidence: Mapping, budge
     position = _reading_order(chunk_rows)
     index = SourceIndex({path: source.text for path, source in sources.items()})
     result = StrategyEvaluation(strategy, ranked_questions=len(rankings), evidence_given=bool(evidence),
-                                oracle=oracle)
+                                oracle=oracle, unit=measure.unit)
+    holds = sum(measure.length(row["contents"]) for row in chunk_rows)  # what the strategy's parents hold in all
     for question_index in sorted(rankings):
         located = None
         if question_index not in evidence:
             result.unanswerable += 1
         else:
+            result.answerable.add(question_index)
             located = index.locate(evidence[question_index])
             if located.documents_missing:
                 result.document_missing += 1
                 located = None
             else:
                 result.partly_unlocated += located.unlocated > 0
+                if not located.unlocated:
+                    result.found.add(question_index)
         terms = None
         if oracle is not None:
             terms = oracle.terms.get(question_index)
@@ -236,6 +256,9 @@ def evaluate_strategy(results_dir: Path, strategy: str, evidence: Mapping, budge
         if located is None and terms is None:
             continue
         for label, context in pack_all(rankings[question_index], budgets, measure).items():
+            if (label.isdigit() and len(context.parents) == len(rankings[question_index])
+                    and context.used < int(label) <= holds):  # the ranking ended, not the budget
+                result.ran_out[label] = result.ran_out.get(label, 0) + 1
             parents = []
             for parent, text in zip(context.parents, context.texts):
                 row = by_id.get(parent.doc_id)
@@ -254,7 +277,31 @@ def evaluate_strategy(results_dir: Path, strategy: str, evidence: Mapping, budge
                                 "context_units": context.used})
     if result.no_oracle:
         logger.warning("%s: %d ranked question(s) have no oracle row", strategy, result.no_oracle)
+    if result.ran_out:
+        logger.warning("%s", result.ran_out_note())
     return result
+
+
+def check_evidence_found(evaluations: Sequence[StrategyEvaluation], evidence_path: str | Path) -> None:
+    """Evidence that occurs in none of the run's PDFs gives hit 0 everywhere and a verdict that means nothing: a
+    DataError naming the file when no answerable question's evidence is wholly found in any strategy's text; a
+    warning naming how many are not when some are."""
+    answerable = set().union(*(e.answerable for e in evaluations))
+    found = set().union(*(e.found for e in evaluations))
+    if not answerable:
+        return
+    missing = sorted(answerable - found)
+    if not found:
+        raise StudyInputError(f"{evidence_path}: the evidence of none of its {len(answerable)} answerable questions "
+                              f"occurs in the run's PDFs ({len(answerable)} of {len(answerable)} matched no "
+                              "strategy's text): it belongs to other PDFs, or its passages are not copied verbatim "
+                              "from them. Pass the evidence of these PDFs (ragstudy make-qa drafts it), or score "
+                              "without --evidence (the oracle overlap)")
+    if missing:
+        shown = ", ".join(map(str, missing[:5])) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        logger.warning("%s: the evidence of %d of %d answerable questions occurs in none of the run's PDFs "
+                       "(question_index %s): they are scored as misses", evidence_path, len(missing),
+                       len(answerable), shown)
 
 
 def evaluate_folder(results_dir: Path, evidence: Mapping, budgets: Sequence[int], measure: Measure,

@@ -39,6 +39,8 @@ logger = logging.getLogger(__name__)
 Span = tuple[str, int, int]  # (document key, start, end) on one text per document
 
 MIN_PIECE = 16  # normalised characters: shorter evidence pieces located on their own are likely chance matches
+MIN_EVIDENCE = 4  # normalised characters (letters and digits): shorter evidence ("e", "12", "art") occurs almost
+# anywhere, so a hit on it means nothing; such a record is refused naming it
 NEAR = 4000  # normalised characters after the previous piece where the next piece is looked for first
 
 
@@ -292,10 +294,24 @@ def load_evidence_file(path: str | Path, questions: Sequence[str] | None = None,
         if questions is not None:
             for i, r in enumerate(records):
                 _check_question(f"{path} record {i}", r.question_index, r.question, questions, questions_file)
+        for i, r in enumerate(records):
+            for e in r.evidence if r.answerable else ():
+                check_long_enough(e.text, f"{path} record {i} (question_index {r.question_index})")
         return {r.question_index: QuestionEvidence(r.question_index, tuple(EvidenceText(e.text, r.document)
                                                                           for e in r.evidence))
                 for r in records if r.answerable and r.evidence}
     return _load_evidence_csv(path, questions, questions_file)
+
+
+def check_long_enough(text: str, where: str) -> None:
+    """An EvidenceError naming `where` when `text` has letters or digits but fewer than MIN_EVIDENCE of them: such
+    evidence occurs almost anywhere, and a hit on it means nothing."""
+    found = normalize_for_match(text)
+    if found and len(found) < MIN_EVIDENCE:
+        raise EvidenceError(f"{where}: evidence {text.strip()!r} has {len(found)} letter(s) or digit(s), fewer than "
+                            f"the {MIN_EVIDENCE} a passage needs to mean anything (it occurs almost anywhere); copy "
+                            "the sentence that answers the question from the PDF, or delete the row (a question "
+                            "without evidence counts as unanswerable)")
 
 
 def _check_question(where: str, index: int, text: str | None, questions: Sequence[str],
@@ -336,6 +352,7 @@ def _load_evidence_csv(path: Path, questions: Sequence[str] | None,
         if not normalize_for_match(evidence):
             raise EvidenceError(f"{where}: empty evidence (no letters or digits); fill it in or delete the row "
                                 "(a question without rows counts as unanswerable)")
+        check_long_enough(evidence, where)
         pdf = (row.get("pdf") or "").strip()
         texts.setdefault(index, []).append(EvidenceText(evidence, Path(pdf).name if pdf else None))
     if not texts:

@@ -210,7 +210,7 @@ def run_study(config: StudyConfig) -> list[StrategyReport]:
         check_vector_store(config)
     documents = load_documents(Path(config.documents))
     questions = [] if config.chunks_only else read_questions(config.questions, config.limit)
-    output_dir = ResultsFolder(config.output_dir).prepare().path  # locked before anything is written in it
+    output_dir = ResultsFolder(config.output_dir, config.documents).prepare().path  # locked before anything is written in it
     from . import runidentity
 
     runidentity.check_output_folder(output_dir, config, questions)  # never beside another configuration's files

@@ -28,6 +28,7 @@ from typing import Any, Callable, Sequence
 from .budget_eval import CHARS, Measure, llm_measure
 from .chunks import Chunk, ChunkedDocument
 from .config import StudyConfig
+from .errors import StudyInputError
 from .pipeline import (StrategyReport, check_vector_store, chunk_documents, chunker_context, chunking_ahead,
                        lazy_embedding, reads_text_layer, run_facts)
 from .records import RetrievedParent
@@ -252,8 +253,10 @@ def retrieve_strategy(config, strategy: str, documents, questions: Sequence[str]
         rows = []
         clock = stage_clock()
         label = strategy if member.name == "dense" else f"{strategy} ({member.name})"
+        known = {str(chunk.doc_id) for item in chunked for chunk in item.chunks}
         for index, question in enumerate(tqdm(questions, desc=f"Ranking {label}", unit="question")):
-            rows += ranker.rank(question, index, largest, measure)
+            rows += checked_rows(rank_one(ranker, member, question, index, largest, measure, strategy), known,
+                                 member.name, index, strategy)
         stages["rank"] = stage_since(clock)
         atomic_write_text(cache, json.dumps({"units": report.units, "retriever": member.name,
                                              "rows": [r.to_dict() for r in rows]}, ensure_ascii=False))
@@ -261,6 +264,40 @@ def retrieve_strategy(config, strategy: str, documents, questions: Sequence[str]
     chunks, chars_mean, chars_cv = chunk_length_stats(chunked)
     return RetrievalRun(strategy, len(documents), chunks, chars_mean, chars_cv, index_seconds, embedded, reused,
                         outputs, stages)
+
+
+def rank_one(ranker: Any, member: Any, question: str, index: int, largest: int, measure: Measure, strategy: str
+             ) -> list:
+    """One question's ranking; a retriever from outside the repository (a plug-in) that raises is one StudyInputError
+    naming it, the question and the fix (a built-in member's errors keep their own handling)."""
+    try:
+        return ranker.rank(question, index, largest, measure)
+    except StudyInputError:
+        raise
+    except Exception as exc:
+        module = getattr(member.make, "__module__", "") or ""
+        if module.split(".")[0] == "ragstudy":
+            raise
+        raise StudyInputError(f"retriever {member.name!r} (module {module}) failed on question {index} ({strategy}): "
+                              f"{type(exc).__name__}: {exc}. Fix the retriever, or rank with another --retriever; "
+                              f"no retrieval file was written for {strategy}") from None
+
+
+def checked_rows(rows: Any, known: set[str], retriever: str, index: int, strategy: str) -> list:
+    """A retriever's rows for question `index`, or a StudyInputError naming it and the question: every row a
+    RetrievedParent of this question, of a parent of the strategy, with a finite score."""
+    where = f"retriever {retriever!r}, question {index} ({strategy})"
+    fix = "fix the retriever's rank, or rank with another --retriever"
+    for row in rows:
+        if not isinstance(row, RetrievedParent) or row.question_index != index:
+            raise StudyInputError(f"{where}: rank returned {str(row)[:80]!r}, not a RetrievedParent of this "
+                                  f"question; {fix}")
+        if row.doc_id not in known:
+            raise StudyInputError(f"{where}: rank returned parent {row.doc_id!r}, not one of {strategy}'s "
+                                  f"{len(known)} parents; {fix}")
+        if not math.isfinite(float(row.score)):
+            raise StudyInputError(f"{where}: rank scored parent {row.doc_id} {row.score}, not a finite number; {fix}")
+    return list(rows)
 
 
 # ------------------------------------------------------------------------------------- retrieval-only runs
@@ -288,11 +325,23 @@ def run_retrieval(config: StudyConfig) -> list[StrategyReport]:
     documents = load_documents(Path(config.documents))
     questions = read_questions(config.questions, config.limit)
     check_vector_store(config)  # a Chroma server that is down stops the run before anything is written or chunked
-    output_dir = ResultsFolder(config.output_dir).prepare().path  # locked before anything is written in it
+    output_dir = ResultsFolder(config.output_dir, config.documents).prepare().path  # locked before anything is
+    names = config.retriever_names()  # written in it
+    folders = {names[0]: output_dir} if len(names) == 1 else {name: output_dir / name for name in names}
+    try:
+        return _rank_into(config, documents, questions, output_dir, folders)
+    except BaseException:  # a run that stopped holds none of its folders: a re-run in this process may start
+        for folder in {output_dir, *folders.values()}:
+            ResultsFolder(folder).release()
+        raise
+
+
+def _rank_into(config: StudyConfig, documents, questions: Sequence[str], output_dir: Path,
+               folders: dict[str, Path]) -> list[StrategyReport]:
+    """run_retrieval's work once the output folder is locked: each retriever's folder checked, configs written,
+    every strategy ranked with every retriever."""
     from . import runidentity
 
-    names = config.retriever_names()
-    folders = {names[0]: output_dir} if len(names) == 1 else {name: output_dir / name for name in names}
     for name, folder in folders.items():  # never beside another configuration's files
         runidentity.check_output_folder(folder, replace(config, retriever=name, output_dir=str(folder)), questions)
     measure = llm_measure(config)
@@ -300,7 +349,7 @@ def run_retrieval(config: StudyConfig) -> list[StrategyReport]:
     write_config(output_dir, config, facts)
     for name, folder in folders.items():
         if folder != output_dir:
-            ResultsFolder(folder).prepare()  # locked too: a run aimed at the subfolder itself is refused meanwhile
+            ResultsFolder(folder, config.documents).prepare()  # locked too: a run aimed at the subfolder is refused
             write_config(folder, replace(config, retriever=name, output_dir=str(folder)), facts)
     embedding = lazy_embedding(config)
     reports = []

@@ -867,16 +867,45 @@ def open_run(path: str | Path) -> Run:
 
 # ---------------------------------------------------------------------------------------------- the folder lock
 
+def check_output_location(output: str | Path, documents: str | Path | None, flag: str = "--output-dir") -> None:
+    """A StudyInputError when results would be written where they do not belong: the filesystem root or the home
+    folder itself (the results would lie among the system's or the user's own folders), or the --documents folder,
+    a folder inside it, or a folder holding it (the results would lie among, or around, the PDFs). Symbolic links
+    are followed, so another spelling of the same folder is caught too."""
+    where = Path(output).expanduser().resolve()
+    fix = f"Pass a folder of its own, e.g. {flag} results-mine"
+    if where == Path(where.anchor):
+        raise StudyInputError(f"{output}: {flag} is the filesystem root; the results would be written among the "
+                              f"system's folders. {fix}")
+    if where == Path.home().resolve():
+        raise StudyInputError(f"{output}: {flag} is the home folder; the results would be written among your own "
+                              f"files. {fix}")
+    if documents is None:
+        return
+    pdfs = Path(documents).expanduser().resolve()
+    relation = ("is the --documents folder; the results would be written among the PDFs" if where == pdfs else
+                f"is inside the --documents folder {documents}; the results would be written among the PDFs"
+                if where.is_relative_to(pdfs) else
+                f"holds the --documents folder {documents}; the results would be written around the PDFs (a run's "
+                "subfolders could meet the documents folder)" if pdfs.is_relative_to(where) else None)
+    if relation:
+        raise StudyInputError(f"{output}: {flag} {relation}. {fix}, beside the documents folder rather than in or "
+                              "around it")
+
+
 class ResultsFolder:
     """An output folder that one run at a time writes into."""
 
     LOCK_NAME = RUN_LOCK.name
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, documents: str | Path | None = None) -> None:
         self.path = Path(path)
+        self.documents = documents  # the run's --documents folder: the results never go in or around it
 
     def prepare(self) -> "ResultsFolder":
-        """Create the folder (or check it), check it is writable and take its lock; before any write."""
+        """Check where the folder is, create it (or check it), check it is writable and take its lock; before any
+        write."""
+        self.check_location()
         if self.path.exists() and not self.path.is_dir():
             raise StudyInputError(f"{self.path}: --output-dir is an existing file, not a folder. Pass a folder "
                                   "path (it is created if missing).")
@@ -889,6 +918,10 @@ class ResultsFolder:
             raise StudyInputError(f"{self.path}: the output folder is not writable. Pass a writable --output-dir.")
         self.lock()
         return self
+
+    def check_location(self) -> None:
+        """Not the filesystem root, the home folder, the --documents folder or a folder in or around it."""
+        check_output_location(self.path, self.documents)
 
     def lock(self) -> None:
         lock_folder(self.path, self.LOCK_NAME, "output folder", "--output-dir")

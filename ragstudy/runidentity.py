@@ -83,22 +83,42 @@ def read_identities(folder: str | Path) -> dict[str, dict[str, Any]]:
 
 
 def check_output_folder(folder: str | Path, config: Any, questions: Sequence[str]) -> None:
-    """Before a run writes into `folder`: a StudyInputError naming the files another configuration wrote there
-    that this run would leave beside its own (those of strategies it does not run)."""
+    """Before a run writes into `folder`: a StudyInputError naming the files another configuration wrote there,
+    both those this run would leave beside its own (strategies it does not run: they would be compared as one run)
+    and those it would replace (the same strategies: the earlier results would be lost). The same configuration
+    (run and strategy parameters) may write again: that is how an interrupted run resumes into its own folder."""
     if config.chunks_only:
         return
     mine = identity_key(run_identity(config, questions))
-    foreign = [(name, entry) for name, entry in read_identities(folder).items()
-               if (Path(folder) / name).is_file() and identity_key(entry["run"]) != mine
-               and entry.get("strategy", {}).get("name") not in config.strategies]
-    if foreign:
-        foreign.sort(key=lambda item: (item[0].startswith(("chunks_", "sources_")), item[0]))  # results first
-        name, entry = foreign[0]
-        others = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
-        raise StudyInputError(
-            f"{folder}: holds {name}{others} written by another configuration ({describe(entry['run'])}; this run: "
-            f"{describe(run_identity(config, questions))}); they would be compared as one run. Give this run its "
-            "own --output-dir, or move those files away")
+    beside, replaced = [], []
+    for name, entry in read_identities(folder).items():
+        strategy = entry.get("strategy", {}).get("name")
+        if not (Path(folder) / name).is_file():
+            continue
+        if strategy not in config.strategies:
+            if identity_key(entry["run"]) != mine:
+                beside.append((name, entry))
+        elif identity_key(entry["run"]) != mine or not _same_params(entry, config, strategy):
+            replaced.append((name, entry))
+    for found, consequence in ((beside, "they would be compared as one run"),
+                               (replaced, "this run would replace them, and the earlier results would be lost")):
+        if not found:
+            continue
+        found.sort(key=lambda item: (item[0].startswith(("chunks_", "sources_")), item[0]))  # results first
+        name, entry = found[0]
+        others = f" and {len(found) - 1} more" if len(found) > 1 else ""
+        theirs, this = describe(entry["run"]), describe(run_identity(config, questions))
+        written = (f"written by another configuration ({theirs}; this run: {this})" if identity_key(entry["run"])
+                   != mine else f"written with other {entry['strategy']['name']} parameters than this run's")
+        raise StudyInputError(f"{folder}: holds {name}{others} {written}; {consequence}. Give this run its own "
+                              "--output-dir, or move those files away")
+
+
+def _same_params(entry: dict[str, Any], config: Any, strategy: str) -> bool:
+    """Whether the strategy parameters recorded for a file are this run's (compared as written to JSON)."""
+    params = config.strategy_params.get(strategy)
+    mine = json.loads(json.dumps(asdict(params), default=str)) if params is not None else None
+    return stable_json(entry.get("strategy", {}).get("params")) == stable_json(mine)
 
 
 def record(folder: str | Path, config: Any, questions: Sequence[str], strategy: str, paths: Iterable[str | Path]
@@ -150,6 +170,53 @@ def check_compared(folder: str | Path, strategies: Sequence[str], file_of, allow
     elif known:
         notes.append(f"configuration of every file compared: {describe(next(iter(known.values())))}")
     return notes
+
+
+def check_config(folder: str | Path, run_config: Any = None) -> None:
+    """Before a folder is scored or reported: a StudyInputError naming both files when its config.json (what the
+    scripts and the report read: the retriever in the headline, k, the budgets) disagrees with the configuration
+    run_identity.json recorded for the files there (e.g. `retriever: bm25` written by hand over dense rankings).
+    A folder without run_identity.json, or a key config.json lacks, is not checked; nor is a folder whose files
+    were written by several configurations (check_compared refuses those, or compares them when asked)."""
+    folder = Path(folder)
+    recorded = {name: entry for name, entry in read_identities(folder).items() if (folder / name).is_file()}
+    if len({identity_key(entry["run"]) for entry in recorded.values()}) != 1:
+        return  # none recorded, or files of several configurations: check_compared names those
+    if run_config is None:
+        path = folder / "config.json"
+        try:
+            run_config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        except (OSError, ValueError):
+            return  # unreadable: its own readers name it
+    if not isinstance(run_config, dict):
+        return
+    params = run_config.get("strategy_params") if isinstance(run_config.get("strategy_params"), dict) else {}
+    for name, entry in sorted(recorded.items(), key=lambda item: (item[0].startswith(("chunks_", "sources_")),
+                                                                  item[0])):  # results files first
+        run = entry["run"]
+        said: dict[str, tuple[Any, Any]] = {}
+        for key in ("retriever", "embedding_backend", "budget_unit"):
+            if key in run and key in run_config and run_config[key] != run[key]:
+                said[key] = (run_config[key], run[key])
+        if "retrieval_only" in run_config and "mode" in run:
+            mode = "retrieval-only" if run_config["retrieval_only"] else "answers"
+            if mode != run["mode"]:
+                said["mode"] = (mode, run["mode"])
+        budgets = run_config.get("budgets")
+        if "largest_budget" in run and isinstance(budgets, list) and budgets and all(
+                isinstance(b, int) for b in budgets) and max(budgets) != run["largest_budget"]:
+            said["largest budget"] = (max(budgets), run["largest_budget"])
+        strategy = entry.get("strategy", {}).get("name")
+        if strategy in params and stable_json(params[strategy]) != stable_json(entry["strategy"].get("params")):
+            said[f"{strategy} parameters"] = ("other values", "those the run used")
+        if said:
+            key, (theirs, ours) = next(iter(said.items()))
+            raise StudyInputError(
+                f"{folder / 'config.json'} says {key} {theirs} but {folder / IDENTITY_FILE} records {key} {ours} for "
+                f"{name}, the configuration that wrote it: config.json was edited or comes from another run, and "
+                "the scores and the report would describe a run that did not happen. Restore config.json (re-run "
+                "evaluation_chain.py with the same flags into this folder rewrites it), or re-run into its own "
+                "--output-dir")
 
 
 def check_rankings(folder: str | Path, rankings: dict[str, dict[int, list]], questions: int | None,

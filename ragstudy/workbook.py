@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .errors import StudyInputError
+
+XLSX_SUFFIXES = (".xlsx", ".xlsm")
 
 
 def set_text(cell, text: str) -> None:
@@ -21,3 +27,27 @@ def write_instructions(sheet, lines: Sequence[str], width: int = 110) -> None:
         set_text(cell, text)
         cell.alignment = Alignment(wrap_text=True, vertical="top")
     sheet["A1"].font = Font(bold=True, size=13)
+
+
+def open_workbook(path: str | Path, what: str, made_by: str, **options: Any):
+    """The openpyxl workbook at `path`, or one StudyInputError naming the file and the fix (never openpyxl's
+    InvalidFileException or zipfile's BadZipFile): a workbook saved as .xls or .csv (another format), a file that is
+    not a zip archive or is cut short (a copy interrupted, a disk full), or one that lacks the xlsx parts.
+    `what` names the workbook ("review workbook"), `made_by` the command that writes it."""
+    import zipfile
+
+    from openpyxl import load_workbook
+    from openpyxl.utils.exceptions import InvalidFileException
+
+    path = Path(path)
+    fix = (f"save it again as an Excel workbook (.xlsx) from the spreadsheet program (File > Save as > Excel "
+           f"workbook), or start again from the one {made_by} wrote")
+    if path.suffix.lower() not in XLSX_SUFFIXES:
+        raise StudyInputError(f"{path}: a {path.suffix or 'suffix-less'} file, not an .xlsx {what}; {fix}")
+    try:
+        return load_workbook(path, **options)
+    except (InvalidFileException, zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as exc:
+        raise StudyInputError(f"{path}: not a readable .xlsx {what} (truncated, or another format saved under an "
+                              f".xlsx name: {type(exc).__name__}: {exc}); {fix}") from None
+    except (KeyError, ValueError, OSError) as exc:  # a zip without the workbook's parts, or damaged inside
+        raise StudyInputError(f"{path}: a damaged .xlsx {what} ({type(exc).__name__}: {exc}); {fix}") from None

@@ -307,6 +307,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         root = study_root(args, chain_args)
+        from ragstudy.config import config_from_args
+        from ragstudy.results import check_output_location
+
+        check_output_location(root, config_from_args(chain_args).documents)  # never among the PDFs or in / or ~
         root.mkdir(parents=True, exist_ok=True)
         lock_study(root)  # before anything is planned or written: one study at a time in a folder
     except StudyInputError as exc:

@@ -97,7 +97,7 @@ def test_evidence_in_a_pdf_that_was_not_indexed_is_reported():
 @pytest.mark.parametrize("content, message", [
     ("question_index,text\n0,x\n", "no 'evidence' column"),
     ("question_index,evidence\nuno,abc\n", "line 2: question_index 'uno'"),
-    ("question_index,evidence\n0,abc\n1, -- \n", "line 3: empty evidence"),
+    ("question_index,evidence\n0,abcdef\n1, -- \n", "line 3: empty evidence"),
 ])
 def test_malformed_hand_written_evidence_names_the_row(tmp_path, content, message):
     path = tmp_path / "e.csv"

@@ -5,6 +5,7 @@ records: setup comes from config.json, scores from the scripts' CSVs."""
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -21,6 +22,8 @@ from Postprocessing.reportkit.inputs import Inputs, Strategies
 from ragstudy import results
 from ragstudy.budget_metrics import CONTEXT_CHARS, HIT
 from ragstudy.stats import ci_label, recorded_confidence
+
+logger = logging.getLogger(__name__)
 
 ALPHA = 0.05
 EXAMPLE_CHARS = 300
@@ -108,8 +111,15 @@ def decomposition_blocks(inp: Inputs, unit: str) -> list[Block]:
     ragstudy.decomposition writes and a table budget × part; nothing when the run has one text layer."""
     from ragstudy import budget_metrics, decomposition, results
 
-    frame = results.read_table(inp.retrieval_dir or inp.results_dir, results.RETRIEVAL_DECOMPOSITION)
+    folder = inp.retrieval_dir or inp.results_dir
+    frame = results.read_table(folder, results.RETRIEVAL_DECOMPOSITION)
     if frame is None:
+        return []
+    layers = decomposition.find_text_layer_runs(folder)
+    if len(layers) < 2:  # a stale file: the other text layer's folder is gone, so it is not this run's split
+        logger.warning("%s: not shown: the run's text-layer-* folder is gone (text layers now: %s); re-score the "
+                       "folder (ragstudy score-retrieval removes it) or restore the folder",
+                       results.RETRIEVAL_DECOMPOSITION.path(folder), ", ".join(layers) or "none")
         return []
     out: list[Block] = [Heading("Cleaning or segmentation?"), Text(decomposition.INTRO)]
     for metric, part in decomposition.by_metric(frame):

@@ -218,15 +218,12 @@ class Review:
 
 def read_workbook(path: Path, candidates: dict[str, dict]) -> Review:
     """The reviewed workbook -> the accepted items, in workbook order. Errors name the workbook cell and the fix."""
-    from openpyxl import load_workbook
+    from ..workbook import open_workbook
 
     path = Path(path)
     if not path.is_file():
         raise StudyInputError(f"{path}: review workbook not found")
-    try:
-        wb = load_workbook(path, read_only=True)
-    except (OSError, ValueError, KeyError) as exc:
-        raise StudyInputError(f"{path}: not an xlsx workbook ({exc})") from None
+    wb = open_workbook(path, "review workbook", "ragstudy make-qa", read_only=True)
     if SHEET not in wb.sheetnames:
         raise StudyInputError(f"{path}: no sheet {SHEET!r}; read back the review.xlsx make-qa wrote")
     rows = list(wb[SHEET].iter_rows(values_only=True))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import StudyInputError
 from . import IndexReport, RetrievalInputs, RetrieverSpec
 
 EMBED_BATCH = 256  # units per embed_documents call (one progress step)
@@ -83,8 +84,35 @@ class UnitRetriever:
         (lower is better, as the dense rankings' distances)."""
         from ..lexical import fill_depth, paper_k_parents, parents_by_best_unit, to_retrieved
 
-        units = self.unit_ranking(question)
+        units = checked_units(self.unit_ranking(question), len(self.corpus.texts), self.spec.name, question_index,
+                              self.inputs.strategy)
         ranked = parents_by_best_unit(units, self.corpus.parents)
         lengths = {pid: measure.length(info.contents) for pid, info in self.parents.items()}
         return to_retrieved(question_index, fill_depth(ranked, lengths, largest), self.parents,
                             paper_k_parents(units, self.corpus.parents, self.inputs.params.k))
+
+
+def checked_units(units: Any, count: int, retriever: str, question_index: int, strategy: str
+                  ) -> list[tuple[int, float]]:
+    """`unit_ranking`'s answer as (unit position, score) pairs, or a StudyInputError naming the retriever, the
+    question and the fix: a position that is not one of the `count` units, or a score that is not a finite number
+    (NaN cannot be ranked, and it would leave empty score cells)."""
+    import math
+
+    where = f"retriever {retriever!r}, question {question_index} ({strategy})"
+    fix = "fix its unit_ranking, or rank with another --retriever"
+    checked = []
+    for item in units:
+        try:
+            unit, score = item
+            position, value = int(unit), float(score)
+        except (TypeError, ValueError):
+            raise StudyInputError(f"{where}: unit_ranking returned {item!r}, not a (unit position, score) pair; "
+                                  f"{fix}") from None
+        if position != unit or not 0 <= position < count:
+            raise StudyInputError(f"{where}: unit_ranking returned unit {unit!r}, not one of the {count} units "
+                                  f"(0..{count - 1}); {fix}")
+        if not math.isfinite(value):
+            raise StudyInputError(f"{where}: unit_ranking scored unit {position} {value}, not a finite number; {fix}")
+        checked.append((position, value))
+    return checked
