@@ -48,19 +48,32 @@ PAPER_DATASET_COLUMNS = ("question", "answer", "contexts")
 CHUNK_COLUMNS = ("doc_id", "contents", "path", "start_end_idx", "metadata")
 
 
+REPEATS_NAMED = 3  # repeated question rows a warning names one by one; it counts the rest
+
+
 def read_questions(path: str | Path, limit: int | None = None) -> list[str]:
-    """Questions from the `questions` column; errors name the file and line."""
+    """Questions from the `questions` column; errors name the file and line. Rows that repeat an earlier question
+    (whitespace and case aside) are kept, with one warning that counts them and names the first few."""
     table = read_text_csv(path, QUESTION_COLUMN, "a CSV with a 'questions' column (pass --questions FILE)")
     questions = list(table.values)
     questions = questions[:limit] if limit else questions
     first_line: dict[str, int] = {}
+    repeats: list[tuple[int, int, str]] = []  # (line, the earlier line it repeats, the question)
     for value, line in zip(questions, table.lines):  # a repeated row is answered and scored twice: say so
         key = " ".join(value.split()).casefold()
         if key in first_line:
-            logger.warning("%s line %d repeats the question of line %d (%r): it is answered and scored twice; "
-                           "delete one of the rows if that is not intended", table.path, line, first_line[key],
-                           value[:60])
+            repeats.append((line, first_line[key], value))
         first_line.setdefault(key, line)
+    if len(repeats) == 1:
+        line, earlier, value = repeats[0]
+        logger.warning("%s line %d repeats the question of line %d (%r): it is answered and scored twice; delete "
+                       "one of the rows if that is not intended", table.path, line, earlier, value[:60])
+    elif repeats:
+        named = ", ".join(f"line {line} repeats line {earlier} ({short(value, 40)!r})"
+                          for line, earlier, value in repeats[:REPEATS_NAMED])
+        more = f", and {len(repeats) - REPEATS_NAMED:,} more" if len(repeats) > REPEATS_NAMED else ""
+        logger.warning("%s: %s rows repeat an earlier question (%s%s): each is answered and scored again; delete the "
+                       "repeated rows if that is not intended", table.path, f"{len(repeats):,}", named, more)
     return questions
 
 

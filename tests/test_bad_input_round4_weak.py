@@ -5,6 +5,7 @@ one line a user gets."""
 from __future__ import annotations
 
 import codecs
+import logging
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,18 @@ def test_a_sweep_file_gets_the_yaml_advice(tmp_path: Path) -> None:
     with pytest.raises(StudyInputError, match=r"sweep\.yaml line 2: not UTF-8 text \(byte 37 is 0xe8\); save it as "
                                               "UTF-8"):
         load_sweep(sweep)
+
+
+# ------------------------------------------------------------------------------- repeated questions: one warning
+
+def test_a_thousand_repeated_questions_are_one_warning_that_counts_them(tmp_path: Path,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "Questions.csv"
+    path.write_text("questions\n" + "Come si accede?\n" * 1000 + "Chi conserva i fascicoli?\n", encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="ragstudy.results"):
+        assert len(read_questions(path)) == 1001
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [f"{path}: 999 rows repeat an earlier question (line 3 repeats line 2 ('Come si accede?'), "
+                        "line 4 repeats line 2 ('Come si accede?'), line 5 repeats line 2 ('Come si accede?'), and "
+                        "996 more): each is answered and scored again; delete the repeated rows if that is not "
+                        "intended"]
