@@ -199,3 +199,80 @@ def test_two_outside_retrievers_named_alike_but_for_case_are_refused_in_one_line
         sys.modules.pop("rag_plugin_case_twins", None)
         monkeypatch.delenv(plugins.PLUGIN_PACKAGES_ENV)
         retrievers.RETRIEVERS.forget()
+
+
+# ------------------------------------------------------------------------------------------------------ make-qa
+
+def one_error_line(capsys: pytest.CaptureFixture, code: int) -> str:
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("error:") or ": error: " in line]
+    assert code == 2 and "Traceback" not in err and len(lines) == 1, err[-3000:]
+    return lines[0]
+
+
+@pytest.mark.parametrize("flag, value, said", [
+    ("--copy-threshold", "5", "argument --copy-threshold: 5 is outside 0..1; give a share from 0 to 1, e.g. 0.5"),
+    ("--answer-support", "-1", "argument --answer-support: -1 is outside 0..1; give a share from 0 to 1"),
+    ("--duplicate-threshold", "nan", "argument --duplicate-threshold: nan is outside 0..1"),
+    ("--n", "-1", "argument --n: -1 is less than 1; give 1 or more, e.g. 20"),
+    ("--candidates", "0", "argument --candidates: 0 is less than 1; give 1 or more"),
+])
+def test_make_qa_refuses_out_of_range_filters_and_counts_in_the_parser(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                                       flag: str, value: str, said: str) -> None:
+    from ragstudy_cli import app
+
+    code = app.main(["make-qa", "--out", str(tmp_path / "qa"), flag, value])
+    assert said in one_error_line(capsys, code)
+    assert not (tmp_path / "qa").exists()
+
+
+def test_make_qa_refuses_reference_files_that_do_not_exist(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from conftest import REPO_ROOT
+    from ragstudy.qagen.command import main
+
+    questions = REPO_ROOT / "Questions.csv"
+    code = main(["--documents", str(REPO_ROOT / "Documents"), "--out", str(tmp_path / "qa"), "--profile", "lite",
+                 "--reference", f"{questions}:{tmp_path / 'nope.json'}"])
+    assert one_error_line(capsys, code) == (f"error: --reference {questions}:{tmp_path / 'nope.json'}: no such file "
+                                            f"{tmp_path / 'nope.json'}; give QUESTIONS.csv:EVIDENCE of a set that "
+                                            "exists (e.g. Questions.csv:sample/evidence.json)")
+    assert not (tmp_path / "qa").exists()
+
+
+def test_a_runaway_model_answer_is_dropped_and_stored_cut(tmp_path: Path) -> None:
+    import json
+
+    from conftest import REPO_ROOT
+    from ragstudy.qagen.extractive import ExtractiveGenerator
+    from ragstudy.qagen.run import STORED_MAX_CHARS, QaSettings, make_qa
+
+    class Runaway(ExtractiveGenerator):
+        """Writes each item as the extractive writer does, but the first with a 5 MB answer and the second with a
+        3,000-character one, both made of their evidence (so every other filter would pass them)."""
+
+        def generate_many(self, prompts, params=None, desc: str = ""):
+            items = super().generate_many(prompts, params, desc)
+            for i, size in ((0, 5_000_000), (1, 3_000)):
+                item = json.loads(items[i])
+                item["risposta"] = (item["evidenza"] + " ") * (size // len(item["evidenza"]) + 1)
+                items[i] = json.dumps(item, ensure_ascii=False)
+            return items
+
+    out = tmp_path / "qa"
+    result = make_qa(QaSettings(documents=REPO_ROOT / "Documents", out=out, n=3, seed=0), Runaway(), "runaway", "test")
+    records = [json.loads(line) for line in (out / "candidates.jsonl").read_text(encoding="utf-8").splitlines()]
+    runaway = [r for r in records if "too_long" in r["reasons"]]
+    assert len(runaway) == 2 and not any(r["kept"] for r in runaway)
+    huge, long = sorted(runaway, key=lambda r: -len(r["raw"]))
+    assert huge["cut"]["raw"] > 5_000_000 and huge["answer"] is None  # dropped unparsed
+    assert len(huge["raw"]) == STORED_MAX_CHARS + 1 and huge["raw"].endswith("…")
+    assert "cut" not in long and 3_000 <= len(long["answer"]) < STORED_MAX_CHARS  # parsed, kept whole, dropped
+    assert result.kept >= 1 and max(len(a) for a in read_oracle_answers(out)) < 2_000
+    assert (out / "candidates.jsonl").stat().st_size < 200_000
+    assert "too_long" in (out / "qa_report.md").read_text(encoding="utf-8")
+
+
+def read_oracle_answers(out: Path) -> list[str]:
+    from ragstudy.results import read_oracle
+
+    return read_oracle(out / "Oracle.csv")
