@@ -28,8 +28,8 @@ from typing import Any, Callable, Sequence
 from .budget_eval import CHARS, Measure, llm_measure
 from .chunks import Chunk, ChunkedDocument
 from .config import StudyConfig
-from .pipeline import (StrategyReport, check_vector_store, chunk_documents, chunker_context, chunking_ahead,
-                       lazy_embedding, reads_text_layer, run_facts)
+from .pipeline import (StrategyReport, check_question_lengths, check_vector_store, chunk_documents, chunker_context,
+                       chunking_ahead, lazy_embedding, reads_text_layer, run_facts)
 from .results import ResultsFolder, RetrievedParent, read_questions, write_config, write_retrieval
 from .textlayer import SourceText, load_documents
 
@@ -286,6 +286,7 @@ def run_retrieval(config: StudyConfig) -> list[StrategyReport]:
         return reports
     documents = load_documents(Path(config.documents))
     questions = read_questions(config.questions, config.limit)
+    check_question_lengths(config)
     check_vector_store(config)  # a Chroma server that is down stops the run before anything is written or chunked
     output_dir = ResultsFolder(config.output_dir).prepare().path  # locked before anything is written in it
     from . import runidentity

@@ -77,6 +77,30 @@ def read_questions(path: str | Path, limit: int | None = None) -> list[str]:
     return questions
 
 
+LONG_QUESTIONS_NAMED = 3  # questions over the embedding model's limit a warning names one by one
+
+
+def warn_long_questions(path: str | Path, limit: int | None, count, max_tokens: int, model: str) -> list[int]:
+    """Warn once about the questions of `path` (the first `limit` rows) that are longer than the `max_tokens` the
+    embedding model reads (`count(text)`: its token count), naming the first few rows and the limit: the model cuts
+    the rest of such a question from its query vector, silently. Returns their 0-based indices."""
+    table = read_text_csv(path, QUESTION_COLUMN, "a CSV with a 'questions' column (pass --questions FILE)")
+    values = table.values[:limit] if limit else table.values
+    long = [(i, n) for i, n in ((i, count(text)) for i, text in enumerate(values)) if n > max_tokens]
+    if len(long) == 1:
+        (i, n), = long
+        logger.warning("%s line %d: the question is %s tokens long and the embedding model %s reads %s: the rest is "
+                       "cut from its query vector, so retrieval sees a cut question; shorten it", table.path,
+                       table.lines[i], f"{n:,}", model, f"{max_tokens:,}")
+    elif long:
+        named = "; ".join(f"line {table.lines[i]}: {n:,} tokens" for i, n in long[:LONG_QUESTIONS_NAMED])
+        more = f"; and {len(long) - LONG_QUESTIONS_NAMED:,} more" if len(long) > LONG_QUESTIONS_NAMED else ""
+        logger.warning("%s: %s questions are longer than the %s tokens the embedding model %s reads (%s%s): the rest "
+                       "of each is cut from its query vector, so retrieval sees cut questions; shorten them",
+                       table.path, f"{len(long):,}", f"{max_tokens:,}", model, named, more)
+    return [i for i, _ in long]
+
+
 def read_oracle(path: str | Path) -> list[str]:
     return list(read_text_csv(path, ORACLE_COLUMN, "a CSV with an 'oracle' column, one answer per question").values)
 

@@ -276,3 +276,114 @@ def read_oracle_answers(out: Path) -> list[str]:
     from ragstudy.results import read_oracle
 
     return read_oracle(out / "Oracle.csv")
+
+
+# ------------------------------------------------------------------------- evidence naming a PDF outside the run
+
+def test_evidence_in_a_pdf_outside_the_run_is_named_or_refused_when_it_is_all(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture) -> None:
+    import json
+
+    from Postprocessing import retrieval_eval
+    from test_retrieval_eval import _results_folder
+
+    out, _, _ = _results_folder(tmp_path)
+    config = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    config["documents_sha256"] = {"docs/m.pdf": "0" * 64}  # what a run records: its PDFs
+    (out / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    evidence = tmp_path / "evidence.csv"
+    evidence.write_text("question_index,evidence,pdf\n0,Frase numero 05 del manuale tecnico.,m.pdf\n"
+                        "1,Frase numero 07 del manuale tecnico.,altro.pdf\n", encoding="utf-8")
+    argv = ["--results-dir", str(out), "--evidence", str(evidence), "--no-plot", "--n-resamples", "50"]
+    with caplog.at_level(logging.WARNING, logger="ragstudy.evidence"):
+        assert retrieval_eval.main(argv) == 0
+    assert [r.getMessage() for r in caplog.records if r.name == "ragstudy.evidence"] == [
+        f"{evidence}: the evidence of 1 of 2 questions (question_index 1) names a PDF that is not in the run in {out} "
+        "(altro.pdf): those questions are left out of the evidence scores; add the PDFs to --documents and re-run, "
+        "or fix the evidence's pdf column"]
+    evidence.write_text("question_index,evidence,pdf\n0,Frase numero 05 del manuale tecnico.,altro.pdf\n"
+                        "1,Frase numero 07 del manuale tecnico.,terzo.pdf\n", encoding="utf-8")
+    capsys.readouterr()
+    assert one_error_line(capsys, retrieval_eval.main(argv)) == (
+        f"error: {evidence}: the evidence of every question names a PDF that is not in the run in {out} (altro.pdf, "
+        "terzo.pdf), so none can be scored; pass the run's own evidence file, or run with those PDFs in --documents")
+
+
+def test_a_sweep_whose_evidence_is_all_in_other_pdfs_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    from conftest import REPO_ROOT
+    from ragstudy.sweep import run_sweep
+
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text("configs:\n  - strategy: fixed-size\n", encoding="utf-8")
+    evidence = tmp_path / "evidence.csv"
+    evidence.write_text("question_index,evidence,pdf\n0,conserva i fascicoli per dieci anni,altro.pdf\n",
+                        encoding="utf-8")
+    config = StudyConfig.resolve(profile="lite", strategies="fixed-size", retrieval_only=True,
+                                 documents=str(REPO_ROOT / "Documents"), questions=str(REPO_ROOT / "Questions.csv"),
+                                 output_dir=str(tmp_path / "out"))
+    with pytest.raises(StudyInputError, match=rf"^{evidence}: the evidence of every question names a PDF that is not "
+                                              rf"in --documents {REPO_ROOT / 'Documents'} \(altro\.pdf\)"):
+        run_sweep(config, sweep, evidence)
+    assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------ a question longer than the embedder reads
+
+def test_a_question_longer_than_the_embedding_model_reads_is_named_with_the_limit(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from ragstudy.models import WHEEL_MINILM
+    from ragstudy.pipeline import check_question_lengths
+
+    path = tmp_path / "Questions.csv"
+    path.write_text("questions\nChi firma il verbale?\n\"Perché " + "molto " * 3_400 + "lunga?\"\nE poi?\n",
+                    encoding="utf-8")
+    settings = dict(profile="lite", strategies="fixed-size", questions=str(path), embedding=WHEEL_MINILM,
+                    embedding_backend="torch")
+    with caplog.at_level(logging.WARNING, logger="ragstudy.results"):
+        assert check_question_lengths(StudyConfig.resolve(retrieval_only=True, **settings)) == [1]
+    [message] = [r.getMessage() for r in caplog.records if r.name == "ragstudy.results"]
+    assert len(path.read_text(encoding="utf-8")) > 20_000
+    assert message.startswith(f"{path} line 3: the question is ") and message.endswith(
+        f"tokens long and the embedding model {WHEEL_MINILM} reads 256: the rest is cut from its query vector, so "
+        "retrieval sees a cut question; shorten it")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="ragstudy.results"):  # BM25 embeds no question: nothing is cut
+        assert check_question_lengths(StudyConfig.resolve(retrieval_only=True, retriever="bm25", **settings)) == []
+        assert check_question_lengths(StudyConfig.resolve(retrieval_only=True, limit=1, **settings)) == []
+    assert not caplog.records
+
+
+def test_many_long_questions_are_one_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from ragstudy.results import warn_long_questions
+
+    path = tmp_path / "Questions.csv"
+    path.write_text("questions\n" + "".join(f"domanda {i} " + "x " * (10 + i) + "\n" for i in range(6)),
+                    encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="ragstudy.results"):
+        assert warn_long_questions(path, None, lambda text: len(text.split()), 13, "m") == [2, 3, 4, 5]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path}: 4 questions are longer than the 13 tokens the embedding model m reads (line 4: 14 tokens; line 5: "
+        "15 tokens; line 6: 16 tokens; and 1 more): the rest of each is cut from its query vector, so retrieval sees "
+        "cut questions; shorten them"]
+
+
+@pytest.mark.parametrize("mode", ["retrieval_only", "answers"])
+def test_both_runs_check_question_lengths_before_writing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         mode: str) -> None:
+    from conftest import REPO_ROOT
+    from ragstudy import pipeline, ranking
+
+    class Checked(Exception):
+        pass
+
+    def check(config):
+        raise Checked(config.questions)
+
+    monkeypatch.setattr(pipeline, "check_question_lengths", check)
+    monkeypatch.setattr(ranking, "check_question_lengths", check)
+    config = StudyConfig.resolve(profile="lite", strategies="fixed-size", retrieval_only=mode == "retrieval_only",
+                                 documents=str(REPO_ROOT / "Documents"), questions=str(REPO_ROOT / "Questions.csv"),
+                                 output_dir=str(tmp_path / "out"), db_dir=str(tmp_path / "db"))
+    with pytest.raises(Checked):
+        (ranking.run_retrieval if mode == "retrieval_only" else pipeline.run_study)(config)
+    assert not (tmp_path / "out").exists()
