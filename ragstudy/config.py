@@ -87,6 +87,7 @@ def answering(config: Any) -> bool:
 
 
 def uses_llm_tokenizer(config: Any) -> bool:
+    """Whether the run reads the LLM setting: to answer, or for its tokenizer (budgets counted in tokens)."""
     return answering(config) or (config.retrieval_only and config.budget_unit == "tokens")
 
 
@@ -272,11 +273,10 @@ class StudyConfig:
         unused = unused_settings(config, given)
         if unused and warn_unused:
             shown = [where.get(key) or option_of(key) for key in unused]
+            has, them = ("has", "it") if len(shown) == 1 else ("have", "them")
             logger.warning("%s %s no effect on a %s run, which loads no LLM (config.json records %s all the same); "
-                           "drop %s, or give %s to `ragstudy answer`", ", ".join(shown),
-                           "has" if len(shown) == 1 else "have", run_kind(config),
-                           "it" if len(shown) == 1 else "them", "it" if len(shown) == 1 else "them",
-                           "it" if len(shown) == 1 else "them")
+                           "drop %s, or give %s to `ragstudy answer`", ", ".join(shown), has, run_kind(config),
+                           them, them, them)
         return config
 
     def validate(self, where: dict[str, str] | None = None) -> None:
