@@ -286,8 +286,8 @@ def run_retrieval(config: StudyConfig) -> list[StrategyReport]:
         return reports
     documents = load_documents(Path(config.documents))
     questions = read_questions(config.questions, config.limit)
-    check_question_lengths(config)
     check_vector_store(config)  # a Chroma server that is down stops the run before anything is written or chunked
+    check_question_lengths(config)  # after the fail-fast checks: it may load the embedding model's tokenizer
     output_dir = ResultsFolder(config.output_dir).prepare().path  # locked before anything is written in it
     from . import runidentity
 
