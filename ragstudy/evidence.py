@@ -314,6 +314,34 @@ def check_long_enough(text: str, where: str) -> None:
                             "without evidence counts as unanswerable)")
 
 
+EVIDENCE_OUTSIDE_NAMED = 5  # questions a warning about evidence in PDFs outside the run names one by one
+
+
+def check_evidence_pdfs(evidence: Mapping[int, QuestionEvidence], pdf_names: Iterable[str], evidence_path: str | Path,
+                        run: str) -> list[int]:
+    """The questions whose evidence names a PDF that is not among the run's `pdf_names` (such a question is left out
+    of the evidence metrics: ragstudy.budget_eval), after one warning naming the evidence file, those questions and
+    the PDFs. When that is every question with evidence, an EvidenceError: nothing could be scored."""
+    names = {Path(name).name for name in pdf_names}
+    outside = {index: sorted({t.document for t in item.texts if t.document and t.document not in names})
+               for index, item in sorted(evidence.items())}
+    outside = {index: pdfs for index, pdfs in outside.items() if pdfs}
+    if not outside:
+        return []
+    pdfs = ", ".join(sorted({pdf for found in outside.values() for pdf in found}))
+    if len(outside) == len(evidence):
+        raise EvidenceError(f"{evidence_path}: the evidence of every question names a PDF that is not in {run} "
+                            f"({pdfs}), so none can be scored; pass the run's own evidence file, or run with those "
+                            "PDFs in --documents")
+    shown = ", ".join(str(index) for index in list(outside)[:EVIDENCE_OUTSIDE_NAMED])
+    more = f" and {len(outside) - EVIDENCE_OUTSIDE_NAMED} more" if len(outside) > EVIDENCE_OUTSIDE_NAMED else ""
+    logger.warning("%s: the evidence of %d of %d questions (question_index %s%s) names a PDF that is not in %s (%s): "
+                   "those questions are left out of the evidence scores; add the PDFs to --documents and re-run, "
+                   "or fix the evidence's pdf column", evidence_path, len(outside), len(evidence), shown, more, run,
+                   pdfs)
+    return list(outside)
+
+
 def _check_question(where: str, index: int, text: str | None, questions: Sequence[str],
                     questions_file: str | Path) -> None:
     """`index` is a row of `questions` and, when the evidence carries its question's text, that row's text."""

@@ -1,7 +1,9 @@
-"""Small I/O helpers: atomic writes, stable hashing, project cache location, folder locks, CPU cores."""
+"""Small I/O helpers: atomic writes, stable hashing, project cache location, folder locks, CPU cores, and the one
+decoder of a user's text files (CSV, YAML, prompt files)."""
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import os
@@ -27,6 +29,40 @@ def check_name(value: object, where: str) -> str:
         raise StudyInputError(f"{where}: {value!r} is not a name: use letters, digits, '-', '_' and '.' only (not "
                               "'.' or '..'); it names a folder or file inside the output folder, never a path")
     return text
+
+
+# A byte-order mark names the encoding of a file written as UTF-16 or UTF-32 (Excel's "Unicode text", Notepad's
+# "UTF-16"); UTF-32's marks first, as UTF-32-LE's starts with UTF-16-LE's. Without one, the file is UTF-8.
+_BOMS = ((codecs.BOM_UTF32_LE, "utf-32-le", "UTF-32"), (codecs.BOM_UTF32_BE, "utf-32-be", "UTF-32"),
+         (codecs.BOM_UTF8, "utf-8", "UTF-8"), (codecs.BOM_UTF16_LE, "utf-16-le", "UTF-16"),
+         (codecs.BOM_UTF16_BE, "utf-16-be", "UTF-16"))
+
+
+def decode_user_text(raw: bytes, path: str | Path, advice: str) -> str:
+    """The text of a user's file: UTF-8 (a BOM is dropped), or UTF-16/32 with its BOM.
+
+    Bytes that are not valid in that encoding are one StudyInputError naming the file, the line and the byte offset
+    of the first bad byte, then `advice` (the caller's fix: how to save a CSV from Excel, a YAML from an editor):
+    "FILE line 3: not UTF-8 text (byte 41 is 0xe9); ADVICE". The offset counts from the file's first byte (the BOM
+    included), as a hex editor shows it."""
+    bom, codec, name = next(((b, c, n) for b, c, n in _BOMS if raw.startswith(b)), (b"", "utf-8", "UTF-8"))
+    body = raw[len(bom):]
+    try:
+        return body.decode(codec)
+    except UnicodeDecodeError as exc:
+        offset = len(bom) + exc.start
+        line = body[:exc.start].decode(codec, "replace").count("\n") + 1
+        raise StudyInputError(f"{path} line {line}: not {name} text (byte {offset} is 0x{raw[offset]:02x}); "
+                              f"{advice}") from None
+
+
+def read_user_text(path: str | Path, advice: str, what: str = "file") -> str:
+    """`decode_user_text` of the file at `path`; a file that cannot be read is a StudyInputError naming it."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise StudyInputError(f"{path}: cannot read the {what} ({exc.strerror or exc})") from None
+    return decode_user_text(raw, path, advice)
 
 
 def stable_json(value: Any) -> str:

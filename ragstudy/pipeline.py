@@ -13,11 +13,11 @@ from . import registry
 from .chunks import ChunkedDocument, prepare_chunker
 from .config import StudyConfig
 from .io import sha256_file
-from .embedders import embedding_tokenizer, make_embedding
+from .embedders import embedding_tokenizer, make_embedding, query_reader
 from .llms import check_generator, make_generator
 from .models import model_label
 from .records import DatasetRow, Source
-from .results import ResultsFolder, read_questions, write_chunks, write_config, write_dataset
+from .results import ResultsFolder, read_questions, warn_long_questions, write_chunks, write_config, write_dataset
 from .textlayer import PdfDocument, load_documents, with_text_layer
 
 logger = logging.getLogger(__name__)
@@ -200,6 +200,22 @@ def code_version() -> str | None:
     return commit + ("+dirty" if dirty else "")
 
 
+def check_question_lengths(config: StudyConfig) -> list[int]:
+    """Warn once about the questions the embedding model would cut (longer than the tokens it reads), naming their
+    rows and the limit, when the run embeds its questions (answering, or a retriever with vectors) and the local
+    model's limit is known (ragstudy.embedders.query_reader). Returns their 0-based indices."""
+    from . import retrievers
+
+    if config.chunks_only or (config.retrieval_only and not any(
+            retrievers.get(name).vectors for name in config.retriever_names())):
+        return []
+    reader = query_reader(config)
+    if reader is None:
+        return []
+    count, limit = reader
+    return warn_long_questions(config.questions, config.limit, count, limit, config.profile.embedding)
+
+
 def run_study(config: StudyConfig) -> list[StrategyReport]:
     """Run every configured strategy end to end; returns what each did (for the summary and tests)."""
     import torch
@@ -210,6 +226,7 @@ def run_study(config: StudyConfig) -> list[StrategyReport]:
         check_vector_store(config)
     documents = load_documents(Path(config.documents))
     questions = [] if config.chunks_only else read_questions(config.questions, config.limit)
+    check_question_lengths(config)
     output_dir = ResultsFolder(config.output_dir, config.documents).prepare().path  # locked before anything is written in it
     from . import runidentity
 

@@ -29,8 +29,8 @@ from .budget_eval import CHARS, Measure, llm_measure
 from .chunks import Chunk, ChunkedDocument
 from .config import StudyConfig
 from .errors import StudyInputError
-from .pipeline import (StrategyReport, check_vector_store, chunk_documents, chunker_context, chunking_ahead,
-                       lazy_embedding, reads_text_layer, run_facts)
+from .pipeline import (StrategyReport, check_question_lengths, check_vector_store, chunk_documents, chunker_context,
+                       chunking_ahead, lazy_embedding, reads_text_layer, run_facts)
 from .records import RetrievedParent
 from .results import ResultsFolder, read_questions, write_config, write_retrieval
 from .textlayer import SourceText, load_documents
@@ -325,6 +325,7 @@ def run_retrieval(config: StudyConfig) -> list[StrategyReport]:
     documents = load_documents(Path(config.documents))
     questions = read_questions(config.questions, config.limit)
     check_vector_store(config)  # a Chroma server that is down stops the run before anything is written or chunked
+    check_question_lengths(config)  # after the fail-fast checks: it may load the embedding model's tokenizer
     output_dir = ResultsFolder(config.output_dir, config.documents).prepare().path  # locked before anything is
     names = config.retriever_names()  # written in it
     folders = {names[0]: output_dir} if len(names) == 1 else {name: output_dir / name for name in names}

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .errors import StudyInputError
+from .io import read_user_text
 
 logger = logging.getLogger(__name__)
 
@@ -49,18 +50,15 @@ class TextTable:
         return f"{self.path} line {self.lines[index]}"
 
 
-def read_utf8_text(path: Path) -> str:
-    """A text file's contents (UTF-8, a BOM dropped); one that is not UTF-8 is a StudyInputError naming the line
-    and how to convert it."""
-    data = path.read_bytes()
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise StudyInputError(
-            f"{path} line {line}: not UTF-8 (byte 0x{data[exc.start]:02x}; a file saved by Excel as "
-            "Windows-1252?). Save it as 'CSV UTF-8', or convert it: iconv -f WINDOWS-1252 -t UTF-8 in.csv > "
-            "out.csv") from None
+# what a CSV that is not UTF-8 (almost always one saved by Excel in Windows-1252) should become
+CSV_ENCODING_ADVICE = ("a file saved by Excel as Windows-1252? Save it as 'CSV UTF-8', or convert it: iconv -f "
+                       "WINDOWS-1252 -t UTF-8 in.csv > out.csv")
+
+
+def read_csv_text(path: Path) -> str:
+    """The text of a user's CSV (UTF-8, or UTF-16/32 with a BOM: ragstudy.io.decode_user_text); bytes in another
+    encoding name the file, line and byte, and how to convert it."""
+    return read_user_text(path, CSV_ENCODING_ADVICE, "CSV file")
 
 
 def _delimiter(header: str, path: Path) -> str:
@@ -120,7 +118,7 @@ def read_strict_csv(path: str | Path, columns: Sequence[str], what: str) -> Stri
     path = Path(path)
     if not path.is_file():
         raise StudyInputError(f"{path}: file not found; expected {what}")
-    text = read_utf8_text(path)
+    text = read_csv_text(path)
     if not text.strip():
         need = (f"a header '{columns[0]}' and one value per row" if len(columns) == 1
                 else f"a header ({', '.join(columns)}) and rows")

@@ -37,7 +37,7 @@ from . import budget_metrics, registry
 from .chunks import ChunkedDocument
 from .errors import StudyInputError
 from .io import atomic_write_json, atomic_write_text, lock_folder, release_folder
-from .records import DatasetRow, RetrievedParent, Source, normalize_ws, read_text_csv, read_utf8_text, short
+from .records import DatasetRow, RetrievedParent, Source, normalize_ws, read_csv_text, read_text_csv, short
 from .stats import CI_COLUMNS, HOLM_COLUMN
 from .textlayer import SourceText
 
@@ -51,20 +51,57 @@ PAPER_DATASET_COLUMNS = ("question", "answer", "contexts")
 CHUNK_COLUMNS = ("doc_id", "contents", "path", "start_end_idx", "metadata")
 
 
+REPEATS_NAMED = 3  # repeated question rows a warning names one by one; it counts the rest
+
+
 def read_questions(path: str | Path, limit: int | None = None) -> list[str]:
-    """Questions from the `questions` column; errors name the file and line."""
+    """Questions from the `questions` column; errors name the file and line. Rows that repeat an earlier question
+    (whitespace and case aside) are kept, with one warning that counts them and names the first few."""
     table = read_text_csv(path, QUESTION_COLUMN, "a CSV with a 'questions' column (pass --questions FILE)")
     questions = list(table.values)
     questions = questions[:limit] if limit else questions
     first_line: dict[str, int] = {}
+    repeats: list[tuple[int, int, str]] = []  # (line, the earlier line it repeats, the question)
     for value, line in zip(questions, table.lines):  # a repeated row is answered and scored twice: say so
         key = " ".join(value.split()).casefold()
         if key in first_line:
-            logger.warning("%s line %d repeats the question of line %d (%r): it is answered and scored twice; "
-                           "delete one of the rows if that is not intended", table.path, line, first_line[key],
-                           value[:60])
+            repeats.append((line, first_line[key], value))
         first_line.setdefault(key, line)
+    if len(repeats) == 1:
+        line, earlier, value = repeats[0]
+        logger.warning("%s line %d repeats the question of line %d (%r): it is answered and scored twice; delete "
+                       "one of the rows if that is not intended", table.path, line, earlier, value[:60])
+    elif repeats:
+        named = ", ".join(f"line {line} repeats line {earlier} ({short(value, 40)!r})"
+                          for line, earlier, value in repeats[:REPEATS_NAMED])
+        more = f", and {len(repeats) - REPEATS_NAMED:,} more" if len(repeats) > REPEATS_NAMED else ""
+        logger.warning("%s: %s rows repeat an earlier question (%s%s): each is answered and scored again; delete the "
+                       "repeated rows if that is not intended", table.path, f"{len(repeats):,}", named, more)
     return questions
+
+
+LONG_QUESTIONS_NAMED = 3  # questions over the embedding model's limit a warning names one by one
+
+
+def warn_long_questions(path: str | Path, limit: int | None, count, max_tokens: int, model: str) -> list[int]:
+    """Warn once about the questions of `path` (the first `limit` rows) that are longer than the `max_tokens` the
+    embedding model reads (`count(text)`: its token count), naming the first few rows and the limit: the model cuts
+    the rest of such a question from its query vector, silently. Returns their 0-based indices."""
+    table = read_text_csv(path, QUESTION_COLUMN, "a CSV with a 'questions' column (pass --questions FILE)")
+    values = table.values[:limit] if limit else table.values
+    long = [(i, n) for i, n in ((i, count(text)) for i, text in enumerate(values)) if n > max_tokens]
+    if len(long) == 1:
+        (i, n), = long
+        logger.warning("%s line %d: the question is %s tokens long and the embedding model %s reads %s: the rest is "
+                       "cut from its query vector, so retrieval sees a cut question; shorten it", table.path,
+                       table.lines[i], f"{n:,}", model, f"{max_tokens:,}")
+    elif long:
+        named = "; ".join(f"line {table.lines[i]}: {n:,} tokens" for i, n in long[:LONG_QUESTIONS_NAMED])
+        more = f"; and {len(long) - LONG_QUESTIONS_NAMED:,} more" if len(long) > LONG_QUESTIONS_NAMED else ""
+        logger.warning("%s: %s questions are longer than the %s tokens the embedding model %s reads (%s%s): the rest "
+                       "of each is cut from its query vector, so retrieval sees cut questions; shorten them",
+                       table.path, f"{len(long):,}", f"{max_tokens:,}", model, named, more)
+    return [i for i, _ in long]
 
 
 def read_oracle(path: str | Path) -> list[str]:
@@ -154,7 +191,7 @@ def _read_records(path: Path) -> tuple[list[dict[str, Any]], str]:
         if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
             raise StudyInputError(f"{path}: expected a JSON list of records")
         return data, "json"
-    text = read_utf8_text(path)
+    text = read_csv_text(path)
     reader = csv.DictReader(io.StringIO(text, newline=""), strict=True)
     try:
         records = []

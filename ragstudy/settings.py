@@ -37,6 +37,9 @@ class Setting:
     `several`: the value may name several of the choices, comma-separated (one string, e.g. ``dense,bm25``); the
     choices then document it (the metavar ``{a,b}[,...]``) and the config's validation checks each name, argparse
     and the config file's choice check do not.
+    `applies(config)`: whether the setting changes what a run with this resolved config does (None: always). A run
+    given a setting that does not apply to it (an LLM setting in a retrieval-only run) says so once
+    (ragstudy.config.unused_settings).
     """
 
     name: str
@@ -54,6 +57,7 @@ class Setting:
     check: Callable[[Any], str | None] | None = None
     several: bool = False
     list_choices: bool = True
+    applies: Callable[[Any], bool] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

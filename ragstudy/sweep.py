@@ -209,7 +209,7 @@ def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None
 
     from . import registry
     from .budget_eval import evaluate_folder, llm_measure
-    from .evidence import default_evidence, load_evidence_file
+    from .evidence import check_evidence_pdfs, default_evidence, load_evidence_file
     from .pipeline import lazy_embedding, run_facts
     from .ranking import retrieve_strategy
     from .results import (RETRIEVAL_PER_QUESTION, SWEEP_BEST, SWEEP_FIXED_COLUMNS, SWEEP_SUMMARY, ResultsFolder,
@@ -233,6 +233,8 @@ def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None
     every_question = read_questions(config.questions)
     evidence_items = load_evidence_file(evidence_path, every_question, config.questions)
     documents = load_documents(Path(config.documents))
+    check_evidence_pdfs(evidence_items, [doc.path for doc in documents], evidence_path,
+                        f"--documents {config.documents}")
     questions = every_question[:config.limit] if config.limit else every_question
     output_dir = ResultsFolder(config.output_dir, config.documents).prepare().path  # inputs first: a bad one leaves no folder behind
     measure = llm_measure(config)

@@ -193,18 +193,19 @@ def plan(args: argparse.Namespace, chain_argv: list[str], chain_args: argparse.N
     from ragstudy.evidence import default_evidence
 
     answers, retrieval = root / "answers", root / "retrieval"
-    answer_config = config_from_args(chain_args)  # a bad setting stops here, exit 2
+    answer_config = config_from_args(chain_args, warn_unused=False)  # a bad setting stops here, exit 2
     ranked_with = [] if answer_config.origins.get("retriever") else ["--retriever", args.retrievers]  # flag/key wins
     retrieval_config = config_from_args(argparse.Namespace(**{**vars(chain_args), "retrieval_only": True,
-                                                              **({"retriever": args.retrievers} if ranked_with else {})}))
+                                                              **({"retriever": args.retrievers} if ranked_with else {})}),
+                                        warn_unused=False)
     bundled = default_evidence(answer_config.questions)
     evidence = args.evidence or (str(bundled) if bundled else None)
     oracle = ["--oracle", args.oracle] if args.oracle else []
     extra_inputs = {p: sha256_file(Path(p)) for p in (args.evidence, args.oracle) if p and Path(p).is_file()}
     verbose = ["-v"] if args.verbose else []
 
-    def chain(argv: list[str]) -> Callable[[], int]:
-        return lambda: evaluation_chain.main(argv)
+    def chain(argv: list[str]) -> Callable[[], int]:  # each run is given every flag: no "has no effect" warning
+        return lambda: evaluation_chain.main(argv, warn_unused=False)
 
     a_argv = [*chain_argv, "--output-dir", str(answers)]
     r_argv = [*chain_argv, "--retrieval-only", *ranked_with, "--output-dir", str(retrieval)]
@@ -338,7 +339,7 @@ def study_root(args: argparse.Namespace, chain_args: argparse.Namespace) -> Path
         return Path(args.output_dir)
     from ragstudy.config import config_from_args
 
-    return Path(config_from_args(chain_args).output_dir)  # the file's key, else the setting's default
+    return Path(config_from_args(chain_args, warn_unused=False).output_dir)  # the file's key, else the setting's default
 
 
 def lock_study(root: Path) -> None:

@@ -56,11 +56,11 @@ def test_a_huge_config_file_is_refused_unread(tmp_path: Path) -> None:
 def test_a_windows_1252_config_names_the_byte_and_asks_for_utf8(tmp_path: Path) -> None:
     path = tmp_path / "cp1252.yaml"
     path.write_bytes("retriever: bm25  # café\n".encode("cp1252"))
-    with pytest.raises(StudyInputError, match=r"cp1252.yaml: not UTF-8 text \(byte 22 is 0xe9\); save it as UTF-8"):
+    with pytest.raises(StudyInputError, match=r"cp1252.yaml line 1: not UTF-8 text \(byte 22 is 0xe9\); save it as UTF-8"):
         StudyConfig.resolve(config_file=str(path), profile="lite", strategies="fixed-size")
     sweep = tmp_path / "sweep.yaml"
     sweep.write_bytes("# café\nconfigs:\n  - strategy: fixed-size\n".encode("cp1252"))
-    with pytest.raises(StudyInputError, match=r"sweep.yaml: not UTF-8 text \(byte 5 is 0xe9\)"):
+    with pytest.raises(StudyInputError, match=r"sweep.yaml line 1: not UTF-8 text \(byte 5 is 0xe9\)"):
         load_sweep(sweep)
 
 
@@ -81,6 +81,6 @@ def test_retrieve_with_a_windows_1252_config_is_one_error_line(tmp_path: Path) -
                             capture_output=True, text=True, timeout=120)
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
-    assert errors == [f"error: {path}: not UTF-8 text (byte 22 is 0xe9); save it as UTF-8 (an editor's "
+    assert errors == [f"error: {path} line 1: not UTF-8 text (byte 22 is 0xe9); save it as UTF-8 (an editor's "
                       "'Save as... UTF-8'), then re-run"]
     assert not (tmp_path / "out").exists()

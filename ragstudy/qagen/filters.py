@@ -20,6 +20,8 @@ from .sampling import Passage
 
 # name -> what it means (the report's wording)
 FILTERS: dict[str, str] = {
+    "too_long": "the output is longer than {max_output:,} characters, or its question or answer longer than "
+                "{max_text:,} (an oracle answer is a few sentences; a server that ignored the length limit?)",
     "not_json": "the output is not the JSON object asked for (question, answer, evidence as non-empty strings)",
     "evidence_not_verbatim": "the evidence is not a verbatim quote of the passage (after normalisation)",
     "evidence_length": "the located evidence is shorter than {min_evidence} or longer than {max_evidence} characters",
@@ -56,6 +58,8 @@ class Thresholds:
     duplicate_threshold: float = 0.8
     min_evidence: int = 40
     max_evidence: int = 400
+    max_text: int = 2_000  # characters of a question or an answer (the longest oracle answer of the sample: 309)
+    max_output: int = 100_000  # characters of a whole generation: longer ones are dropped unparsed
 
     def describe(self, unfit: str = "") -> dict[str, str]:
         values = {**vars(self), "unfit": unfit or "none"}
@@ -135,10 +139,17 @@ class CandidateFilter:
     def check(self, raw: str, passage: Passage) -> Checked:
         """Every filter except near_duplicate (which depends on the kept set: `keep`)."""
         t = self.thresholds
+        if len(raw) > t.max_output:  # not parsed: a runaway generation, dropped before any work on it
+            checked = Checked(None)
+            checked.reasons.append("too_long")
+            return self._unfit(checked)
         generated = parse_generation(raw)
         checked = Checked(generated)
         if generated is None:
             checked.reasons.append("not_json")
+            return self._unfit(checked)
+        if max(len(generated.question), len(generated.answer)) > t.max_text:
+            checked.reasons.append("too_long")
             return self._unfit(checked)
         evidence_terms = terms(generated.evidence, self.analyzer)
         checked.question_overlap = share_in(terms(generated.question, self.analyzer), evidence_terms)

@@ -95,17 +95,30 @@ def candidate_id(passage: Passage, model: str) -> str:
                                     "prompt": prompt_hash()}))[:12]
 
 
+STORED_MAX_CHARS = 10_000  # a text of a candidate as candidates.jsonl and review.xlsx keep it (Excel: 32,767 a cell)
+
+
+def _stored(texts: dict[str, str | None]) -> tuple[dict[str, str | None], dict[str, int]]:
+    """The texts cut at STORED_MAX_CHARS with an ellipsis, and the full length of each one cut."""
+    cut = {name: len(text) for name, text in texts.items() if text is not None and len(text) > STORED_MAX_CHARS}
+    return {name: text[:STORED_MAX_CHARS] + "…" if name in cut else text for name, text in texts.items()}, cut
+
+
 def candidate_record(passage: Passage, raw: str, checked: Checked, model: str) -> dict[str, Any]:
+    """One candidate as candidates.jsonl keeps it; a runaway text (a 5 MB answer) is kept cut, its length in
+    `cut` (such a candidate is dropped as too_long: kept ones are far shorter)."""
     g, loc = checked.generated, checked.located
     page = None
     if loc is not None:
         page = outputs._page(passage, loc.passage_start)
-    return {"id": candidate_id(passage, model), "pdf": passage.pdf, "passage": passage.to_record(), "raw": raw,
-            "question": g.question if g else None, "answer": g.answer if g else None,
-            "evidence": g.evidence if g else None, "evidence_located": loc.text if loc else None,
+    texts, cut = _stored({"raw": raw, "question": g.question if g else None, "answer": g.answer if g else None,
+                          "evidence": g.evidence if g else None})
+    return {"id": candidate_id(passage, model), "pdf": passage.pdf, "passage": passage.to_record(), **texts,
+            "evidence_located": loc.text if loc else None,
             "source_start_end": [loc.source_start, loc.source_end] if loc else None, "page": page,
             "boundary": loc.boundary if loc else None, "question_overlap": checked.question_overlap,
-            "answer_support": checked.answer_support, "reasons": list(checked.reasons), "kept": checked.kept}
+            "answer_support": checked.answer_support, "reasons": list(checked.reasons), "kept": checked.kept,
+            **({"cut": cut} if cut else {})}
 
 
 def item_of(record: dict) -> outputs.Item:
