@@ -137,6 +137,25 @@ def write_test_pdf(path: Path, paragraphs=TEST_PARAGRAPHS, pages: int = 2) -> Pa
 
 
 @pytest.fixture(scope="session")
+def tiny_llama(tiny_phi3: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A 100k-parameter LlamaForCausalLM (SmolLM2's architecture, which the GenAI builder exports) with the tiny
+    Phi-3's tokenizer and chat template (random weights)."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    tokenizer = AutoTokenizer.from_pretrained(tiny_phi3)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=512,
+                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                         pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+@pytest.fixture(scope="session")
 def pdf_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two generated Italian PDFs (the second with the paragraphs reversed)."""
     folder = tmp_path_factory.mktemp("documents")

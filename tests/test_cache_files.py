@@ -112,41 +112,22 @@ def test_an_int8_model_copied_over_the_fp32_export_is_detected(minilm_path: str,
 
 # ------------------------------------------------------------------------------ ONNX Runtime GenAI export
 
-def tiny_llama(tiny_phi3: str, folder: Path) -> str:
-    """A 100k-parameter LlamaForCausalLM (SmolLM2's architecture, which the GenAI builder exports) with the tiny
-    Phi-3's tokenizer and chat template (random weights)."""
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    tokenizer = AutoTokenizer.from_pretrained(tiny_phi3)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=512,
-                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.pad_token_id)
-    torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return str(folder)
-
-
 @pytest.mark.slow
-def test_a_truncated_genai_export_is_exported_again(tiny_phi3: str, own_cache: Path, tmp_path: Path,
+def test_a_truncated_genai_export_is_exported_again(tiny_llama: str, own_cache: Path,
                                                     caplog: pytest.LogCaptureFixture) -> None:
     pytest.importorskip("onnxruntime_genai")
     from ragstudy.llms import GenerationParams
     from ragstudy.cachefile import FOLDER_MANIFEST
     from ragstudy.llms.onnxruntime_engine import OnnxChatModel, onnx_model_folder
 
-    tiny_phi3 = tiny_llama(tiny_phi3, tmp_path / "tiny-llama")
-
     params = GenerationParams(max_new_tokens=8)
-    answer = OnnxChatModel(tiny_phi3, threads=1).generate("Ciao", params)
-    folder = onnx_model_folder(tiny_phi3)
+    answer = OnnxChatModel(tiny_llama, threads=1).generate("Ciao", params)
+    folder = onnx_model_folder(tiny_llama)
     assert (folder / FOLDER_MANIFEST).is_file()
     weights = max((p for p in folder.iterdir() if p.name.startswith("model.onnx")), key=lambda p: p.stat().st_size)
     damage(weights, "truncated")
     with caplog.at_level(logging.WARNING):
-        assert OnnxChatModel(tiny_phi3, threads=1).generate("Ciao", params) == answer
+        assert OnnxChatModel(tiny_llama, threads=1).generate("Ciao", params) == answer
     assert f"ONNX Runtime GenAI export {folder} is damaged ({weights.name}: " in caplog.text
     assert list(folder.parent.glob(f"{folder.name}.corrupt-*"))
 

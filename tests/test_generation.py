@@ -201,3 +201,75 @@ def test_onnxruntime_answers_equal_torch_answers_with_the_lite_model(tmp_path) -
     prompts = PROMPTS[:3]
     assert [onnx.generate(p, params) for p in prompts] == [torch_model.generate(p, params) for p in prompts]
     assert onnx.generate_batch(prompts[:2], params) == [onnx.generate(p, params) for p in prompts[:2]]
+
+
+# ------------------------------------------------------------------ onnxruntime: worker processes side by side
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _has_onnx_genai(), reason="onnxruntime-genai is not installed (requirements.txt pins it)")
+def test_onnxruntime_worker_processes_give_the_answers_of_one_process_and_cache_each(
+        tiny_llama: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two processes answer side by side (one per --threads cores): the same answers, in question order, as one
+    process answering one prompt at a time; each is cached, so a second run generates nothing."""
+    import multiprocessing
+    import os
+
+    from ragstudy.llms.onnxruntime_engine import OnnxChatModel
+
+    monkeypatch.setenv("RAGSTUDY_CACHE", str(tmp_path / "cache"))
+    params = GenerationParams(12)
+    alone = OnnxChatModel(tiny_llama, threads=1)
+    serial = [alone.generate(prompt, params) for prompt in PROMPTS]
+    assert len(set(serial)) > 1  # the prompts' answers differ, so an answer given to the wrong question shows
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)  # 4 cores, --threads 2: two worker processes
+    generator = CachedGenerator(tiny_llama, "tiny-llama", "cpu", "float32", params,
+                                AnswerCache(tmp_path / "answers.jsonl"), engine="onnxruntime", threads=2)
+    assert generator.model().workers == 2
+    assert generator.generate_many(PROMPTS + PROMPTS[:1]) == serial + serial[:1]
+    assert generator.model()._model is None  # answered in the workers, not in this process
+    assert (generator.generated, generator.cached) == (len(PROMPTS), 1)
+    assert not multiprocessing.active_children()  # the workers are gone
+    again = CachedGenerator(tiny_llama, "tiny-llama", "cpu", "float32", params,
+                            AnswerCache(tmp_path / "answers.jsonl"), engine="onnxruntime", threads=2)
+    assert again.generate_many(PROMPTS) == serial and again.generated == 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _has_onnx_genai(), reason="onnxruntime-genai is not installed (requirements.txt pins it)")
+def test_onnxruntime_workers_stop_at_once_on_ctrl_c_and_on_a_workers_error(tiny_llama: str, tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while answering (KeyboardInterrupt in the parent) and an error in a worker (a prompt longer than the
+    model's context) both stop every worker; the answers that arrived before are cached and not generated again."""
+    import multiprocessing
+
+    from ragstudy.llms.onnxruntime_engine import OnnxChatModel
+
+    monkeypatch.setenv("RAGSTUDY_CACHE", str(tmp_path / "cache"))
+    params = GenerationParams(12)
+    model = OnnxChatModel(tiny_llama, threads=1, workers=2)
+    arrived: list[int] = []
+
+    def interrupt(position: int, answer: str) -> None:
+        arrived.append(position)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        model.generate_each(PROMPTS, params, interrupt)
+    assert len(arrived) == 1 and not multiprocessing.active_children()
+
+    cache = AnswerCache(tmp_path / "answers.jsonl")
+    generator = CachedGenerator(tiny_llama, "tiny-llama", "cpu", "float32", params, cache, engine="onnxruntime")
+    generator._model = model
+    too_long = "parola " * 2000  # past the tiny model's 512 positions
+    with pytest.raises(StudyInputError, match="the onnxruntime LLM engine failed in a worker process: .*answers so "
+                                              "far are cached"):
+        generator.generate_many([PROMPTS[0], too_long])
+    assert not multiprocessing.active_children()
+    assert generator.generated == len(cache) <= 1
+    again = CachedGenerator(tiny_llama, "tiny-llama", "cpu", "float32", params,
+                            AnswerCache(tmp_path / "answers.jsonl"), engine="onnxruntime")
+    again._model = model
+    assert again.generate_many(PROMPTS[:2]) == [OnnxChatModel(tiny_llama, threads=1).generate(p, params)
+                                               for p in PROMPTS[:2]]
+    assert again.generated == 2 - len(cache)

@@ -1,16 +1,21 @@
 """onnxruntime: the same weights exported once to ONNX Runtime GenAI (fp32, KV cache; CPU only), greedy, one prompt
 at a time. It answers the lite profile's prompts 2.1x faster per CPU second than torch one at a time and 1.5x its
 batches of 8, with the same answers (benchmarks/lite_study.py), so it is the default for the lite profile's own
-SmolLM2 when onnxruntime-genai is installed. Its answers are cached under their own key (the engine's name)."""
+SmolLM2 when onnxruntime-genai is installed. Its answers are cached under their own key (the engine's name).
+
+Several prompts are answered side by side in worker processes, one per `threads` cores (two on two cores with the
+default one thread): each runs its own copy of the exported model, one prompt at a time, so every answer is the
+one a single process gives. Processes, not threads: GenAI's Python binding holds the GIL while it generates."""
 
 from __future__ import annotations
 
 import json
 import logging
 import os
+import queue
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..cachefile import FOLDER_MANIFEST, record_folder, usable_folder
@@ -30,36 +35,136 @@ class OnnxChatModel(ChatTemplate):
     """The same chat model run by ONNX Runtime GenAI (fp32 on CPU, KV cache), greedily, one prompt at a time.
 
     Prompts are encoded by the model folder's own tokenizer and chat template, exactly as `ChatModel` does, and the
-    answer is decoded the same way; `onnx_model_folder` exports the weights once.
+    answer is decoded the same way; `onnx_model_folder` exports the weights once. `generate_each` answers a list
+    of prompts in `workers` processes (one in this process when `workers` is 1).
     """
 
-    def __init__(self, model_path: str, threads: int) -> None:
+    def __init__(self, model_path: str, threads: int, workers: int = 1) -> None:
         from transformers import AutoTokenizer
 
-        og = import_onnx_genai()
+        if threads < 1 or workers < 1:
+            raise ValueError(f"threads and workers must be >= 1, got {threads}, {workers}")
+        import_onnx_genai()
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
-        config = og.Config(str(onnx_model_folder(model_path)))
-        config.overlay(json.dumps({"model": {"decoder": {"session_options": {"intra_op_num_threads": threads}}}}))
-        self._og = og
-        self.model = og.Model(config)
+        self.folder = onnx_model_folder(model_path)
+        self.threads, self.workers = threads, workers
+        self._model = None  # loaded in this process only when it answers here
 
     def generate(self, prompt: str, params: GenerationParams) -> str:
         if params.do_sample:
             raise ValueError("the onnxruntime engine decodes greedily only")
-        ids = self.prompt_ids(prompt)
-        search = self._og.GeneratorParams(self.model)
-        search.set_search_options(max_length=len(ids) + params.max_new_tokens, do_sample=False)
-        generator = self._og.Generator(self.model, search)
-        generator.append_tokens(ids)
-        tokens: list[int] = []
-        while not generator.is_done():  # stops at the EOS token or at max_length
-            generator.generate_next_token()
-            tokens.append(int(generator.get_next_tokens()[0]))
-        return clean_answer(self.tokenizer.decode(tokens, skip_special_tokens=True))
+        if self._model is None:
+            self._model = load_genai_model(self.folder, self.threads)
+        return self.decode(greedy_tokens(self._model, self.prompt_ids(prompt), params.max_new_tokens))
+
+    def decode(self, tokens: Sequence[int]) -> str:
+        return clean_answer(self.tokenizer.decode(list(tokens), skip_special_tokens=True))
 
     def generate_batch(self, prompts: Sequence[str], params: GenerationParams) -> list[str]:
         """One at a time: GenAI derives padding from the pad token, which SmolLM2's chat template also uses."""
         return [self.generate(prompt, params) for prompt in prompts]
+
+    def generate_each(self, prompts: Sequence[str], params: GenerationParams,
+                      done: Callable[[int, str], None]) -> None:
+        """Answer every prompt, calling `done(position, answer)` in this thread as each answer arrives (so it is
+        cached before the next is awaited). With more than one worker and prompt, `workers` processes answer side
+        by side, each one prompt at a time on its own copy of the model: the answers are those of `generate`. On an
+        error or Ctrl-C the workers are stopped at once; answers that arrived before were handed to `done`."""
+        if params.do_sample:
+            raise ValueError("the onnxruntime engine decodes greedily only")
+        workers = min(self.workers, len(prompts))
+        if workers <= 1:
+            for position, prompt in enumerate(prompts):
+                done(position, self.generate(prompt, params))
+            return
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")  # never fork a process holding torch's and ORT's threads
+        tasks, results = context.Queue(), context.Queue()
+        for position, prompt in enumerate(prompts):
+            tasks.put((position, self.prompt_ids(prompt), params.max_new_tokens))
+        for _ in range(workers):
+            tasks.put(None)
+        processes = [context.Process(target=_answer_worker, args=(str(self.folder), self.threads, tasks, results),
+                                     name=f"onnxruntime-answers-{number}", daemon=True)
+                     for number in range(workers)]
+        try:
+            for process in processes:
+                process.start()
+            for _ in range(len(prompts)):
+                position, tokens, error = _next_result(results, processes)
+                if error is not None:
+                    raise StudyInputError(f"the onnxruntime LLM engine failed in a worker process: {error}; "
+                                          "answers so far are cached (pass --threads N, N at least the number of "
+                                          "cores, to answer in this process only)")
+                done(position, self.decode(tokens))
+        finally:
+            for process in processes:
+                if process.is_alive():
+                    process.terminate()
+            for process in processes:
+                process.join()
+            tasks.cancel_join_thread()  # prompts never taken must not keep this process waiting at exit
+            tasks.close()
+            results.close()
+
+
+def answer_workers(threads: int) -> int:
+    """Worker processes answering side by side: one per `threads` cores, at least one."""
+    return max(1, (os.cpu_count() or 1) // max(1, threads))
+
+
+def load_genai_model(folder: Path, threads: int):
+    """The exported model, run by `threads` intra-op threads."""
+    og = import_onnx_genai()
+    config = og.Config(str(folder))
+    config.overlay(json.dumps({"model": {"decoder": {"session_options": {"intra_op_num_threads": threads}}}}))
+    return og.Model(config)
+
+
+def greedy_tokens(model, ids: Sequence[int], max_new_tokens: int) -> list[int]:
+    """The answer's token ids after the prompt's `ids`, decoded greedily by `model` (an og.Model)."""
+    og = import_onnx_genai()
+    search = og.GeneratorParams(model)
+    search.set_search_options(max_length=len(ids) + max_new_tokens, do_sample=False)
+    generator = og.Generator(model, search)
+    generator.append_tokens(list(ids))
+    tokens: list[int] = []
+    while not generator.is_done():  # stops at the EOS token or at max_length
+        generator.generate_next_token()
+        tokens.append(int(generator.get_next_tokens()[0]))
+    return tokens
+
+
+def _answer_worker(folder: str, threads: int, tasks, results) -> None:
+    """A worker process: load the exported model, then answer (position, ids, max_new_tokens) tasks until None.
+    Errors go back as text; Ctrl-C is the parent's to handle (it stops its workers)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        model = load_genai_model(Path(folder), threads)
+    except Exception as exc:  # reported by the parent, which stops
+        results.put((-1, None, f"loading {folder}: {type(exc).__name__}: {exc}"))
+        return
+    while (task := tasks.get()) is not None:
+        position, ids, max_new_tokens = task
+        try:
+            results.put((position, greedy_tokens(model, ids, max_new_tokens), None))
+        except Exception as exc:
+            results.put((position, None, f"{type(exc).__name__}: {exc}"))
+            return
+
+
+def _next_result(results, processes) -> tuple[int, list[int] | None, str | None]:
+    """The next worker result; an error when every worker has exited without giving one (killed, out of memory)."""
+    while True:
+        try:
+            return results.get(timeout=1.0)
+        except queue.Empty:
+            if not any(process.is_alive() for process in processes):
+                codes = ", ".join(str(process.exitcode) for process in processes)
+                return -1, None, f"every worker exited (exit codes {codes}) before answering"
 
 
 def import_onnx_genai():
@@ -129,6 +234,8 @@ def _preferred(config) -> bool:
     return True
 
 
-SPEC = register_engine("onnxruntime", lambda path, device, dtype, threads: OnnxChatModel(path, threads),
+SPEC = register_engine("onnxruntime",
+                       lambda path, device, dtype, threads: OnnxChatModel(path, threads, answer_workers(threads)),
                        runs=_runs, preferred=_preferred, check=lambda config: import_onnx_genai(), order=1,
-                       description="ONNX Runtime GenAI, fp32, CPU, one prompt at a time")
+                       description="ONNX Runtime GenAI, fp32, CPU, one prompt at a time in each worker process (one per "
+                                   "--threads cores)")
