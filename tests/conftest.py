@@ -35,11 +35,37 @@ TEST_PARAGRAPHS = [
 ]
 
 
+# folders of the project cache holding built models: the converted SmolLM2, the rebuilt multilingual-e5-small and the
+# ONNX exports of the LLM and of the embedders
+MODEL_FOLDERS = ("models", "onnx")
+
+
+def seed_built_models(cache: Path, source: Path) -> list[str]:
+    """Copy the models the user's own runs built (the README's study, run before the tests in CI) from the project
+    cache `source` into the test session's `cache`, so each pytest worker does not convert and export them again
+    (about a minute of CPU per worker). Copies, never links: a test damaging a cached model must never reach the
+    user's. Every folder is checked against its manifest when it is used, so a stale or damaged copy is set aside
+    and rebuilt as before; without a study (a fresh checkout) nothing is copied and the models are built here.
+    Returns the names copied."""
+    import shutil
+
+    copied = []
+    for name in MODEL_FOLDERS:
+        if (source / name).is_dir():
+            shutil.copytree(source / name, cache / name, dirs_exist_ok=True, symlinks=False,
+                            ignore=shutil.ignore_patterns("*.partial", "*.corrupt-*", "*.lock"))
+            copied.append(name)
+    return copied
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory):
-    """Keep the project cache (answers, converted models) of the test session out of the repository."""
+    """Keep the project cache (answers, converted models) of the test session out of the repository; the models
+    the user's runs already built are copied in (seed_built_models)."""
     previous = os.environ.get("RAGSTUDY_CACHE")
-    os.environ["RAGSTUDY_CACHE"] = str(tmp_path_factory.mktemp("ragstudy-cache"))
+    cache = tmp_path_factory.mktemp("ragstudy-cache")
+    seed_built_models(cache, Path(USER_CACHE) if USER_CACHE else REPO_ROOT / ".cache")
+    os.environ["RAGSTUDY_CACHE"] = str(cache)
     yield
     if previous is None:
         os.environ.pop("RAGSTUDY_CACHE", None)

@@ -52,21 +52,25 @@ def questions(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("retriever", ["bm25", "dense"])
-@pytest.mark.parametrize("how", ["truncated", "wrong shape"])
 @pytest.mark.slow
 def test_a_damaged_ranking_cache_is_set_aside_and_rebuilt(pdf_dir: Path, questions: Path, own_cache: Path,
                                                           tmp_path: Path, caplog: pytest.LogCaptureFixture,
-                                                          retriever: str, how: str) -> None:
+                                                          retriever: str) -> None:
+    """One cold run writes the ranking cache; each damage in turn (truncated, then the wrong shape) is set aside by
+    the next run, which rebuilds the cache and writes the cold run's rankings."""
     assert retrieval_run(pdf_dir, questions, tmp_path / "first", retriever) == 0
     [cache] = (own_cache / "rankings").glob("*.json")
-    damage(cache, how)
-    with caplog.at_level(logging.WARNING):
-        assert retrieval_run(pdf_dir, questions, tmp_path / "second", retriever) == 0
-    assert f"ranking cache {cache} is damaged" in caplog.text and "set aside as" in caplog.text
-    assert list((own_cache / "rankings").glob("*.corrupt-*"))
-    json.loads(cache.read_text())  # rebuilt
-    first, second = (tmp_path / name / "retrieval_newline.csv" for name in ("first", "second"))
-    assert first.read_text() == second.read_text()
+    first = (tmp_path / "first" / "retrieval_newline.csv").read_text()
+    for number, how in enumerate(["truncated", "wrong shape"], 1):
+        damage(cache, how)
+        caplog.clear()
+        out = tmp_path / how.replace(" ", "-")
+        with caplog.at_level(logging.WARNING):
+            assert retrieval_run(pdf_dir, questions, out, retriever) == 0
+        assert f"ranking cache {cache} is damaged" in caplog.text and "set aside as" in caplog.text, how
+        assert len(list((own_cache / "rankings").glob("*.corrupt-*"))) == number  # each damaged file kept
+        json.loads(cache.read_text())  # rebuilt
+        assert (out / "retrieval_newline.csv").read_text() == first
 
 
 # ----------------------------------------------------------------------------------- ONNX embedding exports
@@ -258,3 +262,29 @@ def test_a_truncated_markdown_cache_is_set_aside_and_converted_again(pdf_dir: Pa
         assert pdf_markdown_pages(document) == pages
     assert f"Markdown cache {path} is damaged" in caplog.text
     assert json.loads(path.read_text())["pages"] == pages
+
+
+# ------------------------------------------------------------------- the test session's copy of the built models
+
+def test_the_test_session_copies_the_users_built_models_and_never_links_them(tmp_path: Path) -> None:
+    """conftest seeds each worker's cache with the models the README's study built: finished folders only, as
+    copies (damaging one in a test leaves the user's intact), and nothing but models (no answers, no rankings)."""
+    from conftest import seed_built_models
+
+    user = tmp_path / "user"
+    (user / "models" / "SmolLM2").mkdir(parents=True)
+    (user / "models" / "SmolLM2" / "model.safetensors").write_bytes(b"w" * 64)
+    (user / "models" / "e5.partial").mkdir()  # an export still being written, or one a killed run left
+    (user / "models" / "SmolLM2.corrupt-20261202T101500Z").mkdir()
+    (user / "onnx" / "677a8e").mkdir(parents=True)
+    (user / "answers").mkdir()
+    (user / "answers" / "answers.jsonl").write_text("{}\n", encoding="utf-8")
+    session = tmp_path / "session"
+    assert seed_built_models(session, user) == ["models", "onnx"]
+    assert sorted(p.name for p in (session / "models").iterdir()) == ["SmolLM2"]
+    assert (session / "onnx" / "677a8e").is_dir() and not (session / "answers").exists()
+    copy = session / "models" / "SmolLM2" / "model.safetensors"
+    assert not copy.is_symlink()
+    damage(copy, "truncated")
+    assert (user / "models" / "SmolLM2" / "model.safetensors").read_bytes() == b"w" * 64
+    assert seed_built_models(tmp_path / "fresh", tmp_path / "no study") == []
