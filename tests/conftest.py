@@ -66,11 +66,17 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory):
     cache = tmp_path_factory.mktemp("ragstudy-cache")
     seed_built_models(cache, Path(USER_CACHE) if USER_CACHE else REPO_ROOT / ".cache")
     os.environ["RAGSTUDY_CACHE"] = str(cache)
-    yield
+    yield cache
     if previous is None:
         os.environ.pop("RAGSTUDY_CACHE", None)
     else:
         os.environ["RAGSTUDY_CACHE"] = previous
+
+
+@pytest.fixture(scope="session")
+def session_cache_reused(_isolated_cache: Path) -> Path:
+    """This worker's project cache (models built or converted once here are reused by every test of the worker)."""
+    return _isolated_cache
 
 
 @pytest.fixture(autouse=True)

