@@ -148,6 +148,18 @@ def assert_stopped_by_ctrl_c(process, stderr: str) -> None:
     assert stderr.strip().splitlines()[-1].startswith("interrupted:")
 
 
+def own_db_dir(args) -> list[str]:
+    """The arguments of a chain run (evaluation_chain.py, ragstudy) with its own Chroma root beside its
+    --output-dir (`<output-dir>-db`), unless they name one (--db-dir, --chroma-server): without it a run indexes
+    into the repository's RAG*/db folders, which a run in the other pytest worker may hold ("another run is using
+    this Chroma folder"). Arguments without --output-dir are returned as they are."""
+    args = [str(arg) for arg in args]
+    if "--db-dir" in args or "--chroma-server" in args or "--output-dir" not in args:
+        return args
+    out = Path(args[args.index("--output-dir") + 1])
+    return [*args, "--db-dir", str(out.with_name(out.name + "-db"))]
+
+
 def write_test_pdf(path: Path, paragraphs=TEST_PARAGRAPHS, pages: int = 2) -> Path:
     """A small text PDF: each page has a title and the paragraphs as separate blocks."""
     import pymupdf

@@ -269,28 +269,3 @@ def test_a_truncated_markdown_cache_is_set_aside_and_converted_again(pdf_dir: Pa
     assert f"Markdown cache {path} is damaged" in caplog.text
     assert json.loads(path.read_text())["pages"] == pages
 
-
-# ------------------------------------------------------------------- the test session's copy of the built models
-
-def test_the_test_session_copies_the_users_built_models_and_never_links_them(tmp_path: Path) -> None:
-    """conftest seeds each worker's cache with the models the README's study built: finished folders only, as
-    copies (damaging one in a test leaves the user's intact), and nothing but models (no answers, no rankings)."""
-    from conftest import seed_built_models
-
-    user = tmp_path / "user"
-    (user / "models" / "SmolLM2").mkdir(parents=True)
-    (user / "models" / "SmolLM2" / "model.safetensors").write_bytes(b"w" * 64)
-    (user / "models" / "e5.partial").mkdir()  # an export still being written, or one a killed run left
-    (user / "models" / "SmolLM2.corrupt-20261202T101500Z").mkdir()
-    (user / "onnx" / "677a8e").mkdir(parents=True)
-    (user / "answers").mkdir()
-    (user / "answers" / "answers.jsonl").write_text("{}\n", encoding="utf-8")
-    session = tmp_path / "session"
-    assert seed_built_models(session, user) == ["models", "onnx"]
-    assert sorted(p.name for p in (session / "models").iterdir()) == ["SmolLM2"]
-    assert (session / "onnx" / "677a8e").is_dir() and not (session / "answers").exists()
-    copy = session / "models" / "SmolLM2" / "model.safetensors"
-    assert not copy.is_symlink()
-    damage(copy, "truncated")
-    assert (user / "models" / "SmolLM2" / "model.safetensors").read_bytes() == b"w" * 64
-    assert seed_built_models(tmp_path / "fresh", tmp_path / "no study") == []

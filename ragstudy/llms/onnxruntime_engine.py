@@ -237,5 +237,5 @@ def _preferred(config) -> bool:
 SPEC = register_engine("onnxruntime",
                        lambda path, device, dtype, threads: OnnxChatModel(path, threads, answer_workers(threads)),
                        runs=_runs, preferred=_preferred, check=lambda config: import_onnx_genai(), order=1,
-                       description="ONNX Runtime GenAI, fp32, CPU, one prompt at a time in each worker process (one per "
-                                   "--threads cores)")
+                       description="ONNX Runtime GenAI, fp32, CPU, one prompt at a time in each worker process "
+                                   "(one per --threads cores)")
