@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-import queue
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..cachefile import FOLDER_MANIFEST, record_folder, usable_folder
 from ..errors import StudyInputError
@@ -24,6 +24,7 @@ from ..io import cache_dir, sha256_text, stable_json
 from ..models import WHEEL_SMOLLM2
 from . import register_engine
 from .cache import GenerationParams, clean_answer
+from ._onnx_worker import greedy_tokens, load_genai_model
 from .in_process import ChatTemplate
 
 logger = logging.getLogger(__name__)
@@ -54,6 +55,7 @@ class OnnxChatModel(ChatTemplate):
         if params.do_sample:
             raise ValueError("the onnxruntime engine decodes greedily only")
         if self._model is None:
+            import_onnx_genai()
             self._model = load_genai_model(self.folder, self.threads)
         return self.decode(greedy_tokens(self._model, self.prompt_ids(prompt), params.max_new_tokens))
 
@@ -77,94 +79,89 @@ class OnnxChatModel(ChatTemplate):
             for position, prompt in enumerate(prompts):
                 done(position, self.generate(prompt, params))
             return
-        import multiprocessing
-
-        context = multiprocessing.get_context("spawn")  # never fork a process holding torch's and ORT's threads
-        tasks, results = context.Queue(), context.Queue()
-        for position, prompt in enumerate(prompts):
-            tasks.put((position, self.prompt_ids(prompt), params.max_new_tokens))
-        for _ in range(workers):
-            tasks.put(None)
-        processes = [context.Process(target=_answer_worker, args=(str(self.folder), self.threads, tasks, results),
-                                     name=f"onnxruntime-answers-{number}", daemon=True)
-                     for number in range(workers)]
+        pool = [_Worker(self.folder, self.threads) for _ in range(workers)]
         try:
-            for process in processes:
-                process.start()
-            for _ in range(len(prompts)):
-                position, tokens, error = _next_result(results, processes)
-                if error is not None:
-                    raise StudyInputError(f"the onnxruntime LLM engine failed in a worker process: {error}; "
-                                          "answers so far are cached (pass --threads N, N at least the number of "
-                                          "cores, to answer in this process only)")
-                done(position, self.decode(tokens))
+            todo = list(enumerate(prompts))[::-1]  # popped from the end: question order
+            busy: dict[Any, tuple[_Worker, int]] = {}
+            for worker in pool:
+                if todo:
+                    position, prompt = todo.pop()
+                    worker.send(self.prompt_ids(prompt), params.max_new_tokens)
+                    busy[worker.stdout] = (worker, position)
+            import selectors
+
+            with selectors.DefaultSelector() as selector:
+                for worker in pool:
+                    selector.register(worker.stdout, selectors.EVENT_READ)
+                while busy:
+                    for key, _ in selector.select():
+                        worker, position = busy.pop(key.fileobj)
+                        tokens = worker.receive()
+                        if todo:
+                            following, prompt = todo.pop()
+                            worker.send(self.prompt_ids(prompt), params.max_new_tokens)
+                            busy[worker.stdout] = (worker, following)
+                        done(position, self.decode(tokens))
         finally:
-            for process in processes:
-                if process.is_alive():
-                    process.terminate()
-            for process in processes:
-                process.join()
-            tasks.cancel_join_thread()  # prompts never taken must not keep this process waiting at exit
-            tasks.close()
-            results.close()
+            for worker in pool:
+                worker.stop()
+
+
+class _Worker:
+    """One worker process (`python -m ragstudy.llms.onnxruntime_engine FOLDER THREADS`) answering token ids sent as
+    JSON lines on its stdin, one at a time, with JSON lines on its stdout. It runs in a session of its own, so a
+    terminal's Ctrl-C reaches only the answering process, which stops it; it exits by itself when its stdin closes
+    (the answering process is gone)."""
+
+    def __init__(self, folder: Path, threads: int) -> None:
+        import tempfile
+
+        root = str(Path(__file__).resolve().parents[2])  # this checkout's ragstudy, whatever is installed
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+        self.errors = tempfile.TemporaryFile(mode="w+", encoding="utf-8")  # never a pipe that could fill up
+        self.process = subprocess.Popen([sys.executable, "-m", "ragstudy.llms._onnx_worker", str(folder),
+                                         str(threads)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=self.errors, text=True, encoding="utf-8", env=env,
+                                        start_new_session=True)
+        self.stdout = self.process.stdout
+
+    def send(self, ids: Sequence[int], max_new_tokens: int) -> None:
+        try:
+            self.process.stdin.write(json.dumps({"ids": list(ids), "max_new_tokens": max_new_tokens}) + "\n")
+            self.process.stdin.flush()
+        except OSError:  # it has exited: receive() says why
+            pass
+
+    def receive(self) -> list[int]:
+        reply: dict = {}
+        while not reply and (line := self.stdout.readline()):
+            try:
+                reply = json.loads(line)
+            except ValueError:  # a library's own message on stdout: not a reply
+                reply = {}
+            reply = reply if isinstance(reply, dict) else {}
+        if "tokens" in reply:
+            return [int(token) for token in reply["tokens"]]
+        if "error" in reply:
+            problem = reply["error"]
+        else:
+            self.process.wait()
+            self.errors.seek(0)
+            tail = " | ".join(self.errors.read().strip().splitlines()[-3:])
+            problem = f"it exited with code {self.process.returncode} ({tail or 'no message'})"
+        raise StudyInputError(f"the onnxruntime LLM engine failed in a worker process: {problem}; answers so far "
+                              "are cached (pass --threads N, N the number of cores, to answer in this process only)")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.communicate()
+        self.errors.close()
 
 
 def answer_workers(threads: int) -> int:
     """Worker processes answering side by side: one per `threads` cores, at least one."""
     return max(1, (os.cpu_count() or 1) // max(1, threads))
-
-
-def load_genai_model(folder: Path, threads: int):
-    """The exported model, run by `threads` intra-op threads."""
-    og = import_onnx_genai()
-    config = og.Config(str(folder))
-    config.overlay(json.dumps({"model": {"decoder": {"session_options": {"intra_op_num_threads": threads}}}}))
-    return og.Model(config)
-
-
-def greedy_tokens(model, ids: Sequence[int], max_new_tokens: int) -> list[int]:
-    """The answer's token ids after the prompt's `ids`, decoded greedily by `model` (an og.Model)."""
-    og = import_onnx_genai()
-    search = og.GeneratorParams(model)
-    search.set_search_options(max_length=len(ids) + max_new_tokens, do_sample=False)
-    generator = og.Generator(model, search)
-    generator.append_tokens(list(ids))
-    tokens: list[int] = []
-    while not generator.is_done():  # stops at the EOS token or at max_length
-        generator.generate_next_token()
-        tokens.append(int(generator.get_next_tokens()[0]))
-    return tokens
-
-
-def _answer_worker(folder: str, threads: int, tasks, results) -> None:
-    """A worker process: load the exported model, then answer (position, ids, max_new_tokens) tasks until None.
-    Errors go back as text; Ctrl-C is the parent's to handle (it stops its workers)."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        model = load_genai_model(Path(folder), threads)
-    except Exception as exc:  # reported by the parent, which stops
-        results.put((-1, None, f"loading {folder}: {type(exc).__name__}: {exc}"))
-        return
-    while (task := tasks.get()) is not None:
-        position, ids, max_new_tokens = task
-        try:
-            results.put((position, greedy_tokens(model, ids, max_new_tokens), None))
-        except Exception as exc:
-            results.put((position, None, f"{type(exc).__name__}: {exc}"))
-            return
-
-
-def _next_result(results, processes) -> tuple[int, list[int] | None, str | None]:
-    """The next worker result; an error when every worker has exited without giving one (killed, out of memory)."""
-    while True:
-        try:
-            return results.get(timeout=1.0)
-        except queue.Empty:
-            if not any(process.is_alive() for process in processes):
-                codes = ", ".join(str(process.exitcode) for process in processes)
-                return -1, None, f"every worker exited (exit codes {codes}) before answering"
 
 
 def import_onnx_genai():
