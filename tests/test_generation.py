@@ -331,3 +331,24 @@ def test_a_ctrl_c_to_the_whole_process_group_stops_the_workers_quietly(tiny_llam
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.communicate()
+
+
+def test_the_onnxruntime_workers_are_one_per_threads_cores_as_far_as_memory_holds_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from ragstudy.llms.onnxruntime_engine import answer_workers
+
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "model.onnx.data").write_bytes(b"\0" * 1000)
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    pages = {"SC_PAGE_SIZE": 100, "SC_AVPHYS_PAGES": 1000}  # 100,000 bytes free: 80 copies fit
+    monkeypatch.setattr(os, "sysconf", lambda name: pages[name])
+    assert (answer_workers(1, export), answer_workers(8, export), answer_workers(16, export)) == (16, 2, 1)
+    pages["SC_AVPHYS_PAGES"] = 35  # 3,500 bytes free: two copies of the 1,000-byte export fit in 80 % of it
+    assert answer_workers(1, export) == 2
+    pages["SC_AVPHYS_PAGES"] = 5  # not even one: still one worker (the engine answers, as before)
+    assert answer_workers(1, export) == 1
+    monkeypatch.setattr(os, "cpu_count", lambda: None)
+    assert answer_workers(1, export) == 1

@@ -159,9 +159,18 @@ class _Worker:
         self.errors.close()
 
 
-def answer_workers(threads: int) -> int:
-    """Worker processes answering side by side: one per `threads` cores, at least one."""
-    return max(1, (os.cpu_count() or 1) // max(1, threads))
+def answer_workers(threads: int, folder: Path | None = None) -> int:
+    """Worker processes answering side by side: one per `threads` cores, and no more than the available memory
+    holds copies of the export in `folder` (each worker loads its own), at least one."""
+    workers = max(1, (os.cpu_count() or 1) // max(1, threads))
+    if folder is not None and workers > 1:
+        size = sum(path.stat().st_size for path in Path(folder).iterdir() if path.is_file())
+        try:
+            available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (AttributeError, ValueError, OSError):  # not on this platform: cores decide
+            return workers
+        workers = max(1, min(workers, int(0.8 * available) // max(1, size)))
+    return workers
 
 
 def import_onnx_genai():
@@ -232,7 +241,8 @@ def _preferred(config) -> bool:
 
 
 SPEC = register_engine("onnxruntime",
-                       lambda path, device, dtype, threads: OnnxChatModel(path, threads, answer_workers(threads)),
+                       lambda path, device, dtype, threads: OnnxChatModel(
+                           path, threads, answer_workers(threads, onnx_model_folder(path))),
                        runs=_runs, preferred=_preferred, check=lambda config: import_onnx_genai(), order=1,
                        description="ONNX Runtime GenAI, fp32, CPU, one prompt at a time in each worker process "
                                    "(one per --threads cores)")
