@@ -55,7 +55,6 @@ class OnnxChatModel(ChatTemplate):
         if params.do_sample:
             raise ValueError("the onnxruntime engine decodes greedily only")
         if self._model is None:
-            import_onnx_genai()
             self._model = load_genai_model(self.folder, self.threads)
         return self.decode(greedy_tokens(self._model, self.prompt_ids(prompt), params.max_new_tokens))
 
@@ -79,8 +78,9 @@ class OnnxChatModel(ChatTemplate):
             for position, prompt in enumerate(prompts):
                 done(position, self.generate(prompt, params))
             return
-        pool = [_Worker(self.folder, self.threads) for _ in range(workers)]
+        pool: list[_Worker] = []
         try:
+            pool.extend(_Worker(self.folder, self.threads) for _ in range(workers))
             todo = list(enumerate(prompts))[::-1]  # popped from the end: question order
             busy: dict[Any, tuple[_Worker, int]] = {}
             for worker in pool:
@@ -108,7 +108,7 @@ class OnnxChatModel(ChatTemplate):
 
 
 class _Worker:
-    """One worker process (`python -m ragstudy.llms.onnxruntime_engine FOLDER THREADS`) answering token ids sent as
+    """One worker process (`python -m ragstudy.llms._onnx_worker FOLDER THREADS`) answering token ids sent as
     JSON lines on its stdin, one at a time, with JSON lines on its stdout. It runs in a session of its own, so a
     terminal's Ctrl-C reaches only the answering process, which stops it; it exits by itself when its stdin closes
     (the answering process is gone)."""
