@@ -251,8 +251,12 @@ def test_onnxruntime_worker_processes_give_the_answers_of_one_process_and_cache_
 @pytest.mark.skipif(not _has_onnx_genai(), reason="onnxruntime-genai is not installed (requirements.txt pins it)")
 def test_onnxruntime_workers_stop_at_once_on_ctrl_c_and_on_a_workers_error(tiny_llama: str, tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """Ctrl-C while answering (KeyboardInterrupt in the parent) and an error in a worker (a prompt longer than the
-    model's context) both stop every worker; the answers that arrived before are cached and not generated again."""
+    """Ctrl-C while answering (KeyboardInterrupt in the parent), an error in a worker (a prompt longer than the
+    model's context) and a killed worker all stop every worker with one message; the answers that arrived before
+    are cached and not generated again."""
+    import os
+    import signal
+
     from ragstudy.llms.onnxruntime_engine import OnnxChatModel
 
     monkeypatch.setenv("RAGSTUDY_CACHE", str(tmp_path / "cache"))
@@ -283,6 +287,19 @@ def test_onnxruntime_workers_stop_at_once_on_ctrl_c_and_on_a_workers_error(tiny_
     assert again.generate_many(PROMPTS[:2]) == [OnnxChatModel(tiny_llama, threads=1).generate(p, params)
                                                for p in PROMPTS[:2]]
     assert again.generated == 2 - len(cache)
+
+    killed: list[int] = []
+
+    def kill_the_workers(position: int, answer: str) -> None:  # as the kernel's OOM killer would
+        if not killed:
+            for pid in workers_of(model.folder):
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+
+    with pytest.raises(StudyInputError, match=r"failed in a worker process: it exited with code -9 .*answers so far "
+                                              r"are cached"):
+        model.generate_each(PROMPTS * 4, params, kill_the_workers)
+    assert len(killed) == 2 and not workers_of(model.folder)
 
 
 CTRL_C_DRIVER = """
