@@ -24,7 +24,7 @@ from ..io import cache_dir, sha256_text, stable_json
 from ..models import WHEEL_SMOLLM2
 from . import register_engine
 from .cache import GenerationParams, clean_answer
-from ._onnx_worker import greedy_tokens, load_genai_model
+from ._genai import greedy_tokens, load_genai_model
 from .in_process import ChatTemplate
 
 logger = logging.getLogger(__name__)
