@@ -35,16 +35,48 @@ TEST_PARAGRAPHS = [
 ]
 
 
+# folders of the project cache holding built models: the converted SmolLM2, the rebuilt multilingual-e5-small and the
+# ONNX exports of the LLM and of the embedders
+MODEL_FOLDERS = ("models", "onnx")
+
+
+def seed_built_models(cache: Path, source: Path) -> list[str]:
+    """Copy the models the user's own runs built (the README's study, run before the tests in CI) from the project
+    cache `source` into the test session's `cache`, so each pytest worker does not convert and export them again
+    (about a minute of CPU per worker). Copies, never links: a test damaging a cached model must never reach the
+    user's. Every folder is checked against its manifest when it is used, so a stale or damaged copy is set aside
+    and rebuilt as before; without a study (a fresh checkout) nothing is copied and the models are built here.
+    Returns the names copied."""
+    import shutil
+
+    copied = []
+    for name in MODEL_FOLDERS:
+        if (source / name).is_dir():
+            shutil.copytree(source / name, cache / name, dirs_exist_ok=True, symlinks=False,
+                            ignore=shutil.ignore_patterns("*.partial", "*.corrupt-*", "*.lock"))
+            copied.append(name)
+    return copied
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory):
-    """Keep the project cache (answers, converted models) of the test session out of the repository."""
+    """Keep the project cache (answers, converted models) of the test session out of the repository; the models
+    the user's runs already built are copied in (seed_built_models)."""
     previous = os.environ.get("RAGSTUDY_CACHE")
-    os.environ["RAGSTUDY_CACHE"] = str(tmp_path_factory.mktemp("ragstudy-cache"))
-    yield
+    cache = tmp_path_factory.mktemp("ragstudy-cache")
+    seed_built_models(cache, Path(USER_CACHE) if USER_CACHE else REPO_ROOT / ".cache")
+    os.environ["RAGSTUDY_CACHE"] = str(cache)
+    yield cache
     if previous is None:
         os.environ.pop("RAGSTUDY_CACHE", None)
     else:
         os.environ["RAGSTUDY_CACHE"] = previous
+
+
+@pytest.fixture(scope="session")
+def session_cache_reused(_isolated_cache: Path) -> Path:
+    """This worker's project cache (models built or converted once here are reused by every test of the worker)."""
+    return _isolated_cache
 
 
 @pytest.fixture(autouse=True)
@@ -116,6 +148,18 @@ def assert_stopped_by_ctrl_c(process, stderr: str) -> None:
     assert stderr.strip().splitlines()[-1].startswith("interrupted:")
 
 
+def own_db_dir(args) -> list[str]:
+    """The arguments of a chain run (evaluation_chain.py, ragstudy) with its own Chroma root beside its
+    --output-dir (`<output-dir>-db`), unless they name one (--db-dir, --chroma-server): without it a run indexes
+    into the repository's RAG*/db folders, which a run in the other pytest worker may hold ("another run is using
+    this Chroma folder"). Arguments without --output-dir are returned as they are."""
+    args = [str(arg) for arg in args]
+    if "--db-dir" in args or "--chroma-server" in args or "--output-dir" not in args:
+        return args
+    out = Path(args[args.index("--output-dir") + 1])
+    return [*args, "--db-dir", str(out.with_name(out.name + "-db"))]
+
+
 def write_test_pdf(path: Path, paragraphs=TEST_PARAGRAPHS, pages: int = 2) -> Path:
     """A small text PDF: each page has a title and the paragraphs as separate blocks."""
     import pymupdf
@@ -134,6 +178,25 @@ def write_test_pdf(path: Path, paragraphs=TEST_PARAGRAPHS, pages: int = 2) -> Pa
     doc.save(path)
     doc.close()
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tiny_phi3: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A 100k-parameter LlamaForCausalLM (SmolLM2's architecture, which the GenAI builder exports) with the tiny
+    Phi-3's tokenizer and chat template (random weights)."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    tokenizer = AutoTokenizer.from_pretrained(tiny_phi3)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=512,
+                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                         pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
 
 
 @pytest.fixture(scope="session")

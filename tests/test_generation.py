@@ -201,3 +201,171 @@ def test_onnxruntime_answers_equal_torch_answers_with_the_lite_model(tmp_path) -
     prompts = PROMPTS[:3]
     assert [onnx.generate(p, params) for p in prompts] == [torch_model.generate(p, params) for p in prompts]
     assert onnx.generate_batch(prompts[:2], params) == [onnx.generate(p, params) for p in prompts[:2]]
+
+
+# ------------------------------------------------------------------ onnxruntime: worker processes side by side
+
+def workers_of(folder: Path) -> list[int]:
+    """Process ids of the onnxruntime engine's worker processes answering from the export `folder`."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:  # it exited meanwhile
+            continue
+        if b"ragstudy.llms._onnx_worker" in argv and str(folder).encode() in argv:
+            found.append(int(cmdline.parent.name))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _has_onnx_genai(), reason="onnxruntime-genai is not installed (requirements.txt pins it)")
+def test_onnxruntime_worker_processes_give_the_answers_of_one_process_and_cache_each(
+        tiny_llama: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two processes answer side by side (one per --threads cores): the same answers, in question order, as one
+    process answering one prompt at a time; each is cached, so a second run generates nothing."""
+    import os
+
+    from ragstudy.llms.onnxruntime_engine import OnnxChatModel
+
+    monkeypatch.setenv("RAGSTUDY_CACHE", str(tmp_path / "cache"))
+    params = GenerationParams(12)
+    alone = OnnxChatModel(tiny_llama, threads=1)
+    serial = [alone.generate(prompt, params) for prompt in PROMPTS]
+    assert len(set(serial)) > 1  # the prompts' answers differ, so an answer given to the wrong question shows
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)  # 4 cores, --threads 2: two worker processes
+    generator = CachedGenerator(tiny_llama, "tiny-llama", "cpu", "float32", params,
+                                AnswerCache(tmp_path / "answers.jsonl"), engine="onnxruntime", threads=2)
+    assert generator.model().workers == 2
+    assert generator.generate_many(PROMPTS + PROMPTS[:1]) == serial + serial[:1]
+    assert generator.model()._model is None  # answered in the workers, not in this process
+    assert (generator.generated, generator.cached) == (len(PROMPTS), 1)
+    assert not workers_of(generator.model().folder)  # the workers are gone
+    again = CachedGenerator(tiny_llama, "tiny-llama", "cpu", "float32", params,
+                            AnswerCache(tmp_path / "answers.jsonl"), engine="onnxruntime", threads=2)
+    assert again.generate_many(PROMPTS) == serial and again.generated == 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _has_onnx_genai(), reason="onnxruntime-genai is not installed (requirements.txt pins it)")
+def test_onnxruntime_workers_stop_at_once_on_ctrl_c_and_on_a_workers_error(tiny_llama: str, tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while answering (KeyboardInterrupt in the parent), an error in a worker (a prompt longer than the
+    model's context) and a killed worker all stop every worker with one message; the answers that arrived before
+    are cached and not generated again."""
+    import os
+    import signal
+
+    from ragstudy.llms.onnxruntime_engine import OnnxChatModel
+
+    monkeypatch.setenv("RAGSTUDY_CACHE", str(tmp_path / "cache"))
+    params = GenerationParams(12)
+    model = OnnxChatModel(tiny_llama, threads=1, workers=2)
+    arrived: list[int] = []
+
+    def interrupt(position: int, answer: str) -> None:
+        arrived.append(position)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        model.generate_each(PROMPTS, params, interrupt)
+    assert len(arrived) == 1 and not workers_of(model.folder)
+
+    cache = AnswerCache(tmp_path / "answers.jsonl")
+    generator = CachedGenerator(tiny_llama, "tiny-llama", "cpu", "float32", params, cache, engine="onnxruntime")
+    generator._model = model
+    too_long = "parola " * 2000  # past the tiny model's 512 positions
+    with pytest.raises(StudyInputError, match="the onnxruntime LLM engine failed in a worker process: .*answers so "
+                                              "far are cached"):
+        generator.generate_many([PROMPTS[0], too_long])
+    assert not workers_of(model.folder)
+    assert generator.generated == len(cache) <= 1
+    again = CachedGenerator(tiny_llama, "tiny-llama", "cpu", "float32", params,
+                            AnswerCache(tmp_path / "answers.jsonl"), engine="onnxruntime")
+    again._model = model
+    assert again.generate_many(PROMPTS[:2]) == [OnnxChatModel(tiny_llama, threads=1).generate(p, params)
+                                               for p in PROMPTS[:2]]
+    assert again.generated == 2 - len(cache)
+
+    killed: list[int] = []
+
+    def kill_the_workers(position: int, answer: str) -> None:  # as the kernel's OOM killer would
+        if not killed:
+            for pid in workers_of(model.folder):
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+
+    with pytest.raises(StudyInputError, match=r"failed in a worker process: it exited with code -9 .*answers so far "
+                                              r"are cached"):
+        model.generate_each(PROMPTS * 4, params, kill_the_workers)
+    assert len(killed) == 2 and not workers_of(model.folder)
+
+
+CTRL_C_DRIVER = """
+import sys
+from ragstudy.llms import GenerationParams
+from ragstudy.llms.onnxruntime_engine import OnnxChatModel
+
+model = OnnxChatModel(sys.argv[1], threads=1, workers=2)
+try:
+    model.generate_each(["Ciao " * (i % 7 + 1) for i in range(400)], GenerationParams(64),
+                        lambda position, answer: print("answered", position, flush=True))
+except KeyboardInterrupt:
+    print("interrupted", file=sys.stderr)
+    sys.exit(130)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _has_onnx_genai(), reason="onnxruntime-genai is not installed (requirements.txt pins it)")
+def test_a_ctrl_c_to_the_whole_process_group_stops_the_workers_quietly(tiny_llama: str, tmp_path: Path) -> None:
+    """A terminal's Ctrl-C (SIGINT to the whole process group): the answering process stops its workers and exits
+    with one line, no traceback (the workers run in sessions of their own, so none is printed by them either), and
+    no worker is left."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import REPO_ROOT, sigint_default
+    from ragstudy.llms.onnxruntime_engine import onnx_model_folder
+
+    onnx_model_folder(tiny_llama)  # exported once in this worker's cache, which the driver shares
+    driver = tmp_path / "driver.py"
+    driver.write_text(CTRL_C_DRIVER, encoding="utf-8")
+    process = subprocess.Popen([sys.executable, str(driver), tiny_llama], cwd=REPO_ROOT, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                               preexec_fn=sigint_default, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    try:
+        assert process.stdout.readline().startswith("answered"), process.stderr.read()[-3000:]
+        os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        _, stderr = process.communicate(timeout=60)
+        assert process.returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
+        assert stderr.strip().splitlines()[-1] == "interrupted"
+        assert not workers_of(onnx_model_folder(tiny_llama))  # the workers are gone with it
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+
+
+def test_the_onnxruntime_workers_are_one_per_threads_cores_as_far_as_memory_holds_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from ragstudy.llms.onnxruntime_engine import answer_workers
+
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "model.onnx.data").write_bytes(b"\0" * 1000)
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    pages = {"SC_PAGE_SIZE": 100, "SC_AVPHYS_PAGES": 1000}  # 100,000 bytes free: 80 copies fit
+    monkeypatch.setattr(os, "sysconf", lambda name: pages[name])
+    assert (answer_workers(1, export), answer_workers(8, export), answer_workers(16, export)) == (16, 2, 1)
+    pages["SC_AVPHYS_PAGES"] = 35  # 3,500 bytes free: two copies of the 1,000-byte export fit in 80 % of it
+    assert answer_workers(1, export) == 2
+    pages["SC_AVPHYS_PAGES"] = 5  # not even one: still one worker (the engine answers, as before)
+    assert answer_workers(1, export) == 1
+    monkeypatch.setattr(os, "cpu_count", lambda: None)
+    assert answer_workers(1, export) == 1

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, own_db_dir
 from ragstudy import registry
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
@@ -226,8 +226,8 @@ def test_missing_model_path_names_the_flag(pdf_dir, questions_csv, tmp_path) -> 
 
 def _cli(*args: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, **(env_extra or {})}
-    return subprocess.run([sys.executable, "evaluation_chain.py", *args], cwd=REPO_ROOT, capture_output=True,
-                          text=True, env=env, timeout=300)
+    return subprocess.run([sys.executable, "evaluation_chain.py", *own_db_dir(args)], cwd=REPO_ROOT,
+                          capture_output=True, text=True, env=env, timeout=300)
 
 
 def test_cli_help_is_fast_and_does_not_import_torch() -> None:

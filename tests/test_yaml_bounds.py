@@ -77,7 +77,8 @@ def test_retrieve_with_a_windows_1252_config_is_one_error_line(tmp_path: Path) -
     path = tmp_path / "cp1252.yaml"
     path.write_bytes("retriever: bm25  # café\n".encode("cp1252"))
     result = subprocess.run([sys.executable, "-m", "ragstudy_cli", "retrieve", "--profile", "lite", "--config",
-                             str(path), "--output-dir", str(tmp_path / "out")], cwd=REPO_ROOT,
+                             str(path), "--output-dir", str(tmp_path / "out"), "--db-dir", str(tmp_path / "db")],
+                            cwd=REPO_ROOT,
                             capture_output=True, text=True, timeout=120)
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]

@@ -27,7 +27,8 @@ __all__ = ["AnswerCache", "CachedGenerator", "CachingGeneratorBase", "EngineSpec
 class EngineSpec:
     name: str  # the config value, e.g. "onnxruntime"
     # in-process engines: (resolved model path, device, dtype, threads) -> a chat model with generate(prompt,
-    # params), generate_batch(prompts, params) and prompt_ids(prompt) (in_process.ChatTemplate); None otherwise
+    # params), generate_batch(prompts, params) and prompt_ids(prompt) (in_process.ChatTemplate), and optionally
+    # generate_each(prompts, params, done) when it answers a list itself (onnxruntime: worker processes); None otherwise
     load: Callable[[str, str, str, int], Any] | None
     batches: bool = False  # generates several prompts together (--llm-batch-size; the batch size keys answers)
     runs: Callable[[str, str], None] | None = None  # (device, dtype) -> StudyInputError where it cannot run

@@ -91,6 +91,9 @@ class CachedGenerator(CachingGeneratorBase):
                           done: Callable[[int, str], None]) -> None:
         model = self.model()
         batch_size = self.batch_size if batch_size is None else batch_size
+        if hasattr(model, "generate_each"):  # the engine answers the list itself (onnxruntime: worker processes)
+            model.generate_each(prompts, params, done)
+            return
         if batch_size == 1 or not self.spec.batches:
             for position, prompt in enumerate(prompts):
                 done(position, model.generate(prompt, params))

@@ -1,7 +1,11 @@
 """onnxruntime: the same weights exported once to ONNX Runtime GenAI (fp32, KV cache; CPU only), greedy, one prompt
 at a time. It answers the lite profile's prompts 2.1x faster per CPU second than torch one at a time and 1.5x its
 batches of 8, with the same answers (benchmarks/lite_study.py), so it is the default for the lite profile's own
-SmolLM2 when onnxruntime-genai is installed. Its answers are cached under their own key (the engine's name)."""
+SmolLM2 when onnxruntime-genai is installed. Its answers are cached under their own key (the engine's name).
+
+Several prompts are answered side by side in worker processes, one per `threads` cores (two on two cores with the
+default one thread): each runs its own copy of the exported model, one prompt at a time, so every answer is the
+one a single process gives. Processes, not threads: GenAI's Python binding holds the GIL while it generates."""
 
 from __future__ import annotations
 
@@ -10,8 +14,9 @@ import logging
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..cachefile import FOLDER_MANIFEST, record_folder, usable_folder
 from ..errors import StudyInputError
@@ -19,6 +24,7 @@ from ..io import cache_dir, sha256_text, stable_json
 from ..models import WHEEL_SMOLLM2
 from . import register_engine
 from .cache import GenerationParams, clean_answer
+from ._genai import greedy_tokens, load_genai_model
 from .in_process import ChatTemplate
 
 logger = logging.getLogger(__name__)
@@ -30,36 +36,141 @@ class OnnxChatModel(ChatTemplate):
     """The same chat model run by ONNX Runtime GenAI (fp32 on CPU, KV cache), greedily, one prompt at a time.
 
     Prompts are encoded by the model folder's own tokenizer and chat template, exactly as `ChatModel` does, and the
-    answer is decoded the same way; `onnx_model_folder` exports the weights once.
+    answer is decoded the same way; `onnx_model_folder` exports the weights once. `generate_each` answers a list
+    of prompts in `workers` processes (one in this process when `workers` is 1).
     """
 
-    def __init__(self, model_path: str, threads: int) -> None:
+    def __init__(self, model_path: str, threads: int, workers: int = 1) -> None:
         from transformers import AutoTokenizer
 
-        og = import_onnx_genai()
+        if threads < 1 or workers < 1:
+            raise ValueError(f"threads and workers must be >= 1, got {threads}, {workers}")
+        import_onnx_genai()
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
-        config = og.Config(str(onnx_model_folder(model_path)))
-        config.overlay(json.dumps({"model": {"decoder": {"session_options": {"intra_op_num_threads": threads}}}}))
-        self._og = og
-        self.model = og.Model(config)
+        self.folder = onnx_model_folder(model_path)
+        self.threads, self.workers = threads, workers
+        self._model = None  # loaded in this process only when it answers here
 
     def generate(self, prompt: str, params: GenerationParams) -> str:
         if params.do_sample:
             raise ValueError("the onnxruntime engine decodes greedily only")
-        ids = self.prompt_ids(prompt)
-        search = self._og.GeneratorParams(self.model)
-        search.set_search_options(max_length=len(ids) + params.max_new_tokens, do_sample=False)
-        generator = self._og.Generator(self.model, search)
-        generator.append_tokens(ids)
-        tokens: list[int] = []
-        while not generator.is_done():  # stops at the EOS token or at max_length
-            generator.generate_next_token()
-            tokens.append(int(generator.get_next_tokens()[0]))
-        return clean_answer(self.tokenizer.decode(tokens, skip_special_tokens=True))
+        if self._model is None:
+            self._model = load_genai_model(self.folder, self.threads)
+        return self.decode(greedy_tokens(self._model, self.prompt_ids(prompt), params.max_new_tokens))
+
+    def decode(self, tokens: Sequence[int]) -> str:
+        return clean_answer(self.tokenizer.decode(list(tokens), skip_special_tokens=True))
 
     def generate_batch(self, prompts: Sequence[str], params: GenerationParams) -> list[str]:
         """One at a time: GenAI derives padding from the pad token, which SmolLM2's chat template also uses."""
         return [self.generate(prompt, params) for prompt in prompts]
+
+    def generate_each(self, prompts: Sequence[str], params: GenerationParams,
+                      done: Callable[[int, str], None]) -> None:
+        """Answer every prompt, calling `done(position, answer)` in this thread as each answer arrives (so it is
+        cached before the next is awaited). With more than one worker and prompt, `workers` processes answer side
+        by side, each one prompt at a time on its own copy of the model: the answers are those of `generate`. On an
+        error or Ctrl-C the workers are stopped at once; answers that arrived before were handed to `done`."""
+        if params.do_sample:
+            raise ValueError("the onnxruntime engine decodes greedily only")
+        workers = min(self.workers, len(prompts))
+        if workers <= 1:
+            for position, prompt in enumerate(prompts):
+                done(position, self.generate(prompt, params))
+            return
+        pool: list[_Worker] = []
+        try:
+            pool.extend(_Worker(self.folder, self.threads) for _ in range(workers))
+            todo = list(enumerate(prompts))[::-1]  # popped from the end: question order
+            busy: dict[Any, tuple[_Worker, int]] = {}
+            for worker in pool:
+                if todo:
+                    position, prompt = todo.pop()
+                    worker.send(self.prompt_ids(prompt), params.max_new_tokens)
+                    busy[worker.stdout] = (worker, position)
+            import selectors
+
+            with selectors.DefaultSelector() as selector:
+                for worker in pool:
+                    selector.register(worker.stdout, selectors.EVENT_READ)
+                while busy:
+                    for key, _ in selector.select():
+                        worker, position = busy.pop(key.fileobj)
+                        tokens = worker.receive()
+                        if todo:
+                            following, prompt = todo.pop()
+                            worker.send(self.prompt_ids(prompt), params.max_new_tokens)
+                            busy[worker.stdout] = (worker, following)
+                        done(position, self.decode(tokens))
+        finally:
+            for worker in pool:
+                worker.stop()
+
+
+class _Worker:
+    """One worker process (`python -m ragstudy.llms._onnx_worker FOLDER THREADS`) answering token ids sent as
+    JSON lines on its stdin, one at a time, with JSON lines on its stdout. It runs in a session of its own, so a
+    terminal's Ctrl-C reaches only the answering process, which stops it; it exits by itself when its stdin closes
+    (the answering process is gone)."""
+
+    def __init__(self, folder: Path, threads: int) -> None:
+        import tempfile
+
+        root = str(Path(__file__).resolve().parents[2])  # this checkout's ragstudy, whatever is installed
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+        self.errors = tempfile.TemporaryFile(mode="w+", encoding="utf-8")  # never a pipe that could fill up
+        self.process = subprocess.Popen([sys.executable, "-m", "ragstudy.llms._onnx_worker", str(folder),
+                                         str(threads)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=self.errors, text=True, encoding="utf-8", env=env,
+                                        start_new_session=True)
+        self.stdout = self.process.stdout
+
+    def send(self, ids: Sequence[int], max_new_tokens: int) -> None:
+        try:
+            self.process.stdin.write(json.dumps({"ids": list(ids), "max_new_tokens": max_new_tokens}) + "\n")
+            self.process.stdin.flush()
+        except OSError:  # it has exited: receive() says why
+            pass
+
+    def receive(self) -> list[int]:
+        reply: dict = {}
+        while not reply and (line := self.stdout.readline()):
+            try:
+                reply = json.loads(line)
+            except ValueError:  # a library's own message on stdout: not a reply
+                reply = {}
+            reply = reply if isinstance(reply, dict) else {}
+        if "tokens" in reply:
+            return [int(token) for token in reply["tokens"]]
+        if "error" in reply:
+            problem = reply["error"]
+        else:
+            self.process.wait()
+            self.errors.seek(0)
+            tail = " | ".join(self.errors.read().strip().splitlines()[-3:])
+            problem = f"it exited with code {self.process.returncode} ({tail or 'no message'})"
+        raise StudyInputError(f"the onnxruntime LLM engine failed in a worker process: {problem}; answers so far "
+                              "are cached (pass --threads N, N the number of cores, to answer in this process only)")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.communicate()
+        self.errors.close()
+
+
+def answer_workers(threads: int, folder: Path | None = None) -> int:
+    """Worker processes answering side by side: one per `threads` cores, and no more than the available memory
+    holds copies of the export in `folder` (each worker loads its own), at least one."""
+    workers = max(1, (os.cpu_count() or 1) // max(1, threads))
+    if folder is not None and workers > 1:
+        size = sum(path.stat().st_size for path in Path(folder).iterdir() if path.is_file())
+        try:
+            available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (AttributeError, ValueError, OSError):  # not on this platform: cores decide
+            return workers
+        workers = max(1, min(workers, int(0.8 * available) // max(1, size)))
+    return workers
 
 
 def import_onnx_genai():
@@ -129,6 +240,9 @@ def _preferred(config) -> bool:
     return True
 
 
-SPEC = register_engine("onnxruntime", lambda path, device, dtype, threads: OnnxChatModel(path, threads),
+SPEC = register_engine("onnxruntime",
+                       lambda path, device, dtype, threads: OnnxChatModel(
+                           path, threads, answer_workers(threads, onnx_model_folder(path))),
                        runs=_runs, preferred=_preferred, check=lambda config: import_onnx_genai(), order=1,
-                       description="ONNX Runtime GenAI, fp32, CPU, one prompt at a time")
+                       description="ONNX Runtime GenAI, fp32, CPU, one prompt at a time in each worker process "
+                                   "(one per --threads cores)")

@@ -1,0 +1,41 @@
+"""The test session's own plumbing, which keeps `pytest -n 2` fast and its workers apart: each worker's project cache
+starts with copies (never links) of the models the README's study built, and every chain run a test starts in a
+subprocess indexes into its own Chroma root, never the repository's RAG*/db."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import own_db_dir, seed_built_models
+
+
+def test_the_test_session_copies_the_users_built_models_and_never_links_them(tmp_path: Path) -> None:
+    """conftest seeds each worker's cache with the models the README's study built: finished folders only, as
+    copies (damaging one in a test leaves the user's intact), and nothing but models (no answers, no rankings)."""
+    user = tmp_path / "user"
+    (user / "models" / "SmolLM2").mkdir(parents=True)
+    (user / "models" / "SmolLM2" / "model.safetensors").write_bytes(b"w" * 64)
+    (user / "models" / "e5.partial").mkdir()  # an export still being written, or one a killed run left
+    (user / "models" / "SmolLM2.corrupt-20261202T101500Z").mkdir()
+    (user / "onnx" / "677a8e").mkdir(parents=True)
+    (user / "answers").mkdir()
+    (user / "answers" / "answers.jsonl").write_text("{}\n", encoding="utf-8")
+    session = tmp_path / "session"
+    assert seed_built_models(session, user) == ["models", "onnx"]
+    assert sorted(p.name for p in (session / "models").iterdir()) == ["SmolLM2"]
+    assert (session / "onnx" / "677a8e").is_dir() and not (session / "answers").exists()
+    copy = session / "models" / "SmolLM2" / "model.safetensors"
+    assert not copy.is_symlink()
+    copy.write_bytes(b"damaged")  # in place, as the damage tests do
+    assert (user / "models" / "SmolLM2" / "model.safetensors").read_bytes() == b"w" * 64
+    assert seed_built_models(tmp_path / "fresh", tmp_path / "no study") == []
+
+
+def test_a_chain_run_from_a_test_gets_its_own_chroma_root(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert own_db_dir(["--retrieval-only", "--output-dir", out]) == [
+        "--retrieval-only", "--output-dir", str(out), "--db-dir", str(tmp_path / "out-db")]
+    named = ["--output-dir", str(out), "--db-dir", str(tmp_path / "mine")]
+    assert own_db_dir(named) == named
+    server = ["--output-dir", str(out), "--chroma-server", "http://127.0.0.1:1"]
+    assert own_db_dir(server) == server
