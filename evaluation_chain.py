@@ -1,8 +1,8 @@
 """Run the study: answer every question of Questions.csv with each chunking strategy.
 
-    python evaluation_chain.py                      # all strategies, profile by hardware (paper on CUDA, else lite)
-    python evaluation_chain.py --profile lite --limit 5 --strategies fixed-size,newline
-    python evaluation_chain.py --chunks-only        # export chunks_<strategy>.csv + sources, then stop
+    ragstudy answer                      # all strategies, profile by hardware (paper on CUDA, else lite)
+    ragstudy answer --profile lite --limit 5 --strategies fixed-size,newline
+    ragstudy chunks        # export chunks_<strategy>.csv + sources, then stop
 
 Writes one Dataset<Name>.{csv,json} per strategy (the paper's DatasetCustom/FixedSize/NewLine, then DatasetToken,
 DatasetSentence, DatasetSemantic, DatasetMarkdown) and config.json into --output-dir. Chroma collections and

@@ -393,7 +393,7 @@ class StudyConfig:
             return cls(profile=profile, strategies=tuple(data["strategies"]), strategy_params=params,
                        origins=dict(data.get("origins", {})), **values)
         except (KeyError, TypeError) as exc:
-            raise StudyInputError(f"{where}: not a config written by evaluation_chain.py ({exc!r}); re-run the "
+            raise StudyInputError(f"{where}: not a config written by ragstudy answer ({exc!r}); re-run the "
                                   "chain or delete the file") from exc
 
     @classmethod
