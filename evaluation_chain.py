@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sqlite3
 import sys
 import time
@@ -142,9 +141,6 @@ def print_sweep(result) -> None:
 
 
 if __name__ == "__main__":
-    code = main()
-    if code == 130:  # Ctrl-C: everything kept is already fsynced; skip the libraries' teardown (seconds)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    sys.exit(code)
+    from ragstudy.io import exit_process
+
+    exit_process(main())

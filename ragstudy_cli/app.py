@@ -14,6 +14,8 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ragstudy.io import INTERRUPTED, exit_process
+
 PROG = "ragstudy"
 
 
@@ -130,12 +132,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     code = _exit_code(lambda: command.main(rest))
-    if code == 130:  # Ctrl-C: what is kept is already fsynced; skip the libraries' teardown (seconds), as the chain
-        sys.stdout.flush()
-        sys.stderr.flush()
-        import os
-
-        os._exit(code)
+    if code == INTERRUPTED:  # Ctrl-C: end here, whoever called main (the console script, `python -m ragstudy_cli`)
+        exit_process(code)
     return code
 
 
@@ -149,4 +147,4 @@ def _exit_code(run: Callable[[], int]) -> int:
 
 def console() -> None:
     """The `ragstudy` console script (pyproject.toml)."""
-    sys.exit(main())
+    exit_process(main())

@@ -280,3 +280,27 @@ def test_the_old_script_paths_run_with_their_old_flags(small_study: tuple[Path, 
     _script(["Postprocessing/chunk_quality.py", "--results-dir", str(answers), "--no-hope", "--n-resamples", "200"])
     _script(["Postprocessing/report.py", "--results-dir", str(answers), "--retrieval-dir", str(retrieval)])
     assert (answers / "report.html").stat().st_size > 100_000
+
+
+_TEARDOWN = "import atexit; atexit.register(lambda: print('teardown ran', flush=True))\n"
+
+
+@pytest.mark.parametrize("code, teardown", [(130, False), (2, True), (0, True)])
+def test_an_interrupted_run_ends_at_once_and_others_tear_down(code: int, teardown: bool) -> None:
+    """The one Ctrl-C ending (ragstudy.io.exit_process): exit 130 skips the libraries' teardown (atexit, seconds of
+    torch and Chroma), flushing what was printed; any other code ends normally."""
+    run = subprocess.run([sys.executable, "-c", _TEARDOWN + "from ragstudy.io import exit_process\n"
+                          f"print('printed before', end='')\nexit_process({code})"],
+                         capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert run.returncode == code
+    assert run.stdout.startswith("printed before")
+    assert ("teardown ran" in run.stdout) is teardown
+
+
+def test_the_command_ends_an_interrupted_subcommand_at_once() -> None:
+    """`ragstudy SUB` whose run answers 130 (Ctrl-C) ends through the same exit: code 130, no teardown."""
+    run = subprocess.run([sys.executable, "-c", _TEARDOWN + "from ragstudy_cli import app\n"
+                          "import sys; sys.argv = ['ragstudy', 'report']\n"
+                          "app.Command.main = lambda self, argv: 130\napp.console()"],
+                         capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert (run.returncode, run.stdout) == (130, "")

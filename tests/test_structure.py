@@ -488,3 +488,16 @@ def test_messages_name_the_subcommand_not_the_papers_script() -> None:
     offenders = [hit for module in _modules().values() for hit in _script_advice(module.path, shims)]
     assert offenders == [], ("name the subcommand (`ragstudy score-retrieval --results-dir D`, see README's table) "
                              "instead of the script:\n" + "\n".join(offenders))
+
+
+def test_one_function_ends_a_process_without_its_teardown() -> None:
+    """The Ctrl-C ending (flush, then `os._exit(130)`) is written once, in ragstudy.io.exit_process, and every entry
+    point calls it (it used to be copied into the command, the chain and tools/make_qa.py)."""
+    callers = []
+    for name, module in sorted(_modules().items()):
+        for node in ast.walk(ast.parse(module.path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr == "_exit":
+                callers.append(f"{name}:{node.lineno}")
+    assert [c.split(":")[0] for c in callers] == ["ragstudy.io"], callers
+    for entry in ("evaluation_chain.py", "tools/make_qa.py", "ragstudy_cli/app.py"):
+        assert "exit_process(" in (REPO / entry).read_text(encoding="utf-8"), entry
