@@ -19,13 +19,14 @@ import sys
 import time
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The chain's flags, generated from the settings' declaration (ragstudy.config.study_settings)."""
+def build_parser(leave_out: tuple[str, ...] = ()) -> argparse.ArgumentParser:
+    """The chain's flags, generated from the settings' declaration (ragstudy.config.study_settings); `leave_out`:
+    settings without a flag here (`ragstudy answer` leaves out the other modes', ragstudy.config.MODE_SETTINGS)."""
     from ragstudy.config import add_study_arguments
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                      allow_abbrev=False)
-    return add_study_arguments(parser)
+    return add_study_arguments(parser, leave_out)
 
 
 def interrupted_message(flags: dict) -> str:
