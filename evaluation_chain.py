@@ -1,8 +1,8 @@
 """Run the study: answer every question of Questions.csv with each chunking strategy.
 
-    python evaluation_chain.py                      # all strategies, profile by hardware (paper on CUDA, else lite)
-    python evaluation_chain.py --profile lite --limit 5 --strategies fixed-size,newline
-    python evaluation_chain.py --chunks-only        # export chunks_<strategy>.csv + sources, then stop
+    ragstudy answer                      # all strategies, profile by hardware (paper on CUDA, else lite)
+    ragstudy answer --profile lite --limit 5 --strategies fixed-size,newline
+    ragstudy chunks        # export chunks_<strategy>.csv + sources, then stop
 
 Writes one Dataset<Name>.{csv,json} per strategy (the paper's DatasetCustom/FixedSize/NewLine, then DatasetToken,
 DatasetSentence, DatasetSemantic, DatasetMarkdown) and config.json into --output-dir. Chroma collections and
@@ -14,19 +14,19 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sqlite3
 import sys
 import time
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The chain's flags, generated from the settings' declaration (ragstudy.config.study_settings)."""
+def build_parser(leave_out: tuple[str, ...] = ()) -> argparse.ArgumentParser:
+    """The chain's flags, generated from the settings' declaration (ragstudy.config.study_settings); `leave_out`:
+    settings without a flag here (`ragstudy answer` leaves out the other modes', ragstudy.config.MODE_SETTINGS)."""
     from ragstudy.config import add_study_arguments
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                      allow_abbrev=False)
-    return add_study_arguments(parser)
+    return add_study_arguments(parser, leave_out)
 
 
 def interrupted_message(flags: dict) -> str:
@@ -142,9 +142,6 @@ def print_sweep(result) -> None:
 
 
 if __name__ == "__main__":
-    code = main()
-    if code == 130:  # Ctrl-C: everything kept is already fsynced; skip the libraries' teardown (seconds)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    sys.exit(code)
+    from ragstudy.io import exit_process
+
+    exit_process(main())

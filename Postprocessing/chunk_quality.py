@@ -1,14 +1,14 @@
 """Judge the chunking itself, per strategy, side by side: intrinsic chunk statistics, retrieval metrics from
 evidence spans, and HOPE (concept unity, semantic independence, information preservation).
 
-Reads what evaluation_chain.py wrote into --results-dir: chunks_<strategy>.csv + sources_<strategy>.jsonl (from
+Reads what ragstudy answer wrote into --results-dir: chunks_<strategy>.csv + sources_<strategy>.jsonl (from
 any run, --chunks-only included), the Dataset files (retrieved contexts; for retrieval metrics), config.json
-(which models; for HOPE and token counts), and metrics_per_question.csv when Postprocessing/evaluation_metrics.py
+(which models; for HOPE and token counts), and metrics_per_question.csv when ragstudy score-answers
 ran (for the Spearman correlations between chunk metrics and answer metrics).
 
-    python Postprocessing/chunk_quality.py --results-dir results                 # everything, HOPE on 3 PDFs
-    python Postprocessing/chunk_quality.py --results-dir results --no-hope       # seconds, no model calls
-    python Postprocessing/chunk_quality.py --results-dir results --hope-passages 8 --hope-windows 8
+    ragstudy chunk-quality --results-dir results                 # everything, HOPE on 3 PDFs
+    ragstudy chunk-quality --results-dir results --no-hope       # seconds, no model calls
+    ragstudy chunk-quality --results-dir results --hope-passages 8 --hope-windows 8
 
 Cross-strategy measures (coverage, boundaries, evidence overlap) use one reference text per PDF: the ground
 truth's body text (--groundtruth, default sample/groundtruth) or, for PDFs it does not describe, the shared
@@ -225,7 +225,7 @@ def settings() -> tuple[Setting, ...]:
         return Setting(name, help, group=HOPE_GROUP, **facts)
 
     return (
-        cli.RESULTS_DIR.but(help="folder evaluation_chain.py wrote"),
+        cli.RESULTS_DIR.but(help="folder ragstudy answer wrote"),
         cli.OUT_DIR,
         cli.STRATEGIES.but(default_doc="every chunks_<strategy>.csv present"),
         Setting("groundtruth", "folder of ground-truth JSON ('none': text layer only)",
@@ -309,7 +309,7 @@ def retrieval_section(args: argparse.Namespace, results_dir: Path, exports, refe
         path = data.dataset_path(results_dir, export.strategy)
         if path is None:
             notes.append(f"{export.strategy}: no Dataset file in {results_dir}, no retrieval metrics (run "
-                         "evaluation_chain.py without --chunks-only)")
+                         "`ragstudy answer`, not `ragstudy chunks`)")
             continue
         paths[export.strategy] = path
     check_stale_datasets(results_dir, list(paths.values()), "error")  # an earlier run's file is not compared
@@ -427,7 +427,7 @@ def question_sets_note(datasets: dict[str, list[dict]], paths: dict[str, Path]) 
                      + (f" (lacks question_index {', '.join(map(str, missing[:5]))}"
                         f"{' …' if len(missing) > 5 else ''})" if missing else ""))
     return ("strategies are compared over different question sets: " + "; ".join(parts)
-            + ": their retrieval means are not comparable; re-run evaluation_chain.py so every strategy answers the "
+            + ": their retrieval means are not comparable; re-run ragstudy answer so every strategy answers the "
               "same questions")
 
 
@@ -469,12 +469,12 @@ def correlation_section(args: argparse.Namespace, results_dir: Path, per_questio
     if not len(per_question):
         return [], []
     if not metrics_file.is_file():
-        notes.append(f"no correlations: {metrics_file} not found (run Postprocessing/evaluation_metrics.py)")
+        notes.append(f"no correlations: {metrics_file} not found (run ragstudy score-answers)")
         return [], []
     answers = pd.read_csv(metrics_file)
     for key in ("strategy", "question_index"):
         if key not in answers.columns:
-            raise DataError(f"{metrics_file}: no {key!r} column; is it Postprocessing/evaluation_metrics.py's "
+            raise DataError(f"{metrics_file}: no {key!r} column; is it the table of `ragstudy score-answers`, "
                             "metrics_per_question.csv?")
     skip = {"strategy", "strategy_display", "question_index", "question"}
     answer_metrics = [c for c in answers.columns if c not in skip and pd.api.types.is_numeric_dtype(answers[c])]

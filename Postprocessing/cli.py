@@ -39,7 +39,8 @@ def _default_budgets() -> str:
 
 
 # The shared flags. A script that gives one a narrower meaning says so with .but(help=..., default_doc=...).
-RESULTS_DIR = Setting("results_dir", "results folder evaluation_chain.py and the Postprocessing scripts wrote "
+RESULTS_DIR = Setting("results_dir", "results folder that `ragstudy answer|retrieve|chunks` and the scoring "
+                                     "subcommands wrote "
                       "(Dataset files, rankings, chunks, config.json)", default=str(DEFAULT_RESULTS_DIR))
 OUT_DIR = Setting("out_dir", "where the outputs go", default_doc="--results-dir")
 QUESTIONS = Setting("questions", "the questions file (column questions)",

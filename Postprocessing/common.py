@@ -105,7 +105,7 @@ def find_dataset_files(results_dir: Path, fmt: str = "csv") -> dict[str, Path]:
     found = {name: path for name, path in found.items() if path.suffix == f".{fmt}"}
     if not found:
         expected = ", ".join(f"{s.dataset_name}.{fmt}" for s in registry.specs())
-        raise DataError(f"no Dataset file in {results_dir} (expected one of {expected}); run evaluation_chain.py")
+        raise DataError(f"no Dataset file in {results_dir} (expected one of {expected}); run ragstudy answer")
     return found
 
 
@@ -158,7 +158,7 @@ def common_question_indices(answers: Sequence[Dataset], n_questions: int,
     if problems:
         message = "; ".join(problems)
         if not allow_partial:
-            raise DataError(message + ". Re-run evaluation_chain.py with the same settings for the strategies "
+            raise DataError(message + ". Re-run ragstudy answer with the same settings for the strategies "
                                       "that lack answers (answers already in the cache are not generated again), "
                                       "or pass --allow-partial to score only the questions every strategy answered.")
         logger.warning("%s. Scoring the %d questions every strategy answered.", message, len(common))

@@ -3,7 +3,7 @@ confidence intervals and paired comparisons between strategies. Everything runs 
 
 Run from the repository root::
 
-    python Postprocessing/evaluation_metrics.py --results-dir results
+    ragstudy score-answers --results-dir results
 
 Writes ``metrics_per_question.csv``, ``metrics_summary.csv``, ``metrics_paired.csv``, ``metrics_summary.md``
 and ``metrics_run.json`` into ``--out-dir`` (default: the results folder) and prints the Markdown summary.
@@ -101,7 +101,7 @@ def settings() -> tuple[Setting, ...]:
 
 def build_parser() -> argparse.ArgumentParser:
     return cli.script_parser(
-        "Score each strategy's answers (Dataset*.csv from evaluation_chain.py) against the oracle with BLEU, "
+        "Score each strategy's answers (Dataset*.csv from ragstudy answer) against the oracle with BLEU, "
         "ROUGE-1/2/L/Lsum, METEOR and BERTScore, offline; write per-question scores, a summary with bootstrap CIs "
         "and paired comparisons (CSV + Markdown).", settings())
 

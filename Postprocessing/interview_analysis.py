@@ -7,7 +7,7 @@ key the paper's fixed order is assumed (Opzione 1/2/3 = Paragraph/Fixed-size/Bla
 
 Run from the repository root::
 
-    python Postprocessing/interview_analysis.py --results-dir results
+    ragstudy survey --results-dir results
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ separate answer key), plus an empty ``interview_answers.xlsx`` for the raters' c
 
 Run from the repository root::
 
-    python Postprocessing/preprocessing_files.py --results-dir results
+    ragstudy review --results-dir results
 
 Writes ``output.xlsx`` (for raters), ``answer_key.csv`` (NOT for raters) and ``interview_answers.xlsx``.
 """
@@ -56,7 +56,7 @@ def settings() -> tuple[Setting, ...]:
 def build_parser() -> argparse.ArgumentParser:
     return cli.script_parser(
         "Build the blinded review workbook (output.xlsx), its answer key (answer_key.csv) and the empty rater "
-        "sheet (interview_answers.xlsx) from the Dataset files of evaluation_chain.py.", settings())
+        "sheet (interview_answers.xlsx) from the Dataset files of ragstudy answer.", settings())
 
 
 main = cli.script_main(build_parser, run)

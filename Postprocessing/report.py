@@ -2,11 +2,11 @@
 inline; opens offline from a mail attachment) and ``report.md`` (the same tables, for a terminal or a paper draft),
 built from whatever the results folder holds.
 
-    python3 Postprocessing/report.py                                  # results/ -> results/report.html + .md
-    python3 Postprocessing/report.py --results-dir /tmp/run --out /tmp/run/report.html
-    python3 Postprocessing/report.py --screenshot docs/report.png     # also a PNG of the page (headless Chromium)
+    ragstudy report                                  # results/ -> results/report.html + .md
+    ragstudy report --results-dir /tmp/run --out /tmp/run/report.html
+    ragstudy report --screenshot docs/report.png     # also a PNG of the page (headless Chromium)
 
-Sections: the verdict (retrieval_verdict.csv: the box retrieval_eval.py printed), setup (config.json), chunks per
+Sections: the verdict (retrieval_verdict.csv: the box ragstudy score-retrieval printed), setup (config.json), chunks per
 strategy (chunks_<strategy>.csv), retrieval (retrieval_summary.csv / retrieval_paired.csv, else chunk_quality.csv's
 retrieval rows from the chain's own contexts), answers (metrics_summary.csv, metrics_paired.csv), chunk quality and
 HOPE (chunk_quality.csv), the survey (survey_*.csv), sweeps (sweep_summary.csv, sweep_best.csv) and a per-question
@@ -60,7 +60,7 @@ def build(results_dir: Path, generated: str | None = None, oracle: str | None = 
     subtitle = f"Results folder {results_dir}" + (f" · profile {profile}" if profile else "")
     if generated is None:
         version = code_version()
-        generated = (f"Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC} by Postprocessing/report.py"
+        generated = (f"Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC} by ragstudy report"
                      + (f" at commit {version}" if version else ""))
     return (blocks.page_html(TITLE, subtitle, built, generated), blocks.page_md(TITLE, subtitle, built, generated),
             built)
@@ -146,9 +146,10 @@ def run(args: argparse.Namespace) -> int:
 def settings() -> tuple[Setting, ...]:
     """This script's flags (shared ones from Postprocessing.cli)."""
     return (
-        cli.RESULTS_DIR.but(help="results folder written by evaluation_chain.py and the Postprocessing scripts"),
-        Setting("retrieval_dir", "folder of a retrieval-only run scored by retrieval_eval.py, for the verdict and "
-                "the retrieval section (`ragstudy study` uses <study>/retrieval)", default_doc="--results-dir"),
+        cli.RESULTS_DIR.but(help="results folder written by `ragstudy answer|retrieve|chunks` and the scoring "
+                                 "subcommands"),
+        Setting("retrieval_dir", "folder of a retrieval-only run scored by ragstudy score-retrieval, for the verdict "
+                "and the retrieval section (`ragstudy study` uses <study>/retrieval)", default_doc="--results-dir"),
         cli.ORACLE.but(default_doc="Oracle.csv beside the questions file the run used"),
         Setting("out", "HTML file to write; report.md goes beside it", default_doc="<results-dir>/report.html"),
         Setting("screenshot", "also render the page in headless Chromium and save a screenshot (fails on a "

@@ -1,7 +1,7 @@
 """Retrieval at equal context budgets: how often does each strategy put the evidence in front of the LLM when every
 strategy gets the same amount of context?
 
-Reads what `python3 evaluation_chain.py --retrieval-only` wrote into --results-dir (retrieval_<strategy>.csv,
+Reads what `ragstudy retrieve` wrote into --results-dir (retrieval_<strategy>.csv,
 chunks_<strategy>.csv + sources_<strategy>.jsonl, config.json) and an evidence file: sample/evidence.json, or a
 hand-written CSV (question_index, evidence (verbatim text), optional pdf; several rows per question allowed —
 /work/shared/qa/evidence.csv is one). For each strategy and budget B (config.json's budgets, in characters or LLM
@@ -9,8 +9,8 @@ tokens) the context is the top-ranked parents, whole, in rank order, while the t
 longer than B is cut at B); the budget "k" is the strategy's own paper k (the parents its k child windows retrieve,
 as the chain does).
 
-    python3 Postprocessing/retrieval_eval.py --results-dir results
-    python3 Postprocessing/retrieval_eval.py --results-dir results-qa --evidence ../shared/qa/evidence.csv
+    ragstudy score-retrieval --results-dir results
+    ragstudy score-retrieval --results-dir results-qa --evidence ../shared/qa/evidence.csv
 
 Per strategy x budget: hit (the whole evidence inside the context, after normalisation), span recall, precision
 and IoU (normalised characters), MRR (rank of the parent that completes the evidence) and the context size, with
@@ -19,7 +19,7 @@ pairs of one budget and metric). Unanswerable questions (no evidence) are left o
 first (stdout and retrieval_summary.md): at each budget the best strategy by hit rate, and --reference (paragraph)
 minus each other strategy with its CI and Holm p, in words. Writes retrieval_per_question.csv, retrieval_summary.csv /
 .md, retrieval_paired.csv, retrieval_verdict.csv and retrieval_hit_rate.{png,pdf,html}. When the run has both text
-layers (`evaluation_chain.py --retrieval-only --text-layer raw,clean`: the clean one in text-layer-clean/), the
+layers (`ragstudy retrieve --text-layer raw,clean`: the clean one in text-layer-clean/), the
 verdict is followed by paragraph − fixed-size split into cleaning and segmentation (retrieval_decomposition.csv,
 ragstudy.decomposition; docs/text-layer.md).
 
@@ -128,8 +128,8 @@ def text_layer_decomposition(results_dir: Path, run_config: Mapping, evidence: M
 
     runs = find_text_layer_runs(results_dir, str(run_config.get("text_layer", "raw")))
     if len(runs) < 2:
-        notes.append("cleaning vs segmentation: not measured (the run has one text layer; run evaluation_chain.py "
-                     "--retrieval-only --text-layer raw,clean for the split)")
+        notes.append("cleaning vs segmentation: not measured (the run has one text layer; run `ragstudy retrieve "
+                     "--text-layer raw,clean` for the split)")
         return None
     frame = decomposition_from_runs(runs, evidence, budgets, measure, metrics, args.n_resamples, args.seed,
                                     args.confidence) if evidence and metrics else None
@@ -152,7 +152,7 @@ def decomposition_markdown(frame: pd.DataFrame | None, unit: str, confidence: fl
 def settings() -> tuple[Setting, ...]:
     """This script's flags (shared ones from Postprocessing.cli)."""
     return (
-        cli.RESULTS_DIR.but(help="folder `evaluation_chain.py --retrieval-only` wrote"),
+        cli.RESULTS_DIR.but(help="folder `ragstudy retrieve` wrote"),
         cli.EVIDENCE.but(default_doc="sample/evidence.json when the run answered the bundled Questions.csv, else "
                          "none: then only the oracle overlap is reported"),
         cli.ORACLE.but(help="oracle answers (CSV with an 'oracle' column, one row per question) for the "
@@ -200,15 +200,15 @@ def run(args: argparse.Namespace) -> dict:
     budgets = validate_budgets(args.budgets, "--budgets") if args.budgets else ranked_for
     if max(budgets) > max(ranked_for):
         raise DataError(f"--budgets {max(budgets)} exceeds the largest budget the run ranked parents for "
-                        f"({max(ranked_for)}): re-run evaluation_chain.py --retrieval-only --budgets "
+                        f"({max(ranked_for)}): re-run ragstudy retrieve --budgets "
                         f"{','.join(map(str, budgets))}")
     unit = run_config.get("budget_unit", "chars")
     measure = run_measure(run_config, results_dir)
     strategies = (list(registry.parse_strategies(args.strategies)) if args.strategies is not None  # '' is an error
                   else run.ranked_strategies())
     if not strategies:
-        raise DataError(f"no retrieval_<strategy>.csv in {results_dir}: run `python3 evaluation_chain.py "
-                        f"--retrieval-only --output-dir {results_dir}` first")
+        raise DataError(f"no retrieval_<strategy>.csv in {results_dir}: run `ragstudy retrieve "
+                        f"--output-dir {results_dir}` first")
     if args.reference is not None and args.reference not in strategies:
         raise DataError(f"--reference {args.reference}: not a strategy of this evaluation (strategies: "
                         f"{', '.join(strategies)}); pass one of them")
@@ -264,7 +264,7 @@ def run(args: argparse.Namespace) -> dict:
     from ragstudy.qagen.outputs import generated_note
 
     notes = [*filter(None, [generated_note(run_config)]),
-             f"retriever: {run_config.get('retriever', 'dense')} (evaluation_chain.py --retriever)",
+             f"retriever: {run_config.get('retriever', 'dense')} (ragstudy retrieve --retriever)",
              *identity_notes,
              f"evidence: {evidence_path} ({len(evidence)} answerable questions); matched after NFKC, accent, "
              "case, whitespace, punctuation and line-break-hyphenation normalisation" if evidence_path else

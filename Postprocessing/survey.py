@@ -166,7 +166,7 @@ def read_survey(path: Path, key: AnswerKey | None, skip_malformed: bool = False)
 
     path = Path(path)
     if not path.is_file():
-        raise DataError(f"{path} not found: raters fill {TEMPLATE_NAME} (made by preprocessing_files.py)")
+        raise DataError(f"{path} not found: raters fill {TEMPLATE_NAME} (made by ragstudy review)")
     try:
         wb = open_workbook(path, "raters' workbook", f"ragstudy review ({TEMPLATE_NAME})", data_only=True,
                            read_only=False)
@@ -186,7 +186,7 @@ def read_survey(path: Path, key: AnswerKey | None, skip_malformed: bool = False)
         if absent:  # never read as a survey of fewer questions
             raise DataError(f"{path}: no column for question(s) {', '.join(absent)} of the answer key "
                             f"({len(key.rows)} questions, {len(col_rows)} columns in row 1 of {ws.title}); restore "
-                            f"the column(s) from {TEMPLATE_NAME} (made by preprocessing_files.py), empty if no rater "
+                            f"the column(s) from {TEMPLATE_NAME} (made by ragstudy review), empty if no rater "
                             "answered them")
     n_options = len(key.rows[0].order)
     found = _read_rater_rows(ws, where, rater_col, col_rows, n_options)

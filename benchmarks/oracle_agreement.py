@@ -1,6 +1,6 @@
 """How well does the oracle-overlap score (ragstudy.oracle_overlap) agree with the evidence-based hit?
 
-For each results folder of `evaluation_chain.py --retrieval-only` (with its evidence file and Oracle.csv): the
+For each results folder of `ragstudy retrieve` (with its evidence file and Oracle.csv): the
 evidence hit per strategy x budget x question (ragstudy.budget_eval's evaluate_folder) and the oracle
 overlap on the same packed contexts. Prints, per folder, the Spearman rank correlation of the two means over
 strategies x numeric budgets, and the per-question agreement of "overlap >= t" with the hit (accuracy, Cohen's

@@ -1,5 +1,5 @@
 """Can a generated question set stand in for a hand-written one? Both are scored on the same PDFs by the study's own
-retrieval-only run and Postprocessing/retrieval_eval.py; then:
+retrieval-only run and `ragstudy score-retrieval`; then:
 
 - ranking agreement: Spearman (and Kendall) correlation of the mean hit rates of every strategy x budget cell
   between the two sets, and per budget whether both sets put the same strategy first;
@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="make-qa's sampling seed (default 0)")
     parser.add_argument("--strategies", default="paragraph,fixed-size,newline", help="strategies to compare")
     parser.add_argument("--budgets", default="500,1000,2000,4000", help="context budgets (characters)")
-    parser.add_argument("--retriever", default="dense", help="evaluation_chain.py --retriever (default dense)")
+    parser.add_argument("--retriever", default="dense", help="ragstudy retrieve --retriever (default dense)")
     parser.add_argument("--db-dir", help="root of the Chroma folders (default: --out/db)")
     parser.add_argument("--out", required=True, help="output folder")
     return parser

@@ -1,6 +1,6 @@
 """Retrievers compared at equal context budgets, from retrieval-only runs of the pipeline:
 
-    python evaluation_chain.py --profile lite --retrieval-only --retriever dense,dense-parents,bm25,bm25-parents,hybrid \
+    ragstudy retrieve --profile lite --retriever dense,dense-parents,bm25,bm25-parents,hybrid \
         --output-dir /tmp/sample-retrievers
     python benchmarks/retrievers.py --evidence sample/evidence.json /tmp/sample-retrievers
 

@@ -4,7 +4,8 @@ load does to its CPU seconds per embedded window.
 Corpus: the bundled sample (Documents/), ../shared/pdfs and ../shared/pdfs/more-it (about 660 pages), taken in
 nested quarters: the first q/4 of every PDF's pages, so each size has the same mix of documents. Questions: the ../shared/qa questions
 (else the sample's), each repeated with a numbered suffix up to the size asked (100 -> 1,000). Every point is one
-`evaluation_chain.py --retrieval-only` process from an empty project cache and Chroma folder (the exported ONNX
+`ragstudy retrieve` process (run through its script path) from an empty project cache and Chroma folder (the
+exported ONNX
 model is copied in, so a point measures chunking, embedding, indexing and ranking, not the one-off export), timed
 by the parent: wall seconds, CPU seconds and peak resident memory of the process and its children (wait4).
 

@@ -265,8 +265,8 @@ def evaluate_strategy(results_dir: Path, strategy: str, evidence: Mapping, budge
                 if row is None or row["contents"] != parent.contents:
                     raise StudyInputError(f"{retrieval_path(results_dir, strategy)}: question {question_index} rank "
                                           f"{parent.rank}: parent {parent.doc_id} is not in chunks_{strategy}.csv as "
-                                          "ranked; the files come from different runs: re-run evaluation_chain.py "
-                                          "--retrieval-only")
+                                          "ranked; the files come from different runs: re-run "
+                                          "`ragstudy retrieve`")
                 if located is not None:
                     start = row["start_end_idx"][0]
                     span, length = index.span(row["path"], start, start + len(text))
@@ -501,7 +501,7 @@ class Verdict:
         if not self.reference_present:
             return (f"Verdict on {self.metric_words}: the reference strategy '{self.reference}' is "
                     "not in this run, so only the best strategy at each budget is shown and no difference is tested "
-                    "(choose another reference with retrieval_eval.py --reference STRATEGY).")
+                    "(choose another reference with ragstudy score-retrieval --reference STRATEGY).")
         r = self.reference_display
         return (f"Verdict on {self.metric_words}: the best strategy at each budget, and {r} − each "
                 f"other strategy on the same questions (mean difference [{ci} bootstrap CI], Wilcoxon p "

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -393,7 +394,7 @@ class StudyConfig:
             return cls(profile=profile, strategies=tuple(data["strategies"]), strategy_params=params,
                        origins=dict(data.get("origins", {})), **values)
         except (KeyError, TypeError) as exc:
-            raise StudyInputError(f"{where}: not a config written by evaluation_chain.py ({exc!r}); re-run the "
+            raise StudyInputError(f"{where}: not a config written by ragstudy answer ({exc!r}); re-run the "
                                   "chain or delete the file") from exc
 
     @classmethod
@@ -456,9 +457,20 @@ def yaml_keys() -> tuple[str, ...]:
     return tuple(item.name for item in study_settings() if item.yaml)
 
 
-def add_study_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Add every study flag to `parser` (absent flags store None: the file and the defaults decide)."""
-    add_arguments(parser, study_settings(), defer=True)
+# The settings that choose what a run does: each is a subcommand of its own (`ragstudy retrieve`, `chunks`,
+# `sweep FILE`), so `ragstudy answer` and the other modes' parsers leave them out; the paper's script takes them all.
+MODE_SETTINGS = ("retrieval_only", "chunks_only", "sweep")
+
+
+def add_study_arguments(parser: argparse.ArgumentParser, leave_out: Collection[str] = ()) -> argparse.ArgumentParser:
+    """Add every study flag to `parser` (absent flags store None: the file and the defaults decide), but those of
+    the settings named in `leave_out` (their attribute is None, as if not given: a subcommand's parser without the
+    other modes' flags)."""
+    unknown = set(leave_out) - {item.name for item in study_settings()}
+    if unknown:
+        raise ValueError(f"leave_out names no study setting: {sorted(unknown)}")
+    add_arguments(parser, [item for item in study_settings() if item.name not in leave_out], defer=True)
+    parser.set_defaults(**{name: None for name in leave_out})
     return parser
 
 

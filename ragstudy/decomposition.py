@@ -75,8 +75,8 @@ def find_text_layer_runs(results_dir: str | Path, top_layer: str | None = None) 
         expected = named.name[len(TEXT_LAYER_FOLDER.format("")):]
         if layer != expected or layer in runs:
             raise StudyInputError(f"{folder}: its config.json records text_layer {layer!r}, but the folder stands for "
-                                  f"{expected!r} beside {results_dir} ({top!r}); re-run evaluation_chain.py "
-                                  "--retrieval-only --text-layer raw,clean into a fresh --output-dir")
+                                  f"{expected!r} beside {results_dir} ({top!r}); re-run `ragstudy retrieve "
+                                  "--text-layer raw,clean` into a fresh --output-dir")
         runs[layer] = folder
     return runs
 

@@ -1,5 +1,5 @@
-"""Small I/O helpers: atomic writes, stable hashing, project cache location, folder locks, CPU cores, and the one
-decoder of a user's text files (CSV, YAML, prompt files)."""
+"""Small I/O helpers: atomic writes, stable hashing, project cache location, folder locks, CPU cores, the one
+decoder of a user's text files (CSV, YAML, prompt files), and the one way an entry point ends its process."""
 
 from __future__ import annotations
 
@@ -9,12 +9,27 @@ import json
 import os
 import re
 import secrets
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from .errors import StoreError, StudyInputError, store_error
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+INTERRUPTED = 130  # the exit code of a run stopped by Ctrl-C (128 + SIGINT)
+
+
+def exit_process(code: int) -> NoReturn:
+    """End an entry point's process with `code` (`sys.exit(main())` of `ragstudy`, `evaluation_chain.py` and
+    `tools/make_qa.py`). After Ctrl-C (`INTERRUPTED`) every file and cached answer kept is already fsynced: flush
+    stdout and stderr and skip the libraries' teardown (torch, Chroma: seconds), so the run stops at once."""
+    if code == INTERRUPTED:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")

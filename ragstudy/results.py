@@ -247,7 +247,7 @@ def read_dataset(path: str | Path, strategy: str | None, questions: Sequence[str
         where = _where(path, kind, i)
         for key in required:
             if key not in record:
-                raise StudyInputError(f"{where}: no {key!r} field; expected a Dataset file of evaluation_chain.py "
+                raise StudyInputError(f"{where}: no {key!r} field; expected a Dataset file of ragstudy answer "
                                       f"(columns {', '.join(DATASET_COLUMNS)}) or of the paper's code "
                                       f"({', '.join(PAPER_DATASET_COLUMNS)})")
         index = i if paper else _question_index(record["question_index"], where)
@@ -264,7 +264,7 @@ def read_dataset(path: str | Path, strategy: str | None, questions: Sequence[str
         answer = "" if record["answer"] is None else str(record["answer"])
         if require_answers and not answer.strip():
             raise StudyInputError(f"{where} (question_index {index}): empty answer (the model answered nothing). "
-                                  "Re-run evaluation_chain.py with the same settings: empty answers are never cached, "
+                                  "Re-run ragstudy answer with the same settings: empty answers are never cached, "
                                   "so the model is asked again; if it stays empty, raise --max-new-tokens or check "
                                   "the prompt")
         row_strategy = record.get("strategy")
@@ -334,7 +334,7 @@ def stale_datasets(results_dir: Path, paths: Sequence[Path], record: "RunRecord 
     try:
         started = datetime.fromisoformat(date).timestamp() if isinstance(date, str) and date else None
     except ValueError:
-        raise StudyInputError(f"{path}: date {date!r} is not an ISO date (evaluation_chain.py writes one); fix or "
+        raise StudyInputError(f"{path}: date {date!r} is not an ISO date (ragstudy answer writes one); fix or "
                               "delete the key") from None
     strategies = raw.get("strategies") if isinstance(raw.get("strategies"), list) else None
     by_file = {}
@@ -512,12 +512,12 @@ def read_chunk_rows(output_dir: Path, strategy: str) -> list[dict]:
     output_dir = Path(output_dir)
     csv_path = output_dir / f"chunks_{strategy}.csv"
     if not csv_path.is_file():
-        raise StudyInputError(f"{csv_path} not found: run `python3 evaluation_chain.py --chunks-only --output-dir "
+        raise StudyInputError(f"{csv_path} not found: run `ragstudy chunks --output-dir "
                               f"{output_dir}` first")
     frame = pd.read_csv(csv_path, keep_default_na=False, dtype=str)
     missing = [c for c in CHUNK_COLUMNS if c not in frame.columns]
     if missing:
-        raise StudyInputError(f"{csv_path}: no column(s) {missing}; not a chunk export of evaluation_chain.py")
+        raise StudyInputError(f"{csv_path}: no column(s) {missing}; not a chunk export of `ragstudy chunks`")
     rows = []
     for i, record in enumerate(frame.to_dict("records")):
         try:
@@ -527,7 +527,7 @@ def read_chunk_rows(output_dir: Path, strategy: str) -> list[dict]:
             raise StudyInputError(f"{csv_path} row {i + 2}: unreadable start_end_idx or metadata ({exc})") from None
         if not isinstance(record["metadata"], dict) or len(record["start_end_idx"]) != 2:
             raise StudyInputError(f"{csv_path} row {i + 2}: metadata must be a JSON object and start_end_idx a "
-                                  "[start, end] pair; not a chunk export of evaluation_chain.py")
+                                  "[start, end] pair; not a chunk export of `ragstudy chunks`")
         rows.append(record)
     return rows
 
@@ -576,12 +576,12 @@ def read_retrieval(path: str | Path) -> dict[int, list[RetrievedParent]]:
 
     path = Path(path)
     if not path.is_file():
-        raise StudyInputError(f"{path}: not found; run `python3 evaluation_chain.py --retrieval-only` first")
+        raise StudyInputError(f"{path}: not found; run `ragstudy retrieve` first")
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     missing = [c for c in RETRIEVAL_COLUMNS if c not in frame.columns]
     if missing:
-        raise StudyInputError(f"{path}: missing columns {missing}; is it a retrieval file of evaluation_chain.py "
-                              "--retrieval-only?")
+        raise StudyInputError(f"{path}: missing columns {missing}; is it a retrieval file of "
+                              "`ragstudy retrieve`?")
     result: dict[int, list[RetrievedParent]] = {}
     for i, row in enumerate(frame.to_dict("records")):
         try:
@@ -622,11 +622,11 @@ class Table:
         return Path(folder) / self.name
 
 
-_RETRIEVAL_EVAL = "python3 Postprocessing/retrieval_eval.py --results-dir RESULTS"
-_METRICS = "python3 Postprocessing/evaluation_metrics.py --results-dir RESULTS"
-_SWEEP = "python3 evaluation_chain.py --sweep SWEEP.yaml --output-dir RESULTS"
-_SURVEY = "python3 Postprocessing/interview_analysis.py --results-dir RESULTS"
-_CHUNK_QUALITY = "python3 Postprocessing/chunk_quality.py --results-dir RESULTS"
+_RETRIEVAL_EVAL = "ragstudy score-retrieval --results-dir RESULTS"
+_METRICS = "ragstudy score-answers --results-dir RESULTS"
+_SWEEP = "ragstudy sweep SWEEP.yaml --output-dir RESULTS"
+_SURVEY = "ragstudy survey --results-dir RESULTS"
+_CHUNK_QUALITY = "ragstudy chunk-quality --results-dir RESULTS"
 # a table's columns: every column it always has, in order; tables whose further columns depend on the run (one
 # per metric, budget or survey category) say which in a comment, and keep those after the declared ones
 _SUMMARY = ("n", "mean", "ci_low", "ci_high", *CI_COLUMNS)  # a mean and its CI, and how the CI was made
@@ -729,10 +729,10 @@ class Output:
                    for name in self.names)
 
 
-_CHAIN = "python3 evaluation_chain.py --output-dir RESULTS"
-_RETRIEVAL_ONLY = "python3 evaluation_chain.py --retrieval-only --output-dir RESULTS"
-_REVIEW = "python3 Postprocessing/preprocessing_files.py --results-dir RESULTS"
-_REPORT = "python3 Postprocessing/report.py --results-dir RESULTS"
+_CHAIN = "ragstudy answer --output-dir RESULTS"
+_RETRIEVAL_ONLY = "ragstudy retrieve --output-dir RESULTS"
+_REVIEW = "ragstudy review --results-dir RESULTS"
+_REPORT = "ragstudy report --results-dir RESULTS"
 _STUDY = "ragstudy study --output-dir RESULTS"
 _MAKE_QA = "ragstudy make-qa --out QA"
 

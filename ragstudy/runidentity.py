@@ -155,7 +155,7 @@ def check_compared(folder: str | Path, strategies: Sequence[str], file_of, allow
                    f"{'it' if len(changed) == 1 else 'them'} (edited, or copied in from another run): "
                    "configuration unknown")
         if not allow:
-            raise StudyInputError(f"{folder}: {message}; re-run evaluation_chain.py into its own --output-dir, or "
+            raise StudyInputError(f"{folder}: {message}; re-run ragstudy answer into its own --output-dir, or "
                                   f"pass {ALLOW_FLAG} to compare anyway")
         logger.warning("%s: %s", folder, message)
         notes.append(message)
@@ -215,7 +215,7 @@ def check_config(folder: str | Path, run_config: Any = None) -> None:
                 f"{folder / 'config.json'} says {key} {theirs} but {folder / IDENTITY_FILE} records {key} {ours} for "
                 f"{name}, the configuration that wrote it: config.json was edited or comes from another run, and "
                 "the scores and the report would describe a run that did not happen. Restore config.json (re-run "
-                "evaluation_chain.py with the same flags into this folder rewrites it), or re-run into its own "
+                "ragstudy answer with the same flags into this folder rewrites it), or re-run into its own "
                 "--output-dir")
 
 
@@ -227,7 +227,7 @@ def check_rankings(folder: str | Path, rankings: dict[str, dict[int, list]], que
     lists (`listed`, config.json) has its file. A StudyInputError naming the file, the question and what to do."""
     from .results import retrieval_path
 
-    fix = "the file was edited or comes from two runs; re-run evaluation_chain.py --retrieval-only"
+    fix = "the file was edited or comes from two runs; re-run ragstudy retrieve"
     missing_files = [s for s in (listed or []) if not retrieval_path(folder, s).is_file()]
     if missing_files:
         raise StudyInputError(f"{folder}: config.json lists {', '.join(missing_files)} but "

@@ -1,6 +1,6 @@
 """Parameter sweeps: a grid of strategy x parameter settings, each run retrieval-only and scored at every budget.
 
-    python3 evaluation_chain.py --sweep sweeps/hope_eight.yaml --output-dir results-sweep
+    ragstudy sweep sweeps/hope_eight.yaml --output-dir results-sweep
 
 A sweep file (YAML)::
 
@@ -11,7 +11,7 @@ A sweep file (YAML)::
       - id: fixed-256                   # optional; default: strategy and parameters
         strategy: fixed-size
         params: {chunk_size: 256, chunk_overlap: 0}
-      - id: fixed-256-bm25              # optional `retriever:` (evaluation_chain.py --retriever): a sweep axis
+      - id: fixed-256-bm25              # optional `retriever:` (ragstudy retrieve --retriever): a sweep axis
         strategy: fixed-size
         params: {chunk_size: 256, chunk_overlap: 0}
         retriever: bm25
@@ -25,7 +25,7 @@ Every configuration writes its retrieval files into `<output-dir>/sweep/<id>/`; 
 `sweep_summary.csv` (one row per configuration: chunk statistics, indexing time and cost, its retriever and text
 layer, and the metrics at each budget as `hit@500`, `span_recall@500`, …, `hit@k`, …) and `sweep_best.csv` (the best
 configuration per metric and budget) into the output folder, like AutoRAG's summary.csv per node;
-evaluation_chain.py prints the table and draws `sweep_hit_rate.{html,png,pdf}`. Scores come from
+`ragstudy sweep` prints the table and draws `sweep_hit_rate.{html,png,pdf}`. Scores come from
 ragstudy.budget_eval. Child windows already embedded for another configuration are not embedded again (Chroma
 collections and the vector cache are keyed by content).
 """

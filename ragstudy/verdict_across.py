@@ -62,7 +62,7 @@ class CrossVerdict:
             frame = results.read_table(folder, results.RETRIEVAL_VERDICT)
             if frame is None or not len(frame):
                 raise StudyInputError(f"{Path(folder) / results.RETRIEVAL_VERDICT.name}: missing; run "
-                                      f"`python3 Postprocessing/retrieval_eval.py --results-dir {Path(folder).parent}`")
+                                      f"`ragstudy score-retrieval --results-dir {Path(folder).parent}`")
             verdicts[name] = all_verdicts(frame)[0]
         return cls(verdicts)
 

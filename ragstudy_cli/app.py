@@ -14,6 +14,8 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ragstudy.io import INTERRUPTED, exit_process
+
 PROG = "ragstudy"
 
 
@@ -33,27 +35,60 @@ class Command:
     def prog(self) -> str:
         return f"{PROG} {self.name}"
 
+    @property
+    def is_chain(self) -> bool:
+        return self.module == "evaluation_chain"
+
+    @property
+    def implied_modes(self) -> tuple[str, ...]:
+        """The mode settings this subcommand fixes (a sweep is retrieval-only too)."""
+        return {"retrieval_only": ("retrieval_only",), "chunks_only": ("chunks_only",),
+                "sweep": ("sweep", "retrieval_only")}.get(self.mode, ())
+
+    def left_out(self) -> tuple[str, ...]:
+        """The chain's mode settings this subcommand's parser does not offer: every one (its own mode is fixed),
+        but the sweep's --sweep, which carries its FILE."""
+        from ragstudy.config import MODE_SETTINGS
+
+        return tuple(m for m in MODE_SETTINGS if m != "sweep" or self.mode != "sweep") if self.is_chain else ()
+
     def load(self):
         return importlib.import_module(self.module)
 
     def parser(self) -> argparse.ArgumentParser:
-        """The subcommand's parser: its module's `build_parser()`, named `ragstudy NAME`, its mode fixed."""
+        """The subcommand's parser: its module's `build_parser()`, named `ragstudy NAME`, its mode fixed and the
+        other modes' flags left out."""
         if self.module == "ragstudy_cli.study":
             return self.load().build_parser()
-        parser = self.load().build_parser()
+        parser = self.load().build_parser(self.left_out()) if self.is_chain else self.load().build_parser()
         parser.prog = self.prog
         if self.mode in ("retrieval_only", "chunks_only"):
             parser.set_defaults(**{self.mode: True})
-            parser.description = f"{self.summary}. The same flags as `{PROG} answer` ({self.script}), with " \
-                                 f"--{self.mode.replace('_', '-')} set.\n\n" + (parser.description or "")
+            parser.description = f"{self.summary}. The flags of `{PROG} answer`.\n\n" + (parser.description or "")
         elif self.mode == "sweep":
             parser.usage = f"{self.prog} FILE.yaml [flags of '{PROG} answer']"
             for action in parser._actions:  # noqa: SLF001 (argparse offers no public way to make a flag required)
                 if action.dest == "sweep":
                     action.required = True
-            parser.description = f"{self.summary}: `{PROG} sweep FILE.yaml` is `python {self.script} --sweep " \
-                                 "FILE.yaml`; every other flag of the chain applies.\n\n" + (parser.description or "")
+            parser.description = f"{self.summary}: `{PROG} sweep FILE.yaml`; every flag of `{PROG} answer` " \
+                                 "applies.\n\n" + (parser.description or "")
         return parser
+
+    def foreign_mode_flag(self, argv: Sequence[str]) -> str | None:
+        """One line for the first flag in `argv` of a mode this subcommand does not run (`ragstudy answer
+        --retrieval-only`): which subcommand runs that mode; None when there is none."""
+        from ragstudy.config import option_of
+
+        for name in self.left_out():
+            flag = option_of(name)
+            if any(arg == flag or arg.startswith(f"{flag}=") for arg in argv):
+                if name in self.implied_modes:
+                    return f"`{self.prog}` is {name.replace('_', '-')} already: drop {flag}"
+                owner = next(c for c in COMMANDS if c.mode == name)
+                run = f"a sweep is `{owner.prog} FILE.yaml`" if name == "sweep" \
+                    else f"the {name.replace('_', '-')} run is `{owner.prog}`"
+                return f"{flag} is not a flag of `{self.prog}`: {run}, with the other flags unchanged"
+        return None
 
     def main(self, argv: Sequence[str]) -> int:
         """Run the subcommand on `argv` (its flags, without the subcommand's name); the exit code."""
@@ -63,7 +98,11 @@ class Command:
             return module.main(argv)
         if self.mode == "sweep" and argv and not argv[0].startswith("-"):
             argv = ["--sweep", *argv]
-        if self.module == "evaluation_chain":
+        refused = self.foreign_mode_flag(argv[:argv.index("--")] if "--" in argv else argv)
+        if refused:
+            print(f"error: {refused}", file=sys.stderr)
+            return 2
+        if self.is_chain:
             return module.main(argv, parser=self.parser())
         if self.own_main:
             return module.main(argv, parser=self.parser())
@@ -130,12 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     code = _exit_code(lambda: command.main(rest))
-    if code == 130:  # Ctrl-C: what is kept is already fsynced; skip the libraries' teardown (seconds), as the chain
-        sys.stdout.flush()
-        sys.stderr.flush()
-        import os
-
-        os._exit(code)
+    if code == INTERRUPTED:  # Ctrl-C: end here, whoever called main (the console script, `python -m ragstudy_cli`)
+        exit_process(code)
     return code
 
 
@@ -149,4 +184,4 @@ def _exit_code(run: Callable[[], int]) -> int:
 
 def console() -> None:
     """The `ragstudy` console script (pyproject.toml)."""
-    sys.exit(main())
+    exit_process(main())

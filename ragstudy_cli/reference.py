@@ -80,8 +80,11 @@ def cli_page() -> str:
                                                  "sweep": " --sweep FILE.yaml"}.get(command.mode, "")
         lines += [f"The paper's entry point: `{script}`.", ""]
         if command.mode:
+            flag = "--" + command.mode.replace("_", "-")
             lines += [f"The flags of `{PROG} answer`" + (" (FILE.yaml may be given without `--sweep`)."
-                                                        if command.mode == "sweep" else "."), ""]
+                                                        if command.mode == "sweep" else "."),
+                      f"The mode is the subcommand: `{flag}` is a flag of the paper's script only, and no other "
+                      f"subcommand takes it.", ""]
             continue
         lines += parser_table(command.parser())
     return "\n".join(lines).rstrip() + "\n"

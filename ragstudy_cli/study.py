@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         usage="ragstudy study [--output-dir DIR] [--evidence FILE] [--oracle FILE] [--hope] [--force] "
               "[flags of 'ragstudy answer' ...]",
         description=__doc__,
-        epilog="Every other flag is a flag of `ragstudy answer` (evaluation_chain.py) and goes to both runs, e.g. "
+        epilog="Every other flag is a flag of `ragstudy answer` and goes to both runs, e.g. "
                "--profile, --documents DIR, --questions Q.csv, --limit N, --strategies, --config FILE, --retriever "
                "(retrieval run only), --embedding. See docs/cli.md.")
     parser.add_argument("--output-dir", help="the study's folder (default: the --config file's output_dir:, "

@@ -301,7 +301,7 @@ def test_a_hand_edited_config_json_is_refused_by_scoring_and_the_report(runs, tm
     said = (f"error: {out / 'config.json'} says retriever dense but {out / 'run_identity.json'} records retriever "
             "bm25 for retrieval_fixed-size.csv, the configuration that wrote it: config.json was edited or comes from "
             "another run, and the scores and the report would describe a run that did not happen. Restore "
-            "config.json (re-run evaluation_chain.py with the same flags into this folder rewrites it), or re-run "
+            "config.json (re-run ragstudy answer with the same flags into this folder rewrites it), or re-run "
             "into its own --output-dir")
     before = contents(out)
     assert one_error(capsys, score(out)) == said

@@ -280,3 +280,64 @@ def test_the_old_script_paths_run_with_their_old_flags(small_study: tuple[Path, 
     _script(["Postprocessing/chunk_quality.py", "--results-dir", str(answers), "--no-hope", "--n-resamples", "200"])
     _script(["Postprocessing/report.py", "--results-dir", str(answers), "--retrieval-dir", str(retrieval)])
     assert (answers / "report.html").stat().st_size > 100_000
+
+
+_TEARDOWN = "import atexit; atexit.register(lambda: print('teardown ran', flush=True))\n"
+
+
+@pytest.mark.parametrize("code, teardown", [(130, False), (2, True), (0, True)])
+def test_an_interrupted_run_ends_at_once_and_others_tear_down(code: int, teardown: bool) -> None:
+    """The one Ctrl-C ending (ragstudy.io.exit_process): exit 130 skips the libraries' teardown (atexit, seconds of
+    torch and Chroma), flushing what was printed; any other code ends normally."""
+    run = subprocess.run([sys.executable, "-c", _TEARDOWN + "from ragstudy.io import exit_process\n"
+                          f"print('printed before', end='')\nexit_process({code})"],
+                         capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert run.returncode == code
+    assert run.stdout.startswith("printed before")
+    assert ("teardown ran" in run.stdout) is teardown
+
+
+def test_the_command_ends_an_interrupted_subcommand_at_once() -> None:
+    """`ragstudy SUB` whose run answers 130 (Ctrl-C) ends through the same exit: code 130, no teardown."""
+    run = subprocess.run([sys.executable, "-c", _TEARDOWN + "from ragstudy_cli import app\n"
+                          "import sys; sys.argv = ['ragstudy', 'report']\n"
+                          "app.Command.main = lambda self, argv: 130\napp.console()"],
+                         capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert (run.returncode, run.stdout) == (130, "")
+
+
+def _offered(parser) -> set[str]:
+    return {option for action in parser._actions for option in action.option_strings}  # noqa: SLF001
+
+
+def test_each_chain_subcommand_offers_only_its_own_mode() -> None:
+    """`ragstudy answer` has no --retrieval-only, --chunks-only or --sweep (those runs are `retrieve`, `chunks`,
+    `sweep FILE`), and no mode subcommand offers another's flag; the paper's script keeps all three."""
+    import evaluation_chain
+
+    modes = {"--retrieval-only", "--chunks-only", "--sweep"}
+    assert modes <= _offered(evaluation_chain.build_parser())
+    offered = {name: _offered(app.BY_NAME[name].parser()) & modes for name in ("answer", "retrieve", "chunks", "sweep")}
+    assert offered == {"answer": set(), "retrieve": set(), "chunks": set(), "sweep": {"--sweep"}}
+    assert app.BY_NAME["chunks"].parser().parse_args([]).chunks_only is True
+    answer = app.BY_NAME["answer"].parser().parse_args(["--limit", "2"])
+    assert (answer.retrieval_only, answer.chunks_only, answer.sweep, answer.limit) == (None, None, None, 2)
+
+
+@pytest.mark.parametrize("argv, names", [
+    (["answer", "--retrieval-only", "--limit", "2"], ("--retrieval-only", "`ragstudy retrieve`")),
+    (["answer", "--chunks-only"], ("--chunks-only", "`ragstudy chunks`")),
+    (["answer", "--sweep=sweeps/hope_eight.yaml"], ("--sweep", "`ragstudy sweep FILE.yaml`")),
+    (["chunks", "--retrieval-only"], ("--retrieval-only", "`ragstudy retrieve`")),
+    (["retrieve", "--retrieval-only"], ("`ragstudy retrieve` is retrieval-only already", "drop --retrieval-only")),
+    (["sweep", "sweeps/hope_eight.yaml", "--retrieval-only"], ("retrieval-only already", "drop --retrieval-only")),
+])
+def test_another_modes_flag_is_refused_naming_its_subcommand(argv: list[str], names: tuple[str, ...],
+                                                             capsys) -> None:
+    """`ragstudy answer --retrieval-only` exits 2 in one line that names the flag and the subcommand to run;
+    nothing runs (no model, no output folder)."""
+    assert app.main(argv) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and captured.out == "", captured
+    assert all(name in lines[0] for name in names), lines[0]

@@ -421,9 +421,9 @@ def test_empty_folder_notes_name_the_commands(tmp_path: Path) -> None:
     assert parsed.sections == SECTION_IDS
     assert set(parsed.notes) == set(SECTION_IDS)  # each section says what is missing
     assert "plotly" not in page.lower()  # no figure, no plotly.js
-    for command in ("evaluation_chain.py --retrieval-only", "Postprocessing/retrieval_eval.py",
-                    "Postprocessing/evaluation_metrics.py", "Postprocessing/chunk_quality.py",
-                    "Postprocessing/interview_analysis.py", "--chunks-only"):
+    for command in ("ragstudy retrieve --output-dir", "ragstudy score-retrieval --results-dir",
+                    "ragstudy score-answers --results-dir", "ragstudy chunk-quality --results-dir",
+                    "ragstudy survey --results-dir", "ragstudy chunks --output-dir"):
         assert command in page and command in md
 
 

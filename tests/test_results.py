@@ -236,7 +236,7 @@ def test_derived_tables_round_trip_through_their_one_owner(tmp_path):
     assert back["budget"].tolist() == ["500", "1000", "k"]
     frame.drop(columns=["ci_high"]).to_csv(path, index=False)
     with pytest.raises(StudyInputError, match=r"retrieval_summary.csv: no column\(s\) \['ci_high'\].*"
-                                              r"Postprocessing/retrieval_eval.py --results-dir"):
+                                              r"ragstudy score-retrieval --results-dir"):
         results.read_table(tmp_path, results.RETRIEVAL_SUMMARY)
     with pytest.raises(ValueError, match="lacks column"):
         results.write_table(tmp_path, results.RETRIEVAL_PAIRED, frame)

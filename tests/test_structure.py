@@ -17,6 +17,7 @@ the configuration nor a family package, so reading a CSV loads no plug-in.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -431,3 +432,72 @@ def test_names_are_imported_from_the_core_module_that_defines_them(tmp_path: Pat
     assert _reexport_imports(made) == ["ragstudy.user (line 1): Row from ragstudy.results"]
     offenders = _reexport_imports(_modules())
     assert offenders == [], "import these names from the module that defines them:\n" + "\n".join(offenders)
+
+
+# ------------------------------------------------------------------ messages name `ragstudy SUB`, not the scripts
+def _shim_scripts() -> tuple[str, ...]:
+    """The paper's script paths that still run as shims of a subcommand (`ragstudy_cli.app.COMMANDS`)."""
+    from ragstudy_cli.app import COMMANDS
+
+    return tuple(sorted({c.script for c in COMMANDS if c.script.endswith(".py")}))
+
+
+def _script_advice(path: Path, shims: tuple[str, ...]) -> list[str]:
+    """Every string literal of `path` a user reads that names a shim script (its path, or its file name alone):
+    messages, help texts, writer notes, and the module docstring when the module shows it (`__doc__` as a parser's
+    description). Function and class docstrings (developers' notes) and a literal that is exactly a shim's path (the
+    shim table naming its file, a file list) are not advice."""
+    names = "|".join(sorted({re.escape(s) for s in shims} | {r"(?<![\w/.])" + re.escape(s.rsplit("/", 1)[-1])
+                                                               for s in shims}))
+    pattern = re.compile(names)
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    shows_doc = any(isinstance(n, ast.Name) and n.id == "__doc__" for n in ast.walk(tree))
+    quiet: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)) and node.body \
+                and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant) \
+                and not (isinstance(node, ast.Module) and shows_doc):
+            quiet.add(id(node.body[0].value))
+    hits = sorted((node.lineno, found.group(0)) for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in quiet
+                  and node.value not in shims for found in [pattern.search(node.value)] if found)
+    where = path.relative_to(REPO) if path.is_relative_to(REPO) else path.name
+    return [f"{where}:{line}: {name}" for line, name in hits]
+
+
+def test_the_script_advice_detector_flags_messages_and_spares_notes_and_names(tmp_path: Path) -> None:
+    shims = ("evaluation_chain.py", "Postprocessing/retrieval_eval.py")
+    source = tmp_path / "m.py"
+    source.write_text('"""Usage: python3 evaluation_chain.py (not shown to users)."""\n'
+                      'def f(d):\n    """Called by Postprocessing/retrieval_eval.py."""\n'
+                      '    files = ("evaluation_chain.py",)\n'
+                      '    raise ValueError(f"{d}: missing; run `python3 Postprocessing/retrieval_eval.py` first")\n'
+                      'NOTE = "scored by retrieval_eval.py"\n', encoding="utf-8")
+    assert _script_advice(source, shims) == ["m.py:5: Postprocessing/retrieval_eval.py",
+                                             "m.py:6: retrieval_eval.py"]
+    source.write_text('"""Usage: python3 evaluation_chain.py --limit 5"""\nimport argparse\n'
+                      'P = argparse.ArgumentParser(description=__doc__)\n', encoding="utf-8")
+    assert _script_advice(source, shims) == ["m.py:1: evaluation_chain.py"]  # a docstring shown as --help
+
+
+def test_messages_name_the_subcommand_not_the_papers_script() -> None:
+    """Every message, help text and writer note says `ragstudy SUB ...` (README's table): the paper's script paths
+    still run, as shims, but are no longer advertised (`python3 Postprocessing/x.py`, `evaluation_chain.py --y`)."""
+    shims = _shim_scripts()
+    assert "evaluation_chain.py" in shims and "Postprocessing/retrieval_eval.py" in shims
+    offenders = [hit for module in _modules().values() for hit in _script_advice(module.path, shims)]
+    assert offenders == [], ("name the subcommand (`ragstudy score-retrieval --results-dir D`, see README's table) "
+                             "instead of the script:\n" + "\n".join(offenders))
+
+
+def test_one_function_ends_a_process_without_its_teardown() -> None:
+    """The Ctrl-C ending (flush, then `os._exit(130)`) is written once, in ragstudy.io.exit_process, and every entry
+    point calls it (it used to be copied into the command, the chain and tools/make_qa.py)."""
+    callers = []
+    for name, module in sorted(_modules().items()):
+        for node in ast.walk(ast.parse(module.path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr == "_exit":
+                callers.append(f"{name}:{node.lineno}")
+    assert [c.split(":")[0] for c in callers] == ["ragstudy.io"], callers
+    for entry in ("evaluation_chain.py", "tools/make_qa.py", "ragstudy_cli/app.py"):
+        assert "exit_process(" in (REPO / entry).read_text(encoding="utf-8"), entry

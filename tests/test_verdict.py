@@ -290,8 +290,8 @@ def test_a_damaged_verdict_file_stops_the_report_with_a_message(tmp_path, capsys
     results.write_table(tmp_path, results.RETRIEVAL_VERDICT, frame)
     assert report.main(["--results-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert "retrieval_verdict.csv: not a verdict table as retrieval_eval.py writes it" in err
-    assert "Postprocessing/retrieval_eval.py --results-dir" in err
+    assert "retrieval_verdict.csv: not a verdict table as ragstudy score-retrieval writes it" in err
+    assert "ragstudy score-retrieval --results-dir" in err
 
 
 def test_the_confidence_level_given_is_the_one_every_written_file_states(pdf_dir, questions_csv, tmp_path):

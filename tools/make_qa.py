@@ -2,15 +2,8 @@
 
 from __future__ import annotations
 
-import os
-import sys
-
+from ragstudy.io import exit_process
 from ragstudy.qagen.command import main
 
 if __name__ == "__main__":
-    code = main()
-    if code == 130:  # Ctrl-C: every answer is already fsynced in the cache; skip the libraries' teardown
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    sys.exit(code)
+    exit_process(main())

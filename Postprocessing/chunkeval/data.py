@@ -30,7 +30,7 @@ def discover_strategies(results_dir: Path) -> list[str]:
     """Strategies with a chunk export (chunks_<name>.csv) in `results_dir`, in the paper's order."""
     names = results.exported_strategies(results_dir)
     if not names:
-        raise DataError(f"no chunks_<strategy>.csv in {results_dir}: run `python evaluation_chain.py --chunks-only "
+        raise DataError(f"no chunks_<strategy>.csv in {results_dir}: run `ragstudy chunks "
                         f"--output-dir {results_dir}` (or a full run) first")
     return names
 
@@ -56,11 +56,11 @@ def load_export(results_dir: Path, strategy: str) -> tuple[list[dict], dict]:
     try:
         rows, sources = load_chunk_export(results_dir, strategy)
     except FileNotFoundError as exc:
-        raise DataError(f"{exc.filename}: missing; re-run evaluation_chain.py (with --chunks-only at least)") from exc
+        raise DataError(f"{exc.filename}: missing; re-run `ragstudy chunks` (or `ragstudy answer`)") from exc
     for i, row in enumerate(rows):
         if row["path"] not in sources:
             raise DataError(f"{csv_row(csv_path, i)}: path {row['path']} has no text in sources_{strategy}.jsonl; "
-                            "the two files come from different runs: re-run evaluation_chain.py")
+                            "the two files come from different runs: re-run ragstudy answer")
         start, end = row["start_end_idx"]
         if sources[row["path"]].text[start:end] != row["contents"]:
             raise DataError(f"{csv_row(csv_path, i)}: start_end_idx [{start}, {end}] does not point at the chunk's "
@@ -151,7 +151,7 @@ def retrieved_chunks(row: dict, path: Path, i: int, export: StrategyExport) -> l
         if chunk is None:
             raise DataError(f"{path} row {i} (question_index {row['question_index']}), retrieved item {j}: chunk "
                             f"{source.get('doc_id')} is not in chunks_{export.strategy}.csv; the Dataset and the "
-                            "chunk export come from different runs: re-run evaluation_chain.py")
+                            "chunk export come from different runs: re-run ragstudy answer")
         chunks.append(chunk)
     return chunks
 

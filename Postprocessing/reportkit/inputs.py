@@ -162,7 +162,7 @@ def load(results_dir: Path, oracle: str | Path | None = None, retrieval_dir: str
     answering and the retrieval-only run apart)."""
     d = Path(results_dir)
     if not d.is_dir():
-        raise common.DataError(f"results folder {d} not found; run evaluation_chain.py (--output-dir {d}) first, "
+        raise common.DataError(f"results folder {d} not found; run ragstudy answer (--output-dir {d}) first, "
                                "or pass --results-dir")
     r = Path(retrieval_dir) if retrieval_dir is not None else d
     if not r.is_dir():

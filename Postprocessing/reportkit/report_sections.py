@@ -31,8 +31,9 @@ DATE_KEYS = ("date", "created", "created_at", "started_at", "timestamp", "run_da
 VERSION_KEYS = ("git_commit", "code_version", "commit", "git", "version")
 
 
-def _cmd(script: str, results_dir: Path, extra: str = "") -> str:
-    return f"python3 {script} --results-dir {results_dir}{extra}"
+def _cmd(subcommand: str, results_dir: Path, extra: str = "") -> str:
+    """The command line of `ragstudy SUBCOMMAND` on `results_dir` (the advice a note gives)."""
+    return f"ragstudy {subcommand} --results-dir {results_dir}{extra}"
 
 
 def ci_text(frame: pd.DataFrame, table: str) -> str:
@@ -69,15 +70,15 @@ def verdict_section(inp: Inputs, styles: Strategies) -> Section:
     if inp.retrieval_verdict is None or not len(inp.retrieval_verdict):
         s.blocks.append(Note("No retrieval_verdict.csv: the verdict (best strategy at each context budget, paragraph "
                              "against each other strategy) comes from a retrieval-only run and its evaluation.",
-                             (f"python3 evaluation_chain.py --retrieval-only --output-dir {inp.results_dir}",
-                              _cmd("Postprocessing/retrieval_eval.py", inp.results_dir))))
+                             (f"ragstudy retrieve --output-dir {inp.results_dir}",
+                              _cmd("score-retrieval", inp.results_dir))))
         return s
     try:
         verdicts = all_verdicts(inp.retrieval_verdict)
     except ValueError as exc:
-        raise DataError(f"{inp.results_dir / results.RETRIEVAL_VERDICT.name}: not a verdict table as retrieval_eval.py "
-                        f"writes it ({exc}); re-run `{_cmd('Postprocessing/retrieval_eval.py', inp.results_dir)}`"
-                        ) from exc
+        rerun = _cmd("score-retrieval", inp.results_dir)
+        raise DataError(f"{inp.results_dir / results.RETRIEVAL_VERDICT.name}: not a verdict table as "
+                        f"ragstudy score-retrieval writes it ({exc}); re-run `{rerun}`") from exc
     for number, verdict in enumerate(verdicts):
         if number:  # the contiguous hit rate after the hit rate (docs/metrics.md)
             s.blocks.append(Heading(f"The same verdict on the {verdict.metric_words}"))
@@ -151,8 +152,8 @@ def setup_section(inp: Inputs, styles: Strategies) -> Section:
     config = inp.config
     if config is None:
         s.blocks.append(Note(f"No config.json in {inp.results_dir}: the run's settings are unknown. "
-                             "evaluation_chain.py writes it at the start of every run.",
-                             (f"python3 evaluation_chain.py --output-dir {inp.results_dir}",)))
+                             "ragstudy answer writes it at the start of every run.",
+                             (f"ragstudy answer --output-dir {inp.results_dir}",)))
         return s
     used = {"models", "origins", "model_labels", "strategy_params", "strategies", "documents_sha256", "documents",
             "documents_pages", "questions", "limit", "budgets", "budget_unit", "profile", "retriever"}
@@ -236,7 +237,7 @@ def chunks_section(inp: Inputs, styles: Strategies) -> Section:
     s = Section("chunks", "Chunks per strategy")
     if not inp.chunks:
         s.blocks.append(Note("No chunks_<strategy>.csv in the results folder.",
-                             (f"python3 evaluation_chain.py --chunks-only --output-dir {inp.results_dir}",)))
+                             (f"ragstudy chunks --output-dir {inp.results_dir}",)))
         return s
     names = styles.ordered(inp.chunks)
     rows, examples = [], []
@@ -340,8 +341,8 @@ def retrieval_section(inp: Inputs, styles: Strategies) -> Section:
     else:
         s.blocks.append(Note("No retrieval_summary.csv: hit rate against context budget needs a retrieval-only run "
                              "and its evaluation.",
-                             (f"python3 evaluation_chain.py --retrieval-only --output-dir {inp.results_dir}",
-                              _cmd("Postprocessing/retrieval_eval.py", inp.results_dir))))
+                             (f"ragstudy retrieve --output-dir {inp.results_dir}",
+                              _cmd("score-retrieval", inp.results_dir))))
         cq = inp.chunk_quality
         if cq is not None and "group" in cq.columns and (cq["group"] == "retrieval").any():
             s.blocks.append(Heading("At each strategy's own k, from the chain's retrieved contexts "
@@ -349,8 +350,8 @@ def retrieval_section(inp: Inputs, styles: Strategies) -> Section:
             s.blocks.append(_quality_table(cq[cq["group"] == "retrieval"], styles))
         else:
             s.blocks.append(Note("No chunk_quality.csv: the retrieval metrics and context size at each strategy's own "
-                                 "k come from the chain's Dataset files through chunk_quality.py.",
-                                 (_cmd("Postprocessing/chunk_quality.py", inp.results_dir),)))
+                                 "k come from the chain's Dataset files through ragstudy chunk-quality.",
+                                 (_cmd("chunk-quality", inp.results_dir),)))
     if paired is not None and len(paired):
         s.blocks.append(Heading("Paired differences (A − B on the same questions; Holm over the pairs of each "
                                 "budget and metric)"))
@@ -369,7 +370,7 @@ def answers_section(inp: Inputs, styles: Strategies) -> Section:
     summary = inp.metrics_summary
     if summary is None or not len(summary):
         s.blocks.append(Note("No metrics_summary.csv: the answers have not been scored.",
-                             (_cmd("Postprocessing/evaluation_metrics.py", inp.results_dir),)))
+                             (_cmd("score-answers", inp.results_dir),)))
         return s
     signal = inp.metrics_signal
     with_signal = set(signal["with_signal"]) if signal else set()
@@ -378,7 +379,7 @@ def answers_section(inp: Inputs, styles: Strategies) -> Section:
     else:
         s.blocks.append(Note("No signal check: these scores were written without floors (an earlier version); "
                              "their strategy comparisons are not interpretable until the answers are re-scored.",
-                             (_cmd("Postprocessing/evaluation_metrics.py", inp.results_dir),)))
+                             (_cmd("score-answers", inp.results_dir),)))
     names = styles.ordered(summary["strategy"])
     s.blocks.append(Figure(figures.dot_whisker(summary, styles),
                            "Every answer metric per strategy: mean over questions with its "
@@ -468,9 +469,9 @@ def chunk_quality_section(inp: Inputs, styles: Strategies) -> Section:
     s = Section("chunk-quality", "Chunk quality and HOPE")
     cq = inp.chunk_quality
     if cq is None or not len(cq):
-        s.blocks.append(Note("No chunk_quality.csv.", (_cmd("Postprocessing/chunk_quality.py", inp.results_dir,
+        s.blocks.append(Note("No chunk_quality.csv.", (_cmd("chunk-quality", inp.results_dir,
                                                              " --no-hope"),
-                                                        _cmd("Postprocessing/chunk_quality.py", inp.results_dir))))
+                                                        _cmd("chunk-quality", inp.results_dir))))
         return s
     titles = {"intrinsic": "Intrinsic chunk statistics", "retrieval": "Retrieval from evidence, at each "
               "strategy's own k", "hope": "HOPE (failed = unparseable LLM output, left out of the mean)"}
@@ -479,7 +480,7 @@ def chunk_quality_section(inp: Inputs, styles: Strategies) -> Section:
         s.blocks.append(_quality_table(cq[cq["group"] == group], styles))
     if not (cq["group"] == "hope").any():
         s.blocks.append(Note("HOPE was not computed (--no-hope). It needs the profile's LLM; with the lite profile "
-                             "SmolLM2 writes no usable items.", (_cmd("Postprocessing/chunk_quality.py",
+                             "SmolLM2 writes no usable items.", (_cmd("chunk-quality",
                                                                       inp.results_dir),)))
     return s
 
@@ -491,9 +492,9 @@ def survey_section(inp: Inputs, styles: Strategies) -> Section:
         lead = ("interview_answers.xlsx is present; once the raters have filled it, analyse it."
                 if inp.survey_answers_present else "No survey results: make the blinded review workbook, have "
                 "raters fill interview_answers.xlsx, then analyse it.")
-        cmds = (() if inp.survey_answers_present else (_cmd("Postprocessing/preprocessing_files.py",
+        cmds = (() if inp.survey_answers_present else (_cmd("review",
                                                             inp.results_dir),))
-        s.blocks.append(Note(lead, (*cmds, _cmd("Postprocessing/interview_analysis.py", inp.results_dir))))
+        s.blocks.append(Note(lead, (*cmds, _cmd("survey", inp.results_dir))))
         return s
     cats = [str(c) for c in overall["category"]]
     s.blocks.append(Figure(figures.bars([styles.display(c) for c in cats], overall["count"].tolist(),
@@ -521,7 +522,7 @@ def sweeps_section(inp: Inputs, styles: Strategies) -> Section:
     summary, best = inp.sweep_summary, inp.sweep_best
     if summary is None or not len(summary):
         s.blocks.append(Note("No sweep_summary.csv: no parameter sweep was run.",
-                             (f"python3 evaluation_chain.py --retrieval-only --sweep SWEEP.yaml --output-dir "
+                             (f"ragstudy sweep SWEEP.yaml --output-dir "
                               f"{inp.results_dir}",)))
         return s
     metric_cols = [c for c in summary.columns if "@" in str(c)]
@@ -566,7 +567,7 @@ def explorer_section(inp: Inputs, styles: Strategies) -> Section:
     per_q = inp.metrics_per_question
     if not inp.datasets and per_q is None:
         s.blocks.append(Note("No answers in the results folder (Dataset*.json).",
-                             (f"python3 evaluation_chain.py --output-dir {inp.results_dir}",)))
+                             (f"ragstudy answer --output-dir {inp.results_dir}",)))
         return s
     metric_cols: list[str] = []
     scores: dict[tuple[str, int], Mapping[str, Any]] = {}
@@ -575,7 +576,7 @@ def explorer_section(inp: Inputs, styles: Strategies) -> Section:
         metric_cols = [c for c in per_q.columns if c not in skip and pd.api.types.is_numeric_dtype(per_q[c])]
         scores = {(str(r["strategy"]), int(r["question_index"])): r for _, r in per_q.iterrows()}
     else:
-        s.blocks.append(Note("No per-question scores yet.", (_cmd("Postprocessing/evaluation_metrics.py",
+        s.blocks.append(Note("No per-question scores yet.", (_cmd("score-answers",
                                                                   inp.results_dir),)))
     answers = {(name, int(r["question_index"])): r for name, rows in inp.datasets.items() for r in rows
                if r.get("question_index") is not None}

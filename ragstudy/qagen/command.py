@@ -1,9 +1,9 @@
 """make-qa: generate a question set with verbatim evidence and answers from the PDFs in a folder.
 
-    python tools/make_qa.py --documents Documents/ --n 60 --llm-server http://gpu:8000 \\
+    ragstudy make-qa --documents Documents/ --n 60 --llm-server http://gpu:8000 \\
         --llm-server-model anakin87/Phi-3.5-mini-ITA --out qa/
-    python tools/make_qa.py --documents Documents/ --n 20 --profile paper --out qa/      # in-process, on CUDA
-    python tools/make_qa.py --out qa/ --read-review qa/review.xlsx                        # write the accepted set
+    ragstudy make-qa --documents Documents/ --n 20 --profile paper --out qa/      # in-process, on CUDA
+    ragstudy make-qa --out qa/ --read-review qa/review.xlsx                        # write the accepted set
 
 Writes Questions.csv, Oracle.csv, evidence.csv, make_qa.json, candidates.jsonl, qa_report.md and review.xlsx into
 --out. Answers are cached like the study's: a re-run generates nothing, an interrupted run resumes. Exit 0 when

@@ -113,7 +113,7 @@ def result_folders(results_dir: str | Path) -> dict[str, Path]:
         try:
             recorded = json.loads(path.read_text(encoding="utf-8")).get("retriever") or "dense"
         except (ValueError, AttributeError) as exc:
-            raise StudyInputError(f"{path}: not a config.json written by evaluation_chain.py ({exc})") from None
+            raise StudyInputError(f"{path}: not a config.json written by ragstudy answer ({exc})") from None
     chosen = [part.strip() for part in (recorded if isinstance(recorded, list) else str(recorded).split(","))
               if part.strip()]
     if len(chosen) == 1:
