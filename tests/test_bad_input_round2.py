@@ -286,7 +286,7 @@ def test_dataset_files_left_by_an_earlier_run_are_named(retrieval_runs, tmp_path
         find_datasets(run)
     assert [p.name for p in dataset_files(run)] == [f"{name}.json"]  # the report warns instead
     proc = cli(REPO_ROOT / "Postprocessing" / "chunk_quality.py", "--results-dir", run, "--no-hope", "--out-dir",
-               tmp_path / "cq", "--strategies", "fixed-size")
+               tmp_path / "cq", "--strategies", "fixed-size", "--evidence", SAMPLE_EVIDENCE)
     refused(proc, f"{name}.json: the last run", "move or delete them")
 
 
