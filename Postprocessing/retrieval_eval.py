@@ -59,26 +59,34 @@ PLOT_STEM = results.RETRIEVAL_PLOT.stem
 
 # ----------------------------------------------------------------------------------------------- the report
 
-def verdict_markdown(verdicts: Sequence[Verdict]) -> str:
-    """The verdict box: each verdict's lines, then its table of numbers (the main verdict first)."""
-    parts = []
+def table_markdown(verdict: Verdict) -> str:
+    """The table of the reference's differences (difference [CI], Holm p) per budget."""
+    headers, rows = verdict.table()
+    return formatting.markdown_table(headers, [[c.text for c in row] for row in rows],
+                                     "lrl" + "r" * (len(headers) - 3))
+
+
+def verdict_markdown(verdicts: Sequence[Verdict], setting: Mapping[str, str] | None = None) -> str:
+    """The verdict box: the main verdict in one sentence (under the run's retriever and embedder, `setting`), its
+    matrix, the other verdicts' sentences; then, under "Details", each verdict's lines and table of differences."""
+    main = verdicts[0]
+    parts = ["## Verdict\n", f"**{main.headline(**(setting or {}))}**\n", main.matrix_markdown(),
+             *(f"{v.also_on()}\n" for v in verdicts[1:]), "### Details\n"]
     for number, verdict in enumerate(verdicts):
-        headers, rows = verdict.table()
-        table = formatting.markdown_table(headers, [[c.text for c in row] for row in rows],
-                                          "lrl" + "r" * (len(headers) - 3))
-        title = "## Verdict\n\n" if number == 0 else f"### The same verdict on the {verdict.metric_words}\n\n"
-        parts.append(title + verdict.markdown() + "\n" + table)
-    return "\n".join(parts)
+        if number:
+            parts += [f"#### The same verdict on the {verdict.metric_words}\n", verdict.matrix_markdown()]
+        parts.append(verdict.markdown() + "\n" + table_markdown(verdict))
+    return "\n".join(p for p in parts if p)
 
 
 def markdown(summary: pd.DataFrame, paired: pd.DataFrame, strategies: Sequence[str], display: Mapping[str, str],
              labels: Sequence[str], unit: str, notes: Sequence[str], verdicts: Sequence[Verdict],
-             confidence: float, decomposition: str = "") -> str:
+             confidence: float, decomposition: str = "", setting: Mapping[str, str] | None = None) -> str:
     """retrieval_summary.md: the verdict first (and the cleaning/segmentation split when the run has both text
     layers), then every metric's table, the significant pairs and the notes; intervals labelled with `confidence`,
     the level the tables record."""
     ci = ci_label(confidence)
-    lines = [f"# Retrieval at equal context budgets ({unit})\n", verdict_markdown(verdicts),
+    lines = [f"# Retrieval at equal context budgets ({unit})\n", verdict_markdown(verdicts, setting),
              *([decomposition] if decomposition else []),
              "## How the contexts are built\n",
              f"Budget B: the top-ranked parents, whole, in rank order, while their total stays <= B {unit} (a first "
@@ -183,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> dict:
     from ragstudy import registry, results, retrievers
     from ragstudy.budget_eval import (budget_labels, check_evidence_found, compare, evaluate_folder, run_measure,
-                                      summarize, verdict, verdict_metrics)
+                                      summarize, verdict, verdict_metrics, verdict_setting)
     from ragstudy.config import DEFAULT_BUDGETS, validate_budgets
     from ragstudy.evidence import load_evidence_file
 
@@ -299,29 +307,32 @@ def run(args: argparse.Namespace) -> dict:
                        "segmentation split (see the note in %s)", results.RETRIEVAL_DECOMPOSITION.path(out_dir),
                        results.RETRIEVAL_SUMMARY_MD.name)
     report = markdown(summary, paired, strategies, display, labels, unit, notes, boxes, args.confidence,
-                      decomposition_markdown(decomposition, unit, args.confidence))
+                      decomposition_markdown(decomposition, unit, args.confidence), verdict_setting(run_config))
     common.atomic_write_text(written["summary_md"], report)
     common.print_report(report, out_dir, time.perf_counter() - started)
     return written
 
 
 def across_markdown(cross: CrossVerdict, folders: Mapping[str, Path]) -> str:
-    """The parent folder's retrieval_summary.md: where the conclusion changes with the retriever, in words, then
-    each retriever's verdict (its headline and table of numbers, from its own folder)."""
+    """The parent folder's retrieval_summary.md: whether the best strategy changes with the axis, and apart which
+    differences reach significance where; each group's sentence and matrix; then, under "Details", what changes
+    budget by budget and each group's table of differences (from its own folder)."""
     from ragstudy import results
 
-    changes = cross.sentences()
-    lines = ["# Retrieval at equal context budgets, checked across retrievers\n", "## Verdict across retrievers\n",
-             cross.headline() + "\n", "".join(f"- {line}\n" for line in changes) if changes else
-             "The best strategy and the significant differences are the same at every budget under every retriever.\n"]
+    axis, changes = cross.axis, cross.sentences()
+    lines = [f"# Retrieval at equal context budgets, checked across {axis}s\n", f"## Verdict across {axis}s\n",
+             cross.headline() + "\n"]
     for name, v in cross.verdicts.items():
-        headers, rows = v.table()
-        lines += [f"### Under {name}\n", v.headline(retriever=name) + "\n",
-                  formatting.markdown_table(headers, [[c.text for c in row] for row in rows],
-                                            "lrl" + "r" * (len(headers) - 3)),
+        lines += [f"### Under {name}\n", v.headline() + "\n", v.matrix_markdown()]
+    lines += ["## Details\n", f"What changes with the {axis}, budget by budget:\n",
+              "".join(f"- {line}\n" for line in changes) if changes else
+              f"Nothing: the best strategy and the significant differences are the same at every budget under every "
+              f"{axis}.\n"]
+    for name, v in cross.verdicts.items():
+        lines += [f"### Under {name}: the differences\n", table_markdown(v),
                   f"All of {name}'s tables: `{folders[name] / results.RETRIEVAL_SUMMARY_MD.name}`.\n"]
-    lines.append(f"Per retriever x budget: `{results.RETRIEVAL_VERDICT_BY_RETRIEVER.name}`.\n")
-    return "\n".join(lines)
+    lines.append(f"Per {axis} x budget: `{results.RETRIEVAL_VERDICT_BY_RETRIEVER.name}`.\n")
+    return "\n".join(p for p in lines if p)
 
 
 def run_across(args: argparse.Namespace, folders: Mapping[str, Path]) -> dict:

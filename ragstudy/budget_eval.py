@@ -448,6 +448,12 @@ class BudgetVerdict:
     reference: VerdictScore | None
     differences: tuple[VerdictDifference, ...]
     n_range: tuple[int, int]  # fewest and most questions scored by a strategy at this budget
+    scores: tuple[VerdictScore, ...] = ()  # every strategy's score (the matrix); empty in files written before it
+    versus_best: tuple[VerdictDifference, ...] = ()  # the (first) best − each strategy not tied with it, if compared
+
+    def below_best(self) -> set[str]:
+        """Strategies whose score is significantly below the best's (Holm p < alpha and a CI that excludes 0)."""
+        return {d.strategy for d in self.versus_best if d.significant and d.mean_diff > 0}
 
 
 @dataclass(frozen=True)
@@ -457,6 +463,10 @@ class VerdictCell:
     text: str
     value: float | None = None
     ci: tuple[float, float] | None = None
+    best: bool = False  # the best score of its budget (shown bold)
+
+
+BELOW_BEST_MARK = "†"  # the matrix's mark of a score significantly below the best of its budget
 
 
 @dataclass(frozen=True)
@@ -487,6 +497,12 @@ class Verdict:
         if budget == PAPER_K_LABEL:
             return "each strategy's own k"
         return f"{int(budget):,} {UNIT_WORDS.get(self.unit, self.unit)}"
+
+    def budgets_words(self, budgets: Sequence[str]) -> str:
+        """Several budgets with the unit said once: '500, 1,000 and 2,000 characters and each strategy's own k'."""
+        numbers = [f"{int(b):,}" for b in budgets if b != PAPER_K_LABEL]
+        parts = [f"{_joined(numbers)} {UNIT_WORDS.get(self.unit, self.unit)}"] if numbers else []
+        return " and ".join(parts + [self.budget_words(PAPER_K_LABEL)] * (PAPER_K_LABEL in budgets))
 
     def _estimate(self, mean: float, low: float, high: float, signed: bool = False) -> str:
         return f"{mean:{'+' if signed else ''}.3f} [{low:.3f}, {high:.3f}]".replace("-", "−")
@@ -572,33 +588,117 @@ class Verdict:
         return header + "\n\n" + "".join(f"- {line}\n" for line in rest)
 
     def headline(self, retriever: str | None = None, embedder: str | None = None) -> str:
-        """The verdict in one plain sentence: which strategy is best at which budgets, whether the reference's
-        differences are significant, under which retriever and embedder (as the run's config.json names them)."""
+        """The verdict in one plain sentence: which strategy is best at which budgets, under which retriever and
+        embedder (as the run's config.json names them), and how sure: over how many of the other strategies the
+        best's lead is significant at each budget (the matrix's † marks; each difference is in `lines`)."""
+        under = [f"the {retriever} retriever" if retriever else "", f"the {embedder} embedder" if embedder else ""]
+        setting = " and ".join(u for u in under if u)
+        n = [n for b in self.budgets for n in b.n_range]
+        count = f"{min(n)}" + (f"–{max(n)}" if max(n) != min(n) else "") if n else ""
+        if setting:
+            lead = f"With {setting} " + (f"(n = {count} questions), " if count else "")
+        else:
+            lead = f"Over {count} questions, " if count else ""
+        sentence = f"{lead}the best {self.metric_words} is {self.winners()}"
+        sentence = sentence[0].upper() + sentence[1:]
+        return f"{sentence}; {self._how_sure()}."
+
+    def also_on(self) -> str:
+        """The headline of a second verdict (the contiguous hit rate after the hit rate), as one sentence."""
+        sentence = self.headline()
+        return f"On the {self.metric_words}: {sentence[0].lower()}{sentence[1:]}"
+
+    def winners(self) -> str:
+        """'Paragraph at every budget', 'Paragraph at 500 and 1,000 characters, Fixed-size at own k'."""
         winners: dict[str, list[str]] = {}
         for b in self.budgets:
             names = _joined([s.display for s in b.best]) + (" (tied)" if len(b.best) > 1 else "")
-            winners.setdefault(names, []).append(self.budget_words(b.budget))
-        best = "; ".join(f"{name} at {_joined(where)}" for name, where in winners.items())
-        under = [f"the {retriever} retriever" if retriever else "", f"the {embedder} embedder" if embedder else ""]
-        n = [n for b in self.budgets for n in b.n_range]
-        setting = " and ".join(u for u in under if u)
-        lead = (f"With {setting} " if setting else "") + (f"(n = {min(n)}" + (f"–{max(n)}" if max(n) != min(n) else "")
-                                                          + " questions), " if n else "")
-        sentence = f"{lead}the best {self.metric_words} is {best}".strip()
-        sentence = sentence[0].upper() + sentence[1:]
+            winners.setdefault(names, []).append(b.budget)
+        if len(winners) == 1 and len(self.budgets) > 1:
+            return f"{next(iter(winners))} at every budget"
+        return "; ".join(f"{name} at {self.budgets_words(where)}" for name, where in winners.items())
+
+    def _how_sure(self) -> str:
+        """Over how many of the others the best's lead is significant, budgets with the same count together; from
+        the reference's differences in a file written before the verdict kept the best's own (`versus_best`)."""
+        rule = f"Holm p < {self.alpha:g}, CI excluding 0"
+        counts: dict[str, list[str]] = {}
+        for b in self.budgets:
+            compared = len(b.versus_best)
+            if not compared:
+                continue
+            ahead = len(b.below_best())
+            phrase = ("none" if not ahead else ("the other one" if compared == 1 else f"all {compared} others")
+                      if ahead == compared else f"{ahead} of {compared}")
+            counts.setdefault((ahead / compared, phrase), []).append(b.budget)
+        if not counts:
+            return self._reference_count(rule)
+        if {phrase for _, phrase in counts} == {"none"}:
+            return f"the best's lead over the others is not significant ({rule}) at any budget"
+        every = len(counts) == 1 and len(next(iter(counts.values()))) == len(self.budgets) > 1
+        parts = [f"{phrase} at {'every budget' if every else self.budgets_words(where)}"
+                 for (_, phrase), where in sorted(counts.items(), key=lambda item: -item[0][0])]
+        return f"the best's lead is significant ({rule}) over {_joined(parts)}"
+
+    def _reference_count(self, rule: str) -> str:
+        """How many of the reference's differences are significant (files without `versus_best`)."""
         if not self.reference_present:
-            return f"{sentence}; {self.reference} is not in this run, so no difference is tested."
-        compared = [(b, d) for b in self.budgets for d in b.differences if d.compared]
-        significant = [(b, d) for b, d in compared if d.significant]
+            return f"{self.reference} is not in this run, so no difference is tested"
+        compared = [d for b in self.budgets for d in b.differences if d.compared]
+        significant = sum(d.significant for d in compared)
         r = self.reference_display
-        if not significant:
-            return (f"{sentence}. None of {r}'s {len(compared)} differences with the other strategies is significant "
-                    f"(Holm p < {self.alpha:g} with a CI that excludes 0).")
-        said = [f"{'higher' if d.mean_diff > 0 else 'lower'} than {d.display} at {self.budget_words(b.budget)}"
-                for b, d in significant]
-        return (f"{sentence}. Of {r}'s {len(compared)} differences with the other strategies, {len(significant)} "
-                f"{'is' if len(significant) == 1 else 'are'} significant (Holm p < {self.alpha:g} with a CI that "
-                f"excludes 0): {r} is {_joined(said)}.")
+        return (f"{significant} of {r}'s {len(compared)} differences with the other strategies "
+                f"{'is' if significant == 1 else 'are'} significant ({rule})")
+
+    # ---- the matrix: strategy x budget, the best bold, † below it
+
+    def has_matrix(self) -> bool:
+        return any(b.scores for b in self.budgets)
+
+    def budget_label(self, budget: str) -> str:
+        """'500 chars', 'own k': a budget as a column or row label."""
+        return "own k" if budget == PAPER_K_LABEL else f"{int(budget):,} {self.unit}"
+
+    def matrix(self) -> tuple[list[str], list[list[VerdictCell]]]:
+        """One row per strategy, one column per budget: the strategy's mean, `best` set on the best of the budget
+        and BELOW_BEST_MARK after a mean significantly below it; '–' where the strategy was not scored. Empty rows
+        for a verdict file written before every strategy's score was kept (`has_matrix`)."""
+        names = dict.fromkeys((s.strategy, s.display) for b in self.budgets for s in b.scores)
+        headers = ["strategy", *(self.budget_label(b.budget) for b in self.budgets)]
+        rows = []
+        for name, display in names:
+            row = [VerdictCell(display)]
+            for b in self.budgets:
+                s = next((s for s in b.scores if s.strategy == name), None)
+                if s is None:
+                    row.append(VerdictCell("–"))
+                    continue
+                mark = f" {BELOW_BEST_MARK}" if name in b.below_best() else ""
+                row.append(VerdictCell(f"{s.mean:.3f}{mark}", s.mean, (s.ci_low, s.ci_high),
+                                       best=any(t.strategy == name for t in b.best)))
+            rows.append(row)
+        return headers, rows
+
+    def matrix_markdown(self, legend: bool = True) -> str:
+        """The matrix as a Markdown table (the best in bold) and its legend below; '' without the matrix's scores."""
+        if not self.has_matrix():
+            return ""
+        headers, rows = self.matrix()
+        lines = ["| " + " | ".join(headers) + " |", "| --- |" + " ---: |" * (len(headers) - 1)]
+        lines += ["| " + " | ".join(f"**{c.text}**" if c.best else c.text for c in row) + " |" for row in rows]
+        return "\n".join(lines) + "\n" + (f"\n{self.legend()}\n" if legend else "")
+
+    def legend(self) -> str:
+        """The matrix in one line: what the numbers are, what bold and the mark say."""
+        from .stats import ci_label
+
+        n = [n for b in self.budgets for n in b.n_range]
+        questions = f"n = {min(n)}" + (f"–{max(n)}" if max(n) != min(n) else "") + " questions" if n else ""
+        own_k = (" Own k: each strategy's own k, contexts of different sizes."
+                 if any(b.budget == PAPER_K_LABEL for b in self.budgets) else "")
+        return (f"{self.metric_words[0].upper()}{self.metric_words[1:]} per strategy and context budget "
+                f"({questions}). Bold: the best at that budget; {BELOW_BEST_MARK}: significantly below it (Holm p < "
+                f"{self.alpha:g} and a {ci_label(self.confidence)} CI that excludes 0).{own_k}")
 
     # ---- the table of numbers
 
@@ -614,7 +714,7 @@ class Verdict:
                    *(f"{self.reference_display} − {display}" for _, display in others)]
         rows = []
         for b in self.budgets:
-            label = "own k" if b.budget == PAPER_K_LABEL else f"{int(b.budget):,} {self.unit}"
+            label = self.budget_label(b.budget)
             low, high = b.n_range
             best = b.best[0]
             cells = [VerdictCell(label), VerdictCell(str(low) if low == high else f"{low}–{high}", float(high)),
@@ -636,7 +736,8 @@ class Verdict:
     # ---- the file (retrieval_verdict.csv, ragstudy.results.RETRIEVAL_VERDICT)
 
     def to_frame(self):
-        """One row per fact: role best / reference / difference (reference − strategy)."""
+        """One row per fact: role best / reference / score (every strategy's, for the matrix) / difference
+        (reference − strategy) / versus_best (the best − strategy)."""
         import pandas as pd
 
         from .results import RETRIEVAL_VERDICT
@@ -645,17 +746,20 @@ class Verdict:
                  "confidence": self.confidence}
         records = []
         for b in self.budgets:
-            scores = [("best", s) for s in b.best] + ([("reference", b.reference)] if b.reference else [])
+            scores = [("best", s) for s in b.best] + ([("reference", b.reference)] if b.reference else []) + [
+                ("score", s) for s in b.scores]
             for role, s in scores:
                 records.append({**fixed, "budget": b.budget, "role": role, "strategy": s.strategy,
                                 "strategy_display": s.display, "n": s.n, "value": s.mean, "ci_low": s.ci_low,
                                 "ci_high": s.ci_high, "p_holm": math.nan, "significant": 0,
                                 "n_min": b.n_range[0], "n_max": b.n_range[1]})
-            for d in b.differences:
-                records.append({**fixed, "budget": b.budget, "role": "difference", "strategy": d.strategy,
-                                "strategy_display": d.display, "n": d.n, "value": d.mean_diff, "ci_low": d.ci_low,
-                                "ci_high": d.ci_high, "p_holm": d.p_holm, "significant": int(d.significant),
-                                "n_min": b.n_range[0], "n_max": b.n_range[1]})
+            for role, differences in (("difference", b.differences), ("versus_best", b.versus_best)):
+                for d in differences:
+                    records.append({**fixed, "budget": b.budget, "role": role, "strategy": d.strategy,
+                                    "strategy_display": d.display, "n": d.n, "value": d.mean_diff,
+                                    "ci_low": d.ci_low, "ci_high": d.ci_high, "p_holm": d.p_holm,
+                                    "significant": int(d.significant), "n_min": b.n_range[0],
+                                    "n_max": b.n_range[1]})
         return pd.DataFrame(records, columns=list(RETRIEVAL_VERDICT.columns))
 
     @classmethod
@@ -673,12 +777,10 @@ class Verdict:
         for budget in dict.fromkeys(str(b) for b in frame["budget"]):
             part = frame[frame["budget"].astype(str) == budget]
             reference = _read_scores(part, "reference")
-            differences = tuple(VerdictDifference(str(r.strategy), str(r.strategy_display), int(r.n),
-                                                  float(r.value), float(r.ci_low), float(r.ci_high),
-                                                  float(r.p_holm), bool(int(r.significant)))
-                                for r in part[part["role"] == "difference"].itertuples())
             budgets.append(BudgetVerdict(budget, _read_scores(part, "best"), reference[0] if reference else None,
-                                         differences, (int(part["n_min"].iloc[0]), int(part["n_max"].iloc[0]))))
+                                         _read_differences(part, "difference"),
+                                         (int(part["n_min"].iloc[0]), int(part["n_max"].iloc[0])),
+                                         _read_scores(part, "score"), _read_differences(part, "versus_best")))
         reference_rows = frame[frame["role"] == "reference"]
         display = str(reference_rows["strategy_display"].iloc[0]) if len(reference_rows) else str(first["reference"])
         return cls(str(first["metric"]), str(first["reference"]), display, str(first["unit"]),
@@ -704,6 +806,12 @@ def _read_scores(part, role: str) -> tuple[VerdictScore, ...]:
                               float(r.ci_high)) for r in part[part["role"] == role].itertuples())
 
 
+def _read_differences(part, role: str) -> tuple[VerdictDifference, ...]:
+    return tuple(VerdictDifference(str(r.strategy), str(r.strategy_display), int(r.n), float(r.value),
+                                   float(r.ci_low), float(r.ci_high), float(r.p_holm), bool(int(r.significant)))
+                 for r in part[part["role"] == role].itertuples())
+
+
 def _budget_key(label: str) -> tuple[int, int]:
     return (1, 0) if not label.isdigit() else (0, int(label))
 
@@ -726,13 +834,16 @@ def verdict(summary, paired, reference: str = DEFAULT_REFERENCE, metric: str = b
         top = max(s.mean for s in scores)
         best = tuple(s for s in scores if s.mean >= top - _TIE)
         ref = next((s for s in scores if s.strategy == reference), None)
+        at = pairs[pairs["budget"].astype(str) == label] if len(pairs) else pairs
         differences = []
         if ref is not None:
-            at = pairs[pairs["budget"].astype(str) == label] if len(pairs) else pairs
             for other in (s for s in scores if s.strategy != reference):
                 differences.append(_difference(at, reference, other, alpha))
+        tied = {s.strategy for s in best}
+        versus_best = [_difference(at, best[0].strategy, other, alpha) for other in scores if other.strategy not in tied]
         ns = [s.n for s in scores]
-        budgets.append(BudgetVerdict(label, best, ref, tuple(differences), (min(ns), max(ns))))
+        budgets.append(BudgetVerdict(label, best, ref, tuple(differences), (min(ns), max(ns)), tuple(scores),
+                                     tuple(d for d in versus_best if d.compared)))
     display = next((s.display for b in budgets for s in ([b.reference] if b.reference else [])), reference)
     return Verdict(metric, reference, display, unit, alpha, confidence, tuple(budgets))
 

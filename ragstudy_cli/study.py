@@ -450,7 +450,8 @@ def run_stages(args: argparse.Namespace, argv: Sequence[str] | None, root: Path,
 
 
 def verdict_lines(root: Path) -> list[str]:
-    """The retrieval verdict's headline, its lines and the check across retrievers (empty before it is scored)."""
+    """The retrieval verdict's sentence, the check across retrievers, each retriever's strategy × budget matrix and
+    where the details are (empty before it is scored)."""
     from ragstudy import results, retrievers
     from ragstudy.budget_eval import all_verdicts, verdict_setting
     from ragstudy.verdict_across import CrossVerdict
@@ -462,10 +463,17 @@ def verdict_lines(root: Path) -> list[str]:
     if frame is not None and len(frame):
         verdict = all_verdicts(frame)[0]  # the main verdict (the report shows the others below it)
         config = results.read_config(main).raw
-        lines += [verdict.headline(**verdict_setting(config)), "", *verdict.lines()[1:], ""]
+        lines += [verdict.headline(**verdict_setting(config)), ""]
         cross = CrossVerdict.scored(folders)
         if cross is not None:
-            lines += [cross.headline(), *(f"- {line}" for line in cross.sentences()), ""]
+            lines += [cross.headline(), ""]
+        for label, v in (cross.verdicts if cross is not None else {"": verdict}).items():
+            if v.has_matrix():
+                lines += [*([f"Under {label}:"] if label else []), v.matrix_markdown(legend=False)]
+        if verdict.has_matrix():  # the legend once, after the matrices
+            lines += [verdict.legend(), ""]
+        lines += [f"Every difference in words, with its CI and Holm p: "
+                  f"{results.RETRIEVAL_SUMMARY_MD.path(root / 'retrieval')} and the report's details.", ""]
     return lines
 
 

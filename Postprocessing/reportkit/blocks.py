@@ -22,6 +22,7 @@ class Cell:
     value: float | None = None
     ci: tuple[float, float] | None = None
     color: str | None = None  # a strategy's colour swatch before the text
+    bold: bool = False  # stands out (the best of a verdict matrix's column)
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,22 @@ class Lead:
     caption: str = ""
 
 
-Block = Union[Text, Heading, Note, Table, Bullets, Figure, Details, Lead]
+@dataclass(frozen=True)
+class Tiles:
+    """Small captioned tables side by side, wrapping to the page's width (one verdict matrix per group)."""
+
+    tiles: Sequence[tuple[str, Table]]  # (caption, table); an empty caption shows none
+
+
+@dataclass(frozen=True)
+class Fold:
+    """Blocks behind a toggle: a closed <details> in HTML, a heading and the blocks in Markdown."""
+
+    summary: str
+    blocks: Sequence[Any]  # Block
+
+
+Block = Union[Text, Heading, Note, Table, Bullets, Figure, Details, Lead, Tiles, Fold]
 
 
 @dataclass
@@ -141,10 +157,11 @@ def _cell_html(cell: Cell | str, tag: str = "td") -> str:
         attrs += f' data-value="{cell.value!r}"'
     if cell.ci is not None:
         attrs += f' data-ci-low="{cell.ci[0]!r}" data-ci-high="{cell.ci[1]!r}"'
+    text = f"<strong>{_esc(cell.text)}</strong>" if cell.bold else _esc(cell.text)
     if cell.color:
         attrs += ' class="swc"'
-        return f'<{tag}{attrs}><span class="sw" style="background:{_esc(cell.color)}"></span>{_esc(cell.text)}</{tag}>'
-    return f"<{tag}{attrs}>{_esc(cell.text)}</{tag}>"
+        return f'<{tag}{attrs}><span class="sw" style="background:{_esc(cell.color)}"></span>{text}</{tag}>'
+    return f"<{tag}{attrs}>{text}</{tag}>"
 
 
 def table_html(table: Table) -> str:
@@ -195,6 +212,13 @@ class HtmlRenderer:
             return table_html(block)
         if isinstance(block, Details):
             return f"<details><summary>{_esc(block.summary)}</summary><pre>{_esc(block.text)}</pre></details>"
+        if isinstance(block, Tiles):
+            return '<div class="tiles">' + "".join(
+                '<div class="tile">' + (f'<p class="tilecap">{_esc(caption)}</p>' if caption else "")
+                + table_html(table) + "</div>" for caption, table in block.tiles) + "</div>"
+        if isinstance(block, Fold):
+            return (f'<details class="fold"><summary>{_esc(block.summary)}</summary>'
+                    + "".join(self.block(b) for b in block.blocks) + "</details>")
         if isinstance(block, Lead):
             figure = self.block(Figure(block.fig, block.caption)) if block.fig is not None else ""
             return f'<div class="lead"><p class="headline">{_esc(block.text)}</p>{figure}</div>'
@@ -229,6 +253,9 @@ figcaption{font-size:13px;color:#556}.filters{margin:6px 0}.filters input{width:
 #explorer-table td{max-width:380px}#explorer-table td:nth-child(2),#explorer-table td:nth-child(3),#explorer-table td:nth-child(5){min-width:220px}footer{color:#667;font-size:12px;padding:0 32px 24px}
 .lead{display:flex;flex-wrap:wrap;gap:18px;align-items:center}.lead p.headline{flex:1 1 380px;font-size:18px;
 line-height:1.5;font-weight:600;margin:10px 0}.lead figure.plot{flex:0 1 520px;min-width:320px;margin:0}
+.tiles{display:flex;flex-wrap:wrap;gap:4px 24px}.tile .tablewrap{max-width:100%}p.tilecap{margin:8px 0 0;font-weight:600}
+details.fold{margin:10px 0}details.fold>summary{cursor:pointer;color:#1f4e8c;font-weight:600}
+details.fold td.num,details.fold th{white-space:normal}
 """
 
 # Sorting (numbers by data-value, else text) and filtering; no library, no network.
@@ -285,7 +312,8 @@ def _md_cell(cell: Cell | str) -> str:
     text = " ".join((cell.text if isinstance(cell, Cell) else str(cell)).split())
     if len(text) > MD_CELL_MAX_CHARS:
         text = f"{text[:MD_CELL_MAX_CHARS].rstrip()}… ({len(text):,} characters; whole in report.html)"
-    return html.escape(text, quote=False).translate(_MD_ESCAPES).replace("](", "]\\(")
+    text = html.escape(text, quote=False).translate(_MD_ESCAPES).replace("](", "]\\(")
+    return f"**{text}**" if isinstance(cell, Cell) and cell.bold and text else text
 
 
 def table_md(table: Table) -> str:
@@ -300,24 +328,36 @@ def page_md(title: str, subtitle: str, sections: Sequence[Section], footer: str)
     out = [f"# {title}\n", f"{subtitle}\n"]
     for s in sections:
         out.append(f"## {s.title}\n")
-        for b in s.blocks:
-            if isinstance(b, Lead):
-                out.append(f"**{b.text}**\n" + (f"\n*Figure in report.html: {b.caption or 'plot'}*\n" if b.fig else ""))
-            elif isinstance(b, Text):
-                out.append(b.text + "\n")
-            elif isinstance(b, Heading):
-                out.append(f"### {b.text}\n")
-            elif isinstance(b, Note):
-                out.append(f"> {b.text}\n" + "".join(f">\n> `{c}`\n" for c in b.commands))
-            elif isinstance(b, Bullets):
-                out.append("".join(f"- {i}\n" for i in b.items))
-            elif isinstance(b, Table) and b.markdown:
-                out.append(table_md(b))
-            elif isinstance(b, Table):
-                out.append(f"({len(b.rows)} rows: see report.html)\n")
-            elif isinstance(b, Figure):
-                out.append(f"*Figure in report.html: {b.caption or 'plot'}*\n")
-            elif isinstance(b, Details):
-                out.append(f"<details><summary>{b.summary}</summary>\n\n```\n{b.text.rstrip()}\n```\n</details>\n")
+        out += _blocks_md(s.blocks)
     out.append(f"---\n{footer}\n")
     return "\n".join(out)
+
+
+def _blocks_md(blocks: Sequence[Block]) -> list[str]:
+    """The Markdown of a section's blocks (a Fold's blocks follow its heading)."""
+    out: list[str] = []
+    for b in blocks:
+        if isinstance(b, Tiles):
+            out += [(f"**{caption}**\n\n" if caption else "") + table_md(table) for caption, table in b.tiles]
+        elif isinstance(b, Fold):
+            out.append(f"### {b.summary}\n")
+            out += _blocks_md(b.blocks)
+        elif isinstance(b, Lead):
+            out.append(f"**{b.text}**\n" + (f"\n*Figure in report.html: {b.caption or 'plot'}*\n" if b.fig else ""))
+        elif isinstance(b, Text):
+            out.append(b.text + "\n")
+        elif isinstance(b, Heading):
+            out.append(f"### {b.text}\n")
+        elif isinstance(b, Note):
+            out.append(f"> {b.text}\n" + "".join(f">\n> `{c}`\n" for c in b.commands))
+        elif isinstance(b, Bullets):
+            out.append("".join(f"- {i}\n" for i in b.items))
+        elif isinstance(b, Table) and b.markdown:
+            out.append(table_md(b))
+        elif isinstance(b, Table):
+            out.append(f"({len(b.rows)} rows: see report.html)\n")
+        elif isinstance(b, Figure):
+            out.append(f"*Figure in report.html: {b.caption or 'plot'}*\n")
+        elif isinstance(b, Details):
+            out.append(f"<details><summary>{b.summary}</summary>\n\n```\n{b.text.rstrip()}\n```\n</details>\n")
+    return out

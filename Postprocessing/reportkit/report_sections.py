@@ -16,8 +16,8 @@ import pandas as pd
 from Postprocessing import metric_catalogue
 from Postprocessing.common import DataError
 from Postprocessing.reportkit import figures
-from Postprocessing.reportkit.blocks import (Block, Bullets, Cell, Details, Figure, Heading, Lead, Note, Section, Table,
-                                             Text, estimate, num, pvalue)
+from Postprocessing.reportkit.blocks import (Block, Bullets, Cell, Details, Figure, Fold, Heading, Lead, Note, Section,
+                                             Table, Text, Tiles, estimate, num, pvalue)
 from Postprocessing.reportkit.inputs import Inputs, Strategies
 from ragstudy import results
 from ragstudy.budget_metrics import CONTEXT_CHARS, HIT
@@ -62,8 +62,13 @@ def _compact(value: Any) -> str:
 
 # ---------------------------------------------------------------------------------------------- 0. verdict
 
+VERDICT_DETAILS = "Details: every difference in words, with its CI and Holm p"
+
+
 def verdict_section(inp: Inputs, styles: Strategies) -> Section:
-    """The box at the top: retrieval_verdict.csv told in the words retrieval_eval.py printed, and its numbers."""
+    """The box at the top, from retrieval_verdict.csv: the verdict in one sentence (its chart beside it), the check
+    across groups when there are several, a strategy × budget matrix per group with its legend; the long prose and
+    the table of differences behind a toggle."""
     from ragstudy.budget_eval import all_verdicts
 
     s = Section("verdict", "Verdict")
@@ -79,32 +84,59 @@ def verdict_section(inp: Inputs, styles: Strategies) -> Section:
         rerun = _cmd("score-retrieval", inp.results_dir)
         raise DataError(f"{inp.results_dir / results.RETRIEVAL_VERDICT.name}: not a verdict table as "
                         f"ragstudy score-retrieval writes it ({exc}); re-run `{rerun}`") from exc
-    for number, verdict in enumerate(verdicts):
-        if number:  # the contiguous hit rate after the hit rate (docs/metrics.md)
-            s.blocks.append(Heading(f"The same verdict on the {verdict.metric_words}"))
-        else:  # the box opens with the first verdict in one sentence, its chart beside it
-            s.blocks.append(verdict_lead(inp, styles, verdict))
-            s.blocks += across_blocks(inp)
-        header, *lines = verdict.lines()
-        s.blocks += [Text(header), Bullets(lines)]
-        headers, rows = verdict.table()
-        cells = [[Cell(c.text, c.value, c.ci) for c in row] for row in rows]
-        s.blocks.append(Table(headers, cells, "lrl" + "r" * (len(headers) - 3),
-                              table_id="verdict-table" if number == 0 else f"verdict-table-{verdict.metric}"))
-    s.blocks += decomposition_blocks(inp, verdicts[0].unit)
+    main, cross = verdicts[0], inp.retrieval_across
+    s.blocks.append(verdict_lead(inp, styles, main))
+    if cross is not None:
+        s.blocks.append(Text(cross.headline()))
+    groups = dict(cross.verdicts) if cross is not None else {"": main}
+    s.blocks += matrix_blocks(groups, "verdict-matrix")
+    for v in verdicts[1:]:  # the contiguous hit rate after the hit rate (docs/metrics.md): its sentence here
+        s.blocks.append(Text(v.also_on()))
+    s.blocks.append(Fold(VERDICT_DETAILS, verdict_details(verdicts, cross)))
+    s.blocks += decomposition_blocks(inp, main.unit)
     return s
 
 
-def across_blocks(inp: Inputs) -> list[Block]:
-    """Below the headline, for a run ranked with several retrievers: where the conclusion changes with the
-    retriever, in words, and each retriever's own headline (ragstudy.verdict_across)."""
-    cross = inp.retrieval_across
-    if cross is None:
+def matrix_blocks(groups: Mapping[str, Any], table_id: str) -> list[Block]:
+    """One strategy × budget matrix per group (label -> Verdict; the label '' shows no caption) side by side, and
+    the legend once; nothing for a verdict file written before the matrix's scores were kept."""
+    tiles = []
+    for number, (label, v) in enumerate(groups.items()):
+        if not v.has_matrix():
+            continue
+        headers, rows = v.matrix()
+        cells = [[Cell(c.text, c.value, c.ci, bold=c.best) for c in row] for row in rows]
+        tiles.append((f"Under {label}" if label else "",
+                      Table(headers, cells, "l" + "r" * (len(headers) - 1),
+                            table_id=table_id if not number else f"{table_id}-{number}")))
+    if not tiles:
         return []
-    changes = cross.sentences() or ["The best strategy and the significant differences are the same at every budget "
-                                    "under every retriever."]
-    return [Text(cross.headline()), Bullets(changes), Text("Under each retriever:"),
-            Bullets(cross.per_retriever_lines())]
+    return [Tiles(tiles), Text(next(iter(groups.values())).legend())]
+
+
+def verdict_details(verdicts: Sequence[Any], cross: Any) -> list[Block]:
+    """Behind the toggle: what changes with the axis, each group's sentence, then per verdict its words and the
+    table of the reference's differences (the contiguous hit rate's matrix too)."""
+    out: list[Block] = []
+    if cross is not None:
+        axis = cross.axis
+        out += [Heading(f"What changes with the {axis}"),
+                Bullets(cross.sentences() or [f"Nothing: the best strategy and the significant differences are the "
+                                              f"same at every budget under every {axis}."]),
+                Text(f"Under each {axis}:"), Bullets(cross.per_group_lines())]
+    for number, verdict in enumerate(verdicts):
+        if number:
+            out.append(Heading(f"The same verdict on the {verdict.metric_words}"))
+            out += matrix_blocks({"": verdict}, f"verdict-matrix-{verdict.metric}")
+        elif cross is not None:
+            out.append(Heading(f"Under {next(iter(cross.verdicts))}"))
+        header, *lines = verdict.lines()
+        headers, rows = verdict.table()
+        cells = [[Cell(c.text, c.value, c.ci) for c in row] for row in rows]
+        out += [Text(header), Bullets(lines),
+                Table(headers, cells, "lrl" + "r" * (len(headers) - 3),
+                      table_id="verdict-table" if number == 0 else f"verdict-table-{verdict.metric}")]
+    return out
 
 
 def decomposition_blocks(inp: Inputs, unit: str) -> list[Block]:
