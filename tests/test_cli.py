@@ -133,7 +133,7 @@ def test_study_lays_out_its_runs_and_ends_with_the_verdict(small_study: tuple[Pa
     assert not list(retrieval.rglob("Dataset*"))  # the retrieval-only run has a folder of its own
     assert (root / "report.html").is_file() and (root / "report.md").is_file()
     assert out.startswith("With the dense retriever and the ")  # the answering chain's retriever leads
-    assert "At 1,000 characters" in out and str(root / "report.html") in out and "next: " in out
+    assert "| strategy | 500 chars | 1,000 chars |" in out and str(root / "report.html") in out and "next: " in out  # matrices
     assert "Checked under 3 retrievers (dense, bm25 and hybrid)" in out
     assert "Checked under 3 retrievers (dense, bm25 and hybrid)" in (root / "report.md").read_text(encoding="utf-8")
     answered = json.loads((answers / "config.json").read_text(encoding="utf-8"))
@@ -144,7 +144,7 @@ def test_study_lays_out_its_runs_and_ends_with_the_verdict(small_study: tuple[Pa
     assert ledger["first report"]["finished"] <= ledger["answers"]["started"]  # report.html before any answer
     assert "report.html" in ledger["first report"]["wrote"] and "report.html" in ledger["report"]["wrote"]
     early, _, rest = out.partition("the answering stages follow")  # the verdict printed before the answers
-    assert early.startswith("With the dense retriever and the ") and "At 1,000 characters" in early
+    assert early.startswith("With the dense retriever and the ") and "| strategy | 500 chars | 1,000 chars |" in early
     assert "study computed retrieval, retrieval scores, first report, answers" in rest
 
 

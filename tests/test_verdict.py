@@ -226,13 +226,18 @@ def test_the_run_s_verdict_equals_its_summary_and_paired_tables(evaluated_run_re
 
 def test_stdout_and_the_markdown_start_with_the_verdict(evaluated_run_reused):
     out, stdout = evaluated_run_reused
+    from ragstudy.budget_eval import verdict_setting
+
     v = Verdict.from_frame(_read(out, results.RETRIEVAL_VERDICT))
-    top = "# Retrieval at equal context budgets (chars)\n\n## Verdict\n\n" + v.markdown()
+    sentence = v.headline(**verdict_setting(results.read_config(out).raw))
+    top = ("# Retrieval at equal context budgets (chars)\n\n## Verdict\n\n"  # one sentence, then the matrix
+           f"**{sentence}**\n\n{v.matrix_markdown()}")
     assert stdout.startswith(top)
     assert (out / "retrieval_summary.md").read_text(encoding="utf-8").startswith(top)
+    details = stdout.index("### Details\n\n" + v.markdown())  # the prose and the differences after the matrix
     headers, rows = v.table()
-    assert "| " + " | ".join(headers) + " |" in stdout
-    assert stdout.index("## Verdict") < stdout.index("## Hit rate")
+    assert details < stdout.index("| " + " | ".join(headers) + " |")
+    assert stdout.index("## Verdict") < details < stdout.index("## Hit rate")
 
 
 def test_the_report_shows_the_box_first(evaluated_run_reused):
@@ -278,7 +283,7 @@ def test_another_reference_and_a_wrong_one(evaluated_run_reused, tmp_path, capsy
     assert retrieval_eval.main([*common, "--strategies", "fixed-size,newline"]) == 0
     no_paragraph = Verdict.from_frame(_read(tmp_path / "other", results.RETRIEVAL_VERDICT))
     assert not no_paragraph.reference_present
-    assert capsys.readouterr().out.split("\n## Verdict\n\n")[1].startswith(no_paragraph.lines()[0])
+    assert capsys.readouterr().out.split("\n### Details\n\n")[1].startswith(no_paragraph.lines()[0])
 
 
 def test_a_damaged_verdict_file_stops_the_report_with_a_message(tmp_path, capsys):
@@ -318,3 +323,67 @@ def test_the_confidence_level_given_is_the_one_every_written_file_states(pdf_dir
         assert found is None, f"{path.name}: {found.string[max(found.start() - 80, 0):found.end() + 20]!r}"
     md = (out / "report.md").read_text(encoding="utf-8")
     assert "90 % bootstrap CI" in (out / "retrieval_summary.md").read_text(encoding="utf-8") and "90 % CI" in md
+
+
+# ------------------------------------------------------------------------------- the readable box (issue 35 item 4)
+
+def _sentences(text: str) -> list[str]:
+    """Sentences of `text`: split after . ! ? followed by a space and a capital (decimals like 0.05 stay whole)."""
+    import re
+
+    return [s for s in re.split(r"(?<=[.!?])\s+(?=[A-Z])", text.strip()) if s]
+
+
+def test_the_headline_is_one_sentence_naming_the_best_its_budgets_and_how_sure():
+    v = verdict(_summary(MEANS), _pairs())
+    sentence = v.headline(retriever="dense", embedder="e5")
+    assert _sentences(sentence) == [sentence] and sentence.endswith(".")
+    assert sentence.startswith("With the dense retriever and the e5 embedder (n = 40 questions), the best hit rate is "
+                               "Paragraph at 500 characters; Fixed-size and Blank-line (tied) at 1,000 characters; "
+                               "Fixed-size at each strategy's own k; ")
+    # the best's own paired tests: Fixed-size − Paragraph at k is significant (the pair was stored the other way
+    # round), Fixed-size − Blank-line at k was not compared, Paragraph − Fixed-size at 500 is, − Blank-line is not
+    assert sentence.endswith("over the other one at each strategy's own k, 1 of 2 at 500 characters and none at "
+                             "1,000 characters.")
+    pairs = _pairs(p_500=0.3)
+    quiet = verdict(_summary(MEANS), pairs[pairs.budget != "k"]).headline()
+    assert quiet.startswith("Over 40 questions, the best hit rate is ")
+    assert quiet.endswith("the best's lead over the others is not significant (Holm p < 0.05, CI excluding 0) at "
+                          "any budget.")
+
+
+def test_the_matrix_has_a_row_per_strategy_and_a_column_per_budget_with_the_best_marked():
+    summary = _summary(MEANS)
+    v = verdict(summary, _pairs())
+    headers, rows = v.matrix()
+    assert headers == ["strategy", "500 chars", "1,000 chars", "own k"]
+    assert [row[0].text for row in rows] == ["Paragraph", "Fixed-size", "Blank-line"]
+    assert all(len(row) == 1 + len(v.budgets) for row in rows)
+    best = {(row[0].text, headers[i]) for row in rows for i, cell in enumerate(row) if cell.best}
+    assert best == {("Paragraph", "500 chars"), ("Fixed-size", "1,000 chars"), ("Blank-line", "1,000 chars"),
+                    ("Fixed-size", "own k")}
+    marked = {(row[0].text, headers[i]) for row in rows for i, cell in enumerate(row) if cell.text.endswith(" †")}
+    assert marked == {("Fixed-size", "500 chars"), ("Paragraph", "own k")}  # significantly below the best
+    for row in rows:  # every number is the summary's mean, with its CI behind it
+        for header, cell in zip(headers[1:], row[1:], strict=True):
+            budget = {"own k": "k"}.get(header, header.split(" ")[0].replace(",", ""))
+            r = summary[(summary.budget == budget) & (summary.strategy_display == row[0].text)].iloc[0]
+            assert (cell.value, cell.ci, cell.text.split(" ")[0]) == (r["mean"], (r.ci_low, r.ci_high),
+                                                                       f"{r['mean']:.3f}")
+    md = v.matrix_markdown()
+    assert "| Paragraph | **0.500** | 0.600 | 0.550 † |" in md and "| Fixed-size | 0.300 † | **0.700** | **0.650** |" in md
+    assert md.rstrip().endswith(v.legend()) and "Bold: the best at that budget; †: significantly below it" in md
+
+
+def test_a_verdict_file_written_before_the_matrix_still_reads(tmp_path):
+    """A retrieval_verdict.csv without the score and versus_best rows: no matrix, and the headline counts the
+    reference's significant differences instead of the best's."""
+    v = verdict(_summary(MEANS), _pairs())
+    frame = v.to_frame()
+    assert set(frame["role"]) == {"best", "reference", "score", "difference", "versus_best"}
+    back = Verdict.from_frame(frame)
+    assert back.matrix() == v.matrix() and back.headline() == v.headline()
+    old = Verdict.from_frame(frame[~frame["role"].isin(["score", "versus_best"])])
+    assert not old.has_matrix() and old.matrix_markdown() == "" and old.lines() == v.lines()
+    assert old.headline().endswith("; 2 of Paragraph's 6 differences with the other strategies are significant "
+                                   "(Holm p < 0.05, CI excluding 0).")

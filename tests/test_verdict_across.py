@@ -115,6 +115,43 @@ def test_the_by_retriever_table_has_one_row_per_retriever_and_budget(cross: Cros
         frame["changes"].tolist()
 
 
+def test_any_group_label_and_axis_word_the_best_first_then_significance(cross: CrossVerdict) -> None:
+    """Groups of variants (g35a's grid labels them "dense · e5-small"): the best strategy is the same in every
+    group while which of Paragraph's differences reach significance is not. The first thing said is that the best
+    strategy is the same under every setting; the significance follows apart, and "the conclusion changes" is never
+    said."""
+    weaker = _verdict({"500": {"paragraph": 0.3, "fixed-size": 0.2, "newline": 0.25},
+                       "1000": {"paragraph": 0.55, "fixed-size": 0.50, "newline": 0.52}},
+                      _insignificant("500") + _insignificant("1000", 0.05))
+    groups = CrossVerdict({"bm25 · e5-small": cross.verdicts["bm25"], "hybrid · e5-small": weaker}, axis="setting")
+    headline = groups.headline()
+    assert headline.startswith("Checked under 2 settings (bm25 · e5-small and hybrid · e5-small), on the hit rate: the "
+                               "best strategy is the same under every setting at every budget (Paragraph at every "
+                               "budget).")
+    assert "conclusion changes" not in headline and "retriever" not in headline
+    significance = groups.significance_sentence()
+    assert headline.index(significance) > headline.index("the best strategy is the same")
+    assert significance == ("Which of Paragraph's differences reach significance (Holm p < 0.05 with a CI that excludes "
+                            "0) depends on the setting: 1 of 4 under bm25 · e5-small and 0 of 4 under hybrid · "
+                            "e5-small; they disagree on 1, at 1,000 characters.")
+    assert groups.sentences() == ["At 1,000 characters, Paragraph's lead over Fixed-size is significant only under "
+                                  "bm25 · e5-small."]
+    assert groups.per_group_lines()[0].startswith("Under bm25 · e5-small: Over 30 questions, the best hit rate is ")
+
+
+def test_differences_with_the_same_outcomes_are_named_together(cross: CrossVerdict) -> None:
+    """Two of Paragraph's leads significant only under bm25: one sentence names both, not one sentence each (the
+    box once listed 19 differences in a row)."""
+    means = {"1000": {"paragraph": 0.60, "fixed-size": 0.45, "newline": 0.44}}
+    strong = _verdict(means, [("1000", "paragraph", "fixed-size", 0.15, 0.05, 0.25, 0.004),
+                              ("1000", "paragraph", "newline", 0.16, 0.06, 0.26, 0.003)])
+    two = CrossVerdict({"bm25": strong, "hybrid": _verdict(means, _insignificant("1000", 0.15))})
+    assert two.sentences() == ["At 1,000 characters, Paragraph's lead over Fixed-size and Blank-line is significant "
+                               "only under bm25."]
+    assert two.best_sentence().endswith("the best strategy is the same under every retriever at every budget "
+                                        "(Paragraph at 1,000 characters).")
+
+
 def test_verdicts_on_different_metrics_are_refused(cross: CrossVerdict) -> None:
     from dataclasses import replace
 
