@@ -609,7 +609,8 @@ class Verdict:
         return f"On the {self.metric_words}: {sentence[0].lower()}{sentence[1:]}"
 
     def winners(self) -> str:
-        """'Paragraph at every budget', 'Paragraph at 500 and 1,000 characters, Fixed-size at own k'."""
+        """'Paragraph at every budget', 'Paragraph at 500 and 1,000 characters; Fixed-size at each strategy's own
+        k': the best strategy (or tie) of each budget, budgets with the same best together."""
         winners: dict[str, list[str]] = {}
         for b in self.budgets:
             names = _joined([s.display for s in b.best]) + (" (tied)" if len(b.best) > 1 else "")
@@ -622,7 +623,7 @@ class Verdict:
         """Over how many of the others the best's lead is significant, budgets with the same count together; from
         the reference's differences in a file written before the verdict kept the best's own (`versus_best`)."""
         rule = f"Holm p < {self.alpha:g}, CI excluding 0"
-        counts: dict[str, list[str]] = {}
+        counts: dict[tuple[float, str], list[str]] = {}  # (share of the others it leads, words) -> budgets
         for b in self.budgets:
             compared = len(b.versus_best)
             if not compared:
@@ -661,8 +662,8 @@ class Verdict:
 
     def matrix(self) -> tuple[list[str], list[list[VerdictCell]]]:
         """One row per strategy, one column per budget: the strategy's mean, `best` set on the best of the budget
-        and BELOW_BEST_MARK after a mean significantly below it; '–' where the strategy was not scored. Empty rows
-        for a verdict file written before every strategy's score was kept (`has_matrix`)."""
+        and BELOW_BEST_MARK after a mean significantly below it; '–' where the strategy was not scored. No rows for
+        a verdict file written before every strategy's score was kept (`has_matrix`)."""
         names = dict.fromkeys((s.strategy, s.display) for b in self.budgets for s in b.scores)
         headers = ["strategy", *(self.budget_label(b.budget) for b in self.budgets)]
         rows = []
@@ -840,7 +841,8 @@ def verdict(summary, paired, reference: str = DEFAULT_REFERENCE, metric: str = b
             for other in (s for s in scores if s.strategy != reference):
                 differences.append(_difference(at, reference, other, alpha))
         tied = {s.strategy for s in best}
-        versus_best = [_difference(at, best[0].strategy, other, alpha) for other in scores if other.strategy not in tied]
+        versus_best = [_difference(at, best[0].strategy, other, alpha)
+                       for other in scores if other.strategy not in tied]
         ns = [s.n for s in scores]
         budgets.append(BudgetVerdict(label, best, ref, tuple(differences), (min(ns), max(ns)), tuple(scores),
                                      tuple(d for d in versus_best if d.compared)))

@@ -642,7 +642,7 @@ RETRIEVAL_VERDICT = Table("retrieval_verdict.csv", (
     "metric", "unit", "reference", "alpha", "confidence", "budget", "role", "strategy", "strategy_display", "n",
     "value", "ci_low", "ci_high", HOLM_COLUMN, "significant", "n_min", "n_max"), _RETRIEVAL_EVAL,
     ("budget", "reference", "strategy", "strategy_display"))  # ragstudy.budget_eval.Verdict.to_frame/from_frame; roles
-# best / reference / score (every strategy, the matrix) / difference (reference − strategy) / versus_best (best − strategy)
+# best / reference / score (every strategy: the matrix) / difference (reference − strategy) / versus_best (best − one)
 RETRIEVAL_VERDICT_BY_RETRIEVER = Table("retrieval_verdict_by_retriever.csv", (
     "retriever", "metric", "unit", "reference", "budget", "n_min", "n_max", "best", "best_display", "best_value",
     "best_ci_low", "best_ci_high", "reference_value", "changes"), _RETRIEVAL_EVAL,

@@ -258,9 +258,9 @@ class CrossVerdict:
     # ---- the file (retrieval_verdict_by_retriever.csv)
 
     def to_frame(self):
-        """One row per group (column `retriever`) x budget: the best strategy (ties joined with ' = ') with its mean and CI, the
-        reference's mean, then per other strategy reference − it: diff / ci_low / ci_high / p_holm / significant
-        (columns `<field>:<strategy>`)."""
+        """One row per group (column `retriever`) x budget: the best strategy (ties joined with ' = ') with its
+        mean and CI, the reference's mean, then per other strategy reference − it: diff / ci_low / ci_high / p_holm /
+        significant (columns `<field>:<strategy>`)."""
         import pandas as pd
 
         from .results import RETRIEVAL_VERDICT_BY_RETRIEVER

@@ -371,7 +371,8 @@ def test_the_matrix_has_a_row_per_strategy_and_a_column_per_budget_with_the_best
             assert (cell.value, cell.ci, cell.text.split(" ")[0]) == (r["mean"], (r.ci_low, r.ci_high),
                                                                        f"{r['mean']:.3f}")
     md = v.matrix_markdown()
-    assert "| Paragraph | **0.500** | 0.600 | 0.550 † |" in md and "| Fixed-size | 0.300 † | **0.700** | **0.650** |" in md
+    assert "| Paragraph | **0.500** | 0.600 | 0.550 † |" in md
+    assert "| Fixed-size | 0.300 † | **0.700** | **0.650** |" in md
     assert md.rstrip().endswith(v.legend()) and "Bold: the best at that budget; †: significantly below it" in md
 
 

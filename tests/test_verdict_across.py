@@ -125,15 +125,15 @@ def test_any_group_label_and_axis_word_the_best_first_then_significance(cross: C
                       _insignificant("500") + _insignificant("1000", 0.05))
     groups = CrossVerdict({"bm25 · e5-small": cross.verdicts["bm25"], "hybrid · e5-small": weaker}, axis="setting")
     headline = groups.headline()
-    assert headline.startswith("Checked under 2 settings (bm25 · e5-small and hybrid · e5-small), on the hit rate: the "
-                               "best strategy is the same under every setting at every budget (Paragraph at every "
-                               "budget).")
+    assert headline.startswith("Checked under 2 settings (bm25 · e5-small and hybrid · e5-small), on the hit rate: "
+                               "the best strategy is the same under every setting at every budget (Paragraph at "
+                               "every budget).")
     assert "conclusion changes" not in headline and "retriever" not in headline
     significance = groups.significance_sentence()
     assert headline.index(significance) > headline.index("the best strategy is the same")
-    assert significance == ("Which of Paragraph's differences reach significance (Holm p < 0.05 with a CI that excludes "
-                            "0) depends on the setting: 1 of 4 under bm25 · e5-small and 0 of 4 under hybrid · "
-                            "e5-small; they disagree on 1, at 1,000 characters.")
+    assert significance == ("Which of Paragraph's differences reach significance (Holm p < 0.05 with a CI that "
+                            "excludes 0) depends on the setting: 1 of 4 under bm25 · e5-small and 0 of 4 under "
+                            "hybrid · e5-small; they disagree on 1, at 1,000 characters.")
     assert groups.sentences() == ["At 1,000 characters, Paragraph's lead over Fixed-size is significant only under "
                                   "bm25 · e5-small."]
     assert groups.per_group_lines()[0].startswith("Under bm25 · e5-small: Over 30 questions, the best hit rate is ")
