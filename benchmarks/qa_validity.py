@@ -78,7 +78,7 @@ def score_set(name: str, questions: Path, evidence: Path, args: argparse.Namespa
 def verdict_text(results: Path) -> str:
     text = RETRIEVAL_SUMMARY_MD.path(results).read_text(encoding="utf-8")
     part = text.split("## Verdict", 1)[1]
-    return part.split("\n## ", 1)[0].split("\n### ", 1)[0].strip()  # the hit-rate verdict, not its variants
+    return part.split("\n## ", 1)[0].split("\n### ", 1)[0].strip()  # its sentence and matrix, not the details
 
 
 def cell_means(results: Path) -> pd.Series:
