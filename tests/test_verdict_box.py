@@ -80,3 +80,24 @@ def test_the_verdict_box_is_one_sentence_then_a_matrix_per_group_within_1280_px(
     assert box["pageWidth"] <= PAGE_WIDTH
     assert box["closed"]["toggles"] == 1 and box["closed"]["lists"] == 0  # the prose behind one toggle
     assert box["closed"]["words"] <= 500 < box["open"]["words"]
+
+
+@pytest.mark.slow
+def test_report_md_gives_the_sentence_then_the_matrices_then_the_details(sample_report: Path) -> None:
+    from ragstudy import retrievers
+    from ragstudy.budget_eval import all_verdicts, verdict_setting
+    from ragstudy.verdict_across import CrossVerdict
+
+    md = (sample_report / "report.md").read_text(encoding="utf-8")
+    box = md[md.index("## Verdict\n"):md.index("## Setup\n")]
+    folders = retrievers.result_folders(sample_report)
+    main = all_verdicts(results.read_table(folders["bm25"], results.RETRIEVAL_VERDICT))[0]
+    sentence = main.headline(**verdict_setting(results.read_config(folders["bm25"]).raw))
+    assert box.startswith(f"## Verdict\n\n**{sentence}**\n")  # the sentence first
+    cross = CrossVerdict.read(folders)
+    details = box.index("### Details: ")
+    assert box.index(sentence) < box.index(cross.headline()) < box.index("**Under bm25**") < \
+        box.index("**Under bm25-parents**") < box.index(main.legend()) < details  # then the matrices, the legend
+    header, *lines = main.lines()
+    assert details < box.index(header) and all(line in box[details:] for line in lines)  # the prose after them
+    assert all(sentence in box[details:] for sentence in cross.sentences())
