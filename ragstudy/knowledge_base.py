@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from .chunks import ChunkedDocument, window_text
 from .errors import StoreError, StudyInputError, excerpt, store_error
-from .io import PROJECT_ROOT, lock_folder, release_folder, set_aside, sha256_text, stable_json
+from .io import PROJECT_ROOT, lock_folder, release_folder, set_aside, sha256_text, stable_json, worker_folder
 from .registry import StrategyParams, StrategySpec, get as strategy_spec
 
 logger = logging.getLogger(__name__)
@@ -242,6 +242,13 @@ def db_dir_of(config: Any, spec: StrategySpec) -> Path | None:
     return Path(config.db_dir) / spec.folder if config.db_dir else None
 
 
+def chroma_folder(db_dir: Path | None, spec: StrategySpec) -> Path:
+    """The strategy's local Chroma folder: `db_dir` (a run's --db-dir/<strategy folder>, see db_dir_of), else
+    `<strategy folder>/db`. In a worker process of ragstudy.executors, that folder's own `-worker-<k>` slot
+    (io.worker_folder): a Chroma folder admits one process, and parallel variants may index the same strategy."""
+    return worker_folder(Path(db_dir) if db_dir is not None else KnowledgeBase.default_db_dir(spec), DB_LOCK)
+
+
 class KnowledgeBase:
     """Index a strategy's parent chunks; expose them as a ParentDocumentRetriever and as parent rankings.
 
@@ -255,8 +262,9 @@ class KnowledgeBase:
         self.params = params
         self.embedding = embedding
         self.embedding_id = embedding_id
-        self.db_dir = Path(db_dir) if db_dir is not None else self.default_db_dir(spec)
         self.chroma_server = chroma_server or None
+        self.db_dir = (Path(db_dir) if db_dir is not None else self.default_db_dir(spec)) if self.chroma_server \
+            else chroma_folder(db_dir, spec)
         if self.chroma_server:
             parse_chroma_server(self.chroma_server)
         self.vectorstore = None
