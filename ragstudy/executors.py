@@ -46,11 +46,12 @@ from typing import Any
 
 from .errors import StudyInputError
 from .io import PER_WORKER_ENV, atomic_write_json
+from .results import VARIANT_DONE_FILE
 
 logger = logging.getLogger(__name__)
 
 KINDS = ("inprocess", "workers", "ray")
-VARIANT_DONE = "variant.done.json"  # written last into a finished variant's folder (results.VARIANT_DONE_FILE)
+VARIANT_DONE = VARIANT_DONE_FILE.name  # written last into a finished variant's folder
 RAY_PIN = "ray==2.60.0"  # requirements.txt
 WORKER_ENV = {PER_WORKER_ENV: "1", "TQDM_DISABLE": "1"}  # what a worker process runs with
 
@@ -382,6 +383,7 @@ def materialise(key: str, packed: dict[str, tuple[str, bool, dict[str, bytes]]],
     if not base.is_dir():
         tmp = base.with_name(f".{base.name}.{os.getpid()}.{secrets.token_hex(4)}")
         try:
+            tmp.mkdir(parents=True)
             for name, (basename, is_folder, files) in packed.items():
                 place = tmp / name / basename if is_folder else tmp / name  # a file's one entry is its name
                 place.mkdir(parents=True, exist_ok=True)

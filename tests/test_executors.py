@@ -271,3 +271,20 @@ def test_each_worker_process_gets_its_own_chroma_folder(tmp_path):
     folders = sorted((t.output_dir / "folder.txt").read_text() for t in tasks)
     assert folders == [str(db.with_name("RAGParagraph-worker-0")), str(db.with_name("RAGParagraph-worker-1"))]
     assert kb.chroma_folder(db, get("paragraph")) == db  # in the driver (or in-process): the folder itself
+
+
+def test_shipped_inputs_are_written_once_per_machine_and_land_replaces_an_unfinished_folder(tmp_path, inputs):
+    from ragstudy.executors import _pack_inputs, land, materialise
+
+    assert materialise("0" * 64, {}, tmp_path / "node") == {}  # a task without inputs
+    key, packed = _pack_inputs(inputs)
+    local = materialise(key, packed, tmp_path / "node")
+    assert local["questions"].read_bytes() == inputs["questions"].read_bytes()
+    assert folder_files(local["documents"]) == folder_files(inputs["documents"])
+    assert materialise(key, packed, tmp_path / "node") == local  # the second task on that machine reuses it
+    unfinished = tmp_path / "variants" / "v1"
+    (unfinished / "stale").mkdir(parents=True)
+    (unfinished / "stale" / "half.csv").write_text("index\n")
+    land({"config.json": b"{}", "rankings/r.csv": b"a\n"}, unfinished, "v1")
+    assert sorted(folder_files(unfinished)) == ["config.json", "rankings/r.csv", VARIANT_DONE]
+    assert [p.name for p in unfinished.parent.iterdir()] == ["v1"]

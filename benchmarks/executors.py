@@ -1,0 +1,113 @@
+"""The executors of ragstudy.executors on the same N CPU-bound tasks: in this process, `--workers 2` and Ray.
+
+Each task hashes a buffer over and over (pure CPU, deterministic, about `--seconds` of one core) and writes its
+digest into its variant folder. Prints, per executor: wall time, the tasks' own CPU time (measured inside each
+task, so it is the same quantity wherever the task runs), the driver's CPU, and the wall speed-up against the
+in-process run of the same invocation. Ray is timed twice: with a local Ray started by run_tasks (start-up and
+shutdown included, as `--ray` pays them) and on a Ray already running; its start-up and shutdown are timed alone
+too. Every executor's digests must equal the in-process ones.
+
+    python -m benchmarks.executors                      # 8 tasks of ~1 s: in-process vs --workers 2 vs Ray
+    python -m benchmarks.executors --tasks 8 --seconds 3 --workers 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.clock import cpu_seconds
+from ragstudy.executors import Executor, Task, run_tasks
+
+
+@dataclass(frozen=True)
+class Work:
+    name: str
+    rounds: int
+
+
+def hash_rounds(work: Work, output_dir: Path, inputs: dict[str, Path]) -> None:
+    """`rounds` chained sha256 of a 64 KiB buffer seeded by the task's name; records the digest and its CPU time."""
+    began = time.process_time()
+    block = (work.name.encode() * 65536)[:65536]
+    digest = b""
+    for _ in range(work.rounds):
+        digest = hashlib.sha256(digest + block).digest()
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / "digest.txt").write_text(digest.hex() + "\n")
+    (output_dir / "cpu.txt").write_text(f"{time.process_time() - began}\n")  # differs run to run: not compared
+
+
+def rounds_for(seconds: float) -> int:
+    """Rounds that take about `seconds` of one core here."""
+    probe = Work("probe", 2000)
+    with tempfile.TemporaryDirectory() as tmp:
+        began = time.process_time()
+        hash_rounds(probe, Path(tmp) / "probe", {})
+        spent = time.process_time() - began
+    return max(1, int(probe.rounds * seconds / max(spent, 1e-6)))
+
+
+def measure(name: str, tasks: list[Task], executor: Executor) -> dict:
+    began, cpu = time.perf_counter(), cpu_seconds()
+    outcomes = run_tasks(tasks, executor, label=name)
+    wall, driver = time.perf_counter() - began, cpu_seconds() - cpu
+    failed = [o.error for o in outcomes if o.error]
+    if failed:
+        raise SystemExit(f"{name}: {failed}")
+    task_cpu = sum(float((t.output_dir / "cpu.txt").read_text()) for t in tasks)
+    digests = [(t.output_dir / "digest.txt").read_text() for t in tasks]
+    return {"executor": name, "wall_s": wall, "task_cpu_s": task_cpu, "driver_cpu_s": driver, "digests": digests}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", type=int, default=8, help="tasks (variants) per executor (default 8)")
+    parser.add_argument("--seconds", type=float, default=1.0, help="one core's seconds per task (default 1)")
+    parser.add_argument("--workers", type=int, default=2, help="worker processes and Ray CPUs (default 2)")
+    parser.add_argument("--no-ray", action="store_true", help="leave Ray out")
+    args = parser.parse_args()
+    rounds = rounds_for(args.seconds)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        def tasks(label: str) -> list[Task]:
+            return [Task(f"v{i}", hash_rounds, Work(f"v{i}", rounds), Path(tmp) / label / f"v{i}", {})
+                    for i in range(args.tasks)]
+
+        rows.append(measure("in-process", tasks("inprocess"), Executor()))
+        rows.append(measure(f"--workers {args.workers}", tasks("workers"), Executor("workers", args.workers)))
+        if not args.no_ray:
+            import ray
+
+            rows.append(measure("--ray (local Ray started and stopped)", tasks("ray-cold"),
+                                Executor("ray", args.workers)))
+            began = time.perf_counter()
+            ray.init(num_cpus=args.workers, include_dashboard=False, logging_level="WARNING")
+            start = time.perf_counter() - began
+            try:
+                rows.append(measure("--ray (Ray already running)", tasks("ray-warm"), Executor("ray")))
+            finally:
+                began = time.perf_counter()
+                ray.shutdown()
+                stop = time.perf_counter() - began
+    base = rows[0]
+    print(f"{args.tasks} tasks of ~{args.seconds:g} s of one core ({rounds} sha256 rounds each)\n")
+    print("| executor | wall s | tasks' CPU s | driver CPU s | wall speed-up | same digests |")
+    print("|---|---:|---:|---:|---:|---|")
+    for row in rows:
+        same = "yes" if row["digests"] == base["digests"] else "NO"
+        print(f"| {row['executor']} | {row['wall_s']:.2f} | {row['task_cpu_s']:.2f} | {row['driver_cpu_s']:.2f} | "
+              f"{base['wall_s'] / row['wall_s']:.2f}x | {same} |")
+    if not args.no_ray:
+        print(f"\nRay start-up (ray.init, {args.workers} CPUs): {start:.2f} s; shutdown: {stop:.2f} s")
+    print(json.dumps([{k: v for k, v in r.items() if k != "digests"} for r in rows]))
+    return 0 if all(r["digests"] == base["digests"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
