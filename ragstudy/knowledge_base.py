@@ -22,7 +22,8 @@ from urllib.parse import urlsplit
 
 from .chunks import ChunkedDocument, window_text
 from .errors import StoreError, StudyInputError, excerpt, store_error
-from .io import PROJECT_ROOT, lock_folder, release_folder, set_aside, sha256_text, stable_json, worker_folder
+from .io import (PROJECT_ROOT, build_lock, cache_dir, lock_folder, release_folder, set_aside, sha256_text, stable_json,
+                 worker_folder)
 from .registry import StrategyParams, StrategySpec, get as strategy_spec
 
 logger = logging.getLogger(__name__)
@@ -317,12 +318,20 @@ class KnowledgeBase:
         return child_splitter(self.params)
 
     def build(self, chunked: Sequence[ChunkedDocument]):
-        """Return (retriever, stats), embedding only the child windows not already stored (nor cached)."""
+        """Return (retriever, stats), embedding only the child windows not already stored (nor cached).
+
+        Under a lock named by the collection (io.build_lock in the project cache): two processes indexing the same
+        collection at once (parallel variants that differ only in retriever) take turns, and the second finds every
+        vector in the embedding cache, so no window is embedded twice."""
+        name = collection_name(self.spec, self.params, chunked, self.embedding_id)
+        with build_lock(cache_dir() / "index-locks" / name):
+            return self._build(chunked, name)
+
+    def _build(self, chunked: Sequence[ChunkedDocument], name: str):
         from langchain_chroma import Chroma
         from langchain_core.stores import InMemoryStore
         from tqdm.auto import tqdm
 
-        name = collection_name(self.spec, self.params, chunked, self.embedding_id)
         client = self._client()
         with self._store(f"opening collection {name}"):
             vectorstore = Chroma(client=client, collection_name=name, embedding_function=self.embedding,
