@@ -9,6 +9,12 @@ too. Every executor's digests must equal the in-process ones.
 
     python -m benchmarks.executors                      # 8 tasks of ~1 s: in-process vs --workers 2 vs Ray
     python -m benchmarks.executors --tasks 8 --seconds 3 --workers 2
+    python -m benchmarks.executors --retrieval --no-ray   # 8 real retrieval-only variants on the bundled sample
+
+`--retrieval`: 8 variants (paragraph, fixed-size, newline, sentence x dense, bm25; lite profile, Documents/ and
+Questions.csv), each executor from its own cold project cache (the built models copied in, no vectors, chunks or
+rankings), its own Chroma root; prints wall, the child windows embedded in all (a window embedded by two variants
+would count twice) and whether every variant's rankings equal the in-process ones.
 """
 
 from __future__ import annotations
@@ -43,6 +49,88 @@ def hash_rounds(work: Work, output_dir: Path, inputs: dict[str, Path]) -> None:
     (output_dir / "cpu.txt").write_text(f"{time.process_time() - began}\n")  # differs run to run: not compared
 
 
+@dataclass(frozen=True)
+class Retrieval:
+    strategy: str
+    retriever: str
+    db_dir: str
+
+
+def retrieve(variant: Retrieval, output_dir: Path, inputs: dict[str, Path]) -> None:
+    """One real retrieval-only run (the chain's entry point); its printed summary kept beside the folder."""
+    import contextlib
+    import io
+
+    import evaluation_chain
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = evaluation_chain.main(["--retrieval-only", "--profile", "lite", "--documents",
+                                      str(inputs["documents"]), "--questions", str(inputs["questions"]),
+                                      "--output-dir", str(output_dir), "--db-dir", variant.db_dir, "--strategies",
+                                      variant.strategy, "--retriever", variant.retriever])
+    (output_dir.parent / f".{output_dir.name}.summary").write_text(printed.getvalue())
+    if code != 0:
+        raise RuntimeError(f"exit code {code}")
+
+
+def rankings_of(path: Path) -> list[tuple]:
+    """Each ranked row (question, rank, parent, path, pages, in_k) with its score to 6 decimals: a vector the cache
+    kept from another strategy's batch differs in the 7th decimal (ONNX batches pad to their longest text), so cold
+    runs in another order, in-process too, differ there."""
+    import csv
+
+    with open(path, encoding="utf-8", newline="") as handle:
+        return [(r["question_index"], r["rank"], r["doc_id"], r["path"], r["page_start"], r["page_end"], r["in_k"],
+                 round(float(r["score"]), 6)) for r in csv.DictReader(handle)]
+
+
+def embedded_in(summary: str) -> int:
+    """The `embedded` column of the chain's printed table, summed."""
+    rows = [line.split("|") for line in summary.splitlines() if line.startswith("| ") and "strategy" not in line]
+    return sum(int(cells[4]) for cells in rows if len(cells) > 4 and cells[4].strip().isdigit())
+
+
+def measure_retrieval(args: argparse.Namespace, root: Path) -> int:
+    import os
+    import shutil
+
+    from ragstudy.io import PROJECT_ROOT, cache_dir
+
+    models = cache_dir()
+    inputs = {"documents": PROJECT_ROOT / "Documents", "questions": PROJECT_ROOT / "Questions.csv"}
+    variants = [(s, r) for s in ("paragraph", "fixed-size", "newline", "sentence") for r in ("dense", "bm25")]
+    kinds = [("in-process", Executor()), (f"--workers {args.workers}", Executor("workers", args.workers))]
+    if not args.no_ray:
+        kinds.append((f"--ray (local, {args.workers} CPUs)", Executor("ray", args.workers)))
+    rows, base = [], None
+    for label, executor in kinds:
+        folder = root / executor.kind
+        cache = folder / "cache"
+        for name in ("models", "onnx"):
+            if (models / name).is_dir():
+                shutil.copytree(models / name, cache / name, ignore=shutil.ignore_patterns("*.lock", "*.partial"))
+        os.environ["RAGSTUDY_CACHE"] = str(cache)  # the workers (and a local Ray) start with it
+        tasks = [Task(f"{s}-{r}", retrieve, Retrieval(s, r, str(folder / "db")), folder / "variants" / f"{s}-{r}",
+                      inputs) for s, r in variants]
+        result = measure(label, tasks, executor, files=("retrieval_{strategy}.csv",))
+        summaries = [(t.output_dir.parent / f".{t.id}.summary") for t in tasks]
+        result["embedded"] = sum(embedded_in(p.read_text()) for p in summaries if p.is_file()) \
+            if executor.kind != "ray" else "n/a (on the workers)"
+        rows.append(result)
+        base = base or result
+    print(f"{len(variants)} retrieval-only variants on the bundled sample (lite profile), each executor cold\n")
+    print("| executor | wall s | driver CPU s | wall speed-up | windows embedded | same rankings (scores to 6 "
+          "decimals) | files identical to the byte |")
+    print("|---|---:|---:|---:|---:|---|---|")
+    for row in rows:
+        print(f"| {row['executor']} | {row['wall_s']:.1f} | {row['driver_cpu_s']:.1f} | "
+              f"{base['wall_s'] / row['wall_s']:.2f}x | {row['embedded']} | "
+              f"{'yes' if row['digests'] == base['digests'] else 'NO'} | "
+              f"{sum(a == b for a, b in zip(row['exact'], base['exact']))} of {len(row['exact'])} |")
+    return 0 if all(r["digests"] == base["digests"] for r in rows) else 1
+
+
 def rounds_for(seconds: float) -> int:
     """Rounds that take about `seconds` of one core here."""
     probe = Work("probe", 2000)
@@ -53,13 +141,17 @@ def rounds_for(seconds: float) -> int:
     return max(1, int(probe.rounds * seconds / max(spent, 1e-6)))
 
 
-def measure(name: str, tasks: list[Task], executor: Executor) -> dict:
+def measure(name: str, tasks: list[Task], executor: Executor, files: tuple[str, ...] = ()) -> dict:
     began, cpu = time.perf_counter(), cpu_seconds()
     outcomes = run_tasks(tasks, executor, label=name)
     wall, driver = time.perf_counter() - began, cpu_seconds() - cpu
     failed = [o.error for o in outcomes if o.error]
     if failed:
         raise SystemExit(f"{name}: {failed}")
+    if files:  # real variants: their rankings (see rankings_of)
+        digests = [[rankings_of(t.output_dir / f.format(strategy=t.spec.strategy)) for f in files] for t in tasks]
+        exact = [[(t.output_dir / f.format(strategy=t.spec.strategy)).read_bytes() for f in files] for t in tasks]
+        return {"executor": name, "wall_s": wall, "driver_cpu_s": driver, "digests": digests, "exact": exact}
     task_cpu = sum(float((t.output_dir / "cpu.txt").read_text()) for t in tasks)
     digests = [(t.output_dir / "digest.txt").read_text() for t in tasks]
     return {"executor": name, "wall_s": wall, "task_cpu_s": task_cpu, "driver_cpu_s": driver, "digests": digests}
@@ -71,7 +163,11 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=1.0, help="one core's seconds per task (default 1)")
     parser.add_argument("--workers", type=int, default=2, help="worker processes and Ray CPUs (default 2)")
     parser.add_argument("--no-ray", action="store_true", help="leave Ray out")
+    parser.add_argument("--retrieval", action="store_true", help="8 real retrieval-only variants instead")
     args = parser.parse_args()
+    if args.retrieval:
+        with tempfile.TemporaryDirectory() as tmp:
+            return measure_retrieval(args, Path(tmp))
     rounds = rounds_for(args.seconds)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -172,8 +172,11 @@ def _setup_worker() -> None:
     logging.getLogger().setLevel(logging.WARNING)
 
 
-def _worker_main(conn: Any) -> None:
-    """A worker process: run each task received until None; send back (id, None) or (id, error, traceback)."""
+def _worker_main(conn: Any, cores: tuple[int, ...] = ()) -> None:
+    """A worker process on its share of the cores: run each task received until None; send back (id, None) or
+    (id, error, traceback)."""
+    if cores and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, cores)  # the ONNX backends run one thread per core of the affinity mask
     _setup_worker()
     while True:
         try:
@@ -194,7 +197,19 @@ def _worker_main(conn: Any) -> None:
 class _Worker:
     process: Any
     conn: Any
+    slot: int
     task: Task | None = None
+
+
+def core_share(slot: int, workers: int, cores: Sequence[int]) -> tuple[int, ...]:
+    """The cores worker `slot` of `workers` runs on: an equal share of `cores` (one core each when there are more
+    workers than cores), so N workers do not each start one thread per core of the machine."""
+    if not cores:
+        return ()
+    if workers >= len(cores):
+        return (cores[slot % len(cores)],)
+    size = len(cores) // workers
+    return tuple(cores[slot * size:(slot + 1) * size]) if slot < workers - 1 else tuple(cores[slot * size:])
 
 
 def _death(exitcode: int | None) -> str:
@@ -215,13 +230,16 @@ def _run_workers(tasks: Sequence[Task], executor: Executor) -> Iterator[Outcome]
     context = multiprocessing.get_context("spawn")
     queue = deque(tasks)
     workers: list[_Worker] = []
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
 
     def start() -> _Worker:
+        slot = min(set(range(executor.workers)) - {w.slot for w in workers})  # a dead worker's share is reused
         driver_end, worker_end = context.Pipe()
-        process = context.Process(target=_worker_main, args=(worker_end,), daemon=True, name="ragstudy-worker")
+        process = context.Process(target=_worker_main, args=(worker_end, core_share(slot, executor.workers, cores)),
+                                  daemon=True, name=f"ragstudy-worker-{slot}")
         process.start()
         worker_end.close()
-        return _Worker(process, driver_end)
+        return _Worker(process, driver_end, slot)
 
     try:
         while queue or any(w.task for w in workers):

@@ -340,3 +340,12 @@ def test_real_retrieval_variants_in_two_workers_equal_in_process(tmp_path, pdf_d
     assert results["inprocess"]["vectors"] > 0
     slots = sorted(p.name for p in (tmp_path / "db-workers").iterdir())
     assert all(name.startswith("RAGParagraph-worker-") for name in slots), slots
+
+
+def test_workers_share_the_cores_instead_of_each_taking_all():
+    from ragstudy.executors import core_share
+
+    assert [core_share(k, 2, [0, 1]) for k in range(2)] == [(0,), (1,)]
+    assert [core_share(k, 3, [0, 1, 2, 3, 4, 5, 6]) for k in range(3)] == [(0, 1), (2, 3), (4, 5, 6)]
+    assert [core_share(k, 3, [0, 1]) for k in range(3)] == [(0,), (1,), (0,)]
+    assert core_share(0, 2, []) == ()
