@@ -336,6 +336,8 @@ def _ray_session(executor: Executor) -> Iterator[Any]:
     if ray.is_initialized():
         yield ray
         return
+    if executor.address:
+        _check_reachable(executor.address)
     try:
         if executor.address:
             ray.init(address=executor.address, logging_level=logging.WARNING)
@@ -346,8 +348,8 @@ def _ray_session(executor: Executor) -> Iterator[Any]:
         reason = " ".join(str(exc).split())[:300] or type(exc).__name__
         if executor.address:
             raise StudyInputError(f"--ray {executor.address}: cannot join that Ray cluster ({reason}). Give the "
-                                  "head node's address as `ray status` on it prints it (host:6379, or ray://host:10001),"
-                                  f" check the cluster runs {RAY_PIN} on this Python, or leave the address out to "
+                                  "head node's address as `ray status` on it prints it (host:6379, or "
+                                  f"ray://host:10001), check the cluster runs {RAY_PIN} on this Python, or leave the address out to "
                                   "start a local Ray") from None
         raise StudyInputError(f"--ray: cannot start a local Ray ({reason}). Check `ray start --head` works on this "
                               "machine, or run with --workers N instead") from None
@@ -355,6 +357,27 @@ def _ray_session(executor: Executor) -> Iterator[Any]:
         yield ray
     finally:
         ray.shutdown()
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """A cluster address `host:port` (or `ray://host:port`) must accept a connection within `timeout` seconds:
+    Ray itself retries an unreachable one for minutes. "auto" and addresses without a port are left to Ray."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host, port = None, None
+    if not host or not port:
+        return
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        raise StudyInputError(f"--ray {address}: nothing answers at {host}:{port} ({exc.strerror or exc}). Start the "
+                              "head node there (`ray start --head`; `ray status` on it prints the address), or leave "
+                              "the address out to start a local Ray") from None
 
 
 def _local_env() -> dict[str, str]:

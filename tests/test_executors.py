@@ -147,6 +147,20 @@ def test_ray_missing_is_one_line_naming_the_fix(tmp_path, inputs, monkeypatch):
         run_tasks(make_tasks(tmp_path, inputs, ok_specs()), Executor("ray"))
 
 
+def test_a_ray_address_where_nothing_answers_is_one_line_at_once(tmp_path, inputs):
+    pytest.importorskip("ray", reason="Ray is not installed (requirements.txt pins it)")
+    import socket
+
+    with socket.socket() as free:  # a port nothing listens on
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    began = time.monotonic()
+    with pytest.raises(StudyInputError, match=rf"--ray 127\.0\.0\.1:{port}: nothing answers at 127\.0\.0\.1:{port}"):
+        run_tasks(make_tasks(tmp_path, inputs, ok_specs()), Executor("ray", address=f"127.0.0.1:{port}"))
+    assert time.monotonic() - began < 10
+    assert pending(make_tasks(tmp_path, inputs, ok_specs()))  # nothing ran
+
+
 def test_translate_replaces_worker_paths_in_text_files_only():
     files = {"a.json": b'{"d": "/tmp/w/in/Docs", "o": "/tmp/w/out/x"}', "b.bin": b"\0/tmp/w/out"}
     out = translate(files, {"/tmp/w/in/Docs": "/home/d/Docs", "/tmp/w/out": "/res/v1"})
@@ -175,7 +189,7 @@ def test_ray_lands_the_same_files_and_reports_failures_by_id(tmp_path, inputs):
     assert not [p for p in (tmp_path / "ray" / "variants").iterdir() if p.name.startswith(".")]
 
 
-# ---------------------------------------------------------------------------------------------- caches under two workers
+# ------------------------------------------------------------------------------------- caches under two workers
 
 @dataclass(frozen=True)
 class CacheSpec:
