@@ -349,8 +349,8 @@ def _ray_session(executor: Executor) -> Iterator[Any]:
         if executor.address:
             raise StudyInputError(f"--ray {executor.address}: cannot join that Ray cluster ({reason}). Give the "
                                   "head node's address as `ray status` on it prints it (host:6379, or "
-                                  f"ray://host:10001), check the cluster runs {RAY_PIN} on this Python, or leave the address out to "
-                                  "start a local Ray") from None
+                                  f"ray://host:10001), check the cluster runs {RAY_PIN} on this Python, or leave the "
+                                  "address out to start a local Ray") from None
         raise StudyInputError(f"--ray: cannot start a local Ray ({reason}). Check `ray start --head` works on this "
                               "machine, or run with --workers N instead") from None
     try:
