@@ -57,21 +57,19 @@ class Retrieval:
 
 
 def retrieve(variant: Retrieval, output_dir: Path, inputs: dict[str, Path]) -> None:
-    """One real retrieval-only run (the chain's entry point); its printed summary kept beside the folder."""
-    import contextlib
-    import io
+    """One real retrieval-only run (the chain's flags, then ranking.run_retrieval); the child windows it embedded
+    are kept beside the folder (not a result)."""
+    from ragstudy.config import add_study_arguments, config_from_args
+    from ragstudy.ranking import run_retrieval
 
-    import evaluation_chain
-
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        code = evaluation_chain.main(["--retrieval-only", "--profile", "lite", "--documents",
-                                      str(inputs["documents"]), "--questions", str(inputs["questions"]),
-                                      "--output-dir", str(output_dir), "--db-dir", variant.db_dir, "--strategies",
-                                      variant.strategy, "--retriever", variant.retriever])
-    (output_dir.parent / f".{output_dir.name}.summary").write_text(printed.getvalue())
-    if code != 0:
-        raise RuntimeError(f"exit code {code}")
+    parser = argparse.ArgumentParser()
+    add_study_arguments(parser)
+    args = parser.parse_args(["--retrieval-only", "--profile", "lite", "--documents", str(inputs["documents"]),
+                              "--questions", str(inputs["questions"]), "--output-dir", str(output_dir),
+                              "--db-dir", variant.db_dir, "--strategies", variant.strategy, "--retriever",
+                              variant.retriever])
+    reports = run_retrieval(config_from_args(args, False))
+    (output_dir.parent / f".{output_dir.name}.embedded").write_text(f"{sum(r.embedded for r in reports)}\n")
 
 
 def rankings_of(path: Path) -> tuple[list[tuple], list[float]]:
@@ -94,12 +92,6 @@ def compare(row: dict, base: dict) -> tuple[bool, float]:
             same = same and ranks == ranks0
             largest = max([largest, *(abs(a - b) for a, b in zip(scores, scores0))])
     return same, largest
-
-
-def embedded_in(summary: str) -> int:
-    """The `embedded` column of the chain's printed table, summed."""
-    rows = [line.split("|") for line in summary.splitlines() if line.startswith("| ") and "strategy" not in line]
-    return sum(int(cells[4]) for cells in rows if len(cells) > 4 and cells[4].strip().isdigit())
 
 
 def measure_retrieval(args: argparse.Namespace, root: Path) -> int:
@@ -125,8 +117,8 @@ def measure_retrieval(args: argparse.Namespace, root: Path) -> int:
         tasks = [Task(f"{s}-{r}", retrieve, Retrieval(s, r, str(folder / "db")), folder / "variants" / f"{s}-{r}",
                       inputs) for s, r in variants]
         result = measure(label, tasks, executor, files=("retrieval_{strategy}.csv",))
-        summaries = [(t.output_dir.parent / f".{t.id}.summary") for t in tasks]
-        result["embedded"] = sum(embedded_in(p.read_text()) for p in summaries if p.is_file()) \
+        counts = [(t.output_dir.parent / f".{t.id}.embedded") for t in tasks]
+        result["embedded"] = sum(int(p.read_text()) for p in counts if p.is_file()) \
             if executor.kind != "ray" else "n/a (on the workers)"
         rows.append(result)
         base = base or result

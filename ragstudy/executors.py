@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import StudyInputError
-from .io import PER_WORKER_ENV, atomic_write_json
+from .io import INTERRUPTED, PER_WORKER_ENV, atomic_write_json, exit_process
 from .results import VARIANT_DONE_FILE
 
 logger = logging.getLogger(__name__)
@@ -178,19 +178,22 @@ def _worker_main(conn: Any, cores: tuple[int, ...] = ()) -> None:
     if cores and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, cores)  # the ONNX backends run one thread per core of the affinity mask
     _setup_worker()
-    while True:
-        try:
-            task = conn.recv()
-        except EOFError:
-            return
-        if task is None:
-            return
-        try:
-            task.fn(task.spec, Path(task.output_dir), dict(task.inputs))
-        except Exception as exc:
-            conn.send((task.id, _describe(exc), traceback.format_exc()))
-        else:
-            conn.send((task.id, None, ""))
+    try:
+        while True:
+            try:
+                task = conn.recv()
+            except EOFError:
+                return
+            if task is None:
+                return
+            try:
+                task.fn(task.spec, Path(task.output_dir), dict(task.inputs))
+            except Exception as exc:
+                conn.send((task.id, _describe(exc), traceback.format_exc()))
+            else:
+                conn.send((task.id, None, ""))
+    except KeyboardInterrupt:  # Ctrl-C reaches the whole process group: the driver reports it, once
+        exit_process(INTERRUPTED)
 
 
 @dataclass
