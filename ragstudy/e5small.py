@@ -33,7 +33,7 @@ import numpy as np
 
 from .cachefile import record_folder, usable_folder, weights_read_back
 from .errors import StudyInputError, store_error
-from .io import cache_dir
+from .io import build_lock, cache_dir
 
 logger = logging.getLogger(__name__)
 
@@ -196,6 +196,12 @@ def model_folder() -> Path:
     source = weights_file()
     key = hashlib.sha256(f"{weights_hash(source)}/{RECIPE}".encode()).hexdigest()[:16]
     target = cache_dir() / "models" / f"multilingual-e5-small-{key}"
+    with build_lock(target):  # concurrent workers build it once: the others wait, then find it built
+        return _build_once(source, target)
+
+
+def _build_once(source: Path, target: Path) -> Path:
+    """model_folder's build, under its lock."""
     # a damaged one is set aside and rebuilt; one from before manifests is kept if it reads back whole
     if usable_folder(target, "rebuilt multilingual-e5-small",
                      lambda folder: weights_read_back(folder, "tokenizer.json")):

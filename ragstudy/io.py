@@ -226,6 +226,58 @@ def lock_folder(folder: Path, lock_name: str, what: str, flag: str) -> None:
     _HELD_LOCKS[key] = fd
 
 
+PER_WORKER_ENV = "RAGSTUDY_PER_WORKER_FOLDERS"  # set in ragstudy.executors' worker processes (see worker_folder)
+
+
+def worker_folder(folder: Path, lock_name: str) -> Path:
+    """`folder` itself, except in a worker process of ragstudy.executors (PER_WORKER_ENV set): there, its own
+    `<folder>-worker-<k>`, the first slot this process already holds or whose lock (`lock_name`, see lock_folder) it
+    can take now. The lock is kept for the process's lifetime, so no two processes running at once share a slot,
+    and a later run's workers reuse the slots (and what is in them)."""
+    folder = Path(folder)
+    if not os.environ.get(PER_WORKER_ENV):
+        return folder
+    slots = [folder.with_name(f"{folder.name}-worker-{k}") for k in range(1024)]
+    for slot in slots:
+        if slot.resolve() / lock_name in _HELD_LOCKS:
+            return slot
+    for slot in slots:
+        try:
+            slot.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return slot  # the caller's own check names the folder and the fix
+        try:
+            lock_folder(slot, lock_name, "folder", "")
+        except StudyInputError:
+            continue  # another worker holds it (or it is not writable: the next slot, then the caller's check)
+        return slot
+    return slots[-1]
+
+
+class build_lock:
+    """`with build_lock(path):` holds an exclusive lock (flock on `.<name>.lock` beside `path`) while a cache entry
+    is checked and built, so that concurrent processes build it once: the others wait, then find it built. The
+    kernel drops the lock if the holder dies."""
+
+    def __init__(self, path: Path) -> None:
+        path = Path(path)
+        self.key = path.with_name(f".{path.name}.lock")
+        self.fd: int | None = None
+
+    def __enter__(self) -> "build_lock":
+        import fcntl
+
+        self.key.parent.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(self.key, os.O_CREAT | os.O_RDWR, 0o644)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing the descriptor drops the flock
+            self.fd = None
+
+
 def _lock_holder(fd: int) -> str:
     """The text ' (pid N)' from a lock file whose holder wrote its pid N, else '' (a lock of an older run)."""
     try:

@@ -22,7 +22,8 @@ from urllib.parse import urlsplit
 
 from .chunks import ChunkedDocument, window_text
 from .errors import StoreError, StudyInputError, excerpt, store_error
-from .io import PROJECT_ROOT, lock_folder, release_folder, set_aside, sha256_text, stable_json
+from .io import (PROJECT_ROOT, build_lock, cache_dir, lock_folder, release_folder, set_aside, sha256_text, stable_json,
+                 worker_folder)
 from .registry import StrategyParams, StrategySpec, get as strategy_spec
 
 logger = logging.getLogger(__name__)
@@ -242,6 +243,13 @@ def db_dir_of(config: Any, spec: StrategySpec) -> Path | None:
     return Path(config.db_dir) / spec.folder if config.db_dir else None
 
 
+def chroma_folder(db_dir: Path | None, spec: StrategySpec) -> Path:
+    """The strategy's local Chroma folder: `db_dir` (a run's --db-dir/<strategy folder>, see db_dir_of), else
+    `<strategy folder>/db`. In a worker process of ragstudy.executors, that folder's own `-worker-<k>` slot
+    (io.worker_folder): a Chroma folder admits one process, and parallel variants may index the same strategy."""
+    return worker_folder(Path(db_dir) if db_dir is not None else KnowledgeBase.default_db_dir(spec), DB_LOCK)
+
+
 class KnowledgeBase:
     """Index a strategy's parent chunks; expose them as a ParentDocumentRetriever and as parent rankings.
 
@@ -255,8 +263,9 @@ class KnowledgeBase:
         self.params = params
         self.embedding = embedding
         self.embedding_id = embedding_id
-        self.db_dir = Path(db_dir) if db_dir is not None else self.default_db_dir(spec)
         self.chroma_server = chroma_server or None
+        self.db_dir = (Path(db_dir) if db_dir is not None else self.default_db_dir(spec)) if self.chroma_server \
+            else chroma_folder(db_dir, spec)
         if self.chroma_server:
             parse_chroma_server(self.chroma_server)
         self.vectorstore = None
@@ -309,12 +318,20 @@ class KnowledgeBase:
         return child_splitter(self.params)
 
     def build(self, chunked: Sequence[ChunkedDocument]):
-        """Return (retriever, stats), embedding only the child windows not already stored (nor cached)."""
+        """Return (retriever, stats), embedding only the child windows not already stored (nor cached).
+
+        Under a lock named by the collection (io.build_lock in the project cache): two processes indexing the same
+        collection at once (parallel variants that differ only in retriever) take turns, and the second finds every
+        vector in the embedding cache, so no window is embedded twice."""
+        name = collection_name(self.spec, self.params, chunked, self.embedding_id)
+        with build_lock(cache_dir() / "index-locks" / name):
+            return self._build(chunked, name)
+
+    def _build(self, chunked: Sequence[ChunkedDocument], name: str):
         from langchain_chroma import Chroma
         from langchain_core.stores import InMemoryStore
         from tqdm.auto import tqdm
 
-        name = collection_name(self.spec, self.params, chunked, self.embedding_id)
         client = self._client()
         with self._store(f"opening collection {name}"):
             vectorstore = Chroma(client=client, collection_name=name, embedding_function=self.embedding,

@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 
 from .errors import StudyInputError
-from .io import cache_dir
+from .io import build_lock, cache_dir
 
 logger = logging.getLogger(__name__)
 
@@ -90,9 +90,15 @@ def smollm2_gguf() -> Path:
 
 def smollm2_folder() -> str:
     """Convert SmolLM2 GGUF -> plain transformers folder once (atomic: build in a temp folder, then rename)."""
+    target = cache_dir() / "models" / "SmolLM2-135M-Instruct"
+    with build_lock(target):  # concurrent workers convert it once: the others wait, then find it built
+        return _convert_once(target)
+
+
+def _convert_once(target: Path) -> str:
+    """smollm2_folder's conversion, under its lock."""
     from .cachefile import record_folder, usable_folder, weights_read_back
 
-    target = cache_dir() / "models" / "SmolLM2-135M-Instruct"
     # a damaged one is set aside and converted again; one from before manifests is kept if it reads back whole
     if usable_folder(target, "converted SmolLM2 model folder",
                      lambda folder: weights_read_back(folder, "config.json", "tokenizer.json")):

@@ -108,14 +108,14 @@ def index_strategy(config: StudyConfig, strategy: str, chunked: Sequence[Chunked
 
 def check_vector_store(config: StudyConfig) -> None:
     """Fail fast, before chunking and embedding: the Chroma server answers, or every Chroma folder is writable."""
-    from .knowledge_base import KnowledgeBase, check_chroma_server, db_dir_of, prepare_db_dir
+    from .knowledge_base import check_chroma_server, chroma_folder, db_dir_of, prepare_db_dir
 
     if config.chroma_server:
         check_chroma_server(config.chroma_server)
         return
     for strategy in config.strategies:
         spec = registry.get(strategy)
-        prepare_db_dir(db_dir_of(config, spec) or KnowledgeBase.default_db_dir(spec))
+        prepare_db_dir(chroma_folder(db_dir_of(config, spec), spec))
 
 
 def build_retriever(config: StudyConfig, strategy: str):

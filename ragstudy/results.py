@@ -753,6 +753,9 @@ RUN_CONFIG = Output(CONFIG_NAME, _CHAIN, "the resolved settings and the run's fa
 RUN_IDENTITY = Output("run_identity.json", _CHAIN, "the identity of the configuration that wrote each file of the "
                       "folder (ragstudy.runidentity): a run refuses to write beside another configuration's files")
 RUN_LOCK = Output(".ragstudy-run.lock", _CHAIN, "held while a run writes into the folder (one run at a time)")
+VARIANT_DONE_FILE = Output("variant.done.json", "ragstudy.executors (every executor: in-process, --workers, --ray)",
+                           "written last into a variant's folder once its run finished; a re-run skips the variants "
+                           "that have it and computes the others again")
 SWEEP_PLOT = Output("sweep_hit_rate.html", _SWEEP, "hit rate against the budget, one line per configuration "
                     "(PDF and PNG when a Chromium is installed); each configuration's own run folder is "
                     "`sweep/<config>/`", also=(".pdf", ".png"))
@@ -798,7 +801,8 @@ QA_WORKBOOK = Output("review.xlsx", _MAKE_QA, "one row per candidate for a perso
 # every file the project writes besides the derived tables, grouped as docs/outputs.md lists them
 OUTPUT_GROUPS: dict[str, tuple[Output, ...]] = {
     "A run's folder (`ragstudy answer`, `retrieve`, `chunks`, `sweep`)": (
-        DATASET_FILES, CHUNK_EXPORT, SOURCE_TEXTS, RANKINGS, RUN_CONFIG, RUN_IDENTITY, RUN_LOCK, SWEEP_PLOT),
+        DATASET_FILES, CHUNK_EXPORT, SOURCE_TEXTS, RANKINGS, RUN_CONFIG, RUN_IDENTITY, RUN_LOCK, VARIANT_DONE_FILE,
+        SWEEP_PLOT),
     "Scores, reviews and the report (`ragstudy score-retrieval`, `score-answers`, `chunk-quality`, `review`, "
     "`survey`, `report`)": (
         RETRIEVAL_SUMMARY_MD, RETRIEVAL_PLOT, METRICS_SUMMARY_MD, METRICS_RUN, CLEANED_ORACLE, CHUNK_QUALITY_MD,

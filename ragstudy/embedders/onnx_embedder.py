@@ -82,7 +82,14 @@ def pooling_of(folder: Path) -> tuple[str, str, int, bool]:
 def export_onnx(folder: Path, target: Path, quantize: bool) -> Path:
     """`model.onnx` (float32, pooled and normalised) in `target`, and `model-int8.onnx` when `quantize`; each is
     built once, atomically (a temporary folder renamed into place)."""
+    from ..io import build_lock
+
     name = "model-int8.onnx" if quantize else "model.onnx"
+    with build_lock(target / name):  # concurrent workers export once: the others wait, then find it built
+        return _export_once(folder, target, name, quantize)
+
+
+def _export_once(folder: Path, target: Path, name: str, quantize: bool) -> Path:
     if (target / name).is_file() and _usable_export(target / name, quantize):
         return target / name
     fp32 = export_onnx(folder, target, quantize=False) if quantize else None

@@ -1,0 +1,212 @@
+"""The executors of ragstudy.executors on the same N CPU-bound tasks: in this process, `--workers 2` and Ray.
+
+Each task hashes a buffer over and over (pure CPU, deterministic, about `--seconds` of one core) and writes its
+digest into its variant folder. Prints, per executor: wall time, the tasks' own CPU time (measured inside each
+task, so it is the same quantity wherever the task runs), the driver's CPU, and the wall speed-up against the
+in-process run of the same invocation. Ray is timed twice: with a local Ray started by run_tasks (start-up and
+shutdown included, as `--ray` pays them) and on a Ray already running; its start-up and shutdown are timed alone
+too. Every executor's digests must equal the in-process ones.
+
+    python -m benchmarks.executors                      # 8 tasks of ~1 s: in-process vs --workers 2 vs Ray
+    python -m benchmarks.executors --tasks 8 --seconds 3 --workers 2
+    python -m benchmarks.executors --retrieval --no-ray   # 8 real retrieval-only variants on the bundled sample
+
+`--retrieval`: 8 variants (paragraph, fixed-size, newline, sentence x dense, bm25; lite profile, Documents/ and
+Questions.csv), each executor from its own cold project cache (the built models copied in, no vectors, chunks or
+rankings), its own Chroma root; prints wall, the child windows embedded in all (a window embedded by two variants
+would count twice) and whether every variant's rankings equal the in-process ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.clock import cpu_seconds
+from ragstudy.executors import Executor, Task, run_tasks
+
+
+@dataclass(frozen=True)
+class Work:
+    name: str
+    rounds: int
+
+
+def hash_rounds(work: Work, output_dir: Path, inputs: dict[str, Path]) -> None:
+    """`rounds` chained sha256 of a 64 KiB buffer seeded by the task's name; records the digest and its CPU time."""
+    began = time.process_time()
+    block = (work.name.encode() * 65536)[:65536]
+    digest = b""
+    for _ in range(work.rounds):
+        digest = hashlib.sha256(digest + block).digest()
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / "digest.txt").write_text(digest.hex() + "\n")
+    (output_dir / "cpu.txt").write_text(f"{time.process_time() - began}\n")  # differs run to run: not compared
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    strategy: str
+    retriever: str
+    db_dir: str
+
+
+def retrieve(variant: Retrieval, output_dir: Path, inputs: dict[str, Path]) -> None:
+    """One real retrieval-only run (the chain's flags, then ranking.run_retrieval); the child windows it embedded
+    are kept beside the folder (not a result)."""
+    from ragstudy.config import add_study_arguments, config_from_args
+    from ragstudy.ranking import run_retrieval
+
+    parser = argparse.ArgumentParser()
+    add_study_arguments(parser)
+    args = parser.parse_args(["--retrieval-only", "--profile", "lite", "--documents", str(inputs["documents"]),
+                              "--questions", str(inputs["questions"]), "--output-dir", str(output_dir),
+                              "--db-dir", variant.db_dir, "--strategies", variant.strategy, "--retriever",
+                              variant.retriever])
+    reports = run_retrieval(config_from_args(args, False))
+    (output_dir.parent / f".{output_dir.name}.embedded").write_text(f"{sum(r.embedded for r in reports)}\n")
+
+
+def rankings_of(path: Path) -> tuple[list[tuple], list[float]]:
+    """(each ranked row: question, rank, parent, path, pages, in_k; the scores): a vector the cache kept from another
+    strategy's batch differs in the 7th decimal (ONNX batches pad to their longest text), so cold runs in another
+    order, in-process too, differ in the scores' last digits."""
+    import csv
+
+    with open(path, encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    return ([(r["question_index"], r["rank"], r["doc_id"], r["path"], r["page_start"], r["page_end"], r["in_k"])
+             for r in rows], [float(r["score"]) for r in rows])
+
+
+def compare(row: dict, base: dict) -> tuple[bool, float]:
+    """(the same parents in the same ranks everywhere, the largest score difference)."""
+    same, largest = True, 0.0
+    for mine, theirs in zip(row["digests"], base["digests"]):
+        for (ranks, scores), (ranks0, scores0) in zip(mine, theirs):
+            same = same and ranks == ranks0
+            largest = max([largest, *(abs(a - b) for a, b in zip(scores, scores0))])
+    return same, largest
+
+
+def measure_retrieval(args: argparse.Namespace, root: Path) -> int:
+    import os
+    import shutil
+
+    from ragstudy.io import PROJECT_ROOT, cache_dir
+
+    models = cache_dir()
+    inputs = {"documents": PROJECT_ROOT / "Documents", "questions": PROJECT_ROOT / "Questions.csv"}
+    variants = [(s, r) for s in ("paragraph", "fixed-size", "newline", "sentence") for r in ("dense", "bm25")]
+    kinds = [("in-process", Executor()), (f"--workers {args.workers}", Executor("workers", args.workers))]
+    if not args.no_ray:
+        kinds.append((f"--ray (local, {args.workers} CPUs)", Executor("ray", args.workers)))
+    rows, base = [], None
+    for label, executor in kinds:
+        folder = root / executor.kind
+        cache = folder / "cache"
+        for name in ("models", "onnx"):
+            if (models / name).is_dir():
+                shutil.copytree(models / name, cache / name, ignore=shutil.ignore_patterns("*.lock", "*.partial"))
+        os.environ["RAGSTUDY_CACHE"] = str(cache)  # the workers (and a local Ray) start with it
+        tasks = [Task(f"{s}-{r}", retrieve, Retrieval(s, r, str(folder / "db")), folder / "variants" / f"{s}-{r}",
+                      inputs) for s, r in variants]
+        result = measure(label, tasks, executor, files=("retrieval_{strategy}.csv",))
+        counts = [(t.output_dir.parent / f".{t.id}.embedded") for t in tasks]
+        result["embedded"] = sum(int(p.read_text()) for p in counts if p.is_file()) \
+            if executor.kind != "ray" else "n/a (on the workers)"
+        rows.append(result)
+        base = base or result
+    print(f"{len(variants)} retrieval-only variants on the bundled sample (lite profile), each executor cold\n")
+    print("| executor | wall s | driver CPU s | wall speed-up | windows embedded | same parents, same ranks | "
+          "largest score difference | files identical to the byte |")
+    print("|---|---:|---:|---:|---:|---|---:|---|")
+    for row in rows:
+        print(f"| {row['executor']} | {row['wall_s']:.1f} | {row['driver_cpu_s']:.1f} | "
+              f"{base['wall_s'] / row['wall_s']:.2f}x | {row['embedded']} | "
+              f"{'yes' if compare(row, base)[0] else 'NO'} | {compare(row, base)[1]:.1e} | "
+              f"{sum(a == b for a, b in zip(row['exact'], base['exact']))} of {len(row['exact'])} |")
+    return 0 if all(compare(r, base)[0] for r in rows) else 1
+
+
+def rounds_for(seconds: float) -> int:
+    """Rounds that take about `seconds` of one core here."""
+    probe = Work("probe", 2000)
+    with tempfile.TemporaryDirectory() as tmp:
+        began = time.process_time()
+        hash_rounds(probe, Path(tmp) / "probe", {})
+        spent = time.process_time() - began
+    return max(1, int(probe.rounds * seconds / max(spent, 1e-6)))
+
+
+def measure(name: str, tasks: list[Task], executor: Executor, files: tuple[str, ...] = ()) -> dict:
+    began, cpu = time.perf_counter(), cpu_seconds()
+    outcomes = run_tasks(tasks, executor, label=name)
+    wall, driver = time.perf_counter() - began, cpu_seconds() - cpu
+    failed = [o.error for o in outcomes if o.error]
+    if failed:
+        raise SystemExit(f"{name}: {failed}")
+    if files:  # real variants: their rankings (see rankings_of)
+        digests = [[rankings_of(t.output_dir / f.format(strategy=t.spec.strategy)) for f in files] for t in tasks]
+        exact = [[(t.output_dir / f.format(strategy=t.spec.strategy)).read_bytes() for f in files] for t in tasks]
+        return {"executor": name, "wall_s": wall, "driver_cpu_s": driver, "digests": digests, "exact": exact}
+    task_cpu = sum(float((t.output_dir / "cpu.txt").read_text()) for t in tasks)
+    digests = [(t.output_dir / "digest.txt").read_text() for t in tasks]
+    return {"executor": name, "wall_s": wall, "task_cpu_s": task_cpu, "driver_cpu_s": driver, "digests": digests}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", type=int, default=8, help="tasks (variants) per executor (default 8)")
+    parser.add_argument("--seconds", type=float, default=1.0, help="one core's seconds per task (default 1)")
+    parser.add_argument("--workers", type=int, default=2, help="worker processes and Ray CPUs (default 2)")
+    parser.add_argument("--no-ray", action="store_true", help="leave Ray out")
+    parser.add_argument("--retrieval", action="store_true", help="8 real retrieval-only variants instead")
+    args = parser.parse_args()
+    if args.retrieval:
+        with tempfile.TemporaryDirectory() as tmp:
+            return measure_retrieval(args, Path(tmp))
+    rounds = rounds_for(args.seconds)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        def tasks(label: str) -> list[Task]:
+            return [Task(f"v{i}", hash_rounds, Work(f"v{i}", rounds), Path(tmp) / label / f"v{i}", {})
+                    for i in range(args.tasks)]
+
+        rows.append(measure("in-process", tasks("inprocess"), Executor()))
+        rows.append(measure(f"--workers {args.workers}", tasks("workers"), Executor("workers", args.workers)))
+        if not args.no_ray:
+            import ray
+
+            rows.append(measure("--ray (local Ray started and stopped)", tasks("ray-cold"),
+                                Executor("ray", args.workers)))
+            began = time.perf_counter()
+            ray.init(num_cpus=args.workers, include_dashboard=False, logging_level="WARNING")
+            start = time.perf_counter() - began
+            try:
+                rows.append(measure("--ray (Ray already running)", tasks("ray-warm"), Executor("ray")))
+            finally:
+                began = time.perf_counter()
+                ray.shutdown()
+                stop = time.perf_counter() - began
+    base = rows[0]
+    print(f"{args.tasks} tasks of ~{args.seconds:g} s of one core ({rounds} sha256 rounds each)\n")
+    print("| executor | wall s | tasks' CPU s | driver CPU s | wall speed-up | same digests |")
+    print("|---|---:|---:|---:|---:|---|")
+    for row in rows:
+        same = "yes" if row["digests"] == base["digests"] else "NO"
+        print(f"| {row['executor']} | {row['wall_s']:.2f} | {row['task_cpu_s']:.2f} | {row['driver_cpu_s']:.2f} | "
+              f"{base['wall_s'] / row['wall_s']:.2f}x | {same} |")
+    if not args.no_ray:
+        print(f"\nRay start-up (ray.init, {args.workers} CPUs): {start:.2f} s; shutdown: {stop:.2f} s")
+    print(json.dumps([{k: v for k, v in r.items() if k != "digests"} for r in rows]))
+    return 0 if all(r["digests"] == base["digests"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
