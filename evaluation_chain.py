@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
 
             print_sweep(run_sweep(config, sweep, evidence))
             return 0
-        reports = run_retrieval(config) if config.retrieval_only else run_study(config)
+        reports = run_retrieval(config).reports() if config.retrieval_only else run_study(config)
     except StudyInputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -120,7 +120,8 @@ def next_steps(config) -> str:
         return (f"wrote chunks_<strategy>.csv, sources_<strategy>.jsonl and config.json into {out}/; next: "
                 f"ragstudy chunk-quality --results-dir {out} --no-hope")
     if config.retrieval_only:
-        return (f"wrote retrieval_<strategy>.csv, chunks_/sources_<strategy> and config.json into {out}/; next: "
+        return (f"wrote variants.csv, config.json and one folder per variant (rankings, chunk tables, its config) "
+                f"into {out}/variants/; next: "
                 f"ragstudy score-retrieval --results-dir {out}  (then ragstudy report --results-dir {out})")
     return (f"wrote the Dataset files, chunks_/sources_<strategy> and config.json into {out}/; next: "
             f"ragstudy score-answers --results-dir {out}, ragstudy review --results-dir {out}, "

@@ -217,9 +217,9 @@ class StudyConfig:
                                            "model", group=G_SCALE, metavar="URL")
     embedding_server_model: str | None = setting(None, "model name the embedding server serves (names caches and "
                                                  "collections)", group=G_SCALE)
-    # comma-separated: one retrieval-only run ranks with each (a subfolder each); kept a string in config.json
+    # comma-separated: an axis of a retrieval-only run's grid (ragstudy.variants); kept a string in config.json
     retriever: str = setting("dense", "how a retrieval-only run ranks parents, one or several comma-separated "
-                             "(several rank into one subfolder each): dense child windows (the paper's), dense whole "
+                             "(an axis of the run's grid: one variant each): dense child windows (the paper's), dense whole "
                              "parents, BM25 over child windows or whole parents, hybrid (dense and BM25 child windows "
                              "fused); anything but dense is retrieval-only", group=G_RETRIEVAL,
                              choices=lambda: retriever_names(), several=True)
@@ -229,7 +229,7 @@ class StudyConfig:
                                      default_doc="onnxruntime for the lite profile's SmolLM2 when onnxruntime-genai "
                                      "is installed, else torch", applies=answering)
     # text_layer: the text the strategies of source kind "text-layer" chunk; a retrieval-only run may list both
-    # ("raw,clean"): the second goes into <output-dir>/text-layer-<name>/ (ragstudy.decomposition)
+    # ("raw,clean"): an axis of its grid (ragstudy.variants), split by ragstudy.decomposition
     text_layer: str = setting(
         "raw", "text the text-layer strategies chunk: raw (the paper's PyMuPDF text) or clean (the paragraph "
         "strategy's cleaning: no running heads, page numbers or TOC pages, sentences joined across page breaks, "

@@ -30,7 +30,6 @@ from .records import NOT_APPLICABLE, Variant
 
 logger = logging.getLogger(__name__)
 
-VARIANTS_FOLDER = "variants"  # <out>/variants/<id>/: one complete retrieval run per variant
 CONTEXT_AXES = ("retriever", "text_layer", "embedding")  # every axis but the strategy and its parameters
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -162,12 +161,13 @@ class Group:
     context: Mapping[str, str]
     members: Mapping[str, Path]
     variants: tuple[Variant, ...] = ()
+    shown: tuple[str, ...] = CONTEXT_AXES  # the axes that tell the run's groups apart (its label names them)
 
     @property
     def label(self) -> str:
-        """The context in words, e.g. "bm25, clean, multilingual-e5-small" (n/a axes left out)."""
+        """The context in words, e.g. "bm25, clean" (the axes that vary between the run's groups; n/a left out)."""
         shown = [short_embedding(v) if axis == "embedding" else v for axis, v in self.context.items()
-                 if v != NOT_APPLICABLE]
+                 if v != NOT_APPLICABLE and axis in self.shown]
         return ", ".join(shown) or "the run"
 
     @property
@@ -210,10 +210,80 @@ def groups(variants: Sequence[Variant], folder_of: Mapping[str, Path]) -> list[G
         else:
             by_name = {m.strategy: folder_of[m.id] for m in members}
         out.append(Group(context, by_name, tuple(members)))
-    return out
+    shown = tuple(axis for axis in CONTEXT_AXES if len({g.context[axis] for g in out}) > 1)
+    return [replace(g, shown=shown) for g in out]
+
+
+GROUPS_FOLDER = "groups"  # <out>/groups/<group>/: one group's scores, when a run has several groups
+
+
+def scores_folder(out_dir: str | Path, group: Group, groups_count: int) -> Path:
+    """Where one group's scores (retrieval_summary.csv, retrieval_verdict.csv, ...) go: the run's folder itself when it
+    has one group, else `<out>/groups/<group>/` (the run's folder then holds the check across the groups)."""
+    return Path(out_dir) if groups_count == 1 else Path(out_dir) / GROUPS_FOLDER / group.id
+
+
+def run_groups(run: Any) -> list[Group]:
+    """The groups of a results folder (a results.Run): its grid's (variants.csv), or, for a folder without one (one
+    variant's folder, or a folder of rankings written by hand or by an earlier version with one retriever and one
+    text layer), one group of the strategies ranked in it, with the settings its config.json records."""
+    grid = run.variants()
+    if grid:
+        return groups(grid, run.variant_folders())
+    raw = run.raw
+    context = {"retriever": str(raw.get("retriever") or "dense"), "text_layer": str(raw.get("text_layer") or "raw"),
+               "embedding": str((raw.get("models") or {}).get("embedding") or NOT_APPLICABLE)}
+    return [Group(context, {s: run.path for s in run.ranked_strategies()})]
 
 
 def _product(choices: list[list[str]]) -> list[tuple[str, ...]]:
     import itertools
 
     return list(itertools.product(*choices))
+
+
+# ---------------------------------------------------------------------- stand-in for ragstudy.executors (issue 35)
+# The executors (in-process, --workers N, --ray) are being written beside this module with this contract; until
+# they land, variants run one after another in this process. Swap: import Task, Executor, run_tasks from
+# ragstudy.executors in ragstudy.ranking.
+
+@dataclass(frozen=True)
+class Task:
+    id: str  # the variant id; errors name it
+    fn: Any  # module-level: fn(spec, output_dir, inputs) -> None
+    spec: Any
+    output_dir: Path
+    inputs: dict[str, Path]
+
+
+@dataclass(frozen=True)
+class Executor:
+    kind: str = "inprocess"
+    workers: int = 1
+    address: str | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    id: str
+    error: str | None  # None when it worked; else one line
+
+
+def run_tasks(tasks: Sequence[Task], executor: Executor, label: str = "variants") -> list[Outcome]:
+    """Every task in this process, one after another; a task that raises is reported by id, the others run."""
+    from tqdm.auto import tqdm
+
+    if executor.kind != "inprocess":
+        raise StudyInputError(f"executor {executor.kind!r}: this version runs {label} in-process only")
+    outcomes = []
+    for task in tqdm(tasks, desc=label.capitalize(), unit="variant", disable=len(tasks) < 2):
+        try:
+            task.fn(task.spec, task.output_dir, task.inputs)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:  # reported by id; the run stops with all of them after the others have run
+            logger.error("%s: %s: %s", task.id, type(exc).__name__, exc)
+            outcomes.append(Outcome(task.id, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"))
+        else:
+            outcomes.append(Outcome(task.id, None))
+    return outcomes

@@ -66,10 +66,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--hope", action="store_true",
                         help="also compute HOPE in the chunk-quality stage (LLM calls; with the lite profile's "
                              "135 M model its items fail, so it is off by default)")
-    parser.add_argument("--retrievers", default=",".join(STUDY_RETRIEVERS), metavar="LIST",
-                        help="the retrievers the retrieval stage ranks with, comma-separated; the verdict is checked "
-                             "across them (default: %(default)s; a --retriever flag or config key wins). The "
-                             "answering stage always uses the paper's dense retriever")
     parser.add_argument("--force", action="store_true",
                         help="run every stage even if study.json says it is up to date (caches are still used)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging into study.log")
@@ -194,9 +190,10 @@ def plan(args: argparse.Namespace, chain_argv: list[str], chain_args: argparse.N
 
     answers, retrieval = root / "answers", root / "retrieval"
     answer_config = config_from_args(chain_args, warn_unused=False)  # a bad setting stops here, exit 2
-    ranked_with = [] if answer_config.origins.get("retriever") else ["--retriever", args.retrievers]  # flag/key wins
+    default = ",".join(STUDY_RETRIEVERS)  # the one --retriever list of the grid; a flag or config key wins
+    ranked_with = [] if answer_config.origins.get("retriever") else ["--retriever", default]
     retrieval_config = config_from_args(argparse.Namespace(**{**vars(chain_args), "retrieval_only": True,
-                                                              **({"retriever": args.retrievers} if ranked_with else {})}),
+                                                              **({"retriever": default} if ranked_with else {})}),
                                         warn_unused=False)
     bundled = default_evidence(answer_config.questions)
     evidence = args.evidence or (str(bundled) if bundled else None)
@@ -451,17 +448,19 @@ def run_stages(args: argparse.Namespace, argv: Sequence[str] | None, root: Path,
 
 def verdict_lines(root: Path) -> list[str]:
     """The retrieval verdict's headline, its lines and the check across retrievers (empty before it is scored)."""
-    from ragstudy import results, retrievers
+    from Postprocessing.reportkit.inputs import main_group_source, ranked_folders
+    from ragstudy import results
     from ragstudy.budget_eval import all_verdicts, verdict_setting
     from ragstudy.verdict_across import CrossVerdict
 
     lines: list[str] = []
-    folders = retrievers.result_folders(root / "retrieval")
-    main = next(iter(folders.values()))  # several retrievers: the first one's verdict leads
+    if not (root / "retrieval").is_dir():
+        return lines
+    main, folders = ranked_folders(root / "retrieval")  # several groups of variants: the first one's verdict leads
     frame = results.read_table(main, results.RETRIEVAL_VERDICT)
     if frame is not None and len(frame):
         verdict = all_verdicts(frame)[0]  # the main verdict (the report shows the others below it)
-        config = results.read_config(main).raw
+        config = results.read_config(main_group_source(root / "retrieval")[0]).raw
         lines += [verdict.headline(**verdict_setting(config)), "", *verdict.lines()[1:], ""]
         cross = CrossVerdict.scored(folders)
         if cross is not None:
@@ -472,17 +471,18 @@ def verdict_lines(root: Path) -> list[str]:
 def closing_summary(root: Path, stages: Sequence[Stage], ran: Sequence[str], seconds: float) -> str:
     """The verdict's headline and lines, what was written where, and what to run next."""
 
-    from ragstudy import retrievers
+    from Postprocessing.reportkit.inputs import ranked_folders
 
     lines = verdict_lines(root)
-    folders = retrievers.result_folders(root / "retrieval")
+    folders = ranked_folders(root / "retrieval")[1] if (root / "retrieval").is_dir() else {}
     cached = [s.name for s in stages if s.name not in ran]
     lines.append(f"study {'computed ' + ', '.join(ran) if ran else 'recomputed nothing'}"
                  + (f" ({', '.join(cached)} up to date)" if ran and cached else "") + f" in {_duration(seconds)}.")
     lines += [f"  {results.REPORT_HTML.path(root)}   the report: open it in a browser (the verdict first)",
               f"  {root / 'answers'}/   Dataset files, answer scores (metrics_*), chunk quality (chunk_quality*)",
               f"  {root / 'retrieval'}/   rankings, retrieval_summary.md, retrieval_verdict.csv, hit-rate plot"
-              + (f" (one folder per retriever: {', '.join(folders)})" if len(folders) > 1 else ""),
+              + (f" (one folder per variant in variants/, the scores of each group of variants in groups/: "
+                 f"{'; '.join(folders)})" if len(folders) > 1 else " (one folder per variant in variants/)"),
               f"  {root / LOG}   every stage's output",
               "next: ragstudy review --results-dir " + str(root / "answers") + " (blinded workbook for raters), "
               "ragstudy sweep sweeps/hope_eight.yaml --output-dir " + str(root / "sweep") + ", or the study on your "
