@@ -236,16 +236,18 @@ def score_group(args: argparse.Namespace, group: Any, results_dir: Path, out_dir
     ranked_questions = len(questions) if questions else None
     if ranked_questions is not None and run_config.get("limit"):  # a --limit run ranks the first N questions only
         ranked_questions = min(ranked_questions, int(run_config["limit"]))
-    identity_notes: list[str] = []
     for folder in dict.fromkeys(members[s] for s in strategies):  # each variant's folder, or the one folder
         own = [s for s in strategies if members[s] == folder]
         folder_config = run_config if folder == first else results.open_run(folder).raw
         runidentity.check_config(folder, folder_config)  # a hand-edited config.json is never scored as the run's
         runidentity.check_rankings(folder, {s: results.read_retrieval(results.retrieval_path(folder, s))
-                                            for s in own}, ranked_questions,
+                                            for s in own if results.retrieval_path(folder, s).is_file()},
+                                   ranked_questions,
                                    folder_config.get("strategies") if args.strategies is None else None)
-        identity_notes += runidentity.check_compared(folder, own, lambda s: results.retrieval_path(folder, s),
-                                                     args.allow_mixed_configurations)
+
+    identity_notes = runidentity.check_compared(results_dir, strategies,  # one configuration but the strategy
+                                                lambda s: results.retrieval_path(members[s], s),
+                                                args.allow_mixed_configurations)
     evidence_path = evidence_mod.default_evidence(run_config) if args.evidence is None else Path(args.evidence)
     found = run.oracle(args.oracle)  # --oracle, else Oracle.csv beside the run's questions
     oracle, oracle_path = found if found is not None else (None, None)

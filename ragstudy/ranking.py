@@ -403,6 +403,27 @@ def run_retrieval(config: StudyConfig, sweep: Any = None, executor: Any = None) 
         folder.release()
 
 
+def merged_grid(output_dir: Path, grid: Sequence[Variant]) -> list[Variant]:
+    """The folder's variants after this run: this grid's, then those variants.csv already lists under one of this
+    grid's contexts (retriever, text layer, embedder: a run of fewer strategies adds to its folder, as a run of one
+    configuration always could). A listed variant under another context is a StudyInputError: it would be compared
+    with this run's, or mistaken for one of them."""
+    from .records import Variant as Record
+    from .results import VARIANTS, read_table
+
+    frame = read_table(output_dir, VARIANTS)
+    listed = [] if frame is None else [Record.from_row(row, f"{VARIANTS.path(output_dir)} row {n}") for n, row in
+                                       enumerate(frame.fillna("n/a").to_dict("records"), start=2)]
+    ids, contexts = {v.id for v in grid}, {v.context() for v in grid}
+    others = [v for v in listed if v.id not in ids and v.context() not in contexts]
+    if others:
+        names = ", ".join(v.id for v in others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        raise StudyInputError(f"{output_dir}: holds the variants {names} ({VARIANTS.name}) of another retriever, "
+                              "text layer or embedder than this run's; they would be compared as one run. Give this "
+                              "run its own --output-dir, or move those files away")
+    return [*grid, *(v for v in listed if v.id not in ids)]
+
+
 def _run_grid(config: StudyConfig, grid: Sequence[Variant], documents, questions: Sequence[str], output_dir: Path,
               executor: Any) -> GridRun:
     """run_retrieval's work once the output folder is locked."""
@@ -411,6 +432,7 @@ def _run_grid(config: StudyConfig, grid: Sequence[Variant], documents, questions
     from .variants import variant_config as config_of
 
     check_layout(output_dir)  # an earlier version's layout is never mixed into this one
+    listed = merged_grid(output_dir, grid)
     folders = {v.id: variant_folder(output_dir, v.id) for v in grid}
     configs = {v.id: config_of(config, v, folders[v.id]) for v in grid}
     for v in grid:  # never beside another configuration's files
@@ -419,7 +441,7 @@ def _run_grid(config: StudyConfig, grid: Sequence[Variant], documents, questions
     write_config(output_dir, config, facts)
     import pandas as pd
 
-    write_table(output_dir, VARIANTS, pd.DataFrame([v.to_row() for v in grid]))
+    write_table(output_dir, VARIANTS, pd.DataFrame([v.to_row() for v in listed]))
     facts_json = json.dumps(facts, ensure_ascii=False, default=str)
     inputs = {"documents": Path(config.documents), "questions": Path(config.questions)}
     tasks = [Task(v.id, run_variant, VariantSpec(v, configs[v.id], facts_json), folders[v.id], inputs) for v in grid]

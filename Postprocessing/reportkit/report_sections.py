@@ -116,6 +116,12 @@ def decomposition_blocks(inp: Inputs, unit: str) -> list[Block]:
     frame = results.read_table(folder, results.RETRIEVAL_DECOMPOSITION)
     if frame is None:
         return []
+    from ragstudy.variants import varying_axes
+
+    if "text_layer" not in varying_axes(results.open_run(folder).variants()):  # a stale file: not this run's split
+        logger.warning("%s: not shown: the run has one text layer now; re-score the folder (ragstudy score-retrieval "
+                       "removes it)", results.RETRIEVAL_DECOMPOSITION.path(folder))
+        return []
     out: list[Block] = [Heading("Cleaning or segmentation?"), Text(decomposition.INTRO)]
     for metric, part in decomposition.by_metric(frame):
         out += [Text(f"On the {budget_metrics.get(metric).words}:"), Bullets(decomposition.sentences(part, unit)),
