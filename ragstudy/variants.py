@@ -210,7 +210,7 @@ def groups(variants: Sequence[Variant], folder_of: Mapping[str, Path]) -> list[G
         else:
             by_name = {m.strategy: folder_of[m.id] for m in members}
         out.append(Group(context, by_name, tuple(members)))
-    shown = tuple(axis for axis in CONTEXT_AXES if len({g.context[axis] for g in out}) > 1)
+    shown = tuple(axis for axis in CONTEXT_AXES if len({g.context[axis] for g in out} - {NOT_APPLICABLE}) > 1)
     return [replace(g, shown=shown) for g in out]
 
 

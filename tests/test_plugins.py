@@ -219,10 +219,8 @@ def test_the_run_handle_lists_variants_and_refuses_an_earlier_versions_layout(tm
     (tmp_path / "bm25").mkdir()
     with pytest.raises(StudyInputError, match="written by an earlier version .*bm25/.*into a fresh --output-dir"):
         open_run(tmp_path).variants()
-    (tmp_path / "variants.csv").write_text("id,strategy,params,retriever,text_layer,embedding
-"
-                                           "nl,newline,{},bm25,raw,n/a
-", encoding="utf-8")
+    (tmp_path / "variants.csv").write_text("id,strategy,params,retriever,text_layer,embedding\n"
+                                           "nl,newline,{},bm25,raw,n/a\n", encoding="utf-8")
     with pytest.raises(StudyInputError, match="lists variant 'nl' but .*variants/nl is missing"):
         open_run(tmp_path).variants()
     (tmp_path / "variants" / "nl").mkdir(parents=True)

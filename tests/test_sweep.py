@@ -88,7 +88,7 @@ configs:
     summary = pd.read_csv(out / "sweep_summary.csv")
     assert summary["retriever"].tolist() == ["bm25"] and summary["embedded"].tolist() == [0]
     assert summary["hit@600"].item() == 1.0  # "fascicoli ... dieci anni": BM25 finds the one parent with them
-    recorded = json.loads((out / "sweep" / "lexical" / "config.json").read_text(encoding="utf-8"))
+    recorded = json.loads((out / "variants" / "lexical" / "config.json").read_text(encoding="utf-8"))
     assert recorded["retriever"] == "bm25"
 
 
@@ -157,8 +157,8 @@ configs:
     hit600 = best[(best.metric == "hit") & (best.budget == "600")].iloc[0]
     assert hit600["value"] == summary["hit@600"].max()
     for name in ("small", "large"):
-        assert (out / "sweep" / name / "retrieval_fixed-size.csv").is_file()
-        assert (out / "sweep" / name / "retrieval_per_question.csv").is_file()
+        assert (out / "variants" / name / "retrieval_fixed-size.csv").is_file()
+        assert (out / "variants" / name / "retrieval_per_question.csv").is_file()
     # the script prints the table and draws the plot (the core does neither)
     import evaluation_chain
 
