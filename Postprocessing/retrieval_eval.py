@@ -186,14 +186,15 @@ def run(args: argparse.Namespace) -> dict:
     from ragstudy.variants import run_groups
 
     results_dir = Path(args.results_dir)
-    groups = run_groups(results.open_run(results_dir))
+    top = results.open_run(results_dir)  # config.json is read once, here
+    groups = run_groups(top)
     if len(groups) > 1:
         return run_across(args, groups)
-    return score_group(args, groups[0], results_dir, Path(args.out_dir or results_dir))[0]
+    return score_group(args, groups[0], results_dir, Path(args.out_dir or results_dir), handle=top)[0]
 
 
-def score_group(args: argparse.Namespace, group: Any, results_dir: Path, out_dir: Path, split: Any = None
-                ) -> tuple[dict, pd.DataFrame]:
+def score_group(args: argparse.Namespace, group: Any, results_dir: Path, out_dir: Path, split: Any = None,
+                handle: results.Run | None = None) -> tuple[dict, pd.DataFrame]:
     """One group's tables, plot and retrieval_summary.md in `out_dir`: its strategies (each ranked in its member's
     folder) at every budget, their paired differences and the verdict, and `split(frame, labels, metrics)`'s
     cleaning vs segmentation table when given (run_across: the raw group of a raw/clean pair); returns (what was
@@ -211,8 +212,8 @@ def score_group(args: argparse.Namespace, group: Any, results_dir: Path, out_dir
         raise DataError(f"no retrieval_<strategy>.csv in {results_dir}: run `ragstudy retrieve "
                         f"--output-dir {results_dir}` first")
     first = next(iter(members.values()))
-    run = results.open_run(first)  # config.json is read once, here (a group's variants share every setting but
-    # the strategy)
+    run = handle if handle is not None and handle.path == first else results.open_run(first)  # config.json read
+    # once (a group's variants share every setting but the strategy)
     run_config = run.raw
     ranked_for = validate_budgets(list(run_config.get("budgets") or DEFAULT_BUDGETS),
                                   str(results_dir / results.CONFIG_NAME))

@@ -121,23 +121,24 @@ class Inputs:
     retrieval_across: Any = None  # ragstudy.verdict_across.CrossVerdict of a run ranked with several retrievers
 
 
-def ranked_folders(folder: Path) -> tuple[Path, dict[str, Path]]:
+def ranked_folders(folder: Path, run: results.Run | None = None) -> tuple[Path, dict[str, Path]]:
     """(the folder whose verdict the report shows, every group's scores folder): a retrieval-only run's groups of
     variants (ragstudy.variants.run_groups) are scored into one folder each, its first group being the main one
-    (`ragstudy study`: dense, the answering chain's retriever); a run with one group is scored into its own folder."""
+    (`ragstudy study`: dense, the answering chain's retriever); a run with one group is scored into its own folder.
+    `run`: the folder's run handle when the caller has one (config.json is read once)."""
     from ragstudy.variants import run_groups, scores_folder
 
-    groups = run_groups(results.open_run(folder))
+    groups = run_groups(run or results.open_run(folder))
     folders = {g.label: scores_folder(folder, g, len(groups)) for g in groups}
     return next(iter(folders.values())), folders
 
 
-def main_group_source(folder: Path) -> tuple[Path, dict[str, Path]]:
+def main_group_source(folder: Path, run: results.Run | None = None) -> tuple[Path, dict[str, Path]]:
     """(the folder whose config.json records the main group's settings, strategy -> the folder holding its chunk
     tables): a variant's folder and the main group's members for a run with variants.csv, else the folder itself."""
     from ragstudy.variants import run_groups
 
-    run = results.open_run(folder)
+    run = run or results.open_run(folder)
     if not run.variants():
         return folder, {s: folder for s in results.exported_strategies(folder)}
     members = dict(run_groups(run)[0].members)
@@ -182,10 +183,11 @@ def load(results_dir: Path, oracle: str | Path | None = None, retrieval_dir: str
     if not r.is_dir():
         raise common.DataError(f"retrieval folder {r} not found; run `ragstudy retrieve --output-dir {r}` and "
                                f"`ragstudy score-retrieval --results-dir {r}` first, or drop --retrieval-dir")
-    main, folders = ranked_folders(r)  # a run with several groups of variants: its first group's scores, and all
-    source, chunk_folders = main_group_source(r)  # the main group's settings (a variant's config.json) and chunks
-    run = results.open_run(d)  # config.json is read once
-    ranked = results.open_run(main)  # the main group's scores
+    top = results.open_run(r)  # each config.json is read once
+    main, folders = ranked_folders(r, top)  # a run with several groups of variants: its first group's scores, and all
+    source, chunk_folders = main_group_source(r, top)  # the main group's settings (a variant's config.json), chunks
+    run = top if d == r else results.open_run(d)
+    ranked = top if main == r else results.open_run(main)  # the main group's scores
     config = run_settings(run)
     survey_dir = d / results.SURVEY_OVERALL.subdir
     summary_md = next((p for p in (results.SURVEY_SUMMARY_MD.path(d), results.SURVEY_SUMMARY_MD.path(survey_dir))
@@ -208,6 +210,6 @@ def load(results_dir: Path, oracle: str | Path | None = None, retrieval_dir: str
         survey_answers_present=results.SURVEY_TEMPLATE.path(d).is_file(),
         sweep_summary=run.table(results.SWEEP_SUMMARY), sweep_best=run.table(results.SWEEP_BEST),
         oracle=run.oracle(oracle),
-        retrieval_dir=None if retrieval_dir is None else r, retrieval_config=run_settings(results.open_run(source)),
+        retrieval_dir=None if retrieval_dir is None else r, retrieval_config=run_settings(top if source == r else results.open_run(source)),
         retrieval_across=across(folders),
     )
