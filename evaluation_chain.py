@@ -39,21 +39,6 @@ def interrupted_message(flags: dict) -> str:
             "to resume without redoing that work")
 
 
-def unnamed_store_message(exc: BaseException) -> str:
-    """One line for a store failure that no layer named (the vector cache's SQLite, a stray OSError)."""
-    import sqlite3
-
-    from ragstudy.errors import store_error
-
-    if isinstance(exc, sqlite3.Error):
-        from customembedding import CACHE_FILE
-        from ragstudy.io import cache_dir
-
-        return str(store_error("vector cache", cache_dir() / "vectors" / CACHE_FILE, "reading or writing it failed", exc,
-                               "its vectors are embedded again"))
-    return str(store_error("file", getattr(exc, "filename", None) or "(unnamed)", "cannot be read or written", exc))
-
-
 def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None, warn_unused: bool = True) -> int:
     """The chain on `argv`; `parser` is this parser as `ragstudy answer|retrieve|sweep|chunks` names and presets it.
     `warn_unused=False` (the study's runs): no warning about given settings that have no effect on this run."""
@@ -75,7 +60,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     from ragstudy.config import config_from_args
     from ragstudy.errors import StudyInputError
     from ragstudy.pipeline import run_study
-    from ragstudy.ranking import run_retrieval
+    from ragstudy.ranking import run_retrieval, unnamed_store_message
 
     flags = vars(args)
     sweep, evidence = args.sweep, args.evidence

@@ -18,6 +18,7 @@ cache file that does not parse is treated as absent (a warning names it) and rep
 from __future__ import annotations
 
 import inspect
+import sqlite3
 import json
 import logging
 import math
@@ -335,10 +336,28 @@ def run_variant(spec: VariantSpec, output_dir: Path, inputs: dict[str, Path]) ->
     questions = read_questions(inputs["questions"], config.limit)
     write_config(output_dir, config, {**json.loads(spec.facts), "variant": spec.variant.to_row()})
     strategy = spec.variant.strategy
-    run = retrieve_strategy(config, strategy, documents, questions, shared_embedding(config), output_dir,
-                            llm_measure(config))
+    try:
+        run = retrieve_strategy(config, strategy, documents, questions, shared_embedding(config), output_dir,
+                                llm_measure(config))
+    except StudyInputError:
+        raise
+    except (OSError, sqlite3.Error) as exc:  # a store that failed without naming itself: still one line, by id
+        raise StudyInputError(unnamed_store_message(exc)) from exc
     runidentity.record(output_dir, config, questions, strategy, run.outputs)
     atomic_write_json(output_dir / VARIANT_RUN_FILE, {**asdict(run), "outputs": [Path(o).name for o in run.outputs]})
+
+
+def unnamed_store_message(exc: BaseException) -> str:
+    """One line for a store failure that no layer named (the vector cache's SQLite, a stray OSError)."""
+    from ragstudy.errors import store_error
+
+    if isinstance(exc, sqlite3.Error):
+        from customembedding import CACHE_FILE
+        from ragstudy.io import cache_dir
+
+        return str(store_error("vector cache", cache_dir() / "vectors" / CACHE_FILE, "reading or writing it failed", exc,
+                               "its vectors are embedded again"))
+    return str(store_error("file", getattr(exc, "filename", None) or "(unnamed)", "cannot be read or written", exc))
 
 
 _EMBEDDINGS: dict[str, Callable[[], Any]] = {}

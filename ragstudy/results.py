@@ -506,11 +506,20 @@ def write_chunks(chunked: Sequence[ChunkedDocument], strategy: str, output_dir: 
     return csv_path, sources_path
 
 
+def chunks_folder(output_dir: str | Path, strategy: str) -> Path:
+    """Where `strategy`'s chunk export is: `output_dir`, or, for a retrieval-only run's grid, the folder of the
+    strategy's one variant (Run.strategy_folder)."""
+    output_dir = Path(output_dir)
+    if (output_dir / f"chunks_{strategy}.csv").is_file() or not VARIANTS.path(output_dir).is_file():
+        return output_dir
+    return Run(output_dir).strategy_folder(strategy)
+
+
 def read_chunk_rows(output_dir: Path, strategy: str) -> list[dict]:
     """`chunks_<strategy>.csv` alone: rows with start_end_idx and metadata decoded (no source texts)."""
     import pandas as pd
 
-    output_dir = Path(output_dir)
+    output_dir = chunks_folder(output_dir, strategy)
     csv_path = output_dir / f"chunks_{strategy}.csv"
     if not csv_path.is_file():
         raise StudyInputError(f"{csv_path} not found: run `ragstudy chunks --output-dir "
@@ -535,7 +544,7 @@ def read_chunk_rows(output_dir: Path, strategy: str) -> list[dict]:
 
 def read_chunks(output_dir: Path, strategy: str) -> tuple[list[dict], dict[str, SourceText]]:
     """Read back an export: rows (with start_end_idx and metadata decoded) and source texts by path."""
-    output_dir = Path(output_dir)
+    output_dir = chunks_folder(output_dir, strategy)
     rows = read_chunk_rows(output_dir, strategy)
     sources = {}
     with open(output_dir / f"sources_{strategy}.jsonl", encoding="utf-8") as handle:
@@ -922,6 +931,18 @@ class Run:
                                       "is cached)")
             found.append(variant)
         return found
+
+    def strategy_folder(self, strategy: str) -> Path:
+        """The folder holding `strategy`'s run: this folder when its rankings or chunks are here, else the folder of
+        the strategy's one variant; a StudyInputError when the grid has none or several (name the variant then)."""
+        if retrieval_path(self.path, strategy).is_file() or (self.path / f"chunks_{strategy}.csv").is_file():
+            return self.path
+        found = [v for v in self.variants() if v.strategy == strategy]
+        if len(found) != 1:
+            raise StudyInputError(f"{self.path}: {len(found)} variants of {strategy} "
+                                  f"({', '.join(v.id for v in found) or 'none'}); name one: "
+                                  f"{self.path / VARIANTS_FOLDER}/<id>/")
+        return variant_folder(self.path, found[0].id)
 
     def variant_folders(self) -> dict[str, Path]:
         """Variant id -> its run folder, in variants.csv's order."""
