@@ -366,9 +366,9 @@ _EMBEDDINGS: dict[str, Callable[[], Any]] = {}
 def shared_embedding(config: StudyConfig) -> Callable[[], Any]:
     """One lazily loaded embedding model per process and model settings: the variants an executor runs one after
     another in a process load it once."""
-    from .io import stable_json
+    from .io import cache_dir, stable_json
 
-    key = stable_json([config.profile.embedding, config.profile.device, config.embedding_backend,
+    key = stable_json([str(cache_dir()), config.profile.embedding, config.profile.device, config.embedding_backend,
                        config.embedding_dtype, config.embedding_batch_size, config.embedding_server,
                        config.embedding_server_model, config.threads, config.embedding_threads])
     if key not in _EMBEDDINGS:

@@ -250,8 +250,8 @@ def test_cli_a_run_over_a_damaged_vector_cache_rebuilds_it(pdf_dir: Path, questi
         timeout=400)
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"vector cache {path} is damaged" in result.stderr
-    assert (tmp_path / "first" / "retrieval_newline.csv").read_text() == \
-        (tmp_path / "second" / "retrieval_newline.csv").read_text()
+    assert (open_run(tmp_path / "first").strategy_folder("newline") / "retrieval_newline.csv").read_text() == \
+        (open_run(tmp_path / "second").strategy_folder("newline") / "retrieval_newline.csv").read_text()
 
 
 # ------------------------------------------------------------------- surfaces the issue did not name: Markdown
