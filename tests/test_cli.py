@@ -125,9 +125,10 @@ def test_study_lays_out_its_runs_and_ends_with_the_verdict(small_study: tuple[Pa
     assert {p.name for p in answers.glob("Dataset*.json")} == {"DatasetCustom.json", "DatasetFixedSize.json"}
     for name in ("metrics_summary.csv", "chunk_quality.csv", "config.json"):
         assert (answers / name).is_file(), name
-    for retriever in study.STUDY_RETRIEVERS:  # ranked with dense, bm25 and hybrid, one folder each
-        for name in ("retrieval_paragraph.csv", "retrieval_summary.md", "retrieval_verdict.csv"):
-            assert (retrieval / retriever / name).is_file(), (retriever, name)
+    for retriever in study.STUDY_RETRIEVERS:  # ranked with dense, bm25 and hybrid: one variant folder per strategy
+        assert list(retrieval.glob(f"variants/paragraph__{retriever}*/retrieval_paragraph.csv")), retriever
+        for name in ("retrieval_summary.md", "retrieval_verdict.csv"):  # and one group's scores each
+            assert (retrieval / "groups" / retriever / name).is_file(), (retriever, name)
     for name in ("retrieval_verdict_by_retriever.csv", "retrieval_summary.md"):  # the verdict across them
         assert (retrieval / name).is_file(), name
     assert not list(retrieval.rglob("Dataset*"))  # the retrieval-only run has a folder of its own
