@@ -189,9 +189,11 @@ def plan(args: argparse.Namespace, chain_argv: list[str], chain_args: argparse.N
     from ragstudy.evidence import default_evidence
 
     answers, retrieval = root / "answers", root / "retrieval"
-    answer_config = config_from_args(chain_args, warn_unused=False)  # a bad setting stops here, exit 2
-    default = ",".join(STUDY_RETRIEVERS)  # the one --retriever list of the grid; a flag or config key wins
-    ranked_with = [] if answer_config.origins.get("retriever") else ["--retriever", default]
+    given = getattr(chain_args, "retriever", None)  # --retriever: the retrieval run's list (the grid's one list)
+    answer_config = config_from_args(argparse.Namespace(**{**vars(chain_args), "retriever": None}),
+                                     warn_unused=False)  # a bad setting stops here, exit 2
+    default = ",".join(STUDY_RETRIEVERS)  # the retrieval stage's default; a flag or config key wins
+    ranked_with = [] if given is not None or answer_config.origins.get("retriever") else ["--retriever", default]
     retrieval_config = config_from_args(argparse.Namespace(**{**vars(chain_args), "retrieval_only": True,
                                                               **({"retriever": default} if ranked_with else {})}),
                                         warn_unused=False)
@@ -204,7 +206,7 @@ def plan(args: argparse.Namespace, chain_argv: list[str], chain_args: argparse.N
     def chain(argv: list[str]) -> Callable[[], int]:  # each run is given every flag: no "has no effect" warning
         return lambda: evaluation_chain.main(argv, warn_unused=False)
 
-    a_argv = [*chain_argv, "--output-dir", str(answers)]
+    a_argv = [*without_flag(chain_argv, "--retriever"), "--output-dir", str(answers)]  # answers: dense
     r_argv = [*chain_argv, "--retrieval-only", *ranked_with, "--output-dir", str(retrieval)]
     rs_argv = ["--results-dir", str(retrieval), *(["--evidence", evidence] if evidence else []), *oracle, *verbose]
     # the same evidence as the retrieval scores: the answer scores' extractive reference
@@ -337,6 +339,20 @@ def study_root(args: argparse.Namespace, chain_args: argparse.Namespace) -> Path
     from ragstudy.config import config_from_args
 
     return Path(config_from_args(chain_args, warn_unused=False).output_dir)  # the file's key, else the setting's default
+
+
+def without_flag(argv: Sequence[str], flag: str) -> list[str]:
+    """`argv` without `flag VALUE` and `flag=VALUE`."""
+    out: list[str] = []
+    skip = False
+    for item in argv:
+        if skip:
+            skip = False
+        elif item == flag:
+            skip = True
+        elif not item.startswith(flag + "="):
+            out.append(item)
+    return out
 
 
 def lock_study(root: Path) -> None:
