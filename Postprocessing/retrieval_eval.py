@@ -200,7 +200,7 @@ def score_group(args: argparse.Namespace, group: Any, results_dir: Path, out_dir
     cleaning vs segmentation table when given (run_across: the raw group of a raw/clean pair); returns (what was
     written, the per-question rows)."""
     from ragstudy import registry, runidentity
-    from ragstudy.budget_eval import (budget_labels, check_evidence_found, compare, evaluate_folder, run_measure,
+    from ragstudy.budget_eval import (budget_labels, check_evidence_found, compare, evaluate_members, run_measure,
                                       summarize, verdict, verdict_metrics)
     from ragstudy.config import DEFAULT_BUDGETS, validate_budgets
     from ragstudy.evidence import load_evidence_file
@@ -268,9 +268,7 @@ def score_group(args: argparse.Namespace, group: Any, results_dir: Path, out_dir
     if evidence and run_config.get("documents_sha256"):  # the run's PDFs (config.json of runs since they are kept)
         evidence_mod.check_evidence_pdfs(evidence, run_config["documents_sha256"], evidence_path,
                                          f"the run in {results_dir}")
-    parts = [evaluate_folder(members[s], evidence, budgets, measure, [s], oracle) for s in strategies]
-    frame = pd.concat([f for f, _ in parts], ignore_index=True)
-    evaluations = [e for _, each in parts for e in each]
+    frame, evaluations = evaluate_members({s: members[s] for s in strategies}, evidence, budgets, measure, oracle)
     if evidence_path and not frame[budget_metrics.HIT].notna().any():
         raise DataError(f"no answerable question of {evidence_path} was ranked in {results_dir}: do the evidence "
                         "file and the run's Questions.csv belong together?")
