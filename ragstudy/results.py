@@ -657,10 +657,10 @@ RETRIEVAL_VERDICT_BY_RETRIEVER = Table("retrieval_verdict_by_retriever.csv", (
     "best_ci_low", "best_ci_high", "reference_value", "changes"), _RETRIEVAL_EVAL,
     ("budget", "reference", "best", "best_display", "changes"))  # then diff / ci_low / ci_high / p_holm /
 # significant :<strategy> per strategy compared with the reference (ragstudy.verdict_across.CrossVerdict.to_frame);
-# in the parent folder of a run that ranked with several retrievers
+# in the folder of a run with several groups of variants (ragstudy.variants), its `retriever` column the group's label
 RETRIEVAL_DECOMPOSITION = Table("retrieval_decomposition.csv", (
     "budget", "metric", "part", "n", "mean_diff", "ci_low", "ci_high", "p_wilcoxon"), _RETRIEVAL_EVAL,
-    ("budget",))  # ragstudy.decomposition: runs with both text layers (--text-layer raw,clean)
+    ("budget",))  # ragstudy.decomposition: runs with both text layers (--text-layer raw,clean), per raw/clean pair
 VARIANTS = Table("variants.csv", ("id", *VARIANT_AXES), "ragstudy retrieve --output-dir RESULTS",
                  ("id", *VARIANT_AXES))  # one row per variant of a run's grid (ragstudy.variants), n/a where an axis
 # does not apply; each variant's complete run is in <RESULTS>/variants/<id>/
