@@ -473,7 +473,8 @@ def _run_grid(config: StudyConfig, grid: Sequence[Variant], documents, questions
         outcomes = run_tasks(tasks, executor)
     failed = [o for o in outcomes if o.error is not None]
     if failed:
-        raise StudyInputError(f"{len(failed)} of {len(grid)} variants failed ({'; '.join(f'{o.id}: {o.error}' for o in failed)}); "
+        named = "; ".join(f"{o.id}: {o.error}" for o in failed)
+        raise StudyInputError(f"{len(failed)} of {len(grid)} variants failed ({named}); "
                               "the others are kept in " + str(output_dir / "variants") + ": fix the cause and re-run the "
                               "same command (only what is missing is computed)")
     return GridRun(output_dir, tuple(grid), folders, {v.id: read_variant_run(folders[v.id]) for v in grid})

@@ -210,6 +210,7 @@ def load(results_dir: Path, oracle: str | Path | None = None, retrieval_dir: str
         survey_answers_present=results.SURVEY_TEMPLATE.path(d).is_file(),
         sweep_summary=run.table(results.SWEEP_SUMMARY), sweep_best=run.table(results.SWEEP_BEST),
         oracle=run.oracle(oracle),
-        retrieval_dir=None if retrieval_dir is None else r, retrieval_config=run_settings(top if source == r else results.open_run(source)),
+        retrieval_dir=None if retrieval_dir is None else r,
+        retrieval_config=run_settings(top if source == r else results.open_run(source)),
         retrieval_across=across(folders),
     )
