@@ -39,21 +39,6 @@ def interrupted_message(flags: dict) -> str:
             "to resume without redoing that work")
 
 
-def unnamed_store_message(exc: BaseException) -> str:
-    """One line for a store failure that no layer named (the vector cache's SQLite, a stray OSError)."""
-    import sqlite3
-
-    from ragstudy.errors import store_error
-
-    if isinstance(exc, sqlite3.Error):
-        from customembedding import CACHE_FILE
-        from ragstudy.io import cache_dir
-
-        return str(store_error("vector cache", cache_dir() / "vectors" / CACHE_FILE, "reading or writing it failed", exc,
-                               "its vectors are embedded again"))
-    return str(store_error("file", getattr(exc, "filename", None) or "(unnamed)", "cannot be read or written", exc))
-
-
 def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None, warn_unused: bool = True) -> int:
     """The chain on `argv`; `parser` is this parser as `ragstudy answer|retrieve|sweep|chunks` names and presets it.
     `warn_unused=False` (the study's runs): no warning about given settings that have no effect on this run."""
@@ -75,7 +60,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     from ragstudy.config import config_from_args
     from ragstudy.errors import StudyInputError
     from ragstudy.pipeline import run_study
-    from ragstudy.ranking import run_retrieval
+    from ragstudy.ranking import run_retrieval, unnamed_store_message
 
     flags = vars(args)
     sweep, evidence = args.sweep, args.evidence
@@ -93,7 +78,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
 
             print_sweep(run_sweep(config, sweep, evidence))
             return 0
-        reports = run_retrieval(config) if config.retrieval_only else run_study(config)
+        reports = run_retrieval(config).reports() if config.retrieval_only else run_study(config)
     except StudyInputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -120,7 +105,8 @@ def next_steps(config) -> str:
         return (f"wrote chunks_<strategy>.csv, sources_<strategy>.jsonl and config.json into {out}/; next: "
                 f"ragstudy chunk-quality --results-dir {out} --no-hope")
     if config.retrieval_only:
-        return (f"wrote retrieval_<strategy>.csv, chunks_/sources_<strategy> and config.json into {out}/; next: "
+        return (f"wrote variants.csv, config.json and one folder per variant (rankings, chunk tables, its config) "
+                f"into {out}/variants/; next: "
                 f"ragstudy score-retrieval --results-dir {out}  (then ragstudy report --results-dir {out})")
     return (f"wrote the Dataset files, chunks_/sources_<strategy> and config.json into {out}/; next: "
             f"ragstudy score-answers --results-dir {out}, ragstudy review --results-dir {out}, "

@@ -112,11 +112,16 @@ def run(args: argparse.Namespace) -> int:
     if not results_dir.is_dir():
         raise common.DataError(f"--results-dir {results_dir}: folder not found; pass the folder a run or "
                                "`ragstudy study` wrote")
+    from ragstudy.variants import run_groups
+
     ranked, every = ranked_folders(Path(retrieval_dir) if retrieval_dir else results_dir)  # the rankings
-    for folder in dict.fromkeys([*every.values(), results_dir]):  # config.json as the runs recorded it, or refused
-        runidentity.check_config(folder)
-    runidentity.check_compared(ranked, results.ranked_strategies(ranked),  # one configuration per page
-                               lambda s: results.retrieval_path(ranked, s), args.allow_mixed_configurations)
+    runs = run_groups(results.open_run(Path(retrieval_dir) if retrieval_dir else results_dir))
+    members = runs[0].members
+    variant_folders = [folder for group in runs for folder in group.members.values()]
+    for folder in dict.fromkeys([*every.values(), *variant_folders, results_dir]):  # config.json as the runs
+        runidentity.check_config(folder)  # recorded it, or refused
+    runidentity.check_compared(ranked, list(members),  # one configuration per page (its main group's)
+                               lambda s: results.retrieval_path(members[s], s), args.allow_mixed_configurations)
     html_text, md_text, built = build(results_dir, oracle=args.oracle, retrieval_dir=retrieval_dir)
     check_scored(results_dir, built)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -39,6 +39,7 @@ import logging
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from typing import Any
 from pathlib import Path
 
 import pandas as pd
@@ -126,29 +127,27 @@ def markdown(summary: pd.DataFrame, paired: pd.DataFrame, strategies: Sequence[s
 
 # ----------------------------------------------------------------------------------------------- the script
 
-def text_layer_decomposition(results_dir: Path, run_config: Mapping, evidence: Mapping, budgets: Sequence[int],
-                             measure, args: argparse.Namespace, metrics: Sequence[str], notes: list[str]
-                             ) -> pd.DataFrame | None:
-    """Paragraph − fixed-size split into cleaning and segmentation (ragstudy.decomposition) on each of the verdict's
-    evidence `metrics`, when the run has both text layers (`--text-layer raw,clean`: the second in a
-    text-layer-<layer>/ subfolder); notes say what was used."""
-    from ragstudy.decomposition import decomposition_from_runs, find_text_layer_runs
+def text_layer_pairs(groups: Sequence[Any]) -> list[tuple[Any, Any]]:
+    """(raw group, clean group) pairs of groups that differ only in the text layer: cleaning vs segmentation is a
+    group-by over the text-layer axis (ragstudy.decomposition)."""
+    def rest(group: Any) -> tuple:
+        return tuple(v for axis, v in group.context.items() if axis != "text_layer")
 
-    runs = find_text_layer_runs(results_dir, str(run_config.get("text_layer", "raw")))
-    if len(runs) < 2:
-        notes.append("cleaning vs segmentation: not measured (the run has one text layer; run `ragstudy retrieve "
-                     "--text-layer raw,clean` for the split)")
+    return [(raw, clean) for raw in groups if raw.context.get("text_layer") == "raw"
+            for clean in groups if clean.context.get("text_layer") == "clean" and rest(clean) == rest(raw)]
+
+
+def text_layer_decomposition(raw: pd.DataFrame, clean: pd.DataFrame, labels: Sequence[str], metrics: Sequence[str],
+                             args: argparse.Namespace) -> pd.DataFrame | None:
+    """Paragraph − fixed-size split into cleaning and segmentation (ragstudy.decomposition) on each of the verdict's
+    evidence `metrics`, from the per-question rows of a raw and a clean group; None when either lacks what it needs
+    (paragraph and fixed-size in the raw group, fixed-size in the clean one)."""
+    from ragstudy.decomposition import BASELINE, SEGMENTED, decompose, to_frame
+
+    if not metrics or not {SEGMENTED, BASELINE} <= set(raw["strategy"]) or BASELINE not in set(clean["strategy"]):
         return None
-    frame = decomposition_from_runs(runs, evidence, budgets, measure, metrics, args.n_resamples, args.seed,
-                                    args.confidence) if evidence and metrics else None
-    if frame is None:
-        notes.append(f"cleaning vs segmentation: not measured (needs evidence, and paragraph and fixed-size in the "
-                     f"raw run and fixed-size in the clean one: {', '.join(f'{k} {v}' for k, v in runs.items())})")
-        return None
-    notes.append("cleaning vs segmentation: " + ", ".join(f"{layer} text layer {folder}" for layer, folder in
-                                                          runs.items()) + " (full tables of a text-layer-* folder: "
-                 "run this script with --results-dir on it)")
-    return frame
+    return to_frame([part for metric in metrics for part in
+                     decompose(raw, clean, labels, metric, args.n_resamples, args.seed, args.confidence)])
 
 
 def decomposition_markdown(frame: pd.DataFrame | None, unit: str, confidence: float) -> str:
@@ -189,19 +188,40 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> dict:
-    from ragstudy import registry, results, retrievers
-    from ragstudy.budget_eval import (budget_labels, check_evidence_found, compare, evaluate_folder, run_measure,
+    """Score the run in --results-dir: one verdict per group of variants that differ only in strategy
+    (ragstudy.variants.run_groups; a folder without variants.csv is one group), checked across the groups when there
+    are several (run_across)."""
+    from ragstudy.variants import run_groups
+
+    results_dir = Path(args.results_dir)
+    top = results.open_run(results_dir)  # config.json is read once, here
+    groups = run_groups(top)
+    if len(groups) > 1:
+        return run_across(args, groups)
+    return score_group(args, groups[0], results_dir, Path(args.out_dir or results_dir), handle=top)[0]
+
+
+def score_group(args: argparse.Namespace, group: Any, results_dir: Path, out_dir: Path, split: Any = None,
+                handle: results.Run | None = None) -> tuple[dict, pd.DataFrame]:
+    """One group's tables, plot and retrieval_summary.md in `out_dir`: its strategies (each ranked in its member's
+    folder) at every budget, their paired differences and the verdict, and `split(frame, labels, metrics)`'s
+    cleaning vs segmentation table when given (run_across: the raw group of a raw/clean pair); returns (what was
+    written, the per-question rows)."""
+    from ragstudy import registry, runidentity
+    from ragstudy.budget_eval import (budget_labels, check_evidence_found, compare, evaluate_members, run_measure,
                                       summarize, verdict, verdict_metrics, verdict_setting)
     from ragstudy.config import DEFAULT_BUDGETS, validate_budgets
     from ragstudy.evidence import load_evidence_file
 
     started = time.perf_counter()
-    results_dir = Path(args.results_dir)
-    folders = retrievers.result_folders(results_dir)
-    if len(folders) > 1:  # ranked with several retrievers: score each one's folder, then compare their verdicts
-        return run_across(args, folders)
-    out_dir = Path(args.out_dir or results_dir)
-    run = results.open_run(results_dir)  # config.json is read once, here
+    order = {name: i for i, name in enumerate(registry.available())}
+    members = dict(sorted(group.members.items(), key=lambda item: (order.get(item[0], len(order)), item[0])))
+    if not members:
+        raise DataError(f"no retrieval_<strategy>.csv in {results_dir}: run `ragstudy retrieve "
+                        f"--output-dir {results_dir}` first")
+    first = next(iter(members.values()))
+    run = handle if handle is not None and handle.path == first else results.open_run(first)  # config.json read
+    # once (a group's variants share every setting but the strategy)
     run_config = run.raw
     ranked_for = validate_budgets(list(run_config.get("budgets") or DEFAULT_BUDGETS),
                                   str(results_dir / results.CONFIG_NAME))
@@ -211,27 +231,31 @@ def run(args: argparse.Namespace) -> dict:
                         f"({max(ranked_for)}): re-run ragstudy retrieve --budgets "
                         f"{','.join(map(str, budgets))}")
     unit = run_config.get("budget_unit", "chars")
-    measure = run_measure(run_config, results_dir)
+    measure = run_measure(run_config, first)
     strategies = (list(registry.parse_strategies(args.strategies)) if args.strategies is not None  # '' is an error
-                  else run.ranked_strategies())
-    if not strategies:
-        raise DataError(f"no retrieval_<strategy>.csv in {results_dir}: run `ragstudy retrieve "
-                        f"--output-dir {results_dir}` first")
+                  else list(members))
+    missing = [s for s in strategies if s not in members]
+    if missing:
+        raise DataError(f"--strategies: {', '.join(missing)} not ranked in {results_dir}; run `ragstudy retrieve "
+                        f"--strategies {','.join(strategies)} --output-dir {results_dir}` first")
     if args.reference is not None and args.reference not in strategies:
         raise DataError(f"--reference {args.reference}: not a strategy of this evaluation (strategies: "
                         f"{', '.join(strategies)}); pass one of them")
     questions, questions_path = run.questions(args.questions, args.allow_questions_mismatch)
-    from ragstudy import runidentity
-
-    runidentity.check_config(results_dir, run_config)  # a hand-edited config.json is never scored as the run's
     ranked_questions = len(questions) if questions else None
     if ranked_questions is not None and run_config.get("limit"):  # a --limit run ranks the first N questions only
         ranked_questions = min(ranked_questions, int(run_config["limit"]))
-    runidentity.check_rankings(results_dir, {s: results.read_retrieval(results.retrieval_path(results_dir, s))
-                                             for s in strategies}, ranked_questions,
-                               run_config.get("strategies") if args.strategies is None else None)
-    identity_notes = runidentity.check_compared(results_dir, strategies,
-                                                lambda s: results.retrieval_path(results_dir, s),
+    for folder in dict.fromkeys(members[s] for s in strategies):  # each variant's folder, or the one folder
+        own = [s for s in strategies if members[s] == folder]
+        folder_config = run_config if folder == first else results.open_run(folder).raw
+        runidentity.check_config(folder, folder_config)  # a hand-edited config.json is never scored as the run's
+        runidentity.check_rankings(folder, {s: results.read_retrieval(results.retrieval_path(folder, s))
+                                            for s in own if results.retrieval_path(folder, s).is_file()},
+                                   ranked_questions,
+                                   folder_config.get("strategies") if args.strategies is None else None)
+
+    identity_notes = runidentity.check_compared(results_dir, strategies,  # one configuration but the strategy
+                                                lambda s: results.retrieval_path(members[s], s),
                                                 args.allow_mixed_configurations)
     evidence_path = evidence_mod.default_evidence(run_config) if args.evidence is None else Path(args.evidence)
     found = run.oracle(args.oracle)  # --oracle, else Oracle.csv beside the run's questions
@@ -252,7 +276,7 @@ def run(args: argparse.Namespace) -> dict:
     if evidence and run_config.get("documents_sha256"):  # the run's PDFs (config.json of runs since they are kept)
         evidence_mod.check_evidence_pdfs(evidence, run_config["documents_sha256"], evidence_path,
                                          f"the run in {results_dir}")
-    frame, evaluations = evaluate_folder(results_dir, evidence, budgets, measure, strategies, oracle)
+    frame, evaluations = evaluate_members({s: members[s] for s in strategies}, evidence, budgets, measure, oracle)
     if evidence_path and not frame[budget_metrics.HIT].notna().any():
         raise DataError(f"no answerable question of {evidence_path} was ranked in {results_dir}: do the evidence "
                         "file and the run's Questions.csv belong together?")
@@ -297,26 +321,29 @@ def run(args: argparse.Namespace) -> dict:
         for path in write_plots(fig, out_dir, PLOT_STEM, notes):
             written[path.suffix.lstrip(".")] = path
     metrics = [m for m in verdict_metrics(verdict_metric, has_evidence) if budget_metrics.get(m).needs == "evidence"]
-    decomposition = text_layer_decomposition(results_dir, run_config, evidence, budgets, measure, args, metrics,
-                                             notes)
+    decomposition = split(frame, labels, metrics) if split is not None else None
     if decomposition is not None:
         written["decomposition"] = results.write_table(out_dir, results.RETRIEVAL_DECOMPOSITION, decomposition)
-    elif results.RETRIEVAL_DECOMPOSITION.path(out_dir).is_file():  # an earlier scoring's, of text layers now gone
-        results.RETRIEVAL_DECOMPOSITION.path(out_dir).unlink()
-        logger.warning("%s: removed: it came from an earlier scoring, and this one measured no cleaning vs "
-                       "segmentation split (see the note in %s)", results.RETRIEVAL_DECOMPOSITION.path(out_dir),
-                       results.RETRIEVAL_SUMMARY_MD.name)
+    else:
+        notes.append("cleaning vs segmentation: not measured (the run has one text layer; run `ragstudy retrieve "
+                     "--text-layer raw,clean` for the split)")
+        if results.RETRIEVAL_DECOMPOSITION.path(out_dir).is_file():  # an earlier scoring's, of text layers now gone
+            results.RETRIEVAL_DECOMPOSITION.path(out_dir).unlink()
+            logger.warning("%s: removed: it came from an earlier scoring, and this one measured no cleaning vs "
+                           "segmentation split (see the note in %s)", results.RETRIEVAL_DECOMPOSITION.path(out_dir),
+                           results.RETRIEVAL_SUMMARY_MD.name)
     report = markdown(summary, paired, strategies, display, labels, unit, notes, boxes, args.confidence,
                       decomposition_markdown(decomposition, unit, args.confidence), verdict_setting(run_config))
     common.atomic_write_text(written["summary_md"], report)
     common.print_report(report, out_dir, time.perf_counter() - started)
-    return written
+    return written, frame
 
 
-def across_markdown(cross: CrossVerdict, folders: Mapping[str, Path]) -> str:
+def across_markdown(cross: CrossVerdict, folders: Mapping[str, Path], decomposition: str = "") -> str:
     """The parent folder's retrieval_summary.md: whether the best strategy changes with the axis, and apart which
     differences reach significance where; each group's sentence and matrix; then, under "Details", what changes
-    budget by budget and each group's table of differences (from its own folder)."""
+    budget by budget and each group's table of differences (from its own folder); then cleaning vs segmentation when
+    the run has both text layers."""
     from ragstudy import results
 
     axis, changes = cross.axis, cross.sentences()
@@ -332,34 +359,57 @@ def across_markdown(cross: CrossVerdict, folders: Mapping[str, Path]) -> str:
         lines += [f"### Under {name}: the differences\n", table_markdown(v),
                   f"All of {name}'s tables: `{folders[name] / results.RETRIEVAL_SUMMARY_MD.name}`.\n"]
     lines.append(f"Per {axis} x budget: `{results.RETRIEVAL_VERDICT_BY_RETRIEVER.name}`.\n")
+    if decomposition:
+        lines.append(decomposition)
     return "\n".join(p for p in lines if p)
 
 
-def run_across(args: argparse.Namespace, folders: Mapping[str, Path]) -> dict:
-    """--results-dir is the parent of a several-retriever run: each retriever's folder is scored as a run of its
-    own (its usual tables written in it, or in <--out-dir>/<retriever>/), then the parent gets
-    retrieval_verdict_by_retriever.csv and retrieval_summary.md comparing their verdicts (ragstudy.verdict_across)."""
+def run_across(args: argparse.Namespace, groups: Sequence[Any]) -> dict:
+    """--results-dir holds several groups of variants (e.g. --retriever dense,bm25, --text-layer raw,clean,
+    --embedding a,b): each group is scored as a run of its own into <out>/groups/<group>/, then the folder gets
+    retrieval_verdict_by_retriever.csv and retrieval_summary.md comparing their verdicts (ragstudy.verdict_across),
+    and, for groups that differ only in the text layer, paragraph − fixed-size split into cleaning and segmentation
+    (retrieval_decomposition.csv in the raw group's folder and, for the first pair, here)."""
     from ragstudy import results
+    from ragstudy.variants import axis_word, scores_folder
 
     started = time.perf_counter()
-    out_dir = Path(args.out_dir or args.results_dir)
+    results_dir = Path(args.results_dir)
+    out_dir = Path(args.out_dir or results_dir)
     scored: dict[str, Path] = {}
+    frames: dict[str, pd.DataFrame] = {}
     written: dict = {}
-    for name, folder in folders.items():
-        logger.info("scoring the %s retriever's folder %s", name, folder)
-        target = out_dir / name if args.out_dir else folder
+    pairs = text_layer_pairs(groups)
+    later = [raw for raw, _ in pairs]  # a raw group is scored after its clean one, with the split
+    for group in sorted(groups, key=lambda g: g in later):
+        target = scores_folder(out_dir, group, len(groups))
+        clean = next((c for raw, c in pairs if raw is group), None)
+
+        def split(frame: pd.DataFrame, labels: Sequence[str], metrics: Sequence[str], clean: Any = clean
+                  ) -> pd.DataFrame | None:
+            return None if clean is None else text_layer_decomposition(frame, frames[clean.label], labels, metrics,
+                                                                       args)
+
+        logger.info("scoring the group %s", group.label)
         try:
-            each = run(argparse.Namespace(**{**vars(args), "results_dir": str(folder), "out_dir": str(target)}))
+            each, frames[group.label] = score_group(args, group, results_dir, target, split)
         except DataError as exc:
-            raise DataError(f"retriever {name}: {exc}") from None
-        scored[name] = target
-        written.update({f"{name}/{key}": path for key, path in each.items()})
-    cross = CrossVerdict.read(scored)
+            raise DataError(f"group {group.label}: {exc}") from None
+        scored[group.label] = target
+        written.update({f"{group.id}/{key}": path for key, path in each.items()})
+    scored = {g.label: scored[g.label] for g in groups}  # the run's order: its first group leads
+    cross = CrossVerdict.read(scored, axis=axis_word(groups))
     out_dir.mkdir(parents=True, exist_ok=True)
     written["verdict_by_retriever"] = results.write_table(out_dir, results.RETRIEVAL_VERDICT_BY_RETRIEVER,
                                                           cross.to_frame())
+    top = next((results.read_table(scored[raw.label], results.RETRIEVAL_DECOMPOSITION) for raw, _ in pairs), None)
+    if top is not None:
+        written["decomposition"] = results.write_table(out_dir, results.RETRIEVAL_DECOMPOSITION, top)
+    elif results.RETRIEVAL_DECOMPOSITION.path(out_dir).is_file():
+        results.RETRIEVAL_DECOMPOSITION.path(out_dir).unlink()
+    unit = str(results.open_run(next(iter(groups[0].members.values()))).raw.get("budget_unit", "chars"))
     written["summary_md"] = results.RETRIEVAL_SUMMARY_MD.path(out_dir)
-    report = across_markdown(cross, scored)
+    report = across_markdown(cross, scored, decomposition_markdown(top, unit, args.confidence))
     common.atomic_write_text(written["summary_md"], report)
     common.print_report(report, out_dir, time.perf_counter() - started)
     return written

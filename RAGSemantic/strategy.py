@@ -191,4 +191,5 @@ def make_chunker(config: SemanticParams, context: ChunkerContext) -> SemanticChu
 # parents: sentences grouped at 95th-percentile distance drops, 100-800 characters; child windows 200/0, k=4;
 # colour Okabe–Ito sky blue
 SPEC = register_strategy("semantic", make_chunker, SemanticParams, display_name="Semantic", color="#56B4E9", order=5,
-                         description="sentences grouped at embedding-similarity drops, 100-800 characters")
+                         description="sentences grouped at embedding-similarity drops, 100-800 characters",
+                         needs_embedding=True)

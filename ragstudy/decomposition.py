@@ -11,22 +11,20 @@ splits exactly into what the cleaning gives a naive chunker and what layout-awar
 same cleaning. Each part is a paired difference over the same questions with its paired bootstrap CI
 (ragstudy.stats.compare_paired, as the verdict's differences).
 
-Where the runs are: a retrieval-only run with `--text-layer raw,clean` writes its first layer into the output folder
-and the other into `<output-dir>/text-layer-<layer>/` (text_layer_folder); `find_text_layer_runs` finds both from
-the output folder. The paragraph strategy does not read the text layer: its rankings are the same in both.
+Where the runs are: a retrieval-only run with `--text-layer raw,clean` has the text layer as one axis of its grid
+(ragstudy.variants); the decomposition is a group-by over it: each pair of groups of variants that differ only in
+the text layer (Postprocessing/retrieval_eval.py text_layer_pairs). The paragraph strategy does not read the text
+layer: its one variant belongs to both groups.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from . import budget_metrics
 from .budget_eval import UNIT_WORDS
-from .errors import StudyInputError
 
-TEXT_LAYER_FOLDER = "text-layer-{}"  # <output-dir>/text-layer-clean/: a second text layer of one run
 SEGMENTED, BASELINE = "paragraph", "fixed-size"  # the study's question: layout-aware paragraphs against naive chunks
 PARTS = ("total", "cleaning", "segmentation")
 PART_WORDS = {"total": "paragraph − fixed-size (raw)", "cleaning": "cleaning: fixed-size clean − raw",
@@ -36,49 +34,6 @@ PART_WORDS = {"total": "paragraph − fixed-size (raw)", "cleaning": "cleaning: 
 INTRO = ("Paragraph minus fixed-size on the raw text layer = cleaning (fixed-size on the clean text layer minus "
          "fixed-size on the raw one) + segmentation (paragraph minus fixed-size on the clean text layer), over the same "
          "questions; each part with its paired bootstrap CI.")
-
-
-def text_layer_folder(output_dir: str | Path, layer: str) -> Path:
-    """Where a run's second text layer goes: `<output-dir>/text-layer-<layer>/`."""
-    return Path(output_dir) / TEXT_LAYER_FOLDER.format(layer)
-
-
-def _layer_of(folder: Path) -> str | None:
-    """The text layer a results folder's config.json records (runs before the setting existed: raw); None without
-    a config.json."""
-    from .results import CONFIG_NAME, read_config
-
-    if not (folder / CONFIG_NAME).is_file():
-        return None
-    return str(read_config(folder).raw.get("text_layer", "raw"))
-
-
-def find_text_layer_runs(results_dir: str | Path, top_layer: str | None = None) -> dict[str, Path]:
-    """Text layer -> results folder, for the run in `results_dir` and its `text-layer-*/` subfolders (each with a
-    config.json). A folder whose config.json names another layer than its folder name is an error."""
-    results_dir = Path(results_dir)
-    runs: dict[str, Path] = {}
-    top = top_layer if top_layer is not None else _layer_of(results_dir)  # a caller that read config.json says
-    if top is not None:
-        runs[top] = results_dir
-    # beside it (`<out>/text-layer-clean/`), or, for one retriever's folder of a run with several retrievers
-    # (`<out>/<retriever>/`), under its parent (`<out>/text-layer-clean/<retriever>/`)
-    folders = [*results_dir.glob(TEXT_LAYER_FOLDER.format("*")),
-               *(results_dir.parent.glob(f"{TEXT_LAYER_FOLDER.format('*')}/{results_dir.name}")
-                 if (results_dir.parent / "config.json").is_file()
-                 and not results_dir.name.startswith(TEXT_LAYER_FOLDER.format("")) else [])]
-    for folder in sorted(f for f in folders if f.is_dir()):
-        layer = _layer_of(folder)
-        if layer is None:
-            continue
-        named = folder if folder.name.startswith(TEXT_LAYER_FOLDER.format("")) else folder.parent
-        expected = named.name[len(TEXT_LAYER_FOLDER.format("")):]
-        if layer != expected or layer in runs:
-            raise StudyInputError(f"{folder}: its config.json records text_layer {layer!r}, but the folder stands for "
-                                  f"{expected!r} beside {results_dir} ({top!r}); re-run `ragstudy retrieve "
-                                  "--text-layer raw,clean` into a fresh --output-dir")
-        runs[layer] = folder
-    return runs
 
 
 @dataclass(frozen=True)
@@ -214,23 +169,3 @@ def markdown(frame, unit: str = "chars", confidence: float = 0.95) -> str:
         out += "".join(f"- {line}\n" for line in sentences(part, unit)) + "\n" + header
         out += "".join("| " + " | ".join(row) + " |\n" for row in table_rows(part, unit)) + "\n"
     return out
-
-
-def decomposition_from_runs(runs: Mapping[str, Path], evidence: Mapping, budgets: Sequence[int], measure,
-                            metrics: Sequence[str] = (budget_metrics.HIT,), n_resamples: int = 10_000, seed: int = 0,
-                            confidence: float = 0.95):
-    """The decomposition table of a raw and a clean run (find_text_layer_runs), scored against `evidence`, for each
-    of `metrics`; None when either run, or paragraph in the raw one, or fixed-size in either, is missing."""
-    from .budget_eval import budget_labels, evaluate_folder
-    from .results import ranked_strategies
-
-    if not {"raw", "clean"} <= set(runs):
-        return None
-    raw_dir, clean_dir = runs["raw"], runs["clean"]
-    if not {SEGMENTED, BASELINE} <= set(ranked_strategies(raw_dir)) or BASELINE not in ranked_strategies(clean_dir):
-        return None
-    raw, _ = evaluate_folder(raw_dir, evidence, budgets, measure, [SEGMENTED, BASELINE])
-    clean, _ = evaluate_folder(clean_dir, evidence, budgets, measure, [BASELINE])
-    labels = budget_labels(budgets)
-    return to_frame([part for metric in metrics
-                     for part in decompose(raw, clean, labels, metric, n_resamples, seed, confidence)])

@@ -6,8 +6,10 @@ enough to fill the largest context budget, and marks the parents the paper's k c
 the strategy's own retriever, exactly as the chain does). ragstudy.budget_eval then packs and scores the budgets.
 
 `config.retriever` chooses the ranking, a member of the retriever registry (ragstudy/retrievers/: `dense`, above:
-Chroma, the paper's design; `dense-parents`, `bm25`, `bm25-parents`, `hybrid` and any registered from outside);
-several comma-separated retrievers rank into one folder each (run_retrieval).
+Chroma, the paper's design; `dense-parents`, `bm25`, `bm25-parents`, `hybrid` and any registered from outside).
+A run is a grid of variants (ragstudy.variants: strategies x retrievers x text layers x embedders, or a sweep
+file's configurations): run_retrieval runs each variant (run_variant, through an executor) into its own folder,
+`<output-dir>/variants/<id>/`, and lists them in `<output-dir>/variants.csv`.
 
 Chunks are cached as JSON under a hash of (strategy, parameters, PDF bytes, embedding model, chunking code); a
 cache file that does not parse is treated as absent (a warning names it) and replaced.
@@ -16,12 +18,14 @@ cache file that does not parse is treated as absent (a warning names it) and rep
 from __future__ import annotations
 
 import inspect
+import sqlite3
 import json
 import logging
 import math
 import statistics
 import time
-from dataclasses import asdict, dataclass, field, replace
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -32,8 +36,11 @@ from .errors import StudyInputError
 from .pipeline import (StrategyReport, check_question_lengths, check_vector_store, chunk_documents, chunker_context,
                        chunking_ahead, lazy_embedding, reads_text_layer, run_facts)
 from .records import RetrievedParent
+from .records import Variant
 from .results import ResultsFolder, read_questions, write_config, write_retrieval
 from .textlayer import SourceText, load_documents
+from .variants import variant_config
+from .variants import Executor, Task, run_tasks  # ragstudy.executors once it lands
 
 logger = logging.getLogger(__name__)
 
@@ -302,69 +309,172 @@ def checked_rows(rows: Any, known: set[str], retriever: str, index: int, strateg
 
 # ------------------------------------------------------------------------------------- retrieval-only runs
 
-def run_retrieval(config: StudyConfig) -> list[StrategyReport]:
-    """Index every configured strategy and rank parents per question (retrieval_<strategy>.csv); no LLM is loaded.
+@dataclass(frozen=True)
+class VariantSpec:
+    """What one variant's run needs besides its inputs (documents, questions): the variant, its StudyConfig (the
+    driver's paths, written into its config.json) and the run's facts (PDF hashes, models, date) as JSON."""
 
-    With one retriever the files go into the output folder; with several (`--retriever dense,bm25`), each
-    retriever's complete results folder (its own config.json, chunks and rankings) goes into
-    `<output-dir>/<retriever>/`, and `<output-dir>/config.json` lists them (retrievers.result_folders reads it).
-    Postprocessing/retrieval_eval.py then fills equal context budgets from these rankings (ragstudy.budget_eval).
-    With several text layers (`--text-layer raw,clean`) the first is ranked into the output folder and each other
-    one into `<output-dir>/text-layer-<layer>/` (ragstudy.decomposition), every strategy in each.
-    """
-    if len(config.text_layers) > 1:
-        from .decomposition import text_layer_folder
+    variant: Variant
+    config: StudyConfig
+    facts: str
 
-        first, *others = config.text_layers
-        reports = run_retrieval(replace(config, text_layer=first))
-        for layer in others:
-            folder = text_layer_folder(config.output_dir, layer)
-            reports += [replace(r, strategy=f"{r.strategy} ({layer})")
-                        for r in run_retrieval(replace(config, text_layer=layer, output_dir=str(folder)))]
-        return reports
+
+VARIANT_RUN_FILE = "variant_run.json"  # results.VARIANT_RUN: what one variant's run did (chunks, timings, reuse)
+
+
+def run_variant(spec: VariantSpec, output_dir: Path, inputs: dict[str, Path]) -> None:
+    """One variant's complete retrieval run into `output_dir` (config.json, run identity, chunk tables, rankings and
+    variant_run.json), from `inputs["documents"]` and `inputs["questions"]` only: an executor runs it in this
+    process, in a worker process or as a Ray task (ragstudy.executors)."""
+    from . import runidentity
+    from .io import atomic_write_json
+
+    config = spec.config
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    documents = load_documents(Path(inputs["documents"]))
+    questions = read_questions(inputs["questions"], config.limit)
+    write_config(output_dir, config, {**json.loads(spec.facts), "variant": spec.variant.to_row()})
+    strategy = spec.variant.strategy
+    try:
+        run = retrieve_strategy(config, strategy, documents, questions, shared_embedding(config), output_dir,
+                                llm_measure(config))
+    except StudyInputError:
+        raise
+    except (OSError, sqlite3.Error) as exc:  # a store that failed without naming itself: still one line, by id
+        raise StudyInputError(unnamed_store_message(exc)) from exc
+    runidentity.record(output_dir, config, questions, strategy, run.outputs)
+    atomic_write_json(output_dir / VARIANT_RUN_FILE, {**asdict(run), "outputs": [Path(o).name for o in run.outputs]})
+
+
+def unnamed_store_message(exc: BaseException) -> str:
+    """One line for a store failure that no layer named (the vector cache's SQLite, a stray OSError)."""
+    from ragstudy.errors import store_error
+
+    if isinstance(exc, sqlite3.Error):
+        from customembedding import CACHE_FILE
+        from ragstudy.io import cache_dir
+
+        return str(store_error("vector cache", cache_dir() / "vectors" / CACHE_FILE, "reading or writing it failed", exc,
+                               "its vectors are embedded again"))
+    return str(store_error("file", getattr(exc, "filename", None) or "(unnamed)", "cannot be read or written", exc))
+
+
+_EMBEDDINGS: dict[str, Callable[[], Any]] = {}
+
+
+def shared_embedding(config: StudyConfig) -> Callable[[], Any]:
+    """One lazily loaded embedding model per process and model settings: the variants an executor runs one after
+    another in a process load it once."""
+    from .io import cache_dir, stable_json
+
+    key = stable_json([str(cache_dir()), config.profile.embedding, config.profile.device, config.embedding_backend,
+                       config.embedding_dtype, config.embedding_batch_size, config.embedding_server,
+                       config.embedding_server_model, config.threads, config.embedding_threads])
+    if key not in _EMBEDDINGS:
+        _EMBEDDINGS[key] = lazy_embedding(config)
+    return _EMBEDDINGS[key]
+
+
+def read_variant_run(folder: Path) -> RetrievalRun:
+    """A variant folder's variant_run.json (run_variant wrote it)."""
+    data = json.loads((Path(folder) / VARIANT_RUN_FILE).read_text(encoding="utf-8"))
+    data["stages"] = {k: tuple(v) for k, v in data.get("stages", {}).items()}
+    data["outputs"] = [str(Path(folder) / name) for name in data.get("outputs", [])]
+    return RetrievalRun(**data)
+
+
+@dataclass(frozen=True)
+class GridRun:
+    """What a retrieval-only run over a grid wrote: the variants, their folders and what each run did."""
+
+    output_dir: Path
+    variants: tuple[Variant, ...]
+    folders: dict[str, Path]
+    runs: dict[str, RetrievalRun]
+
+    def reports(self) -> list[StrategyReport]:
+        per_strategy = len(self.variants) == len({v.strategy for v in self.variants})
+        return [StrategyReport(v.strategy if per_strategy else v.id, r.documents, r.chunks, embedded=r.embedded,
+                               reused=r.reused, outputs=r.outputs)
+                for v in self.variants for r in [self.runs[v.id]]]
+
+
+def run_retrieval(config: StudyConfig, sweep: Any = None, executor: Any = None) -> GridRun:
+    """Every variant of the run's grid (ragstudy.variants.expand: --strategies x --retriever x --text-layer x
+    --embedding, or a sweep file's configurations) ranked retrieval-only, each a complete run in
+    `<output-dir>/variants/<id>/`, listed in `<output-dir>/variants.csv`; no LLM is loaded. A variant that fails is
+    named with its error after the others have run (they are kept; a re-run computes only what is missing, every
+    stage being cached by content). Postprocessing/retrieval_eval.py then fills equal context budgets from these
+    rankings (ragstudy.budget_eval), one verdict per group of variants that differ only in strategy."""
+    from .variants import expand
+
+    grid = expand(config, sweep)
     documents = load_documents(Path(config.documents))
     questions = read_questions(config.questions, config.limit)
-    check_vector_store(config)  # a Chroma server that is down stops the run before anything is written or chunked
-    check_question_lengths(config)  # after the fail-fast checks: it may load the embedding model's tokenizer
-    output_dir = ResultsFolder(config.output_dir, config.documents).prepare().path  # locked before anything is
-    names = config.retriever_names()  # written in it
-    folders = {names[0]: output_dir} if len(names) == 1 else {name: output_dir / name for name in names}
+    first = variant_config(config, grid[0], config.output_dir)
+    check_vector_store(first)  # a Chroma server that is down stops the run before anything is written or chunked
+    check_question_lengths(first)  # after the fail-fast checks: it may load the embedding model's tokenizer
+    folder = ResultsFolder(config.output_dir, config.documents).prepare()  # locked before anything is written in it
     try:
-        return _rank_into(config, documents, questions, output_dir, folders)
-    except BaseException:  # a run that stopped holds none of its folders: a re-run in this process may start
-        for folder in {output_dir, *folders.values()}:
-            ResultsFolder(folder).release()
-        raise
+        return _run_grid(config, grid, documents, questions, folder.path, executor)
+    finally:
+        folder.release()
 
 
-def _rank_into(config: StudyConfig, documents, questions: Sequence[str], output_dir: Path,
-               folders: dict[str, Path]) -> list[StrategyReport]:
-    """run_retrieval's work once the output folder is locked: each retriever's folder checked, configs written,
-    every strategy ranked with every retriever."""
+def merged_grid(output_dir: Path, grid: Sequence[Variant]) -> list[Variant]:
+    """The folder's variants after this run: this grid's, then those variants.csv already lists under one of this
+    grid's contexts (retriever, text layer, embedder: a run of fewer strategies adds to its folder, as a run of one
+    configuration always could). A listed variant under another context is a StudyInputError: it would be compared
+    with this run's, or mistaken for one of them."""
+    from .records import Variant as Record
+    from .results import VARIANTS, read_table
+
+    frame = read_table(output_dir, VARIANTS)
+    listed = [] if frame is None else [Record.from_row(row, f"{VARIANTS.path(output_dir)} row {n}") for n, row in
+                                       enumerate(frame.fillna("n/a").to_dict("records"), start=2)]
+    ids, contexts = {v.id for v in grid}, {v.context() for v in grid}
+    others = [v for v in listed if v.id not in ids and v.context() not in contexts]
+    if others:
+        names = ", ".join(v.id for v in others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        raise StudyInputError(f"{output_dir}: holds the variants {names} ({VARIANTS.name}) of another retriever, "
+                              "text layer or embedder than this run's; they would be compared as one run. Give this "
+                              "run its own --output-dir, or move those files away")
+    return [*grid, *(v for v in listed if v.id not in ids)]
+
+
+def _run_grid(config: StudyConfig, grid: Sequence[Variant], documents, questions: Sequence[str], output_dir: Path,
+              executor: Any) -> GridRun:
+    """run_retrieval's work once the output folder is locked."""
     from . import runidentity
+    from .results import VARIANTS, check_layout, variant_folder, write_table
+    from .variants import variant_config as config_of
 
-    for name, folder in folders.items():  # never beside another configuration's files
-        runidentity.check_output_folder(folder, replace(config, retriever=name, output_dir=str(folder)), questions)
-    measure = llm_measure(config)
+    check_layout(output_dir)  # an earlier version's layout is never mixed into this one
+    listed = merged_grid(output_dir, grid)
+    folders = {v.id: variant_folder(output_dir, v.id) for v in grid}
+    configs = {v.id: config_of(config, v, folders[v.id]) for v in grid}
+    for v in grid:  # never beside another configuration's files
+        runidentity.check_output_folder(folders[v.id], configs[v.id], questions)
     facts = run_facts(config, documents)
     write_config(output_dir, config, facts)
-    for name, folder in folders.items():
-        if folder != output_dir:
-            ResultsFolder(folder, config.documents).prepare()  # locked too: a run aimed at the subfolder is refused
-            write_config(folder, replace(config, retriever=name, output_dir=str(folder)), facts)
-    embedding = lazy_embedding(config)
-    reports = []
+    import pandas as pd
+
+    write_table(output_dir, VARIANTS, pd.DataFrame([v.to_row() for v in listed]))
+    facts_json = json.dumps(facts, ensure_ascii=False, default=str)
+    inputs = {"documents": Path(config.documents), "questions": Path(config.questions)}
+    tasks = [Task(v.id, run_variant, VariantSpec(v, configs[v.id], facts_json), folders[v.id], inputs) for v in grid]
 
     def not_cached(strategy: str) -> bool:
         return not chunk_cache_path(config, strategy, documents).is_file()
 
-    with chunking_ahead(config, documents, not_cached):
-        for strategy in config.strategies:
-            for name, folder in folders.items():
-                one = replace(config, retriever=name, output_dir=str(folder))
-                run = retrieve_strategy(one, strategy, documents, questions, embedding, folder, measure)
-                runidentity.record(folder, one, questions, strategy, run.outputs)
-                reports.append(StrategyReport(strategy if len(folders) == 1 else f"{strategy} ({name})",
-                                              run.documents, run.chunks, embedded=run.embedded, reused=run.reused,
-                                              outputs=run.outputs))
-    return reports
+    executor = executor or Executor()
+    with chunking_ahead(config, documents, not_cached) if executor.kind == "inprocess" else nullcontext():
+        outcomes = run_tasks(tasks, executor)
+    failed = [o for o in outcomes if o.error is not None]
+    if failed:
+        named = "; ".join(f"{o.id}: {o.error}" for o in failed)
+        raise StudyInputError(f"{len(failed)} of {len(grid)} variants failed ({named}); "
+                              "the others are kept in " + str(output_dir / "variants") + ": fix the cause and re-run the "
+                              "same command (only what is missing is computed)")
+    return GridRun(output_dir, tuple(grid), folders, {v.id: read_variant_run(folders[v.id]) for v in grid})

@@ -235,3 +235,55 @@ class RetrievedParent:
                    path=str(row["path"]), page_start=int(row["page_start"]), page_end=int(row["page_end"]),
                    score=float(row["score"]), in_k=str(row["in_k"]).strip().lower() in ("1", "true"),
                    contents=str(row["contents"]))
+
+
+NOT_APPLICABLE = "n/a"  # an axis a variant does not depend on (bm25 embeds nothing; paragraph reads no text layer)
+VARIANT_AXES = ("strategy", "params", "retriever", "text_layer", "embedding")  # variants.csv: `id`, then these
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One point of a run's grid: the settings that vary between the complete retrieval runs of one output folder
+    (ragstudy.variants expands them; `<out>/variants/<id>/` holds each one's run, `<out>/variants.csv` lists them).
+    A new axis is one more field here and in VARIANT_AXES. An axis the variant does not depend on is
+    NOT_APPLICABLE."""
+
+    strategy: str
+    params: tuple[tuple[str, Any], ...] = ()  # the overrides of the strategy's parameters (a sweep's), sorted
+    retriever: str = "dense"
+    text_layer: str = "raw"
+    embedding: str = NOT_APPLICABLE
+    id: str = ""
+
+    def context(self) -> tuple[str, ...]:
+        """The values of every axis but the strategy and its parameters: what a group of compared variants shares."""
+        return tuple(str(getattr(self, axis)) for axis in VARIANT_AXES[2:])
+
+    def params_json(self) -> str:
+        import json
+
+        return json.dumps(dict(self.params), sort_keys=True, ensure_ascii=False)
+
+    def to_row(self) -> dict[str, str]:
+        """Its row of variants.csv."""
+        return {"id": self.id, **{axis: self.params_json() if axis == "params" else str(getattr(self, axis))
+                                  for axis in VARIANT_AXES}}
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any], where: str) -> "Variant":
+        """Inverse of to_row; a StudyInputError naming `where` (file and row) when a cell is missing or malformed."""
+        import json
+
+        missing = [key for key in ("id", *VARIANT_AXES) if key not in row or row[key] is None]
+        if missing:
+            raise StudyInputError(f"{where}: no {', '.join(missing)}; re-run `ragstudy retrieve` into a fresh "
+                                  "--output-dir")
+        try:
+            params = json.loads(row["params"] or "{}")
+        except ValueError:
+            params = None
+        if not isinstance(params, dict):
+            raise StudyInputError(f"{where}: params {row['params']!r} is not a JSON object; re-run `ragstudy "
+                                  "retrieve` into a fresh --output-dir")
+        return cls(str(row["strategy"]), tuple(sorted(params.items())), str(row["retriever"]),
+                   str(row["text_layer"]), str(row["embedding"]), str(row["id"]))

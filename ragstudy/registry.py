@@ -92,6 +92,7 @@ class StrategySpec:
     # a function that stops it (its chunker's `prepare` waits for what was started); see pipeline.chunking_ahead
     prefetch: Callable[[StrategyParams, Sequence[Any]], Callable[[], None]] | None = None
     needs_tokenizer: bool = False  # its chunker counts with the embedding model's tokenizer (ChunkerContext)
+    needs_embedding: bool = False  # its chunker embeds with the study's embedding model (ChunkerContext)
 
     def resolve_params(self, overrides: dict[str, Any], where: str | None = None) -> StrategyParams:
         """The defaults with `overrides` applied (top-level fields and/or parent keys), type- and range-checked."""
@@ -176,7 +177,7 @@ def register_strategy(name: str, chunker: Callable[[Any, ChunkerContext], Chunke
                       *, display_name: str, color: str, order: float = 100.0, description: str = "",
                       source_kind: SourceKind = "text-layer", dataset_name: str | None = None,
                       child_chunk_size: int = 200, child_chunk_overlap: int = 0, k: int = 4,
-                      paper: bool = False, needs_tokenizer: bool = False,
+                      paper: bool = False, needs_tokenizer: bool = False, needs_embedding: bool = False,
                       prefetch: Callable[[Any, Sequence[Any]], Callable[[], None]] | None = None) -> StrategySpec:
     """Register a strategy folder's chunker: `chunker(parent_record, context)` gets the strategy's parameters as
     a `parent_type` instance (defaults: `parent_type()`). The folder is the chunker's top-level package, the
@@ -195,7 +196,7 @@ def register_strategy(name: str, chunker: Callable[[Any, ChunkerContext], Chunke
                                 child_chunk_overlap=child_chunk_overlap, k=k),
         make_chunker=_WithParentRecord(name, parent_type, chunker), display_name=display_name, color=color,
         order=order, source_kind=source_kind, parent_type=parent_type, description=description, paper=paper,
-        needs_tokenizer=needs_tokenizer,
+        needs_tokenizer=needs_tokenizer, needs_embedding=needs_embedding,
         prefetch=_WithParentRecord(name, parent_type, prefetch) if prefetch is not None else None))
 
 

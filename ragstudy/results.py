@@ -37,7 +37,8 @@ from . import budget_metrics, registry
 from .chunks import ChunkedDocument
 from .errors import StudyInputError
 from .io import atomic_write_json, atomic_write_text, lock_folder, release_folder
-from .records import DatasetRow, RetrievedParent, Source, normalize_ws, read_csv_text, read_text_csv, short
+from .records import (NOT_APPLICABLE, VARIANT_AXES, DatasetRow, RetrievedParent, Source, Variant, normalize_ws, read_csv_text,
+                      read_text_csv, short)
 from .stats import CI_COLUMNS, HOLM_COLUMN
 from .textlayer import SourceText
 
@@ -505,11 +506,20 @@ def write_chunks(chunked: Sequence[ChunkedDocument], strategy: str, output_dir: 
     return csv_path, sources_path
 
 
+def chunks_folder(output_dir: str | Path, strategy: str) -> Path:
+    """Where `strategy`'s chunk export is: `output_dir`, or, for a retrieval-only run's grid, the folder of the
+    strategy's one variant (Run.strategy_folder)."""
+    output_dir = Path(output_dir)
+    if (output_dir / f"chunks_{strategy}.csv").is_file() or not VARIANTS.path(output_dir).is_file():
+        return output_dir
+    return Run(output_dir).strategy_folder(strategy)
+
+
 def read_chunk_rows(output_dir: Path, strategy: str) -> list[dict]:
     """`chunks_<strategy>.csv` alone: rows with start_end_idx and metadata decoded (no source texts)."""
     import pandas as pd
 
-    output_dir = Path(output_dir)
+    output_dir = chunks_folder(output_dir, strategy)
     csv_path = output_dir / f"chunks_{strategy}.csv"
     if not csv_path.is_file():
         raise StudyInputError(f"{csv_path} not found: run `ragstudy chunks --output-dir "
@@ -534,7 +544,7 @@ def read_chunk_rows(output_dir: Path, strategy: str) -> list[dict]:
 
 def read_chunks(output_dir: Path, strategy: str) -> tuple[list[dict], dict[str, SourceText]]:
     """Read back an export: rows (with start_end_idx and metadata decoded) and source texts by path."""
-    output_dir = Path(output_dir)
+    output_dir = chunks_folder(output_dir, strategy)
     rows = read_chunk_rows(output_dir, strategy)
     sources = {}
     with open(output_dir / f"sources_{strategy}.jsonl", encoding="utf-8") as handle:
@@ -648,12 +658,15 @@ RETRIEVAL_VERDICT_BY_RETRIEVER = Table("retrieval_verdict_by_retriever.csv", (
     "best_ci_low", "best_ci_high", "reference_value", "changes"), _RETRIEVAL_EVAL,
     ("budget", "reference", "best", "best_display", "changes"))  # then diff / ci_low / ci_high / p_holm /
 # significant :<strategy> per strategy compared with the reference (ragstudy.verdict_across.CrossVerdict.to_frame);
-# in the parent folder of a run that ranked with several retrievers
+# in the folder of a run with several groups of variants (ragstudy.variants), its `retriever` column the group's label
 RETRIEVAL_DECOMPOSITION = Table("retrieval_decomposition.csv", (
     "budget", "metric", "part", "n", "mean_diff", "ci_low", "ci_high", "p_wilcoxon"), _RETRIEVAL_EVAL,
-    ("budget",))  # ragstudy.decomposition: runs with both text layers (--text-layer raw,clean)
+    ("budget",))  # ragstudy.decomposition: runs with both text layers (--text-layer raw,clean), per raw/clean pair
+VARIANTS = Table("variants.csv", ("id", *VARIANT_AXES), "ragstudy retrieve --output-dir RESULTS",
+                 ("id", *VARIANT_AXES))  # one row per variant of a run's grid (ragstudy.variants), n/a where an axis
+# does not apply; each variant's complete run is in <RESULTS>/variants/<id>/
 SWEEP_FIXED_COLUMNS = ("config", "strategy", "params", "chunks", "chars_mean", "chars_cv", "index_seconds",
-                       "embedded", "reused", "retriever")  # then text_layer (since --text-layer), <metric>@<budget>
+                       "embedded", "reused", "retriever")  # then text_layer, embedding, <metric>@<budget>
 SWEEP_SUMMARY = Table("sweep_summary.csv", SWEEP_FIXED_COLUMNS, _SWEEP)
 SWEEP_BEST = Table("sweep_best.csv", ("metric", "budget", "config", "strategy", "params", "value"), _SWEEP,
                    ("budget",))
@@ -683,7 +696,7 @@ SURVEY_CHOICES = Table("survey_choices.csv", ("rater", "question_id", "question_
 SURVEY_PAIRWISE = Table("survey_pairwise_tests.csv", ("strategy_a", "strategy_b", "count_a", "count_b", "n",
                                                       "share_a", "p_sign", HOLM_COLUMN), _SURVEY, subdir="survey")
 
-TABLES = {t.name: t for t in (RETRIEVAL_PER_QUESTION, RETRIEVAL_SUMMARY, RETRIEVAL_PAIRED, RETRIEVAL_VERDICT,
+TABLES = {t.name: t for t in (VARIANTS, RETRIEVAL_PER_QUESTION, RETRIEVAL_SUMMARY, RETRIEVAL_PAIRED, RETRIEVAL_VERDICT,
                               RETRIEVAL_VERDICT_BY_RETRIEVER,
                               RETRIEVAL_DECOMPOSITION,
                               SWEEP_SUMMARY, SWEEP_BEST, METRICS_SUMMARY, METRICS_PAIRED, METRICS_BASELINES,
@@ -748,17 +761,19 @@ SOURCE_TEXTS = Output("sources_<strategy>.jsonl", _CHAIN, "per PDF, the text `st
 RANKINGS = Output("retrieval_<strategy>.csv", _RETRIEVAL_ONLY, "every question's ranked parents, deep enough for "
                   "the largest budget", columns=RETRIEVAL_COLUMNS)
 RUN_CONFIG = Output(CONFIG_NAME, _CHAIN, "the resolved settings and the run's facts (PDF hashes, model labels); "
-                    "a run that ranked with several retrievers writes one in the parent folder and one in each "
-                    "`<retriever>/` folder")
+                    "a retrieval-only run writes one in its folder and one in each `variants/<id>/` folder")
 RUN_IDENTITY = Output("run_identity.json", _CHAIN, "the identity of the configuration that wrote each file of the "
                       "folder (ragstudy.runidentity): a run refuses to write beside another configuration's files")
 RUN_LOCK = Output(".ragstudy-run.lock", _CHAIN, "held while a run writes into the folder (one run at a time)")
 VARIANT_DONE_FILE = Output("variant.done.json", "ragstudy.executors (every executor: in-process, --workers, --ray)",
                            "written last into a variant's folder once its run finished; a re-run skips the variants "
                            "that have it and computes the others again")
+VARIANT_RUN = Output("variant_run.json", _RETRIEVAL_ONLY, "what one variant's run did: chunks, their length, "
+                     "vectors embedded and reused, seconds per stage; in `variants/<id>/`, each variant's complete "
+                     "run folder (its config.json, run identity, chunk tables and rankings)")
 SWEEP_PLOT = Output("sweep_hit_rate.html", _SWEEP, "hit rate against the budget, one line per configuration "
                     "(PDF and PNG when a Chromium is installed); each configuration's own run folder is "
-                    "`sweep/<config>/`", also=(".pdf", ".png"))
+                    "`variants/<config>/`", also=(".pdf", ".png"))
 # the scripts' summaries, records and plots
 RETRIEVAL_SUMMARY_MD = Output("retrieval_summary.md", _RETRIEVAL_EVAL, "the retrieval scores and the verdict, as "
                               "printed")
@@ -801,8 +816,8 @@ QA_WORKBOOK = Output("review.xlsx", _MAKE_QA, "one row per candidate for a perso
 # every file the project writes besides the derived tables, grouped as docs/outputs.md lists them
 OUTPUT_GROUPS: dict[str, tuple[Output, ...]] = {
     "A run's folder (`ragstudy answer`, `retrieve`, `chunks`, `sweep`)": (
-        DATASET_FILES, CHUNK_EXPORT, SOURCE_TEXTS, RANKINGS, RUN_CONFIG, RUN_IDENTITY, RUN_LOCK, VARIANT_DONE_FILE,
-        SWEEP_PLOT),
+        DATASET_FILES, CHUNK_EXPORT, SOURCE_TEXTS, RANKINGS, RUN_CONFIG, RUN_IDENTITY, RUN_LOCK, VARIANT_RUN,
+        VARIANT_DONE_FILE, SWEEP_PLOT),
     "Scores, reviews and the report (`ragstudy score-retrieval`, `score-answers`, `chunk-quality`, `review`, "
     "`survey`, `report`)": (
         RETRIEVAL_SUMMARY_MD, RETRIEVAL_PLOT, METRICS_SUMMARY_MD, METRICS_RUN, CLEANED_ORACLE, CHUNK_QUALITY_MD,
@@ -900,6 +915,72 @@ class Run:
 
     def table(self, table: Table):
         return read_table(self.path, table)
+
+    def variants(self) -> list[Variant]:
+        """The variants of a retrieval-only run's grid (variants.csv), in order; [] for a folder without one (an
+        answering run, one variant's own folder, or a folder an earlier version wrote: `check_layout`). The one
+        finder of variant folders: nothing else lists them."""
+        frame = read_table(self.path, VARIANTS)
+        if frame is None:
+            check_layout(self.path)
+            return []
+        found = []
+        for number, row in enumerate(frame.fillna(NOT_APPLICABLE).to_dict("records"), start=2):  # pandas reads
+            # "n/a" as missing
+            variant = Variant.from_row(row, f"{VARIANTS.path(self.path)} row {number}")
+            folder = variant_folder(self.path, variant.id)
+            if not folder.is_dir():
+                raise StudyInputError(f"{VARIANTS.path(self.path)}: lists variant {variant.id!r} but {folder} is "
+                                      "missing; re-run the same `ragstudy retrieve` into the folder (finished work "
+                                      "is cached)")
+            found.append(variant)
+        return found
+
+    def strategy_folder(self, strategy: str) -> Path:
+        """The folder holding `strategy`'s run: this folder when its rankings or chunks are here, else the folder of
+        the strategy's one variant; a StudyInputError when the grid has none or several (name the variant then)."""
+        if retrieval_path(self.path, strategy).is_file() or (self.path / f"chunks_{strategy}.csv").is_file():
+            return self.path
+        found = [v for v in self.variants() if v.strategy == strategy]
+        if len(found) != 1:
+            raise StudyInputError(f"{self.path}: {len(found)} variants of {strategy} "
+                                  f"({', '.join(v.id for v in found) or 'none'}); name one: "
+                                  f"{self.path / VARIANTS_FOLDER}/<id>/")
+        return variant_folder(self.path, found[0].id)
+
+    def variant_folders(self) -> dict[str, Path]:
+        """Variant id -> its run folder, in variants.csv's order."""
+        return {v.id: variant_folder(self.path, v.id) for v in self.variants()}
+
+
+VARIANTS_FOLDER = "variants"
+
+
+def variant_folder(output_dir: str | Path, variant_id: str) -> Path:
+    """`<output-dir>/variants/<id>/`: one variant's complete retrieval run."""
+    return Path(output_dir) / VARIANTS_FOLDER / variant_id
+
+
+def check_layout(folder: str | Path) -> None:
+    """A StudyInputError, in one line, for a folder an earlier version wrote with one subfolder per retriever
+    (`<out>/<retriever>/`), per text layer (`<out>/text-layer-<layer>/`) or per sweep configuration
+    (`<out>/sweep/<id>/`): the rankings are cached, so re-running into a fresh folder is quick."""
+    folder = Path(folder)
+    config = folder / CONFIG_NAME
+    recorded = ""
+    if config.is_file():
+        try:
+            recorded = str(json.loads(config.read_text(encoding="utf-8")).get("retriever") or "")
+        except (ValueError, AttributeError):
+            recorded = ""
+    old = ([p.name for p in sorted(folder.glob("text-layer-*")) if p.is_dir()]
+           + [name for name in recorded.split(",") if "," in recorded and (folder / name).is_dir()]
+           + (["sweep"] if (folder / "sweep").is_dir() else []))
+    if old and not VARIANTS.path(folder).is_file():
+        raise StudyInputError(f"{folder}: written by an earlier version (one subfolder per retriever, text layer or "
+                              f"sweep configuration: {', '.join(old)}/); re-run `ragstudy retrieve` (or `ragstudy "
+                              "sweep`) with the same settings into a fresh --output-dir: it writes one folder per "
+                              "variant, variants/<id>/, and reuses every cached chunk, vector and ranking")
 
 
 def open_run(path: str | Path) -> Run:

@@ -137,11 +137,14 @@ def record(folder: str | Path, config: Any, questions: Sequence[str], strategy: 
 
 
 def check_compared(folder: str | Path, strategies: Sequence[str], file_of, allow: bool = False) -> list[str]:
-    """Before scoring `strategies` of `folder` together (`file_of(strategy)` is the file compared): DataError
+    """Before scoring `strategies` of `folder` together (`file_of(strategy)` is the file compared, in `folder` or in
+    its variant's folder; each file's identity is read beside it): DataError
     when their files were written by different configurations, unless `allow` (then a warning). Returns notes
     for the report: the configuration compared, or one per strategy when they differ, and the unrecorded files."""
-    recorded = read_identities(folder)
-    by_strategy = {s: recorded.get(Path(file_of(s)).name) for s in strategies}
+    parents = {Path(file_of(s)).parent for s in strategies}  # `folder`, or each variant's folder of a group
+    identities = {parent: read_identities(parent) for parent in parents}
+    recorded = any(identities.values())
+    by_strategy = {s: identities[Path(file_of(s)).parent].get(Path(file_of(s)).name) for s in strategies}
     changed = [s for s, entry in by_strategy.items() if entry is not None and Path(file_of(s)).is_file()
                and entry.get("sha256") not in (None, sha256_file(Path(file_of(s))))]
     unrecorded = [s for s, entry in by_strategy.items() if entry is None]

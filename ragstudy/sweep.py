@@ -8,7 +8,7 @@ A sweep file (YAML)::
                                         # bundled Questions.csv only (evidence.default_evidence)
     budgets: [500, 1000, 2000, 4000]    # optional; default: the study's
     configs:                            # one entry per configuration
-      - id: fixed-256                   # optional; default: strategy and parameters
+      - id: fixed-256                   # optional; default: strategy, parameters and axes (variants.derived_id)
         strategy: fixed-size
         params: {chunk_size: 256, chunk_overlap: 0}
       - id: fixed-256-bm25              # optional `retriever:` (ragstudy retrieve --retriever): a sweep axis
@@ -20,10 +20,12 @@ A sweep file (YAML)::
         params: {min_chars: [100, 200], max_chars: [1000, 2000]}
         retriever: [dense, bm25]        # optional; a list is a grid axis like a parameter
         text_layer: [raw, clean]        # optional (--text-layer): the text a text-layer strategy chunks; an axis too
+        embedding: [wheel:multilingual-e5-small]  # optional (--embedding): an axis too
 
-Every configuration writes its retrieval files into `<output-dir>/sweep/<id>/`; the sweep writes
-`sweep_summary.csv` (one row per configuration: chunk statistics, indexing time and cost, its retriever and text
-layer, and the metrics at each budget as `hit@500`, `span_recall@500`, …, `hit@k`, …) and `sweep_best.csv` (the best
+A sweep is a grid (ragstudy.variants): an axis an entry does not set takes the run's list (--retriever dense,bm25
+ranks every entry with both). Every variant writes its complete retrieval run into `<output-dir>/variants/<id>/`
+(variants.csv lists them); the sweep writes `sweep_summary.csv` (one row per variant: chunk statistics, indexing
+time and cost, its retriever, text layer and embedder, and the metrics at each budget as `hit@500`, `span_recall@500`, …, `hit@k`, …) and `sweep_best.csv` (the best
 configuration per metric and budget) into the output folder, like AutoRAG's summary.csv per node;
 `ragstudy sweep` prints the table and draws `sweep_hit_rate.{html,png,pdf}`. Scores come from
 ragstudy.budget_eval. Child windows already embedded for another configuration are not embedded again (Chroma
@@ -35,7 +37,6 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import re
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -58,11 +59,15 @@ def sweep_metrics() -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class SweepConfig:
-    id: str
+    """One configuration of a sweep file; ragstudy.variants.expand turns it into the run's variants (an axis it does
+    not set takes the run's --retriever / --text-layer / --embedding list)."""
+
+    id: str | None  # the entry's `id:`; None: derived from its values (ragstudy.variants.derived_id)
     strategy: str
     params: dict[str, Any]  # overrides as written in the sweep file
     retriever: str | None = None  # None: the run's (--retriever, default dense)
     text_layer: str | None = None  # None: the run's (--text-layer, default raw)
+    embedding: str | None = None  # None: the run's (--embedding, default the profile's)
 
 
 @dataclass(frozen=True)
@@ -71,13 +76,6 @@ class SweepFile:
     configs: tuple[SweepConfig, ...]
     evidence: Path | None
     budgets: tuple[int, ...] | None
-
-
-def _default_id(strategy: str, params: dict[str, Any], retriever: str | None = None,
-                text_layer: str | None = None) -> str:
-    parts = ([strategy] + [f"{k}={params[k]}" for k in sorted(params)] + ([retriever] if retriever else [])
-             + ([f"text_layer={text_layer}"] if text_layer else []))
-    return re.sub(r"[^A-Za-z0-9_.=-]+", "-", "_".join(parts))
 
 
 def _params(entry: dict[str, Any], where: str, example: str) -> dict[str, Any]:
@@ -105,48 +103,42 @@ def load_sweep(path: str | Path) -> SweepFile:
     for key in ("configs", "grid"):
         if data.get(key) is not None and not isinstance(data[key], list):
             raise StudyInputError(f"{path}: `{key}:` must be a list of entries (each line starting with `- `)")
-    entries: list[tuple[str | None, str, dict[str, Any], str | None, str | None, str]] = []
+    entries: list[tuple[str | None, str, dict[str, Any], dict[str, str | None], str]] = []
     for i, entry in enumerate(data.get("configs") or []):
         where = f"{path}: configs[{i}]"
         if not isinstance(entry, dict) or "strategy" not in entry:
             raise StudyInputError(f"{where}: each entry needs `strategy:` (and optional `id:`, `params:`, "
-                                  "`retriever:`, `text_layer:`)")
-        _check_entry_keys(entry, {"id", "strategy", "params", "retriever", "text_layer"}, where)
-        layer = entry.get("text_layer")
-        retriever = entry.get("retriever")
+                                  "`retriever:`, `text_layer:`, `embedding:`)")
+        _check_entry_keys(entry, {"id", "strategy", "params", *_AXES}, where)
         given_id = entry.get("id")
         if given_id is not None:
-            check_name(given_id, f"{where}: id")  # it names <output-dir>/sweep/<id>/: never a path
-        entries.append((given_id, str(entry["strategy"]), _params(entry, where, "params: {chunk_size: 256}"),
-                        _retriever(retriever, where) if retriever is not None else None,
-                        _text_layer(layer, where) if layer is not None else None, where))
+            check_name(given_id, f"{where}: id")  # it names <output-dir>/variants/<id>/: never a path
+        axes = {axis: None if entry.get(axis) is None else check(entry[axis], where) for axis, check in _AXES.items()}
+        entries.append((str(given_id) if given_id is not None else None, str(entry["strategy"]),
+                        _params(entry, where, "params: {chunk_size: 256}"), axes, where))
     for i, entry in enumerate(data.get("grid") or []):
         where = f"{path}: grid[{i}]"
         if not isinstance(entry, dict) or "strategy" not in entry:
             raise StudyInputError(f"{where}: each entry needs `strategy:` and `params:` {{name: [values]}}")
-        _check_entry_keys(entry, {"strategy", "params", "retriever", "text_layer"}, where)
+        _check_entry_keys(entry, {"strategy", "params", *_AXES}, where)
         grid = _params(entry, where, "params: {chunk_size: [256, 512]}")
         names = sorted(grid)
         values = [v if isinstance(v, list) else [v] for v in (grid[n] for n in names)]
-        raw = entry.get("retriever")
-        retrievers = [None] if raw is None else [_retriever(r, where) for r in (raw if isinstance(raw, list)
-                                                                                 else [raw])]
-        raw_layer = entry.get("text_layer")
-        layers = [None] if raw_layer is None else [_text_layer(v, where) for v in (raw_layer if isinstance(
-            raw_layer, list) else [raw_layer])]
-        for retriever in retrievers:
-            for layer in layers:
-                for combo in itertools.product(*values):
-                    entries.append((None, str(entry["strategy"]), dict(zip(names, combo)), retriever, layer, where))
+        axis_values = [[None] if entry.get(axis) is None else
+                       [check(v, where) for v in (entry[axis] if isinstance(entry[axis], list) else [entry[axis]])]
+                       for axis, check in _AXES.items()]  # a list is a grid axis like a parameter
+        for chosen in itertools.product(*axis_values):
+            for combo in itertools.product(*values):
+                entries.append((None, str(entry["strategy"]), dict(zip(names, combo)), dict(zip(_AXES, chosen)),
+                                where))
     if not entries:
         raise StudyInputError(f"{path}: no configurations (add `configs:` or `grid:` entries)")
     configs = []
-    for given_id, strategy, params, retriever, layer, where in entries:
+    for given_id, strategy, params, axes, where in entries:
         spec = registry.get(strategy)
         spec.resolve_params(params, where=f"{where} {strategy}.")  # fail now, not after an hour of indexing
-        configs.append(SweepConfig(str(given_id) if given_id else _default_id(strategy, params, retriever, layer),
-                                   strategy, params, retriever, layer))
-    ids = [c.id for c in configs]
+        configs.append(SweepConfig(given_id, strategy, params, **axes))
+    ids = [c.id for c in configs if c.id is not None]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
         raise StudyInputError(f"{path}: configuration ids {duplicates} appear twice; give each entry its own `id:`")
@@ -182,6 +174,16 @@ def _text_layer(value: Any, where: str) -> str:
     return str(value)
 
 
+def _embedding(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value.strip() or "," in value:
+        raise StudyInputError(f"{where}: embedding {value!r} is not one model name (a list is a grid axis: "
+                              "`embedding: [a, b]`)")
+    return value.strip()
+
+
+_AXES = {"retriever": _retriever, "text_layer": _text_layer, "embedding": _embedding}  # a sweep entry's axis keys
+
+
 def metric_columns(labels: list[str]) -> list[str]:
     return [f"{metric}@{label}" for label in labels for metric in sweep_metrics()]
 
@@ -202,27 +204,20 @@ class SweepResult:
         return self.summary.to_dict("records")
 
 
-def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None) -> SweepResult:
-    """Run every configuration of `sweep_file` retrieval-only, score it at every budget and write
-    sweep_summary.csv and sweep_best.csv; `evidence` overrides the sweep file's."""
+def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None, executor: Any = None
+              ) -> SweepResult:
+    """Run every configuration of `sweep_file` retrieval-only through the run's grid (ragstudy.ranking.run_retrieval:
+    one variant each, in `<output-dir>/variants/<id>/`), score it at every budget and write sweep_summary.csv and
+    sweep_best.csv; `evidence` overrides the sweep file's."""
     import pandas as pd
 
-    from . import registry
     from .budget_eval import evaluate_folder, llm_measure
     from .evidence import check_evidence_pdfs, default_evidence, load_evidence_file
-    from .pipeline import lazy_embedding, run_facts
-    from .ranking import retrieve_strategy
-    from .results import (RETRIEVAL_PER_QUESTION, SWEEP_BEST, SWEEP_FIXED_COLUMNS, SWEEP_SUMMARY, ResultsFolder,
-                          read_questions, write_config, write_table)
+    from .ranking import run_retrieval
+    from .results import RETRIEVAL_PER_QUESTION, SWEEP_BEST, SWEEP_FIXED_COLUMNS, SWEEP_SUMMARY, read_questions, write_table
     from .textlayer import load_documents
 
     sweep = load_sweep(sweep_file)
-    if len(config.retriever_names()) > 1:
-        raise StudyInputError(f"--retriever {config.retriever}: a sweep ranks each configuration with one retriever; "
-                              f"give one, or set `retriever:` per configuration in {sweep.path}")
-    if len(config.text_layers) > 1:
-        raise StudyInputError(f"--text-layer {config.text_layer}: a sweep takes one run-wide text layer; list both as "
-                              f"an axis in {sweep.path} instead (`text_layer: [raw, clean]` in a grid entry)")
     if sweep.budgets:
         config = replace(config, budgets=sweep.budgets)
     evidence_path = Path(evidence) if evidence else sweep.evidence or default_evidence(config.questions)
@@ -235,40 +230,26 @@ def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None
     documents = load_documents(Path(config.documents))
     check_evidence_pdfs(evidence_items, [doc.path for doc in documents], evidence_path,
                         f"--documents {config.documents}")
-    questions = every_question[:config.limit] if config.limit else every_question
-    output_dir = ResultsFolder(config.output_dir, config.documents).prepare().path  # inputs first: a bad one leaves no folder behind
+    started = time.perf_counter()
+    grid = run_retrieval(config, sweep, executor)  # one variant per configuration (and per listed run axis)
     measure = llm_measure(config)
-    embedding = lazy_embedding(config)
     labels = budget_labels(config.budgets)
     rows: list[dict[str, Any]] = []
-    started = time.perf_counter()
-    for number, item in enumerate(sweep.configs, start=1):
-        spec = registry.get(item.strategy)
-        params = spec.resolve_params(item.params, where=f"{sweep.path} {item.id}: {item.strategy}.")
-        folder = output_dir / "sweep" / item.id
-        folder.mkdir(parents=True, exist_ok=True)
-        run_config = replace(config, strategies=(item.strategy,), strategy_params={item.strategy: params},
-                             output_dir=str(folder), retriever=item.retriever or config.retriever,
-                             text_layer=item.text_layer or config.text_layer)
-        logger.info("sweep %d/%d: %s (%s %s)", number, len(sweep.configs), item.id, item.strategy,
-                    json.dumps(item.params, sort_keys=True))
-        write_config(folder, run_config, {**run_facts(run_config, documents), "sweep_config": item.id,
-                                          "sweep_params": item.params})
-        run = retrieve_strategy(run_config, item.strategy, documents, questions, embedding, folder, measure)
+    for item in grid.variants:
+        folder, run = grid.folders[item.id], grid.runs[item.id]
         frame, evaluations = evaluate_folder(folder, evidence_items, config.budgets, measure, [item.strategy])
         write_table(folder, RETRIEVAL_PER_QUESTION, frame[list(RETRIEVAL_PER_QUESTION.columns)])
-        rows.append({"config": item.id, "strategy": item.strategy,
-                     "params": json.dumps(item.params, sort_keys=True, ensure_ascii=False),
+        rows.append({"config": item.id, "strategy": item.strategy, "params": item.params_json(),
                      "chunks": run.chunks, "chars_mean": run.chars_mean, "chars_cv": run.chars_cv,
                      "index_seconds": run.index_seconds, "embedded": run.embedded, "reused": run.reused,
-                     "retriever": run_config.retriever, "text_layer": run_config.text_layer,
+                     "retriever": item.retriever, "text_layer": item.text_layer, "embedding": item.embedding,
                      **budget_means(frame, labels, sweep_metrics())})
         logger.info("%s: %s", item.id, "; ".join(e.note() for e in evaluations))
-    summary = pd.DataFrame(rows, columns=[*SWEEP_FIXED_COLUMNS, "text_layer", *metric_columns(labels)])
-    write_table(output_dir, SWEEP_SUMMARY, summary)
+    summary = pd.DataFrame(rows, columns=[*SWEEP_FIXED_COLUMNS, "text_layer", "embedding", *metric_columns(labels)])
+    write_table(grid.output_dir, SWEEP_SUMMARY, summary)
     best = best_configs(summary, labels)
-    write_table(output_dir, SWEEP_BEST, best)
-    return SweepResult(summary, best, tuple(labels), output_dir, evidence_path, time.perf_counter() - started)
+    write_table(grid.output_dir, SWEEP_BEST, best)
+    return SweepResult(summary, best, tuple(labels), grid.output_dir, evidence_path, time.perf_counter() - started)
 
 
 def best_configs(summary, labels: list[str]):

@@ -138,8 +138,9 @@ def outputs_page() -> str:
              "`ragstudy/results.py` (`OUTPUT_GROUPS` and `TABLES`: each file is written and read through there, "
              "and a study's folder holds nothing else). `ragstudy study` puts the answering run in "
              "`results/answers/`, the retrieval-only run in `results/retrieval/` and the report in `results/`; a "
-             "run that ranks with several retrievers writes a run folder per retriever, `<retriever>/`, and a "
-             "sweep one per configuration, `sweep/<config>/`.", ""]
+             "retrieval-only run or a sweep writes one run folder per variant of its grid, `variants/<id>/` "
+             "(`variants.csv` lists them), and, when it has several groups of variants, each group's scores in "
+             "`groups/<group>/`.", ""]
     for group, outputs in results.OUTPUT_GROUPS.items():
         lines += [f"## {group}", "", "| file | written by | what it holds |", "|---|---|---|"]
         for output in outputs:

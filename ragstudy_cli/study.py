@@ -66,10 +66,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--hope", action="store_true",
                         help="also compute HOPE in the chunk-quality stage (LLM calls; with the lite profile's "
                              "135 M model its items fail, so it is off by default)")
-    parser.add_argument("--retrievers", default=",".join(STUDY_RETRIEVERS), metavar="LIST",
-                        help="the retrievers the retrieval stage ranks with, comma-separated; the verdict is checked "
-                             "across them (default: %(default)s; a --retriever flag or config key wins). The "
-                             "answering stage always uses the paper's dense retriever")
     parser.add_argument("--force", action="store_true",
                         help="run every stage even if study.json says it is up to date (caches are still used)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging into study.log")
@@ -193,10 +189,13 @@ def plan(args: argparse.Namespace, chain_argv: list[str], chain_args: argparse.N
     from ragstudy.evidence import default_evidence
 
     answers, retrieval = root / "answers", root / "retrieval"
-    answer_config = config_from_args(chain_args, warn_unused=False)  # a bad setting stops here, exit 2
-    ranked_with = [] if answer_config.origins.get("retriever") else ["--retriever", args.retrievers]  # flag/key wins
+    given = getattr(chain_args, "retriever", None)  # --retriever: the retrieval run's list (the grid's one list)
+    answer_config = config_from_args(argparse.Namespace(**{**vars(chain_args), "retriever": None}),
+                                     warn_unused=False)  # a bad setting stops here, exit 2
+    default = ",".join(STUDY_RETRIEVERS)  # the retrieval stage's default; a flag or config key wins
+    ranked_with = [] if given is not None or answer_config.origins.get("retriever") else ["--retriever", default]
     retrieval_config = config_from_args(argparse.Namespace(**{**vars(chain_args), "retrieval_only": True,
-                                                              **({"retriever": args.retrievers} if ranked_with else {})}),
+                                                              **({"retriever": default} if ranked_with else {})}),
                                         warn_unused=False)
     bundled = default_evidence(answer_config.questions)
     evidence = args.evidence or (str(bundled) if bundled else None)
@@ -207,7 +206,7 @@ def plan(args: argparse.Namespace, chain_argv: list[str], chain_args: argparse.N
     def chain(argv: list[str]) -> Callable[[], int]:  # each run is given every flag: no "has no effect" warning
         return lambda: evaluation_chain.main(argv, warn_unused=False)
 
-    a_argv = [*chain_argv, "--output-dir", str(answers)]
+    a_argv = [*without_flag(chain_argv, "--retriever"), "--output-dir", str(answers)]  # answers: dense
     r_argv = [*chain_argv, "--retrieval-only", *ranked_with, "--output-dir", str(retrieval)]
     rs_argv = ["--results-dir", str(retrieval), *(["--evidence", evidence] if evidence else []), *oracle, *verbose]
     # the same evidence as the retrieval scores: the answer scores' extractive reference
@@ -342,6 +341,20 @@ def study_root(args: argparse.Namespace, chain_args: argparse.Namespace) -> Path
     return Path(config_from_args(chain_args, warn_unused=False).output_dir)  # the file's key, else the setting's default
 
 
+def without_flag(argv: Sequence[str], flag: str) -> list[str]:
+    """`argv` without `flag VALUE` and `flag=VALUE`."""
+    out: list[str] = []
+    skip = False
+    for item in argv:
+        if skip:
+            skip = False
+        elif item == flag:
+            skip = True
+        elif not item.startswith(flag + "="):
+            out.append(item)
+    return out
+
+
 def lock_study(root: Path) -> None:
     """The study folder's lock (like a run's output folder and a Chroma folder): a second study into it stops with
     one line naming the folder and the pid of the study holding it."""
@@ -450,19 +463,21 @@ def run_stages(args: argparse.Namespace, argv: Sequence[str] | None, root: Path,
 
 
 def verdict_lines(root: Path) -> list[str]:
-    """The retrieval verdict's sentence, the check across retrievers, each retriever's strategy × budget matrix and
+    """The retrieval verdict's sentence, the check across groups, each group's strategy × budget matrix and
     where the details are (empty before it is scored)."""
-    from ragstudy import results, retrievers
+    from Postprocessing.reportkit.inputs import main_group_source, ranked_folders
+    from ragstudy import results
     from ragstudy.budget_eval import all_verdicts, verdict_setting
     from ragstudy.verdict_across import CrossVerdict
 
     lines: list[str] = []
-    folders = retrievers.result_folders(root / "retrieval")
-    main = next(iter(folders.values()))  # several retrievers: the first one's verdict leads
+    if not (root / "retrieval").is_dir():
+        return lines
+    main, folders = ranked_folders(root / "retrieval")  # several groups of variants: the first one's verdict leads
     frame = results.read_table(main, results.RETRIEVAL_VERDICT)
     if frame is not None and len(frame):
         verdict = all_verdicts(frame)[0]  # the main verdict (the report shows the others below it)
-        config = results.read_config(main).raw
+        config = results.read_config(main_group_source(root / "retrieval")[0]).raw
         lines += [verdict.headline(**verdict_setting(config)), ""]
         cross = CrossVerdict.scored(folders)
         if cross is not None:
@@ -480,17 +495,18 @@ def verdict_lines(root: Path) -> list[str]:
 def closing_summary(root: Path, stages: Sequence[Stage], ran: Sequence[str], seconds: float) -> str:
     """The verdict's headline and lines, what was written where, and what to run next."""
 
-    from ragstudy import retrievers
+    from Postprocessing.reportkit.inputs import ranked_folders
 
     lines = verdict_lines(root)
-    folders = retrievers.result_folders(root / "retrieval")
+    folders = ranked_folders(root / "retrieval")[1] if (root / "retrieval").is_dir() else {}
     cached = [s.name for s in stages if s.name not in ran]
     lines.append(f"study {'computed ' + ', '.join(ran) if ran else 'recomputed nothing'}"
                  + (f" ({', '.join(cached)} up to date)" if ran and cached else "") + f" in {_duration(seconds)}.")
     lines += [f"  {results.REPORT_HTML.path(root)}   the report: open it in a browser (the verdict first)",
               f"  {root / 'answers'}/   Dataset files, answer scores (metrics_*), chunk quality (chunk_quality*)",
               f"  {root / 'retrieval'}/   rankings, retrieval_summary.md, retrieval_verdict.csv, hit-rate plot"
-              + (f" (one folder per retriever: {', '.join(folders)})" if len(folders) > 1 else ""),
+              + (f" (one folder per variant in variants/, the scores of each group of variants in groups/: "
+                 f"{'; '.join(folders)})" if len(folders) > 1 else " (one folder per variant in variants/)"),
               f"  {root / LOG}   every stage's output",
               "next: ragstudy review --results-dir " + str(root / "answers") + " (blinded workbook for raters), "
               "ragstudy sweep sweeps/hope_eight.yaml --output-dir " + str(root / "sweep") + ", or the study on your "

@@ -225,9 +225,10 @@ def test_a_questions_file_edited_after_the_run_is_refused(retrieval_runs, tmp_pa
     shutil.copytree(retrieval_runs["good"], run)
     edited = tmp_path / "Questions.csv"
     shutil.copyfile(retrieval_runs["questions"], edited)
-    config = json.loads((run / "config.json").read_text(encoding="utf-8"))
-    config["questions"] = config["questions_resolved"] = str(edited)  # the run's file, as if it had been here
-    (run / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    for path in [run / "config.json", *run.glob("variants/*/config.json")]:  # the run's and each variant's
+        config = json.loads(path.read_text(encoding="utf-8"))
+        config["questions"] = config["questions_resolved"] = str(edited)  # the run's file, as if it had been here
+        path.write_text(json.dumps(config), encoding="utf-8")
     assert score(run, "--evidence", SAMPLE_EVIDENCE, "--out-dir", tmp_path / "ok").returncode == 0
     with edited.open("a", encoding="utf-8") as handle:
         handle.write("Una domanda aggiunta dopo la corsa?\n")

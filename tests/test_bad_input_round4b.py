@@ -41,7 +41,7 @@ def test_a_run_with_other_questions_never_replaces_the_same_strategies_files(run
     other.write_text("questions\nChi firma il verbale?\nQuando scade la domanda?\n", encoding="utf-8")
     before = contents(out)
     line = one_error(capsys, chain(pdf_dir, other, out, "bm25", "newline,fixed-size"))
-    assert line.startswith(f"error: {out}: holds retrieval_fixed-size.csv and ")
+    assert line.startswith(f"error: {out / 'variants' / 'newline__bm25__raw'}: holds retrieval_newline.csv and ")
     assert "written by another configuration (retriever bm25," in line and "3 questions" in line
     assert "this run: retriever bm25," in line and "2 questions" in line
     assert line.endswith("this run would replace them, and the earlier results would be lost. Give this run its "
@@ -87,7 +87,8 @@ def test_a_run_with_other_strategy_parameters_never_replaces_its_files(runs, pdf
                                   "--budgets", "300,900", "--retriever", "bm25", "--db-dir", f"{out}-db",
                                   "--set", "fixed-size.chunk_size=600"])
     line = one_error(capsys, code)
-    assert line.startswith(f"error: {out}: holds retrieval_fixed-size.csv and 2 more written with other fixed-size "
+    assert line.startswith(f"error: {out / 'variants' / 'fixed-size__bm25__raw'}: holds retrieval_fixed-size.csv and "
+                           "2 more written with other fixed-size "
                            "parameters than this run's; this run would replace them")
     assert contents(out) == before
 
@@ -256,10 +257,12 @@ def test_a_misbehaving_plugin_retriever_is_one_line_and_leaves_no_results_nor_lo
     line = one_error(capsys, chain(pdf_dir, questions, out, name, "newline"))
     import pandas as pd
 
-    n = len(pd.read_csv(out / "chunks_newline.csv"))  # the parents: this retriever's units
-    named = f"error: retriever {name!r}" + (" " if name == "raises" else ", ")
-    assert line == named + said.format(bad=n + 5, n=n, last=n - 1)
-    assert not (out / "retrieval_newline.csv").exists() and not (out / "run_identity.json").exists()
+    variant = out / "variants" / f"newline__{name}__raw"
+    n = len(pd.read_csv(variant / "chunks_newline.csv"))  # the parents: this retriever's units
+    named = f"retriever {name!r}" + (" " if name == "raises" else ", ")
+    assert line.startswith(f"error: 1 of 1 variants failed (newline__{name}__raw: StudyInputError: ")  # named by id
+    assert named + said.format(bad=n + 5, n=n, last=n - 1) in line
+    assert not (variant / "retrieval_newline.csv").exists() and not (variant / "run_identity.json").exists()
     assert lock_is_free(out)  # the output folder's lock was released: the next run may start
 
 
@@ -293,12 +296,14 @@ def test_a_hand_edited_config_json_is_refused_by_scoring_and_the_report(runs, tm
     from Postprocessing import report
 
     out = copy_run(runs, tmp_path)
+    variant = out / "variants" / "fixed-size__bm25__raw"  # fixed-size's run in the grid
     assert score(out) == 0  # scored as the run wrote it (the oracle overlap)
     capsys.readouterr()
-    config = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    config = json.loads((variant / "config.json").read_text(encoding="utf-8"))
     config["retriever"] = "dense"
-    (out / "config.json").write_text(json.dumps(config), encoding="utf-8")
-    said = (f"error: {out / 'config.json'} says retriever dense but {out / 'run_identity.json'} records retriever "
+    (variant / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    said = (f"error: {variant / 'config.json'} says retriever dense but {variant / 'run_identity.json'} records "
+            "retriever "
             "bm25 for retrieval_fixed-size.csv, the configuration that wrote it: config.json was edited or comes from "
             "another run, and the scores and the report would describe a run that did not happen. Restore "
             "config.json (re-run ragstudy answer with the same flags into this folder rewrites it), or re-run "
@@ -308,14 +313,14 @@ def test_a_hand_edited_config_json_is_refused_by_scoring_and_the_report(runs, tm
     assert one_error(capsys, report.main(["--results-dir", str(out)])) == said
     assert contents(out) == before  # nothing rescored, no page written
     config["retriever"] = "bm25"
-    config["strategy_params"]["newline"]["k"] = 9  # each strategy's own k, as the summary reports it
-    (out / "config.json").write_text(json.dumps(config), encoding="utf-8")
-    assert "says newline parameters other values but" in one_error(capsys, score(out))
+    config["strategy_params"]["fixed-size"]["k"] = 9  # each strategy's own k, as the summary reports it
+    (variant / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    assert "says fixed-size parameters other values but" in one_error(capsys, score(out))
 
 
 def test_a_stale_decomposition_is_removed_by_rescoring_and_never_reported(break_dir, tmp_path, caplog) -> None:
-    """Once the clean text-layer folder is removed, re-scoring left the old retrieval_decomposition.csv and the
-    report still showed "Cleaning or segmentation?" from it."""
+    """Once the run has one text layer, re-scoring left the old retrieval_decomposition.csv and the report still
+    showed "Cleaning or segmentation?" from it."""
     import pandas as pd
 
     from Postprocessing import report
@@ -338,9 +343,11 @@ def test_a_stale_decomposition_is_removed_by_rescoring_and_never_reported(break_
 
     assert retrieval_eval.main(rescore) == 0
     assert "Cleaning or segmentation?" in report.build(out, generated="test")[1]
-    shutil.rmtree(out / "text-layer-clean")
+    grid = pd.read_csv(out / "variants.csv", keep_default_na=False)  # the clean variants moved away by hand
+    for name in grid[grid["text_layer"] == "clean"]["id"]:
+        shutil.rmtree(out / "variants" / name)
+    grid[grid["text_layer"] != "clean"].to_csv(out / "variants.csv", index=False)
     assert "Cleaning or segmentation?" not in report.build(out, generated="test")[1]  # not shown from a stale file
-    assert "retrieval_decomposition.csv: not shown: the run's text-layer-* folder is gone" in caplog.text
     assert retrieval_eval.main(rescore) == 0
     assert not (out / "retrieval_decomposition.csv").exists()  # re-scoring removed it
     assert "Cleaning or segmentation?" not in (out / "retrieval_summary.md").read_text(encoding="utf-8")

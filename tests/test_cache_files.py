@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from conftest import TEST_PARAGRAPHS
+from ragstudy.results import open_run
 
 
 def damage(path: Path, how: str) -> None:
@@ -60,7 +61,7 @@ def test_a_damaged_ranking_cache_is_set_aside_and_rebuilt(pdf_dir: Path, questio
     the next run, which rebuilds the cache and writes the cold run's rankings."""
     assert retrieval_run(pdf_dir, questions, tmp_path / "first", retriever) == 0
     [cache] = (own_cache / "rankings").glob("*.json")
-    first = (tmp_path / "first" / "retrieval_newline.csv").read_text()
+    first = (open_run(tmp_path / "first").strategy_folder("newline") / "retrieval_newline.csv").read_text()
     for number, how in enumerate(["truncated", "wrong shape"], 1):
         damage(cache, how)
         caplog.clear()
@@ -70,7 +71,7 @@ def test_a_damaged_ranking_cache_is_set_aside_and_rebuilt(pdf_dir: Path, questio
         assert f"ranking cache {cache} is damaged" in caplog.text and "set aside as" in caplog.text, how
         assert len(list((own_cache / "rankings").glob("*.corrupt-*"))) == number  # each damaged file kept
         json.loads(cache.read_text())  # rebuilt
-        assert (out / "retrieval_newline.csv").read_text() == first
+        assert (open_run(out).strategy_folder("newline") / "retrieval_newline.csv").read_text() == first
 
 
 # ----------------------------------------------------------------------------------- ONNX embedding exports
@@ -249,8 +250,8 @@ def test_cli_a_run_over_a_damaged_vector_cache_rebuilds_it(pdf_dir: Path, questi
         timeout=400)
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"vector cache {path} is damaged" in result.stderr
-    assert (tmp_path / "first" / "retrieval_newline.csv").read_text() == \
-        (tmp_path / "second" / "retrieval_newline.csv").read_text()
+    assert (open_run(tmp_path / "first").strategy_folder("newline") / "retrieval_newline.csv").read_text() == \
+        (open_run(tmp_path / "second").strategy_folder("newline") / "retrieval_newline.csv").read_text()
 
 
 # ------------------------------------------------------------------- surfaces the issue did not name: Markdown

@@ -125,9 +125,8 @@ def test_text_layer_is_a_sweep_axis(tmp_path):
                     "grid:\n  - {strategy: fixed-size, params: {chunk_size: [400]}, text_layer: [raw, clean]}\n",
                     encoding="utf-8")
     sweep = load_sweep(path)
-    assert [(c.id, c.text_layer) for c in sweep.configs] == [
-        ("newline_text_layer=clean", "clean"), ("fixed-size_chunk_size=400_text_layer=raw", "raw"),
-        ("fixed-size_chunk_size=400_text_layer=clean", "clean")]
+    assert [(c.strategy, c.text_layer) for c in sweep.configs] == [
+        ("newline", "clean"), ("fixed-size", "raw"), ("fixed-size", "clean")]
     path.write_text("configs:\n  - {strategy: newline, text_layer: tidy}\n", encoding="utf-8")
     with pytest.raises(StudyInputError, match="text_layer 'tidy' is not one of raw, clean"):
         load_sweep(path)
@@ -137,7 +136,6 @@ def test_one_retrieval_only_run_over_both_layers_and_its_decomposition(break_dir
     """`--text-layer raw,clean` ranks every strategy on both layers (BM25: no model), and retrieval_eval splits
     paragraph − fixed-size into cleaning + segmentation, exactly, with paired CIs."""
     from Postprocessing import retrieval_eval
-    from ragstudy import decomposition
     from ragstudy.ranking import run_retrieval
 
     questions = tmp_path / "Questions.csv"
@@ -153,16 +151,21 @@ def test_one_retrieval_only_run_over_both_layers_and_its_decomposition(break_dir
                                  retriever="bm25", budgets="150,400", text_layer="raw,clean",
                                  db_dir=str(tmp_path / "db"))
     run_retrieval(config)
-    runs = decomposition.find_text_layer_runs(out)
-    assert runs == {"raw": out, "clean": out / "text-layer-clean"}
-    assert json.loads((out / "text-layer-clean" / "config.json").read_text(encoding="utf-8"))["text_layer"] == "clean"
-    clean_source = json.loads((out / "text-layer-clean" / "sources_fixed-size.jsonl").read_text(encoding="utf-8"))
+    from ragstudy.results import open_run
+
+    grid = {v.id: v for v in open_run(out).variants()}  # the text layer is an axis; paragraph reads none
+    assert sorted(grid) == ["fixed-size__bm25__clean", "fixed-size__bm25__raw", "paragraph__bm25"]
+    clean = out / "variants" / "fixed-size__bm25__clean"
+    assert json.loads((clean / "config.json").read_text(encoding="utf-8"))["text_layer"] == "clean"
+    clean_source = json.loads((clean / "sources_fixed-size.jsonl").read_text(encoding="utf-8"))
     assert clean_source["text_layer"] == "clean" and HEAD not in clean_source["text"]
-    assert "text_layer" not in json.loads((out / "sources_fixed-size.jsonl").read_text(encoding="utf-8"))
+    raw_source = out / "variants" / "fixed-size__bm25__raw" / "sources_fixed-size.jsonl"
+    assert "text_layer" not in json.loads(raw_source.read_text(encoding="utf-8"))
     written = retrieval_eval.main(["--results-dir", str(out), "--evidence", str(evidence), "--no-plot",
                                    "--n-resamples", "200"])
     assert written == 0
-    table = pd.read_csv(out / "retrieval_decomposition.csv", dtype={"budget": str})
+    table = pd.read_csv(out / "retrieval_decomposition.csv", dtype={"budget": str})  # the raw/clean groups' split
+    assert table.equals(pd.read_csv(out / "groups" / "raw" / "retrieval_decomposition.csv", dtype={"budget": str}))
     assert set(table["part"]) == {"total", "cleaning", "segmentation"}
     assert list(dict.fromkeys(table["metric"])) == ["hit", "hit_contiguous"]  # the verdict's two readings
     for _, part in table.groupby(["metric", "budget"]):

@@ -72,7 +72,7 @@ def test_subcommands_are_their_scripts_parsers() -> None:
 
 def test_the_study_ranks_its_retrieval_stage_with_three_retrievers(tmp_path: Path) -> None:
     """The retrieval stage ranks with dense, bm25 and hybrid (the verdict checked across them), the answering stage
-    with the paper's dense retriever; --retrievers changes the list, a --retriever of the user's wins."""
+    with the paper's dense retriever; a --retriever of the user's (the one list of the grid) wins."""
     def argv(*flags: str) -> dict[str, list[str]]:
         args, rest, chain = study.parse([*STUDY_FLAGS, *flags])
         return {stage.name: stage.argv for stage in study.plan(args, rest, chain, tmp_path)}
@@ -83,10 +83,11 @@ def test_the_study_ranks_its_retrieval_stage_with_three_retrievers(tmp_path: Pat
     for name in ("retrieval scores", "answer scores"):
         assert given[name][given[name].index("--evidence") + 1] == str(tmp_path / "mine.csv"), name
     assert "--retriever" not in stages["answers"]
-    assert argv("--retrievers", "bm25,dense")["retrieval"][-4:-2] == ["--retriever", "bm25,dense"]
     own = argv("--retriever", "dense")["retrieval"]
     assert own.count("--retriever") == 1 and own[own.index("--retriever") + 1] == "dense"
-    assert study.main([*STUDY_FLAGS, "--retrievers", "bm26", "--output-dir", str(tmp_path / "x")]) == 2
+    listed = argv("--retriever", "bm25,dense")  # the grid's one list: the retrieval run's, never the answers'
+    assert listed["retrieval"].count("bm25,dense") == 1 and "--retriever" not in listed["answers"]
+    assert study.main([*STUDY_FLAGS, "--retriever", "bm26", "--output-dir", str(tmp_path / "x")]) == 2
 
 
 @pytest.mark.parametrize("text", ['{"stages": {"answers": {"key": "k", "wrote": {"a.csv": "0' + '0' * 63 + '"}}',
@@ -125,9 +126,10 @@ def test_study_lays_out_its_runs_and_ends_with_the_verdict(small_study: tuple[Pa
     assert {p.name for p in answers.glob("Dataset*.json")} == {"DatasetCustom.json", "DatasetFixedSize.json"}
     for name in ("metrics_summary.csv", "chunk_quality.csv", "config.json"):
         assert (answers / name).is_file(), name
-    for retriever in study.STUDY_RETRIEVERS:  # ranked with dense, bm25 and hybrid, one folder each
-        for name in ("retrieval_paragraph.csv", "retrieval_summary.md", "retrieval_verdict.csv"):
-            assert (retrieval / retriever / name).is_file(), (retriever, name)
+    for retriever in study.STUDY_RETRIEVERS:  # ranked with dense, bm25 and hybrid: one variant folder per strategy
+        assert list(retrieval.glob(f"variants/paragraph__{retriever}*/retrieval_paragraph.csv")), retriever
+        for name in ("retrieval_summary.md", "retrieval_verdict.csv"):  # and one group's scores each
+            assert (retrieval / "groups" / retriever / name).is_file(), (retriever, name)
     for name in ("retrieval_verdict_by_retriever.csv", "retrieval_summary.md"):  # the verdict across them
         assert (retrieval / name).is_file(), name
     assert not list(retrieval.rglob("Dataset*"))  # the retrieval-only run has a folder of its own

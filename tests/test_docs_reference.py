@@ -93,7 +93,10 @@ def test_the_writers_name_their_files_from_the_declarations() -> None:
 
 def test_a_declared_output_matches_its_files_and_nothing_else() -> None:
     assert results.declared_output("answers/DatasetCustom.json") is results.DATASET_FILES
-    assert results.declared_output("retrieval/bm25/retrieval_fixed-size.csv") is results.RANKINGS
+    assert results.declared_output("retrieval/variants/fixed-size__bm25__raw/retrieval_fixed-size.csv") is \
+        results.RANKINGS
+    assert results.declared_output("retrieval/variants.csv") is results.VARIANTS
+    assert results.declared_output("retrieval/variants/paragraph__bm25/variant_run.json") is results.VARIANT_RUN
     assert results.declared_output("retrieval/retrieval_summary.csv") is results.RETRIEVAL_SUMMARY
     assert results.declared_output("retrieval_hit_rate.png") is results.RETRIEVAL_PLOT
     assert results.declared_output("survey/plots/pie.png") is results.SURVEY_PLOTS

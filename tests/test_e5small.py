@@ -199,7 +199,7 @@ def test_a_hybrid_run_ranks_parents_by_the_fused_scores(pdf_dir, tmp_path, minil
     from ragstudy.lexical import LexicalIndex
     from ragstudy import retrievers
     from ragstudy.ranking import chunk_cached
-    from ragstudy.results import read_retrieval, retrieval_path
+    from ragstudy.results import open_run, read_retrieval, retrieval_path
     from ragstudy.textlayer import load_documents
 
     questions = ["Per quanti anni si conservano i fascicoli?", "Come si accede al portale?"]
@@ -211,7 +211,7 @@ def test_a_hybrid_run_ranks_parents_by_the_fused_scores(pdf_dir, tmp_path, minil
                                   str(tmp_path / "out"), "--db-dir", str(tmp_path / "db"), "--strategies",
                                   "fixed-size", "--budgets", "300,900",
                                   "--retriever", "hybrid", *flags]) == 0
-    rankings = read_retrieval(retrieval_path(tmp_path / "out", "fixed-size"))
+    rankings = read_retrieval(retrieval_path(open_run(tmp_path / "out").strategy_folder("fixed-size"), "fixed-size"))
     config = StudyConfig.resolve(profile="lite", strategies="fixed-size", set_params=flags[1::2])
     chunked = chunk_cached(config, "fixed-size", load_documents(pdf_dir))
     ranker = retrievers.get("hybrid").make(retrievers.RetrievalInputs(config, "fixed-size",

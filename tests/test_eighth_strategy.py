@@ -15,7 +15,7 @@ import pytest
 from openpyxl import load_workbook
 
 from ragstudy import registry
-from ragstudy.results import read_retrieval, retrieval_path
+from ragstudy.results import open_run, read_retrieval, retrieval_path
 from test_structure import LEAF_CORE
 
 FOLDER = "RAGEveryLine"
@@ -113,7 +113,7 @@ def test_an_eighth_strategy_folder_shows_up_everywhere(eighth_strategy, pdf_dir:
 
     ranked = tmp_path / "retrieval"
     assert evaluation_chain.main([*common, "--output-dir", str(ranked), "--retrieval-only", "--budgets", "300"]) == 0
-    rankings = read_retrieval(retrieval_path(ranked, NAME))
+    rankings = read_retrieval(retrieval_path(open_run(ranked).strategy_folder(NAME), NAME))
     assert sorted(rankings) == [0, 1, 2] and all(parents for parents in rankings.values())
 
     oracle = tmp_path / "Oracle.csv"

@@ -158,12 +158,15 @@ def test_a_retrieval_only_run_ranks_with_an_outside_retriever_and_embedder(outsi
         "--retriever", "word-overlap,dense", "--embedding-backend", "hashed-words"]) == 0
     top = json.loads((out / "config.json").read_text(encoding="utf-8"))
     assert (top["retriever"], top["embedding_backend"]) == ("word-overlap,dense", "hashed-words")
-    folders = retrievers.result_folders(out)
-    assert folders == {"word-overlap": out / "word-overlap", "dense": out / "dense"}
+    from ragstudy.results import open_run
+
+    grid = open_run(out).variants()  # one variant per retriever, each a complete run of its own
+    assert [(v.strategy, v.retriever) for v in grid] == [("newline", "word-overlap"), ("newline", "dense")]
+    folders = {v.retriever: folder for v, folder in zip(grid, open_run(out).variant_folders().values())}
     for name, folder in folders.items():
         recorded = json.loads((folder / "config.json").read_text(encoding="utf-8"))
         assert (recorded["retriever"], recorded["embedding_backend"]) == (name, "hashed-words")
-        assert retrievers.result_folders(folder) == {name: folder}  # each subfolder is a one-retriever run
+        assert open_run(folder).variants() == []  # a variant's folder is a one-retriever run
         rankings = read_retrieval(retrieval_path(folder, "newline"))
         assert sorted(rankings) == [0, 1, 2] and all(parents for parents in rankings.values())
         chunks = pd.read_csv(folder / "chunks_newline.csv", keep_default_na=False)
@@ -179,7 +182,7 @@ def test_a_retrieval_only_run_ranks_with_an_outside_retriever_and_embedder(outsi
     from Postprocessing import retrieval_eval
 
     assert retrieval_eval.main(["--results-dir", str(out), "--no-plot"]) != 0  # each retriever's folder is scored:
-    assert f"retriever word-overlap: nothing to score {out / 'word-overlap'} against" in capsys.readouterr().err
+    assert f"group word-overlap: nothing to score {out} against" in capsys.readouterr().err
     assert _repository_state() == before  # nothing in the repository was written or changed
 
 
@@ -208,16 +211,20 @@ def test_an_outside_llm_engine_answers_the_chain_in_process(outside, pdf_dir: Pa
     assert _repository_state() == before
 
 
-def test_result_folders_reads_one_and_several_retrievers(tmp_path: Path) -> None:
-    assert retrievers.result_folders(tmp_path) == {"dense": tmp_path}  # a run from before the setting
-    (tmp_path / "config.json").write_text(json.dumps({"retriever": "bm25"}), encoding="utf-8")
-    assert retrievers.result_folders(tmp_path) == {"bm25": tmp_path}
+def test_the_run_handle_lists_variants_and_refuses_an_earlier_versions_layout(tmp_path: Path) -> None:
+    from ragstudy.results import open_run
+
+    assert open_run(tmp_path).variants() == []  # no variants.csv: a folder of rankings, one group
     (tmp_path / "config.json").write_text(json.dumps({"retriever": "bm25,hybrid"}), encoding="utf-8")
     (tmp_path / "bm25").mkdir()
-    with pytest.raises(StudyInputError, match="hybrid are missing"):
-        retrievers.result_folders(tmp_path)
-    (tmp_path / "hybrid").mkdir()
-    assert retrievers.result_folders(tmp_path) == {"bm25": tmp_path / "bm25", "hybrid": tmp_path / "hybrid"}
+    with pytest.raises(StudyInputError, match="written by an earlier version .*bm25/.*into a fresh --output-dir"):
+        open_run(tmp_path).variants()
+    (tmp_path / "variants.csv").write_text("id,strategy,params,retriever,text_layer,embedding\n"
+                                           "nl,newline,{},bm25,raw,n/a\n", encoding="utf-8")
+    with pytest.raises(StudyInputError, match="lists variant 'nl' but .*variants/nl is missing"):
+        open_run(tmp_path).variants()
+    (tmp_path / "variants" / "nl").mkdir(parents=True)
+    assert [(v.id, v.embedding) for v in open_run(tmp_path).variants()] == [("nl", "n/a")]
 
 
 def test_a_yaml_list_of_retrievers_is_one_setting(tmp_path: Path) -> None:

@@ -49,6 +49,11 @@ def runs(pdf_dir: Path, questions: Path, tmp_path_factory: pytest.TempPathFactor
     return folders
 
 
+def member(out: Path, strategy: str, retriever: str = "bm25") -> Path:
+    """A strategy's variant folder in a run's grid (ragstudy.variants)."""
+    return out / "variants" / f"{strategy}__{retriever}__raw"
+
+
 def copy_run(runs: dict[str, Path], tmp_path: Path, name: str = "bm25") -> Path:
     out = tmp_path / name
     shutil.copytree(runs[name], out, ignore=shutil.ignore_patterns(".ragstudy-run.lock"))
@@ -62,7 +67,7 @@ def error_line(capsys: pytest.CaptureFixture) -> str:
 
 
 def test_each_file_records_the_configuration_that_wrote_it(runs: dict[str, Path]) -> None:
-    files = json.loads((runs["bm25"] / "run_identity.json").read_text())["files"]
+    files = json.loads((member(runs["bm25"], "fixed-size") / "run_identity.json").read_text())["files"]
     entry = files["retrieval_fixed-size.csv"]
     assert entry["run"]["retriever"] == "bm25" and entry["run"]["questions"] == 3
     from ragstudy.config import PROFILES
@@ -72,31 +77,28 @@ def test_each_file_records_the_configuration_that_wrote_it(runs: dict[str, Path]
     assert entry["run"]["embedding"].startswith(model_label(PROFILES["lite"].embedding))
     assert entry["run"]["embedding_backend"] == "onnx"
     assert entry["strategy"]["name"] == "fixed-size" and entry["strategy"]["params"]["parent"]["chunk_size"] == 800
-    assert len(entry["sha256"]) == 64 and "chunks_newline.csv" in files
+    assert len(entry["sha256"]) == 64 and "chunks_fixed-size.csv" in files
 
 
 def test_a_run_refuses_a_folder_holding_another_configurations_files(runs, pdf_dir, questions, tmp_path,
                                                                      capsys) -> None:
     out = copy_run(runs, tmp_path)
     def written() -> dict[str, bytes]:
-        return {p.name: p.read_bytes() for p in out.iterdir() if p.name != ".ragstudy-run.lock"}
+        return {str(p): p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != ".ragstudy-run.lock"}
 
     before = written()
     assert chain(pdf_dir, questions, out, "bm25-parents", "fixed-size") == 2
     line = error_line(capsys)
-    assert f"{out}: holds retrieval_newline.csv" in line and "retriever bm25," in line
-    assert "this run: retriever bm25-parents" in line and "own --output-dir" in line
+    assert f"{out}: holds the variants newline__bm25__raw, fixed-size__bm25__raw (variants.csv) of another " \
+        "retriever" in line and "own --output-dir" in line
     assert written() == before  # nothing written
     assert chain(pdf_dir, questions, out, "bm25", "fixed-size") == 0  # the same configuration may add to it
 
 
 def test_scoring_refuses_files_of_two_configurations_unless_asked(runs, tmp_path, capsys) -> None:
-    out = copy_run(runs, tmp_path)
-    shutil.copyfile(runs["parents"] / "retrieval_fixed-size.csv", out / "retrieval_fixed-size.csv")
-    identities = json.loads((out / "run_identity.json").read_text())
-    identities["files"]["retrieval_fixed-size.csv"] = json.loads(
-        (runs["parents"] / "run_identity.json").read_text())["files"]["retrieval_fixed-size.csv"]
-    (out / "run_identity.json").write_text(json.dumps(identities))
+    out = copy_run(runs, tmp_path)  # fixed-size's whole variant folder replaced by the bm25-parents run's
+    shutil.rmtree(member(out, "fixed-size"))
+    shutil.copytree(member(runs["parents"], "fixed-size", "bm25-parents"), member(out, "fixed-size"))
     assert score(out) == 2
     line = error_line(capsys)
     assert "written by different configurations" in line and "retrieval_newline.csv: retriever bm25," in line
@@ -111,7 +113,8 @@ def test_scoring_refuses_files_of_two_configurations_unless_asked(runs, tmp_path
 
 def test_a_file_copied_in_from_another_run_is_refused(runs, tmp_path, capsys) -> None:
     out = copy_run(runs, tmp_path)
-    shutil.copyfile(runs["parents"] / "retrieval_fixed-size.csv", out / "retrieval_fixed-size.csv")
+    shutil.copyfile(member(runs["parents"], "fixed-size", "bm25-parents") / "retrieval_fixed-size.csv",
+                    member(out, "fixed-size") / "retrieval_fixed-size.csv")
     assert score(out) == 2
     assert "retrieval_fixed-size.csv changed since the run wrote it" in error_line(capsys)
 
@@ -130,15 +133,15 @@ def edit(path: Path, change) -> None:
 ])
 def test_hand_edited_retrieval_files_are_named(runs, tmp_path, capsys, case, change, said) -> None:
     out = copy_run(runs, tmp_path)
-    edit(out / "retrieval_fixed-size.csv", change)
+    edit(member(out, "fixed-size") / "retrieval_fixed-size.csv", change)
     assert score(out) == 2
     line = error_line(capsys)
-    assert f"{out / 'retrieval_fixed-size.csv'}: " in line and said in line
+    assert f"{member(out, 'fixed-size') / 'retrieval_fixed-size.csv'}: " in line and said in line
 
 
 def test_a_listed_strategys_deleted_file_is_named(runs, tmp_path, capsys) -> None:
     out = copy_run(runs, tmp_path)
-    (out / "retrieval_fixed-size.csv").unlink()
+    (member(out, "fixed-size") / "retrieval_fixed-size.csv").unlink()
     assert score(out) == 2
     line = error_line(capsys)
     assert "config.json lists fixed-size but retrieval_fixed-size.csv is missing" in line

@@ -9,7 +9,7 @@ from ragstudy.errors import StudyInputError
 from ragstudy.budget_eval import PackedContext, budget_labels, pack_all, pack_budget, pack_paper_k, token_measure
 from ragstudy.config import validate_budgets
 from ragstudy.records import RetrievedParent
-from ragstudy.results import read_retrieval, retrieval_path, write_retrieval
+from ragstudy.results import open_run, read_retrieval, retrieval_path, write_retrieval
 
 
 def ranking(lengths, scores=None, in_k=0, question_index=0):
@@ -114,7 +114,7 @@ def test_retrieval_only_run_ranks_deep_enough_and_matches_the_chains_k(pdf_dir, 
     assert code == 0
     assert not list(out.glob("Dataset*"))
     for strategy in ("fixed-size", "newline"):
-        rankings = read_retrieval(retrieval_path(out, strategy))
+        rankings = read_retrieval(retrieval_path(open_run(out).strategy_folder(strategy), strategy))
         assert sorted(rankings) == [0, 1, 2]
         k = registry.get(strategy).defaults.k
         for parents in rankings.values():
@@ -141,7 +141,7 @@ def test_token_budgets_use_the_llms_tokenizer_end_to_end(pdf_dir, questions_csv,
                                   "--db-dir", str(tmp_path / "db"), "--strategies", "newline", "--budgets", "60,300",
                                   "--budget-unit", "tokens"]) == 0
     measure = token_measure(AutoTokenizer.from_pretrained(tiny_phi3))
-    for parents in read_retrieval(retrieval_path(out, "newline")).values():
+    for parents in read_retrieval(retrieval_path(open_run(out).strategy_folder("newline"), "newline")).values():
         assert sum(measure.length(p.contents) for p in parents) > 300 or len(parents) >= 8
     evidence = tmp_path / "evidence.csv"
     pd.DataFrame([{"question_index": 1, "evidence": "autenticarsi con SPID"}]).to_csv(evidence, index=False)

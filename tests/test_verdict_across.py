@@ -179,10 +179,10 @@ def several(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.mark.slow
 def test_the_parent_folder_is_scored_per_retriever_and_compared(several) -> None:
-    from ragstudy import retrievers
+    from Postprocessing.reportkit.inputs import ranked_folders
     from ragstudy.budget_eval import all_verdicts
 
-    folders = retrievers.result_folders(several)
+    folders = ranked_folders(several)[1]  # each group's scores: <out>/groups/<group>/
     assert list(folders) == ["dense", "bm25"]
     for folder in folders.values():  # each retriever's folder has the tables of a one-retriever run
         for table in (results.RETRIEVAL_PER_QUESTION, results.RETRIEVAL_SUMMARY, results.RETRIEVAL_PAIRED,
@@ -213,12 +213,12 @@ def test_the_parent_folder_is_scored_per_retriever_and_compared(several) -> None
 @pytest.mark.slow
 def test_the_report_shows_the_statement_below_the_headline(several, tmp_path) -> None:
     from Postprocessing import report
-    from ragstudy import retrievers
+    from Postprocessing.reportkit.inputs import main_group_source, ranked_folders
     from ragstudy.budget_eval import verdict_setting
 
-    folders = retrievers.result_folders(several)
+    folders = ranked_folders(several)[1]
     cross = CrossVerdict.read(folders)
-    lead = cross.verdicts["dense"].headline(**verdict_setting(results.read_config(folders["dense"]).raw))
+    lead = cross.verdicts["dense"].headline(**verdict_setting(results.read_config(main_group_source(several)[0]).raw))
     for page, page_md, _ in (report.build(several, generated="test"),  # the parent folder itself
                              report.build(tmp_path, generated="test", retrieval_dir=several)):  # as the study does
         assert lead.startswith("With the dense retriever and the ")  # the main retriever's headline leads the box

@@ -70,12 +70,13 @@ def run_settings(run: results.Run) -> dict[str, Any] | None:
     return run.raw if run.record.path is not None else None
 
 
-def chunk_exports(results_dir: Path) -> dict[str, pd.DataFrame]:
+def chunk_exports(results_dir: Path, folders: dict[str, Path] | None = None) -> dict[str, pd.DataFrame]:
     """``chunks_<strategy>.csv`` files (ragstudy.results.read_chunk_rows), keyed by strategy name, with a
-    ``chars`` column (length of ``contents``)."""
+    ``chars`` column (length of ``contents``); `folders`: strategy -> the folder holding its file (a run's variants),
+    default every one in `results_dir`."""
     out: dict[str, pd.DataFrame] = {}
-    for name in results.exported_strategies(results_dir):
-        frame = pd.DataFrame(results.read_chunk_rows(Path(results_dir), name), columns=list(results.CHUNK_COLUMNS))
+    for name, folder in (folders or {s: results_dir for s in results.exported_strategies(results_dir)}).items():
+        frame = pd.DataFrame(results.read_chunk_rows(Path(folder), name), columns=list(results.CHUNK_COLUMNS))
         frame["chars"] = frame["contents"].str.len()
         out[name] = frame
     return out
@@ -120,14 +121,28 @@ class Inputs:
     retrieval_across: Any = None  # ragstudy.verdict_across.CrossVerdict of a run ranked with several retrievers
 
 
-def ranked_folders(folder: Path) -> tuple[Path, dict[str, Path]]:
-    """(the folder whose rankings and verdict the report shows, every retriever's folder): a run ranked with
-    several retrievers keeps one folder each (ragstudy.retrievers.result_folders); its first retriever is the main
-    one (`ragstudy study`: dense, the answering chain's)."""
-    from ragstudy import retrievers
+def ranked_folders(folder: Path, run: results.Run | None = None) -> tuple[Path, dict[str, Path]]:
+    """(the folder whose verdict the report shows, every group's scores folder): a retrieval-only run's groups of
+    variants (ragstudy.variants.run_groups) are scored into one folder each, its first group being the main one
+    (`ragstudy study`: dense, the answering chain's retriever); a run with one group is scored into its own folder.
+    `run`: the folder's run handle when the caller has one (config.json is read once)."""
+    from ragstudy.variants import run_groups, scores_folder
 
-    folders = retrievers.result_folders(folder)
+    groups = run_groups(run or results.open_run(folder))
+    folders = {g.label: scores_folder(folder, g, len(groups)) for g in groups}
     return next(iter(folders.values())), folders
+
+
+def main_group_source(folder: Path, run: results.Run | None = None) -> tuple[Path, dict[str, Path]]:
+    """(the folder whose config.json records the main group's settings, strategy -> the folder holding its chunk
+    tables): a variant's folder and the main group's members for a run with variants.csv, else the folder itself."""
+    from ragstudy.variants import run_groups
+
+    run = run or results.open_run(folder)
+    if not run.variants():
+        return folder, {s: folder for s in results.exported_strategies(folder)}
+    members = dict(run_groups(run)[0].members)
+    return next(iter(members.values())), members
 
 
 def across(folders: dict[str, Path]) -> Any:
@@ -168,17 +183,19 @@ def load(results_dir: Path, oracle: str | Path | None = None, retrieval_dir: str
     if not r.is_dir():
         raise common.DataError(f"retrieval folder {r} not found; run `ragstudy retrieve --output-dir {r}` and "
                                f"`ragstudy score-retrieval --results-dir {r}` first, or drop --retrieval-dir")
-    main, folders = ranked_folders(r)  # a run ranked with several retrievers: its first one's folder, and all
-    if retrieval_dir is None:
-        d = main  # the parent of such a run: its main retriever's folder holds the chunks and rankings
-    run = results.open_run(d)  # config.json is read once
-    ranked = run if main == d else results.open_run(main)  # the retrieval-only run's folder
+    top = results.open_run(r)  # each config.json is read once
+    main, folders = ranked_folders(r, top)  # a run with several groups of variants: its first group's scores, and all
+    source, chunk_folders = main_group_source(r, top)  # the main group's settings (a variant's config.json), chunks
+    run = top if d == r else results.open_run(d)
+    ranked = top if main == r else results.open_run(main)  # the main group's scores
     config = run_settings(run)
     survey_dir = d / results.SURVEY_OVERALL.subdir
     summary_md = next((p for p in (results.SURVEY_SUMMARY_MD.path(d), results.SURVEY_SUMMARY_MD.path(survey_dir))
                        if p.is_file()), None)
     return Inputs(
-        results_dir=Path(results_dir), config=config, chunks=chunk_exports(d), datasets=read_datasets(run),
+        results_dir=Path(results_dir), config=config,
+        chunks=chunk_exports(d) if retrieval_dir is not None or results.exported_strategies(d) else
+        chunk_exports(d, chunk_folders), datasets=read_datasets(run),
         metrics_summary=run.table(results.METRICS_SUMMARY),
         metrics_paired=run.table(results.METRICS_PAIRED),
         metrics_per_question=run.table(results.METRICS_PER_QUESTION),
@@ -193,6 +210,7 @@ def load(results_dir: Path, oracle: str | Path | None = None, retrieval_dir: str
         survey_answers_present=results.SURVEY_TEMPLATE.path(d).is_file(),
         sweep_summary=run.table(results.SWEEP_SUMMARY), sweep_best=run.table(results.SWEEP_BEST),
         oracle=run.oracle(oracle),
-        retrieval_dir=None if retrieval_dir is None else r, retrieval_config=run_settings(ranked),
+        retrieval_dir=None if retrieval_dir is None else r,
+        retrieval_config=run_settings(top if source == r else results.open_run(source)),
         retrieval_across=across(folders),
     )

@@ -148,11 +148,11 @@ def decomposition_blocks(inp: Inputs, unit: str) -> list[Block]:
     frame = results.read_table(folder, results.RETRIEVAL_DECOMPOSITION)
     if frame is None:
         return []
-    layers = decomposition.find_text_layer_runs(folder)
-    if len(layers) < 2:  # a stale file: the other text layer's folder is gone, so it is not this run's split
-        logger.warning("%s: not shown: the run's text-layer-* folder is gone (text layers now: %s); re-score the "
-                       "folder (ragstudy score-retrieval removes it) or restore the folder",
-                       results.RETRIEVAL_DECOMPOSITION.path(folder), ", ".join(layers) or "none")
+    from ragstudy.variants import varying_axes
+
+    if "text_layer" not in varying_axes(results.open_run(folder).variants()):  # a stale file: not this run's split
+        logger.warning("%s: not shown: the run has one text layer now; re-score the folder (ragstudy score-retrieval "
+                       "removes it)", results.RETRIEVAL_DECOMPOSITION.path(folder))
         return []
     out: list[Block] = [Heading("Cleaning or segmentation?"), Text(decomposition.INTRO)]
     for metric, part in decomposition.by_metric(frame):

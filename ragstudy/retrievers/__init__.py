@@ -8,19 +8,16 @@ once per strategy from `RetrievalInputs`, builds its index (`index()`), then ran
 caches their rankings and writes `retrieval_<strategy>.csv`. A retriever from outside the repository registers the
 same way (ragstudy.plugins, docs/architecture-plugins.md).
 
-A run may rank with several retrievers (`--retriever dense,bm25`): each writes a complete results folder of its
-own, `<output-dir>/<retriever>/`, and `<output-dir>/config.json` lists them; `result_folders` finds them.
+A run may rank with several retrievers (`--retriever dense,bm25`): each is one axis of the run's grid
+(ragstudy.variants), every variant a complete results folder of its own in `<output-dir>/variants/<id>/`.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from ..errors import StudyInputError
 from ..plugins import Registry, members_of
 
 Unit = Literal["children", "parents"]
@@ -100,26 +97,3 @@ def parse(value: Any, where: str = "--retriever") -> tuple[str, ...]:
     """`"dense,bm25"`, a YAML list or `all` -> validated names (duplicates dropped, order kept); empty is an
     error."""
     return RETRIEVERS.parse(value, where)
-
-
-def result_folders(results_dir: str | Path) -> dict[str, Path]:
-    """Retriever -> the results folder holding its rankings: the folder itself for a one-retriever run (or a run
-    from before the setting, recorded as dense), `<results_dir>/<retriever>/` for each retriever of a run that
-    ranked with several (their own config.json names one each)."""
-    folder = Path(results_dir)
-    path = folder / "config.json"
-    recorded: Any = "dense"
-    if path.is_file():
-        try:
-            recorded = json.loads(path.read_text(encoding="utf-8")).get("retriever") or "dense"
-        except (ValueError, AttributeError) as exc:
-            raise StudyInputError(f"{path}: not a config.json written by ragstudy answer ({exc})") from None
-    chosen = [part.strip() for part in (recorded if isinstance(recorded, list) else str(recorded).split(","))
-              if part.strip()]
-    if len(chosen) == 1:
-        return {chosen[0]: folder}
-    missing = [name for name in chosen if not (folder / name).is_dir()]
-    if missing:
-        raise StudyInputError(f"{folder}: config.json lists the retrievers {', '.join(chosen)} but the folder(s) "
-                              f"{', '.join(missing)} are missing; re-run the chain into it (finished work is cached)")
-    return {name: folder / name for name in chosen}

