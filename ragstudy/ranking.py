@@ -37,7 +37,7 @@ from .pipeline import (StrategyReport, check_question_lengths, check_vector_stor
                        chunking_ahead, lazy_embedding, reads_text_layer, run_facts)
 from .records import RetrievedParent
 from .records import Variant
-from .results import ResultsFolder, read_questions, write_config, write_retrieval
+from .results import VARIANT_RUN, ResultsFolder, read_questions, write_config, write_retrieval
 from .textlayer import SourceText, load_documents
 from .variants import variant_config
 from .variants import Executor, Task, run_tasks  # ragstudy.executors once it lands
@@ -319,7 +319,7 @@ class VariantSpec:
     facts: str
 
 
-VARIANT_RUN_FILE = "variant_run.json"  # results.VARIANT_RUN: what one variant's run did (chunks, timings, reuse)
+VARIANT_RUN_FILE = VARIANT_RUN.name  # what one variant's run did (chunks, timings, reuse)
 
 
 def run_variant(spec: VariantSpec, output_dir: Path, inputs: dict[str, Path]) -> None:
