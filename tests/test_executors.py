@@ -331,6 +331,7 @@ def test_real_retrieval_variants_in_two_workers_equal_in_process(tmp_path, pdf_d
     own: in-process, then in two worker processes at once sharing one vector cache and one Chroma root. Rankings
     and chunk tables are identical, and the shared vector cache ends with the same vectors."""
     from customembedding import CACHE_FILE, VectorCache
+    from ragstudy.results import open_run
 
     from conftest import seed_built_models
 
@@ -344,7 +345,7 @@ def test_real_retrieval_variants_in_two_workers_equal_in_process(tmp_path, pdf_d
         tasks = [Task(f"paragraph-{s.retriever}", retrieve_variant, s, tmp_path / kind / f"paragraph-{s.retriever}",
                       inputs) for s in specs]
         assert [o.error for o in run_tasks(tasks, Executor(kind, 2))] == [None, None]
-        results[kind] = {t.id: {name: (t.output_dir / name).read_bytes()
+        results[kind] = {t.id: {name: (open_run(t.output_dir).strategy_folder("paragraph") / name).read_bytes()
                                 for name in ("retrieval_paragraph.csv", "chunks_paragraph.csv")} for t in tasks}
         vectors = VectorCache(cache / "vectors")
         results[kind]["vectors"] = vectors.count()

@@ -55,7 +55,7 @@ def sample_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.skipif(browser.find_chromium() is None, reason=NO_CHROMIUM)
 def test_the_verdict_box_is_one_sentence_then_a_matrix_per_group_within_1280_px(sample_report: Path,
                                                                                  tmp_path: Path) -> None:
-    from ragstudy import retrievers
+    from Postprocessing.reportkit.inputs import ranked_folders
     from ragstudy.budget_eval import all_verdicts
 
     result = browser.render(sample_report / "report.html", tmp_path / "box.png", width=PAGE_WIDTH, height=1200,
@@ -64,7 +64,7 @@ def test_the_verdict_box_is_one_sentence_then_a_matrix_per_group_within_1280_px(
     box = result.probe
     assert box["first"] == "lead"  # the box opens with the sentence (and its chart)
     assert len(re.split(r"(?<=[.!?])\s+(?=[A-Z])", box["headline"].strip())) == 1  # one sentence
-    folders = retrievers.result_folders(sample_report)
+    folders = ranked_folders(sample_report)[1]
     assert list(folders) == ["bm25", "bm25-parents"] and len(box["matrices"]) == 2  # one matrix per group
     strategies = [registry.get(name).display_name for name in registry.available()]
     for matrix, folder in zip(box["matrices"], folders.values(), strict=True):
@@ -84,15 +84,15 @@ def test_the_verdict_box_is_one_sentence_then_a_matrix_per_group_within_1280_px(
 
 @pytest.mark.slow
 def test_report_md_gives_the_sentence_then_the_matrices_then_the_details(sample_report: Path) -> None:
-    from ragstudy import retrievers
+    from Postprocessing.reportkit.inputs import main_group_source, ranked_folders
     from ragstudy.budget_eval import all_verdicts, verdict_setting
     from ragstudy.verdict_across import CrossVerdict
 
     md = (sample_report / "report.md").read_text(encoding="utf-8")
     box = md[md.index("## Verdict\n"):md.index("## Setup\n")]
-    folders = retrievers.result_folders(sample_report)
+    folders = ranked_folders(sample_report)[1]
     main = all_verdicts(results.read_table(folders["bm25"], results.RETRIEVAL_VERDICT))[0]
-    sentence = main.headline(**verdict_setting(results.read_config(folders["bm25"]).raw))
+    sentence = main.headline(**verdict_setting(results.read_config(main_group_source(sample_report)[0]).raw))
     assert box.startswith(f"## Verdict\n\n**{sentence}**\n")  # the sentence first
     cross = CrossVerdict.read(folders)
     details = box.index("### Details: ")
