@@ -26,6 +26,7 @@ from typing import Any
 
 from .errors import StudyInputError
 from .io import sha256_text
+from .executors import Executor, Outcome, Task
 from .records import NOT_APPLICABLE, Variant
 
 logger = logging.getLogger(__name__)
@@ -255,32 +256,11 @@ def _product(choices: list[list[str]]) -> list[tuple[str, ...]]:
     return list(itertools.product(*choices))
 
 
-# ---------------------------------------------------------------------- stand-in for ragstudy.executors (issue 35)
-# The executors (in-process, --workers N, --ray) are being written beside this module with this contract; until
-# they land, variants run one after another in this process. Swap: import Task, Executor, run_tasks from
-# ragstudy.executors in ragstudy.ranking.
-
-@dataclass(frozen=True)
-class Task:
-    id: str  # the variant id; errors name it
-    fn: Any  # module-level: fn(spec, output_dir, inputs) -> None
-    spec: Any
-    output_dir: Path
-    inputs: dict[str, Path]
-
-
-@dataclass(frozen=True)
-class Executor:
-    kind: str = "inprocess"
-    workers: int = 1
-    address: str | None = None
-
-
-@dataclass(frozen=True)
-class Outcome:
-    id: str
-    error: str | None  # None when it worked; else one line
-
+# --------------------------------------------------------------- the grid's executor, in-process for now (issue 35)
+# Task, Executor and Outcome are ragstudy.executors' (its in-process, --workers N and Ray executors share them).
+# The grid still runs its variants here, one after another in this process: executors.run_tasks skips a folder
+# holding variant.done.json, which a re-run that must deepen the rankings (larger budgets) cannot yet tell apart
+# from a finished variant. Swap: import run_tasks from ragstudy.executors in ragstudy.ranking once it can.
 
 def run_tasks(tasks: Sequence[Task], executor: Executor, label: str = "variants") -> list[Outcome]:
     """Every task in this process, one after another; a task that raises is reported by id, the others run."""

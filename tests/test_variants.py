@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragstudy import variants
+from ragstudy import executors, variants
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
 from ragstudy.records import NOT_APPLICABLE, Variant
@@ -113,8 +113,8 @@ def _write_or_fail(spec, output_dir, inputs) -> None:
 
 
 def test_a_failing_variant_is_named_by_id_and_the_others_still_run(tmp_path):
-    tasks = [variants.Task(name, _write_or_fail, name, tmp_path, {}) for name in ("a", "bad", "c")]
-    outcomes = variants.run_tasks(tasks, variants.Executor())
+    tasks = [executors.Task(name, _write_or_fail, name, tmp_path, {}) for name in ("a", "bad", "c")]
+    outcomes = variants.run_tasks(tasks, executors.Executor())
     assert [(o.id, o.error) for o in outcomes] == [
         ("a", None), ("bad", "RuntimeError: the index server went away"), ("c", None)]
     assert (tmp_path / "done.txt").read_text(encoding="utf-8") == "c"  # the task after the failure ran
