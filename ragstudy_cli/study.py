@@ -465,7 +465,7 @@ def run_stages(args: argparse.Namespace, argv: Sequence[str] | None, root: Path,
 def verdict_lines(root: Path) -> list[str]:
     """The retrieval verdict's sentence, the check across groups, each group's strategy × budget matrix and
     where the details are (empty before it is scored)."""
-    from Postprocessing.reportkit.inputs import main_group_source, ranked_folders
+    from Postprocessing.reportkit.inputs import group_axis, main_group_source, ranked_folders
     from ragstudy import results
     from ragstudy.budget_eval import all_verdicts, verdict_setting
     from ragstudy.verdict_across import CrossVerdict
@@ -479,7 +479,7 @@ def verdict_lines(root: Path) -> list[str]:
         verdict = all_verdicts(frame)[0]  # the main verdict (the report shows the others below it)
         config = results.read_config(main_group_source(root / "retrieval")[0]).raw
         lines += [verdict.headline(**verdict_setting(config)), ""]
-        cross = CrossVerdict.scored(folders)
+        cross = CrossVerdict.scored(folders, group_axis(root / "retrieval"))
         if cross is not None:
             lines += [cross.headline(), ""]
         for label, v in (cross.verdicts if cross is not None else {"": verdict}).items():

@@ -118,3 +118,15 @@ def test_a_failing_variant_is_named_by_id_and_the_others_still_run(tmp_path):
     assert [(o.id, o.error) for o in outcomes] == [
         ("a", None), ("bad", "RuntimeError: the index server went away"), ("c", None)]
     assert (tmp_path / "done.txt").read_text(encoding="utf-8") == "c"  # the task after the failure ran
+
+
+def test_the_cross_check_names_what_the_groups_differ_in() -> None:
+    """The across-groups wording (retrieval_summary.md, the report, the study's summary) says "text layer" for a
+    raw/clean run, "retriever" for dense/bm25, and "setting" when groups differ in several axes."""
+    def group(shown: tuple[str, ...]) -> variants.Group:
+        return variants.Group({"retriever": "dense", "text_layer": "raw", "embedding": "e5"}, {}, shown=shown)
+
+    assert variants.axis_word([group(("text_layer",)), group(("text_layer",))]) == "text layer"
+    assert variants.axis_word([group(("retriever",))] * 2) == "retriever"
+    assert variants.axis_word([group(("embedding",))] * 2) == "embedder"
+    assert variants.axis_word([group(("retriever", "text_layer"))] * 2) == "setting"

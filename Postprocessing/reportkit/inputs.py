@@ -145,13 +145,20 @@ def main_group_source(folder: Path, run: results.Run | None = None) -> tuple[Pat
     return next(iter(members.values())), members
 
 
-def across(folders: dict[str, Path]) -> Any:
+def group_axis(folder: Path, run: results.Run | None = None) -> str:
+    """What the run's groups of variants differ in, as the cross-check words it (ragstudy.variants.axis_word)."""
+    from ragstudy.variants import axis_word, run_groups
+
+    return axis_word(run_groups(run or results.open_run(folder)))
+
+
+def across(folders: dict[str, Path], axis: str = "retriever") -> Any:
     """The CrossVerdict of several retrievers' folders, or None for one retriever or when a folder has no verdict yet
     (the verdict section then names the command)."""
     from ragstudy.verdict_across import CrossVerdict
 
     try:
-        return CrossVerdict.scored(folders)
+        return CrossVerdict.scored(folders, axis)
     except ValueError as exc:
         raise common.DataError(f"{next(iter(folders.values())).parent}: {exc}") from exc
 
@@ -212,5 +219,5 @@ def load(results_dir: Path, oracle: str | Path | None = None, retrieval_dir: str
         oracle=run.oracle(oracle),
         retrieval_dir=None if retrieval_dir is None else r,
         retrieval_config=run_settings(top if source == r else results.open_run(source)),
-        retrieval_across=across(folders),
+        retrieval_across=across(folders, group_axis(r, top)),
     )
