@@ -35,6 +35,14 @@ TEST_PARAGRAPHS = [
 ]
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `longest` (they run for minutes) start first, in their collection order. pytest-xdist hands
+    out tests in collection order, so a minutes-long test collected late runs on one core while the other has
+    nothing left to do; started first, the other tests fill the other core around it. The same order on every
+    worker (xdist requires identical collections)."""
+    items.sort(key=lambda item: item.get_closest_marker("longest") is None)  # stable: the rest keep their order
+
+
 # folders of the project cache holding built models: the converted SmolLM2, the rebuilt multilingual-e5-small and the
 # ONNX exports of the LLM and of the embedders
 MODEL_FOLDERS = ("models", "onnx")
