@@ -67,7 +67,7 @@ if [ "${IN_PLACE:-0}" = "1" ]; then
     echo "check_bare_setup: IN_PLACE=1 but $CLONE has changed tracked files: not a fresh clone" >&2
     exit 1
   fi
-  venv_home=$(sed -n 's/^executable *= *//p' "$CLONE/.venv/pyvenv.cfg" 2>/dev/null | head -n 1)
+  venv_home=$(sed -n 's/^executable *= *//p' "$CLONE/.venv/pyvenv.cfg" 2>/dev/null | head -n 1 || true)
   if [ "$(realpath "$venv_home" 2>/dev/null)" != "$(realpath "$PYTHON")" ]; then
     echo "check_bare_setup: IN_PLACE=1 but $CLONE/.venv/ was made from '${venv_home:-?}', not $PYTHON" >&2
     exit 1
