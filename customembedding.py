@@ -1,10 +1,10 @@
 """CustomEmbedding: the one embedding model every strategy uses, as a LangChain `Embeddings`.
 
-The ground floor of the project: it imports no project module (callers pass the cache folder in). It runs an
-`Encoder` (by default `SentenceTransformerEncoder`: SentenceTransformer, model id or local folder, CUDA when
-present; other backends live in ragstudy/embedders/ and are passed in), normalises vectors, embeds documents in
-batches, and adds the prompts the model expects: e5-instruct's query prompt ("Instruct: ...\\nQuery: ...", passages
-without instruction, as that model card prescribes), plain e5's "query: " / "passage: " prefixes.
+The ground floor of the project: it imports no project module (callers pass the encoder and the cache folder in).
+It runs the `Encoder` it is given (the backends live in ragstudy/embedders/: the paper's SentenceTransformer one in
+torch_embedder.py), checks and caches vectors, and adds the prompts the model expects: e5-instruct's query prompt
+("Instruct: ...\\nQuery: ...", passages without instruction, as that model card prescribes), plain e5's "query: " /
+"passage: " prefixes. `embedding_id` is the one rule for the id that keys vectors (label@variant).
 
 With `cache_dir`, every vector is also kept in a persistent `VectorCache`, so a text is run through the model once
 across collections, strategies, sweep configurations and the semantic chunker's sentences.
@@ -31,6 +31,13 @@ E5_INSTRUCT_TASK = "Given a web search query, retrieve relevant passages that an
 CACHE_FILE = "vectors.sqlite3"
 CACHE_COMMIT_EVERY = 256  # texts encoded between commits: an interrupted run keeps what it embedded
 _SQL_VARIABLES = 500  # keys per SELECT ... IN (...) (sqlite's limit is 999 in old builds)
+FLOAT32 = "float32"  # the variant of the model's own torch float32 vectors: their id carries no suffix
+
+
+def embedding_id(label: str, variant: str) -> str:
+    """The id that keys a model's vectors (the vector cache, chunk and ranking caches, Chroma collection names): its
+    label, with `@variant` when the vectors are not the model's torch float32 ones."""
+    return label if variant == FLOAT32 else f"{label}@{variant}"
 
 
 def is_e5_instruct(model: str) -> bool:
@@ -153,8 +160,8 @@ class VectorCache:
 class Encoder(Protocol):
     """An embedding backend: exactly the strings given (prompts included) in, one L2-normalised float32 row each.
 
-    `variant` names what makes its vectors differ from the model's torch float32 ones ("float32" for those):
-    it is the cache's dtype column and the suffix of the model id that names Chroma collections."""
+    `variant` names what makes its vectors differ from the model's torch float32 ones (FLOAT32 for those):
+    it is the cache's dtype column and the suffix of the model id that names Chroma collections (embedding_id)."""
 
     variant: str
 
@@ -172,56 +179,28 @@ class VectorCheck(Protocol):
     def screen(self, found: dict[str, list[float]]) -> list[str]: ...
 
 
-class SentenceTransformerEncoder:
-    """The paper's backend: SentenceTransformer in torch, float32 (or bfloat16/float16), batched, normalised."""
-
-    def __init__(self, model_name_or_path: str, device: str = "auto", dtype: str = "float32",
-                 batch_size: int = 32) -> None:
-        import torch
-        from sentence_transformers import SentenceTransformer
-
-        self.variant = dtype
-        self.device = resolve_device(device)
-        self.batch_size = batch_size
-        try:
-            self.model = SentenceTransformer(model_name_or_path, device=self.device,
-                                             model_kwargs={"dtype": getattr(torch, dtype)})
-        except OSError as exc:
-            raise OSError(
-                f"embedding model {model_name_or_path!r} could not be loaded ({exc}). Pass a local model "
-                "folder (--embedding PATH) or make the model available in the Hugging Face cache."
-            ) from exc
-
-    def encode(self, texts: list[str]) -> "np.ndarray":
-        return self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
-                                 convert_to_numpy=True, show_progress_bar=False)
-
-
 class CustomEmbedding(Embeddings):
-    """Normalised, batched embeddings with the model's prompts and an optional cache, over any `Encoder`.
+    """Normalised embeddings with the model's prompts and an optional cache, over the `Encoder` given (which
+    batches).
 
     `cache_dir=None` (the default) embeds every text it is given, exactly as before; the study passes
-    `<project cache>/vectors` (see ragstudy.embedders.make_embedding). `texts_embedded` counts texts run through the
-    model (cache misses), `cache_hits` the texts answered from the cache. `encoder=None` runs the model with
-    SentenceTransformer in `dtype`; another encoder (ragstudy/embedders/) brings its own variant. The model id
-    (collections, cache keys) is `model_id` for torch float32 vectors, else `model_id@variant`.
+    `<project cache>/vectors` (see ragstudy.embedders.Embedder.load). `texts_embedded` counts texts run through the
+    model (cache misses), `cache_hits` the texts answered from the cache. The encoder's variant tells its vectors
+    apart from the model's torch float32 ones; `model_id` (collections, cache keys) is `embedding_id(label, variant)`,
+    the label being the `model_id` argument (default: the model's name or path).
     """
 
-    def __init__(self, model_name_or_path: str, device: str = "auto", batch_size: int = 32,
-                 query_instruction: str | None = None, model_id: str | None = None,
-                 dtype: str = "float32", cache_dir: str | Path | None = None, encoder: Encoder | None = None,
+    def __init__(self, model_name_or_path: str, encoder: Encoder, query_instruction: str | None = None,
+                 model_id: str | None = None, cache_dir: str | Path | None = None,
                  query_prefix: str | None = None, passage_prefix: str | None = None,
                  check: VectorCheck | None = None,
                  on_damaged_cache: Callable[[Path, Exception], None] | None = None) -> None:
         self.model_name_or_path = str(model_name_or_path)
-        self.batch_size = batch_size
         self.model_label = model_id or self.model_name_or_path
-        if encoder is None:
-            encoder = SentenceTransformerEncoder(self.model_name_or_path, device, dtype, batch_size)
         self.encoder = encoder
         # what cache keys record: another dtype or backend gives (slightly) other vectors, hence another collection
         self.dtype = encoder.variant
-        self.model_id = self.model_label if self.dtype == "float32" else f"{self.model_label}@{self.dtype}"
+        self.model_id = embedding_id(self.model_label, self.dtype)
         self.device = getattr(encoder, "device", "cpu")
         if query_instruction is None and is_e5_instruct(self.model_name_or_path):
             query_instruction = E5_INSTRUCT_TASK
@@ -278,7 +257,7 @@ class CustomEmbedding(Embeddings):
             else self.query_prefix + text
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Embed passages in batches of `batch_size` (cached texts are not re-embedded)."""
+        """Embed passages (cached texts are not re-embedded; the encoder batches the others)."""
         return self._embed([self.passage_prefix + text for text in texts])
 
     def embed_query(self, text: str) -> list[float]:

@@ -67,9 +67,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     started = time.perf_counter()
     try:
         config = config_from_args(args, warn_unused)
-        from ragstudy.embedders import check_embedding
-
-        check_embedding(config)  # a bad --embedding stops here, before anything is written
+        config.embedder.check()  # a bad --embedding stops here, before anything is written
         print(f"profile: {config.profile.name} ({config.origins['profile']}); LLM {config.profile.llm}; "
               f"embedding {config.profile.embedding}; device {config.profile.device}; "
               f"strategies: {', '.join(config.strategies)}", flush=True)

@@ -437,7 +437,6 @@ def hope_section(args: argparse.Namespace, config, exports, references, ci, note
         return [], None, None
     from Postprocessing.chunkeval import data
     from Postprocessing.chunkeval.hope import llms_from_generator
-    from ragstudy.embedders import make_embedding
     from ragstudy.llms import make_generator
 
     settings = hope_settings(args)
@@ -447,7 +446,7 @@ def hope_section(args: argparse.Namespace, config, exports, references, ci, note
     generator = make_generator(config)
     started = time.perf_counter()
     rows, items = hope_rows(exports, references, documents, llms_from_generator(generator, settings),
-                            make_embedding(config), settings, ci)
+                            config.embedder.load(), settings, ci)
     seconds = time.perf_counter() - started
     notes.append(f"HOPE: {config.profile.llm} + {config.profile.embedding} on {len(documents)} PDF(s) "
                  f"({', '.join(documents)}); {settings.passages} passages x {settings.questions} questions, "

@@ -91,14 +91,12 @@ def cold_run(config, work: Path) -> dict:
 
 def embed_once(config, windows: list[str], work: Path) -> dict:
     """(b): the distinct windows embedded once, same backend, empty vector cache (exported model reused)."""
-    from ragstudy.embedders import make_embedding
-
     cache = work / "cache-embed-once"
     cache.mkdir()
     (cache / "onnx").symlink_to(work / "cache" / "onnx", target_is_directory=True)
     os.environ["RAGSTUDY_CACHE"] = str(cache)
     loading = clock()
-    model = make_embedding(config)
+    model = config.embedder.load()
     load = since(loading)
     start = clock()
     model.embed_documents(windows)

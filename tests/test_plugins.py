@@ -48,7 +48,7 @@ import hashlib
 
 import numpy as np
 
-from ragstudy.embedders import normalise, register_embedder
+from ragstudy.embedders import Embedder, normalise, register_embedder
 
 VARIANT = "hashed64"
 
@@ -65,8 +65,17 @@ class HashedWords:
         return normalise(out)
 
 
-SPEC = register_embedder("hashed-words", lambda config, path: HashedWords(), VARIANT, threads="cores",
-                         description="bags of hashed words")
+@register_embedder
+class HashedWordsEmbedder(Embedder):
+    name = "hashed-words"
+    description = "bags of hashed words"
+    thread_per_core = True
+
+    def variant(self):
+        return VARIANT
+
+    def make_encoder(self, path):
+        return HashedWords()
 ''',
     "echo_engine.py": '''"""A fourth LLM engine, in-process: answers with the prompt's last word."""
 
@@ -138,7 +147,7 @@ def test_outside_members_are_in_the_help_and_validated_with_the_valid_names(outs
     from ragstudy.models import model_label
 
     label = model_label(config.profile.embedding)  # the lite profile's model, run by the outside backend
-    assert embedders.embedding_id(config) == f"{label}@hashed64"  # keys caches and collections
+    assert config.embedder.model_id() == f"{label}@hashed64"  # keys caches and collections
     assert config.resolved_embedding_threads() == config.to_dict()["embedding_threads"] >= 1
 
 

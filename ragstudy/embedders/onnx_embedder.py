@@ -19,13 +19,13 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import store_error
-from . import register_embedder, threads
+from . import Embedder, register_embedder
 
 logger = logging.getLogger(__name__)
 
-# backend -> the variant its vectors are cached and collected under; bump the int8 suffix when the quantization
-# recipe changes, or runs would reuse the old recipe's vectors from the cache and from Chroma
-VARIANT_OF = {"onnx": "onnx", "onnx-int8": "onnx-int8-r2"}
+# quantized -> the variant the vectors are cached and collected under (onnx, onnx-int8); bump the int8 suffix when
+# the quantization recipe changes, or runs would reuse the old recipe's vectors from the cache and from Chroma
+VARIANT_OF = {False: "onnx", True: "onnx-int8-r2"}
 EXPORT_RECIPE = "pooled-normalised-v1/int8-matmul-per-channel-ffn-out-fp32"  # part of the export's cache key: change it when the graph changes
 ONNX_OPSET = 17
 
@@ -240,7 +240,7 @@ class OnnxEncoder:
 
         folder = model_folder(model)
         transformer, _, self.max_length, self.lower = pooling_of(folder)
-        self.variant = VARIANT_OF["onnx-int8" if quantize else "onnx"]
+        self.variant = VARIANT_OF[quantize]
         self.batch_size = batch_size
         self.device = "cpu"
         self.path = export_onnx(folder, Path(cache_root) / files_hash(folder)[:32], quantize)
@@ -277,13 +277,19 @@ class OnnxEncoder:
         return out
 
 
-def make_onnx_encoder(config, path: str, quantize: bool = False) -> OnnxEncoder:
-    """The config's model through ONNX Runtime (float32, or int8 when `quantize`)."""
-    from ..io import cache_dir
+@register_embedder
+class OnnxEmbedder(Embedder):
+    name = "onnx"
+    description = "ONNX Runtime, float32, CPU (the model exported once)"
+    order = 1
+    thread_per_core = True
+    quantize = False  # onnx-int8 (onnx_int8_embedder) is this backend with the export quantized
 
-    return OnnxEncoder(path, cache_dir() / "onnx", quantize=quantize, threads=threads(config),
-                       batch_size=config.embedding_batch_size)
+    def variant(self) -> str:
+        return VARIANT_OF[self.quantize]
 
+    def make_encoder(self, path: str) -> OnnxEncoder:
+        from ..io import cache_dir
 
-SPEC = register_embedder("onnx", make_onnx_encoder, VARIANT_OF["onnx"], threads="cores", order=1,
-                         description="ONNX Runtime, float32, CPU (the model exported once)")
+        return OnnxEncoder(path, cache_dir() / "onnx", quantize=self.quantize, threads=self.threads(),
+                           batch_size=self.config.embedding_batch_size)

@@ -5,8 +5,12 @@ speed; its vectors are keyed apart from float32 ones (VARIANT_OF)."""
 from __future__ import annotations
 
 from . import register_embedder
-from .onnx_embedder import VARIANT_OF, make_onnx_encoder
+from .onnx_embedder import OnnxEmbedder
 
-SPEC = register_embedder("onnx-int8", lambda config, path: make_onnx_encoder(config, path, quantize=True),
-                         VARIANT_OF["onnx-int8"], threads="cores", order=2,
-                         description="ONNX Runtime, dynamic int8, CPU")
+
+@register_embedder
+class OnnxInt8Embedder(OnnxEmbedder):
+    name = "onnx-int8"
+    description = "ONNX Runtime, dynamic int8, CPU"
+    order = 2
+    quantize = True

