@@ -98,5 +98,5 @@ def test_quick_start_in_a_fresh_clone_with_debians_python(tmp_path: Path):
     assert "== check_bare_setup: OK" in output
     # Nothing went into the system's Python.
     system = subprocess.run([str(DEBIAN_PYTHON), "-c", "import importlib.util as u; print(u.find_spec('ragstudy'))"],
-                            cwd="/", capture_output=True, text=True, timeout=30)
+                            cwd="/", capture_output=True, text=True, timeout=30, env=env)  # no PYTHONPATH
     assert system.stdout.strip() == "None", system.stdout + system.stderr
