@@ -47,6 +47,40 @@ def run_identity(config: Any, questions: Sequence[str]) -> dict[str, Any]:
     return identity
 
 
+# The Python code that computes results: the core, the strategies, scoring, the CLI (code_hash)
+CODE_FOLDERS = ("ragstudy", "Postprocessing", "ragstudy_cli")
+CODE_FILES = ("evaluation_chain.py", "customembedding.py")
+
+
+def code_hash() -> str:
+    """One hash of the project's Python code that computes the results (core, strategies, scoring, the CLI): a
+    variant's key (variant_key) and the study's stage keys (ragstudy study) change when it is edited."""
+    import hashlib
+
+    from .io import PROJECT_ROOT
+
+    files = [PROJECT_ROOT / f for f in CODE_FILES]
+    files += [p for folder in CODE_FOLDERS for p in (PROJECT_ROOT / folder).rglob("*.py")]
+    files += [p for p in PROJECT_ROOT.glob("RAG*/**/*.py")]
+    digest = hashlib.sha256()
+    for path in sorted(f for f in files if f.is_file()):
+        digest.update(str(path.relative_to(PROJECT_ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def variant_key(config: Any, questions: Sequence[str], facts: dict[str, Any], variant: dict[str, Any], code: str
+                ) -> str:
+    """sha256 of what determines one variant's files: its settings as config.json records them, but those that
+    never change results (config.result_settings: threads, workers, Ray, timeouts), its run identity (the questions'
+    sha256 among them), the documents' sha256 (`facts`, pipeline.run_facts), the variant's row and the code
+    (code_hash). A finished variant's done marker carries it (ragstudy.executors): a re-run under another key
+    computes the variant again, from its content-keyed caches."""
+    from .config import result_settings
+
+    return sha256_text(stable_json({"settings": result_settings(config), "identity": run_identity(config, questions),
+                                    "documents": facts.get("documents_sha256"), "variant": variant, "code": code}))
+
+
 def identity_key(identity: dict[str, Any]) -> str:
     return sha256_text(stable_json(identity))[:16]
 

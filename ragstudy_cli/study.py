@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragstudy import results
-from ragstudy.io import PROJECT_ROOT, sha256_file
+from ragstudy.io import sha256_file
+from ragstudy.runidentity import code_hash  # the stages' keys: one hash of the project's code
 
 LEDGER = results.STUDY_LEDGER.name
 LOG = results.STUDY_LOG.name
@@ -42,8 +43,6 @@ FIRST_RUN_SECONDS = {"answers": 480.0, "retrieval": 240.0, "retrieval scores": 6
                      "answer scores": 60.0, "chunk quality": 30.0, "report": 20.0}
 # the stages that generate and score answers: the first report (retrieval only) is written when one of them is to run
 ANSWER_STAGES = ("answers", "answer scores", "chunk quality")
-CODE_FOLDERS = ("ragstudy", "Postprocessing", "ragstudy_cli")
-CODE_FILES = ("evaluation_chain.py", "customembedding.py")
 STUDY_RETRIEVERS = ("dense", "bm25", "hybrid")  # the retrieval stage's default: the verdict checked across them
 CHAIN_MODES = ("--retrieval-only", "--chunks-only", "--sweep", "--output-dir")
 
@@ -87,17 +86,6 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str], argparse.
 
 
 # ---------------------------------------------------------------------------------------------- fingerprints
-
-def code_hash() -> str:
-    """One hash of the Python code that computes the results (core, strategies, scoring, the CLI)."""
-    files = [PROJECT_ROOT / f for f in CODE_FILES]
-    files += [p for folder in CODE_FOLDERS for p in (PROJECT_ROOT / folder).rglob("*.py")]
-    files += [p for p in PROJECT_ROOT.glob("RAG*/**/*.py")]
-    digest = hashlib.sha256()
-    for path in sorted(f for f in files if f.is_file()):
-        digest.update(str(path.relative_to(PROJECT_ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
-
 
 def snapshot(root: Path) -> dict[str, tuple[int, int]]:
     """Every file under `root` (not the ledger, the log, locks or hidden files): relative path -> (size, mtime_ns)."""
@@ -310,7 +298,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ragstudy.config import config_from_args
         from ragstudy.results import check_output_location
 
-        check_output_location(root, config_from_args(chain_args).documents)  # never among the PDFs or in / or ~
+        documents = config_from_args(chain_args, warn_unused=False).documents  # each run warns of its own flags
+        check_output_location(root, documents)  # never among the PDFs or in / or ~
         root.mkdir(parents=True, exist_ok=True)
         lock_study(root)  # before anything is planned or written: one study at a time in a folder
     except StudyInputError as exc:
