@@ -17,7 +17,8 @@ one `Outcome` per task, in task order. The rules, the same for every executor:
   (`ray.put`, shared by every task), each worker writes them into a local folder named by their sha256 (once per
   machine), calls `fn` with those paths and a temporary output folder, and returns that folder's files (relative
   path -> bytes). In those files' text, the worker's input and output paths are replaced by the driver's, so a
-  config.json records the same paths as an in-process run. The driver writes the files into a temporary folder
+  config.json records the same paths as an in-process run (`translate`; a task whose files record hashes of its
+  other files gives its own `relocate`, which translates and then hashes again). The driver writes the files into a temporary folder
   beside `output_dir` and renames it into place (the marker inside): a half-shipped variant never looks whole.
 - **One progress bar** over the grid (tqdm, `label`); worker processes run with their own bars off
   (TQDM_DISABLE) and their logging at WARNING.
@@ -69,6 +70,9 @@ class Task:
     output_dir: Path  # where fn's files must end up on the driver
     inputs: dict[str, Path]  # logical name -> the local file or folder fn reads
     key: str = ""  # what the files depend on (a hash); a done marker under another key is stale
+    # Ray: how the files written on a worker get the driver's paths (default `translate`); a module-level function
+    # (files, {worker path: driver path}) -> files, for tasks whose files also record hashes of the others
+    relocate: Callable[[dict[str, bytes], dict[str, str]], dict[str, bytes]] | None = None
 
 
 @dataclass(frozen=True)
@@ -506,7 +510,7 @@ def _ray_task(task: Task, key: str, packed: dict) -> dict[str, bytes]:
         task.fn(task.spec, out, local)
         paths = {str(local[name]): str(Path(task.inputs[name])) for name in local}
         paths[str(out)] = str(Path(task.output_dir))
-        return translate(pack(out), paths)
+        return (task.relocate or translate)(pack(out), paths)
     finally:
         shutil.rmtree(out, ignore_errors=True)
 

@@ -347,6 +347,15 @@ def run_variant(spec: VariantSpec, output_dir: Path, inputs: dict[str, Path]) ->
     atomic_write_json(output_dir / VARIANT_RUN_FILE, {**asdict(run), "outputs": [Path(o).name for o in run.outputs]})
 
 
+def relocate_variant(files: dict[str, bytes], paths: dict[str, str]) -> dict[str, bytes]:
+    """A variant's files from a Ray worker with the driver's paths (executors.translate), and run_identity.json's
+    sha256 of each file made again from the files so translated (runidentity.rehash)."""
+    from .executors import translate
+    from .runidentity import rehash
+
+    return rehash(translate(files, paths))
+
+
 def unnamed_store_message(exc: BaseException) -> str:
     """One line for a store failure that no layer named (the vector cache's SQLite, a stray OSError)."""
     from ragstudy.errors import store_error
@@ -468,7 +477,8 @@ def _run_grid(config: StudyConfig, grid: Sequence[Variant], documents, questions
     inputs = {"documents": Path(config.documents), "questions": Path(config.questions)}
     code = runidentity.code_hash()
     tasks = [Task(v.id, run_variant, VariantSpec(v, configs[v.id], facts_json), folders[v.id], inputs,
-                  runidentity.variant_key(configs[v.id], questions, facts, v.to_row(), code)) for v in grid]
+                  runidentity.variant_key(configs[v.id], questions, facts, v.to_row(), code), relocate_variant)
+             for v in grid]
     executor = executor or config.executor()
     todo = {task.id for task in pending(tasks)}
 

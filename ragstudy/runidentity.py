@@ -10,6 +10,7 @@ recorded beside it for each file. Folders written before this file existed are n
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Iterable, Sequence
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import StudyInputError
-from .io import atomic_write_json, sha256_file, sha256_text, stable_json
+from .io import atomic_write_json, json_text, sha256_file, sha256_text, stable_json
 from .results import RUN_IDENTITY
 
 logger = logging.getLogger(__name__)
@@ -55,8 +56,6 @@ CODE_FILES = ("evaluation_chain.py", "customembedding.py")
 def code_hash() -> str:
     """One hash of the project's Python code that computes the results (core, strategies, scoring, the CLI): a
     variant's key (variant_key) and the study's stage keys (ragstudy study) change when it is edited."""
-    import hashlib
-
     from .io import PROJECT_ROOT
 
     files = [PROJECT_ROOT / f for f in CODE_FILES]
@@ -114,6 +113,19 @@ def read_identities(folder: str | Path) -> dict[str, dict[str, Any]]:
         raise StudyInputError(f"{path}: not a run identity file of format {FORMAT}; delete it only together with "
                               "the results files it describes")
     return files
+
+
+def rehash(files: dict[str, bytes]) -> dict[str, bytes]:
+    """A folder's files (name -> bytes) with the sha256 its run_identity.json records for each file made from the
+    bytes given: after a Ray worker's paths were replaced by the driver's in the files' text (executors.translate),
+    the record matches the files as they land, as an in-process run's does."""
+    if IDENTITY_FILE not in files:
+        return files
+    data = json.loads(files[IDENTITY_FILE])
+    for name, entry in data.get("files", {}).items():
+        if name in files and isinstance(entry, dict) and "sha256" in entry:
+            entry["sha256"] = hashlib.sha256(files[name]).hexdigest()
+    return {**files, IDENTITY_FILE: json_text(data).encode("utf-8")}
 
 
 def check_output_folder(folder: str | Path, config: Any, questions: Sequence[str]) -> None:

@@ -46,13 +46,20 @@ def markers(out: Path) -> dict[str, int]:
 
 # Files that record when, where or how a run ran, not what it found: variant_run.json (timings), the done marker
 # (its key hashes the run's own output folder), the folder's lock; config.json is compared without its date and the
-# executor it records (`workers`, `ray`), every path in it written from the run's folder as OUT.
+# settings declared not to change results (`workers`, `ray`, and the threads each worker process resolves on its
+# share of the cores), every path in it written from the run's folder as OUT.
 VARIES = {"variant_run.json", DONE, ".ragstudy-run.lock"}
-HOW = ("date", "workers", "ray")
+
+
+def how_it_ran() -> set[str]:
+    from ragstudy.config import study_settings
+
+    return {"date"} | {item.name for item in study_settings() if not item.changes_results}
 
 
 def landed(out: Path) -> dict[str, bytes]:
-    """Every file of a run (relative path -> bytes), the run's folder written as OUT, config.json without HOW."""
+    """Every file of a run (relative path -> bytes), the run's folder written as OUT, config.json without the
+    settings of how_it_ran()."""
     files = {}
     for path in sorted(out.rglob("*")):
         if not path.is_file() or path.name in VARIES:
@@ -60,7 +67,7 @@ def landed(out: Path) -> dict[str, bytes]:
         data = path.read_bytes().replace(str(out).encode(), b"OUT")
         if path.name == "config.json":
             record = json.loads(data)
-            for key in HOW:
+            for key in how_it_ran():
                 record.pop(key, None)
             data = json.dumps(record, sort_keys=True).encode()
         files[path.relative_to(out).as_posix()] = data
