@@ -183,15 +183,52 @@ def test_a_killed_worker_costs_its_variant_only_and_the_rerun_computes_only_it(
         assert {row["question_index"] for row in csv.DictReader(handle)} == {"0", "1", "2"}  # all ranked this time
 
 
+def test_the_key_changes_with_what_changes_results_only(tmp_path: Path) -> None:
+    """runidentity.variant_key: threads, workers, Ray, timeouts and the Chroma root leave it as it is; budgets, the
+    questions, the documents, the variant and the code change it. executors.is_done compares a marker's key."""
+    from ragstudy.config import StudyConfig
+    from ragstudy.executors import Task, _mark_done, is_done
+    from ragstudy.runidentity import variant_key
+
+    questions = ["Dove?", "Quando?"]
+    facts = {"documents_sha256": {"a.pdf": "0" * 64}}
+    row = {"id": "fixed-size__bm25__raw", "strategy": "fixed-size"}
+
+    def key(questions=questions, facts=facts, row=row, code="c", **flags) -> str:
+        config = StudyConfig.resolve(profile="lite", retrieval_only=True, strategies="fixed-size", retriever="bm25",
+                                     warn_unused=False, **flags)
+        return variant_key(config, questions, facts, row, code)
+
+    base = key()
+    assert key(threads=1, embedding_threads=1, workers=2, db_dir="elsewhere", embedding_timeout=5.0) == base
+    assert key(ray="local") == base
+    assert len({base, key(budgets="500,2000"), key(questions=questions[:1]), key(row={**row, "id": "x"}),
+                key(facts={"documents_sha256": {"a.pdf": "1" * 64}}), key(code="d")}) == 6
+
+    task = Task("v", print, None, tmp_path, {}, base)
+    assert not is_done(task)
+    _mark_done(tmp_path, Task("v", print, None, tmp_path, {}, key(code="d")))
+    assert not is_done(task)  # done under another key: stale
+    _mark_done(tmp_path, task)
+    assert is_done(task)
+    (tmp_path / DONE).write_text("{", encoding="utf-8")
+    assert not is_done(task)  # a damaged marker is no marker
+
+
+@pytest.mark.slow
 def test_a_variant_is_skipped_only_under_its_own_key(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """BM25 over fixed-size and newline (no model to load): an unchanged re-run computes nothing, nor does one with
-    only other threads (they never change results); a re-run with other budgets (the same largest one) computes
-    every variant again and records them; a marker written under another key (an earlier version's, without one)
-    makes only its variant run again."""
+    """BM25 over fixed-size and newline (no model to load) on a copy of the bundled PDFs: an unchanged re-run computes
+    nothing, nor does one with only other threads (they never change results); a re-run with other budgets (the
+    same largest one) computes every variant again and records them; a marker written under another key (an earlier
+    version's, without one) makes only its variant run again; an edited PDF computes every variant again."""
     import logging
 
+    from conftest import write_test_pdf
+
+    documents = tmp_path / "Documents"
+    shutil.copytree(REPO_ROOT / "Documents", documents)
     out = tmp_path / "out"
-    grid = ["--strategies", "fixed-size,newline", "--retriever", "bm25"]
+    grid = ["--strategies", "fixed-size,newline", "--retriever", "bm25", "--documents", str(documents)]
     assert retrieve(out, *grid) == 0
     first = markers(out)
     assert len(first) == 2
@@ -219,6 +256,11 @@ def test_a_variant_is_skipped_only_under_its_own_key(tmp_path: Path, caplog: pyt
     assert third["fixed-size__bm25__raw"] == second["fixed-size__bm25__raw"]
     assert third["newline__bm25__raw"] != second["newline__bm25__raw"]
     assert json.loads(stale.read_text(encoding="utf-8"))["key"] != ""  # marked again, under its key
+
+    write_test_pdf(next(documents.glob("*.pdf")))  # one PDF replaced by another under the same name
+    assert retrieve(out, *grid, "--budgets", "600,900") == 0
+    fourth = markers(out)
+    assert all(fourth[v] != third[v] for v in first)
 
 
 def test_the_executor_settings_come_from_flags_or_the_config_file(tmp_path: Path) -> None:
