@@ -25,7 +25,7 @@ import math
 import statistics
 import time
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -494,4 +494,8 @@ def _run_grid(config: StudyConfig, grid: Sequence[Variant], documents, questions
         raise StudyInputError(f"{len(failed)} of {len(grid)} variants failed ({named}); "
                               "the others are kept in " + str(output_dir / "variants") + ": fix the cause and re-run the "
                               "same command (only what is missing is computed)")
-    return GridRun(output_dir, tuple(grid), folders, {v.id: read_variant_run(folders[v.id]) for v in grid})
+    runs = {v.id: read_variant_run(folders[v.id]) for v in grid}
+    for vid in set(runs) - todo:  # done earlier under the same key: this run embedded nothing for it
+        runs[vid] = replace(runs[vid], embedded=0, reused=runs[vid].reused + runs[vid].embedded, index_seconds=0.0,
+                            stages={})
+    return GridRun(output_dir, tuple(grid), folders, runs)
