@@ -195,6 +195,8 @@ def plan(args: argparse.Namespace, chain_argv: list[str], chain_args: argparse.N
         return lambda: evaluation_chain.main(argv, warn_unused=False)
 
     a_argv = [*without_flag(chain_argv, "--retriever"), "--output-dir", str(answers)]  # answers: dense
+    for flag in ("--workers", "--ray"):  # the retrieval stage's executor: the answering run has no grid
+        a_argv = without_flag(a_argv, flag, optional=flag == "--ray")
     r_argv = [*chain_argv, "--retrieval-only", *ranked_with, "--output-dir", str(retrieval)]
     rs_argv = ["--results-dir", str(retrieval), *(["--evidence", evidence] if evidence else []), *oracle, *verbose]
     # the same evidence as the retrieval scores: the answer scores' extractive reference
@@ -330,14 +332,17 @@ def study_root(args: argparse.Namespace, chain_args: argparse.Namespace) -> Path
     return Path(config_from_args(chain_args, warn_unused=False).output_dir)  # the file's key, else the setting's default
 
 
-def without_flag(argv: Sequence[str], flag: str) -> list[str]:
-    """`argv` without `flag VALUE` and `flag=VALUE`."""
+def without_flag(argv: Sequence[str], flag: str, optional: bool = False) -> list[str]:
+    """`argv` without `flag VALUE` and `flag=VALUE` (`optional`: the flag may stand alone, as `--ray` does: the next
+    item is its value only when it is no flag)."""
     out: list[str] = []
     skip = False
     for item in argv:
         if skip:
             skip = False
-        elif item == flag:
+            if not (optional and item.startswith("-")):
+                continue  # the flag's value
+        if item == flag:
             skip = True
         elif not item.startswith(flag + "="):
             out.append(item)

@@ -317,3 +317,6 @@ def test_the_study_hands_the_executor_to_its_retrieval_stage(tmp_path: Path, fla
     stages = {stage.name: stage for stage in study.plan(args, rest, chain, tmp_path)}
     retrieval = evaluation_chain.build_parser().parse_args(stages["retrieval"].argv)
     assert config_from_args(retrieval, False).executor() == Executor(*expected)
+    answers = evaluation_chain.build_parser().parse_args(stages["answers"].argv)  # no grid: the flags stay out
+    assert answers.workers is None and answers.ray is None and answers.profile == "lite"
+    assert answers.limit == (2 if "--limit" in flags else None)  # what follows a bare --ray is kept
