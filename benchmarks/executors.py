@@ -9,12 +9,15 @@ too. Every executor's digests must equal the in-process ones.
 
     python -m benchmarks.executors                      # 8 tasks of ~1 s: in-process vs --workers 2 vs Ray
     python -m benchmarks.executors --tasks 8 --seconds 3 --workers 2
-    python -m benchmarks.executors --retrieval --no-ray   # 8 real retrieval-only variants on the bundled sample
+    python -m benchmarks.executors --retrieval            # 8 real retrieval-only variants on the bundled sample
+    python -m benchmarks.executors --retrieval --limit 2 --no-ray   # a quick check of the same
 
-`--retrieval`: 8 variants (paragraph, fixed-size, newline, sentence x dense, bm25; lite profile, Documents/ and
-Questions.csv), each executor from its own cold project cache (the built models copied in, no vectors, chunks or
-rankings), its own Chroma root; prints wall, the child windows embedded in all (a window embedded by two variants
-would count twice) and whether every variant's rankings equal the in-process ones.
+`--retrieval`: the grid of `ragstudy retrieve --strategies paragraph,fixed-size,newline,sentence --retriever
+dense,bm25` (ranking.run_retrieval with each Executor: 8 variants, lite profile, Documents/ and Questions.csv),
+each executor from its own cold project cache (the built models copied in, no vectors, chunks or rankings) and its
+own Chroma root; prints wall, CPU (the driver's, the worker processes', and the variants' own stages measured
+inside them), the wall speed-up, the child windows embedded in all (a window embedded by two variants counts twice)
+and whether every variant's rankings equal the in-process ones.
 """
 
 from __future__ import annotations
@@ -49,27 +52,7 @@ def hash_rounds(work: Work, output_dir: Path, inputs: dict[str, Path]) -> None:
     (output_dir / "cpu.txt").write_text(f"{time.process_time() - began}\n")  # differs run to run: not compared
 
 
-@dataclass(frozen=True)
-class Retrieval:
-    strategy: str
-    retriever: str
-    db_dir: str
-
-
-def retrieve(variant: Retrieval, output_dir: Path, inputs: dict[str, Path]) -> None:
-    """One real retrieval-only run (the chain's flags, then ranking.run_retrieval); the child windows it embedded
-    are kept beside the folder (not a result)."""
-    from ragstudy.config import add_study_arguments, config_from_args
-    from ragstudy.ranking import run_retrieval
-
-    parser = argparse.ArgumentParser()
-    add_study_arguments(parser)
-    args = parser.parse_args(["--retrieval-only", "--profile", "lite", "--documents", str(inputs["documents"]),
-                              "--questions", str(inputs["questions"]), "--output-dir", str(output_dir),
-                              "--db-dir", variant.db_dir, "--strategies", variant.strategy, "--retriever",
-                              variant.retriever])
-    reports = run_retrieval(config_from_args(args, False))
-    (output_dir.parent / f".{output_dir.name}.embedded").write_text(f"{sum(r.embedded for r in reports)}\n")
+STRATEGIES, RETRIEVERS = "paragraph,fixed-size,newline,sentence", "dense,bm25"  # the 8 variants of --retrieval
 
 
 def rankings_of(path: Path) -> tuple[list[tuple], list[float]]:
@@ -94,43 +77,70 @@ def compare(row: dict, base: dict) -> tuple[bool, float]:
     return same, largest
 
 
+def grid_config(args: argparse.Namespace, folder: Path):
+    """The StudyConfig of `ragstudy retrieve` over the 8 variants on the bundled sample (lite profile), into
+    `folder`/out with its own Chroma root; --limit N ranks the first N questions only."""
+    from ragstudy.config import add_study_arguments, config_from_args
+    from ragstudy.io import PROJECT_ROOT
+
+    parser = argparse.ArgumentParser()
+    add_study_arguments(parser)
+    flags = ["--retrieval-only", "--profile", "lite", "--documents", str(PROJECT_ROOT / "Documents"), "--questions",
+             str(PROJECT_ROOT / "Questions.csv"), "--output-dir", str(folder / "out"), "--db-dir",
+             str(folder / "db"), "--strategies", STRATEGIES, "--retriever", RETRIEVERS]
+    return config_from_args(parser.parse_args(flags + (["--limit", str(args.limit)] if args.limit else [])), False)
+
+
 def measure_retrieval(args: argparse.Namespace, root: Path) -> int:
+    """The grid of `ragstudy retrieve` (ranking.run_retrieval) with each executor, each from a cold project cache."""
     import os
+    import resource
     import shutil
 
-    from ragstudy.io import PROJECT_ROOT, cache_dir
+    from ragstudy.io import cache_dir
+    from ragstudy.ranking import run_retrieval
 
     models = cache_dir()
-    inputs = {"documents": PROJECT_ROOT / "Documents", "questions": PROJECT_ROOT / "Questions.csv"}
-    variants = [(s, r) for s in ("paragraph", "fixed-size", "newline", "sentence") for r in ("dense", "bm25")]
     kinds = [("in-process", Executor()), (f"--workers {args.workers}", Executor("workers", args.workers))]
     if not args.no_ray:
-        kinds.append((f"--ray (local, {args.workers} CPUs)", Executor("ray", args.workers)))
+        kinds.append((f"--ray (a local Ray, {args.workers} CPUs, start-up included)", Executor("ray", args.workers)))
     rows, base = [], None
     for label, executor in kinds:
         folder = root / executor.kind
         cache = folder / "cache"
-        for name in ("models", "onnx"):
+        for name in ("models", "onnx"):  # the built models; no vectors, chunks or rankings
             if (models / name).is_dir():
                 shutil.copytree(models / name, cache / name, ignore=shutil.ignore_patterns("*.lock", "*.partial"))
         os.environ["RAGSTUDY_CACHE"] = str(cache)  # the workers (and a local Ray) start with it
-        tasks = [Task(f"{s}-{r}", retrieve, Retrieval(s, r, str(folder / "db")), folder / "variants" / f"{s}-{r}",
-                      inputs) for s, r in variants]
-        result = measure(label, tasks, executor, files=("retrieval_{strategy}.csv",))
-        counts = [(t.output_dir.parent / f".{t.id}.embedded") for t in tasks]
-        result["embedded"] = sum(int(p.read_text()) for p in counts if p.is_file()) \
-            if executor.kind != "ray" else "n/a (on the workers)"
-        rows.append(result)
-        base = base or result
-    print(f"{len(variants)} retrieval-only variants on the bundled sample (lite profile), each executor cold\n")
-    print("| executor | wall s | driver CPU s | wall speed-up | windows embedded | same parents, same ranks | "
-          "largest score difference | files identical to the byte |")
-    print("|---|---:|---:|---:|---:|---|---:|---|")
+        config = grid_config(args, folder)
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        began, cpu = time.perf_counter(), cpu_seconds()
+        grid = run_retrieval(config, executor=executor)
+        wall, driver = time.perf_counter() - began, cpu_seconds() - cpu
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        workers_cpu = (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)
+        files = [grid.folders[v.id] / f"retrieval_{v.strategy}.csv" for v in grid.variants]
+        rows.append({"executor": label, "wall_s": wall, "driver_cpu_s": driver,
+                     "workers_cpu_s": workers_cpu if executor.kind == "workers" else None,
+                     "variants_cpu_s": sum(cpu for run in grid.runs.values() for _, cpu in run.stages.values()),
+                     "embedded": sum(run.embedded for run in grid.runs.values()), "variants": len(grid.variants),
+                     "digests": [[rankings_of(f)] for f in files], "exact": [f.read_bytes() for f in files]})
+        base = base or rows[-1]
+    print(f"{base['variants']} retrieval-only variants ({STRATEGIES} x {RETRIEVERS}) on the bundled sample (lite "
+          f"profile{f', first {args.limit} questions' if args.limit else ''}) through the grid of `ragstudy retrieve` "
+          "(ranking.run_retrieval), each executor from a cold project cache\n")
+    print("| executor | wall s | driver CPU s | worker processes' CPU s | variants' stages CPU s | wall speed-up | "
+          "windows embedded | same parents, same ranks | largest score difference | rankings identical to the byte |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|---:|---|")
     for row in rows:
-        print(f"| {row['executor']} | {row['wall_s']:.1f} | {row['driver_cpu_s']:.1f} | "
-              f"{base['wall_s'] / row['wall_s']:.2f}x | {row['embedded']} | "
-              f"{'yes' if compare(row, base)[0] else 'NO'} | {compare(row, base)[1]:.1e} | "
+        workers = f"{row['workers_cpu_s']:.1f}" if row["workers_cpu_s"] is not None else "n/a"
+        same, largest = compare(row, base)
+        print(f"| {row['executor']} | {row['wall_s']:.1f} | {row['driver_cpu_s']:.1f} | {workers} | "
+              f"{row['variants_cpu_s']:.1f} | {base['wall_s'] / row['wall_s']:.2f}x | {row['embedded']:,} | "
+              f"{'yes' if same else 'NO'} | {largest:.1e} | "
               f"{sum(a == b for a, b in zip(row['exact'], base['exact']))} of {len(row['exact'])} |")
+    print("\nThe variants' stages CPU is measured inside each variant (chunk, index, rank: its process and its "
+          "reaped children), the same quantity wherever it runs; a Ray worker's CPU outside them is not counted.")
     return 0 if all(compare(r, base)[0] for r in rows) else 1
 
 
@@ -144,17 +154,13 @@ def rounds_for(seconds: float) -> int:
     return max(1, int(probe.rounds * seconds / max(spent, 1e-6)))
 
 
-def measure(name: str, tasks: list[Task], executor: Executor, files: tuple[str, ...] = ()) -> dict:
+def measure(name: str, tasks: list[Task], executor: Executor) -> dict:
     began, cpu = time.perf_counter(), cpu_seconds()
     outcomes = run_tasks(tasks, executor, label=name)
     wall, driver = time.perf_counter() - began, cpu_seconds() - cpu
     failed = [o.error for o in outcomes if o.error]
     if failed:
         raise SystemExit(f"{name}: {failed}")
-    if files:  # real variants: their rankings (see rankings_of)
-        digests = [[rankings_of(t.output_dir / f.format(strategy=t.spec.strategy)) for f in files] for t in tasks]
-        exact = [[(t.output_dir / f.format(strategy=t.spec.strategy)).read_bytes() for f in files] for t in tasks]
-        return {"executor": name, "wall_s": wall, "driver_cpu_s": driver, "digests": digests, "exact": exact}
     task_cpu = sum(float((t.output_dir / "cpu.txt").read_text()) for t in tasks)
     digests = [(t.output_dir / "digest.txt").read_text() for t in tasks]
     return {"executor": name, "wall_s": wall, "task_cpu_s": task_cpu, "driver_cpu_s": driver, "digests": digests}
@@ -167,6 +173,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2, help="worker processes and Ray CPUs (default 2)")
     parser.add_argument("--no-ray", action="store_true", help="leave Ray out")
     parser.add_argument("--retrieval", action="store_true", help="8 real retrieval-only variants instead")
+    parser.add_argument("--limit", type=int, help="--retrieval: rank the first N questions only (a quick check)")
     args = parser.parse_args()
     if args.retrieval:
         with tempfile.TemporaryDirectory() as tmp:

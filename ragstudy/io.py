@@ -186,8 +186,13 @@ def atomic_write_text(path: Path, text: str, store: str = "file") -> None:
     atomic_write_bytes(path, text.encode("utf-8"), store)
 
 
+def json_text(value: Any) -> str:
+    """The text of a JSON file the project writes (atomic_write_json)."""
+    return json.dumps(value, ensure_ascii=False, indent=2) + "\n"
+
+
 def atomic_write_json(path: Path, value: Any, store: str = "file") -> None:
-    atomic_write_text(path, json.dumps(value, ensure_ascii=False, indent=2) + "\n", store)
+    atomic_write_text(path, json_text(value), store)
 
 
 _HELD_LOCKS: dict[Path, int] = {}

@@ -25,7 +25,7 @@ import math
 import statistics
 import time
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -37,10 +37,10 @@ from .pipeline import (StrategyReport, check_question_lengths, check_vector_stor
                        chunking_ahead, lazy_embedding, reads_text_layer, run_facts)
 from .records import RetrievedParent
 from .records import Variant
-from .executors import Executor, Task
+from .executors import Executor, Task, pending, run_tasks
 from .results import VARIANT_RUN, ResultsFolder, read_questions, write_config, write_retrieval
 from .textlayer import SourceText, load_documents
-from .variants import run_tasks, variant_config  # run_tasks: in-process until the grid takes executors' (see there)
+from .variants import variant_config
 
 logger = logging.getLogger(__name__)
 
@@ -345,6 +345,15 @@ def run_variant(spec: VariantSpec, output_dir: Path, inputs: dict[str, Path]) ->
     atomic_write_json(output_dir / VARIANT_RUN_FILE, {**asdict(run), "outputs": [Path(o).name for o in run.outputs]})
 
 
+def relocate_variant(files: dict[str, bytes], paths: dict[str, str]) -> dict[str, bytes]:
+    """A variant's files from a Ray worker with the driver's paths (executors.translate), and run_identity.json's
+    sha256 of each file made again from the files so translated (runidentity.rehash)."""
+    from .executors import translate
+    from .runidentity import rehash
+
+    return rehash(translate(files, paths))
+
+
 def unnamed_store_message(exc: BaseException) -> str:
     """One line for a store failure that no layer named (the vector cache's SQLite, a stray OSError)."""
     from ragstudy.errors import store_error
@@ -398,13 +407,15 @@ class GridRun:
                 for v in self.variants for r in [self.runs[v.id]]]
 
 
-def run_retrieval(config: StudyConfig, sweep: Any = None, executor: Any = None) -> GridRun:
+def run_retrieval(config: StudyConfig, sweep: Any = None, executor: Executor | None = None) -> GridRun:
     """Every variant of the run's grid (ragstudy.variants.expand: --strategies x --retriever x --text-layer x
     --embedding, or a sweep file's configurations) ranked retrieval-only, each a complete run in
-    `<output-dir>/variants/<id>/`, listed in `<output-dir>/variants.csv`; no LLM is loaded. A variant that fails is
-    named with its error after the others have run (they are kept; a re-run computes only what is missing, every
-    stage being cached by content). Postprocessing/retrieval_eval.py then fills equal context budgets from these
-    rankings (ragstudy.budget_eval), one verdict per group of variants that differ only in strategy."""
+    `<output-dir>/variants/<id>/`, listed in `<output-dir>/variants.csv`; no LLM is loaded. `executor` runs the
+    variants (ragstudy.executors; default: the config's, --workers N / --ray [ADDRESS], else in this process). A
+    variant that fails is named with its error after the others have run (they are kept; a re-run computes only
+    what is missing or was done under another key, every stage being cached by content). Postprocessing/
+    retrieval_eval.py then fills equal context budgets from these rankings (ragstudy.budget_eval), one verdict per
+    group of variants that differ only in strategy."""
     from .variants import expand
 
     grid = expand(config, sweep)
@@ -442,8 +453,9 @@ def merged_grid(output_dir: Path, grid: Sequence[Variant]) -> list[Variant]:
 
 
 def _run_grid(config: StudyConfig, grid: Sequence[Variant], documents, questions: Sequence[str], output_dir: Path,
-              executor: Any) -> GridRun:
-    """run_retrieval's work once the output folder is locked."""
+              executor: Executor | None) -> GridRun:
+    """run_retrieval's work once the output folder is locked: one executors.Task per variant, keyed by what
+    determines its files (runidentity.variant_key), so that a finished variant is skipped only under the same key."""
     from . import runidentity
     from .results import VARIANTS, check_layout, variant_folder, write_table
     from .variants import variant_config as config_of
@@ -461,18 +473,27 @@ def _run_grid(config: StudyConfig, grid: Sequence[Variant], documents, questions
     write_table(output_dir, VARIANTS, pd.DataFrame([v.to_row() for v in listed]))
     facts_json = json.dumps(facts, ensure_ascii=False, default=str)
     inputs = {"documents": Path(config.documents), "questions": Path(config.questions)}
-    tasks = [Task(v.id, run_variant, VariantSpec(v, configs[v.id], facts_json), folders[v.id], inputs) for v in grid]
+    code = runidentity.code_hash()
+    tasks = [Task(v.id, run_variant, VariantSpec(v, configs[v.id], facts_json), folders[v.id], inputs,
+                  runidentity.variant_key(configs[v.id], questions, facts, v.to_row(), code), relocate_variant)
+             for v in grid]
+    executor = executor or config.executor()
+    todo = {task.id for task in pending(tasks)}
 
-    def not_cached(strategy: str) -> bool:
-        return not chunk_cache_path(config, strategy, documents).is_file()
+    def not_cached(strategy: str) -> bool:  # the slow bulk step (markdown's PDF conversion) of a variant to compute
+        return any(v.strategy == strategy and v.id in todo for v in grid) and \
+            not chunk_cache_path(config, strategy, documents).is_file()
 
-    executor = executor or Executor()
     with chunking_ahead(config, documents, not_cached) if executor.kind == "inprocess" else nullcontext():
         outcomes = run_tasks(tasks, executor)
     failed = [o for o in outcomes if o.error is not None]
     if failed:
-        named = "; ".join(f"{o.id}: {o.error}" for o in failed)
+        named = "; ".join(str(o.error) for o in failed)  # each "variant <id>: <error>"
         raise StudyInputError(f"{len(failed)} of {len(grid)} variants failed ({named}); "
                               "the others are kept in " + str(output_dir / "variants") + ": fix the cause and re-run the "
                               "same command (only what is missing is computed)")
-    return GridRun(output_dir, tuple(grid), folders, {v.id: read_variant_run(folders[v.id]) for v in grid})
+    runs = {v.id: read_variant_run(folders[v.id]) for v in grid}
+    for vid in set(runs) - todo:  # done earlier under the same key: this run embedded nothing for it
+        runs[vid] = replace(runs[vid], embedded=0, reused=runs[vid].reused + runs[vid].embedded, index_seconds=0.0,
+                            stages={})
+    return GridRun(output_dir, tuple(grid), folders, runs)

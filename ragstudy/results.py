@@ -766,8 +766,9 @@ RUN_IDENTITY = Output("run_identity.json", _CHAIN, "the identity of the configur
                       "folder (ragstudy.runidentity): a run refuses to write beside another configuration's files")
 RUN_LOCK = Output(".ragstudy-run.lock", _CHAIN, "held while a run writes into the folder (one run at a time)")
 VARIANT_DONE_FILE = Output("variant.done.json", "ragstudy.executors (every executor: in-process, --workers, --ray)",
-                           "written last into a variant's folder once its run finished; a re-run skips the variants "
-                           "that have it and computes the others again")
+                           "written last into a variant's folder once its run finished, with the variant's key (a "
+                           "sha256 of its settings, questions, documents and code); a re-run skips the variants whose "
+                           "marker carries their key and computes the others again")
 VARIANT_RUN = Output("variant_run.json", _RETRIEVAL_ONLY, "what one variant's run did: chunks, their length, "
                      "vectors embedded and reused, seconds per stage; in `variants/<id>/`, each variant's complete "
                      "run folder (its config.json, run identity, chunk tables and rankings)")

@@ -10,6 +10,7 @@ recorded beside it for each file. Folders written before this file existed are n
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Iterable, Sequence
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import StudyInputError
-from .io import atomic_write_json, sha256_file, sha256_text, stable_json
+from .io import atomic_write_json, json_text, sha256_file, sha256_text, stable_json
 from .results import RUN_IDENTITY
 
 logger = logging.getLogger(__name__)
@@ -44,6 +45,38 @@ def run_identity(config: Any, questions: Sequence[str]) -> dict[str, Any]:
                         prompt_sha256=sha256_text(config.prompt_template),
                         max_new_tokens=config.profile.max_new_tokens)
     return identity
+
+
+# The Python code that computes results: the core, the strategies, scoring, the CLI (code_hash)
+CODE_FOLDERS = ("ragstudy", "Postprocessing", "ragstudy_cli")
+CODE_FILES = ("evaluation_chain.py", "customembedding.py")
+
+
+def code_hash() -> str:
+    """One hash of the project's Python code that computes the results (core, strategies, scoring, the CLI): a
+    variant's key (variant_key) and the study's stage keys (ragstudy study) change when it is edited."""
+    from .io import PROJECT_ROOT
+
+    files = [PROJECT_ROOT / f for f in CODE_FILES]
+    files += [p for folder in CODE_FOLDERS for p in (PROJECT_ROOT / folder).rglob("*.py")]
+    files += [p for p in PROJECT_ROOT.glob("RAG*/**/*.py")]
+    digest = hashlib.sha256()
+    for path in sorted(f for f in files if f.is_file()):
+        digest.update(str(path.relative_to(PROJECT_ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def variant_key(config: Any, questions: Sequence[str], facts: dict[str, Any], variant: dict[str, Any], code: str
+                ) -> str:
+    """sha256 of what determines one variant's files: its settings as config.json records them, but those that
+    never change results (config.result_settings: threads, workers, Ray, timeouts), its run identity (the questions'
+    sha256 among them), the documents' sha256 (`facts`, pipeline.run_facts), the variant's row and the code
+    (code_hash). A finished variant's done marker carries it (ragstudy.executors): a re-run under another key
+    computes the variant again, from its content-keyed caches."""
+    from .config import result_settings
+
+    return sha256_text(stable_json({"settings": result_settings(config), "identity": run_identity(config, questions),
+                                    "documents": facts.get("documents_sha256"), "variant": variant, "code": code}))
 
 
 def identity_key(identity: dict[str, Any]) -> str:
@@ -79,6 +112,19 @@ def read_identities(folder: str | Path) -> dict[str, dict[str, Any]]:
         raise StudyInputError(f"{path}: not a run identity file of format {FORMAT}; delete it only together with "
                               "the results files it describes")
     return files
+
+
+def rehash(files: dict[str, bytes]) -> dict[str, bytes]:
+    """A folder's files (name -> bytes) with the sha256 its run_identity.json records for each file made from the
+    bytes given: after a Ray worker's paths were replaced by the driver's in the files' text (executors.translate),
+    the record matches the files as they land, as an in-process run's does."""
+    if IDENTITY_FILE not in files:
+        return files
+    data = json.loads(files[IDENTITY_FILE])
+    for name, entry in data.get("files", {}).items():
+        if name in files and isinstance(entry, dict) and "sha256" in entry:
+            entry["sha256"] = hashlib.sha256(files[name]).hexdigest()
+    return {**files, IDENTITY_FILE: json_text(data).encode("utf-8")}
 
 
 def check_output_folder(folder: str | Path, config: Any, questions: Sequence[str]) -> None:

@@ -40,6 +40,10 @@ class Setting:
     `applies(config)`: whether the setting changes what a run with this resolved config does (None: always). A run
     given a setting that does not apply to it (an LLM setting in a retrieval-only run) says so once
     (ragstudy.config.unused_settings).
+    `bare`: the value of the flag given without one (``--ray`` alone means ``--ray local``); None: the flag takes a
+    value. `changes_results=False`: the setting chooses how a run runs (threads, worker processes, timeouts), never
+    what it writes; a variant's key (ragstudy.runidentity.variant_key) leaves it out, so changing it recomputes
+    nothing.
     """
 
     name: str
@@ -58,6 +62,8 @@ class Setting:
     several: bool = False
     list_choices: bool = True
     applies: Callable[[Any], bool] | None = None
+    bare: str | None = None
+    changes_results: bool = True
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -259,6 +265,8 @@ def add_arguments(parser: argparse.ArgumentParser, settings: Iterable[Setting], 
                 kwargs["type"] = item.type
             if item.choices is not None and item.kind == "value" and item.list_choices and not item.several:
                 kwargs["choices"] = _DeferredChoices(item.choices)
+            if item.bare is not None:
+                kwargs.update(nargs="?", const=item.bare)
             if item.metavar:
                 kwargs["metavar"] = item.metavar
             elif (item.kind == "list" or item.several) and item.choices is not None and item.list_choices:

@@ -26,7 +26,6 @@ from typing import Any
 
 from .errors import StudyInputError
 from .io import sha256_text
-from .executors import Executor, Outcome, Task
 from .records import NOT_APPLICABLE, Variant
 
 logger = logging.getLogger(__name__)
@@ -254,29 +253,3 @@ def _product(choices: list[list[str]]) -> list[tuple[str, ...]]:
     import itertools
 
     return list(itertools.product(*choices))
-
-
-# --------------------------------------------------------------- the grid's executor, in-process for now (issue 35)
-# Task, Executor and Outcome are ragstudy.executors' (its in-process, --workers N and Ray executors share them).
-# The grid still runs its variants here, one after another in this process: executors.run_tasks skips a folder
-# holding variant.done.json, which a re-run that must deepen the rankings (larger budgets) cannot yet tell apart
-# from a finished variant. Swap: import run_tasks from ragstudy.executors in ragstudy.ranking once it can.
-
-def run_tasks(tasks: Sequence[Task], executor: Executor, label: str = "variants") -> list[Outcome]:
-    """Every task in this process, one after another; a task that raises is reported by id, the others run."""
-    from tqdm.auto import tqdm
-
-    if executor.kind != "inprocess":
-        raise StudyInputError(f"executor {executor.kind!r}: this version runs {label} in-process only")
-    outcomes = []
-    for task in tqdm(tasks, desc=label.capitalize(), unit="variant", disable=len(tasks) < 2):
-        try:
-            task.fn(task.spec, task.output_dir, task.inputs)
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except Exception as exc:  # reported by id; the run stops with all of them after the others have run
-            logger.error("%s: %s: %s", task.id, type(exc).__name__, exc)
-            outcomes.append(Outcome(task.id, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"))
-        else:
-            outcomes.append(Outcome(task.id, None))
-    return outcomes

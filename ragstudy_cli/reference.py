@@ -37,7 +37,8 @@ def _flags(action: argparse.Action) -> str:
     names = ", ".join(f"`{o}`" for o in action.option_strings) or f"`{action.metavar or action.dest}`"
     takes = action.nargs != 0 and action.option_strings
     if takes:
-        names += f" {_cell(action.metavar or action.dest.upper())}"
+        value = _cell(action.metavar or action.dest.upper())
+        names += f" [{value}]" if action.nargs == "?" else f" {value}"  # the value may be left out
     return names
 
 

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragstudy import results
-from ragstudy.io import PROJECT_ROOT, sha256_file
+from ragstudy.io import sha256_file
+from ragstudy.runidentity import code_hash  # the stages' keys: one hash of the project's code
 
 LEDGER = results.STUDY_LEDGER.name
 LOG = results.STUDY_LOG.name
@@ -42,8 +43,6 @@ FIRST_RUN_SECONDS = {"answers": 480.0, "retrieval": 240.0, "retrieval scores": 6
                      "answer scores": 60.0, "chunk quality": 30.0, "report": 20.0}
 # the stages that generate and score answers: the first report (retrieval only) is written when one of them is to run
 ANSWER_STAGES = ("answers", "answer scores", "chunk quality")
-CODE_FOLDERS = ("ragstudy", "Postprocessing", "ragstudy_cli")
-CODE_FILES = ("evaluation_chain.py", "customembedding.py")
 STUDY_RETRIEVERS = ("dense", "bm25", "hybrid")  # the retrieval stage's default: the verdict checked across them
 CHAIN_MODES = ("--retrieval-only", "--chunks-only", "--sweep", "--output-dir")
 
@@ -87,17 +86,6 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str], argparse.
 
 
 # ---------------------------------------------------------------------------------------------- fingerprints
-
-def code_hash() -> str:
-    """One hash of the Python code that computes the results (core, strategies, scoring, the CLI)."""
-    files = [PROJECT_ROOT / f for f in CODE_FILES]
-    files += [p for folder in CODE_FOLDERS for p in (PROJECT_ROOT / folder).rglob("*.py")]
-    files += [p for p in PROJECT_ROOT.glob("RAG*/**/*.py")]
-    digest = hashlib.sha256()
-    for path in sorted(f for f in files if f.is_file()):
-        digest.update(str(path.relative_to(PROJECT_ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
-
 
 def snapshot(root: Path) -> dict[str, tuple[int, int]]:
     """Every file under `root` (not the ledger, the log, locks or hidden files): relative path -> (size, mtime_ns)."""
@@ -207,6 +195,8 @@ def plan(args: argparse.Namespace, chain_argv: list[str], chain_args: argparse.N
         return lambda: evaluation_chain.main(argv, warn_unused=False)
 
     a_argv = [*without_flag(chain_argv, "--retriever"), "--output-dir", str(answers)]  # answers: dense
+    for flag in ("--workers", "--ray"):  # the retrieval stage's executor: the answering run has no grid
+        a_argv = without_flag(a_argv, flag, optional=flag == "--ray")
     r_argv = [*chain_argv, "--retrieval-only", *ranked_with, "--output-dir", str(retrieval)]
     rs_argv = ["--results-dir", str(retrieval), *(["--evidence", evidence] if evidence else []), *oracle, *verbose]
     # the same evidence as the retrieval scores: the answer scores' extractive reference
@@ -310,7 +300,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ragstudy.config import config_from_args
         from ragstudy.results import check_output_location
 
-        check_output_location(root, config_from_args(chain_args).documents)  # never among the PDFs or in / or ~
+        documents = config_from_args(chain_args, warn_unused=False).documents  # each run warns of its own flags
+        check_output_location(root, documents)  # never among the PDFs or in / or ~
         root.mkdir(parents=True, exist_ok=True)
         lock_study(root)  # before anything is planned or written: one study at a time in a folder
     except StudyInputError as exc:
@@ -341,14 +332,17 @@ def study_root(args: argparse.Namespace, chain_args: argparse.Namespace) -> Path
     return Path(config_from_args(chain_args, warn_unused=False).output_dir)  # the file's key, else the setting's default
 
 
-def without_flag(argv: Sequence[str], flag: str) -> list[str]:
-    """`argv` without `flag VALUE` and `flag=VALUE`."""
+def without_flag(argv: Sequence[str], flag: str, optional: bool = False) -> list[str]:
+    """`argv` without `flag VALUE` and `flag=VALUE` (`optional`: the flag may stand alone, as `--ray` does: the next
+    item is its value only when it is no flag)."""
     out: list[str] = []
     skip = False
     for item in argv:
         if skip:
             skip = False
-        elif item == flag:
+            if not (optional and item.startswith("-")):
+                continue  # the flag's value
+        if item == flag:
             skip = True
         elif not item.startswith(flag + "="):
             out.append(item)

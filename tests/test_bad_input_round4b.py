@@ -260,7 +260,7 @@ def test_a_misbehaving_plugin_retriever_is_one_line_and_leaves_no_results_nor_lo
     variant = out / "variants" / f"newline__{name}__raw"
     n = len(pd.read_csv(variant / "chunks_newline.csv"))  # the parents: this retriever's units
     named = f"retriever {name!r}" + (" " if name == "raises" else ", ")
-    assert line.startswith(f"error: 1 of 1 variants failed (newline__{name}__raw: StudyInputError: ")  # named by id
+    assert line.startswith(f"error: 1 of 1 variants failed (variant newline__{name}__raw: ")  # named by id
     assert named + said.format(bad=n + 5, n=n, last=n - 1) in line
     assert not (variant / "retrieval_newline.csv").exists() and not (variant / "run_identity.json").exists()
     assert lock_is_free(out)  # the output folder's lock was released: the next run may start

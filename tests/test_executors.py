@@ -299,7 +299,7 @@ def test_shipped_inputs_are_written_once_per_machine_and_land_replaces_an_unfini
     unfinished = tmp_path / "variants" / "v1"
     (unfinished / "stale").mkdir(parents=True)
     (unfinished / "stale" / "half.csv").write_text("index\n")
-    land({"config.json": b"{}", "rankings/r.csv": b"a\n"}, unfinished, "v1")
+    land({"config.json": b"{}", "rankings/r.csv": b"a\n"}, unfinished, Task("v1", write_variant, None, unfinished, {}))
     assert sorted(folder_files(unfinished)) == ["config.json", "rankings/r.csv", VARIANT_DONE]
     assert [p.name for p in unfinished.parent.iterdir()] == ["v1"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragstudy import executors, variants
+from ragstudy import variants
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
 from ragstudy.records import NOT_APPLICABLE, Variant
@@ -104,20 +104,6 @@ def test_groups_share_every_axis_but_the_strategy_and_inapplicable_axes_join_eve
 def test_several_embedders_belong_to_retrieval_only_runs():
     with pytest.raises(StudyInputError, match="several embedding models"):
         StudyConfig.resolve(profile="lite", embedding=f"{E5},{MINILM}", warn_unused=False)
-
-
-def _write_or_fail(spec, output_dir, inputs) -> None:
-    if spec == "bad":
-        raise RuntimeError("the index server went away\nsecond line")
-    (output_dir / "done.txt").write_text(spec, encoding="utf-8")
-
-
-def test_a_failing_variant_is_named_by_id_and_the_others_still_run(tmp_path):
-    tasks = [executors.Task(name, _write_or_fail, name, tmp_path, {}) for name in ("a", "bad", "c")]
-    outcomes = variants.run_tasks(tasks, executors.Executor())
-    assert [(o.id, o.error) for o in outcomes] == [
-        ("a", None), ("bad", "RuntimeError: the index server went away"), ("c", None)]
-    assert (tmp_path / "done.txt").read_text(encoding="utf-8") == "c"  # the task after the failure ran
 
 
 def test_the_cross_check_names_what_the_groups_differ_in() -> None:
