@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from pathlib import Path
 
 from Postprocessing import cli, plots
@@ -28,8 +27,9 @@ from ragstudy.settings import Setting
 logger = logging.getLogger(__name__)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Read the survey (with the answer key, or the paper's order), write tables, plots and the summary."""
+def analyse_survey(args: argparse.Namespace) -> results.Written:
+    """`ragstudy survey`: read the survey (with the answer key, or the paper's order), write tables, plots and the
+    summary; the files it wrote, with exit code 3 when the plots could not be written."""
     results_dir = Path(args.results_dir)
     out_dir = Path(args.out_dir or results_dir / "survey")
     answers_path = Path(args.answers or results_dir / TEMPLATE_NAME)
@@ -62,8 +62,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"Outputs in {out_dir}")
     if plot_error and not args.no_plot:
         logger.error("Plots not written: %s", plot_error)
-        return 3
-    return 0
+        return results.written_by(out_dir, "survey", 3)
+    return results.written_by(out_dir, "survey")
 
 
 def settings() -> tuple[Setting, ...]:
@@ -84,8 +84,3 @@ def build_parser() -> argparse.ArgumentParser:
         "Analyse interview_answers.xlsx (one row per rater, one column per question, cells 'Opzione k' or "
         "'Nessuna delle precedenti'): counts, plots (PDF+PNG), chi-square, sign tests, Fleiss' kappa.", settings())
 
-
-main = cli.script_main(build_parser, run)
-
-if __name__ == "__main__":
-    sys.exit(main())

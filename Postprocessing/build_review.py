@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from pathlib import Path
 
 from Postprocessing import cli, common, review
+from ragstudy import results
 from ragstudy.settings import Setting
 
 logger = logging.getLogger(__name__)
 
 
-def run(args: argparse.Namespace) -> review.AnswerKey:
-    """Load and check the Dataset files, draw the option orders, write the three files."""
+def build_review(args: argparse.Namespace) -> results.Written:
+    """`ragstudy review`: load and check the Dataset files, draw the option orders, write the three files."""
     results_dir = Path(args.results_dir)
     common.resolve_inputs(args)
     out_dir = Path(args.out_dir or results_dir)
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> review.AnswerKey:
           f"order: {key.scheme}{'' if key.seed is None else f', seed {key.seed}'})")
     print(f"Wrote {out_dir / review.KEY_NAME} (answer key: keep it away from the raters)")
     print(f"Wrote {out_dir / review.TEMPLATE_NAME} ({args.raters} rater rows)")
-    return key
+    return results.written_by(out_dir, "review")
 
 
 def settings() -> tuple[Setting, ...]:
@@ -58,8 +58,3 @@ def build_parser() -> argparse.ArgumentParser:
         "Build the blinded review workbook (output.xlsx), its answer key (answer_key.csv) and the empty rater "
         "sheet (interview_answers.xlsx) from the Dataset files of ragstudy answer.", settings())
 
-
-main = cli.script_main(build_parser, run)
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -33,12 +32,12 @@ from typing import Any
 from Postprocessing import cli, common
 from Postprocessing.answer_metrics import BERTSCORE, METEOR, ROUGE_KEYS
 from Postprocessing.common import DataError
-from ragstudy import registry
+from ragstudy import registry, results
 from ragstudy.budget_metrics import CONTEXT_CHARS, SPAN_METRICS
 from ragstudy.io import PROJECT_ROOT as REPO_ROOT, torch_threads
 from ragstudy.settings import Setting
 
-logger = logging.getLogger("Postprocessing.chunk_quality")
+logger = logging.getLogger(__name__)
 
 DEFAULT_GROUNDTRUTH = REPO_ROOT / "sample" / "groundtruth"
 DEFAULT_CORRELATE = (ROUGE_KEYS["rougeL"], METEOR, BERTSCORE[2])  # ROUGE-L, METEOR, BERTScore F1
@@ -544,8 +543,8 @@ def write_tables(out_dir: Path, rows, report: str, chunk_frames, per_question, h
     return written
 
 
-def run(args: argparse.Namespace) -> dict:
-    """The whole evaluation: load and align, compute every section, write the tables; returns what it wrote."""
+def judge_chunks(args: argparse.Namespace) -> results.Written:
+    """`ragstudy chunk-quality`: load and align, compute every section, write the tables; the files it wrote."""
     import pandas as pd
 
     from ragstudy.stats import CiSettings
@@ -586,11 +585,5 @@ def run(args: argparse.Namespace) -> dict:
             "seconds": seconds, "notes": notes}
     common.atomic_write_text(written["run_json"], json.dumps(info, indent=2, ensure_ascii=False, default=str))
     common.print_report(report, out_dir, seconds)
-    return written
+    return results.written_by(out_dir, "chunk-quality")
 
-
-main = cli.script_main(build_parser, run)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

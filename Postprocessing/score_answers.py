@@ -14,7 +14,6 @@ The metrics themselves live in ``answer_metrics`` (registered in ``metric_catalo
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,8 +25,9 @@ from ragstudy.io import torch_threads
 from ragstudy.settings import Setting
 
 
-def run(args: argparse.Namespace) -> answer_scoring.MetricsResult:
-    """Load and check the inputs, score, write the outputs, print the Markdown summary."""
+def score_answers(args: argparse.Namespace) -> results.Written:
+    """`ragstudy score-answers`: load and check the inputs, score, write the outputs, print the Markdown summary;
+    the files it wrote."""
     import torch
 
     torch.set_num_threads(torch_threads(args.threads))
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> answer_scoring.MetricsResult:
         "questions_scored": len(indices), "questions_total": len(questions)}, config)
     print(report)
     print(f"Scored {len(indices)} of {len(questions)} questions for {len(answers)} strategies; outputs in {out_dir}")
-    return result
+    return results.written_by(out_dir, "score-answers")
 
 
 def settings() -> tuple[Setting, ...]:
@@ -105,8 +105,3 @@ def build_parser() -> argparse.ArgumentParser:
         "ROUGE-1/2/L/Lsum, METEOR and BERTScore, offline; write per-question scores, a summary with bootstrap CIs "
         "and paired comparisons (CSV + Markdown).", settings())
 
-
-main = cli.script_main(build_parser, run)
-
-if __name__ == "__main__":
-    sys.exit(main())

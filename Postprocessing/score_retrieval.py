@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -53,7 +52,7 @@ from ragstudy.settings import Setting
 from ragstudy.stats import HOLM_COLUMN, ci_label
 from ragstudy.verdict_across import CrossVerdict
 
-logger = logging.getLogger("Postprocessing.retrieval_eval")
+logger = logging.getLogger(__name__)
 
 PLOT_STEM = results.RETRIEVAL_PLOT.stem
 
@@ -187,18 +186,21 @@ def build_parser() -> argparse.ArgumentParser:
     return cli.script_parser(__doc__, settings())
 
 
-def run(args: argparse.Namespace) -> dict:
-    """Score the run in --results-dir: one verdict per group of variants that differ only in strategy
-    (ragstudy.variants.run_groups; a folder without variants.csv is one group), checked across the groups when there
-    are several (run_across)."""
+def score_retrieval(args: argparse.Namespace) -> results.Written:
+    """`ragstudy score-retrieval`: score the run in --results-dir, one verdict per group of variants that differ only
+    in strategy (ragstudy.variants.run_groups; a folder without variants.csv is one group), checked across the groups
+    when there are several (run_across); the files it wrote."""
     from ragstudy.variants import run_groups
 
     results_dir = Path(args.results_dir)
     top = results.open_run(results_dir)  # config.json is read once, here
     groups = run_groups(top)
+    out_dir = Path(args.out_dir or results_dir)
     if len(groups) > 1:
-        return run_across(args, groups)
-    return score_group(args, groups[0], results_dir, Path(args.out_dir or results_dir), handle=top)[0]
+        run_across(args, groups)
+    else:
+        score_group(args, groups[0], results_dir, out_dir, handle=top)
+    return results.written_by(out_dir, "score-retrieval")
 
 
 def score_group(args: argparse.Namespace, group: Any, results_dir: Path, out_dir: Path, split: Any = None,
@@ -414,9 +416,3 @@ def run_across(args: argparse.Namespace, groups: Sequence[Any]) -> dict:
     common.print_report(report, out_dir, time.perf_counter() - started)
     return written
 
-
-main = cli.script_main(build_parser, run)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

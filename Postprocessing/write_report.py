@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import logging
 import subprocess
-import sys
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -31,7 +30,7 @@ from ragstudy import results
 from ragstudy.io import PROJECT_ROOT
 from ragstudy.settings import Setting
 
-logger = logging.getLogger("Postprocessing.report")
+logger = logging.getLogger(__name__)
 
 TITLE = "Paragraph-based chunking: study report"
 
@@ -101,7 +100,9 @@ def check_scored(results_dir: Path, built: list) -> None:
                                f"{results_dir}), or pass the folder that holds the scores. Nothing was written")
 
 
-def run(args: argparse.Namespace) -> int:
+def write_report(args: argparse.Namespace) -> results.Written:
+    """`ragstudy report`: the page (report.html and report.md beside it, a screenshot when asked) from the results
+    folder; the files it wrote, with exit code 3 when the screenshot could not be taken, 1 on a JavaScript error."""
     check_out(args.out)
     results_dir, retrieval_dir, default_out = study_folders(Path(args.results_dir), args.retrieval_dir)
     out = Path(args.out) if args.out else default_out
@@ -140,12 +141,12 @@ def run(args: argparse.Namespace) -> int:
             result = browser.render(out, Path(args.screenshot), width=args.width, height=args.height)
         except browser.BrowserError as exc:  # the report itself is written; only the screenshot is missing
             logger.error("Screenshot not written: %s", exc)
-            return 3
+            return results.Written(out.parent, (out, md_path), 3)
         for message in result.errors:
             logger.error("JavaScript error in %s: %s", out, message)
         print(f"Wrote {args.screenshot}")
-        return 1 if result.errors else 0
-    return 0
+        return results.Written(out.parent, (out, md_path, Path(args.screenshot)), 1 if result.errors else 0)
+    return results.Written(out.parent, (out, md_path))
 
 
 def settings() -> tuple[Setting, ...]:
@@ -168,9 +169,3 @@ def settings() -> tuple[Setting, ...]:
 def build_parser() -> argparse.ArgumentParser:
     return cli.script_parser(__doc__.split("\n\nSections:")[0], settings())
 
-
-main = cli.script_main(build_parser, run)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -9,96 +9,81 @@ DatasetSentence, DatasetSemantic, DatasetMarkdown) and config.json into --output
 LLM answers are cached by content hash: an identical re-run re-embeds and regenerates nothing, and an interrupted
 run resumes where it stopped.
 """
+# (the docstring is the help of `ragstudy answer|retrieve|sweep|chunks`; this module holds their jobs: `run_chain`
+# for the answering, retrieval-only and chunks-only runs, the sweep through ragstudy.sweep)
 
 from __future__ import annotations
 
 import argparse
-import logging
-import sqlite3
-import sys
 import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .config import StudyConfig
+    from .results import Run
 
 
 def build_parser(leave_out: tuple[str, ...] = ()) -> argparse.ArgumentParser:
     """The chain's flags, generated from the settings' declaration (ragstudy.config.study_settings); `leave_out`:
     settings without a flag here (`ragstudy answer` leaves out the other modes', ragstudy.config.MODE_SETTINGS)."""
-    from ragstudy.config import add_study_arguments
+    from .config import add_study_arguments
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                      allow_abbrev=False)
     return add_study_arguments(parser, leave_out)
 
 
-def interrupted_message(flags: dict) -> str:
-    """One line for Ctrl-C: what is kept and how to resume (no traceback)."""
-    from ragstudy.io import cache_dir
+def chain_config(args: argparse.Namespace, warn_unused: bool = True) -> "StudyConfig":
+    """The settings of a chain run from its parsed flags, its embedding checked (a bad --embedding stops here,
+    before anything is written); `warn_unused=False` (the study's runs): no warning about given settings that have
+    no effect on this run."""
+    from .config import config_from_args
+    from .embedders import check_embedding
 
-    output = flags.get("output_dir") or "results"
+    config = config_from_args(args, warn_unused)
+    check_embedding(config)
+    return config
+
+
+@dataclass(frozen=True)
+class ChainRun:
+    """What a chain run did: its settings, one report per strategy (documents, chunks, vectors and answers made or
+    reused), its seconds, and its folder as a run handle."""
+
+    config: "StudyConfig"
+    reports: tuple[Any, ...]
+    seconds: float
+
+    @property
+    def run(self) -> "Run":
+        from .results import open_run
+
+        return open_run(self.config.output_dir)
+
+
+def run_chain(config: "StudyConfig") -> ChainRun:
+    """The run `config` names: the answering chain (Dataset files), a retrieval-only run (rankings, no LLM) or a
+    chunks-only export, into config.output_dir."""
+    from .pipeline import run_study
+    from .ranking import run_retrieval
+
+    started = time.perf_counter()
+    reports = run_retrieval(config).reports() if config.retrieval_only else run_study(config)
+    return ChainRun(config, tuple(reports), time.perf_counter() - started)
+
+
+def interrupted_message(output_dir: str | None) -> str:
+    """One line for Ctrl-C: what is kept and how to resume (no traceback)."""
+    from .io import cache_dir
+
+    output = output_dir or "results"
     return (f"interrupted: every answer generated so far is saved in {cache_dir() / 'answers'}, embedded child "
             f"windows in the Chroma folders, finished strategies' files in {output}/; re-run the same command "
             "to resume without redoing that work")
 
 
-def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None, warn_unused: bool = True) -> int:
-    """The chain on `argv`; `parser` is this parser as `ragstudy answer|retrieve|sweep|chunks` names and presets it.
-    `warn_unused=False` (the study's runs): no warning about given settings that have no effect on this run."""
-    from ragstudy.errors import StudyInputError
-
-    try:  # the flags' choices come from the plug-in registries: a bad plug-in stops here, in one line
-        args = (parser or build_parser()).parse_args(argv)
-    except StudyInputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("httpx", "chromadb", "sentence_transformers", "urllib3"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    import transformers  # quiet its per-load progress bars; ours (tqdm) remain
-
-    transformers.utils.logging.disable_progress_bar()
-    transformers.utils.logging.set_verbosity_error()
-    from ragstudy.config import config_from_args
-    from ragstudy.errors import StudyInputError
-    from ragstudy.pipeline import run_study
-    from ragstudy.ranking import run_retrieval, unnamed_store_message
-
-    flags = vars(args)
-    sweep, evidence = args.sweep, args.evidence
-    started = time.perf_counter()
-    try:
-        config = config_from_args(args, warn_unused)
-        from ragstudy.embedders import check_embedding
-
-        check_embedding(config)  # a bad --embedding stops here, before anything is written
-        print(f"profile: {config.profile.name} ({config.origins['profile']}); LLM {config.profile.llm}; "
-              f"embedding {config.profile.embedding}; device {config.profile.device}; "
-              f"strategies: {', '.join(config.strategies)}", flush=True)
-        if sweep:
-            from ragstudy.sweep import run_sweep
-
-            print_sweep(run_sweep(config, sweep, evidence))
-            return 0
-        reports = run_retrieval(config).reports() if config.retrieval_only else run_study(config)
-    except StudyInputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except (OSError, sqlite3.Error) as exc:  # a store that failed without naming itself: still one line
-        print(f"error: {unnamed_store_message(exc)}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(interrupted_message(flags), file=sys.stderr)
-        return 130
-    print("\n| strategy | documents | chunks | embedded | reused | generated | cached |")
-    print("|---|---|---|---|---|---|---|")
-    for r in reports:
-        print(f"| {r.strategy} | {r.documents} | {r.chunks} | {r.embedded} | {r.reused} | {r.generated} | "
-              f"{r.cached} |")
-    print(f"\noutputs in {config.output_dir}/ ({time.perf_counter() - started:.1f} s)")
-    print(next_steps(config))
-    return 0
-
-
-def next_steps(config) -> str:
+def next_steps(config: "StudyConfig") -> str:
     """What the run wrote and the command that uses it next (`ragstudy study` runs them all)."""
     out = config.output_dir
     if config.chunks_only:
@@ -111,23 +96,3 @@ def next_steps(config) -> str:
     return (f"wrote the Dataset files, chunks_/sources_<strategy> and config.json into {out}/; next: "
             f"ragstudy score-answers --results-dir {out}, ragstudy review --results-dir {out}, "
             f"ragstudy report --results-dir {out}")
-
-
-def print_sweep(result) -> None:
-    """The sweep's table on stdout and its hit-rate plot beside the tables (HTML; PNG/PDF when Chromium is there)."""
-    from Postprocessing.budget_plots import sweep_figure, write_plots
-    from ragstudy.results import SWEEP_PLOT
-
-    notes: list[str] = []
-    write_plots(sweep_figure(result.summary, list(result.labels)), result.output_dir, SWEEP_PLOT.stem, notes)
-    print(result.summary.to_string(index=False, max_colwidth=40))
-    for note in notes:
-        print(f"note: {note}")
-    print(f"\nsweep of {len(result.summary)} configurations in {result.seconds:.0f} s; evidence {result.evidence}; "
-          f"tables in {result.output_dir}/sweep_summary.csv and sweep_best.csv")
-
-
-if __name__ == "__main__":
-    from ragstudy.io import exit_process
-
-    exit_process(main())

@@ -294,7 +294,7 @@ def test_dataset_files_left_by_an_earlier_run_are_named(retrieval_runs, tmp_path
 # -------------------------------------------------------------------------------------------- units of the checks
 
 def test_strategies_over_different_question_sets_are_named() -> None:
-    from Postprocessing.chunk_quality import question_sets_note
+    from Postprocessing.judge_chunks import question_sets_note
 
     datasets = {"paragraph": [{"question_index": i} for i in range(3)],
                 "fixed-size": [{"question_index": i} for i in (0, 2)]}

@@ -14,6 +14,7 @@ import pytest
 from conftest import REPO_ROOT, own_db_dir, write_test_pdf
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
+from ragstudy import chain
 
 
 def chain(*args: object, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess:
@@ -120,8 +121,7 @@ def test_an_oracle_that_only_says_no_answer_is_one_line(tmp_path: Path) -> None:
 
 
 def test_embedding_batch_size_is_a_flag() -> None:
-    import evaluation_chain
     from ragstudy.config import config_from_args
 
-    args = evaluation_chain.build_parser().parse_args(["--embedding-batch-size", "64", "--strategies", "newline"])
+    args = chain.build_parser().parse_args(["--embedding-batch-size", "64", "--strategies", "newline"])
     assert config_from_args(args).embedding_batch_size == 64
