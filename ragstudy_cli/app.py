@@ -200,18 +200,20 @@ def console() -> None:
     exit_process(main())
 
 
-CHAIN_MODE_FLAGS = {"--retrieval-only": "retrieve", "--chunks-only": "chunks", "--sweep": "sweep"}
+CHAIN_MODE_FLAGS = {"--sweep": "sweep", "--retrieval-only": "retrieve", "--chunks-only": "chunks"}  # first wins
 
 
 def chain_subcommand(argv: Sequence[str]) -> list[str]:
     """The chain's flags as `python evaluation_chain.py` took them -> the subcommand that runs that mode, with its
-    flags: --retrieval-only -> `retrieve`, --chunks-only -> `chunks` (each flag dropped: the subcommand is that
-    mode), --sweep FILE -> `sweep --sweep FILE`, else `answer`."""
+    flags: --sweep FILE -> `sweep --sweep FILE` (a sweep is retrieval-only: --retrieval-only is dropped),
+    --retrieval-only -> `retrieve`, --chunks-only -> `chunks` (the flag dropped: the subcommand is that mode), else
+    `answer`; a second mode flag is left for the subcommand to refuse."""
     argv = list(argv)
     own = argv[:argv.index("--")] if "--" in argv else argv
     for flag, name in CHAIN_MODE_FLAGS.items():
         if any(arg == flag or arg.startswith(f"{flag}=") for arg in own):
-            return [name, *(argv if name == "sweep" else [a for a in argv if a != flag])]
+            implied = "--retrieval-only" if name == "sweep" else flag
+            return [name, *(a for a in argv if a != implied)]
     return ["answer", *argv]
 
 

@@ -260,8 +260,11 @@ def job_settings(build_parser: Callable[[], argparse.ArgumentParser], **given: o
 
 
 def run_settings(config) -> dict:
-    """A run stage's settings as its key records them (the resolved configuration)."""
-    return {k: v for k, v in config.to_dict().items() if k != "origins"}
+    """A run stage's settings as its key records them: the resolved configuration, its profile's every value (the
+    LLM's answer length, dtype, ...) included."""
+    from dataclasses import asdict
+
+    return {**{k: v for k, v in config.to_dict().items() if k != "origins"}, "profile": asdict(config.profile)}
 
 
 def chain_stage(config) -> Callable[[], results.Written]:

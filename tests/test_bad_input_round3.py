@@ -14,7 +14,6 @@ import pytest
 from conftest import REPO_ROOT, own_db_dir, write_test_pdf
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
-from ragstudy import chain
 
 
 def chain(*args: object, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess:
@@ -121,7 +120,8 @@ def test_an_oracle_that_only_says_no_answer_is_one_line(tmp_path: Path) -> None:
 
 
 def test_embedding_batch_size_is_a_flag() -> None:
+    from ragstudy.chain import build_parser
     from ragstudy.config import config_from_args
 
-    args = chain.build_parser().parse_args(["--embedding-batch-size", "64", "--strategies", "newline"])
+    args = build_parser().parse_args(["--embedding-batch-size", "64", "--strategies", "newline"])
     assert config_from_args(args).embedding_batch_size == 64

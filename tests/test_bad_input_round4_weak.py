@@ -131,7 +131,7 @@ def test_the_study_hands_answer_flags_to_both_runs_without_a_warning(tmp_path: P
                                           "--output-dir", str(tmp_path / "s")])
     with caplog.at_level(logging.WARNING, logger="ragstudy.config"):
         stages = study.plan(args, chain_args, tmp_path / "s")
-    assert [s.name for s in stages][0] == "retrieval" and stages[0].settings["max_new_tokens"] == 50
+    assert [s.name for s in stages][0] == "retrieval" and stages[0].settings["profile"]["max_new_tokens"] == 50
     assert not [r for r in caplog.records if "no effect" in r.getMessage()]
     from ragstudy import chain
 
@@ -139,7 +139,7 @@ def test_the_study_hands_answer_flags_to_both_runs_without_a_warning(tmp_path: P
     monkeypatch.setattr(chain, "run_chain", lambda config: ran.append(config) or chain.ChainRun(config, (), 0.0))
     with caplog.at_level(logging.WARNING, logger="ragstudy.config"):
         stages[0].run()  # the retrieval stage runs the job on the settings planned without a warning
-    assert [config.max_new_tokens for config in ran] == [50]
+    assert [config.profile.max_new_tokens for config in ran] == [50]
     assert not [r for r in caplog.records if "no effect" in r.getMessage()]
 
 
