@@ -249,6 +249,18 @@ def test_the_quick_starts_second_run_recomputes_nothing_in_under_30_s() -> None:
 
 # ------------------------------------------------------------------------------- the paper's script paths
 
+def _every_rater_picks_option_1(workbook: Path) -> None:
+    """Fill the raters' sheet `ragstudy review` wrote: every cell "Opzione 1"."""
+    from openpyxl import load_workbook
+
+    book = load_workbook(workbook)
+    sheet = book["Risposte"]
+    for row in range(2, sheet.max_row + 1):
+        for col in range(2, sheet.max_column + 1):
+            sheet.cell(row=row, column=col).value = "Opzione 1"
+    book.save(workbook)
+
+
 def _script(args: list[str], cwd: Path = REPO) -> subprocess.CompletedProcess:
     run = subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=900,
                          env={**os.environ, "PYTHONPATH": str(REPO)})
@@ -259,8 +271,6 @@ def _script(args: list[str], cwd: Path = REPO) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_the_old_script_paths_run_with_their_old_flags(small_study: tuple[Path, str], tmp_path: Path) -> None:
     """Each paper entry point once, on copies of the study's folders, with the flags it always had."""
-    from openpyxl import load_workbook
-
     root, _ = small_study
     answers, retrieval = tmp_path / "answers", tmp_path / "retrieval"
     shutil.copytree(root / "answers", answers)
@@ -274,12 +284,7 @@ def test_the_old_script_paths_run_with_their_old_flags(small_study: tuple[Path, 
              "--n-resamples", "200"])
     assert "BLEU" in (answers / "metrics_summary.md").read_text(encoding="utf-8")
     _script(["Postprocessing/preprocessing_files.py", "--results-dir", str(answers), "--raters", "2"])
-    book = load_workbook(answers / "interview_answers.xlsx")
-    sheet = book["Risposte"]
-    for row in range(2, sheet.max_row + 1):
-        for col in range(2, sheet.max_column + 1):
-            sheet.cell(row=row, column=col).value = "Opzione 1"
-    book.save(answers / "interview_answers.xlsx")
+    _every_rater_picks_option_1(answers / "interview_answers.xlsx")
     _script(["Postprocessing/interview_analysis.py", "--results-dir", str(answers), "--no-plots"])
     assert (answers / "survey" / "survey_summary.md").is_file()
     _script(["Postprocessing/chunk_quality.py", "--results-dir", str(answers), "--no-hope", "--n-resamples", "200"])
@@ -308,8 +313,6 @@ def _as_script(path: str, *flags: str, capsys: pytest.CaptureFixture) -> tuple[i
 def test_each_old_script_path_runs_its_job_with_its_old_flags(pdf_dir: Path, tmp_path: Path, capsys) -> None:
     """Every paper entry point once, on small fixtures, with the flags it always had: the chain's script as a
     process of its own (the chunks-only run, its mode flag picking `ragstudy chunks`), the others in this process."""
-    from openpyxl import load_workbook
-
     chunks = tmp_path / "chunks"
     run = _script(["evaluation_chain.py", "--chunks-only", "--profile", "lite", "--strategies", "fixed-size",
                    "--documents", str(pdf_dir), "--output-dir", str(chunks)])
@@ -330,12 +333,7 @@ def test_each_old_script_path_runs_its_job_with_its_old_flags(pdf_dir: Path, tmp
     code, out = _as_script("Postprocessing/preprocessing_files.py", "--results-dir", str(basic), *inputs,
                            "--raters", "2", capsys=capsys)
     assert code == 0 and (basic / "answer_key.csv").is_file(), out
-    book = load_workbook(basic / "interview_answers.xlsx")
-    sheet = book["Risposte"]
-    for row in range(2, sheet.max_row + 1):
-        for col in range(2, sheet.max_column + 1):
-            sheet.cell(row=row, column=col).value = "Opzione 1"
-    book.save(basic / "interview_answers.xlsx")
+    _every_rater_picks_option_1(basic / "interview_answers.xlsx")
     code, out = _as_script("Postprocessing/interview_analysis.py", "--results-dir", str(basic), "--no-plots",
                            capsys=capsys)
     assert code == 0 and (basic / "survey" / "survey_summary.md").is_file(), out
