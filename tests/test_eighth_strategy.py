@@ -16,6 +16,7 @@ from openpyxl import load_workbook
 
 from ragstudy import registry
 from ragstudy.results import open_run, read_retrieval, retrieval_path
+from ragstudy_cli import app
 from test_structure import LEAF_CORE
 
 FOLDER = "RAGEveryLine"
@@ -31,7 +32,6 @@ from langchain_text_splitters import TextSplitter
 
 from ragstudy.chunks import SplitterChunker
 from ragstudy.registry import ChunkerContext, register_strategy
-from ragstudy_cli import app
 
 
 @dataclass(frozen=True)

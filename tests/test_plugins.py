@@ -13,10 +13,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ragstudy import embedders, llms, plugins, registry, retrievers
+from ragstudy import chain, embedders, llms, plugins, registry, retrievers
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
 from ragstudy.results import read_retrieval, retrieval_path
+from ragstudy_cli import app
 
 PACKAGE = "outside_members"
 REPO = Path(__file__).resolve().parents[1]
@@ -71,8 +72,6 @@ SPEC = register_embedder("hashed-words", lambda config, path: HashedWords(), VAR
     "echo_engine.py": '''"""A fourth LLM engine, in-process: answers with the prompt's last word."""
 
 from ragstudy.llms import register_engine
-from ragstudy_cli import app
-from ragstudy import chain
 
 
 class Echo:
