@@ -135,7 +135,8 @@ def run_inputs(config) -> dict[str, str]:
 
 @dataclass
 class Stage:
-    """One stage: its job (`run`, returning what it wrote) and the settings it runs with (its part of the key)."""
+    """One stage: its job (`run`, returning what it wrote) and the settings it runs with (its part of the key: a
+    copy taken when planned, as a job may fill in its own settings' defaults while it runs)."""
 
     name: str
     what: str
@@ -231,19 +232,19 @@ def plan(args: argparse.Namespace, chain_args: argparse.Namespace, root: Path) -
         Stage("retrieval", f"rank {len(retrieval_config.strategies)} strategies' parents for every question, no LLM",
               run_settings(retrieval_config), chain_stage(retrieval_config), inputs=inputs_r,
               strategies=tuple(retrieval_config.strategies)),
-        Stage("retrieval scores", "score retrieval at equal budgets; the verdict", vars(rs_args),
+        Stage("retrieval scores", "score retrieval at equal budgets; the verdict", dict(vars(rs_args)),
               lambda: score_retrieval(rs_args), needs=("retrieval",), inputs=extra_inputs),
         Stage("first report", "the report of the retrieval stage, the verdict first (the answers follow)",
-              vars(first_args), lambda: write_report(first_args), needs=("retrieval", "retrieval scores"),
+              dict(vars(first_args)), lambda: write_report(first_args), needs=("retrieval", "retrieval scores"),
               only_before=ANSWER_STAGES),
         Stage("answers", f"answer {len(answer_config.strategies)} strategies' questions through the LLM",
               run_settings(answer_config), chain_stage(answer_config), inputs=inputs_a,
               strategies=tuple(answer_config.strategies)),
-        Stage("answer scores", "score the answers against the oracle, beside their floors", vars(as_args),
+        Stage("answer scores", "score the answers against the oracle, beside their floors", dict(vars(as_args)),
               lambda: score_answers(as_args), needs=("answers",), inputs=inputs_a),
         Stage("chunk quality", "chunk statistics and evidence retrieval at own k" + (", HOPE" if args.hope else ""),
-              vars(cq_args), lambda: judge_chunks(cq_args), needs=("answers", "answer scores"), inputs=inputs_a),
-        Stage("report", "the report page, the verdict first", vars(rp_args), lambda: write_report(rp_args),
+              dict(vars(cq_args)), lambda: judge_chunks(cq_args), needs=("answers", "answer scores"), inputs=inputs_a),
+        Stage("report", "the report page, the verdict first", dict(vars(rp_args)), lambda: write_report(rp_args),
               needs=("answers", "retrieval", "retrieval scores", "answer scores", "chunk quality")),
     ]
 

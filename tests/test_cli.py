@@ -92,6 +92,21 @@ def test_the_study_ranks_its_retrieval_stage_with_three_retrievers(tmp_path: Pat
     assert study.main([*STUDY_FLAGS, "--retriever", "bm26", "--output-dir", str(tmp_path / "x")]) == 2
 
 
+def test_a_stage_keeps_the_settings_it_was_planned_with(tmp_path: Path) -> None:
+    """A job fills in its settings' defaults while it runs (the questions and oracle files): the stage's key stays
+    the one it was planned with, so a second study finds it up to date."""
+    from ragstudy.errors import StudyInputError
+
+    args = study.build_parser().parse_args(STUDY_FLAGS)
+    stage = next(s for s in study.plan(args, args.chain, tmp_path) if s.name == "answer scores")
+    ledger = study.Ledger(tmp_path / study.LEDGER)
+    planned = ledger.key(stage, "code")
+    assert stage.settings["questions"] is None
+    with pytest.raises(StudyInputError):  # no Dataset files yet: refused once its inputs are resolved
+        stage.run()
+    assert ledger.key(stage, "code") == planned and stage.settings["questions"] is None
+
+
 @pytest.mark.parametrize("text", ['{"stages": {"answers": {"key": "k", "wrote": {"a.csv": "0' + '0' * 63 + '"}}',
                                   '{"stages": {"answers": "done"}}', '[1, 2]', '\x00\xff'])
 def test_a_damaged_ledger_is_named_and_every_stage_checked_again(tmp_path: Path, text: str,
