@@ -1,19 +1,16 @@
-"""What every Postprocessing script shares on the command line: logging set-up, the bad-input-exits-2 wrapper, and
-each shared flag (the results folder, the questions and oracle, the bootstrap's ``--n-resamples/--seed/
---confidence``, ...) declared once as a `Setting` with its help and default. A script lists its settings (shared
-ones from here, its own beside them) and `script_parser` builds its parser from them; help shows each default from
-the declaration (see docs/settings.md)."""
+"""What every Postprocessing job shares on the command line: logging set-up and each shared flag (the results folder,
+the questions and oracle, the bootstrap's ``--n-resamples/--seed/--confidence``, ...) declared once as a `Setting`
+with its help and default. A script lists its settings (shared ones from here, its own beside them) and
+`script_parser` builds its parser from them; help shows each default from the declaration (see docs/settings.md)."""
 
 from __future__ import annotations
 
 import argparse
 import logging
-import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ragstudy.errors import StudyInputError
 from ragstudy.io import TORCH_THREADS_DOC
 from ragstudy.settings import VERBOSE, Setting, add_arguments
 
@@ -76,44 +73,16 @@ def dataset_settings(what: str) -> tuple[Setting, ...]:
                                                                "question)"), FORMAT, ALLOW_PARTIAL, ALLOW_MIXED)
 
 
-BuildParser = Callable[[], argparse.ArgumentParser]
-Run = Callable[[argparse.Namespace], Any]
-
-
 def setup_logging(verbose: bool = False) -> None:
-    """Scripts: INFO (or DEBUG) logs to stderr, results on stdout."""
+    """The scoring, review, survey and report subcommands: INFO (or DEBUG) logs to stderr, results on stdout."""
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
     for noisy in ("kaleido", "choreographer", "logistro", "httpx", "urllib3", "sentence_transformers"):
         logging.getLogger(noisy).setLevel(logging.WARNING)  # chatty at INFO
 
 
-def run_script(build_parser: BuildParser, run: Run, argv: Sequence[str] | None = None) -> int:
-    """A Postprocessing script's main: parse, set up logging, run; bad input -> message on stderr, exit 2.
-
-    `run(args)` may return an int exit code; anything else (None, a dict of outputs) means 0.
-    """
-    args = build_parser().parse_args(argv)
-    setup_logging(args.verbose)
-    try:
-        code = run(args)
-    except StudyInputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return code if isinstance(code, int) else 0
-
-
-def script_main(build_parser: BuildParser, run: Run) -> Callable[[Sequence[str] | None], int]:
-    """The ``main(argv=None) -> exit code`` of a script made of `build_parser` and `run` (see run_script)."""
-
-    def main(argv: Sequence[str] | None = None) -> int:
-        return run_script(build_parser, run, argv)
-
-    return main
-
-
 def script_parser(description: str, settings: Iterable[Setting] = ()) -> argparse.ArgumentParser:
-    """A script's parser built from its `settings` (-v/--verbose added when they lack it; run_script reads it)."""
+    """A script's parser built from its `settings` (-v/--verbose added when they lack it; the runner reads it)."""
     formatter = argparse.RawDescriptionHelpFormatter if "\n" in description else argparse.HelpFormatter
     parser = argparse.ArgumentParser(description=description, formatter_class=formatter, allow_abbrev=False)
     return add_script_arguments(parser, settings)

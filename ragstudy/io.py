@@ -22,8 +22,8 @@ INTERRUPTED = 130  # the exit code of a run stopped by Ctrl-C (128 + SIGINT)
 
 
 def exit_process(code: int) -> NoReturn:
-    """End an entry point's process with `code` (`sys.exit(main())` of `ragstudy`, `evaluation_chain.py` and
-    `tools/make_qa.py`). After Ctrl-C (`INTERRUPTED`) every file and cached answer kept is already fsynced: flush
+    """End an entry point's process with `code` (`sys.exit(main())` of `ragstudy` and of the old script paths, its
+    shims). After Ctrl-C (`INTERRUPTED`) every file and cached answer kept is already fsynced: flush
     stdout and stderr and skip the libraries' teardown (torch, Chroma: seconds), so the run stops at once."""
     if code == INTERRUPTED:
         sys.stdout.flush()

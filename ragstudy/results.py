@@ -815,10 +815,10 @@ QA_REPORT = Output("qa_report.md", _MAKE_QA, "the set's report (filters, strata,
 QA_WORKBOOK = Output("review.xlsx", _MAKE_QA, "one row per candidate for a person to accept, edit or reject")
 
 # every file the project writes besides the derived tables, grouped as docs/outputs.md lists them
+RUN_FOLDER: tuple[Output, ...] = (DATASET_FILES, CHUNK_EXPORT, SOURCE_TEXTS, RANKINGS, RUN_CONFIG, RUN_IDENTITY,
+                                  RUN_LOCK, VARIANT_RUN, VARIANT_DONE_FILE, SWEEP_PLOT)
 OUTPUT_GROUPS: dict[str, tuple[Output, ...]] = {
-    "A run's folder (`ragstudy answer`, `retrieve`, `chunks`, `sweep`)": (
-        DATASET_FILES, CHUNK_EXPORT, SOURCE_TEXTS, RANKINGS, RUN_CONFIG, RUN_IDENTITY, RUN_LOCK, VARIANT_RUN,
-        VARIANT_DONE_FILE, SWEEP_PLOT),
+    "A run's folder (`ragstudy answer`, `retrieve`, `chunks`, `sweep`)": RUN_FOLDER,
     "Scores, reviews and the report (`ragstudy score-retrieval`, `score-answers`, `chunk-quality`, `review`, "
     "`survey`, `report`)": (
         RETRIEVAL_SUMMARY_MD, RETRIEVAL_PLOT, METRICS_SUMMARY_MD, METRICS_RUN, CLEANED_ORACLE, CHUNK_QUALITY_MD,
@@ -836,6 +836,44 @@ def declared_output(path: str | Path) -> Table | Output | None:
     """The declaration of a file the project wrote (`path` relative to the folder written into): a derived table or
     an output; None for a file nothing declares."""
     return TABLES.get(Path(path).name) or next((o for o in OUTPUTS.values() if o.matches(path)), None)
+
+
+RUN_COMMANDS = ("answer", "retrieve", "sweep", "chunks")  # the chain's jobs: each writes a run's folder
+
+
+def writer_command(declared: Table | Output) -> str:
+    """The subcommand a declaration names as its writer (`score-retrieval` for "ragstudy score-retrieval
+    --results-dir RESULTS"); a file of a run's folder is the chain's (`answer`), whichever of its jobs wrote it."""
+    if declared in RUN_FOLDER or declared is VARIANTS:
+        return RUN_COMMANDS[0]
+    words = declared.writer.split()
+    return words[1] if len(words) > 1 and words[0] == "ragstudy" else declared.writer
+
+
+@dataclass(frozen=True)
+class Written:
+    """What a job wrote: the folder it wrote into and, by the declarations, every file under it that its command
+    writes (hidden files, the locks, left out); `exit_code`: 0, or the job's own code for a part it could not
+    write (a plot without Chromium)."""
+
+    folder: Path
+    files: tuple[Path, ...]
+    exit_code: int = 0
+
+
+def written_by(folder: str | Path, command: str, exit_code: int = 0) -> Written:
+    """The files under `folder` that `ragstudy <command>` writes (a chain job: the run folder's files), by their
+    declarations in TABLES and OUTPUT_GROUPS."""
+    folder = Path(folder)
+    command = RUN_COMMANDS[0] if command in RUN_COMMANDS else command
+    files = []
+    for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
+        rel = path.relative_to(folder)
+        declared = declared_output(rel)
+        if path.is_file() and declared is not None and not any(part.startswith(".") for part in rel.parts) \
+                and writer_command(declared) == command:
+            files.append(path)
+    return Written(folder, tuple(files), exit_code)
 
 
 def write_table(folder: str | Path, table: Table, frame) -> Path:

@@ -1,15 +1,16 @@
 """`ragstudy SUBCOMMAND [flags]`: every job of the study behind one command.
 
-Each subcommand is the parser and the run of one entry point, with the same flags and behaviour as the script the
-paper named (`ragstudy answer` is `python evaluation_chain.py`, `ragstudy score-answers` is
-`python Postprocessing/evaluation_metrics.py`, ...); `ragstudy study` runs the whole study in order. Only the
-chosen subcommand's module is imported, so `ragstudy --help` answers at once.
+Each subcommand is a parser and a library job (ragstudy.chain for `answer`, `retrieve`, `sweep` and `chunks`, the
+Postprocessing job modules for the scores, the review, the survey and the report, ragstudy.qagen.command for
+`make-qa`) run by ragstudy_cli.jobs; `ragstudy study` composes the same jobs (ragstudy_cli.study). The paper's
+script paths (`python evaluation_chain.py`, `python Postprocessing/retrieval_eval.py`, ...) are shims onto these
+subcommands (`run_as`), with their old flags. A subcommand's modules are imported when it runs, so `ragstudy --help`
+answers at once.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,23 +22,24 @@ PROG = "ragstudy"
 
 @dataclass(frozen=True)
 class Command:
-    """One subcommand: the module whose `build_parser` it uses, the script the paper runs it as, and for the chain's
-    variants the mode it fixes (retrieval-only, chunks-only, a sweep)."""
+    """One subcommand: its parser (`build`), its job (the library function that takes the parsed settings and
+    returns what it wrote), the runner in ragstudy_cli.jobs that calls the job on the command line (logging, the
+    printed lines, errors as one line and an exit code), the script the paper runs it as, and for the chain's
+    variants the mode it fixes (retrieval-only, chunks-only, a sweep). Each is "module:function", imported when
+    the subcommand runs."""
 
     name: str
     summary: str
-    module: str
+    build: str  # returns the parser (the chain's takes the settings it leaves out)
+    job: str
+    run: str  # runner(job, args) -> exit code
     script: str
     mode: str = ""  # "", "retrieval_only", "chunks_only", "sweep": a variant of the chain
-    own_main: bool = False  # the module's main(argv, parser) does its own logging and error handling (make-qa)
+    chain: bool = False  # the chain's flags (ragstudy.chain): its mode fixed, the other modes' flags left out
 
     @property
     def prog(self) -> str:
         return f"{PROG} {self.name}"
-
-    @property
-    def is_chain(self) -> bool:
-        return self.module == "evaluation_chain"
 
     @property
     def implied_modes(self) -> tuple[str, ...]:
@@ -50,17 +52,13 @@ class Command:
         but the sweep's --sweep, which carries its FILE."""
         from ragstudy.config import MODE_SETTINGS
 
-        return tuple(m for m in MODE_SETTINGS if m != "sweep" or self.mode != "sweep") if self.is_chain else ()
-
-    def load(self):
-        return importlib.import_module(self.module)
+        return tuple(m for m in MODE_SETTINGS if m != "sweep" or self.mode != "sweep") if self.chain else ()
 
     def parser(self) -> argparse.ArgumentParser:
-        """The subcommand's parser: its module's `build_parser()`, named `ragstudy NAME`, its mode fixed and the
-        other modes' flags left out."""
-        if self.module == "ragstudy_cli.study":
-            return self.load().build_parser()
-        parser = self.load().build_parser(self.left_out()) if self.is_chain else self.load().build_parser()
+        """The subcommand's parser, named `ragstudy NAME`; for the chain, its mode fixed and the other modes' flags
+        left out."""
+        build = _function(self.build)
+        parser = build(self.left_out()) if self.chain else build()
         parser.prog = self.prog
         if self.mode in ("retrieval_only", "chunks_only"):
             parser.set_defaults(**{self.mode: True})
@@ -92,52 +90,67 @@ class Command:
 
     def main(self, argv: Sequence[str]) -> int:
         """Run the subcommand on `argv` (its flags, without the subcommand's name); the exit code."""
+        from ragstudy.errors import StudyInputError
+
         argv = list(argv)
-        module = self.load()
-        if self.module == "ragstudy_cli.study":
-            return module.main(argv)
         if self.mode == "sweep" and argv and not argv[0].startswith("-"):
             argv = ["--sweep", *argv]
         refused = self.foreign_mode_flag(argv[:argv.index("--")] if "--" in argv else argv)
         if refused:
             print(f"error: {refused}", file=sys.stderr)
             return 2
-        if self.is_chain:
-            return module.main(argv, parser=self.parser())
-        if self.own_main:
-            return module.main(argv, parser=self.parser())
-        from Postprocessing import cli
+        try:  # the flags' choices come from the plug-in registries: a bad plug-in stops here, in one line
+            args = self.parser().parse_args(argv)
+        except StudyInputError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        return _function(self.run)(_function(self.job), args)
 
-        return cli.run_script(self.parser, module.run, argv)
+
+def _function(where: str) -> Callable:
+    """`module:function`, imported now (only the chosen subcommand's modules are loaded)."""
+    import importlib
+
+    module, _, name = where.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
-CHAIN = "evaluation_chain.py"
+CHAIN = ("ragstudy.chain:build_parser", "ragstudy.chain:run_chain", "ragstudy_cli.jobs:run_chain_job",
+         "evaluation_chain.py")
+SCRIPT_JOB = "ragstudy_cli.jobs:run_script_job"
 COMMANDS: tuple[Command, ...] = (
     Command("study", "the whole study in order: answers, retrieval at equal budgets, scores, chunk quality, the "
-                     "report; reuses what is cached, prints the verdict", "ragstudy_cli.study", "(none)"),
+                     "report; reuses what is cached, prints the verdict", "ragstudy_cli.study:build_parser",
+            "ragstudy_cli.study:run", "ragstudy_cli.jobs:run_direct", "(none)"),
     Command("answer", "answer every question with each strategy through the LLM (the paper's chain): Dataset files",
-            "evaluation_chain", CHAIN),
+            *CHAIN, chain=True),
     Command("retrieve", "retrieval-only run: rank every strategy's parents for every question, load no LLM",
-            "evaluation_chain", CHAIN, "retrieval_only"),
+            *CHAIN, "retrieval_only", chain=True),
     Command("sweep", "a grid of strategy x parameter settings, retrieval-only, scored at every budget",
-            "evaluation_chain", CHAIN, "sweep"),
+            *CHAIN, "sweep", chain=True),
     Command("chunks", "export every strategy's chunks (chunks_<strategy>.csv, sources_<strategy>.jsonl), no model",
-            "evaluation_chain", CHAIN, "chunks_only"),
+            *CHAIN, "chunks_only", chain=True),
     Command("score-retrieval", "score a retrieval-only run at equal context budgets: hit, span metrics, MRR, oracle "
-                               "overlap, paired tests, the verdict", "Postprocessing.retrieval_eval",
-            "Postprocessing/retrieval_eval.py"),
+                               "overlap, paired tests, the verdict", "Postprocessing.score_retrieval:build_parser",
+            "Postprocessing.score_retrieval:score_retrieval", SCRIPT_JOB, "Postprocessing/retrieval_eval.py"),
     Command("score-answers", "score the answers against the oracle: BLEU, ROUGE, METEOR, BERTScore, paired tests",
-            "Postprocessing.evaluation_metrics", "Postprocessing/evaluation_metrics.py"),
+            "Postprocessing.score_answers:build_parser", "Postprocessing.score_answers:score_answers", SCRIPT_JOB,
+            "Postprocessing/evaluation_metrics.py"),
     Command("chunk-quality", "judge the chunks: intrinsic statistics, evidence retrieval at own k, HOPE",
-            "Postprocessing.chunk_quality", "Postprocessing/chunk_quality.py"),
+            "Postprocessing.judge_chunks:build_parser", "Postprocessing.judge_chunks:judge_chunks", SCRIPT_JOB,
+            "Postprocessing/chunk_quality.py"),
     Command("review", "the blinded review workbook for human raters (output.xlsx, answer key, rater sheet)",
-            "Postprocessing.preprocessing_files", "Postprocessing/preprocessing_files.py"),
+            "Postprocessing.build_review:build_parser", "Postprocessing.build_review:build_review", SCRIPT_JOB,
+            "Postprocessing/preprocessing_files.py"),
     Command("survey", "analyse the raters' survey (interview_answers.xlsx): counts, tests, plots",
-            "Postprocessing.interview_analysis", "Postprocessing/interview_analysis.py"),
+            "Postprocessing.analyse_survey:build_parser", "Postprocessing.analyse_survey:analyse_survey",
+            SCRIPT_JOB, "Postprocessing/interview_analysis.py"),
     Command("report", "one self-contained page (report.html + report.md) from a results folder, the verdict first",
-            "Postprocessing.report", "Postprocessing/report.py"),
+            "Postprocessing.write_report:build_parser", "Postprocessing.write_report:write_report", SCRIPT_JOB,
+            "Postprocessing/report.py"),
     Command("make-qa", "draft questions, oracle answers and verbatim evidence from your own PDFs with an LLM, for "
-                       "review (docs/make-qa.md)", "ragstudy.qagen.command", "tools/make_qa.py", own_main=True),
+                       "review (docs/make-qa.md)", "ragstudy.qagen.command:build_parser",
+            "ragstudy.qagen.command:make_qa_set", "ragstudy_cli.jobs:run_make_qa", "tools/make_qa.py"),
 )
 BY_NAME = {c.name: c for c in COMMANDS}
 
@@ -185,3 +198,30 @@ def _exit_code(run: Callable[[], int]) -> int:
 def console() -> None:
     """The `ragstudy` console script (pyproject.toml)."""
     exit_process(main())
+
+
+CHAIN_MODE_FLAGS = {"--sweep": "sweep", "--retrieval-only": "retrieve", "--chunks-only": "chunks"}  # first wins
+
+
+def chain_subcommand(argv: Sequence[str]) -> list[str]:
+    """The chain's flags as `python evaluation_chain.py` took them -> the subcommand that runs that mode, with its
+    flags: --sweep FILE -> `sweep --sweep FILE` (a sweep is retrieval-only: --retrieval-only is dropped),
+    --retrieval-only -> `retrieve`, --chunks-only -> `chunks` (the flag dropped: the subcommand is that mode), else
+    `answer`; a second mode flag is left for the subcommand to refuse."""
+    argv = list(argv)
+    own = argv[:argv.index("--")] if "--" in argv else argv
+    for flag, name in CHAIN_MODE_FLAGS.items():
+        if any(arg == flag or arg.startswith(f"{flag}=") for arg in own):
+            implied = "--retrieval-only" if name == "sweep" else flag
+            return [name, *(a for a in argv if a != implied)]
+    return ["answer", *argv]
+
+
+def run_as(name: str) -> None:
+    """An old script path (`python Postprocessing/retrieval_eval.py FLAGS`): `ragstudy NAME FLAGS`, its exit code."""
+    exit_process(main([name, *sys.argv[1:]]))
+
+
+def run_chain_script() -> None:
+    """`python evaluation_chain.py FLAGS`: the subcommand of the mode its flags name (chain_subcommand)."""
+    exit_process(main(chain_subcommand(sys.argv[1:])))

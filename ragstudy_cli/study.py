@@ -10,10 +10,12 @@ The retrieval verdict comes first: the retrieval run, its scores and a first rep
 prints the verdict then; the answering stages follow (answers, answer scores beside their floors, chunk quality) and
 the report is written again. A study stopped while answering leaves the first report, which says what is missing.
 
-Each stage is the subcommand of the same name with the same code; the study only chooses the folders, so that no
-later step refuses what an earlier one wrote (the answering run and the retrieval-only run each have their own
-folder). A stage is skipped when its settings, the code, its inputs and the files it wrote last time are unchanged
-(sha256); a stage that runs again still reuses every cache (answers, vectors, chunks, rankings).
+Each stage is the job of the subcommand of the same name (the same library function, given its settings); the study
+only chooses the folders, so that no later step refuses what an earlier one wrote (the answering run and the
+retrieval-only run each have their own folder). A stage is skipped when its settings, the code, its inputs and the
+files it wrote last time are unchanged (sha256); a stage that runs again still reuses every cache (answers, vectors,
+chunks, rankings). What a stage wrote is what its job returns: the files its command writes, by their declarations
+in ragstudy.results.
 """
 
 from __future__ import annotations
@@ -24,19 +26,23 @@ import hashlib
 import io
 import json
 import logging
+import sqlite3
 import sys
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragstudy import results
+from ragstudy.errors import StudyInputError
 from ragstudy.io import sha256_file
 from ragstudy.runidentity import code_hash  # the stages' keys: one hash of the project's code
+from ragstudy_cli.jobs import store_message
 
 LEDGER = results.STUDY_LEDGER.name
 LOG = results.STUDY_LOG.name
-STUDY_LOCK = results.STUDY_LOCK.name  # hidden: the ledger's snapshots skip it
+STUDY_LOCK = results.STUDY_LOCK.name
 # Rough seconds of each stage on a first run of the bundled sample (lite profile, 2 cores), for the time-left
 # estimate until this folder's own study.json has measured ones.
 FIRST_RUN_SECONDS = {"answers": 480.0, "retrieval": 240.0, "retrieval scores": 60.0, "first report": 20.0,
@@ -47,8 +53,19 @@ STUDY_RETRIEVERS = ("dense", "bm25", "hybrid")  # the retrieval stage's default:
 CHAIN_MODES = ("--retrieval-only", "--chunks-only", "--sweep", "--output-dir")
 
 
+class StudyParser(argparse.ArgumentParser):
+    """The study's own flags; every other flag is the chain's, parsed by its parser (`parse`): the parsed flags
+    carry them as `chain` (and `argv`, as given, for the log)."""
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: None = None) -> argparse.Namespace:
+        argv = list(sys.argv[1:] if args is None else args)
+        own, _, chain = parse(argv, self)
+        own.chain, own.argv = chain, argv
+        return own
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = StudyParser(
         prog="ragstudy study", allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter,
         usage="ragstudy study [--output-dir DIR] [--evidence FILE] [--oracle FILE] [--hope] [--force] "
               "[flags of 'ragstudy answer' ...]",
@@ -71,12 +88,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str], argparse.Namespace]:
+def parse(argv: Sequence[str], parser: argparse.ArgumentParser | None = None
+          ) -> tuple[argparse.Namespace, list[str], argparse.Namespace]:
     """(the study's own flags, the chain's flags as given, the chain's flags parsed): a bad flag exits 2."""
-    import evaluation_chain
+    from ragstudy.chain import build_parser as chain_parser_of
 
-    args, rest = build_parser().parse_known_args(list(argv))
-    chain_parser = evaluation_chain.build_parser()
+    args, rest = (parser or build_parser()).parse_known_args(list(argv))
+    chain_parser = chain_parser_of()
     chain_parser.prog = "ragstudy study"
     for flag in rest:
         if flag.split("=")[0] in CHAIN_MODES:
@@ -86,17 +104,6 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str], argparse.
 
 
 # ---------------------------------------------------------------------------------------------- fingerprints
-
-def snapshot(root: Path) -> dict[str, tuple[int, int]]:
-    """Every file under `root` (not the ledger, the log, locks or hidden files): relative path -> (size, mtime_ns)."""
-    out = {}
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root)
-        if path.is_file() and not any(part.startswith(".") for part in rel.parts) and str(rel) not in (LEDGER, LOG):
-            stat = path.stat()
-            out[str(rel)] = (stat.st_size, stat.st_mtime_ns)
-    return out
-
 
 def run_inputs(config) -> dict[str, str]:
     """sha256 of what a run reads: its resolved settings, every PDF of its documents folder, its questions file and
@@ -117,14 +124,18 @@ def run_inputs(config) -> dict[str, str]:
 
 @dataclass
 class Stage:
+    """One stage: its job (`run`, returning what it wrote) and the settings it runs with (its part of the key: a
+    copy taken when planned, as a job may fill in its own settings' defaults while it runs)."""
+
     name: str
     what: str
-    argv: list[str]
-    run: Callable[[], int]
+    settings: dict
+    run: Callable[[], results.Written]
     needs: tuple[str, ...] = ()
     inputs: dict[str, str] = field(default_factory=dict)
     only_before: tuple[str, ...] = ()  # run only when one of these later stages runs too (the first report)
     strategies: tuple[str, ...] = ()  # the strategies a run stage runs (answers, retrieval)
+    config: Any = None  # a run stage's StudyConfig (answers, retrieval)
 
 
 @dataclass
@@ -155,12 +166,12 @@ class Ledger:
     def write(self) -> None:
         from ragstudy.io import atomic_write_text
 
-        atomic_write_text(self.path, json.dumps({"stages": self.stages}, indent=1) + "\n")  # in stage order
+        atomic_write_text(self.path, json.dumps({"stages": self.stages}, indent=1, default=str) + "\n")  # in order
 
     def key(self, stage: Stage, code: str) -> str:
         needed = {name: self.stages.get(name, {}).get("wrote", {}) for name in stage.needs}
-        blob = json.dumps({"argv": stage.argv, "code": code, "inputs": stage.inputs, "needs": needed},
-                          sort_keys=True)
+        blob = json.dumps({"settings": stage.settings, "code": code, "inputs": stage.inputs, "needs": needed},
+                          sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()
 
     def up_to_date(self, stage: Stage, key: str, root: Path) -> bool:
@@ -170,60 +181,102 @@ class Ledger:
         return all((root / rel).is_file() and sha256_file(root / rel) == sha for rel, sha in record["wrote"].items())
 
 
-def plan(args: argparse.Namespace, chain_argv: list[str], chain_args: argparse.Namespace, root: Path) -> list[Stage]:
-    import evaluation_chain
-    from Postprocessing import chunk_quality, evaluation_metrics, report, retrieval_eval
+def plan(args: argparse.Namespace, chain_args: argparse.Namespace, root: Path) -> list[Stage]:
+    """The study's stages in order, each the job of its subcommand with the settings the study gives it."""
+    from Postprocessing.judge_chunks import build_parser as chunk_quality_parser, judge_chunks
+    from Postprocessing.score_answers import build_parser as answer_scores_parser, score_answers
+    from Postprocessing.score_retrieval import build_parser as retrieval_scores_parser, score_retrieval
+    from Postprocessing.write_report import build_parser as report_parser, write_report
     from ragstudy.config import config_from_args
     from ragstudy.evidence import default_evidence
 
     answers, retrieval = root / "answers", root / "retrieval"
     given = getattr(chain_args, "retriever", None)  # --retriever: the retrieval run's list (the grid's one list)
-    answer_config = config_from_args(argparse.Namespace(**{**vars(chain_args), "retriever": None}),
-                                     warn_unused=False)  # a bad setting stops here, exit 2
-    default = ",".join(STUDY_RETRIEVERS)  # the retrieval stage's default; a flag or config key wins
-    ranked_with = [] if given is not None or answer_config.origins.get("retriever") else ["--retriever", default]
+    answer_config = config_from_args(argparse.Namespace(**{**vars(chain_args), "retriever": None, "workers": None,
+                                                           "ray": None, "output_dir": str(answers)}),
+                                     warn_unused=False)  # a bad setting stops here, exit 2; answers: dense
+    ranked_with = {} if given is not None or answer_config.origins.get("retriever") else {
+        "retriever": ",".join(STUDY_RETRIEVERS)}  # the retrieval stage's default; a flag or config key wins
     retrieval_config = config_from_args(argparse.Namespace(**{**vars(chain_args), "retrieval_only": True,
-                                                              **({"retriever": default} if ranked_with else {})}),
+                                                              **ranked_with, "output_dir": str(retrieval)}),
                                         warn_unused=False)
     bundled = default_evidence(answer_config.questions)
     evidence = args.evidence or (str(bundled) if bundled else None)
-    oracle = ["--oracle", args.oracle] if args.oracle else []
+    oracle, verbose = args.oracle, args.verbose
     extra_inputs = {p: sha256_file(Path(p)) for p in (args.evidence, args.oracle) if p and Path(p).is_file()}
-    verbose = ["-v"] if args.verbose else []
-
-    def chain(argv: list[str]) -> Callable[[], int]:  # each run is given every flag: no "has no effect" warning
-        return lambda: evaluation_chain.main(argv, warn_unused=False)
-
-    a_argv = [*without_flag(chain_argv, "--retriever"), "--output-dir", str(answers)]  # answers: dense
-    for flag in ("--workers", "--ray"):  # the retrieval stage's executor: the answering run has no grid
-        a_argv = without_flag(a_argv, flag, optional=flag == "--ray")
-    r_argv = [*chain_argv, "--retrieval-only", *ranked_with, "--output-dir", str(retrieval)]
-    rs_argv = ["--results-dir", str(retrieval), *(["--evidence", evidence] if evidence else []), *oracle, *verbose]
+    report_out = str(results.REPORT_HTML.path(root))
+    rs_args = job_settings(retrieval_scores_parser, results_dir=str(retrieval), evidence=evidence, oracle=oracle,
+                           verbose=verbose)
     # the same evidence as the retrieval scores: the answer scores' extractive reference
-    as_argv = ["--results-dir", str(answers), *(["--evidence", evidence] if evidence else []), *oracle, *verbose]
-    cq_argv = ["--results-dir", str(answers), "--evidence", evidence or "none", *([] if args.hope else ["--no-hope"]),
-               *verbose]
-    rp_argv = ["--results-dir", str(answers), "--retrieval-dir", str(retrieval), "--out", str(results.REPORT_HTML.path(root)),
-               *oracle, *verbose]
-    first_argv = ["--results-dir", str(retrieval), "--out", str(results.REPORT_HTML.path(root)), *oracle, *verbose]
+    as_args = job_settings(answer_scores_parser, results_dir=str(answers), evidence=evidence, oracle=oracle,
+                           verbose=verbose)
+    cq_args = job_settings(chunk_quality_parser, results_dir=str(answers), evidence=evidence or "none",
+                           no_hope=not args.hope, verbose=verbose)
+    rp_args = job_settings(report_parser, results_dir=str(answers), retrieval_dir=str(retrieval), out=report_out,
+                           oracle=oracle, verbose=verbose)
+    first_args = job_settings(report_parser, results_dir=str(retrieval), out=report_out, oracle=oracle,
+                              verbose=verbose)
     inputs_a, inputs_r = {**run_inputs(answer_config), **extra_inputs}, {**run_inputs(retrieval_config), **extra_inputs}
     # the retrieval verdict first: it needs no LLM; the report is written then, and again once the answers are scored
     return [
         Stage("retrieval", f"rank {len(retrieval_config.strategies)} strategies' parents for every question, no LLM",
-              r_argv, chain(r_argv), inputs=inputs_r, strategies=tuple(retrieval_config.strategies)),
-        Stage("retrieval scores", "score retrieval at equal budgets; the verdict", rs_argv,
-              lambda: retrieval_eval.main(rs_argv), needs=("retrieval",), inputs=extra_inputs),
-        Stage("first report", "the report of the retrieval stage, the verdict first (the answers follow)", first_argv,
-              lambda: report.main(first_argv), needs=("retrieval", "retrieval scores"), only_before=ANSWER_STAGES),
-        Stage("answers", f"answer {len(answer_config.strategies)} strategies' questions through the LLM", a_argv,
-              chain(a_argv), inputs=inputs_a, strategies=tuple(answer_config.strategies)),
-        Stage("answer scores", "score the answers against the oracle, beside their floors", as_argv,
-              lambda: evaluation_metrics.main(as_argv), needs=("answers",), inputs=inputs_a),
+              run_settings(retrieval_config), chain_stage(retrieval_config), inputs=inputs_r,
+              strategies=tuple(retrieval_config.strategies), config=retrieval_config),
+        Stage("retrieval scores", "score retrieval at equal budgets; the verdict", dict(vars(rs_args)),
+              lambda: score_retrieval(rs_args), needs=("retrieval",), inputs=extra_inputs),
+        Stage("first report", "the report of the retrieval stage, the verdict first (the answers follow)",
+              dict(vars(first_args)), lambda: write_report(first_args), needs=("retrieval", "retrieval scores"),
+              only_before=ANSWER_STAGES),
+        Stage("answers", f"answer {len(answer_config.strategies)} strategies' questions through the LLM",
+              run_settings(answer_config), chain_stage(answer_config), inputs=inputs_a,
+              strategies=tuple(answer_config.strategies), config=answer_config),
+        Stage("answer scores", "score the answers against the oracle, beside their floors", dict(vars(as_args)),
+              lambda: score_answers(as_args), needs=("answers",), inputs=inputs_a),
         Stage("chunk quality", "chunk statistics and evidence retrieval at own k" + (", HOPE" if args.hope else ""),
-              cq_argv, lambda: chunk_quality.main(cq_argv), needs=("answers", "answer scores"), inputs=inputs_a),
-        Stage("report", "the report page, the verdict first", rp_argv, lambda: report.main(rp_argv),
+              dict(vars(cq_args)), lambda: judge_chunks(cq_args), needs=("answers", "answer scores"), inputs=inputs_a),
+        Stage("report", "the report page, the verdict first", dict(vars(rp_args)), lambda: write_report(rp_args),
               needs=("answers", "retrieval", "retrieval scores", "answer scores", "chunk quality")),
     ]
+
+
+def job_settings(build_parser: Callable[[], argparse.ArgumentParser], **given: object) -> argparse.Namespace:
+    """A job's settings: its parser's defaults (from the declarations), with the values the study gives."""
+    settings = build_parser().parse_args([])
+    unknown = [name for name in given if not hasattr(settings, name)]
+    if unknown:
+        raise AttributeError(f"no setting {unknown} in {build_parser.__module__}")
+    for name, value in given.items():
+        setattr(settings, name, value)
+    return settings
+
+
+def run_settings(config) -> dict:
+    """A run stage's settings as its key records them: the resolved configuration but the settings that never change
+    results (config.result_settings: threads, --workers/--ray, timeouts), its profile's every value (the LLM's answer
+    length, dtype, ...) included."""
+    from dataclasses import asdict
+
+    from ragstudy.config import result_settings
+
+    return {**result_settings(config), "profile": asdict(config.profile)}
+
+
+def chain_stage(config) -> Callable[[], results.Written]:
+    """A run stage: the chain's job on `config` (its embedding checked first), its table printed into the log; the
+    run folder's files."""
+    def run() -> results.Written:
+        from ragstudy.chain import run_chain
+        from ragstudy.embedders import check_embedding
+        from ragstudy_cli.jobs import print_chain_run, profile_line, quiet_libraries
+
+        started = time.perf_counter()
+        quiet_libraries()
+        check_embedding(config)
+        print(profile_line(config), flush=True)
+        print_chain_run(run_chain(config), time.perf_counter() - started)
+        return results.written_by(config.output_dir, "answer")
+
+    return run
 
 
 # ------------------------------------------------------------------------------------------------ running
@@ -289,9 +342,14 @@ def stage_output(log_path: Path, verbose: bool):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """`ragstudy study` on `argv` (None: sys.argv[1:]); the exit code (a bad flag exits 2)."""
+    return run(build_parser().parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    """The study its parsed flags ask for (`build_parser`: the chain's flags in `args.chain`); the exit code."""
     started = time.perf_counter()
-    args, chain_argv, chain_args = parse(sys.argv[1:] if argv is None else argv)
-    from ragstudy.errors import StudyInputError
+    chain_args = args.chain
 
     from ragstudy.io import release_folder
 
@@ -300,8 +358,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ragstudy.config import config_from_args
         from ragstudy.results import check_output_location
 
-        documents = config_from_args(chain_args, warn_unused=False).documents  # each run warns of its own flags
-        check_output_location(root, documents)  # never among the PDFs or in / or ~
+        check_output_location(root, config_from_args(chain_args).documents)  # never among the PDFs or in / or ~
         root.mkdir(parents=True, exist_ok=True)
         lock_study(root)  # before anything is planned or written: one study at a time in a folder
     except StudyInputError as exc:
@@ -313,12 +370,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         try:
-            stages = plan(args, chain_argv, chain_args, root)
+            stages = plan(args, chain_args, root)
             check_leftovers(root, stages)
         except StudyInputError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        return run_stages(args, argv, root, stages, started)
+        return run_stages(args, root, stages, started)
     finally:
         release_folder(root, STUDY_LOCK)
 
@@ -332,23 +389,6 @@ def study_root(args: argparse.Namespace, chain_args: argparse.Namespace) -> Path
     return Path(config_from_args(chain_args, warn_unused=False).output_dir)  # the file's key, else the setting's default
 
 
-def without_flag(argv: Sequence[str], flag: str, optional: bool = False) -> list[str]:
-    """`argv` without `flag VALUE` and `flag=VALUE` (`optional`: the flag may stand alone, as `--ray` does: the next
-    item is its value only when it is no flag)."""
-    out: list[str] = []
-    skip = False
-    for item in argv:
-        if skip:
-            skip = False
-            if not (optional and item.startswith("-")):
-                continue  # the flag's value
-        if item == flag:
-            skip = True
-        elif not item.startswith(flag + "="):
-            out.append(item)
-    return out
-
-
 def lock_study(root: Path) -> None:
     """The study folder's lock (like a run's output folder and a Chroma folder): a second study into it stops with
     one line naming the folder and the pid of the study holding it."""
@@ -360,9 +400,7 @@ def lock_study(root: Path) -> None:
 def check_leftovers(root: Path, stages: Sequence[Stage]) -> None:
     """A study re-run with fewer strategies would fold an earlier run's files (retrieval_<s>.csv, Dataset files,
     chunk exports of strategies it does not run) into its verdict and scores: a StudyInputError naming them."""
-    from ragstudy import registry, results
-
-    from ragstudy.errors import StudyInputError
+    from ragstudy import registry
 
     wanted = {name for stage in stages for name in stage.strategies}  # the answering and the retrieval run's
     left = []
@@ -382,15 +420,14 @@ def check_leftovers(root: Path, stages: Sequence[Stage]) -> None:
                               "strategies too, or move those files away")
 
 
-def run_stages(args: argparse.Namespace, argv: Sequence[str] | None, root: Path, stages: Sequence[Stage],
-               started: float) -> int:
+def run_stages(args: argparse.Namespace, root: Path, stages: Sequence[Stage], started: float) -> int:
     """Run the stages that are not up to date, record each in the ledger; the exit code."""
     ledger = Ledger.read(root / LEDGER)
     code = code_hash()
     log_path = root / LOG
     with open(log_path, "a", encoding="utf-8") as log:
         log.write(f"\n##### {time.strftime('%Y-%m-%d %H:%M:%S')} ragstudy study "
-                  f"{' '.join(sys.argv[1:] if argv is None else argv)}\n")
+                  f"{' '.join(args.argv)}\n")
     keys = {}
     todo = []
     for stage in stages:  # what is up to date, from what the earlier stages wrote last time
@@ -411,36 +448,34 @@ def run_stages(args: argparse.Namespace, argv: Sequence[str] | None, root: Path,
             continue
         with open(log_path, "a", encoding="utf-8") as log:
             log.write(f"\n===== stage {i}/{len(stages)}: {stage.name} ({stage.what})\n")
-        before = snapshot(root)
         started_at = time.time()
         t0 = time.perf_counter()
         try:
             with stage_output(log_path, args.verbose):
-                exit_code = stage.run()
+                wrote = stage.run()
+            exit_code = wrote.exit_code
+        except (StudyInputError, OSError, sqlite3.Error) as exc:  # one line, as the subcommand would print it
+            print(f"error: {exc if isinstance(exc, StudyInputError) else store_message(exc)}", file=sys.stderr)
+            wrote, exit_code = None, 2
         except KeyboardInterrupt:
             progress.close(stopped=True)
             print(f"interrupted in stage {i} ({stage.name}): what it finished is cached; re-run `ragstudy study` "
                   "with the same flags to resume", file=sys.stderr)
             return 130
         seconds = time.perf_counter() - t0
-        if exit_code == 130:
-            progress.close(stopped=True)
-            print(f"interrupted in stage {i} ({stage.name}): re-run `ragstudy study` with the same flags to resume",
-                  file=sys.stderr)
-            return 130
-        if exit_code not in (0, None):
+        if exit_code or wrote is None:
             progress.close(stopped=True)
             print(f"error: stage {i}/{len(stages)} ({stage.name}) stopped with exit code {exit_code}; its output is in "
                   f"{log_path} (the message above says what to fix); re-run `ragstudy study` to resume",
                   file=sys.stderr)
             ledger.write()
             return int(exit_code)
-        after = snapshot(root)
-        wrote = sorted(rel for rel, state in after.items() if before.get(rel) != state)
+        files = sorted(str(path.relative_to(root)) for path in wrote.files if path.is_relative_to(root))
         ledger.stages.pop(stage.name, None)  # re-inserted: the ledger lists the stages in the order they last ran
-        ledger.stages[stage.name] = {"key": ledger.key(stage, code), "argv": stage.argv, "seconds": round(seconds, 1),
-                                     "started": round(started_at, 3), "finished": round(time.time(), 3),
-                                     "wrote": {rel: sha256_file(root / rel) for rel in wrote}}
+        ledger.stages[stage.name] = {"key": ledger.key(stage, code), "settings": stage.settings,
+                                     "seconds": round(seconds, 1), "started": round(started_at, 3),
+                                     "finished": round(time.time(), 3),
+                                     "wrote": {rel: sha256_file(root / rel) for rel in files}}
         ledger.write()
         ran.append(stage.name)
         if stage.only_before:  # the first report: the retrieval verdict now, before any answer is generated

@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from Postprocessing import answer_baselines, evaluation_metrics
+from Postprocessing import answer_baselines
 from Postprocessing.reportkit import inputs as report_inputs
 from Postprocessing.reportkit.blocks import Table, Text
 from Postprocessing.reportkit.report_sections import answers_section
 from ragstudy import results
 from ragstudy.evidence import load_evidence_file
 from ragstudy.records import DatasetRow
+from ragstudy_cli import app
 
 REPO = Path(__file__).resolve().parents[1]
 QUESTIONS = results.read_questions(REPO / "Questions.csv")
@@ -52,7 +53,7 @@ def _study(tmp_path: Path, generator: Generator) -> Path:
         rows = [DatasetRow(i, q, generator(i), _context(i), (), strategy) for i, q in enumerate(QUESTIONS)]
         results.write_dataset(rows, folder, name)
     (folder / "config.json").write_text(json.dumps({"models": {"llm": "fake-generator"}}), encoding="utf-8")
-    code = evaluation_metrics.main(["--results-dir", str(folder), "--questions", str(REPO / "Questions.csv"),
+    code = app.main(["score-answers", "--results-dir", str(folder), "--questions", str(REPO / "Questions.csv"),
                                     "--oracle", str(REPO / "Oracle.csv"), "--metrics", "bleu,rouge",
                                     "--evidence", str(REPO / "sample" / "evidence.json"), "--n-resamples", "300",
                                     "--threads", "1"])

@@ -100,7 +100,7 @@ def test_sweep_params_given_as_a_list_name_the_entry(tmp_path: Path) -> None:
 def test_sweep_with_chunks_only_names_the_flags_given(tmp_path: Path) -> None:
     path = sweep_file(tmp_path, "configs:\n  - id: small\n    strategy: fixed-size\n")
     line = refused(chain("--sweep", path, "--chunks-only", "--output-dir", tmp_path / "out"), "--chunks-only",
-                   "--sweep")
+                   "`ragstudy sweep`", "`ragstudy chunks`")  # the script's --sweep runs `ragstudy sweep`
     assert "--retrieval-only" not in line
     assert not (tmp_path / "out").exists()
 
@@ -294,7 +294,7 @@ def test_dataset_files_left_by_an_earlier_run_are_named(retrieval_runs, tmp_path
 # -------------------------------------------------------------------------------------------- units of the checks
 
 def test_strategies_over_different_question_sets_are_named() -> None:
-    from Postprocessing.chunk_quality import question_sets_note
+    from Postprocessing.judge_chunks import question_sets_note
 
     datasets = {"paragraph": [{"question_index": i} for i in range(3)],
                 "fixed-size": [{"question_index": i} for i in (0, 2)]}

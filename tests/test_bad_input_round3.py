@@ -120,8 +120,8 @@ def test_an_oracle_that_only_says_no_answer_is_one_line(tmp_path: Path) -> None:
 
 
 def test_embedding_batch_size_is_a_flag() -> None:
-    import evaluation_chain
+    from ragstudy.chain import build_parser
     from ragstudy.config import config_from_args
 
-    args = evaluation_chain.build_parser().parse_args(["--embedding-batch-size", "64", "--strategies", "newline"])
+    args = build_parser().parse_args(["--embedding-batch-size", "64", "--strategies", "newline"])
     assert config_from_args(args).embedding_batch_size == 64

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO_ROOT
-from Postprocessing import report
+from Postprocessing import write_report
 from ragstudy_cli import study
 from test_report import make_full_results
+from ragstudy_cli import app
 
 
 def error_lines(text: str) -> list[str]:
@@ -107,9 +108,9 @@ def test_report_with_defaults_over_a_study_folder_reports_the_study(tmp_path: Pa
     with an empty one; it reports answers/ and retrieval/ into the study's report.html as the study does."""
     root = study_folder(tmp_path / "results")
     monkeypatch.chdir(tmp_path)
-    assert report.main([]) == 0
+    assert app.main(["report"]) == 0
     page = (root / "report.html").read_text(encoding="utf-8")
-    expected, _, _ = report.build(root / "answers", generated="x", retrieval_dir=root / "retrieval")
+    expected, _, _ = write_report.build(root / "answers", generated="x", retrieval_dir=root / "retrieval")
     assert "Results folder results/answers" in page
     assert page.count("<section") == expected.count("<section") and "metrics" in page.lower()
     assert not (root / "answers" / "report.html").exists()
@@ -119,7 +120,7 @@ def test_report_with_defaults_over_a_study_folder_reports_the_study(tmp_path: Pa
 def test_report_of_an_empty_or_unscored_folder_is_refused(tmp_path: Path, capsys) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
-    line = one_error(capsys, report.main(["--results-dir", str(empty)]))
+    line = one_error(capsys, app.main(["report", "--results-dir", str(empty)]))
     assert line == (f"error: {empty}: nothing scored to report (no retrieval verdict, answer scores, chunk quality, "
                     "survey or sweep in it); score the run first (ragstudy score-retrieval, score-answers or "
                     f"chunk-quality --results-dir {empty}), or pass the folder that holds the scores. Nothing was "
@@ -130,13 +131,13 @@ def test_report_of_an_empty_or_unscored_folder_is_refused(tmp_path: Path, capsys
                  "sweep_best.csv"):
         (unscored / name).unlink(missing_ok=True)
     shutil.rmtree(unscored / "survey")
-    assert "nothing scored to report" in one_error(capsys, report.main(["--results-dir", str(unscored)]))
+    assert "nothing scored to report" in one_error(capsys, app.main(["report", "--results-dir", str(unscored)]))
     assert list(empty.iterdir()) == [] and not (unscored / "report.html").exists()
 
 
 def test_report_out_naming_a_folder_is_refused(tmp_path: Path, capsys) -> None:
     results = make_full_results(tmp_path / "results")
-    line = one_error(capsys, report.main(["--results-dir", str(results), "--out", f"{tmp_path}/pages/"]))
+    line = one_error(capsys, app.main(["report", "--results-dir", str(results), "--out", f"{tmp_path}/pages/"]))
     assert line == (f"error: --out {tmp_path}/pages/: a folder, not a file; give the HTML file to write, e.g. --out "
                     f"{tmp_path}/pages/report.html (report.md goes beside it)")
     assert not (tmp_path / "pages").exists()

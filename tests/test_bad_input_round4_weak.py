@@ -15,6 +15,7 @@ from ragstudy.errors import StudyInputError
 from ragstudy.io import decode_user_text
 from ragstudy.results import read_questions
 from ragstudy.sweep import load_sweep
+from ragstudy_cli import app
 
 
 # ------------------------------------------------------------------------------- one decoder for CSV and YAML
@@ -124,19 +125,22 @@ def test_answer_flags_are_quiet_where_they_apply(caplog: pytest.LogCaptureFixtur
 
 def test_the_study_hands_answer_flags_to_both_runs_without_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    import evaluation_chain
     from ragstudy_cli import study
 
     args, rest, chain_args = study.parse(["--profile", "lite", "--strategies", "fixed-size", "--max-new-tokens", "50",
                                           "--output-dir", str(tmp_path / "s")])
     with caplog.at_level(logging.WARNING, logger="ragstudy.config"):
-        stages = study.plan(args, rest, chain_args, tmp_path / "s")
-    assert [s.name for s in stages][0] == "retrieval" and "--max-new-tokens" in stages[0].argv
+        stages = study.plan(args, chain_args, tmp_path / "s")
+    assert [s.name for s in stages][0] == "retrieval" and stages[0].settings["profile"]["max_new_tokens"] == 50
     assert not [r for r in caplog.records if "no effect" in r.getMessage()]
-    calls = []
-    monkeypatch.setattr(evaluation_chain, "main", lambda argv, warn_unused=True: calls.append(warn_unused) or 0)
-    stages[0].run()
-    assert calls == [False]  # the retrieval stage's run is told not to warn either
+    from ragstudy import chain
+
+    ran = []
+    monkeypatch.setattr(chain, "run_chain", lambda config: ran.append(config) or chain.ChainRun(config, (), 0.0))
+    with caplog.at_level(logging.WARNING, logger="ragstudy.config"):
+        stages[0].run()  # the retrieval stage runs the job on the settings planned without a warning
+    assert [config.profile.max_new_tokens for config in ran] == [50]
+    assert not [r for r in caplog.records if "no effect" in r.getMessage()]
 
 
 # ------------------------------------------------------------------------------------- report.md table cells
@@ -146,7 +150,7 @@ def test_report_md_neutralises_html_and_links_and_shortens_long_questions(tmp_pa
 
     from markdown_it import MarkdownIt
 
-    from Postprocessing import report
+    from Postprocessing import write_report
     from Postprocessing.reportkit.blocks import MD_CELL_MAX_CHARS
     from ragstudy import registry
 
@@ -158,7 +162,7 @@ def test_report_md_neutralises_html_and_links_and_shortens_long_questions(tmp_pa
     (results / f"{spec.dataset_name}.json").write_text(
         "".join(json.dumps({"question": q, "answer": f"<img src=x onerror=alert({i})>", "contexts": ["c"]}) + "\n"
                 for i, q in enumerate(payloads)), encoding="utf-8")
-    page, md, _ = report.build(results, generated="test")
+    page, md, _ = write_report.build(results, generated="test")
     rendered = MarkdownIt("commonmark", {"html": True}).enable("table").render(md)
     assert "<script" not in rendered and "<img" not in rendered and 'href="javascript:' not in rendered
     assert "&lt;script&gt;alert('q')&lt;/script&gt; Chi firma?" in rendered  # shown as the text it is
@@ -228,10 +232,10 @@ def test_make_qa_refuses_out_of_range_filters_and_counts_in_the_parser(tmp_path:
 
 def test_make_qa_refuses_reference_files_that_do_not_exist(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from conftest import REPO_ROOT
-    from ragstudy.qagen.command import main
 
     questions = REPO_ROOT / "Questions.csv"
-    code = main(["--documents", str(REPO_ROOT / "Documents"), "--out", str(tmp_path / "qa"), "--profile", "lite",
+    code = app.main(["make-qa", "--documents", str(REPO_ROOT / "Documents"), "--out", str(tmp_path / "qa"),
+                     "--profile", "lite",
                  "--reference", f"{questions}:{tmp_path / 'nope.json'}"])
     assert one_error_line(capsys, code) == (f"error: --reference {questions}:{tmp_path / 'nope.json'}: no such file "
                                             f"{tmp_path / 'nope.json'}; give QUESTIONS.csv:EVIDENCE of a set that "
@@ -284,7 +288,6 @@ def test_evidence_in_a_pdf_outside_the_run_is_named_or_refused_when_it_is_all(
         tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture) -> None:
     import json
 
-    from Postprocessing import retrieval_eval
     from test_retrieval_eval import _results_folder
 
     out, _, _ = _results_folder(tmp_path)
@@ -296,7 +299,7 @@ def test_evidence_in_a_pdf_outside_the_run_is_named_or_refused_when_it_is_all(
                         "1,Frase numero 07 del manuale tecnico.,altro.pdf\n", encoding="utf-8")
     argv = ["--results-dir", str(out), "--evidence", str(evidence), "--no-plot", "--n-resamples", "50"]
     with caplog.at_level(logging.WARNING, logger="ragstudy.evidence"):
-        assert retrieval_eval.main(argv) == 0
+        assert app.main(["score-retrieval", *argv]) == 0
     assert [r.getMessage() for r in caplog.records if r.name == "ragstudy.evidence"] == [
         f"{evidence}: the evidence of 1 of 2 questions (question_index 1) names a PDF that is not in the run in {out} "
         "(altro.pdf): those questions are left out of the evidence scores; add the PDFs to --documents and re-run, "
@@ -304,7 +307,7 @@ def test_evidence_in_a_pdf_outside_the_run_is_named_or_refused_when_it_is_all(
     evidence.write_text("question_index,evidence,pdf\n0,Frase numero 05 del manuale tecnico.,altro.pdf\n"
                         "1,Frase numero 07 del manuale tecnico.,terzo.pdf\n", encoding="utf-8")
     capsys.readouterr()
-    assert one_error_line(capsys, retrieval_eval.main(argv)) == (
+    assert one_error_line(capsys, app.main(["score-retrieval", *argv])) == (
         f"error: {evidence}: the evidence of every question names a PDF that is not in the run in {out} (altro.pdf, "
         "terzo.pdf), so none can be scored; pass the run's own evidence file, or run with those PDFs in --documents")
 

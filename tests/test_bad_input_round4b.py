@@ -15,6 +15,7 @@ import pytest
 from test_chunk_quality_script import results as cq_results  # noqa: F401  (a fixture)
 from test_clean_text_layer import break_dir  # noqa: F401  (a fixture)
 from test_results_identity import chain, copy_run, questions, runs  # noqa: F401  (fixtures)
+from ragstudy_cli import app
 
 
 def one_error(capsys: pytest.CaptureFixture, code: int) -> str:
@@ -55,7 +56,6 @@ def test_an_answering_run_with_other_questions_never_replaces_the_dataset_files(
                                                                                 capsys) -> None:
     """`ragstudy answer` into a folder whose DatasetNewLine files an answering run over other questions wrote (its
     run_identity.json says so): refused before anything is chunked, answered or written."""
-    import evaluation_chain
     from ragstudy import runidentity
     from ragstudy.config import StudyConfig
 
@@ -67,9 +67,10 @@ def test_an_answering_run_with_other_questions_never_replaces_the_dataset_files(
         (out / name).write_text("the earlier run's answers\n", encoding="utf-8")
     runidentity.record(out, earlier, other, "newline", [out / "DatasetNewLine.csv", out / "DatasetNewLine.json"])
     before = contents(out)
-    line = one_error(capsys, evaluation_chain.main(["--profile", "lite", "--documents", str(pdf_dir), "--questions",
+    line = one_error(capsys, app.main(app.chain_subcommand(["--profile", "lite", "--documents", str(pdf_dir),
+                                                            "--questions",
                                                     str(questions), "--output-dir", str(out), "--strategies",
-                                                    "newline", "--db-dir", str(tmp_path / "db")]))
+                                                    "newline", "--db-dir", str(tmp_path / "db")])))
     assert line.startswith(f"error: {out}: holds DatasetNewLine.csv and 1 more written by another configuration (")
     assert "2 questions" in line and "this run: " in line and "3 questions" in line
     assert "this run would replace them, and the earlier results would be lost" in line
@@ -77,15 +78,15 @@ def test_an_answering_run_with_other_questions_never_replaces_the_dataset_files(
 
 
 def test_a_run_with_other_strategy_parameters_never_replaces_its_files(runs, pdf_dir, tmp_path, capsys) -> None:
-    import evaluation_chain
 
     out = copy_run(runs, tmp_path)
     questions_file = json.loads((out / "config.json").read_text())["questions_resolved"]
     before = contents(out)
-    code = evaluation_chain.main(["--retrieval-only", "--profile", "lite", "--documents", str(pdf_dir), "--questions",
+    code = app.main(app.chain_subcommand(["--retrieval-only", "--profile", "lite", "--documents", str(pdf_dir),
+                                          "--questions",
                                   questions_file, "--output-dir", str(out), "--strategies", "fixed-size",
                                   "--budgets", "300,900", "--retriever", "bm25", "--db-dir", f"{out}-db",
-                                  "--set", "fixed-size.chunk_size=600"])
+                                  "--set", "fixed-size.chunk_size=600"]))
     line = one_error(capsys, code)
     assert line.startswith(f"error: {out / 'variants' / 'fixed-size__bm25__raw'}: holds retrieval_fixed-size.csv and "
                            "2 more written with other fixed-size "
@@ -138,9 +139,8 @@ def test_a_study_never_goes_into_its_documents_folder(pdf_dir, tmp_path, capsys)
 # ----------------------------------------------------------------------------------- 2. meaningless numbers
 
 def score(out: Path, *extra: str) -> int:
-    from Postprocessing import retrieval_eval
 
-    return retrieval_eval.main(["--results-dir", str(out), "--no-plot", "--n-resamples", "100", *extra])
+    return app.main(["score-retrieval", "--results-dir", str(out), "--no-plot", "--n-resamples", "100", *extra])
 
 
 IN_THE_PDFS = "conserva i fascicoli per dieci anni dalla chiusura"  # conftest.TEST_PARAGRAPHS
@@ -293,7 +293,7 @@ def test_a_plugin_retriever_ranking_too_few_parents_is_named_in_the_summary_and_
 def test_a_hand_edited_config_json_is_refused_by_scoring_and_the_report(runs, tmp_path, capsys) -> None:
     """`retriever: dense` written into config.json over bm25 rankings: the report's headline said "With the dense
     retriever ..." while run_identity.json says bm25. Both refuse it, naming both files."""
-    from Postprocessing import report
+    from Postprocessing import write_report
 
     out = copy_run(runs, tmp_path)
     variant = out / "variants" / "fixed-size__bm25__raw"  # fixed-size's run in the grid
@@ -310,7 +310,7 @@ def test_a_hand_edited_config_json_is_refused_by_scoring_and_the_report(runs, tm
             "into its own --output-dir")
     before = contents(out)
     assert one_error(capsys, score(out)) == said
-    assert one_error(capsys, report.main(["--results-dir", str(out)])) == said
+    assert one_error(capsys, app.main(["report", "--results-dir", str(out)])) == said
     assert contents(out) == before  # nothing rescored, no page written
     config["retriever"] = "bm25"
     config["strategy_params"]["fixed-size"]["k"] = 9  # each strategy's own k, as the summary reports it
@@ -323,7 +323,7 @@ def test_a_stale_decomposition_is_removed_by_rescoring_and_never_reported(break_
     showed "Cleaning or segmentation?" from it."""
     import pandas as pd
 
-    from Postprocessing import report
+    from Postprocessing import write_report
     from ragstudy.config import StudyConfig
     from ragstudy.ranking import run_retrieval
     from test_clean_text_layer import EVIDENCE
@@ -339,16 +339,15 @@ def test_a_stale_decomposition_is_removed_by_rescoring_and_never_reported(break_
                                       retriever="bm25", budgets="150,400", text_layer="raw,clean",
                                       db_dir=str(tmp_path / "db")))
     rescore = ["--results-dir", str(out), "--evidence", str(evidence), "--no-plot", "--n-resamples", "100"]
-    from Postprocessing import retrieval_eval
 
-    assert retrieval_eval.main(rescore) == 0
-    assert "Cleaning or segmentation?" in report.build(out, generated="test")[1]
+    assert app.main(["score-retrieval", *rescore]) == 0
+    assert "Cleaning or segmentation?" in write_report.build(out, generated="test")[1]
     grid = pd.read_csv(out / "variants.csv", keep_default_na=False)  # the clean variants moved away by hand
     for name in grid[grid["text_layer"] == "clean"]["id"]:
         shutil.rmtree(out / "variants" / name)
     grid[grid["text_layer"] != "clean"].to_csv(out / "variants.csv", index=False)
-    assert "Cleaning or segmentation?" not in report.build(out, generated="test")[1]  # not shown from a stale file
-    assert retrieval_eval.main(rescore) == 0
+    assert "Cleaning or segmentation?" not in write_report.build(out, generated="test")[1]  # not from a stale file
+    assert app.main(["score-retrieval", *rescore]) == 0
     assert not (out / "retrieval_decomposition.csv").exists()  # re-scoring removed it
     assert "Cleaning or segmentation?" not in (out / "retrieval_summary.md").read_text(encoding="utf-8")
     assert "retrieval_decomposition.csv: removed: it came from an earlier scoring" in caplog.text
@@ -360,17 +359,16 @@ def test_the_chunk_quality_stage_reads_the_csv_evidence_make_qa_writes(cq_result
     """`ragstudy study --evidence evidence.csv` stopped at the chunk-quality stage with "cannot read JSON ...
     regenerate it with tools/make_sample_corpus.py": the stage reads the CSV as score-retrieval does, and scores
     the same hits as with the JSON form of the same evidence."""
-    from Postprocessing import chunk_quality
     from test_chunk_quality_script import P1, P2, _args, _table
 
-    assert chunk_quality.main(_args(cq_results, "--no-hope")) == 0
+    assert app.main(["chunk-quality", *_args(cq_results, "--no-hope")]) == 0
     by_json = _table(cq_results)
     evidence = tmp_path / "evidence.csv"  # question 2 has no row: unanswerable; question 1 names no PDF
     evidence.write_text(f'question_index,evidence,pdf\n0,"{P1}",manuale.pdf\n1,"{P2.split(".")[0]}",\n',
                         encoding="utf-8")
     args = _args(cq_results, "--no-hope")
     args[args.index("--evidence") + 1] = str(evidence)
-    assert chunk_quality.main(args) == 0
+    assert app.main(["chunk-quality", *args]) == 0
     by_csv = _table(cq_results)
     for strategy in ("paragraph", "fixed-size"):
         for metric in ("hit_at_1", "hit_at_k"):
@@ -386,7 +384,6 @@ def test_the_chunk_quality_stage_reads_the_csv_evidence_make_qa_writes(cq_result
 def test_a_workbook_saved_as_xls_or_csv_or_truncated_is_one_line(form, tmp_path, capsys) -> None:
     """A raters' workbook (ragstudy survey) or a make-qa review workbook saved as .xls or .csv, or cut short: an
     InvalidFileException or BadZipFile traceback. One line naming the file and the fix; nothing written."""
-    from Postprocessing import interview_analysis
     from ragstudy.errors import StudyInputError
     from ragstudy.qagen import outputs
     from test_postprocessing_review import SYNTHETIC, _synthetic_xlsx
@@ -408,7 +405,7 @@ def test_a_workbook_saved_as_xls_or_csv_or_truncated_is_one_line(form, tmp_path,
         path = results / "interview_answers.xlsx"
         shutil.copyfile(SYNTHETIC / "interview_answers.csv", path)
     fix = "save it again as an Excel workbook (.xlsx) from the spreadsheet program (File > Save as > Excel workbook)"
-    line = one_error(capsys, interview_analysis.main(["--results-dir", str(results), "--answers", str(path),
+    line = one_error(capsys, app.main(["survey", "--results-dir", str(results), "--answers", str(path),
                                                       "--no-plots"]))
     if form in ("xls", "csv"):
         assert line.startswith(f"error: {path}: a .{form} file, not an .xlsx raters' workbook; {fix}, or start "

@@ -17,6 +17,7 @@ import pytest
 
 from conftest import TEST_PARAGRAPHS
 from ragstudy.results import open_run
+from ragstudy_cli import app
 
 
 def damage(path: Path, how: str) -> None:
@@ -30,12 +31,11 @@ def damage(path: Path, how: str) -> None:
 
 
 def retrieval_run(pdf_dir: Path, questions: Path, out: Path, retriever: str) -> int:
-    import evaluation_chain
 
-    return evaluation_chain.main(["--retrieval-only", "--profile", "lite", "--documents", str(pdf_dir),
+    return app.main(app.chain_subcommand(["--retrieval-only", "--profile", "lite", "--documents", str(pdf_dir),
                                   "--questions", str(questions), "--output-dir", str(out), "--db-dir",
                                   str(out.parent / "db"), "--strategies", "newline", "--budgets", "300,900",
-                                  "--retriever", retriever])
+                                  "--retriever", retriever]))
 
 
 @pytest.fixture

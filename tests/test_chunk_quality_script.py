@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from Postprocessing import chunk_quality
 from Postprocessing.chunkeval.align import document_name
+from ragstudy_cli import app
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "chunk_quality"
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -75,7 +75,7 @@ def _table(results: Path) -> dict[tuple[str, str], pd.Series]:
 
 
 def test_tables_with_known_retrieval_scores(results: Path, capsys) -> None:
-    assert chunk_quality.main(_args(results, "--no-hope")) == 0
+    assert app.main(["chunk-quality", *_args(results, "--no-hope")]) == 0
     table = _table(results)
     # paragraph: question 0 retrieves exactly its evidence; question 1 retrieves P1 then P2 (evidence: P2's
     # first sentence without its full stop, 61 characters); question 2 is unanswerable and left out
@@ -120,7 +120,7 @@ def test_correlations_with_answer_metrics(results: Path) -> None:
         "ROUGE-L": [0.3, 0.9, 0.4, 0.5], "BERTScore F1": [0.5, 0.8, 0.6, 0.7],
     })
     answers.to_csv(results / "metrics_per_question.csv", index=False)
-    assert chunk_quality.main(_args(results, "--no-hope")) == 0
+    assert app.main(["chunk-quality", *_args(results, "--no-hope")]) == 0
     corr = pd.read_csv(results / "chunk_quality_correlation.csv")
     row = corr[(corr.chunk_metric == "span_iou") & (corr.answer_metric == "ROUGE-L")].iloc[0]
     pairs = pd.read_csv(results / "chunk_quality_questions.csv").merge(answers, on=["strategy", "question_index"])
@@ -134,7 +134,7 @@ def test_correlations_with_answer_metrics(results: Path) -> None:
 
 
 def test_text_layer_reference_without_ground_truth(results: Path) -> None:
-    assert chunk_quality.main(_args(results, "--no-hope", "--groundtruth", "none", "--evidence", "none")) == 0
+    assert app.main(["chunk-quality", *_args(results, "--no-hope", "--groundtruth", "none", "--evidence", "none")]) == 0
     table = _table(results)
     # the header and footer are now part of the reference: the paragraph strategy does not cover them
     assert table[("paragraph", "coverage")].mean < 1.0
@@ -148,7 +148,7 @@ def test_without_evidence_a_run_on_other_questions_is_not_scored_against_the_sam
     from ragstudy.results import CHUNK_QUALITY_RUN
 
     args = [a for a in _args(results, "--no-hope") if a not in ("--evidence", str(FIXTURES / "evidence.json"))]
-    assert chunk_quality.main(args) == 0
+    assert app.main(["chunk-quality", *args]) == 0
     assert not any(metric == "span_iou" for _, metric in _table(results))
     notes = json.loads(CHUNK_QUALITY_RUN.path(results).read_text(encoding="utf-8"))["notes"]
     assert any(note.startswith("retrieval metrics skipped: no evidence file (pass --evidence FILE") for note in notes)
@@ -159,7 +159,7 @@ def test_mismatched_dataset_and_export_is_an_error_naming_the_file(results: Path
     data[1]["sources"][0]["doc_id"] = "nope"
     data[1]["contexts"][0] = "testo che non esiste"
     (results / "DatasetCustom.json").write_text(json.dumps(data), encoding="utf-8")
-    assert chunk_quality.main(_args(results, "--no-hope")) == 2
+    assert app.main(["chunk-quality", *_args(results, "--no-hope")]) == 2
     err = capsys.readouterr().err
     assert "DatasetCustom.json row 1" in err and "different runs" in err
 
@@ -192,7 +192,7 @@ def test_hope_through_the_script_with_fake_models(results: Path, monkeypatch) ->
 
     monkeypatch.setattr(ragstudy.llms, "make_generator", lambda config: _Generator(GenerationParams(96)))
     monkeypatch.setattr(ragstudy.embedders.Embedder, "load", lambda self: _Embedder())  # every local backend
-    assert chunk_quality.main(_args(results, "--hope-passages", "2", "--hope-windows", "2")) == 0
+    assert app.main(["chunk-quality", *_args(results, "--hope-passages", "2", "--hope-windows", "2")]) == 0
     table = _table(results)
     for strategy in ("paragraph", "fixed-size"):
         assert table[(strategy, "semantic_independence")].mean == pytest.approx(1.0)  # same answer both ways
@@ -219,12 +219,12 @@ def test_document_name_ties_paths_to_ground_truth() -> None:
 
 def test_papers_dataset_files_give_the_same_retrieval_scores(results: Path) -> None:
     """The paper's files (question, answer, contexts; no question_index, no sources) match chunks by their text."""
-    assert chunk_quality.main(_args(results, "--no-hope")) == 0
+    assert app.main(["chunk-quality", *_args(results, "--no-hope")]) == 0
     ours = pd.read_csv(results / "chunk_quality.csv")
     for path in results.glob("Dataset*.json"):
         rows = json.loads(path.read_text(encoding="utf-8"))
         path.write_text("\n".join(json.dumps({k: r[k] for k in ("question", "answer", "contexts")},
                                              ensure_ascii=False) for r in rows), encoding="utf-8")
         path.with_suffix(".csv").unlink(missing_ok=True)
-    assert chunk_quality.main(_args(results, "--no-hope")) == 0
+    assert app.main(["chunk-quality", *_args(results, "--no-hope")]) == 0
     pd.testing.assert_frame_equal(pd.read_csv(results / "chunk_quality.csv"), ours)

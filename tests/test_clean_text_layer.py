@@ -20,6 +20,7 @@ from ragstudy.evidence import NormalizedText, normalize_for_match
 from ragstudy.pipeline import chunk_documents
 from ragstudy.results import read_chunks, write_chunks
 from ragstudy.textlayer import CLEAN, load_documents, read_pdf, with_text_layer
+from ragstudy_cli import app
 
 SAMPLE = REPO_ROOT / "Documents"
 HEAD = "Linee guida sulla conservazione digitale - edizione 2024"
@@ -135,7 +136,6 @@ def test_text_layer_is_a_sweep_axis(tmp_path):
 def test_one_retrieval_only_run_over_both_layers_and_its_decomposition(break_dir, tmp_path, monkeypatch):
     """`--text-layer raw,clean` ranks every strategy on both layers (BM25: no model), and retrieval_eval splits
     paragraph − fixed-size into cleaning + segmentation, exactly, with paired CIs."""
-    from Postprocessing import retrieval_eval
     from ragstudy.ranking import run_retrieval
 
     questions = tmp_path / "Questions.csv"
@@ -161,7 +161,7 @@ def test_one_retrieval_only_run_over_both_layers_and_its_decomposition(break_dir
     assert clean_source["text_layer"] == "clean" and HEAD not in clean_source["text"]
     raw_source = out / "variants" / "fixed-size__bm25__raw" / "sources_fixed-size.jsonl"
     assert "text_layer" not in json.loads(raw_source.read_text(encoding="utf-8"))
-    written = retrieval_eval.main(["--results-dir", str(out), "--evidence", str(evidence), "--no-plot",
+    written = app.main(["score-retrieval", "--results-dir", str(out), "--evidence", str(evidence), "--no-plot",
                                    "--n-resamples", "200"])
     assert written == 0
     table = pd.read_csv(out / "retrieval_decomposition.csv", dtype={"budget": str})  # the raw/clean groups' split
@@ -173,9 +173,9 @@ def test_one_retrieval_only_run_over_both_layers_and_its_decomposition(break_dir
         assert parts["total"] == pytest.approx(parts["cleaning"] + parts["segmentation"])
     summary = (out / "retrieval_summary.md").read_text(encoding="utf-8")
     assert "Cleaning or segmentation?" in summary and "Cleaning alone (fixed-size clean − raw)" in summary
-    from Postprocessing import report
+    from Postprocessing import write_report
 
-    _, page, _ = report.build(out, generated="test")
+    _, page, _ = write_report.build(out, generated="test")
     assert "Cleaning or segmentation?" in page and "segmentation: paragraph − fixed-size clean" in page
 
 

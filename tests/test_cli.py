@@ -17,6 +17,7 @@ import pytest
 
 from Postprocessing.reportkit import browser
 from ragstudy_cli import app, study
+from ragstudy import chain
 
 REPO = Path(__file__).resolve().parents[1]
 JOBS = {"study", "answer", "retrieve", "sweep", "chunks", "score-retrieval", "score-answers", "chunk-quality",
@@ -73,21 +74,37 @@ def test_subcommands_are_their_scripts_parsers() -> None:
 def test_the_study_ranks_its_retrieval_stage_with_three_retrievers(tmp_path: Path) -> None:
     """The retrieval stage ranks with dense, bm25 and hybrid (the verdict checked across them), the answering stage
     with the paper's dense retriever; a --retriever of the user's (the one list of the grid) wins."""
-    def argv(*flags: str) -> dict[str, list[str]]:
-        args, rest, chain = study.parse([*STUDY_FLAGS, *flags])
-        return {stage.name: stage.argv for stage in study.plan(args, rest, chain, tmp_path)}
+    def settings(*flags: str) -> dict[str, dict]:
+        args = study.build_parser().parse_args([*STUDY_FLAGS, *flags])
+        return {stage.name: stage.settings for stage in study.plan(args, args.chain, tmp_path)}
 
-    stages = argv()
-    assert stages["retrieval"][-4:-2] == ["--retriever", "dense,bm25,hybrid"]
-    given = argv("--evidence", str(tmp_path / "mine.csv"))  # one evidence file for every stage that scores with it
-    for name in ("retrieval scores", "answer scores"):
-        assert given[name][given[name].index("--evidence") + 1] == str(tmp_path / "mine.csv"), name
-    assert "--retriever" not in stages["answers"]
-    own = argv("--retriever", "dense")["retrieval"]
-    assert own.count("--retriever") == 1 and own[own.index("--retriever") + 1] == "dense"
-    listed = argv("--retriever", "bm25,dense")  # the grid's one list: the retrieval run's, never the answers'
-    assert listed["retrieval"].count("bm25,dense") == 1 and "--retriever" not in listed["answers"]
+    stages = settings()
+    assert stages["retrieval"]["retriever"] == "dense,bm25,hybrid" and stages["retrieval"]["retrieval_only"]
+    given = settings("--evidence", str(tmp_path / "mine.csv"))  # one evidence file for every stage that scores
+    for name in ("retrieval scores", "answer scores", "chunk quality"):
+        assert given[name]["evidence"] == str(tmp_path / "mine.csv"), name
+    assert stages["answers"]["retriever"] == "dense" and not stages["answers"]["retrieval_only"]
+    assert stages["answers"]["output_dir"] == str(tmp_path / "answers")
+    assert stages["report"]["retrieval_dir"] == str(tmp_path / "retrieval")
+    assert settings("--retriever", "dense")["retrieval"]["retriever"] == "dense"
+    listed = settings("--retriever", "bm25,dense")  # the grid's one list: the retrieval run's, never the answers'
+    assert listed["retrieval"]["retriever"] == "bm25,dense" and listed["answers"]["retriever"] == "dense"
     assert study.main([*STUDY_FLAGS, "--retriever", "bm26", "--output-dir", str(tmp_path / "x")]) == 2
+
+
+def test_a_stage_keeps_the_settings_it_was_planned_with(tmp_path: Path) -> None:
+    """A job fills in its settings' defaults while it runs (the questions and oracle files): the stage's key stays
+    the one it was planned with, so a second study finds it up to date."""
+    from ragstudy.errors import StudyInputError
+
+    args = study.build_parser().parse_args(STUDY_FLAGS)
+    stage = next(s for s in study.plan(args, args.chain, tmp_path) if s.name == "answer scores")
+    ledger = study.Ledger(tmp_path / study.LEDGER)
+    planned = ledger.key(stage, "code")
+    assert stage.settings["questions"] is None
+    with pytest.raises(StudyInputError):  # no Dataset files yet: refused once its inputs are resolved
+        stage.run()
+    assert ledger.key(stage, "code") == planned and stage.settings["questions"] is None
 
 
 @pytest.mark.parametrize("text", ['{"stages": {"answers": {"key": "k", "wrote": {"a.csv": "0' + '0' * 63 + '"}}',
@@ -247,6 +264,18 @@ def test_the_quick_starts_second_run_recomputes_nothing_in_under_30_s() -> None:
 
 # ------------------------------------------------------------------------------- the paper's script paths
 
+def _every_rater_picks_option_1(workbook: Path) -> None:
+    """Fill the raters' sheet `ragstudy review` wrote: every cell "Opzione 1"."""
+    from openpyxl import load_workbook
+
+    book = load_workbook(workbook)
+    sheet = book["Risposte"]
+    for row in range(2, sheet.max_row + 1):
+        for col in range(2, sheet.max_column + 1):
+            sheet.cell(row=row, column=col).value = "Opzione 1"
+    book.save(workbook)
+
+
 def _script(args: list[str], cwd: Path = REPO) -> subprocess.CompletedProcess:
     run = subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=900,
                          env={**os.environ, "PYTHONPATH": str(REPO)})
@@ -257,8 +286,6 @@ def _script(args: list[str], cwd: Path = REPO) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_the_old_script_paths_run_with_their_old_flags(small_study: tuple[Path, str], tmp_path: Path) -> None:
     """Each paper entry point once, on copies of the study's folders, with the flags it always had."""
-    from openpyxl import load_workbook
-
     root, _ = small_study
     answers, retrieval = tmp_path / "answers", tmp_path / "retrieval"
     shutil.copytree(root / "answers", answers)
@@ -272,17 +299,64 @@ def test_the_old_script_paths_run_with_their_old_flags(small_study: tuple[Path, 
              "--n-resamples", "200"])
     assert "BLEU" in (answers / "metrics_summary.md").read_text(encoding="utf-8")
     _script(["Postprocessing/preprocessing_files.py", "--results-dir", str(answers), "--raters", "2"])
-    book = load_workbook(answers / "interview_answers.xlsx")
-    sheet = book["Risposte"]
-    for row in range(2, sheet.max_row + 1):
-        for col in range(2, sheet.max_column + 1):
-            sheet.cell(row=row, column=col).value = "Opzione 1"
-    book.save(answers / "interview_answers.xlsx")
+    _every_rater_picks_option_1(answers / "interview_answers.xlsx")
     _script(["Postprocessing/interview_analysis.py", "--results-dir", str(answers), "--no-plots"])
     assert (answers / "survey" / "survey_summary.md").is_file()
     _script(["Postprocessing/chunk_quality.py", "--results-dir", str(answers), "--no-hope", "--n-resamples", "200"])
     _script(["Postprocessing/report.py", "--results-dir", str(answers), "--retrieval-dir", str(retrieval)])
     assert (answers / "report.html").stat().st_size > 100_000
+
+
+def _as_script(path: str, *flags: str, capsys: pytest.CaptureFixture) -> tuple[int, str]:
+    """`python PATH FLAGS` in this process (runpy, as `__main__`): its exit code and stdout + stderr."""
+    import runpy
+
+    capsys.readouterr()
+    saved = sys.argv
+    sys.argv = [str(REPO / path), *flags]
+    try:
+        runpy.run_path(str(REPO / path), run_name="__main__")
+        code = 0
+    except SystemExit as exc:  # exit_process ends every shim with sys.exit(code)
+        code = int(exc.code or 0)
+    finally:
+        sys.argv = saved
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def test_each_old_script_path_runs_its_job_with_its_old_flags(pdf_dir: Path, tmp_path: Path, capsys) -> None:
+    """Every paper entry point once, on small fixtures, with the flags it always had: the chain's script as a
+    process of its own (the chunks-only run, its mode flag picking `ragstudy chunks`), the others in this process."""
+    chunks = tmp_path / "chunks"
+    run = _script(["evaluation_chain.py", "--chunks-only", "--profile", "lite", "--strategies", "fixed-size",
+                   "--documents", str(pdf_dir), "--output-dir", str(chunks)])
+    assert (chunks / "chunks_fixed-size.csv").is_file() and "next: ragstudy chunk-quality" in run.stdout
+    code, out = _as_script("Postprocessing/chunk_quality.py", "--results-dir", str(chunks), "--no-hope", "--evidence",
+                           "none", "--groundtruth", "none", "--tokens", "words", "--n-resamples", "50",
+                           capsys=capsys)
+    assert code == 0 and (chunks / "chunk_quality.csv").is_file(), out
+    code, out = _as_script("Postprocessing/retrieval_eval.py", "--results-dir", str(chunks), "--no-plot",
+                           capsys=capsys)  # a chunks-only run has no rankings: refused in one line
+    assert code == 2 and f"no retrieval_<strategy>.csv in {chunks}: run `ragstudy retrieve" in out, out
+    basic = tmp_path / "basic"
+    shutil.copytree(REPO / "tests" / "fixtures" / "postprocessing" / "basic", basic)
+    inputs = ["--questions", str(basic / "Questions.csv"), "--oracle", str(basic / "Oracle.csv")]
+    code, out = _as_script("Postprocessing/evaluation_metrics.py", "--results-dir", str(basic), *inputs,
+                           "--metrics", "bleu", "--n-resamples", "50", capsys=capsys)
+    assert code == 0 and "BLEU" in (basic / "metrics_summary.md").read_text(encoding="utf-8"), out
+    code, out = _as_script("Postprocessing/preprocessing_files.py", "--results-dir", str(basic), *inputs,
+                           "--raters", "2", capsys=capsys)
+    assert code == 0 and (basic / "answer_key.csv").is_file(), out
+    _every_rater_picks_option_1(basic / "interview_answers.xlsx")
+    code, out = _as_script("Postprocessing/interview_analysis.py", "--results-dir", str(basic), "--no-plots",
+                           capsys=capsys)
+    assert code == 0 and (basic / "survey" / "survey_summary.md").is_file(), out
+    code, out = _as_script("Postprocessing/report.py", "--results-dir", str(basic), "--out",
+                           str(tmp_path / "page.html"), capsys=capsys)
+    assert code == 0 and (tmp_path / "page.md").is_file(), out
+    code, out = _as_script("tools/make_qa.py", "--out", str(tmp_path / "qa"), "--read-review", capsys=capsys)
+    assert code == 2 and "no make_qa.json" in out, out  # nothing drafted there yet: refused in one line
 
 
 _TEARDOWN = "import atexit; atexit.register(lambda: print('teardown ran', flush=True))\n"
@@ -316,10 +390,9 @@ def _offered(parser) -> set[str]:
 def test_each_chain_subcommand_offers_only_its_own_mode() -> None:
     """`ragstudy answer` has no --retrieval-only, --chunks-only or --sweep (those runs are `retrieve`, `chunks`,
     `sweep FILE`), and no mode subcommand offers another's flag; the paper's script keeps all three."""
-    import evaluation_chain
 
     modes = {"--retrieval-only", "--chunks-only", "--sweep"}
-    assert modes <= _offered(evaluation_chain.build_parser())
+    assert modes <= _offered(chain.build_parser())
     offered = {name: _offered(app.BY_NAME[name].parser()) & modes for name in ("answer", "retrieve", "chunks", "sweep")}
     assert offered == {"answer": set(), "retrieve": set(), "chunks": set(), "sweep": {"--sweep"}}
     assert app.BY_NAME["chunks"].parser().parse_args([]).chunks_only is True

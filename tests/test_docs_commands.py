@@ -13,7 +13,6 @@ Also: the README stays a front door (<= 200 lines) and measurement logs live in 
 
 from __future__ import annotations
 
-import importlib
 import re
 import shlex
 import subprocess
@@ -140,10 +139,8 @@ def check(command: Command) -> str:
         return _help_lists(["-m", module], args, what)
     script, args = words[1], words[2:]
     assert (REPO / script).is_file(), f"{what}: no {script}"
-    if script == "evaluation_chain.py" or script.startswith("Postprocessing/"):
-        module = importlib.import_module(script.removesuffix(".py").replace("/", "."))
-        _parses(module.build_parser(), args, what)
-        return "parsed"
+    if script == "evaluation_chain.py" or script.startswith("Postprocessing/"):  # a shim: its subcommand parses
+        return check(Command(command.page, " ".join(["ragstudy", *_shim_argv(script, args, what)]), command.inline))
     return _help_lists([script], args, what)
 
 
@@ -152,11 +149,22 @@ def _flags_exist(words: list[str], what: str) -> str:
     if words[0] == "ragstudy":
         parser = app.BY_NAME[words[1]].parser()
     else:
-        parser = importlib.import_module(words[1].removesuffix(".py").replace("/", ".")).build_parser()
+        shimmed = _shim_argv(words[1], words[2:], what)
+        parser, words = app.BY_NAME[shimmed[0]].parser(), [words[0], *shimmed]
     options = {o for a in parser._actions for o in a.option_strings}  # noqa: SLF001
     for flag in (w.split("=")[0] for w in words if w.startswith("--")):
         assert flag in options, f"{what}: {flag} is not a flag of {words[0]} {words[1]}"
     return "parsed"
+
+
+def _shim_argv(script: str, args: list[str], what: str) -> list[str]:
+    """An old script path's command as the subcommand it runs (`evaluation_chain.py --retrieval-only` is
+    `ragstudy retrieve`), its flags unchanged."""
+    if script == "evaluation_chain.py":
+        return app.chain_subcommand(args)
+    names = [c.name for c in app.COMMANDS if c.script == script]
+    assert names, f"{what}: {script} is no script path of a subcommand (ragstudy_cli.app.COMMANDS)"
+    return [names[0], *args]
 
 
 def _help_lists(target: list[str], args: list[str], what: str) -> str:

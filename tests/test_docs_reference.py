@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import evaluation_chain
 from ragstudy import results
 from ragstudy_cli import app, reference
+from ragstudy import chain
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -34,7 +34,7 @@ def test_cli_page_has_every_subcommand_and_flag() -> None:
             for action in (a for a in command.parser()._actions if a.dest != "help"):
                 for option in action.option_strings:
                     assert f"`{option}`" in page, (command.name, option)
-    for action in (a for a in evaluation_chain.build_parser()._actions if a.dest != "help"):
+    for action in (a for a in chain.build_parser()._actions if a.dest != "help"):
         for option in action.option_strings:
             assert f"`{option}`" in page
 
@@ -73,7 +73,7 @@ def test_outputs_page_lists_every_file_the_project_writes() -> None:
 
 def test_the_writers_name_their_files_from_the_declarations() -> None:
     """What docs/outputs.md lists is what is written: each writer takes its file names from ragstudy.results."""
-    from Postprocessing import common, retrieval_eval, review
+    from Postprocessing import common, review, score_retrieval
     from ragstudy import runidentity
     from ragstudy.qagen import outputs as qa
     from ragstudy_cli import study
@@ -85,7 +85,7 @@ def test_the_writers_name_their_files_from_the_declarations() -> None:
     assert (study.LEDGER, study.LOG, study.STUDY_LOCK) == (
         results.STUDY_LEDGER.name, results.STUDY_LOG.name, results.STUDY_LOCK.name)
     assert common.CLEANED_ORACLE_NAME == results.CLEANED_ORACLE.name
-    assert retrieval_eval.PLOT_STEM == results.RETRIEVAL_PLOT.stem
+    assert score_retrieval.PLOT_STEM == results.RETRIEVAL_PLOT.stem
     assert (qa.QUESTIONS, qa.ORACLE, qa.EVIDENCE, qa.SIDECAR, qa.CANDIDATES, qa.REPORT, qa.WORKBOOK) == tuple(
         o.name for o in results.OUTPUT_GROUPS["A question set (`ragstudy make-qa --out QA`)"])
     assert qa.EVIDENCE_COLUMNS == results.QA_EVIDENCE.columns

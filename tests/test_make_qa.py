@@ -24,6 +24,7 @@ from ragstudy.qagen.run import QaSettings, make_qa, read_review
 from ragstudy.qagen.sampling import eligible_passages, sample_passages, split_blocks
 from ragstudy.results import read_oracle, read_questions
 from ragstudy.textlayer import read_pdf
+from ragstudy_cli import app
 
 EUPL = "it_gu-ue_eupl-v1.2_licenza.pdf"
 CIE = "it_ipzs_cie-middleware_manuale-uso.pdf"
@@ -342,12 +343,12 @@ def error_lines(err: str) -> list[str]:
 
 
 def test_the_cli_refuses_bad_input_in_one_line(two_pdfs: Path, tmp_path: Path, capsys) -> None:
-    from ragstudy.qagen.command import main
 
-    code = main(["--documents", str(two_pdfs), "--out", str(tmp_path / "qa"), "--n", "100000", "--profile", "lite"])
+    code = app.main(["make-qa", "--documents", str(two_pdfs), "--out", str(tmp_path / "qa"), "--n", "100000",
+                     "--profile", "lite"])
     lines = error_lines(capsys.readouterr().err)
     assert code == 2 and len(lines) == 1 and "--n 100000 is more than the" in lines[0]
-    code = main(["--out", str(tmp_path / "nothing"), "--read-review"])
+    code = app.main(["make-qa", "--out", str(tmp_path / "nothing"), "--read-review"])
     lines = error_lines(capsys.readouterr().err)
     assert code == 2 and len(lines) == 1 and "no make_qa.json" in lines[0]
 

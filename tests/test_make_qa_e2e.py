@@ -17,9 +17,10 @@ from conftest import REPO_ROOT
 from test_llm_server import smollm2_server  # noqa: F401  (the module-scoped `transformers serve` fixture)
 from test_make_qa import error_lines, two_pdfs  # noqa: F401  (the two-PDF folder fixture)
 from test_servers_misbehave import COMPLETIONS, HANG, MODEL, MODELS_OK, FakeServer, completion
-from ragstudy.qagen.command import NONE_KEPT, main
+from ragstudy.qagen.command import NONE_KEPT
 from ragstudy.qagen.extractive import ExtractiveGenerator
 from ragstudy.results import read_questions
+from ragstudy_cli import app
 
 
 @pytest.fixture
@@ -46,10 +47,10 @@ def test_through_a_server_the_set_is_written_and_a_rerun_generates_nothing(docs,
                                                                           capsys) -> None:
     out = tmp_path / "qa"
     args = ["--documents", str(docs), "--out", str(out), "--n", "6", *server_flags(scripted_server)]
-    assert main(args) == 0
+    assert app.main(["make-qa", *args]) == 0
     first = scripted_server.chats()
     assert len(read_questions(out / "Questions.csv")) == 6 and first >= 6
-    assert main(args) == 0 and scripted_server.chats() == first  # every answer came from the cache
+    assert app.main(["make-qa", *args]) == 0 and scripted_server.chats() == first  # every answer came from the cache
     assert "0 generated" in capsys.readouterr().out
     sidecar = json.loads((out / "make_qa.json").read_text())
     assert sidecar["generator"]["backend"] == "openai-chat-completions" and sidecar["generator"]["model"] == MODEL
@@ -59,18 +60,20 @@ def test_a_server_that_answers_garbage_or_hangs_is_one_line(docs, tmp_path, caps
     with FakeServer() as server:
         server.routes["GET /v1/models"] = MODELS_OK
         server.routes["POST /v1/chat/completions"] = COMPLETIONS["html"]
-        code = main(["--documents", str(docs), "--out", str(tmp_path / "a"), "--n", "2",
+        code = app.main(["make-qa", "--documents", str(docs), "--out", str(tmp_path / "a"), "--n", "2",
                      *server_flags(server)])
         lines = error_lines(capsys.readouterr().err)
         assert code == 2 and len(lines) == 1 and f"LLM server {server.url}" in lines[0]
         assert "not a chat completion" in lines[0]
         server.routes["POST /v1/chat/completions"] = HANG
-        code = main(["--documents", str(docs), "--out", str(tmp_path / "b"), "--n", "2", "--llm-timeout", "0.5",
+        code = app.main(["make-qa", "--documents", str(docs), "--out", str(tmp_path / "b"), "--n", "2",
+                         "--llm-timeout", "0.5",
                      *server_flags(server)])
         lines = error_lines(capsys.readouterr().err)
         assert code == 2 and len(lines) == 1 and "did not answer within 0.5 s" in lines[0]
         server.routes["GET /v1/models"] = (200, "text/html", "<html>nginx</html>")
-        code = main(["--documents", str(docs), "--out", str(tmp_path / "c"), "--n", "2", *server_flags(server)])
+        code = app.main(["make-qa", "--documents", str(docs), "--out", str(tmp_path / "c"), "--n", "2",
+                         *server_flags(server)])
         lines = error_lines(capsys.readouterr().err)
         assert code == 2 and len(lines) == 1 and "not an OpenAI model list" in lines[0]
     assert not (tmp_path / "a" / "Questions.csv").exists()  # nothing half-written
@@ -91,9 +94,9 @@ def test_a_run_stopped_by_a_failing_server_resumes_without_regenerating(docs, tm
         server.routes["POST /v1/chat/completions"] = flaky
         args = ["--documents", str(docs), "--out", str(tmp_path / "qa"), "--n", "6", "--concurrency", "1",
                 "--llm-server", server.url, "--llm-server-model", "flaky-model"]
-        assert main(args) == 2
+        assert app.main(["make-qa", *args]) == 2
         done = server.chats()
-        assert main(args) == 0
+        assert app.main(["make-qa", *args]) == 0
         out = capsys.readouterr().out
         asked_again = server.chats() - done
         assert f"{asked_again} generated, {done - 1} from the cache" in out
@@ -103,7 +106,7 @@ def test_a_run_stopped_by_a_failing_server_resumes_without_regenerating(docs, tm
 def test_against_transformers_serve_with_the_lite_model(docs, tmp_path, smollm2_server, capsys) -> None:  # noqa: F811
     url, folder = smollm2_server
     out = tmp_path / "qa"
-    code = main(["--documents", str(docs), "--out", str(out), "--n", "1", "--candidates", "3",
+    code = app.main(["make-qa", "--documents", str(docs), "--out", str(out), "--n", "1", "--candidates", "3",
                  "--max-new-tokens", "48", "--llm-server", url, "--llm-server-model", folder])
     assert code == NONE_KEPT
     lines = error_lines(capsys.readouterr().err)
@@ -121,20 +124,21 @@ def test_in_process_with_the_lite_model(docs, tmp_path, capsys) -> None:
     out = tmp_path / "qa"
     args = ["--documents", str(docs), "--out", str(out), "--n", "1", "--candidates", "2", "--max-new-tokens", "32",
             "--profile", "lite", "--llm-engine", "torch"]
-    assert main(args) == NONE_KEPT
+    assert app.main(["make-qa", *args]) == NONE_KEPT
     records = [json.loads(line) for line in (out / "candidates.jsonl").read_text().splitlines()]
     assert len(records) == 2 and all("unfit_generator" in r["reasons"] for r in records)
     sidecar = json.loads((out / "make_qa.json").read_text())
     assert "SmolLM2-135M" in sidecar["generator"]["model"] and sidecar["generator"]["unfit"]
     assert sidecar["generator"]["backend"] == "in-process:torch"
     capsys.readouterr()
-    assert main(args) == NONE_KEPT and "0 generated, 2 from the cache" in capsys.readouterr().out
+    assert app.main(["make-qa", *args]) == NONE_KEPT and "0 generated, 2 from the cache" in capsys.readouterr().out
 
 
 @pytest.mark.slow
 def test_a_retrieval_only_run_and_retrieval_eval_score_a_generated_set(docs, tmp_path, scripted_server) -> None:
     qa = tmp_path / "qa"
-    assert main(["--documents", str(docs), "--out", str(qa), "--n", "8", *server_flags(scripted_server)]) == 0
+    assert app.main(["make-qa", "--documents", str(docs), "--out", str(qa), "--n", "8",
+                     *server_flags(scripted_server)]) == 0
     results = tmp_path / "results"
     chain = subprocess.run([sys.executable, "evaluation_chain.py", "--profile", "lite", "--retrieval-only",
                             "--strategies", "fixed-size,newline", "--documents", str(docs), "--questions",
@@ -186,7 +190,7 @@ def test_one_ctrl_c_stops_the_script_and_the_rerun_resumes(docs, tmp_path, capsy
             script.generate_many([json.loads(body)["messages"][0]["content"]])[0])
         os.environ["RAGSTUDY_CACHE"], previous = str(cache), os.environ["RAGSTUDY_CACHE"]
         try:
-            assert main(args) == 0
+            assert app.main(["make-qa", *args]) == 0
         finally:
             os.environ["RAGSTUDY_CACHE"] = previous
     assert ", 3 from the cache" in capsys.readouterr().out  # the three answers before Ctrl-C were kept

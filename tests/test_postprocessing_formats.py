@@ -11,13 +11,11 @@ import pandas as pd
 import pytest
 from openpyxl import load_workbook
 
-from Postprocessing import evaluation_metrics as em
-from Postprocessing import interview_analysis as ia
 from Postprocessing import plots as pl
 from Postprocessing import review as rf
-from Postprocessing import preprocessing_files as pf
 from Postprocessing import survey as sv
 from ragstudy import registry
+from ragstudy_cli import app
 
 REPO = Path(__file__).resolve().parents[1]
 BASIC = REPO / "tests" / "fixtures" / "postprocessing" / "basic"
@@ -42,7 +40,8 @@ def _inputs(results: Path) -> list[str]:
 
 def _metrics(results: Path, fmt: str) -> pd.DataFrame:
     out = results / f"metrics-{fmt}"
-    code = em.main(["--results-dir", str(results), *_inputs(results), "--out-dir", str(out), "--format", fmt,
+    code = app.main(["score-answers", "--results-dir", str(results), *_inputs(results), "--out-dir", str(out),
+                     "--format", fmt,
                     "--metrics", "bleu,rouge", "--n-resamples", "200"])
     assert code == 0
     return pd.read_csv(out / "metrics_per_question.csv")
@@ -59,7 +58,7 @@ def _fill_survey(results: Path) -> pd.DataFrame:
             pick = names[(r + c) % len(names)]
             ws.cell(row=r, column=c).value = f"Opzione {krow.order.index(pick) + 1}"
     wb.save(results / rf.TEMPLATE_NAME)
-    assert ia.main(["--results-dir", str(results), "--answers", str(results / rf.TEMPLATE_NAME)]) == 0
+    assert app.main(["survey", "--results-dir", str(results), "--answers", str(results / rf.TEMPLATE_NAME)]) == 0
     return pd.read_csv(results / "survey" / "survey_counts_overall.csv")
 
 
@@ -79,7 +78,7 @@ def test_papers_files_give_the_same_numbers_as_this_projects(tmp_path: Path) -> 
     assert "the paper's format" not in (ours / "metrics-csv" / "metrics_summary.md").read_text(encoding="utf-8")
 
     for folder in (ours, papers):
-        assert pf.main(["--results-dir", str(folder), *_inputs(folder), "--raters", "3"]) == 0
+        assert app.main(["review", "--results-dir", str(folder), *_inputs(folder), "--raters", "3"]) == 0
     assert (ours / rf.KEY_NAME).read_text(encoding="utf-8") == (papers / rf.KEY_NAME).read_text(encoding="utf-8")
     ours_cells = [[c.value for c in row] for row in load_workbook(ours / "output.xlsx").active.iter_rows()]
     papers_cells = [[c.value for c in row] for row in load_workbook(papers / "output.xlsx").active.iter_rows()]
@@ -94,7 +93,8 @@ def test_a_mismatched_papers_file_is_an_error_naming_the_row(tmp_path: Path) -> 
     rows = [json.loads(line) for line in (papers / "DatasetNewLine.json").read_text(encoding="utf-8").splitlines()]
     rows[1], rows[2] = rows[2], rows[1]
     (papers / "DatasetNewLine.json").write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
-    assert em.main(["--results-dir", str(papers), *_inputs(papers), "--format", "json", "--metrics", "bleu"]) == 2
+    assert app.main(["score-answers", "--results-dir", str(papers), *_inputs(papers), "--format", "json", "--metrics",
+                     "bleu"]) == 2
 
 
 @pytest.fixture()
@@ -116,7 +116,7 @@ def test_a_newly_registered_strategy_shows_up_in_every_postprocessing_output(tmp
         text = (results / f"DatasetNewLine{suffix}").read_text(encoding="utf-8")
         (results / f"DatasetToy{suffix}").write_text(text.replace("newline", "toy"), encoding="utf-8")
 
-    assert em.main(["--results-dir", str(results), *_inputs(results), "--metrics", "bleu,rouge",
+    assert app.main(["score-answers", "--results-dir", str(results), *_inputs(results), "--metrics", "bleu,rouge",
                     "--n-resamples", "200"]) == 0
     summary = pd.read_csv(results / "metrics_summary.csv")
     assert "Toy chunks" in set(summary["strategy_display"])
@@ -124,7 +124,7 @@ def test_a_newly_registered_strategy_shows_up_in_every_postprocessing_output(tmp
     assert {"toy"} <= set(paired["strategy_a"]) | set(paired["strategy_b"])
     assert "Toy chunks" in (results / "metrics_summary.md").read_text(encoding="utf-8")
 
-    assert pf.main(["--results-dir", str(results), *_inputs(results), "--raters", "3"]) == 0
+    assert app.main(["review", "--results-dir", str(results), *_inputs(results), "--raters", "3"]) == 0
     key = pd.read_csv(results / rf.KEY_NAME)
     assert "toy" in " ".join(key.astype(str).to_numpy().ravel())
     counts = _fill_survey(results)

@@ -16,8 +16,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 from Postprocessing import answer_metrics as am
 from Postprocessing import answer_scoring, common, metric_catalogue, offline_data
-from Postprocessing import evaluation_metrics as em
 from ragstudy.groundtruth import UNANSWERABLE_ORACLE
+from ragstudy_cli import app
 
 ANSWER_METRICS = [m.name for m in metric_catalogue.in_group("answers") if m.aggregation != "corpus"]
 
@@ -201,7 +201,8 @@ def test_metric_values_match_direct_library_calls(results, nltk_data_ready, mini
 
 def test_cli_writes_tables_and_paired_comparisons(results, nltk_data_ready, minilm_path, capsys):
     out = results / "out"
-    code = em.main(["--results-dir", str(results), "--questions", str(results / "Questions.csv"), "--oracle",
+    code = app.main(["score-answers", "--results-dir", str(results), "--questions", str(results / "Questions.csv"),
+                     "--oracle",
                     str(results / "Oracle.csv"), "--out-dir", str(out), "--n-resamples", "400",
                     "--bertscore-model", minilm_path, "--bertscore-layers", "6"])
     assert code == 0
@@ -227,7 +228,8 @@ def test_single_strategy_and_cleaned_reference(results, nltk_data_ready):
         for ext in ("csv", "json"):
             (results / f"{stem}.{ext}").unlink()
     out = results / "out"
-    code = em.main(["--results-dir", str(results), "--questions", str(results / "Questions.csv"), "--oracle",
+    code = app.main(["score-answers", "--results-dir", str(results), "--questions", str(results / "Questions.csv"),
+                     "--oracle",
                     str(results / "Oracle.csv"), "--out-dir", str(out), "--n-resamples", "200", "--clean",
                     "--metrics", "bleu,rouge"])
     assert code == 0

@@ -18,8 +18,7 @@ from Postprocessing import common
 from Postprocessing import plots as pl
 from Postprocessing import review as rf
 from Postprocessing import survey as sv
-from Postprocessing import interview_analysis as ia
-from Postprocessing import preprocessing_files as pf
+from ragstudy_cli import app
 
 FIXTURES = REPO / "tests" / "fixtures" / "postprocessing"
 BASIC = FIXTURES / "basic"
@@ -32,7 +31,7 @@ def review(tmp_path) -> Path:
     """Run preprocessing_files.py on the basic fixture into tmp_path/results."""
     results = tmp_path / "results"
     shutil.copytree(BASIC, results)
-    code = pf.main(["--results-dir", str(results), "--questions", str(results / "Questions.csv"),
+    code = app.main(["review", "--results-dir", str(results), "--questions", str(results / "Questions.csv"),
                     "--oracle", str(results / "Oracle.csv"), "--raters", "3"])
     assert code == 0
     return results
@@ -113,7 +112,7 @@ def test_formula_like_answer_stays_text(tmp_path):
     frame = pd.read_csv(path)
     frame.loc[0, "answer"] = "=SUM(A1:A2) non è una formula"
     frame.to_csv(path, index=False)
-    assert pf.main(["--results-dir", str(results), "--questions", str(results / "Questions.csv"),
+    assert app.main(["review", "--results-dir", str(results), "--questions", str(results / "Questions.csv"),
                     "--oracle", str(results / "Oracle.csv"), "--fixed-order"]) == 0
     ws = load_workbook(results / rf.WORKBOOK_NAME)["Valutazione"]
     assert ws["F2"].value == "=SUM(A1:A2) non è una formula" and ws["F2"].data_type == "s"
@@ -168,7 +167,7 @@ def test_without_key_the_papers_fixed_order_is_assumed_and_said(tmp_path, capsys
     results = tmp_path / "results"
     results.mkdir()
     _synthetic_xlsx(results / rf.TEMPLATE_NAME)
-    assert ia.main(["--results-dir", str(results), "--no-plots"]) == 0
+    assert app.main(["survey", "--results-dir", str(results), "--no-plots"]) == 0
     overall = pd.read_csv(results / "survey" / "survey_counts_overall.csv").set_index("category")["count"]
     assert overall.to_dict() == {"Paragraph": 10, "Fixed-size": 6, "Blank-line": 5, "None of the above": 3}
     assert "No answer key: the paper's fixed order was assumed" in capsys.readouterr().out
@@ -202,7 +201,7 @@ def test_plots_are_written_as_pdf_and_png(tmp_path):
     results.mkdir()
     _synthetic_xlsx(results / rf.TEMPLATE_NAME)
     shutil.copy(SYNTHETIC / "answer_key.csv", results / rf.KEY_NAME)
-    assert ia.main(["--results-dir", str(results)]) == 0
+    assert app.main(["survey", "--results-dir", str(results)]) == 0
     plots = results / "survey" / "plots"
     for stem in ("pie_overall", "pie_overall_without_none", "bars_per_question", "bars_per_rater",
                  "box_per_strategy"):
@@ -218,7 +217,7 @@ def test_missing_chrome_still_writes_tables_and_names_the_package(tmp_path, monk
     results = tmp_path / "results"
     results.mkdir()
     _synthetic_xlsx(results / rf.TEMPLATE_NAME)
-    assert ia.main(["--results-dir", str(results)]) == 3
+    assert app.main(["survey", "--results-dir", str(results)]) == 3
     summary = (results / "survey" / "survey_summary.md").read_text(encoding="utf-8")
     assert "'chromium'" in summary
     assert (results / "survey" / "survey_counts_per_rater.csv").exists()

@@ -18,11 +18,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from Postprocessing import report
+from Postprocessing import write_report
 from Postprocessing.reportkit import browser, inputs
 from Postprocessing.reportkit.report_sections import paired_sentence
 from ragstudy import registry, results
 from ragstudy.budget_eval import Verdict, verdict
+from ragstudy_cli import app
 
 REPO = Path(__file__).resolve().parents[1]
 UNKNOWN = "mystery-chunker"  # in the files, not registered
@@ -170,7 +171,7 @@ def full_results(tmp_path: Path) -> Path:
 def full_report_reused(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
     """(folder, html, markdown) built once for the read-only tests."""
     folder = make_full_results(tmp_path_factory.mktemp("report") / "results")
-    page, md, _ = report.build(folder, generated="test")
+    page, md, _ = write_report.build(folder, generated="test")
     return folder, page, md
 
 
@@ -416,7 +417,7 @@ def test_chunk_examples_are_median_and_longest(full_report_reused: tuple[Path, s
 def test_empty_folder_notes_name_the_commands(tmp_path: Path) -> None:
     results = tmp_path / "bare"
     results.mkdir()
-    page, md, _ = report.build(results, generated="test")
+    page, md, _ = write_report.build(results, generated="test")
     parsed = parse(page)
     assert parsed.sections == SECTION_IDS
     assert set(parsed.notes) == set(SECTION_IDS)  # each section says what is missing
@@ -437,7 +438,7 @@ def test_retrieval_falls_back_to_chunk_quality_numbers(full_results: Path) -> No
     cq.to_csv(full_results / "chunk_quality.csv", index=False)
     (full_results / "retrieval_summary.csv").unlink()
     (full_results / "retrieval_paired.csv").unlink()
-    page, _, _ = report.build(full_results, generated="test")
+    page, _, _ = write_report.build(full_results, generated="test")
     parsed = parse(page)
     assert parsed.notes == {"retrieval": 1}
     rows = parsed.section_tables("retrieval")[0]["rows"]
@@ -445,7 +446,7 @@ def test_retrieval_falls_back_to_chunk_quality_numbers(full_results: Path) -> No
     context = next(r for r in rows if r[0]["text"] == "context_chars")
     assert "9.0" in context[1]["text"] and "27.0" in context[3]["text"]
     (full_results / "chunk_quality.csv").unlink()
-    parsed = parse(report.build(full_results, generated="test")[0])
+    parsed = parse(write_report.build(full_results, generated="test")[0])
     assert parsed.notes == {"retrieval": 2, "chunk-quality": 1}
 
 
@@ -469,10 +470,10 @@ def test_negative_difference_names_the_higher_strategy() -> None:
 
 def test_cli_writes_html_and_markdown(full_results: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "out" / "page.html"
-    assert report.main(["--results-dir", str(full_results), "--out", str(out)]) == 0
+    assert app.main(["report", "--results-dir", str(full_results), "--out", str(out)]) == 0
     assert out.is_file() and out.with_suffix(".md").is_file()
     assert "Wrote" in capsys.readouterr().out
-    assert report.main(["--results-dir", str(tmp_path / "nowhere")]) == 2
+    assert app.main(["report", "--results-dir", str(tmp_path / "nowhere")]) == 2
     assert "not found" in capsys.readouterr().err
 
 
@@ -504,7 +505,7 @@ def test_page_renders_in_chromium_without_errors(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "evaluation_chain.py", "--chunks-only", "--strategies", ",".join(registered),
                     "--output-dir", str(results)], cwd=REPO, check=True, capture_output=True, timeout=600)
     out = results / "report.html"
-    assert report.main(["--results-dir", str(results)]) == 0
+    assert app.main(["report", "--results-dir", str(results)]) == 0
     png = tmp_path / "report.png"
     result = browser.render(out, png, width=1280, probe=PROBE)
     assert result.errors == [], result.errors
@@ -545,7 +546,7 @@ def test_paper_format_dataset_files_are_shown(tmp_path: Path) -> None:
     (results / f"{spec.dataset_name}.json").write_text(
         "".join(json.dumps({"question": q, "answer": f"risposta {i}", "contexts": ["c"]}) + "\n"
                 for i, q in enumerate(questions)), encoding="utf-8")
-    page, _, _ = report.build(results, generated="test")
+    page, _, _ = write_report.build(results, generated="test")
     explorer = parse(page).table("explorer-table")
     h = {name: i for i, name in enumerate(explorer["headers"])}
     assert [(r[h["#"]]["text"], r[h["strategy"]]["text"], r[h["answer"]]["text"]) for r in explorer["rows"]] == [
@@ -559,7 +560,7 @@ def test_dataset_csv_is_read_when_its_json_is_missing(full_results: Path) -> Non
     (full_results / f"{spec.dataset_name}.json").unlink()
     pd.DataFrame([{**r, "contexts": json.dumps(r["contexts"]), "sources": json.dumps(r["sources"])} for r in rows]
                  ).to_csv(full_results / f"{spec.dataset_name}.csv", index=False)
-    page, _, _ = report.build(full_results, generated="test")
+    page, _, _ = write_report.build(full_results, generated="test")
     explorer = parse(page).table("explorer-table")
     h = {name: i for i, name in enumerate(explorer["headers"])}
     mine = [r for r in explorer["rows"] if r[h["strategy"]]["text"] == spec.display_name]
@@ -570,7 +571,7 @@ def test_dataset_csv_is_read_when_its_json_is_missing(full_results: Path) -> Non
 def test_screenshot_without_chromium_still_writes_the_report(full_results: Path, tmp_path: Path, monkeypatch,
                                                              caplog) -> None:
     monkeypatch.setattr(browser, "find_chromium", lambda: None)
-    code = report.main(["--results-dir", str(full_results), "--screenshot", str(tmp_path / "shot.png")])
+    code = app.main(["report", "--results-dir", str(full_results), "--screenshot", str(tmp_path / "shot.png")])
     assert code == 3
     assert (full_results / "report.html").is_file() and not (tmp_path / "shot.png").exists()
     assert "apt-get install -y --no-install-recommends chromium" in caplog.text
@@ -581,8 +582,8 @@ def test_screenshot_without_chromium_still_writes_the_report(full_results: Path,
 def test_bare_folder_page_renders_in_chromium(tmp_path: Path) -> None:
     results = tmp_path / "bare"
     results.mkdir()
-    assert report.main(["--results-dir", str(results)]) == 2  # nothing scored: refused, no page written
-    page, _, _ = report.build(results, generated="test")  # the page of notes still renders
+    assert app.main(["report", "--results-dir", str(results)]) == 2  # nothing scored: refused, no page written
+    page, _, _ = write_report.build(results, generated="test")  # the page of notes still renders
     (results / "report.html").write_text(page, encoding="utf-8")
     result = browser.render(results / "report.html", tmp_path / "bare.png",
                             probe="[...document.querySelectorAll('section')].map(s => s.id)")

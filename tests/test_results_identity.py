@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from ragstudy_cli import app
 
 QUESTIONS = ["Per quanti anni si conservano i fascicoli?", "Come si accede al portale?",
              "Dove si inviano le richieste di assistenza?"]
@@ -26,18 +27,16 @@ def questions(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def chain(pdf_dir: Path, questions: Path, out: Path, retriever: str, strategies: str) -> int:
-    import evaluation_chain
 
-    return evaluation_chain.main(["--retrieval-only", "--profile", "lite", "--documents", str(pdf_dir),
+    return app.main(app.chain_subcommand(["--retrieval-only", "--profile", "lite", "--documents", str(pdf_dir),
                                   "--questions", str(questions), "--output-dir", str(out), "--strategies", strategies,
                                   "--budgets", "300,900", "--retriever", retriever,
-                                  "--db-dir", f"{out}-db"])  # its own Chroma folders: the default is the repository's
+                                  "--db-dir", f"{out}-db"]))  # its own Chroma folders: the default is the repository's
 
 
 def score(out: Path, *extra: str) -> int:
-    from Postprocessing import retrieval_eval
 
-    return retrieval_eval.main(["--results-dir", str(out), "--no-plot", "--n-resamples", "100", *extra])
+    return app.main(["score-retrieval", "--results-dir", str(out), "--no-plot", "--n-resamples", "100", *extra])
 
 
 @pytest.fixture(scope="module")
@@ -103,9 +102,8 @@ def test_scoring_refuses_files_of_two_configurations_unless_asked(runs, tmp_path
     line = error_line(capsys)
     assert "written by different configurations" in line and "retrieval_newline.csv: retriever bm25," in line
     assert "retrieval_fixed-size.csv: retriever bm25-parents" in line and "--allow-mixed-configurations" in line
-    from Postprocessing import report
 
-    assert report.main(["--results-dir", str(out)]) == 2  # the report refuses the same folder
+    assert app.main(["report", "--results-dir", str(out)]) == 2  # the report refuses the same folder
     assert "written by different configurations" in error_line(capsys)
     assert score(out, "--allow-mixed-configurations") == 0
     assert "MIXED CONFIGURATIONS" in (out / "retrieval_summary.md").read_text()

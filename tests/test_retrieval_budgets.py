@@ -10,6 +10,7 @@ from ragstudy.budget_eval import PackedContext, budget_labels, pack_all, pack_bu
 from ragstudy.config import validate_budgets
 from ragstudy.records import RetrievedParent
 from ragstudy.results import open_run, read_retrieval, retrieval_path, write_retrieval
+from ragstudy_cli import app
 
 
 def ranking(lengths, scores=None, in_k=0, question_index=0):
@@ -103,14 +104,13 @@ def test_retrieval_file_with_a_gap_in_the_ranks_is_an_error(tmp_path):
 def test_retrieval_only_run_ranks_deep_enough_and_matches_the_chains_k(pdf_dir, questions_csv, tmp_path):
     """A real run (MiniLM, two generated PDFs): no LLM loaded, every question ranked past the largest budget, and
     the parents marked in_k are exactly what the strategy's retriever returns (a prefix of the ranking)."""
-    import evaluation_chain
     from ragstudy import registry
 
     out = tmp_path / "out"
-    code = evaluation_chain.main(["--retrieval-only", "--profile", "lite", "--documents", str(pdf_dir),
+    code = app.main(app.chain_subcommand(["--retrieval-only", "--profile", "lite", "--documents", str(pdf_dir),
                                   "--questions", str(questions_csv), "--output-dir", str(out), "--db-dir",
                                   str(tmp_path / "db"), "--strategies", "fixed-size,newline", "--budgets", "300,900",
-                                  "--set", "fixed-size.chunk_size=200", "--set", "fixed-size.chunk_overlap=0"])
+                                  "--set", "fixed-size.chunk_size=200", "--set", "fixed-size.chunk_overlap=0"]))
     assert code == 0
     assert not list(out.glob("Dataset*"))
     for strategy in ("fixed-size", "newline"):
@@ -132,20 +132,18 @@ def test_token_budgets_use_the_llms_tokenizer_end_to_end(pdf_dir, questions_csv,
     import pandas as pd
     from transformers import AutoTokenizer
 
-    import evaluation_chain
-    from Postprocessing import retrieval_eval
 
     out = tmp_path / "out"
-    assert evaluation_chain.main(["--retrieval-only", "--profile", "lite", "--llm", tiny_phi3, "--documents",
+    assert app.main(app.chain_subcommand(["--retrieval-only", "--profile", "lite", "--llm", tiny_phi3, "--documents",
                                   str(pdf_dir), "--questions", str(questions_csv), "--output-dir", str(out),
                                   "--db-dir", str(tmp_path / "db"), "--strategies", "newline", "--budgets", "60,300",
-                                  "--budget-unit", "tokens"]) == 0
+                                  "--budget-unit", "tokens"])) == 0
     measure = token_measure(AutoTokenizer.from_pretrained(tiny_phi3))
     for parents in read_retrieval(retrieval_path(open_run(out).strategy_folder("newline"), "newline")).values():
         assert sum(measure.length(p.contents) for p in parents) > 300 or len(parents) >= 8
     evidence = tmp_path / "evidence.csv"
     pd.DataFrame([{"question_index": 1, "evidence": "autenticarsi con SPID"}]).to_csv(evidence, index=False)
-    assert retrieval_eval.main(["--results-dir", str(out), "--evidence", str(evidence), "--no-plot",
+    assert app.main(["score-retrieval", "--results-dir", str(out), "--evidence", str(evidence), "--no-plot",
                                 "--n-resamples", "100"]) == 0
     per_q = pd.read_csv(out / "retrieval_per_question.csv", dtype={"budget": str})
     assert set(per_q["budget"]) == {"60", "300", "k"}

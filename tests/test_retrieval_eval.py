@@ -12,6 +12,7 @@ import pytest
 from ragstudy.errors import StudyInputError
 from ragstudy.evidence import (EvidenceError, EvidenceText, QuestionEvidence, SourceIndex, context_scores,
                                load_evidence_file, locate, normalize_for_match, score_spans)
+from ragstudy_cli import app
 
 
 # ------------------------------------------------------------------------------------------ metric values
@@ -156,11 +157,10 @@ def _results_folder(tmp_path):
 
 
 def test_script_end_to_end_on_a_hand_made_folder(tmp_path):
-    from Postprocessing import retrieval_eval
 
     out, evidence, size = _results_folder(tmp_path)
     small, big = str(size), str(3 * size)
-    assert retrieval_eval.main(["--results-dir", str(out), "--evidence", str(evidence), "--no-plot",
+    assert app.main(["score-retrieval", "--results-dir", str(out), "--evidence", str(evidence), "--no-plot",
                                 "--n-resamples", "200"]) == 0
     per_q = pd.read_csv(out / "retrieval_per_question.csv", dtype={"budget": str})
     assert list(per_q.columns) == ["strategy", "budget", "question_index", "hit", "hit_contiguous", "span_recall",
@@ -194,14 +194,13 @@ def test_script_end_to_end_on_a_hand_made_folder(tmp_path):
 
 
 def test_script_refuses_a_ranking_from_another_run(tmp_path):
-    from Postprocessing import retrieval_eval
 
     out, evidence, _ = _results_folder(tmp_path)
     path = out / "retrieval_newline.csv"
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     frame.loc[0, "contents"] = "altro testo"
     frame.to_csv(path, index=False)
-    assert retrieval_eval.main(["--results-dir", str(out), "--evidence", str(evidence), "--no-plot",
+    assert app.main(["score-retrieval", "--results-dir", str(out), "--evidence", str(evidence), "--no-plot",
                                 "--strategies", "newline"]) == 2
 
 
@@ -275,12 +274,12 @@ def test_contiguous_hit_on_hand_placed_parents():
 
 
 def test_the_verdict_and_the_report_show_the_contiguous_hit(tmp_path):
-    from Postprocessing import report, retrieval_eval
+    from Postprocessing import write_report
     from ragstudy import results
     from ragstudy.budget_eval import all_verdicts
 
     out, evidence, _ = _page_break_folder(tmp_path)
-    assert retrieval_eval.main(["--results-dir", str(out), "--evidence", str(evidence), "--no-plot",
+    assert app.main(["score-retrieval", "--results-dir", str(out), "--evidence", str(evidence), "--no-plot",
                                 "--n-resamples", "200"]) == 0
     verdicts = all_verdicts(results.read_table(out, results.RETRIEVAL_VERDICT))
     assert [v.metric for v in verdicts] == ["hit", "hit_contiguous"]
@@ -288,23 +287,23 @@ def test_the_verdict_and_the_report_show_the_contiguous_hit(tmp_path):
     assert [s.strategy for s in strict.best] == ["fixed-size"] and strict.best[0].mean == 1.0
     md = (out / "retrieval_summary.md").read_text(encoding="utf-8")
     assert "### The same verdict on the contiguous hit rate" in md and verdicts[1].lines()[1] in md
-    page, page_md, _ = report.build(out, generated="test")
+    page, page_md, _ = write_report.build(out, generated="test")
     for line in verdicts[1].lines():
         assert line in page_md
     assert "hit_contiguous" in page
 
 
 def test_each_script_reads_config_json_once_through_its_run_handle(tmp_path, monkeypatch):
-    from Postprocessing import report, retrieval_eval
+    from Postprocessing import write_report
     from ragstudy import results
 
     out, evidence, _ = _results_folder(tmp_path)
     reads = []
     real = results.read_config
     monkeypatch.setattr(results, "read_config", lambda folder: reads.append(folder) or real(folder))
-    assert retrieval_eval.main(["--results-dir", str(out), "--evidence", str(evidence), "--no-plot",
+    assert app.main(["score-retrieval", "--results-dir", str(out), "--evidence", str(evidence), "--no-plot",
                                 "--n-resamples", "50"]) == 0
     assert len(reads) == 1
     reads.clear()
-    report.build(out, generated="test")
+    write_report.build(out, generated="test")
     assert len(reads) == 1

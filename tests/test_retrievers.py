@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from ragstudy.results import read_retrieval, retrieval_path
+from ragstudy_cli import app
 
 QUESTIONS = ["Per quanti anni si conservano i fascicoli?", "Come si accede al portale?",
              "Entro quanti giorni risponde l'assistenza?"]
@@ -27,13 +28,12 @@ def inputs(tmp_path_factory):
 
 
 def run_chain(pdf_dir, questions, out, retriever: str, *extra: str) -> int:
-    import evaluation_chain
 
-    return evaluation_chain.main(["--retrieval-only", "--profile", "lite", "--documents", str(pdf_dir),
+    return app.main(app.chain_subcommand(["--retrieval-only", "--profile", "lite", "--documents", str(pdf_dir),
                                   "--questions", str(questions), "--output-dir", str(out), "--db-dir",
                                   str(out.parent / "db"), "--strategies", "fixed-size", "--budgets", "300,900",
                                   "--set", "fixed-size.chunk_size=200", "--set", "fixed-size.chunk_overlap=0",
-                                  "--retriever", retriever, *extra])
+                                  "--retriever", retriever, *extra]))
 
 
 @pytest.fixture(scope="module")
@@ -116,20 +116,18 @@ def test_dense_parents_ranks_whole_parents_by_cosine(pdf_dir, inputs, tmp_path, 
 
 
 def test_a_non_dense_retriever_refuses_the_answering_chain(pdf_dir, inputs, tmp_path, capsys):
-    import evaluation_chain
 
-    code = evaluation_chain.main(["--profile", "lite", "--documents", str(pdf_dir), "--questions", str(inputs),
-                                  "--output-dir", str(tmp_path / "out"), "--retriever", "bm25"])
+    code = app.main(app.chain_subcommand(["--profile", "lite", "--documents", str(pdf_dir), "--questions", str(inputs),
+                                  "--output-dir", str(tmp_path / "out"), "--retriever", "bm25"]))
     assert code == 2
     assert "--retrieval-only" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
 
 def test_retrieval_eval_scores_the_oracle_overlap_without_evidence(bm25_run, tmp_path):
-    from Postprocessing import retrieval_eval
 
     out = tmp_path / "tables"
-    assert retrieval_eval.main(["--results-dir", str(bm25_run), "--out-dir", str(out), "--no-plot",
+    assert app.main(["score-retrieval", "--results-dir", str(bm25_run), "--out-dir", str(out), "--no-plot",
                                 "--n-resamples", "200"]) == 0
     summary = pd.read_csv(out / "retrieval_summary.csv", dtype={"budget": str})
     from ragstudy.budget_metrics import CONTEXT_CHARS, ORACLE_OVERLAP
@@ -147,11 +145,10 @@ def test_retrieval_eval_scores_the_oracle_overlap_without_evidence(bm25_run, tmp
 
 
 def test_retrieval_eval_refuses_an_oracle_of_another_length(bm25_run, tmp_path, capsys):
-    from Postprocessing import retrieval_eval
 
     oracle = tmp_path / "Oracle.csv"
     oracle.write_text("oracle\nuna risposta\n", encoding="utf-8")
-    assert retrieval_eval.main(["--results-dir", str(bm25_run), "--out-dir", str(tmp_path / "t"), "--no-plot",
+    assert app.main(["score-retrieval", "--results-dir", str(bm25_run), "--out-dir", str(tmp_path / "t"), "--no-plot",
                                 "--oracle", str(oracle)]) == 2
     err = capsys.readouterr().err
     assert str(oracle) in err and "Questions.csv" in err and "1 oracle answers" in err

@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-import evaluation_chain
 from Postprocessing import cli
 from ragstudy import config as cfg
 from ragstudy.config import PROFILES, StudyConfig, config_from_args, study_settings
 from ragstudy.errors import StudyInputError
+from ragstudy import chain
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPTS = ("retrieval_eval", "evaluation_metrics", "chunk_quality", "report", "preprocessing_files",
-           "interview_analysis")
+SCRIPTS = ("score_retrieval", "score_answers", "judge_chunks", "write_report", "build_review",
+           "analyse_survey")  # the jobs of the paper's scripts (retrieval_eval.py, evaluation_metrics.py, ...)
 BASE = {"profile": "lite", "strategies": "newline"}
 # settings that only make sense with another one (the config refuses them alone)
 COMPANIONS = {"retriever": {"retrieval_only": True}, "embedding_server": {"embedding_server_model": "m"},
@@ -34,21 +34,21 @@ OLD_CHAIN_FLAGS = (
     "--llm-batch-size --llm-engine --llm-server --llm-server-model --concurrency --llm-timeout --chroma-server "
     "--embedding-backend --embedding-server --embedding-server-model --embedding-timeout -v --verbose").split()
 OLD_SCRIPT_FLAGS = {
-    "retrieval_eval": "--results-dir --evidence --oracle --questions --allow-questions-mismatch --out-dir "
+    "score_retrieval": "--results-dir --evidence --oracle --questions --allow-questions-mismatch --out-dir "
                       "--strategies --budgets --no-plot --reference --verdict-metric --n-resamples --seed "
                       "--confidence -v --verbose",
-    "evaluation_metrics": "--results-dir --out-dir --questions --oracle --format --allow-partial --cleaned-oracle "
+    "score_answers": "--results-dir --out-dir --questions --oracle --format --allow-partial --cleaned-oracle "
                           "--reference --clean --no-clean-answers --metrics --rouge-tokenizer --bertscore-model "
                           "--bertscore-layers --bertscore-batch-size --n-resamples --seed --confidence --threads -v",
-    "chunk_quality": "--results-dir --out-dir --strategies --groundtruth --evidence --boundary-tolerance "
+    "judge_chunks": "--results-dir --out-dir --strategies --groundtruth --evidence --boundary-tolerance "
                      "--hit-threshold --tokens --profile --no-hope --hope-documents --hope-passages --hope-questions "
                      "--hope-si-questions --hope-rag-passages --hope-windows --hope-window-sentences "
                      "--hope-max-passage-chars --hope-weights --metrics-per-question --correlate-with --n-resamples "
                      "--seed --confidence --threads -v",
-    "report": "--results-dir --oracle --out --screenshot --width --height -v",
-    "preprocessing_files": "--results-dir --out-dir --questions --oracle --format --allow-partial --seed "
+    "write_report": "--results-dir --oracle --out --screenshot --width --height -v",
+    "build_review": "--results-dir --out-dir --questions --oracle --format --allow-partial --seed "
                            "--fixed-order --raters -v",
-    "interview_analysis": "--results-dir --answers --key --no-key --out-dir --skip-malformed --no-plots -v",
+    "analyse_survey": "--results-dir --answers --key --no-key --out-dir --skip-malformed --no-plots -v",
 }
 HAND_WRITTEN_DEFAULT = re.compile(r"\(default|default:|default \d|\bdefault [A-Za-z/._-]+\)")
 
@@ -137,7 +137,7 @@ def test_each_setting_is_declared_once_and_every_field_is_declared():
 def test_every_run_setting_is_reachable_as_a_flag_and_as_a_yaml_key(name, tmp_path):
     value = _sample(name)
     values = {**COMPANIONS.get(name, {}), name: value}
-    from_flag = config_from_args(evaluation_chain.build_parser().parse_args(_argv({**BASE, **values})))
+    from_flag = config_from_args(chain.build_parser().parse_args(_argv({**BASE, **values})))
     assert _value(from_flag, name) == _expected(name, value) != _default(name)
     study = tmp_path / "study.yaml"
     study.write_text(yaml.safe_dump({**BASE, **values}), encoding="utf-8")
@@ -151,7 +151,7 @@ def test_the_prompt_template_is_a_yaml_key_and_the_prompt_file_its_flag(tmp_path
     template = "Context: {context} Question: {query}"
     prompt = tmp_path / "prompt.txt"
     prompt.write_text(template, encoding="utf-8")
-    args = evaluation_chain.build_parser().parse_args([*_argv(BASE), "--prompt-file", str(prompt)])
+    args = chain.build_parser().parse_args([*_argv(BASE), "--prompt-file", str(prompt)])
     assert config_from_args(args).prompt_template == template
     study = tmp_path / "study.yaml"
     study.write_text(yaml.safe_dump({**BASE, "prompt_template": template}), encoding="utf-8")
@@ -159,7 +159,7 @@ def test_the_prompt_template_is_a_yaml_key_and_the_prompt_file_its_flag(tmp_path
 
 
 def test_the_yaml_keys_and_the_parser_agree(tmp_path):
-    parser = evaluation_chain.build_parser()
+    parser = chain.build_parser()
     dests = {action.dest for action in parser._actions} - {"help"}
     keys = set(cfg.yaml_keys())
     not_in_yaml = {item.name for item in study_settings() if not item.yaml}
@@ -178,7 +178,7 @@ def test_a_yaml_value_outside_the_choices_names_the_key_and_the_file(tmp_path, c
         StudyConfig.resolve(config_file=str(study))
     assert str(refused.value) == f"`budget_unit:` in {study} must be one of chars, tokens, got 'words'"
     with pytest.raises(SystemExit) as stop:
-        evaluation_chain.build_parser().parse_args(["--budget-unit", "words"])
+        chain.build_parser().parse_args(["--budget-unit", "words"])
     assert stop.value.code == 2 and "--budget-unit: invalid choice: 'words'" in capsys.readouterr().err
 
 
@@ -186,10 +186,10 @@ def test_flags_win_over_the_file_and_messages_name_the_flag(tmp_path):
     study = tmp_path / "study.yaml"
     study.write_text(yaml.safe_dump({**BASE, "concurrency": 2, "max_new_tokens": 11, "llm_servers": ["http://a"]}),
                      encoding="utf-8")
-    args = evaluation_chain.build_parser().parse_args(["--config", str(study), "--concurrency", "5"])
+    args = chain.build_parser().parse_args(["--config", str(study), "--concurrency", "5"])
     with pytest.raises(StudyInputError, match=re.escape(f"`llm_servers:` in {study} needs --llm-server-model")):
         config_from_args(args)
-    args = evaluation_chain.build_parser().parse_args(["--config", str(study), "--concurrency", "5",
+    args = chain.build_parser().parse_args(["--config", str(study), "--concurrency", "5",
                                                        "--llm-server-model", "m", "--max-new-tokens", "7"])
     config = config_from_args(args)
     assert (config.concurrency, config.profile.max_new_tokens) == (5, 7)
@@ -199,7 +199,7 @@ def test_flags_win_over_the_file_and_messages_name_the_flag(tmp_path):
 
 
 def test_every_old_chain_flag_still_parses():
-    options = {option for action in evaluation_chain.build_parser()._actions for option in action.option_strings}
+    options = {option for action in chain.build_parser()._actions for option in action.option_strings}
     assert set(OLD_CHAIN_FLAGS) <= options
 
 
@@ -208,7 +208,7 @@ def _help_of(parser: argparse.ArgumentParser) -> dict[str, str]:
 
 
 def test_help_shows_the_declared_defaults_and_no_hand_written_one(monkeypatch):
-    helps = _help_of(evaluation_chain.build_parser())
+    helps = _help_of(chain.build_parser())
     assert helps["--budgets"].endswith("(default: 500,1000,2000,4000)")
     assert helps["--llm-timeout"].endswith("(default: 600)")
     assert helps["--max-new-tokens"].endswith("(default: the profile's: paper 5000, lite 96)")
@@ -221,9 +221,9 @@ def test_help_shows_the_declared_defaults_and_no_hand_written_one(monkeypatch):
                 assert helps[item.option].endswith(f"(default: {item.default_text()})"), item.name
     # a default changes in one place and the help follows
     monkeypatch.setitem(PROFILES, "lite", dataclasses.replace(PROFILES["lite"], max_new_tokens=77))
-    helps = _help_of(evaluation_chain.build_parser())
+    helps = _help_of(chain.build_parser())
     assert helps["--max-new-tokens"].endswith("lite 77)")
-    assert "(default: every question)" in " ".join(evaluation_chain.build_parser().format_help().split())
+    assert "(default: every question)" in " ".join(chain.build_parser().format_help().split())
 
 
 def test_generated_help_keeps_a_percent_sign_and_formats_each_kind():
@@ -251,24 +251,24 @@ def test_choices_come_from_one_place(monkeypatch):
     retrievers, engines = cfg.retriever_names(), cfg.llm_engine_names()
     monkeypatch.setattr(cfg, "retriever_names", lambda: (*retrievers, "splade"))
     monkeypatch.setattr(cfg, "llm_engine_names", lambda: (*engines, "llamacpp"))
-    args = evaluation_chain.build_parser().parse_args(["--retriever", "splade", "--llm-engine", "llamacpp"])
+    args = chain.build_parser().parse_args(["--retriever", "splade", "--llm-engine", "llamacpp"])
     assert (args.retriever, args.llm_engine) == ("splade", "llamacpp")
-    assert "splade" in evaluation_chain.build_parser().format_help()
+    assert "splade" in chain.build_parser().format_help()
 
 
 def test_help_imports_no_strategy_and_their_choices_are_still_checked(capsys):
     import subprocess
     import sys
 
-    code = ("import sys, evaluation_chain; evaluation_chain.build_parser().format_help(); "
+    code = ("import sys; from ragstudy import chain; chain.build_parser().format_help(); "
             "print(sorted(m for m in sys.modules if m.startswith(('RAG', 'langchain', 'torch'))))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr
     paragraph_mode = next(row for row in cfg.describe_settings() if row["name"] == "paragraph_mode")
     assert paragraph_mode["choices"] == ("layout", "paper")  # the docs list them
-    assert evaluation_chain.build_parser().parse_args(["--paragraph-mode", "paper"]).paragraph_mode == "paper"
+    assert chain.build_parser().parse_args(["--paragraph-mode", "paper"]).paragraph_mode == "paper"
     with pytest.raises(SystemExit) as stop:
-        evaluation_chain.build_parser().parse_args(["--paragraph-mode", "papers"])
+        chain.build_parser().parse_args(["--paragraph-mode", "papers"])
     assert stop.value.code == 2 and "--paragraph-mode papers: must be one of layout, paper" in capsys.readouterr().err
 
 
@@ -310,7 +310,7 @@ def test_shared_flags_keep_one_meaning_across_scripts():
     assert {a.results_dir for a in args} == {"results"}
     bootstrap = [a for a in args if hasattr(a, "confidence")]
     assert len(bootstrap) == 3 and {(a.n_resamples, a.seed, a.confidence) for a in bootstrap} == {(10_000, 0, 0.95)}
-    review = importlib.import_module("Postprocessing.interview_analysis").build_parser()
+    review = importlib.import_module("Postprocessing.analyse_survey").build_parser()
     assert review.parse_args(["--no-plots"]).no_plot and review.parse_args(["--no-plot"]).no_plot
 
 
@@ -319,30 +319,30 @@ def test_threads_have_one_default_in_the_chain_and_every_script(monkeypatch, tmp
     threads; the scripts used to default to 1 while the chain took half the cores."""
     import torch
 
-    from Postprocessing import evaluation_metrics
+    from Postprocessing import score_answers
 
     monkeypatch.setattr("os.cpu_count", lambda: 8)
     assert StudyConfig.resolve(**BASE).resolved_threads() == 4
     with_threads = [s for s in SCRIPTS if "threads" in vars(importlib.import_module(f"Postprocessing.{s}")
                                                              .build_parser().parse_args([]))]
-    assert {"evaluation_metrics", "chunk_quality"} <= set(with_threads)
+    assert {"score_answers", "judge_chunks"} <= set(with_threads)
     set_to: list[int] = []
     monkeypatch.setattr(torch, "set_num_threads", set_to.append)
-    args = evaluation_metrics.build_parser().parse_args(["--results-dir", str(tmp_path / "absent")])
+    args = score_answers.build_parser().parse_args(["--results-dir", str(tmp_path / "absent")])
     with pytest.raises(StudyInputError):  # no results there: it stops after setting the threads
-        evaluation_metrics.run(args)
+        score_answers.score_answers(args)
     assert set_to == [4]
 
 
 def test_no_parser_is_written_by_hand():
-    files = [REPO / "evaluation_chain.py", *sorted((REPO / "Postprocessing").glob("*.py"))]
+    files = [REPO / "ragstudy" / "chain.py", *sorted((REPO / "Postprocessing").glob("*.py"))]
     hand_written = [path.name for path in files if "add_argument(" in path.read_text(encoding="utf-8")]
     assert hand_written == []
 
 
 def test_a_setting_of_several_names_is_one_string_from_a_flag_or_a_yaml_list(tmp_path):
     assert _declared("retriever").several
-    args = evaluation_chain.build_parser().parse_args([*_argv(BASE), "--retrieval-only", "--retriever", "dense,bm25"])
+    args = chain.build_parser().parse_args([*_argv(BASE), "--retrieval-only", "--retriever", "dense,bm25"])
     assert config_from_args(args).retriever == "dense,bm25"
     for value in (["dense", "bm25"], "dense,bm25"):
         study = tmp_path / "study.yaml"
@@ -351,5 +351,5 @@ def test_a_setting_of_several_names_is_one_string_from_a_flag_or_a_yaml_list(tmp
     study.write_text(yaml.safe_dump({**BASE, "retrieval_only": True, "retriever": "dense,splade"}), encoding="utf-8")
     with pytest.raises(StudyInputError, match="splade"):
         StudyConfig.resolve(config_file=str(study))
-    usage = " ".join(evaluation_chain.build_parser().format_usage().split())
+    usage = " ".join(chain.build_parser().format_usage().split())
     assert "--retriever {" + ",".join(cfg.retriever_names()) + "}[,...]" in usage

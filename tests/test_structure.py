@@ -4,8 +4,9 @@ depth, deferred imports included), and no code that manipulates sys.path to find
 Layers, bottom up: `customembedding.py` (imports no project module) < `ragstudy/` (the core) < strategy folders
 `RAG*/` (leaves: only the core's building blocks in LEAF_CORE) < scripts (`evaluation_chain.py`, `Postprocessing/`,
 `benchmarks/`, `tools/`) < the command line `ragstudy_cli/` (the `ragstudy` command). A script is a file with an
-`if __name__ == "__main__"` block; only the command line imports one (for its parser and run: a subcommand is its
-script), and nothing imports the command line.
+`if __name__ == "__main__"` block; no module imports one, the command line included (a subcommand runs a library
+job), and nothing imports the command line but a shim: an old script path whose only code is its `__main__` block
+handing its arguments to the command line (`python evaluation_chain.py` is `ragstudy answer`).
 
 Inside the core: the members of a plug-in family (every module of a core package whose `__init__` loads its
 members with `plugins.members_of(__name__)`: retrievers, embedding backends, LLM engines) never reach, at any
@@ -20,6 +21,7 @@ import ast
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from ragstudy_cli import app
 
 REPO = Path(__file__).resolve().parents[1]
 GROUND, CORE, STRATEGY, SCRIPTS, COMMANDS = "customembedding", "core", "strategy folder", "scripts", "command line"
@@ -57,6 +59,10 @@ class Module:
     def is_script(self) -> bool:
         return _is_script(ast.parse(self.path.read_text(encoding="utf-8")))
 
+    @property
+    def is_shim(self) -> bool:
+        return _is_shim(ast.parse(self.path.read_text(encoding="utf-8")))
+
 
 def _is_script(tree: ast.Module) -> bool:
     """True for a file with an `if __name__ == "__main__":` block at module level."""
@@ -67,6 +73,12 @@ def _is_script(tree: ast.Module) -> bool:
                     isinstance(n, ast.Constant) and n.value == "__main__" for n in names):
                 return True
     return False
+
+
+def _is_shim(tree: ast.Module) -> bool:
+    """True for a script that is only a shim onto the command line: a docstring and the `__main__` block."""
+    body = [node for node in tree.body if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))]
+    return _is_script(tree) and len(body) == 1
 
 
 def _loads_members(init: Path) -> bool:
@@ -171,20 +183,21 @@ def _imports(name: str, path: Path, modules: dict) -> set[str]:
     return set(_import_lines(name, path, modules))
 
 
-def _layer_violation(importer: Module, imported: Module, imported_is_script: bool) -> str | None:
+def _layer_violation(importer: Module, imported: Module, imported_is_script: bool, importer_is_shim: bool = False
+                     ) -> str | None:
     """Why `importer` may not import `imported`, or None when the import goes downwards as the layers allow."""
     reasons = []
     if importer.layer == GROUND:
         reasons.append("customembedding.py imports no project module: pass what it needs in")
     if importer.layer == CORE and imported.layer not in (GROUND, CORE):
         reasons.append(f"the core imports only ragstudy and customembedding, not the {imported.layer} layer")
-    if imported.layer == COMMANDS and importer.layer != COMMANDS:
+    if imported.layer == COMMANDS and importer.layer != COMMANDS and not importer_is_shim:
         reasons.append("imports the command line (ragstudy_cli), the top layer: move what both need below it")
     if importer.layer == STRATEGY and imported.name.split(".")[0] != importer.name.split(".")[0] \
             and imported.name not in LEAF_CORE:
         reasons.append(f"a strategy folder imports only its own modules and the core's building blocks "
                        f"({', '.join(sorted(LEAF_CORE))})")
-    if imported_is_script and importer.layer != COMMANDS:
+    if imported_is_script:
         reasons.append("imports a script (a file with a __main__ block): move what both need into a library module")
     return "; ".join(reasons) or None
 
@@ -194,7 +207,7 @@ def _layer_violations(modules: dict[str, Module]) -> list[str]:
     out = []
     for name, module in sorted(modules.items()):
         for target, line in sorted(_import_lines(name, module.path, modules).items()):
-            why = _layer_violation(module, modules[target], target in scripts)
+            why = _layer_violation(module, modules[target], target in scripts, module.is_shim)
             if why:
                 out.append(f"{name} -> {target} ({module.path.relative_to(REPO)}:{line}): {why}")
     return out
@@ -267,33 +280,49 @@ def test_the_layer_rules_flag_upward_sideways_and_script_imports(tmp_path: Path)
              "RAGA/strategy.py": "from ragstudy.io import x\n\ndef g():\n    from ragstudy import pipeline\n",
              "RAGB/__init__.py": "from RAGA.strategy import X\n",
              "tool.py": "import lib\nif __name__ == '__main__':\n    pass\n", "lib.py": "import tool\n",
-             "cmd.py": "import tool\nimport lib\n", "lib2.py": "import cmd\n"}
+             "cmd.py": "import tool\nimport lib\n", "lib2.py": "import cmd\n",
+             "shim.py": "'doc'\nif __name__ == '__main__':\n    import cmd\n    cmd.main()\n",
+             "fat.py": "import cmd\nif __name__ == '__main__':\n    cmd.main()\n"}
     for rel, text in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text, encoding="utf-8")
     layers = {"customembedding": GROUND, "ragstudy": CORE, "ragstudy.io": CORE, "ragstudy.pipeline": CORE,
               "RAGA": STRATEGY, "RAGA.strategy": STRATEGY, "RAGB": STRATEGY, "tool": SCRIPTS, "lib": SCRIPTS,
-              "cmd": COMMANDS, "lib2": SCRIPTS}
+              "cmd": COMMANDS, "lib2": SCRIPTS, "shim": SCRIPTS, "fat": SCRIPTS}
     modules = {name: Module(name, tmp_path / (name.replace(".", "/") + ("/__init__.py" if name in (
         "ragstudy", "RAGA", "RAGB") else ".py")), layer) for name, layer in layers.items()}
     scripts = {name for name, module in modules.items() if module.is_script}
-    assert scripts == {"tool"}
+    assert scripts == {"tool", "shim", "fat"} and {n for n, m in modules.items() if m.is_shim} == {"shim"}
     flagged = {(name, target, line) for name, module in modules.items()
                for target, line in _import_lines(name, module.path, modules).items()
-               if _layer_violation(module, modules[target], target in scripts)}
+               if _layer_violation(module, modules[target], target in scripts, module.is_shim)}
     assert flagged == {("customembedding", "ragstudy.io", 2), ("customembedding", "ragstudy", 2),
                        ("ragstudy.pipeline", "RAGA.strategy", 1), ("RAGA.strategy", "ragstudy.pipeline", 4),
-                       ("RAGB", "RAGA.strategy", 1), ("lib", "tool", 1), ("lib2", "cmd", 1)}
+                       ("RAGB", "RAGA.strategy", 1), ("lib", "tool", 1), ("lib2", "cmd", 1),
+                       ("cmd", "tool", 1),  # the command line imports no script either
+                       ("fat", "cmd", 1)}  # a script with code of its own is no shim: it may not import it
 
 
 def test_every_module_imports_only_from_the_layers_below() -> None:
     modules = _modules()
     assert {"customembedding", "ragstudy.registry", "RAGParagraph.segmenter", "Postprocessing.report",
             "sample_corpus.engine", "make_sample_corpus", "ragstudy.retrievers.dense", "ragstudy.embedders.onnx_embedder",
-            "ragstudy.llms.server_engine", "ragstudy_cli.app", "ragstudy_cli.study"} <= set(modules)
+            "ragstudy.llms.server_engine", "ragstudy_cli.app", "ragstudy_cli.study", "ragstudy.chain",
+            "Postprocessing.score_retrieval", "ragstudy_cli.jobs"} <= set(modules)
     violations = _layer_violations(modules)
     assert violations == [], "imports against the layers (importer -> imported (file:line): rule):\n" + "\n".join(
         violations)
+
+
+def test_the_papers_script_paths_are_shims_onto_the_command_line() -> None:
+    """Each old script path runs its subcommand (its code is a library job): only a docstring and the `__main__`
+    block that hands the arguments to `ragstudy_cli.app`."""
+
+    paths = {c.script for c in app.COMMANDS if c.script != "(none)"}
+    assert paths == {"evaluation_chain.py", "tools/make_qa.py", *(f"Postprocessing/{name}.py" for name in (
+        "retrieval_eval", "evaluation_metrics", "chunk_quality", "report", "preprocessing_files",
+        "interview_analysis"))}
+    assert [p for p in sorted(paths) if not _is_shim(ast.parse((REPO / p).read_text(encoding="utf-8")))] == []
 
 
 def test_the_core_rules_flag_a_member_reaching_up_and_results_loading_the_config(tmp_path: Path) -> None:
@@ -492,12 +521,15 @@ def test_messages_name_the_subcommand_not_the_papers_script() -> None:
 
 def test_one_function_ends_a_process_without_its_teardown() -> None:
     """The Ctrl-C ending (flush, then `os._exit(130)`) is written once, in ragstudy.io.exit_process, and every entry
-    point calls it (it used to be copied into the command, the chain and tools/make_qa.py)."""
+    point calls it (it used to be copied into the command, the chain and tools/make_qa.py; the old script paths are
+    shims onto the command's run_as)."""
     callers = []
     for name, module in sorted(_modules().items()):
         for node in ast.walk(ast.parse(module.path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Attribute) and node.attr == "_exit":
                 callers.append(f"{name}:{node.lineno}")
     assert [c.split(":")[0] for c in callers] == ["ragstudy.io"], callers
-    for entry in ("evaluation_chain.py", "tools/make_qa.py", "ragstudy_cli/app.py"):
-        assert "exit_process(" in (REPO / entry).read_text(encoding="utf-8"), entry
+    assert (REPO / "ragstudy_cli/app.py").read_text(encoding="utf-8").count("exit_process(main(") == 3  # console,
+    # run_as and run_chain_script
+    for shim in ("evaluation_chain.py", "tools/make_qa.py"):
+        assert "run_" in (REPO / shim).read_text(encoding="utf-8"), shim

@@ -10,6 +10,7 @@ import pytest
 
 from ragstudy.errors import StudyInputError
 from ragstudy.sweep import load_sweep
+from ragstudy_cli import jobs
 
 
 def write(tmp_path, text: str):
@@ -160,9 +161,8 @@ configs:
         assert (out / "variants" / name / "retrieval_fixed-size.csv").is_file()
         assert (out / "variants" / name / "retrieval_per_question.csv").is_file()
     # the script prints the table and draws the plot (the core does neither)
-    import evaluation_chain
 
-    evaluation_chain.print_sweep(result)
+    jobs.print_sweep(result)
     assert "sweep of 2 configurations" in capsys.readouterr().out
     assert (out / "sweep_hit_rate.html").is_file()
     # a second sweep with nothing changed embeds nothing

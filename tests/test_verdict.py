@@ -13,6 +13,7 @@ import pytest
 
 from ragstudy import results
 from ragstudy.budget_eval import Verdict, verdict
+from ragstudy_cli import app
 
 DISPLAY = {"paragraph": "Paragraph", "fixed-size": "Fixed-size", "newline": "Blank-line"}
 
@@ -159,14 +160,14 @@ EVIDENCE = ("question_index,evidence\n0,conserva i fascicoli per dieci anni dall
             "2,ricevono risposta entro cinque giorni lavorativi\n")
 
 
-def retrieval_run(evaluation_chain, pdf_dir, questions_csv, base, strategies: str):
+def retrieval_run(pdf_dir, questions_csv, base, strategies: str):
     """A retrieval-only run of `strategies` over the generated PDFs into base/results (budgets 150 and 600,
     fixed-size cut at 200 characters without overlap) and the evidence file beside it: (folder, evidence)."""
     out = base / "results"
-    assert evaluation_chain.main(["--retrieval-only", "--profile", "lite", "--documents", str(pdf_dir),
+    assert app.main(app.chain_subcommand(["--retrieval-only", "--profile", "lite", "--documents", str(pdf_dir),
                                   "--questions", str(questions_csv), "--output-dir", str(out), "--db-dir",
                                   str(base / "db"), "--strategies", strategies, "--budgets", "150,600",
-                                  "--set", "fixed-size.chunk_size=200", "--set", "fixed-size.chunk_overlap=0"]) == 0
+                                  "--set", "fixed-size.chunk_size=200", "--set", "fixed-size.chunk_overlap=0"])) == 0
     evidence = base / "evidence.csv"
     evidence.write_text(EVIDENCE, encoding="utf-8")
     return out, evidence
@@ -179,14 +180,12 @@ def evaluated_run_reused(pdf_dir, questions_csv, tmp_path_factory):
     import contextlib
     import io
 
-    import evaluation_chain
-    from Postprocessing import retrieval_eval
 
     base = tmp_path_factory.mktemp("verdict-run")
-    out, evidence = retrieval_run(evaluation_chain, pdf_dir, questions_csv, base, "paragraph,fixed-size,newline")
+    out, evidence = retrieval_run(pdf_dir, questions_csv, base, "paragraph,fixed-size,newline")
     stdout = io.StringIO()
     with contextlib.redirect_stdout(stdout):
-        assert retrieval_eval.main(["--results-dir", str(out), "--evidence", str(evidence), "--no-plot",
+        assert app.main(["score-retrieval", "--results-dir", str(out), "--evidence", str(evidence), "--no-plot",
                                     "--n-resamples", "200"]) == 0
     return out, stdout.getvalue()
 
@@ -243,10 +242,10 @@ def test_stdout_and_the_markdown_start_with_the_verdict(evaluated_run_reused):
 def test_the_report_shows_the_box_first(evaluated_run_reused):
     from test_report import parse
 
-    from Postprocessing import report
+    from Postprocessing import write_report
 
     out, _ = evaluated_run_reused
-    page, md, _ = report.build(out, generated="test")
+    page, md, _ = write_report.build(out, generated="test")
     parsed = parse(page)
     assert parsed.sections[0] == "verdict" and "verdict" not in parsed.notes
     v = Verdict.from_frame(_read(out, results.RETRIEVAL_VERDICT))
@@ -266,34 +265,33 @@ def test_the_report_shows_the_box_first(evaluated_run_reused):
 
 
 def test_another_reference_and_a_wrong_one(evaluated_run_reused, tmp_path, capsys):
-    from Postprocessing import retrieval_eval
 
     out, _ = evaluated_run_reused
     evidence = tmp_path / "evidence.csv"
     evidence.write_text(EVIDENCE, encoding="utf-8")
     common = ["--results-dir", str(out), "--evidence", str(evidence), "--no-plot", "--n-resamples", "50",
               "--out-dir", str(tmp_path / "other")]
-    assert retrieval_eval.main([*common, "--reference", "parragraph"]) == 2
+    assert app.main(["score-retrieval", *common, "--reference", "parragraph"]) == 2
     assert "--reference parragraph: not a strategy of this evaluation (strategies: paragraph, fixed-size, newline)" \
         in capsys.readouterr().err
-    assert retrieval_eval.main([*common, "--reference", "newline", "--strategies", "fixed-size,newline"]) == 0
+    assert app.main(["score-retrieval", *common, "--reference", "newline", "--strategies", "fixed-size,newline"]) == 0
     v = Verdict.from_frame(_read(tmp_path / "other", results.RETRIEVAL_VERDICT))
     assert v.reference == "newline" and [d.strategy for d in v.budgets[0].differences] == ["fixed-size"]
     capsys.readouterr()
-    assert retrieval_eval.main([*common, "--strategies", "fixed-size,newline"]) == 0
+    assert app.main(["score-retrieval", *common, "--strategies", "fixed-size,newline"]) == 0
     no_paragraph = Verdict.from_frame(_read(tmp_path / "other", results.RETRIEVAL_VERDICT))
     assert not no_paragraph.reference_present
     assert capsys.readouterr().out.split("\n### Details\n\n")[1].startswith(no_paragraph.lines()[0])
 
 
 def test_a_damaged_verdict_file_stops_the_report_with_a_message(tmp_path, capsys):
-    from Postprocessing import report
+    from Postprocessing import write_report
 
     v = verdict(_summary(MEANS), _pairs())
     frame = v.to_frame().astype({"n": object})
     frame.loc[0, "n"] = "many"
     results.write_table(tmp_path, results.RETRIEVAL_VERDICT, frame)
-    assert report.main(["--results-dir", str(tmp_path)]) == 2
+    assert app.main(["report", "--results-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "retrieval_verdict.csv: not a verdict table as ragstudy score-retrieval writes it" in err
     assert "ragstudy score-retrieval --results-dir" in err
@@ -305,13 +303,12 @@ def test_the_confidence_level_given_is_the_one_every_written_file_states(pdf_dir
     hence the look-ahead; PNG/PDF plots are binary and not searched)."""
     import re
 
-    import evaluation_chain
-    from Postprocessing import report, retrieval_eval
+    from Postprocessing import write_report
 
-    out, evidence = retrieval_run(evaluation_chain, pdf_dir, questions_csv, tmp_path, "paragraph,fixed-size")
-    assert retrieval_eval.main(["--results-dir", str(out), "--evidence", str(evidence), "--n-resamples", "200",
+    out, evidence = retrieval_run(pdf_dir, questions_csv, tmp_path, "paragraph,fixed-size")
+    assert app.main(["score-retrieval", "--results-dir", str(out), "--evidence", str(evidence), "--n-resamples", "200",
                                 "--confidence", "0.9"]) == 0
-    assert report.main(["--results-dir", str(out)]) == 0
+    assert app.main(["report", "--results-dir", str(out)]) == 0
     for table in (results.RETRIEVAL_SUMMARY, results.RETRIEVAL_PAIRED, results.RETRIEVAL_VERDICT):
         assert set(_read(out, table)["confidence"]) == {0.9}
     assert set(_read(out, results.RETRIEVAL_SUMMARY)["n_resamples"]) == {200}

@@ -11,6 +11,7 @@ import pytest
 from ragstudy import results
 from ragstudy.budget_eval import verdict
 from ragstudy.verdict_across import CrossVerdict
+from ragstudy_cli import app
 
 DISPLAY = {"paragraph": "Paragraph", "fixed-size": "Fixed-size", "newline": "Blank-line"}
 
@@ -165,15 +166,14 @@ def test_verdicts_on_different_metrics_are_refused(cross: CrossVerdict) -> None:
 def several(tmp_path_factory: pytest.TempPathFactory):
     """A retrieval-only run of the bundled sample (12 questions, paragraph and fixed-size) ranked with dense and
     bm25, scored by retrieval_eval.py given the parent folder."""
-    import evaluation_chain
-    from Postprocessing import retrieval_eval
 
     root = tmp_path_factory.mktemp("across")
     out = root / "run"
-    assert evaluation_chain.main(["--retrieval-only", "--profile", "lite", "--strategies", "paragraph,fixed-size",
+    assert app.main(app.chain_subcommand(["--retrieval-only", "--profile", "lite", "--strategies",
+                                          "paragraph,fixed-size",
                                   "--retriever", "dense,bm25", "--limit", "12", "--budgets", "500,1000",
-                                  "--db-dir", str(root / "db"), "--output-dir", str(out)]) == 0
-    assert retrieval_eval.main(["--results-dir", str(out), "--no-plot", "--n-resamples", "200"]) == 0
+                                  "--db-dir", str(root / "db"), "--output-dir", str(out)])) == 0
+    assert app.main(["score-retrieval", "--results-dir", str(out), "--no-plot", "--n-resamples", "200"]) == 0
     return out
 
 
@@ -212,15 +212,15 @@ def test_the_parent_folder_is_scored_per_retriever_and_compared(several) -> None
 
 @pytest.mark.slow
 def test_the_report_shows_the_statement_below_the_headline(several, tmp_path) -> None:
-    from Postprocessing import report
+    from Postprocessing import write_report
     from Postprocessing.reportkit.inputs import main_group_source, ranked_folders
     from ragstudy.budget_eval import verdict_setting
 
     folders = ranked_folders(several)[1]
     cross = CrossVerdict.read(folders)
     lead = cross.verdicts["dense"].headline(**verdict_setting(results.read_config(main_group_source(several)[0]).raw))
-    for page, page_md, _ in (report.build(several, generated="test"),  # the parent folder itself
-                             report.build(tmp_path, generated="test", retrieval_dir=several)):  # as the study does
+    for page, page_md, _ in (write_report.build(several, generated="test"),  # the parent folder itself
+                             write_report.build(tmp_path, generated="test", retrieval_dir=several)):  # as study
         assert lead.startswith("With the dense retriever and the ")  # the main retriever's headline leads the box
         assert page_md.index(lead) < page_md.index(cross.headline())  # the statement below it
         for text in (cross.headline(), *cross.sentences(), *cross.per_retriever_lines()):

@@ -14,6 +14,7 @@ import pytest
 
 from Postprocessing.reportkit import browser
 from ragstudy import registry, results
+from ragstudy_cli import app
 
 NO_CHROMIUM = "no Chromium on this machine (Debian package 'chromium'; tools/setup.sh installs it)"
 PAGE_WIDTH = 1280
@@ -39,15 +40,13 @@ BOX = r"""(() => {
 @pytest.fixture(scope="module")
 def sample_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The bundled sample ranked by every strategy with bm25 and bm25-parents, scored, and its report."""
-    import evaluation_chain
-    from Postprocessing import report, retrieval_eval
 
     root = tmp_path_factory.mktemp("verdict-box")
     out = root / "run"
-    assert evaluation_chain.main(["--retrieval-only", "--profile", "lite", "--retriever", "bm25,bm25-parents",
-                                  "--db-dir", str(root / "db"), "--output-dir", str(out)]) == 0
-    assert retrieval_eval.main(["--results-dir", str(out), "--no-plot", "--n-resamples", "200"]) == 0
-    assert report.main(["--results-dir", str(out)]) == 0
+    assert app.main(app.chain_subcommand(["--retrieval-only", "--profile", "lite", "--retriever", "bm25,bm25-parents",
+                                  "--db-dir", str(root / "db"), "--output-dir", str(out)])) == 0
+    assert app.main(["score-retrieval", "--results-dir", str(out), "--no-plot", "--n-resamples", "200"]) == 0
+    assert app.main(["report", "--results-dir", str(out)]) == 0
     return out
 
 

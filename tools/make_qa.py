@@ -1,9 +1,7 @@
-"""make-qa as a script: `python tools/make_qa.py --help` (the code is ragstudy.qagen.command; docs/make-qa.md)."""
-
-from __future__ import annotations
-
-from ragstudy.io import exit_process
-from ragstudy.qagen.command import main
+"""The paper's script path, kept for its users: `python tools/make_qa.py FLAGS` is `ragstudy make-qa FLAGS` (same
+flags; the code is ragstudy/qagen/command.py)."""
 
 if __name__ == "__main__":
-    exit_process(main())
+    from ragstudy_cli.app import run_as
+
+    run_as("make-qa")

@@ -14,10 +14,10 @@ See docs/make-qa.md.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 
+from ..results import Written, written_by
 from .filters import Thresholds
 
 DEFAULTS = Thresholds()
@@ -132,7 +132,9 @@ def _generator(args: argparse.Namespace):
     return generator, model_label(config.profile.llm), f"in-process:{config.resolved_llm_engine()}"
 
 
-def run(args: argparse.Namespace) -> int:
+def make_qa_set(args: argparse.Namespace) -> Written:
+    """`ragstudy make-qa`: draft the question set (or read its review back) into --out; what it wrote, with exit code
+    NONE_KEPT when no candidate passed the filters."""
     from ..results import QA_REPORT
     from .run import QaSettings, make_qa, read_review
 
@@ -141,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
         review = read_review(out, Path(args.read_review) if args.read_review else None)
         print(f"review read back: {review.accepted} accepted ({review.edited} edited, {review.overridden} despite "
               f"a filter), {review.rejected} rejected; set written to {out}/")
-        return 0
+        return written_by(out, "make-qa")
     thresholds = Thresholds(answer_support=args.answer_support, copy_threshold=args.copy_threshold,
                             duplicate_threshold=args.duplicate_threshold)
     settings = QaSettings(documents=Path(args.documents or DEFAULT_DOCUMENTS), out=out, n=args.n, candidates=args.candidates,
@@ -157,29 +159,5 @@ def run(args: argparse.Namespace) -> int:
     if result.kept == 0:
         why = " (the lite model is plumbing only: its items are never valid)" if result.unfit else ""
         print(f"error: no candidate passed the filters{why}; see {QA_REPORT.path(out)}", file=sys.stderr)
-        return NONE_KEPT
-    return 0
-
-
-def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
-    """Run make-qa with command-line arguments `argv` (None: sys.argv[1:]); returns the exit code. `parser`: this
-    parser as `ragstudy make-qa` names it."""
-    args = (parser or build_parser()).parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("httpx", "urllib3", "openai"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    from ..errors import StudyInputError
-
-    try:
-        return run(args)
-    except StudyInputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(f"error: {getattr(exc, 'filename', None) or 'a file'}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"interrupted: every generation so far is saved in the answer cache; re-run the same command to "
-              f"resume without regenerating it", file=sys.stderr)
-        return 130
+        return written_by(out, "make-qa", NONE_KEPT)
+    return written_by(out, "make-qa")

@@ -1,0 +1,96 @@
+"""Run the study: answer every question of Questions.csv with each chunking strategy.
+
+    ragstudy answer                      # all strategies, profile by hardware (paper on CUDA, else lite)
+    ragstudy answer --profile lite --limit 5 --strategies fixed-size,newline
+    ragstudy chunks        # export chunks_<strategy>.csv + sources, then stop
+
+Writes one Dataset<Name>.{csv,json} per strategy (the paper's DatasetCustom/FixedSize/NewLine, then DatasetToken,
+DatasetSentence, DatasetSemantic, DatasetMarkdown) and config.json into --output-dir. Chroma collections and
+LLM answers are cached by content hash: an identical re-run re-embeds and regenerates nothing, and an interrupted
+run resumes where it stopped.
+"""
+# (the docstring is the help of `ragstudy answer|retrieve|sweep|chunks`; this module holds their jobs: `run_chain`
+# for the answering, retrieval-only and chunks-only runs, the sweep through ragstudy.sweep)
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .config import StudyConfig
+    from .results import Run
+
+
+def build_parser(leave_out: tuple[str, ...] = ()) -> argparse.ArgumentParser:
+    """The chain's flags, generated from the settings' declaration (ragstudy.config.study_settings); `leave_out`:
+    settings without a flag here (`ragstudy answer` leaves out the other modes', ragstudy.config.MODE_SETTINGS)."""
+    from .config import add_study_arguments
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     allow_abbrev=False)
+    return add_study_arguments(parser, leave_out)
+
+
+def chain_config(args: argparse.Namespace, warn_unused: bool = True) -> "StudyConfig":
+    """The settings of a chain run from its parsed flags, its embedding checked (a bad --embedding stops here,
+    before anything is written); `warn_unused=False` (the study's runs): no warning about given settings that have
+    no effect on this run."""
+    from .config import config_from_args
+    config = config_from_args(args, warn_unused)
+    config.embedder.check()
+    return config
+
+
+@dataclass(frozen=True)
+class ChainRun:
+    """What a chain run did: its settings, one report per strategy (documents, chunks, vectors and answers made or
+    reused), its seconds, and its folder as a run handle."""
+
+    config: "StudyConfig"
+    reports: tuple[Any, ...]
+    seconds: float
+
+    @property
+    def run(self) -> "Run":
+        from .results import open_run
+
+        return open_run(self.config.output_dir)
+
+
+def run_chain(config: "StudyConfig") -> ChainRun:
+    """The run `config` names: the answering chain (Dataset files), a retrieval-only run (rankings, no LLM) or a
+    chunks-only export, into config.output_dir."""
+    from .pipeline import run_study
+    from .ranking import run_retrieval
+
+    started = time.perf_counter()
+    reports = run_retrieval(config).reports() if config.retrieval_only else run_study(config)
+    return ChainRun(config, tuple(reports), time.perf_counter() - started)
+
+
+def interrupted_message(output_dir: str | None) -> str:
+    """One line for Ctrl-C: what is kept and how to resume (no traceback)."""
+    from .io import cache_dir
+
+    output = output_dir or "results"
+    return (f"interrupted: every answer generated so far is saved in {cache_dir() / 'answers'}, embedded child "
+            f"windows in the Chroma folders, finished strategies' files in {output}/; re-run the same command "
+            "to resume without redoing that work")
+
+
+def next_steps(config: "StudyConfig") -> str:
+    """What the run wrote and the command that uses it next (`ragstudy study` runs them all)."""
+    out = config.output_dir
+    if config.chunks_only:
+        return (f"wrote chunks_<strategy>.csv, sources_<strategy>.jsonl and config.json into {out}/; next: "
+                f"ragstudy chunk-quality --results-dir {out} --no-hope")
+    if config.retrieval_only:
+        return (f"wrote variants.csv, config.json and one folder per variant (rankings, chunk tables, its config) "
+                f"into {out}/variants/; next: "
+                f"ragstudy score-retrieval --results-dir {out}  (then ragstudy report --results-dir {out})")
+    return (f"wrote the Dataset files, chunks_/sources_<strategy> and config.json into {out}/; next: "
+            f"ragstudy score-answers --results-dir {out}, ragstudy review --results-dir {out}, "
+            f"ragstudy report --results-dir {out}")

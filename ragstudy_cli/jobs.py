@@ -1,0 +1,147 @@
+"""What each subcommand does on the command line around its job: logging, the lines it prints, and bad input,
+a failing store or Ctrl-C as one line and an exit code. The jobs themselves are library functions that take their
+settings and return what they wrote (ragstudy.chain, the Postprocessing job modules, ragstudy.qagen.command);
+`ragstudy study` composes the same functions (ragstudy_cli.study)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sqlite3
+import sys
+import time
+from collections.abc import Callable
+
+from ragstudy.errors import StudyInputError
+from ragstudy.io import INTERRUPTED
+from ragstudy.results import Written
+
+Job = Callable[[argparse.Namespace], Written]
+
+
+def run_direct(job: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """A command that is its own runner (`ragstudy study`): the job's exit code."""
+    return job(args)
+
+
+def guarded(job: Callable[[], int], errors: tuple[type[BaseException], ...] = (),
+            describe: Callable[[BaseException], str] = str, interrupted: str | None = None) -> int:
+    """`job()`'s exit code; bad input (and `errors`, in `describe`'s words) -> one line on stderr, exit 2; Ctrl-C
+    -> the `interrupted` line, exit 130 (without one, Ctrl-C goes on up)."""
+    try:
+        return job()
+    except StudyInputError as exc:
+        message = str(exc)
+    except errors as exc:
+        message = describe(exc)
+    except KeyboardInterrupt:
+        if interrupted is None:
+            raise
+        print(interrupted, file=sys.stderr)
+        return INTERRUPTED
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+# ------------------------------------------------------------------------------------ the Postprocessing jobs
+
+def run_script_job(job: Job, args: argparse.Namespace) -> int:
+    """A scoring, review, survey or report subcommand: INFO logs on stderr, the job, its exit code."""
+    from Postprocessing.cli import setup_logging
+
+    setup_logging(args.verbose)
+    return guarded(lambda: job(args).exit_code)
+
+
+# ---------------------------------------------------------------------------------------------- the chain
+
+def quiet_libraries() -> None:
+    """The chain's libraries log at WARNING and transformers shows no per-load progress bar (ours, tqdm, remain)."""
+    for noisy in ("httpx", "chromadb", "sentence_transformers", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    import transformers
+
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
+
+
+def store_message(exc: BaseException) -> str:
+    """A store that failed without naming itself, in one line (ragstudy.ranking.unnamed_store_message)."""
+    from ragstudy.ranking import unnamed_store_message
+
+    return unnamed_store_message(exc)
+
+
+def run_chain_job(job: Callable, args: argparse.Namespace) -> int:
+    """`ragstudy answer|retrieve|sweep|chunks`: the chain job its flags name, its table and what to run next."""
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    quiet_libraries()
+    from ragstudy import chain
+
+    started = time.perf_counter()
+
+    def run() -> int:
+        config = chain.chain_config(args)
+        print(profile_line(config), flush=True)
+        if args.sweep:
+            from ragstudy.sweep import run_sweep
+
+            print_sweep(run_sweep(config, args.sweep, args.evidence))
+            return 0
+        print_chain_run(job(config), time.perf_counter() - started)
+        return 0
+
+    return guarded(run, (OSError, sqlite3.Error), store_message, chain.interrupted_message(args.output_dir))
+
+
+def profile_line(config) -> str:
+    """The run's profile, models, device and strategies, printed first."""
+    return (f"profile: {config.profile.name} ({config.origins['profile']}); LLM {config.profile.llm}; "
+            f"embedding {config.profile.embedding}; device {config.profile.device}; "
+            f"strategies: {', '.join(config.strategies)}")
+
+
+def print_chain_run(done, seconds: float) -> None:
+    """A chain run's table (per strategy: documents, chunks, vectors and answers made or reused), where its outputs
+    are and what to run next."""
+    from ragstudy.chain import next_steps
+
+    print("\n| strategy | documents | chunks | embedded | reused | generated | cached |")
+    print("|---|---|---|---|---|---|---|")
+    for r in done.reports:
+        print(f"| {r.strategy} | {r.documents} | {r.chunks} | {r.embedded} | {r.reused} | {r.generated} | "
+              f"{r.cached} |")
+    print(f"\noutputs in {done.config.output_dir}/ ({seconds:.1f} s)")
+    print(next_steps(done.config))
+
+
+def print_sweep(result) -> None:
+    """The sweep's table on stdout and its hit-rate plot beside the tables (HTML; PNG/PDF when Chromium is there)."""
+    from Postprocessing.budget_plots import sweep_figure, write_plots
+    from ragstudy.results import SWEEP_PLOT
+
+    notes: list[str] = []
+    write_plots(sweep_figure(result.summary, list(result.labels)), result.output_dir, SWEEP_PLOT.stem, notes)
+    print(result.summary.to_string(index=False, max_colwidth=40))
+    for note in notes:
+        print(f"note: {note}")
+    print(f"\nsweep of {len(result.summary)} configurations in {result.seconds:.0f} s; evidence {result.evidence}; "
+          f"tables in {result.output_dir}/sweep_summary.csv and sweep_best.csv")
+
+
+# ------------------------------------------------------------------------------------------------- make-qa
+
+def file_message(exc: BaseException) -> str:
+    return f"{getattr(exc, 'filename', None) or 'a file'}: {getattr(exc, 'strerror', None) or exc}"
+
+
+def run_make_qa(job: Job, args: argparse.Namespace) -> int:
+    """`ragstudy make-qa`: the question set its flags ask for (ragstudy.qagen.command.make_qa_set)."""
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("httpx", "urllib3", "openai"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    return guarded(lambda: job(args).exit_code, (OSError,), file_message,
+                   "interrupted: every generation so far is saved in the answer cache; re-run the same command to "
+                   "resume without regenerating it")
