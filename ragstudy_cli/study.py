@@ -266,12 +266,11 @@ def chain_stage(config) -> Callable[[], results.Written]:
     run folder's files."""
     def run() -> results.Written:
         from ragstudy.chain import run_chain
-        from ragstudy.embedders import check_embedding
         from ragstudy_cli.jobs import print_chain_run, profile_line, quiet_libraries
 
         started = time.perf_counter()
         quiet_libraries()
-        check_embedding(config)
+        config.embedder.check()
         print(profile_line(config), flush=True)
         print_chain_run(run_chain(config), time.perf_counter() - started)
         return results.written_by(config.output_dir, "answer")
