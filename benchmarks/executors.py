@@ -11,6 +11,7 @@ too. Every executor's digests must equal the in-process ones.
     python -m benchmarks.executors --tasks 8 --seconds 3 --workers 2
     python -m benchmarks.executors --retrieval            # 8 real retrieval-only variants on the bundled sample
     python -m benchmarks.executors --retrieval --limit 2 --no-ray   # a quick check of the same
+    python -m benchmarks.executors --retrieval --documents ../shared/pdfs --questions ../shared/qa/Questions.csv
 
 `--retrieval`: the grid of `ragstudy retrieve --strategies paragraph,fixed-size,newline,sentence --retriever
 dense,bm25` (ranking.run_retrieval with each Executor: 8 variants, lite profile, Documents/ and Questions.csv),
@@ -78,16 +79,17 @@ def compare(row: dict, base: dict) -> tuple[bool, float]:
 
 
 def grid_config(args: argparse.Namespace, folder: Path):
-    """The StudyConfig of `ragstudy retrieve` over the 8 variants on the bundled sample (lite profile), into
-    `folder`/out with its own Chroma root; --limit N ranks the first N questions only."""
+    """The StudyConfig of `ragstudy retrieve` over the 8 variants (lite profile) on --documents and --questions (the
+    bundled sample by default), into `folder`/out with its own Chroma root; --limit N ranks the first N questions
+    only."""
     from ragstudy.config import add_study_arguments, config_from_args
     from ragstudy.io import PROJECT_ROOT
 
     parser = argparse.ArgumentParser()
     add_study_arguments(parser)
-    flags = ["--retrieval-only", "--profile", "lite", "--documents", str(PROJECT_ROOT / "Documents"), "--questions",
-             str(PROJECT_ROOT / "Questions.csv"), "--output-dir", str(folder / "out"), "--db-dir",
-             str(folder / "db"), "--strategies", STRATEGIES, "--retriever", RETRIEVERS]
+    flags = ["--retrieval-only", "--profile", "lite", "--documents", args.documents or str(PROJECT_ROOT / "Documents"),
+             "--questions", args.questions or str(PROJECT_ROOT / "Questions.csv"), "--output-dir", str(folder / "out"),
+             "--db-dir", str(folder / "db"), "--strategies", STRATEGIES, "--retriever", RETRIEVERS]
     return config_from_args(parser.parse_args(flags + (["--limit", str(args.limit)] if args.limit else [])), False)
 
 
@@ -126,7 +128,8 @@ def measure_retrieval(args: argparse.Namespace, root: Path) -> int:
                      "embedded": sum(run.embedded for run in grid.runs.values()), "variants": len(grid.variants),
                      "digests": [[rankings_of(f)] for f in files], "exact": [f.read_bytes() for f in files]})
         base = base or rows[-1]
-    print(f"{base['variants']} retrieval-only variants ({STRATEGIES} x {RETRIEVERS}) on the bundled sample (lite "
+    corpus = f"{args.documents} with {args.questions}" if args.documents else "the bundled sample"
+    print(f"{base['variants']} retrieval-only variants ({STRATEGIES} x {RETRIEVERS}) on {corpus} (lite "
           f"profile{f', first {args.limit} questions' if args.limit else ''}) through the grid of `ragstudy retrieve` "
           "(ranking.run_retrieval), each executor from a cold project cache\n")
     print("| executor | wall s | driver CPU s | worker processes' CPU s | variants' stages CPU s | wall speed-up | "
@@ -174,6 +177,9 @@ def main() -> int:
     parser.add_argument("--no-ray", action="store_true", help="leave Ray out")
     parser.add_argument("--retrieval", action="store_true", help="8 real retrieval-only variants instead")
     parser.add_argument("--limit", type=int, help="--retrieval: rank the first N questions only (a quick check)")
+    parser.add_argument("--documents", help="--retrieval: a PDF folder instead of the bundled Documents/ (e.g. "
+                                            "../shared/pdfs, a larger corpus)")
+    parser.add_argument("--questions", help="--retrieval: the questions of --documents (e.g. ../shared/qa/Questions.csv)")
     args = parser.parse_args()
     if args.retrieval:
         with tempfile.TemporaryDirectory() as tmp:
