@@ -106,10 +106,9 @@ def parse(argv: Sequence[str], parser: argparse.ArgumentParser | None = None
 # ---------------------------------------------------------------------------------------------- fingerprints
 
 def run_inputs(config) -> dict[str, str]:
-    """sha256 of what a run reads: its resolved settings, every PDF of its documents folder, its questions file and
-    the oracle beside them."""
-    settings = {k: v for k, v in config.to_dict().items() if k not in ("origins",)}
-    found = {"settings": hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()}
+    """sha256 of the files a run reads: every PDF of its documents folder, its questions file and the oracle beside
+    them (its settings are the stage's own part of the key: run_settings)."""
+    found: dict[str, str] = {}
     documents = Path(config.documents)
     for pdf in sorted(documents.glob("*.pdf")) if documents.is_dir() else []:
         found[f"documents/{pdf.name}"] = sha256_file(pdf)

@@ -317,3 +317,8 @@ def test_the_study_hands_the_executor_to_its_retrieval_stage(tmp_path: Path, fla
     answers = stages["answers"].config  # no grid: the flags stay out
     assert answers.workers is None and answers.ray is None and answers.profile.name == "lite"
     assert answers.limit == (2 if "--limit" in flags else None)  # what follows a bare --ray is kept
+    if "--limit" not in flags:  # the executor changes no result: the stages' keys are those of a run without it
+        args, rest, chain = study.parse(["--profile", "lite"])
+        plain = {stage.name: stage for stage in study.plan(args, chain, tmp_path)}
+        for name in ("retrieval", "answers"):
+            assert (stages[name].settings, stages[name].inputs) == (plain[name].settings, plain[name].inputs), name
