@@ -165,7 +165,7 @@ def run_facts(config: StudyConfig, documents: Sequence[PdfDocument]) -> dict:
     return {
         "documents_sha256": {doc.path: doc.sha256 for doc in documents},
         "documents_pages": {doc.path: doc.page_count for doc in documents},
-        "model_labels": {"llm": model_label(config.profile.llm), "embedding": model_label(config.profile.embedding)},
+        "model_labels": model_labels(config),
         "questions_resolved": str(Path(config.questions).resolve()),
         **({"questions_sha256": sha256_file(Path(config.questions))} if Path(config.questions).is_file() else {}),
         "documents_resolved": str(Path(config.documents).resolve()),
@@ -173,6 +173,11 @@ def run_facts(config: StudyConfig, documents: Sequence[PdfDocument]) -> dict:
         "git_commit": code_version(),
         **generated_questions(config.questions),
     }
+
+
+def model_labels(config: StudyConfig) -> dict[str, str]:
+    """The models' stable names (models.model_label) as config.json records them; a grid variant records its own."""
+    return {"llm": model_label(config.profile.llm), "embedding": model_label(config.profile.embedding)}
 
 
 def generated_questions(questions: str) -> dict:

@@ -34,7 +34,7 @@ from .chunks import Chunk, ChunkedDocument
 from .config import StudyConfig
 from .errors import StudyInputError
 from .pipeline import (StrategyReport, check_question_lengths, check_vector_store, chunk_documents, chunker_context,
-                       chunking_ahead, lazy_embedding, reads_text_layer, run_facts)
+                       chunking_ahead, lazy_embedding, model_labels, reads_text_layer, run_facts)
 from .records import RetrievedParent
 from .records import Variant
 from .executors import Executor, Task, pending, run_tasks
@@ -332,7 +332,8 @@ def run_variant(spec: VariantSpec, output_dir: Path, inputs: dict[str, Path]) ->
     output_dir.mkdir(parents=True, exist_ok=True)
     documents = load_documents(Path(inputs["documents"]))
     questions = read_questions(inputs["questions"], config.limit)
-    write_config(output_dir, config, {**json.loads(spec.facts), "variant": spec.variant.to_row()})
+    write_config(output_dir, config, {**json.loads(spec.facts), "model_labels": model_labels(config),
+                                      "variant": spec.variant.to_row()})
     strategy = spec.variant.strategy
     try:
         run = retrieve_strategy(config, strategy, documents, questions, shared_embedding(config), output_dir,

@@ -116,3 +116,31 @@ def test_the_cross_check_names_what_the_groups_differ_in() -> None:
     assert variants.axis_word([group(("retriever",))] * 2) == "retriever"
     assert variants.axis_word([group(("embedding",))] * 2) == "embedder"
     assert variants.axis_word([group(("retriever", "text_layer"))] * 2) == "setting"
+
+
+@pytest.mark.slow
+def test_each_embedder_variant_records_its_own_model(tmp_path) -> None:
+    """A grid over two embedders (newline x dense, the smallest PDF of the bundled sample, 2 questions): each variant's
+    config.json names its own embedding model, as benchmarks/retrievers.py and the report label it; the run's
+    config.json keeps the grid's list."""
+    import json
+    import shutil
+
+    from conftest import REPO_ROOT
+    from ragstudy.models import model_label
+    from ragstudy_cli import app
+
+    pdfs = tmp_path / "pdfs"
+    pdfs.mkdir()
+    shutil.copy(min((REPO_ROOT / "Documents").glob("*.pdf"), key=lambda p: p.stat().st_size), pdfs)
+    out = tmp_path / "out"
+    assert app.main(["retrieve", "--profile", "lite", "--documents", str(pdfs), "--questions",
+                     str(REPO_ROOT / "Questions.csv"), "--limit", "2", "--strategies", "newline", "--retriever",
+                     "dense", "--embedding", f"{E5},{MINILM}", "--output-dir", str(out), "--db-dir",
+                     str(tmp_path / "db")]) == 0
+    recorded = {}
+    for folder in sorted((out / "variants").iterdir()):
+        config = json.loads((folder / "config.json").read_text())
+        recorded[config["models"]["embedding"]] = config["model_labels"]["embedding"]
+    assert recorded == {E5: model_label(E5), MINILM: model_label(MINILM)}
+    assert "," in json.loads((out / "config.json").read_text())["model_labels"]["embedding"]
