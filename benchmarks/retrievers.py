@@ -57,7 +57,9 @@ def evaluate_run(results_dir: Path, evidence: dict) -> pd.DataFrame:
     hits, _ = evaluate_folder(results_dir, evidence, list(run_config["budgets"]),
                               run_measure(run_config, results_dir), ranked_strategies(results_dir))
     retriever = run_config.get("retriever", "dense")
-    return hits.assign(retriever=retriever, text_layer=run_config.get("text_layer", "raw"),
+    # a grid variant's own text layer: n/a for a strategy that reads none
+    layer = (run_config.get("variant") or {}).get("text_layer") or run_config.get("text_layer", "raw")
+    return hits.assign(retriever=retriever, text_layer=layer,
                        embedding=embedding_name(run_config) if retrievers.get(retriever).vectors else "-")
 
 
@@ -79,7 +81,8 @@ def results_page_table(frame: pd.DataFrame) -> str:
     order = {name: i for i, name in enumerate(retrievers.names())}
     columns = sorted({(e, r) for _, _, e, r, _ in means.index}, key=lambda c: (order.get(c[1], 99), c[0]))
     strategies = list(dict.fromkeys(numeric["strategy"]))
-    layers = sorted(numeric["text_layer"].unique(), key=lambda layer: layer != "raw")
+    layers = sorted(numeric["text_layer"].unique(), key=lambda layer: (layer != "raw", layer))
+    present = set(zip(numeric["strategy"], numeric["text_layer"]))
 
     def cell(strategy: str, layer: str, column: tuple[str, str]) -> str:
         values = [means.get((strategy, layer, *column, b)) for b in budgets]
@@ -88,7 +91,7 @@ def results_page_table(frame: pd.DataFrame) -> str:
     head = ["strategy", "text layer", *(f"{r} ({e})" if e != "-" else r for e, r in columns)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---:|" * len(columns)]
     for strategy in strategies:
-        for layer in layers:
+        for layer in (layer for layer in layers if (strategy, layer) in present):
             lines.append(f"| {strategy} | {layer} | " + " | ".join(cell(strategy, layer, c) for c in columns) + " |")
     n = numeric["question_index"].nunique()
     return (f"hit rate at {' / '.join(f'{b:,}' for b in budgets)} characters ({n} questions with evidence):\n\n"
@@ -96,12 +99,16 @@ def results_page_table(frame: pd.DataFrame) -> str:
 
 
 def tables(frame: pd.DataFrame) -> str:
-    """`one_setup_tables` for each embedder and text layer (a retriever that embeds nothing joins every embedder)."""
+    """`one_setup_tables` for each embedder and text layer (a retriever that embeds nothing joins every embedder, a
+    strategy that reads no text layer, n/a, every text layer)."""
+    from ragstudy.records import NOT_APPLICABLE
+
     parts = []
     embedders = sorted(set(frame["embedding"]) - {"-"}) or ["-"]
-    for layer in sorted(frame["text_layer"].unique(), key=lambda layer: layer != "raw"):
+    layers = sorted(set(frame["text_layer"]) - {NOT_APPLICABLE}, key=lambda layer: layer != "raw") or [NOT_APPLICABLE]
+    for layer in layers:
         for embedding in embedders:
-            setup = frame[(frame["text_layer"] == layer) & frame["embedding"].isin([embedding, "-"])]
+            setup = frame[frame["text_layer"].isin([layer, NOT_APPLICABLE]) & frame["embedding"].isin([embedding, "-"])]
             if "dense" in set(setup["retriever"]):
                 parts.append(f"### embedding {embedding}, text layer {layer}\n\n" + one_setup_tables(setup))
     return "\n\n".join(parts)
@@ -159,17 +166,18 @@ def _hybrid_row(group: pd.DataFrame, embedding: str, layer: str, strategy: str, 
 
 
 def one_run_per_setup(frame: pd.DataFrame) -> pd.DataFrame | None:
-    """The rows with one results folder per embedding, text layer and retriever. A retriever that embeds nothing
-    (bm25) ranks the same under every embedder, so its first run is kept and the others dropped, with a note; two
-    runs of any other setup are an error (None)."""
-    runs = frame.drop_duplicates(["results_dir", *KEYS])
-    twice = runs[runs.duplicated(KEYS, keep=False)]
+    """The rows with one results folder per strategy, embedding, text layer and retriever (a grid's variant folders
+    each hold one strategy). A retriever that embeds nothing (bm25) ranks the same under every embedder, so its first
+    run is kept and the others dropped, with a note; two runs of any other setup are an error (None)."""
+    setup = ["strategy", *KEYS]
+    runs = frame.drop_duplicates(["results_dir", *setup])
+    twice = runs[runs.duplicated(setup, keep=False)]
     clash = twice[twice["embedding"] != "-"]
     if not clash.empty:
-        setups = sorted({f"{r.retriever} ({r.embedding}, {r.text_layer})" for r in clash.itertuples()})
+        setups = sorted({f"{r.strategy} {r.retriever} ({r.embedding}, {r.text_layer})" for r in clash.itertuples()})
         print(f"error: more than one run of {', '.join(setups)}: give each setup once", file=sys.stderr)
         return None
-    dropped = twice[twice.duplicated(KEYS)]
+    dropped = twice[twice.duplicated(setup)]
     for row in dropped.itertuples():
         print(f"note: {row.results_dir} ranks with {row.retriever}, which embeds nothing: its first run is used",
               file=sys.stderr)
