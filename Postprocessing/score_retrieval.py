@@ -149,10 +149,26 @@ def text_layer_decomposition(raw: pd.DataFrame, clean: pd.DataFrame, labels: Seq
                      decompose(raw, clean, labels, metric, args.n_resamples, args.seed, args.confidence)])
 
 
-def decomposition_markdown(frame: pd.DataFrame | None, unit: str, confidence: float) -> str:
+def decomposition_markdown(frame: pd.DataFrame | None, unit: str, confidence: float, details: str = "") -> str:
     from ragstudy.decomposition import markdown as split_markdown
 
-    return "" if frame is None else split_markdown(frame, unit, confidence)
+    return "" if frame is None else split_markdown(frame, unit, confidence, details)
+
+
+def pairs_decomposition(pairs: Sequence[tuple[Any, Any]], scored: dict[str, Path]) -> pd.DataFrame | None:
+    """The run's top-level decomposition table: the one raw/clean pair's split as it is, or, over several pairs
+    (e.g. three retrievers × two embedders), every pair's split with a first column `group` naming the pair by its
+    other axes (dense / multilingual-e5-small), in the run's order; None when no pair has a split."""
+    from ragstudy import results
+    from ragstudy.decomposition import GROUP
+
+    frames = [(raw, results.read_table(scored[raw.label], results.RETRIEVAL_DECOMPOSITION)) for raw, _ in pairs]
+    frames = [(raw, frame) for raw, frame in frames if frame is not None]
+    if len(frames) <= 1:
+        return frames[0][1] if frames else None
+    named = [frame.assign(**{GROUP: raw.label_without("text_layer")}) for raw, frame in frames]
+    table = pd.concat(named, ignore_index=True)
+    return table[[GROUP, *(c for c in table.columns if c != GROUP)]]
 
 
 def settings() -> tuple[Setting, ...]:
@@ -404,14 +420,16 @@ def run_across(args: argparse.Namespace, groups: Sequence[Any]) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     written["verdict_by_retriever"] = results.write_table(out_dir, results.RETRIEVAL_VERDICT_BY_RETRIEVER,
                                                           cross.to_frame())
-    top = next((results.read_table(scored[raw.label], results.RETRIEVAL_DECOMPOSITION) for raw, _ in pairs), None)
+    top = pairs_decomposition(pairs, scored)
     if top is not None:
         written["decomposition"] = results.write_table(out_dir, results.RETRIEVAL_DECOMPOSITION, top)
     elif results.RETRIEVAL_DECOMPOSITION.path(out_dir).is_file():
         results.RETRIEVAL_DECOMPOSITION.path(out_dir).unlink()
     unit = str(results.open_run(next(iter(groups[0].members.values()))).raw.get("budget_unit", "chars"))
     written["summary_md"] = results.RETRIEVAL_SUMMARY_MD.path(out_dir)
-    report = across_markdown(cross, scored, decomposition_markdown(top, unit, args.confidence))
+    details = "Each group's sentences: the retrieval_summary.md of its raw folder (" + ", ".join(
+        f"`{scored[raw.label] / results.RETRIEVAL_SUMMARY_MD.name}`" for raw, _ in pairs) + ")."
+    report = across_markdown(cross, scored, decomposition_markdown(top, unit, args.confidence, details))
     common.atomic_write_text(written["summary_md"], report)
     common.print_report(report, out_dir, time.perf_counter() - started)
     return written

@@ -155,17 +155,33 @@ def table_rows(frame, unit: str) -> list[list[str]]:
     return rows
 
 
-def markdown(frame, unit: str = "chars", confidence: float = 0.95) -> str:
-    """The decomposition section: per metric, the sentences, then a table budget × part with the paired CIs."""
+GROUP = "group"  # the column naming the pair of groups (every axis but the text layer) in a run's top-level table
+
+
+def group_rows(frame, unit: str) -> list[list[str]]:
+    """One row per group and budget of one metric's rows of a table over several pairs of groups."""
+    return [[str(label), *row] for label, part in frame.groupby(GROUP, sort=False) for row in table_rows(part, unit)]
+
+
+def markdown(frame, unit: str = "chars", confidence: float = 0.95, details: str = "") -> str:
+    """The decomposition section: per metric, the sentences, then a table budget × part with the paired CIs. A table
+    over several pairs of groups (a `group` column) gets one table per metric with a row per group and budget; its
+    sentences are in each group's own summary (`details` says where)."""
     from . import budget_metrics
 
     if frame is None or frame.empty:
         return ""
     level = f"{confidence:.0%}".replace("%", " %")
     out = f"## Cleaning or segmentation? (paired differences with {level} bootstrap CIs)\n\n{INTRO}\n\n"
-    header = "| budget | " + " | ".join(PART_WORDS[p] for p in PARTS) + " |\n|---|" + "---:|" * len(PARTS) + "\n"
+    grouped = GROUP in frame.columns
+    if grouped and details:
+        out += f"{details}\n\n"
+    header = ("| group " if grouped else "") + "| budget | " + " | ".join(PART_WORDS[p] for p in PARTS) + " |\n|---|" \
+        + ("---|" if grouped else "") + "---:|" * len(PARTS) + "\n"
     for metric, part in by_metric(frame):
         out += f"### On the {budget_metrics.get(metric).words}\n\n"
-        out += "".join(f"- {line}\n" for line in sentences(part, unit)) + "\n" + header
-        out += "".join("| " + " | ".join(row) + " |\n" for row in table_rows(part, unit)) + "\n"
+        if not grouped:
+            out += "".join(f"- {line}\n" for line in sentences(part, unit)) + "\n"
+        rows = group_rows(part, unit) if grouped else table_rows(part, unit)
+        out += header + "".join("| " + " | ".join(row) + " |\n" for row in rows) + "\n"
     return out

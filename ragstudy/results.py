@@ -661,7 +661,8 @@ RETRIEVAL_VERDICT_BY_RETRIEVER = Table("retrieval_verdict_by_retriever.csv", (
 # in the folder of a run with several groups of variants (ragstudy.variants), its `retriever` column the group's label
 RETRIEVAL_DECOMPOSITION = Table("retrieval_decomposition.csv", (
     "budget", "metric", "part", "n", "mean_diff", "ci_low", "ci_high", "p_wilcoxon"), _RETRIEVAL_EVAL,
-    ("budget",))  # ragstudy.decomposition: runs with both text layers (--text-layer raw,clean), per raw/clean pair
+    ("budget",))  # ragstudy.decomposition: runs with both text layers (--text-layer raw,clean), per raw/clean pair;
+# in the folder of a run with several such pairs, a first column `group` names each pair by its other axes
 VARIANTS = Table("variants.csv", ("id", *VARIANT_AXES), "ragstudy retrieve --output-dir RESULTS",
                  ("id", *VARIANT_AXES))  # one row per variant of a run's grid (ragstudy.variants), n/a where an axis
 # does not apply; each variant's complete run is in <RESULTS>/variants/<id>/

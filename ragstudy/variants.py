@@ -163,10 +163,15 @@ class Group:
     variants: tuple[Variant, ...] = ()
     shown: tuple[str, ...] = CONTEXT_AXES  # the axes that tell the run's groups apart (its label names them)
 
-    def parts(self) -> list[str]:
-        """The values of the axes that tell the run's groups apart (n/a left out), embedders by short name."""
+    def parts(self, leave: str = "") -> list[str]:
+        """The values of the axes that tell the run's groups apart (n/a and the axis `leave` left out), embedders by
+        short name."""
         return [short_embedding(v) if axis == "embedding" else v for axis, v in self.context.items()
-                if v != NOT_APPLICABLE and axis in self.shown]
+                if v != NOT_APPLICABLE and axis in self.shown and axis != leave]
+
+    def label_without(self, axis: str) -> str:
+        """The label without one axis, e.g. "dense / multilingual-e5-small" for a pair of text layers."""
+        return " / ".join(self.parts(axis)) or "the run"
 
     @property
     def label(self) -> str:

@@ -200,6 +200,38 @@ def test_decomposition_parts_are_paired_differences_with_their_bootstrap_ci():
     assert parts["segmentation"].mean_diff == pytest.approx(hits["paragraph"].mean() - hits["clean"].mean())
 
 
+def test_a_run_over_several_pairs_of_text_layers_splits_each_pair_and_names_it(tmp_path: Path) -> None:
+    """Cleaning vs segmentation is a group-by over the text-layer axis: with two retrievers × two text layers the
+    run's top-level table holds both pairs' splits, each named by its other axes, and its summary shows both (the
+    first pair's split alone, unnamed, was all it showed)."""
+    from Postprocessing.score_retrieval import pairs_decomposition, text_layer_pairs
+    from ragstudy import results
+    from ragstudy.decomposition import markdown
+    from ragstudy.variants import Group
+
+    def group(retriever: str, layer: str) -> Group:
+        return Group({"retriever": retriever, "text_layer": layer, "embedding": "wheel:multilingual-e5-small"}, {},
+                     shown=("retriever", "text_layer"))
+
+    groups = [group(r, layer) for r in ("dense", "bm25") for layer in ("raw", "clean")]
+    scored = {}
+    for g, diff in zip(groups, (0.25, None, -0.5, None)):
+        scored[g.label] = tmp_path / g.id
+        if diff is not None:  # a split is written into the raw group's folder
+            results.write_table(scored[g.label], results.RETRIEVAL_DECOMPOSITION, pd.DataFrame(
+                [{"budget": "1000", "metric": "hit", "part": part, "n": 40, "mean_diff": diff, "ci_low": diff - 0.1,
+                  "ci_high": diff + 0.1, "p_wilcoxon": 0.01} for part in ("total", "cleaning", "segmentation")]))
+    pairs = text_layer_pairs(groups)
+    assert [(raw.label, clean.label) for raw, clean in pairs] == [("dense / raw", "dense / clean"),
+                                                                  ("bm25 / raw", "bm25 / clean")]
+    table = pairs_decomposition(pairs, scored)
+    assert table.groupby("group", sort=False)["mean_diff"].first().to_dict() == {"dense": 0.25, "bm25": -0.5}
+    text = markdown(table)
+    assert "| dense | 1,000 chars | +0.250 [0.150, 0.350]" in text and "| bm25 | 1,000 chars | −0.500" in text
+    single = pairs_decomposition(pairs[:1], scored)  # one pair: its table as it is, no group column
+    assert "group" not in single.columns and "- At 1,000 characters" in markdown(single)
+
+
 # ------------------------------------------------------------------------------------------------ real PDFs
 
 def _repeated_lines(pages: list[str], share: float = 0.5) -> set[str]:

@@ -155,10 +155,16 @@ def decomposition_blocks(inp: Inputs, unit: str) -> list[Block]:
                        "removes it)", results.RETRIEVAL_DECOMPOSITION.path(folder))
         return []
     out: list[Block] = [Heading("Cleaning or segmentation?"), Text(decomposition.INTRO)]
+    parts = [decomposition.PART_WORDS[p] for p in decomposition.PARTS]
     for metric, part in decomposition.by_metric(frame):
-        out += [Text(f"On the {budget_metrics.get(metric).words}:"), Bullets(decomposition.sentences(part, unit)),
-                Table(["budget", *(decomposition.PART_WORDS[p] for p in decomposition.PARTS)],
-                      decomposition.table_rows(part, unit), "lrrr", table_id=f"decomposition-{metric}")]
+        out.append(Text(f"On the {budget_metrics.get(metric).words}:"))
+        if decomposition.GROUP in part.columns:  # several pairs of groups: a row per group and budget
+            out.append(Table(["group", "budget", *parts], decomposition.group_rows(part, unit), "llrrr",
+                             table_id=f"decomposition-{metric}"))
+            continue
+        out += [Bullets(decomposition.sentences(part, unit)),
+                Table(["budget", *parts], decomposition.table_rows(part, unit), "lrrr",
+                      table_id=f"decomposition-{metric}")]
     return out
 
 
