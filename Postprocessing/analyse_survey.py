@@ -21,7 +21,7 @@ from Postprocessing import survey as survey_lib
 from Postprocessing.common import DataError
 from Postprocessing.review import KEY_NAME, TEMPLATE_NAME, read_answer_key
 from ragstudy import results
-from ragstudy.io import atomic_write_text
+from ragstudy.io import atomic_write_text, tell
 from ragstudy.settings import Setting
 
 logger = logging.getLogger(__name__)
@@ -58,8 +58,7 @@ def analyse_survey(args: argparse.Namespace) -> results.Written:
         plot_error = "--no-plots given"
     report = survey_lib.markdown_summary(survey, overall, tests, written, plot_error, key_path if key else None)
     atomic_write_text(results.SURVEY_SUMMARY_MD.path(out_dir), report)
-    print(report)
-    print(f"Outputs in {out_dir}")
+    tell(f"{report}\nOutputs in {out_dir}")
     if plot_error and not args.no_plot:
         logger.error("Plots not written: %s", plot_error)
         return results.written_by(out_dir, "survey", 3)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from Postprocessing import cli, common, review
 from ragstudy import results
+from ragstudy.io import tell
 from ragstudy.settings import Setting
 
 logger = logging.getLogger(__name__)
@@ -35,10 +36,10 @@ def build_review(args: argparse.Namespace) -> results.Written:
         logger.warning("Only %s present: the workbook will have a single option", answers[0].path.name)
     key = review.build_key(answers, indices, None if args.fixed_order else args.seed)
     review.write_review_files(out_dir, key, oracle, answers, args.raters)
-    print(f"Wrote {out_dir / review.WORKBOOK_NAME} ({len(key.rows)} questions, {len(answers)} options each, "
-          f"order: {key.scheme}{'' if key.seed is None else f', seed {key.seed}'})")
-    print(f"Wrote {out_dir / review.KEY_NAME} (answer key: keep it away from the raters)")
-    print(f"Wrote {out_dir / review.TEMPLATE_NAME} ({args.raters} rater rows)")
+    tell(f"Wrote {out_dir / review.WORKBOOK_NAME} ({len(key.rows)} questions, {len(answers)} options each, "
+         f"order: {key.scheme}{'' if key.seed is None else f', seed {key.seed}'})\n"
+         f"Wrote {out_dir / review.KEY_NAME} (answer key: keep it away from the raters)\n"
+         f"Wrote {out_dir / review.TEMPLATE_NAME} ({args.raters} rater rows)")
     return results.written_by(out_dir, "review")
 
 

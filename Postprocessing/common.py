@@ -16,7 +16,7 @@ import pandas as pd
 
 from ragstudy import records, registry, results
 from ragstudy.errors import StudyInputError
-from ragstudy.io import atomic_write_text
+from ragstudy.io import atomic_write_text, tell
 from ragstudy.results import Dataset
 
 
@@ -181,7 +181,6 @@ def atomic_write_csv(path: Path, frame: pd.DataFrame) -> None:
 
 
 
-def print_report(report: str, out_dir: Path, seconds: float) -> None:
-    """How a script ends: its report printed, then one line saying where the outputs are and how long it took."""
-    print(report)
-    print(f"outputs in {out_dir} ({seconds:.0f} s)")
+def tell_report(report: str, out_dir: Path, seconds: float) -> None:
+    """How a job ends: it tells its report, then one line saying where the outputs are and how long it took."""
+    tell(f"{report}\noutputs in {out_dir} ({seconds:.0f} s)")

@@ -583,6 +583,6 @@ def judge_chunks(args: argparse.Namespace) -> results.Written:
                                                 "seconds": hope_seconds},
             "seconds": seconds, "notes": notes}
     common.atomic_write_text(written["run_json"], json.dumps(info, indent=2, ensure_ascii=False, default=str))
-    common.print_report(report, out_dir, seconds)
+    common.tell_report(report, out_dir, seconds)
     return results.written_by(out_dir, "chunk-quality")
 

@@ -21,7 +21,7 @@ from Postprocessing import answer_baselines, answer_scoring, cli, common, metric
 from Postprocessing.answer_metrics import PAPER_BERTSCORE_MODEL, MetricsConfig, resolve_bertscore
 from Postprocessing.common import DataError
 from ragstudy import results
-from ragstudy.io import torch_threads
+from ragstudy.io import tell, torch_threads
 from ragstudy.settings import Setting
 
 
@@ -66,8 +66,8 @@ def score_answers(args: argparse.Namespace) -> results.Written:
         "results_dir": str(results_dir), "questions": str(args.questions), "reference": str(reference.path),
         "reference_cleaned": reference.cleaned, "dataset_files": [str(a.path) for a in answers],
         "questions_scored": len(indices), "questions_total": len(questions)}, config)
-    print(report)
-    print(f"Scored {len(indices)} of {len(questions)} questions for {len(answers)} strategies; outputs in {out_dir}")
+    tell(f"{report}\nScored {len(indices)} of {len(questions)} questions for {len(answers)} strategies; outputs in "
+         f"{out_dir}")
     return results.written_by(out_dir, "score-answers")
 
 

@@ -353,7 +353,7 @@ def score_group(args: argparse.Namespace, group: Any, results_dir: Path, out_dir
     report = markdown(summary, paired, strategies, display, labels, unit, notes, boxes, args.confidence,
                       decomposition_markdown(decomposition, unit, args.confidence), verdict_setting(run_config))
     common.atomic_write_text(written["summary_md"], report)
-    common.print_report(report, out_dir, time.perf_counter() - started)
+    common.tell_report(report, out_dir, time.perf_counter() - started)
     return written, frame
 
 
@@ -431,6 +431,6 @@ def run_across(args: argparse.Namespace, groups: Sequence[Any]) -> dict:
         f"`{scored[raw.label] / results.RETRIEVAL_SUMMARY_MD.name}`" for raw, _ in pairs) + ")."
     report = across_markdown(cross, scored, decomposition_markdown(top, unit, args.confidence, details))
     common.atomic_write_text(written["summary_md"], report)
-    common.print_report(report, out_dir, time.perf_counter() - started)
+    common.tell_report(report, out_dir, time.perf_counter() - started)
     return written
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from Postprocessing import cli, common
 from ragstudy import results
-from ragstudy.io import PROJECT_ROOT
+from ragstudy.io import PROJECT_ROOT, tell
 from ragstudy.settings import Setting
 
 logger = logging.getLogger(__name__)
@@ -132,8 +132,8 @@ def write_report(args: argparse.Namespace) -> results.Written:
     from Postprocessing.reportkit.blocks import Note
 
     empty = [s.title for s in built if all(isinstance(b, Note) for b in s.blocks)]
-    print(f"Wrote {out} ({len(html_text.encode()) / 1e6:.1f} MB) and {md_path}; "
-          + (f"no inputs for: {', '.join(empty)}" if empty else "every section has its inputs"))
+    tell(f"Wrote {out} ({len(html_text.encode()) / 1e6:.1f} MB) and {md_path}; "
+         + (f"no inputs for: {', '.join(empty)}" if empty else "every section has its inputs"))
     if args.screenshot:
         from Postprocessing.reportkit import browser
 
@@ -144,7 +144,7 @@ def write_report(args: argparse.Namespace) -> results.Written:
             return results.Written(out.parent, (out, md_path), 3)
         for message in result.errors:
             logger.error("JavaScript error in %s: %s", out, message)
-        print(f"Wrote {args.screenshot}")
+        tell(f"Wrote {args.screenshot}")
         return results.Written(out.parent, (out, md_path, Path(args.screenshot)), 1 if result.errors else 0)
     return results.Written(out.parent, (out, md_path))
 

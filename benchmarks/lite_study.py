@@ -18,9 +18,9 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.clock import cpu_seconds
+from benchmarks.clock import batched_answers, cpu_seconds, modes_table
 from ragstudy.config import PAPER_PROMPT
-from ragstudy.llms import GenerationParams, length_batches
+from ragstudy.llms import GenerationParams
 from ragstudy.llms.onnxruntime_engine import OnnxChatModel
 from ragstudy.llms.torch_engine import ChatModel
 from ragstudy.registry import paper_strategies
@@ -53,10 +53,7 @@ def run_mode(mode: str, folder: str, prompts: list[str], params: GenerationParam
     model.generate(prompts[0], GenerationParams(max_new_tokens=2))  # warm-up
     start, cpu = time.perf_counter(), cpu_seconds()
     if mode == "torch-batched":
-        answers = [""] * len(prompts)
-        for batch in length_batches([len(model.prompt_ids(p)) for p in prompts], batch_size):
-            for index, answer in zip(batch, model.generate_batch([prompts[i] for i in batch], params)):
-                answers[index] = answer
+        answers = batched_answers(model, prompts, params, batch_size)
     else:
         answers = [model.generate(prompt, params) for prompt in prompts]
     return time.perf_counter() - start, cpu_seconds() - cpu, answers, model
@@ -96,19 +93,16 @@ def main() -> int:
 
     tokenizer = results[modes[0]][3].tokenizer
     lengths = [len(results[modes[0]][3].prompt_ids(p)) for p in prompts]
-    n, reference = len(prompts), results.get("torch")
-    base_wall, base_cpu = results[modes[0]][:2]
+    n = len(prompts)
     print(f"\n{n} prompts ({', '.join(strategies)}: first {args.questions} questions each), prompt tokens mean "
           f"{sum(lengths) / n:.0f} max {max(lengths)}, max_new_tokens {args.max_new_tokens}, threads {args.threads}\n")
-    print(f"| mode | seconds | answers/s | vs {modes[0]} | CPU s | answers per CPU s | vs {modes[0]} "
-          "| identical to torch one at a time | at the token limit |\n|---|---|---|---|---|---|---|---|---|")
-    for mode in modes:
-        wall, cpu, answers, _ = results[mode]
-        same = f"{sum(a == b for a, b in zip(answers, reference[2]))}/{n}" if reference else "-"
-        at_limit = sum(len(tokenizer(a, add_special_tokens=False)["input_ids"]) >= args.max_new_tokens - 1
-                       for a in answers)
-        print(f"| {mode} | {wall:.1f} | {n / wall:.3f} | {base_wall / wall:.2f}x | {cpu:.1f} | {n / cpu:.3f} | "
-              f"{base_cpu / cpu:.2f}x | {same} | {at_limit}/{n} |")
+
+    def at_limit(answers: list[str]) -> str:
+        tokens = [len(tokenizer(a, add_special_tokens=False)["input_ids"]) for a in answers]
+        return f"{sum(count >= args.max_new_tokens - 1 for count in tokens)}/{n}"
+
+    print(modes_table({mode: result[:3] for mode, result in results.items()}, modes[0], "torch",
+                      extra=("at the token limit", at_limit)))
     print("\n(CPU s: user + system of this process; on a shared machine compare answers per CPU s. \"At the token "
           "limit\": the answer re-encodes to >= max_new_tokens - 1 tokens, i.e. it did not stop at EOS.)")
     return 0

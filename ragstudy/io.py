@@ -1,11 +1,13 @@
 """Small I/O helpers: atomic writes, stable hashing, project cache location, folder locks, CPU cores, the one
-decoder of a user's text files (CSV, YAML, prompt files), and the one way an entry point ends its process."""
+decoder of a user's text files (CSV, YAML, prompt files), what a job tells its user, and the one way an entry point
+ends its process."""
 
 from __future__ import annotations
 
 import codecs
 import hashlib
 import json
+import logging
 import os
 import re
 import secrets
@@ -16,6 +18,16 @@ from typing import Any, NoReturn
 from .errors import StoreError, StudyInputError, store_error
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+REPORT_LOGGER = "ragstudy.report"
+
+
+def tell(text: str, problem: bool = False) -> None:
+    """What a job tells its user when it is done (its table, where its outputs are; `problem`: why it did not do
+    its work), as a record of the `ragstudy.report` logger, not a print: the command line shows it as is, on stdout
+    (a problem on stderr); `ragstudy study` keeps it in its log; a program that calls the job sees it in its logs."""
+    logging.getLogger(REPORT_LOGGER).log(logging.ERROR if problem else logging.INFO, text)
 
 
 INTERRUPTED = 130  # the exit code of a run stopped by Ctrl-C (128 + SIGINT)

@@ -181,6 +181,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: unknown subcommand {name!r}; choose one of: {', '.join(BY_NAME)} ({PROG} --help)",
               file=sys.stderr)
         return 2
+    from ragstudy_cli.jobs import show_reports
+
+    show_reports()
     code = _exit_code(lambda: command.main(rest))
     if code == INTERRUPTED:  # Ctrl-C: end here, whoever called main (the console script, `python -m ragstudy_cli`)
         exit_process(code)

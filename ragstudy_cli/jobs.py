@@ -13,10 +13,29 @@ import time
 from collections.abc import Callable
 
 from ragstudy.errors import StudyInputError
-from ragstudy.io import INTERRUPTED
+from ragstudy.io import INTERRUPTED, REPORT_LOGGER
 from ragstudy.results import Written
 
 Job = Callable[[argparse.Namespace], Written]
+
+
+class _Shown(logging.Handler):
+    """The jobs' reports (ragstudy.io.tell) as they are, on the stdout of the moment (`ragstudy study` redirects it
+    into its log), a problem on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        stream = sys.stderr if record.levelno >= logging.WARNING else sys.stdout
+        stream.write(self.format(record) + "\n")
+        stream.flush()
+
+
+def show_reports() -> None:
+    """What the jobs tell their user is printed, once, whatever the logging set-up of the command (idempotent)."""
+    told = logging.getLogger(REPORT_LOGGER)
+    if not any(isinstance(handler, _Shown) for handler in told.handlers):
+        told.addHandler(_Shown())
+    told.setLevel(logging.INFO)
+    told.propagate = False  # not a second time, with a log prefix, through the root logger
 
 
 def run_direct(job: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:

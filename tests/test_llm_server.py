@@ -5,27 +5,15 @@ under the served model name, and requests are spread over the servers given."""
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-
 import pytest
+from test_chroma_server import free_port
 
 from ragstudy.errors import StudyInputError
 from ragstudy.llms import AnswerCache, CachedGenerator, GenerationParams
-from ragstudy.llms.server_engine import ServerGenerator, api_base, check_servers
+from ragstudy.llms.server_engine import ServerGenerator, api_base, check_servers, local_server
 
 PROMPTS = ["Rispondi con una parola: di che colore è il cielo?", "Qual è la capitale d'Italia?",
            "Scrivi il numero che viene dopo il due.", "Come si chiama il satellite della Terra?"]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -34,33 +22,8 @@ def smollm2_server():
     from ragstudy.models import smollm2_folder
 
     folder = smollm2_folder()
-    port = _free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "transformers.cli.transformers", "serve", folder,
-                                "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"],
-                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"transformers serve exited: {process.stderr.read().decode(errors='replace')[-2000:]}")
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail("transformers serve did not answer /health within 180 s")
-                time.sleep(0.5)
+    with local_server(folder, wait_s=180) as (url, _):
         yield url, folder
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        process.stderr.close()
 
 
 def test_server_urls_are_normalised_and_checked() -> None:
@@ -70,7 +33,7 @@ def test_server_urls_are_normalised_and_checked() -> None:
 
 
 def test_a_server_that_is_down_fails_up_front_naming_its_url() -> None:
-    url = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     with pytest.raises(StudyInputError, match=f"LLM server {url} is unreachable"):
         check_servers([url], "any-model")
 

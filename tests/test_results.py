@@ -30,32 +30,45 @@ def _write(tmp_path: Path, name: str, content: str | bytes) -> Path:
 
 # ------------------------------------------------------------------------------------------ CSV input tables
 
-def test_unquoted_commas_in_a_one_column_file_are_an_error_naming_the_line(tmp_path: Path) -> None:
-    """pandas read this row as an index plus 'i profili di GestiDoc 4?' and the run exited 0."""
-    path = _write(tmp_path, "Questions.csv", "questions\nChe cos'è GestiDoc?\nQuali sono, in ordine, i profili "
-                                             "di GestiDoc 4?\n")
-    with pytest.raises(StudyInputError, match=r"Questions\.csv line 3: 3 fields but the header has 1 \(questions\)"
-                                              r"\. A cell that contains a comma must be quoted"):
-        read_questions(path)
+BAD_TABLES = {  # (file, content, reader, the error it raises)
+    # pandas read this row as an index plus 'i profili di GestiDoc 4?' and the run exited 0
+    "unquoted comma in a one-column file": (
+        "Questions.csv", "questions\nChe cos'è GestiDoc?\nQuali sono, in ordine, i profili di GestiDoc 4?\n",
+        read_questions, r"Questions\.csv line 3: 3 fields but the header has 1 \(questions\)\. A cell that contains "
+                        r"a comma must be quoted"),
+    "unquoted comma in an oracle, not a truncated reference": (
+        "Oracle.csv", "oracle\nLa dimensione massima per file, è di 200 MB.\n", read_oracle,
+        r"Oracle\.csv line 2: 2 fields but the header has 1"),
+    "uneven fields in a two-column file": (
+        "Oracle.csv", "oracle,note\nSì,ok\nNo, mai,breve\n", read_oracle,
+        r"Oracle\.csv line 3: 3 fields but the header has 2"),
+    "Windows-1252": ("Oracle.csv", "oracle\nSì\nPerché no\n".encode("cp1252"), read_oracle,
+                     r"Oracle\.csv line 2: not UTF-8 .*Windows-1252.*iconv"),
+    "blank line between rows": ("q.csv", "questions\nUna?\n\nDue?\n", read_questions,
+                                r"q\.csv line 3: blank line between rows"),
+    "unclosed quote": ("q.csv", 'questions\n"Una?\nDue?\n', read_questions, r"q\.csv line \d: not valid CSV"),
+    "repeated column names": ("q.csv", "questions,questions\nUna?,Due?\n", read_questions,
+                              r"q\.csv line 1: repeated column names"),
+    "no such column": ("q.csv", "domanda\nCome?\n", read_questions,
+                       r"q\.csv: no 'questions' column \(found: domanda\)"),
+    "empty file": ("q.csv", "", read_questions, r"q\.csv: the file is empty"),
+    "header only": ("q.csv", "questions\n", read_questions, r"q\.csv: no rows under the header 'questions'"),
+    "empty cell": ("q.csv", 'questions\nUna?\n""\nTre?\n', read_questions, r"q\.csv line 3: empty 'questions' cell"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_TABLES))
+def test_a_malformed_table_is_an_error_naming_the_file_and_line(tmp_path: Path, case: str) -> None:
+    name, content, reader, message = BAD_TABLES[case]
+    with pytest.raises(StudyInputError, match=message):
+        reader(_write(tmp_path, name, content))
 
 
 def test_quoted_commas_are_kept_whole(tmp_path: Path) -> None:
     path = _write(tmp_path, "Questions.csv", 'questions\n"Quali sono, in ordine, i profili di GestiDoc 4?"\n')
     assert read_questions(path) == ["Quali sono, in ordine, i profili di GestiDoc 4?"]
-
-
-def test_oracle_with_unquoted_comma_is_an_error_not_a_truncated_reference(tmp_path: Path) -> None:
-    path = _write(tmp_path, "Oracle.csv", "oracle\nLa dimensione massima per file, è di 200 MB.\n")
-    with pytest.raises(StudyInputError, match=r"Oracle\.csv line 2: 2 fields but the header has 1"):
-        read_oracle(path)
-    quoted = _write(tmp_path, "Oracle2.csv", 'oracle\n"La dimensione massima per file, è di 200 MB."\n')
+    quoted = _write(tmp_path, "Oracle.csv", 'oracle\n"La dimensione massima per file, è di 200 MB."\n')
     assert read_oracle(quoted) == ["La dimensione massima per file, è di 200 MB."]
-
-
-def test_uneven_fields_in_a_two_column_file(tmp_path: Path) -> None:
-    path = _write(tmp_path, "Oracle.csv", "oracle,note\nSì,ok\nNo, mai,breve\n")
-    with pytest.raises(StudyInputError, match=r"Oracle\.csv line 3: 3 fields but the header has 2"):
-        read_oracle(path)
 
 
 def test_semicolon_separated_files_from_italian_excel_are_read(tmp_path: Path) -> None:
@@ -66,27 +79,10 @@ def test_semicolon_separated_files_from_italian_excel_are_read(tmp_path: Path) -
     assert read_oracle(tabbed) == ["Tre anni, rinnovabili."]
 
 
-def test_windows_1252_is_an_error_naming_the_line_and_the_fix(tmp_path: Path) -> None:
-    path = _write(tmp_path, "Oracle.csv", "oracle\nSì\nPerché no\n".encode("cp1252"))
-    with pytest.raises(StudyInputError, match=r"Oracle\.csv line 2: not UTF-8 .*Windows-1252.*iconv"):
-        read_oracle(path)
-
-
 def test_utf8_with_bom_and_crlf_line_ends_are_fine(tmp_path: Path) -> None:
     path = _write(tmp_path, "Questions.csv", "\ufeffquestions\r\nUna?\r\n\"Due,\r\ntre?\"\r\n\r\n")
     table = read_text_csv(path, "questions")
     assert table.values == ("Una?", "Due,\r\ntre?") and table.lines == (2, 3)
-
-
-@pytest.mark.parametrize("content, message", [
-    ("questions\nUna?\n\nDue?\n", r"line 3: blank line between rows"),
-    ('questions\n"Una?\nDue?\n', r"line \d: not valid CSV"),
-    ("questions,questions\nUna?,Due?\n", r"line 1: repeated column names"),
-    ("domanda\nUna?\n", r"no 'questions' column \(found: domanda\)"),
-])
-def test_other_malformed_tables(tmp_path: Path, content: str, message: str) -> None:
-    with pytest.raises(StudyInputError, match=message):
-        read_questions(_write(tmp_path, "q.csv", content))
 
 
 # ------------------------------------------------------------------------------------------------ Dataset files

@@ -533,3 +533,31 @@ def test_one_function_ends_a_process_without_its_teardown() -> None:
     # run_as and run_chain_script
     for shim in ("evaluation_chain.py", "tools/make_qa.py"):
         assert "run_" in (REPO / shim).read_text(encoding="utf-8"), shim
+
+
+# a worker process whose stdout is its channel to the process that started it (one JSON line per answer)
+PRINTS_ITS_PROTOCOL = frozenset({"ragstudy.llms._onnx_worker"})
+
+
+def _prints(path: Path) -> list[int]:
+    """The lines of `path` that call print()."""
+    return [node.lineno for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print"]
+
+
+def test_the_print_detector_finds_a_call_and_spares_a_name(tmp_path: Path) -> None:
+    source = tmp_path / "m.py"
+    source.write_text('"""print(x) in a docstring."""\nshow = print\n\n\ndef f(x):\n    print(x)\n', encoding="utf-8")
+    assert _prints(source) == [6]
+
+
+def test_library_code_logs_and_never_prints() -> None:
+    """The core, the strategy folders, the embedding wrapper and the Postprocessing jobs never print: a job says what
+    it did through ragstudy.io.tell (a log record the command line shows on stdout, `ragstudy study` keeps in its
+    log); only the command line, benchmarks and tools print."""
+    library = [module for name, module in sorted(_modules().items())
+               if (module.layer in (GROUND, CORE, STRATEGY) or name.startswith("Postprocessing"))
+               and not module.is_shim and name not in PRINTS_ITS_PROTOCOL]
+    assert len(library) > 100
+    offenders = [f"{module.path.relative_to(REPO)}:{line}" for module in library for line in _prints(module.path)]
+    assert offenders == [], "log (logging.getLogger(__name__)) or tell (ragstudy.io) instead:\n" + "\n".join(offenders)

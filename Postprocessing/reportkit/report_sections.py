@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -425,8 +425,8 @@ def answers_section(inp: Inputs, styles: Strategies) -> Section:
     rows = []
     for metric in dict.fromkeys(summary["metric"]):
         part = summary[summary["metric"] == metric].set_index("strategy")
-        cells = [estimate(part.at[n, "mean"], part.at[n, "ci_low"], part.at[n, "ci_high"], _digits(metric))
-                 if n in part.index else Cell("–") for n in names]
+        cells = _strategy_cells(part, names, lambda r: estimate(r["mean"], r["ci_low"], r["ci_high"],
+                                                                 _digits(metric)))
         rows.append([str(metric), *cells, num(int(part["n"].max()), 0)])
     s.blocks.append(Table(["metric", *[styles.display(n) for n in names], "n"], rows,
                           "l" + "r" * (len(names) + 1), table_id="answers-table"))
@@ -449,6 +449,21 @@ def answers_section(inp: Inputs, styles: Strategies) -> Section:
     return s
 
 
+def _strategy_cells(part: pd.DataFrame, names: Sequence[str], cell: Callable[[pd.Series], Cell]) -> list[Cell]:
+    """One cell per strategy of `names`, made by `cell` from its row of `part` (indexed by strategy); "–" where the
+    strategy has no row."""
+    return [cell(part.loc[n]) if n in part.index else Cell("–") for n in names]
+
+
+def _baseline_cell(r: pd.Series, digits: int) -> Cell:
+    """A baseline's mean [CI], with the LLM's paired difference from it (▲ where the LLM is above it)."""
+    text = estimate(r["mean"], r["ci_low"], r["ci_high"], digits).text
+    if pd.notna(r["diff"]):
+        diff = estimate(r["diff"], r["diff_ci_low"], r["diff_ci_high"], digits, signed=True).text
+        text += f"; LLM − it {diff}" + (" ▲" if r["llm_above"] == 1 else "")
+    return Cell(text)
+
+
 def baseline_blocks(frame: pd.DataFrame, styles: Strategies, names: Sequence[str]) -> list[Block]:
     """Each metric's floor, context-copy baseline and evidence reference per strategy, with LLM − baseline."""
     from Postprocessing.answer_baselines import BASELINE_LABELS, BASELINES
@@ -460,17 +475,7 @@ def baseline_blocks(frame: pd.DataFrame, styles: Strategies, names: Sequence[str
             part = frame[(frame["metric"] == metric) & (frame["baseline"] == baseline)].set_index("strategy")
             if part.empty:
                 continue
-            cells = []
-            for n in names:
-                if n not in part.index:
-                    cells.append(Cell("–"))
-                    continue
-                r = part.loc[n]
-                text = estimate(r["mean"], r["ci_low"], r["ci_high"], d).text
-                if pd.notna(r["diff"]):
-                    diff = estimate(r["diff"], r["diff_ci_low"], r["diff_ci_high"], d, signed=True).text
-                    text += f"; LLM − it {diff}" + (" ▲" if r["llm_above"] == 1 else "")
-                cells.append(Cell(text))
+            cells = _strategy_cells(part, names, lambda r: _baseline_cell(r, d))
             rows.append([str(metric), BASELINE_LABELS[baseline], *cells, num(int(part["n"].max()), 0)])
     return [Heading("Floors and references (mean [CI]; LLM − baseline paired on the same questions)"),
             Text("Shuffled-oracle floor: each question's reference scored against another question's reference. "
@@ -483,22 +488,19 @@ def baseline_blocks(frame: pd.DataFrame, styles: Strategies, names: Sequence[str
 
 # ---------------------------------------------------------------------------------- 5. quality, survey, sweeps
 
+def _quality_cell(r: pd.Series, digits: int) -> Cell:
+    """A chunk-quality mean [CI], with how many documents failed to score where any did."""
+    cell = estimate(r["mean"], r["ci_low"], r["ci_high"], digits)
+    failures = int(r["failures"]) if "failures" in r.index and not pd.isna(r["failures"]) else 0
+    return Cell(f"{cell.text} ({failures} failed)", cell.value, cell.ci) if failures else cell
+
+
 def _quality_table(frame: pd.DataFrame, styles: Strategies) -> Table:
     names = styles.ordered(frame["strategy"])
     rows = []
     for metric in dict.fromkeys(frame["metric"]):
         part = frame[frame["metric"] == metric].set_index("strategy")
-        cells = []
-        for n in names:
-            if n not in part.index:
-                cells.append(Cell("–"))
-                continue
-            r = part.loc[n]
-            cell = estimate(r["mean"], r["ci_low"], r["ci_high"], _digits(metric))
-            failures = int(r["failures"]) if "failures" in part.columns and not pd.isna(r["failures"]) else 0
-            if failures:
-                cell = Cell(f"{cell.text} ({failures} failed)", cell.value, cell.ci)
-            cells.append(cell)
+        cells = _strategy_cells(part, names, lambda r: _quality_cell(r, _digits(metric)))
         rows.append([str(metric), *cells, "/".join(dict.fromkeys(str(int(v)) for v in part["n"]))])
     return Table(["metric", *[styles.display(n) for n in names], "n"], rows, "l" + "r" * (len(names) + 1))
 

@@ -16,9 +16,16 @@ import json
 import logging
 import os
 import queue
+import socket
+import subprocess
+import sys
+import tempfile
 import threading
+import time
+import urllib.request
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict
 from typing import Any
 from urllib.parse import urlparse
@@ -242,6 +249,51 @@ class ServerGenerator(CachingGeneratorBase):
                     done(position, answer)
         finally:
             stop.set()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def local_server(folder: str, device: str = "cpu", dtype: str | None = None, threads: int = 1,
+                 continuous: bool = False, wait_s: float = 300.0) -> Iterator[tuple[str, subprocess.Popen]]:
+    """(url, process) of `transformers serve FOLDER` on a free port of 127.0.0.1, once its /health answers; stopped
+    on leaving. A server on this machine for `--llm-servers` (the tests and benchmarks start theirs with it)."""
+    command = [sys.executable, "-m", "transformers.cli.transformers", "serve", folder, "--host", "127.0.0.1",
+               "--port", str(_free_port()), "--device", device]
+    command += ["--dtype", dtype] if dtype else []
+    command += ["--continuous-batching"] if continuous else []
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(threads)}
+    url = f"http://127.0.0.1:{command[command.index('--port') + 1]}"
+    with tempfile.TemporaryFile() as stderr:  # a file, not a pipe: a pipe nobody reads blocks a talkative server
+        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+        try:
+            deadline = time.monotonic() + wait_s
+            while True:
+                if process.poll() is not None:
+                    stderr.seek(0)
+                    raise RuntimeError(f"transformers serve {folder} exited ({process.returncode}): "
+                                       f"{stderr.read().decode(errors='replace')[-2000:]}")
+                try:
+                    with urllib.request.urlopen(url + "/health", timeout=2):
+                        break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"transformers serve {folder} did not answer {url}/health within "
+                                           f"{wait_s:.0f} s") from None
+                    time.sleep(0.5)
+            logger.info("transformers serve %s answers at %s", folder, url)
+            yield url, process
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 def _server_generator(config, params: GenerationParams, cache: AnswerCache) -> ServerGenerator:

@@ -14,9 +14,9 @@ See docs/make-qa.md.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
+from ..io import tell
 from ..results import Written, written_by
 from .filters import Thresholds
 
@@ -141,8 +141,8 @@ def make_qa_set(args: argparse.Namespace) -> Written:
     out = Path(args.out)
     if args.read_review is not None:
         review = read_review(out, Path(args.read_review) if args.read_review else None)
-        print(f"review read back: {review.accepted} accepted ({review.edited} edited, {review.overridden} despite "
-              f"a filter), {review.rejected} rejected; set written to {out}/")
+        tell(f"review read back: {review.accepted} accepted ({review.edited} edited, {review.overridden} despite "
+             f"a filter), {review.rejected} rejected; set written to {out}/")
         return written_by(out, "make-qa")
     thresholds = Thresholds(answer_support=args.answer_support, copy_threshold=args.copy_threshold,
                             duplicate_threshold=args.duplicate_threshold)
@@ -151,13 +151,12 @@ def make_qa_set(args: argparse.Namespace) -> Written:
                           thresholds=thresholds, overwrite=args.overwrite, reference=_references(args.reference))
     generator, model, backend = _generator(args)
     result = make_qa(settings, generator, model, backend)
-    print("\n| outcome | candidates |\n|---|---|")
-    for reason, count in sorted(result.counts.items(), key=lambda kv: (kv[0] != "kept", kv[0])):
-        print(f"| {reason} | {count} |")
-    print(f"\n{result.kept} of {result.candidates} candidates kept ({result.generated} generated, {result.cached} "
-          f"from the cache); outputs in {out}/ (report: {QA_REPORT.path(out)})")
+    outcomes = sorted(result.counts.items(), key=lambda kv: (kv[0] != "kept", kv[0]))
+    tell("\n".join(["\n| outcome | candidates |\n|---|---|", *(f"| {reason} | {count} |" for reason, count in outcomes),
+                    f"\n{result.kept} of {result.candidates} candidates kept ({result.generated} generated, "
+                    f"{result.cached} from the cache); outputs in {out}/ (report: {QA_REPORT.path(out)})"]))
     if result.kept == 0:
         why = " (the lite model is plumbing only: its items are never valid)" if result.unfit else ""
-        print(f"error: no candidate passed the filters{why}; see {QA_REPORT.path(out)}", file=sys.stderr)
+        tell(f"error: no candidate passed the filters{why}; see {QA_REPORT.path(out)}", problem=True)
         return written_by(out, "make-qa", NONE_KEPT)
     return written_by(out, "make-qa")
