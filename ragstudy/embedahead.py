@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .io import atomic_write_json, sha256_text, stable_json
+from .pipeline import lazy_embedding
 from .records import Variant
 
 logger = logging.getLogger(__name__)
@@ -127,7 +128,6 @@ def shared_embedding(config: Any) -> Callable[[], Any]:
     executor runs one after another in a process load it once, on the first vector missing from the vector cache
     (a process that finds every vector there never loads it)."""
     from .io import cache_dir
-    from .pipeline import lazy_embedding
 
     key = stable_json([str(cache_dir()), config.profile.embedding, config.profile.device, config.embedding_backend,
                        config.embedding_dtype, config.embedding_batch_size, config.embedding_server,

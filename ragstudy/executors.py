@@ -290,6 +290,11 @@ class _Pool:
         worker_end.close()
         return _Worker(process, driver_end, slot)
 
+    def prestart(self) -> None:
+        """Start every worker process now: they spawn and import while the driver prepares the first tasks."""
+        while len(self.workers) < self.executor.workers:
+            self.workers.append(self._start())
+
     def run(self, tasks: Sequence[Task]) -> Iterator[Outcome]:
         from multiprocessing.connection import wait
 
@@ -340,11 +345,13 @@ _SESSIONS: dict[Executor, _Pool] = {}
 def session(executor: Executor) -> Iterator[None]:
     """Keep `executor`'s processes alive across the run_tasks calls inside the block: the same worker processes
     (`--workers N`) or the same local Ray (`--ray`) run every phase of a grid, instead of each call starting its
-    own. In-process, and inside a session already open for the executor, it does nothing."""
+    own. The worker processes start at once (they spawn and import while the driver plans the first phase). In
+    this process, and inside a session already open for the executor, it does nothing."""
     if executor.kind == "workers" and executor not in _SESSIONS:
         _check((), executor)
         pool = _SESSIONS[executor] = _Pool(executor)
         try:
+            pool.prestart()
             yield
         finally:
             del _SESSIONS[executor]

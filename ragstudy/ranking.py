@@ -485,7 +485,7 @@ def _run_grid(config: StudyConfig, grid: Sequence[Variant], documents, questions
             not chunk_cache_path(config, strategy, documents).is_file()
 
     with chunking_ahead(config, documents, not_cached) if executor.kind == "inprocess" else nullcontext(), \
-            session(executor):  # the same worker processes (or Ray) embed ahead, then run the variants
+            session(executor) if todo else nullcontext():  # the same processes embed ahead, then run the variants
         ahead = embedahead.run([v for v in grid if v.id in todo], configs, questions, executor,
                                lambda cfg, strategy: chunk_cached(cfg, strategy, documents, shared_embedding(cfg)))
         outcomes = run_tasks(tasks, executor)
