@@ -17,8 +17,11 @@ too. Every executor's digests must equal the in-process ones.
 dense,bm25` (ranking.run_retrieval with each Executor: 8 variants, lite profile, Documents/ and Questions.csv),
 each executor from its own cold project cache (the built models copied in, no vectors, chunks or rankings) and its
 own Chroma root; prints wall, CPU (the driver's, the worker processes', and the variants' own stages measured
-inside them), the wall speed-up, the child windows embedded in all (a window embedded by two variants counts twice)
-and whether every variant's rankings equal the in-process ones.
+inside them), the wall speed-up, the child windows run through the model in all (by the grid's embed-ahead phase,
+ragstudy.embedahead, and by the variants themselves: a window embedded twice counts twice) beside the distinct
+windows, the embed-ahead phase's wall seconds, and whether every variant's rankings equal the in-process ones.
+`--documents DIR --questions CSV` run the same grid on another corpus (a Questions.csv with one `questions` column,
+as ../shared/qa/Questions.csv); `--limit N` ranks its first N questions only.
 """
 
 from __future__ import annotations
@@ -125,21 +128,25 @@ def measure_retrieval(args: argparse.Namespace, root: Path) -> int:
         rows.append({"executor": label, "wall_s": wall, "driver_cpu_s": driver,
                      "workers_cpu_s": workers_cpu if executor.kind == "workers" else None,
                      "variants_cpu_s": sum(cpu for run in grid.runs.values() for _, cpu in run.stages.values()),
-                     "embedded": sum(run.embedded for run in grid.runs.values()), "variants": len(grid.variants),
+                     "embedded": grid.windows_embedded(), "distinct": grid.ahead.passages,
+                     "ahead_s": grid.ahead.seconds, "variants_embedded": sum(r.embedded for r in grid.runs.values()),
+                     "variants": len(grid.variants),
                      "digests": [[rankings_of(f)] for f in files], "exact": [f.read_bytes() for f in files]})
         base = base or rows[-1]
     corpus = f"{args.documents} with {args.questions}" if args.documents else "the bundled sample"
     print(f"{base['variants']} retrieval-only variants ({STRATEGIES} x {RETRIEVERS}) on {corpus} (lite "
           f"profile{f', first {args.limit} questions' if args.limit else ''}) through the grid of `ragstudy retrieve` "
           "(ranking.run_retrieval), each executor from a cold project cache\n")
-    print("| executor | wall s | driver CPU s | worker processes' CPU s | variants' stages CPU s | wall speed-up | "
-          "windows embedded | same parents, same ranks | largest score difference | rankings identical to the byte |")
-    print("|---|---:|---:|---:|---:|---:|---:|---|---:|---|")
+    print("| executor | wall s | embed-ahead s | driver CPU s | worker processes' CPU s | variants' stages CPU s | "
+          "wall speed-up | windows embedded / distinct (by the variants) | same parents, same ranks | "
+          "largest score difference | rankings identical to the byte |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|")
     for row in rows:
         workers = f"{row['workers_cpu_s']:.1f}" if row["workers_cpu_s"] is not None else "n/a"
         same, largest = compare(row, base)
-        print(f"| {row['executor']} | {row['wall_s']:.1f} | {row['driver_cpu_s']:.1f} | {workers} | "
-              f"{row['variants_cpu_s']:.1f} | {base['wall_s'] / row['wall_s']:.2f}x | {row['embedded']:,} | "
+        print(f"| {row['executor']} | {row['wall_s']:.1f} | {row['ahead_s']:.1f} | {row['driver_cpu_s']:.1f} | "
+              f"{workers} | {row['variants_cpu_s']:.1f} | {base['wall_s'] / row['wall_s']:.2f}x | "
+              f"{row['embedded']:,} / {row['distinct']:,} ({row['variants_embedded']:,}) | "
               f"{'yes' if same else 'NO'} | {largest:.1e} | "
               f"{sum(a == b for a, b in zip(row['exact'], base['exact']))} of {len(row['exact'])} |")
     print("\nThe variants' stages CPU is measured inside each variant (chunk, index, rank: its process and its "

@@ -20,6 +20,9 @@ one `Outcome` per task, in task order. The rules, the same for every executor:
   config.json records the same paths as an in-process run (`translate`; a task whose files record hashes of its
   other files gives its own `relocate`, which translates and then hashes again). The driver writes the files into a temporary folder
   beside `output_dir` and renames it into place (the marker inside): a half-shipped variant never looks whole.
+- **Phases share the processes.** Inside `session(executor)`, successive run_tasks calls (a grid's embed-ahead
+  batches, then its variants: ragstudy.embedahead) run on the same worker processes, or the same local Ray, so each
+  process imports the project and loads its models once.
 - **One progress bar** over the grid (tqdm, `label`); worker processes run with their own bars off
   (TQDM_DISABLE) and their logging at WARNING.
 - **Caches** (vectors, chunks, rankings, built models) are content-keyed and safe under concurrent writers: the
@@ -138,7 +141,8 @@ def _drop_stale(tasks: Sequence[Task], label: str) -> None:
 
 # ---------------------------------------------------------------------------------------------- the entry point
 
-def run_tasks(tasks: Sequence[Task], executor: Executor, label: str = "variants") -> list[Outcome]:
+def run_tasks(tasks: Sequence[Task], executor: Executor, label: str = "variants", unit: str = "variant"
+              ) -> list[Outcome]:
     """Run every task not yet done with `executor`; one Outcome per task, in task order (a task already done is an
     Outcome without error). A bad executor, duplicate ids, or a Ray that cannot start or be joined raise one
     StudyInputError; a failing task does not raise."""
@@ -153,7 +157,7 @@ def run_tasks(tasks: Sequence[Task], executor: Executor, label: str = "variants"
     results: dict[str, Outcome] = {}
     if todo:
         run = {"inprocess": _run_inprocess, "workers": _run_workers, "ray": _run_ray}[executor.kind]
-        with tqdm(total=len(todo), desc=label, unit="variant") as bar:
+        with tqdm(total=len(todo), desc=label, unit=unit) as bar:
             for outcome in run(todo, executor):
                 results[outcome.id] = outcome
                 if outcome.error:
@@ -262,56 +266,114 @@ def _death(exitcode: int | None) -> str:
     return f"its worker process exited with code {exitcode} before the variant finished"
 
 
-def _run_workers(tasks: Sequence[Task], executor: Executor) -> Iterator[Outcome]:
+class _Pool:
     """`executor.workers` spawned processes, one task each at a time; a worker that dies costs only its own task
-    (reported with how it died) and is replaced for the tasks still to run."""
-    import multiprocessing
-    from multiprocessing.connection import wait
+    (reported with how it died) and is replaced for the tasks still to run. Kept alive across the run_tasks calls
+    of a `session` (a grid's embed-ahead phase, then its variants): each process imports the project and loads its
+    models once."""
 
-    context = multiprocessing.get_context("spawn")
-    queue = deque(tasks)
-    workers: list[_Worker] = []
-    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    def __init__(self, executor: Executor) -> None:
+        import multiprocessing
 
-    def start() -> _Worker:
-        slot = min(set(range(executor.workers)) - {w.slot for w in workers})  # a dead worker's share is reused
-        driver_end, worker_end = context.Pipe()
-        process = context.Process(target=_worker_main, args=(worker_end, core_share(slot, executor.workers, cores)),
-                                  daemon=True, name=f"ragstudy-worker-{slot}")
+        self.executor = executor
+        self.context = multiprocessing.get_context("spawn")
+        self.workers: list[_Worker] = []
+        self.cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+
+    def _start(self) -> _Worker:
+        count = self.executor.workers
+        slot = min(set(range(count)) - {w.slot for w in self.workers})  # a dead worker's share is reused
+        driver_end, worker_end = self.context.Pipe()
+        process = self.context.Process(target=_worker_main, args=(worker_end, core_share(slot, count, self.cores)),
+                                       daemon=True, name=f"ragstudy-worker-{slot}")
         process.start()
         worker_end.close()
         return _Worker(process, driver_end, slot)
 
-    try:
-        while queue or any(w.task for w in workers):
-            while queue and len(workers) < executor.workers:
-                workers.append(start())
-            for worker in workers:
-                if worker.task is None and queue:
-                    task = queue.popleft()
-                    try:
-                        worker.conn.send(task)
-                    except Exception as exc:  # fn or spec cannot be pickled
-                        yield _failure(task.id, f"cannot be sent to a worker process ({_describe(exc)}); its fn "
-                                       "must be a module-level function and its spec plain data")
+    def prestart(self) -> None:
+        """Start every worker process now: they spawn and import while the driver prepares the first tasks."""
+        while len(self.workers) < self.executor.workers:
+            self.workers.append(self._start())
+
+    def run(self, tasks: Sequence[Task]) -> Iterator[Outcome]:
+        from multiprocessing.connection import wait
+
+        queue = deque(tasks)
+        try:
+            while queue or any(w.task for w in self.workers):
+                while queue and len(self.workers) < self.executor.workers:
+                    self.workers.append(self._start())
+                for worker in self.workers:
+                    if worker.task is None and queue:
+                        task = queue.popleft()
+                        try:
+                            worker.conn.send(task)
+                        except Exception as exc:  # fn or spec cannot be pickled
+                            yield _failure(task.id, f"cannot be sent to a worker process ({_describe(exc)}); its fn "
+                                           "must be a module-level function and its spec plain data")
+                            continue
+                        worker.task = task
+                busy = [w for w in self.workers if w.task is not None]
+                if not busy:
+                    continue
+                ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy])
+                for worker in busy:
+                    if worker.conn not in ready and worker.process.sentinel not in ready:
                         continue
-                    worker.task = task
-            busy = [w for w in workers if w.task is not None]
-            if not busy:
-                continue
-            ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy])
-            for worker in busy:
-                if worker.conn not in ready and worker.process.sentinel not in ready:
-                    continue
-                outcome = _collect(worker)
-                if outcome is None:
-                    continue
-                yield outcome
-                if not worker.process.is_alive():
-                    worker.conn.close()
-                    workers.remove(worker)
+                    outcome = _collect(worker)
+                    if outcome is None:
+                        continue
+                    yield outcome
+                    if not worker.process.is_alive():
+                        worker.conn.close()
+                        self.workers.remove(worker)
+        finally:  # stopped early (Ctrl-C, an error in the driver): the workers still running a task go
+            running = [w for w in self.workers if w.task is not None]
+            if running:
+                _stop(running)
+                self.workers = [w for w in self.workers if w not in running]
+
+    def close(self) -> None:
+        _stop(self.workers)
+        self.workers = []
+
+
+_SESSIONS: dict[Executor, _Pool] = {}
+
+
+@contextmanager
+def session(executor: Executor) -> Iterator[None]:
+    """Keep `executor`'s processes alive across the run_tasks calls inside the block: the same worker processes
+    (`--workers N`) or the same local Ray (`--ray`) run every phase of a grid, instead of each call starting its
+    own. The worker processes start at once (they spawn and import while the driver plans the first phase). In
+    this process, and inside a session already open for the executor, it does nothing."""
+    if executor.kind == "workers" and executor not in _SESSIONS:
+        _check((), executor)
+        pool = _SESSIONS[executor] = _Pool(executor)
+        try:
+            pool.prestart()
+            yield
+        finally:
+            del _SESSIONS[executor]
+            pool.close()
+    elif executor.kind == "ray":
+        with _ray_session(executor):
+            yield
+    else:
+        yield
+
+
+def _run_workers(tasks: Sequence[Task], executor: Executor) -> Iterator[Outcome]:
+    """The tasks on the session's worker processes (`session`), or on processes started for this call only."""
+    pool = _SESSIONS.get(executor)
+    if pool is not None:
+        yield from pool.run(tasks)
+        return
+    pool = _Pool(executor)
+    try:
+        yield from pool.run(tasks)
     finally:
-        _stop(workers)
+        pool.close()
 
 
 def _collect(worker: _Worker) -> Outcome | None:

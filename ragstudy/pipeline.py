@@ -22,17 +22,24 @@ from .textlayer import PdfDocument, load_documents, with_text_layer
 logger = logging.getLogger(__name__)
 
 
-def lazy_embedding(config: StudyConfig) -> Callable[[], Any]:
+def lazy_embedding(config: StudyConfig, deferred: bool = False) -> Callable[[], Any]:
     """The study's embedding model, loaded (and torch's threads set) on the first call only: a warm retrieval-only
-    run whose rankings are cached imports neither torch nor sentence-transformers nor Chroma."""
+    run whose rankings are cached imports neither torch nor sentence-transformers nor Chroma. `deferred`: the first
+    call opens the vector cache only, and the model is loaded on its first cache miss (Embedder.load_deferred)."""
     loaded: list[Any] = []
+
+    def threads() -> None:
+        import torch
+
+        torch.set_num_threads(config.resolved_threads())
 
     def get():
         if not loaded:
-            import torch
-
-            torch.set_num_threads(config.resolved_threads())
-            loaded.append(config.embedder.load())
+            if deferred:
+                loaded.append(config.embedder.load_deferred(threads))
+            else:
+                threads()
+                loaded.append(config.embedder.load())
         return loaded[0]
 
     return get

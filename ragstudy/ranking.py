@@ -34,12 +34,13 @@ from .chunks import Chunk, ChunkedDocument
 from .config import StudyConfig
 from .errors import StudyInputError
 from .pipeline import (StrategyReport, check_question_lengths, check_vector_store, chunk_documents, chunker_context,
-                       chunking_ahead, lazy_embedding, model_labels, reads_text_layer, run_facts)
+                       chunking_ahead, model_labels, reads_text_layer, run_facts)
 from .records import RetrievedParent
 from .records import Variant
 from .executors import Executor, Task, pending, run_tasks
 from .results import VARIANT_RUN, ResultsFolder, read_questions, write_config, write_retrieval
 from .textlayer import SourceText, load_documents
+from .embedahead import AheadReport, shared_embedding
 from .variants import variant_config
 
 logger = logging.getLogger(__name__)
@@ -368,22 +369,6 @@ def unnamed_store_message(exc: BaseException) -> str:
     return str(store_error("file", getattr(exc, "filename", None) or "(unnamed)", "cannot be read or written", exc))
 
 
-_EMBEDDINGS: dict[str, Callable[[], Any]] = {}
-
-
-def shared_embedding(config: StudyConfig) -> Callable[[], Any]:
-    """One lazily loaded embedding model per process and model settings: the variants an executor runs one after
-    another in a process load it once."""
-    from .io import cache_dir, stable_json
-
-    key = stable_json([str(cache_dir()), config.profile.embedding, config.profile.device, config.embedding_backend,
-                       config.embedding_dtype, config.embedding_batch_size, config.embedding_server,
-                       config.embedding_server_model, config.threads, config.embedding_threads])
-    if key not in _EMBEDDINGS:
-        _EMBEDDINGS[key] = lazy_embedding(config)
-    return _EMBEDDINGS[key]
-
-
 def read_variant_run(folder: Path) -> RetrievalRun:
     """A variant folder's variant_run.json (run_variant wrote it)."""
     data = json.loads((Path(folder) / VARIANT_RUN_FILE).read_text(encoding="utf-8"))
@@ -400,11 +385,23 @@ class GridRun:
     variants: tuple[Variant, ...]
     folders: dict[str, Path]
     runs: dict[str, RetrievalRun]
+    ahead: AheadReport = field(default_factory=AheadReport)  # the embed-ahead phase (ragstudy.embedahead)
+
+    def windows_embedded(self) -> int:
+        """Passages (child windows, parents) run through a model by the whole run: in the embed-ahead phase, and
+        by the variants themselves (what that phase left to them)."""
+        return self.ahead.passages_embedded + sum(run.embedded for run in self.runs.values())
+
+    def embedded_for(self, variant_id: str) -> int:
+        """The passages embedded for one variant: by itself, and by the embed-ahead phase for it (the texts it
+        would have embedded first, run in-process without that phase)."""
+        return self.runs[variant_id].embedded + self.ahead.by_variant.get(variant_id, 0)
 
     def reports(self) -> list[StrategyReport]:
         per_strategy = len(self.variants) == len({v.strategy for v in self.variants})
-        return [StrategyReport(v.strategy if per_strategy else v.id, r.documents, r.chunks, embedded=r.embedded,
-                               reused=r.reused, outputs=r.outputs)
+        return [StrategyReport(v.strategy if per_strategy else v.id, r.documents, r.chunks,
+                               embedded=self.embedded_for(v.id), reused=r.reused - self.ahead.by_variant.get(v.id, 0),
+                               outputs=r.outputs)
                 for v in self.variants for r in [self.runs[v.id]]]
 
 
@@ -480,12 +477,17 @@ def _run_grid(config: StudyConfig, grid: Sequence[Variant], documents, questions
              for v in grid]
     executor = executor or config.executor()
     todo = {task.id for task in pending(tasks)}
+    from . import embedahead
+    from .executors import session
 
     def not_cached(strategy: str) -> bool:  # the slow bulk step (markdown's PDF conversion) of a variant to compute
         return any(v.strategy == strategy and v.id in todo for v in grid) and \
             not chunk_cache_path(config, strategy, documents).is_file()
 
-    with chunking_ahead(config, documents, not_cached) if executor.kind == "inprocess" else nullcontext():
+    with chunking_ahead(config, documents, not_cached) if executor.kind == "inprocess" else nullcontext(), \
+            session(executor) if todo else nullcontext():  # the same processes embed ahead, then run the variants
+        ahead = embedahead.run([v for v in grid if v.id in todo], configs, questions, executor,
+                               lambda cfg, strategy: chunk_cached(cfg, strategy, documents, shared_embedding(cfg)))
         outcomes = run_tasks(tasks, executor)
     failed = [o for o in outcomes if o.error is not None]
     if failed:
@@ -497,4 +499,4 @@ def _run_grid(config: StudyConfig, grid: Sequence[Variant], documents, questions
     for vid in set(runs) - todo:  # done earlier under the same key: this run embedded nothing for it
         runs[vid] = replace(runs[vid], embedded=0, reused=runs[vid].reused + runs[vid].embedded, index_seconds=0.0,
                             stages={})
-    return GridRun(output_dir, tuple(grid), folders, runs)
+    return GridRun(output_dir, tuple(grid), folders, runs, ahead)

@@ -241,7 +241,8 @@ def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None
         write_table(folder, RETRIEVAL_PER_QUESTION, frame[list(RETRIEVAL_PER_QUESTION.columns)])
         rows.append({"config": item.id, "strategy": item.strategy, "params": item.params_json(),
                      "chunks": run.chunks, "chars_mean": run.chars_mean, "chars_cv": run.chars_cv,
-                     "index_seconds": run.index_seconds, "embedded": run.embedded, "reused": run.reused,
+                     "index_seconds": run.index_seconds, "embedded": grid.embedded_for(item.id),
+                     "reused": run.reused - grid.ahead.by_variant.get(item.id, 0),
                      "retriever": item.retriever, "text_layer": item.text_layer, "embedding": item.embedding,
                      **budget_means(frame, labels, sweep_metrics())})
         logger.info("%s: %s", item.id, "; ".join(e.note() for e in evaluations))

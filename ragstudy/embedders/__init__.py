@@ -131,6 +131,26 @@ class Embedder(ABC):
             raise StudyInputError(f"embedding model {self.config.profile.embedding!r} (set by {self._origin()}) "
                                   f"could not be loaded: {exc}") from exc
 
+    def load_deferred(self, prepare: Callable[[], None] | None = None) -> "CustomEmbedding":
+        """`load()`, with the model itself loaded on its first `encode` only (`prepare()` run just before, e.g. to
+        set torch's threads): a process that finds every vector it needs in the vector cache (a grid's variants after
+        the embed-ahead phase, ragstudy.embedahead) never loads it. A member with its own `load` (a server, a
+        backend from outside) loads its own way, at once."""
+        if type(self).load is not Embedder.load:
+            return self.load()
+        path = self.model_path()
+
+        def make() -> "Encoder":
+            if prepare is not None:
+                prepare()
+            try:
+                return self.make_encoder(path)
+            except OSError as exc:
+                raise StudyInputError(f"embedding model {self.config.profile.embedding!r} (set by {self._origin()}) "
+                                      f"could not be loaded: {exc}") from exc
+
+        return self.embedding(path, DeferredEncoder(make, self.variant()))
+
     def embedding(self, model: str, encoder: "Encoder", check: "VectorCheck | None" = None) -> "CustomEmbedding":
         """`encoder` as the study's CustomEmbedding: `model` (a name or path: its prompts) labelled `label()`, with
         the persistent vector cache and `check` (default: vector_check())."""
@@ -196,6 +216,20 @@ class Embedder(ABC):
             return None
         tokenizer.model_max_length = 10 ** 9  # counting only: no "sequence longer than" notice per long text
         return (lambda text: len(tokenizer(text, add_special_tokens=True, truncation=False)["input_ids"])), limit
+
+
+class DeferredEncoder:
+    """A customembedding.Encoder made on its first `encode` (Embedder.load_deferred); `variant` is known before."""
+
+    def __init__(self, make: Callable[[], "Encoder"], variant: str) -> None:
+        self._make = make
+        self.variant = variant
+        self.encoder: "Encoder | None" = None
+
+    def encode(self, texts: list[str]) -> "np.ndarray":
+        if self.encoder is None:
+            self.encoder = self._make()
+        return self.encoder.encode(texts)
 
 
 def _same_member(old: Embedder, new: Embedder) -> bool:
