@@ -34,12 +34,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ragstudy import results
+
 csv.field_size_limit(sys.maxsize)  # a ranking's contents cell holds a whole parent chunk
 
 TOLERANCE = 1e-9
-SCORE_TABLES = ("retrieval_per_question.csv", "retrieval_summary.csv", "retrieval_paired.csv",
-                "retrieval_verdict.csv", "retrieval_decomposition.csv")
-ACROSS_TABLES = ("retrieval_verdict_by_retriever.csv",)
+# the names are the declarations' (ragstudy.results); reading a name reads no folder of any version
+SCORE_TABLES = tuple(t.name for t in (results.RETRIEVAL_PER_QUESTION, results.RETRIEVAL_SUMMARY,
+                                      results.RETRIEVAL_PAIRED, results.RETRIEVAL_VERDICT,
+                                      results.RETRIEVAL_DECOMPOSITION))
+ACROSS_TABLES = (results.RETRIEVAL_VERDICT_BY_RETRIEVER.name,)
 ANSWER_PATTERNS = (("Dataset", "Dataset*.csv"), ("Dataset", "Dataset*.json"), ("chunk export", "chunks_*.csv"),
                    ("chunk export", "sources_*.jsonl"), ("answer metrics", "metrics_*.csv"),
                    ("chunk quality", "chunk_quality*.csv"))
@@ -88,7 +92,7 @@ def _old_retriever_folders(old_retrieval: Path) -> dict[str, Path]:
 
 def read_variants(new_retrieval: Path) -> list[dict[str, str]]:
     """The rows of the new run's variants.csv (id, strategy, params, retriever, text_layer, embedding)."""
-    path = new_retrieval / "variants.csv"
+    path = new_retrieval / results.VARIANTS.name
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no variants.csv; is {new_retrieval} a retrieval run of the grid layout?")
     header, rows = _read_csv(path)
@@ -162,7 +166,7 @@ def map_pairs(old_root: Path, new_root: Path) -> list[Pair]:
             old = folder / name
             if old.is_file():
                 new = scores / name if scores is not None and (scores / name).is_file() else None
-                pairs.append(Pair("verdict" if name == "retrieval_verdict.csv" else "retrieval scores", old, new,
+                pairs.append(Pair("verdict" if name == results.RETRIEVAL_VERDICT.name else "retrieval scores", old, new,
                                   note or ("" if new else f"no {name} in the group folder")))
     for name in ACROSS_TABLES:
         old = old_retrieval / name
