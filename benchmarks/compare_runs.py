@@ -18,8 +18,8 @@ Each pair is compared byte for byte; a table or JSON file that is not byte-ident
 columns, same rows in the same order, numbers equal within the tolerance (absolute or relative), other cells
 equal as text. When it is not equal as data the notes say what differs (columns added or dropped, rows only in
 one file, the first cells that differ and the largest numeric difference), and whether the old rows are all in
-the new file (a table that gained rows or columns but kept every old number). Reads files only (no ragstudy
-import), so it runs on folders written by any version.
+the new file (a table that gained rows or columns but kept every old number). Reads files only (from ragstudy it
+takes the declared file names, nothing that reads a run), so it runs on folders written by any version.
 """
 
 from __future__ import annotations
