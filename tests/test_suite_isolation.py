@@ -1,5 +1,6 @@
 """The test session's own plumbing, which keeps `pytest -n 2` fast and its workers apart: each worker's project cache
-starts with copies (never links) of the models the README's study built, and every chain run a test starts in a
+starts with copies (never links) of the models the README's study built, the caches a test makes for itself
+hard-link the worker's, and every chain run a test starts in a
 subprocess indexes into its own Chroma root, never the repository's RAG*/db."""
 
 from __future__ import annotations
@@ -39,3 +40,22 @@ def test_a_chain_run_from_a_test_gets_its_own_chroma_root(tmp_path: Path) -> Non
     assert own_db_dir(named) == named
     server = ["--output-dir", str(out), "--chroma-server", "http://127.0.0.1:1"]
     assert own_db_dir(server) == server
+
+
+def test_a_tests_own_caches_link_the_sessions_models_and_a_damage_by_replacement_stays_there(tmp_path: Path) -> None:
+    """The caches a test makes for itself (one per executor) hard-link the session's models instead of copying 2 GB
+    each; the damage tests replace a file (test_cache_files.damage), which leaves the session's file whole."""
+    from test_cache_files import damage
+
+    session = tmp_path / "session"
+    (session / "onnx" / "677a8e").mkdir(parents=True)
+    (session / "onnx" / "677a8e" / "model.onnx").write_bytes(b"w" * 64)
+    (session / "onnx" / "677a8e" / ".model.onnx.lock").touch()
+    own = tmp_path / "own"
+    assert seed_built_models(own, session, link=True) == ["onnx"]
+    linked = own / "onnx" / "677a8e" / "model.onnx"
+    assert linked.stat().st_ino == (session / "onnx" / "677a8e" / "model.onnx").stat().st_ino
+    assert not (own / "onnx" / "677a8e" / ".model.onnx.lock").exists()
+    damage(linked, "truncated")
+    assert linked.read_bytes() == b"w" * 32
+    assert (session / "onnx" / "677a8e" / "model.onnx").read_bytes() == b"w" * 64
