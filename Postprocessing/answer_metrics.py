@@ -72,7 +72,7 @@ class MetricsConfig:
     metrics: tuple[str, ...] = ("bleu", "rouge", "meteor", "bertscore")  # registered scorer names
     rouge_tokenizer: str = "unicode"
     bertscore: BertScoreSpec | None = None
-    bertscore_batch_size: int = 16
+    bertscore_batch_size: int = 64  # bert-score's own BERTScorer.score batch, the one every earlier run used
     clean_answers: bool = True  # when the reference is the cleaned oracle
     n_resamples: int = 10_000
     seed: int = 0
@@ -167,7 +167,7 @@ def meteor_scores(hypotheses: Sequence[str], references: Sequence[str], config: 
 _BERT_SCORERS: dict[tuple[str, int | None, int], Any] = {}
 
 
-def bert_scorer(spec: BertScoreSpec, batch_size: int = 16):  # -> bert_score.BERTScorer
+def bert_scorer(spec: BertScoreSpec, batch_size: int = 64):  # -> bert_score.BERTScorer
     """A cached ``BERTScorer`` (CPU, no baseline rescaling, no idf)."""
     key = (spec.model, spec.num_layers, batch_size)
     if key not in _BERT_SCORERS:
@@ -192,8 +192,53 @@ def bertscore_scores(hypotheses: Sequence[str], references: Sequence[str], confi
     """BERTScore precision, recall and F1 per pair (the model of ``config.bertscore``)."""
     if config.bertscore is None:
         raise ValueError("bertscore selected but no BertScoreSpec given")
-    p, r, f1 = bert_scorer(config.bertscore, config.bertscore_batch_size).score(list(hypotheses), list(references))
+    scorer = bert_scorer(config.bertscore, config.bertscore_batch_size)
+    p, r, f1 = bertscore_pairs(scorer, hypotheses, references, config.bertscore_batch_size)
     return {BERTSCORE[0]: p.tolist(), BERTSCORE[1]: r.tolist(), BERTSCORE[2]: f1.tolist()}
+
+
+def bertscore_pairs(scorer, hypotheses: Sequence[str], references: Sequence[str], batch_size: int):
+    """BERTScore (P, R, F1) tensors of each (hypothesis, reference) pair, as `BERTScorer.score` computes them (no
+    idf: [CLS]/[SEP] weigh 0, every other token 1; greedy cosine matching, bert_score.utils.greedy_cos_idf) but the
+    same to the last bit in every process and with `batch_size` texts per batch. bert-score 0.3.13 embeds the
+    distinct texts in batches ordered by word count with ties in `set()` order, which follows Python's per-process
+    string hash: the batches, hence each text's padding, changed from run to run, and so did the last bit of a few
+    scores (up to 6e-8 on the bundled sample's 49 questions); and `score` ignored the scorer's batch size (64 always).
+    Here ties are ordered by the text itself."""
+    from collections import defaultdict
+
+    import torch
+    from bert_score.utils import get_bert_embedding, greedy_cos_idf
+    from torch.nn.utils.rnn import pad_sequence
+
+    hyps, refs = list(hypotheses), list(references)
+    tokenizer = scorer._tokenizer
+    idf: defaultdict[int, float] = defaultdict(lambda: 1.0)
+    idf[tokenizer.sep_token_id] = 0.0
+    idf[tokenizer.cls_token_id] = 0.0
+    texts = sorted(set(refs + hyps), key=lambda text: (-len(text.split(" ")), text))
+    embedded: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+    with torch.no_grad():
+        for start in range(0, len(texts), batch_size):
+            batch = texts[start:start + batch_size]
+            vectors, masks, weights = get_bert_embedding(batch, scorer._model, tokenizer, idf, device=scorer.device)
+            for row, text in enumerate(batch):
+                length = int(masks[row].sum())
+                embedded[text] = (vectors[row, :length].cpu(), weights[row, :length].cpu())
+
+    def padded(batch: list[str]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        vectors, weights = zip(*(embedded[text] for text in batch))
+        lengths = torch.tensor([len(v) for v in vectors])
+        mask = torch.arange(int(lengths.max())).expand(len(batch), -1) < lengths.unsqueeze(1)
+        return pad_sequence(vectors, batch_first=True, padding_value=2.0), mask, pad_sequence(weights, batch_first=True)
+
+    scores = []
+    with torch.no_grad():
+        for start in range(0, len(refs), batch_size):
+            p, r, f1 = greedy_cos_idf(*padded(refs[start:start + batch_size]), *padded(hyps[start:start + batch_size]))
+            scores.append(torch.stack((p, r, f1), dim=-1))
+    together = torch.cat(scores) if scores else torch.zeros((0, 3))
+    return together[:, 0], together[:, 1], together[:, 2]
 
 
 @register_corpus_metric("bleu", metric(CORPUS_BLEU, "answers", "sacrebleu corpus BLEU over all questions", True,

