@@ -35,12 +35,28 @@ TEST_PARAGRAPHS = [
 ]
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the xdist_group marks added here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked `longest` (they run for minutes) start first, in their collection order. pytest-xdist hands
     out tests in collection order, so a minutes-long test collected late runs on one core while the other has
     nothing left to do; started first, the other tests fill the other core around it. The same order on every
-    worker (xdist requires identical collections)."""
+    worker (xdist requires identical collections).
+
+    The tests of a module that use one of its module-scoped fixtures (a study, a ranked corpus, a report built
+    once for them) run on one worker (`--dist loadgroup`, pytest.ini): spread over both, each worker built the
+    fixture again (two 40 s reports of test_verdict_box, two 21 s runs of test_verdict_across)."""
     items.sort(key=lambda item: item.get_closest_marker("longest") is None)  # stable: the rest keep their order
+    for item in items:
+        if shares_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+
+
+def shares_a_module_fixture(item: pytest.Item) -> bool:
+    """Whether the test uses a fixture scoped to its module (its own module's or conftest's)."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None or getattr(item, "module", None) is None:
+        return False
+    return any(definitions[-1].scope == "module" for definitions in info.name2fixturedefs.values() if definitions)
 
 
 # folders of the project cache holding built models: the converted SmolLM2, the rebuilt multilingual-e5-small and the
