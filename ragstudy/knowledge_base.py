@@ -125,11 +125,36 @@ def prepare_db_dir(path: Path) -> None:
 REBUILD_DB = "its child windows are embedded again, or read back from the embedding cache"
 
 
+# local Chroma clients this process opened, in order (chroma_clients_closed closes a run's own)
+_OPEN_CLIENTS: list[Any] = []
+
+
 def _open_chroma_folder(path: Path):
     import chromadb
     from chromadb.config import Settings
 
-    return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+    client = chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+    _OPEN_CLIENTS.append(client)
+    return client
+
+
+@contextmanager
+def chroma_clients_closed() -> Iterator[None]:
+    """Close, when the block ends (normally, on an error or on Ctrl-C), the local Chroma clients opened inside it.
+    chromadb keeps each folder's System (its SQLite connections, HNSW readers, about six threads and eleven open
+    files) until its last client is closed, so a process that runs many variants (an in-process grid) or runs
+    again after Ctrl-C kept every earlier run's Systems open, and one interrupted run's System then served its
+    re-run. The folder locks stay (io.lock_folder keeps them for the life of the process)."""
+    start = len(_OPEN_CLIENTS)
+    try:
+        yield
+    finally:
+        opened, _OPEN_CLIENTS[start:] = _OPEN_CLIENTS[start:], []
+        for client in reversed(opened):
+            try:
+                client.close()
+            except Exception as exc:  # closing is clean-up: it never hides the run's own outcome
+                logger.debug("closing a Chroma client failed: %s", exc)
 
 
 def _chroma_client(path: Path):

@@ -244,7 +244,9 @@ def run_study(config: StudyConfig) -> list[StrategyReport]:
     runidentity.check_output_folder(output_dir, config, questions)  # never beside another configuration's files
     write_config(output_dir, config, run_facts(config, documents))
     context = chunker_context(config)  # one embedding model for the semantic chunker and the index
-    with chunking_ahead(config, documents):
+    from .knowledge_base import chroma_clients_closed
+
+    with chunking_ahead(config, documents), chroma_clients_closed():
         return _run_strategies(config, documents, questions, output_dir, context)
 
 

@@ -336,9 +336,12 @@ def run_variant(spec: VariantSpec, output_dir: Path, inputs: dict[str, Path]) ->
     write_config(output_dir, config, {**json.loads(spec.facts), "model_labels": model_labels(config),
                                       "variant": spec.variant.to_row()})
     strategy = spec.variant.strategy
+    from .knowledge_base import chroma_clients_closed
+
     try:
-        run = retrieve_strategy(config, strategy, documents, questions, shared_embedding(config), output_dir,
-                                llm_measure(config))
+        with chroma_clients_closed():
+            run = retrieve_strategy(config, strategy, documents, questions, shared_embedding(config), output_dir,
+                                    llm_measure(config))
     except StudyInputError:
         raise
     except (OSError, sqlite3.Error) as exc:  # a store that failed without naming itself: still one line, by id

@@ -190,10 +190,19 @@ def test_interrupted_run_resumes_with_the_remaining_questions(pdf_dir, questions
         run_study(config)
     assert len(calls) == 2
     assert not (out / "DatasetNewLine.csv").exists()  # nothing half-written
+    assert open_chroma_systems(out / "db") == []  # the interrupted run's Chroma System is closed, not re-served
     monkeypatch.setattr(ChatModel, "generate", real_generate)
     monkeypatch.setattr(ChatModel, "generate_batch", real_batch)
     [report] = run_study(config)
     assert (report.cached, report.generated) == (2, 1)
+    assert open_chroma_systems(out / "db") == []
+
+
+def open_chroma_systems(folder: Path) -> list[str]:
+    """The Chroma folders under `folder` whose System (SQLite connections, threads, files) this process still holds."""
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    return [name for name in SharedSystemClient._identifier_to_system if Path(name).is_relative_to(folder)]
 
 
 def test_questions_limit_keeps_the_first_rows(tmp_path: Path) -> None:
