@@ -389,3 +389,11 @@ def shared_pdfs() -> Path:
     if not SHARED_PDFS.is_dir():
         pytest.skip(f"real PDFs not available: {SHARED_PDFS} is absent (CI and dev machines provide ../shared)")
     return SHARED_PDFS
+
+
+def open_chroma_systems(folder: Path) -> list[str]:
+    """The Chroma folders under `folder` whose System (SQLite connections, threads, files) this process still holds:
+    a run closes the clients it opened (knowledge_base.chroma_clients_closed)."""
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    return [name for name in SharedSystemClient._identifier_to_system if Path(name).is_relative_to(folder)]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, seed_built_models
+from conftest import REPO_ROOT, open_chroma_systems, seed_built_models
 
 SAMPLE = ["--profile", "lite", "--documents", str(REPO_ROOT / "Documents"), "--questions",
           str(REPO_ROOT / "Questions.csv"), "--limit", "3", "--budgets", "300,900"]
@@ -96,6 +96,7 @@ def test_in_process_workers_and_ray_land_the_same_grid(tmp_path: Path, monkeypat
         out = tmp_path / name
         assert retrieve(out, *grid, *flags) == 0, name
         assert not ray.is_initialized()  # the run stopped the Ray it started
+        assert open_chroma_systems(Path(f"{out}-db")) == []  # each variant closed its Chroma clients
         assert len(markers(out)) == 4
         assert score(out) == 0, name
         found[name] = landed(out)

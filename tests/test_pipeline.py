@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import REPO_ROOT, own_db_dir, run_script_in_process
+from conftest import REPO_ROOT, open_chroma_systems, own_db_dir, run_script_in_process
 from ragstudy import registry
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
@@ -196,13 +196,6 @@ def test_interrupted_run_resumes_with_the_remaining_questions(pdf_dir, questions
     [report] = run_study(config)
     assert (report.cached, report.generated) == (2, 1)
     assert open_chroma_systems(out / "db") == []
-
-
-def open_chroma_systems(folder: Path) -> list[str]:
-    """The Chroma folders under `folder` whose System (SQLite connections, threads, files) this process still holds."""
-    from chromadb.api.shared_system_client import SharedSystemClient
-
-    return [name for name in SharedSystemClient._identifier_to_system if Path(name).is_relative_to(folder)]
 
 
 def test_questions_limit_keeps_the_first_rows(tmp_path: Path) -> None:
