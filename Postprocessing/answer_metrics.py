@@ -164,18 +164,18 @@ def meteor_scores(hypotheses: Sequence[str], references: Sequence[str], config: 
                        for h, r in zip(hypotheses, references, strict=True)]}
 
 
-_BERT_SCORERS: dict[tuple[str, int | None, int], Any] = {}
+_BERT_SCORERS: dict[tuple[str, int | None], Any] = {}
 
 
-def bert_scorer(spec: BertScoreSpec, batch_size: int = 64):  # -> bert_score.BERTScorer
-    """A cached ``BERTScorer`` (CPU, no baseline rescaling, no idf)."""
-    key = (spec.model, spec.num_layers, batch_size)
+def bert_scorer(spec: BertScoreSpec):  # -> bert_score.BERTScorer
+    """A cached ``BERTScorer`` (CPU, no baseline rescaling, no idf): its model and tokenizer, one load per model
+    and layer whatever the batch size (bertscore_pairs batches)."""
+    key = (spec.model, spec.num_layers)
     if key not in _BERT_SCORERS:
         from bert_score import BERTScorer
 
         try:
-            _BERT_SCORERS[key] = BERTScorer(model_type=spec.model, num_layers=spec.num_layers,
-                                            batch_size=batch_size, device="cpu")
+            _BERT_SCORERS[key] = BERTScorer(model_type=spec.model, num_layers=spec.num_layers, device="cpu")
         except OSError as exc:
             raise DataError(
                 f"BERTScore model {spec.model!r} cannot be loaded offline ({exc.__class__.__name__}). Pass a local "
@@ -192,8 +192,7 @@ def bertscore_scores(hypotheses: Sequence[str], references: Sequence[str], confi
     """BERTScore precision, recall and F1 per pair (the model of ``config.bertscore``)."""
     if config.bertscore is None:
         raise ValueError("bertscore selected but no BertScoreSpec given")
-    scorer = bert_scorer(config.bertscore, config.bertscore_batch_size)
-    p, r, f1 = bertscore_pairs(scorer, hypotheses, references, config.bertscore_batch_size)
+    p, r, f1 = bertscore_pairs(bert_scorer(config.bertscore), hypotheses, references, config.bertscore_batch_size)
     return {BERTSCORE[0]: p.tolist(), BERTSCORE[1]: r.tolist(), BERTSCORE[2]: f1.tolist()}
 
 
@@ -204,7 +203,7 @@ def bertscore_pairs(scorer, hypotheses: Sequence[str], references: Sequence[str]
     distinct texts in batches ordered by word count with ties in `set()` order, which follows Python's per-process
     string hash: the batches, hence each text's padding, changed from run to run, and so did the last bit of a few
     scores (up to 6e-8 on the bundled sample's 49 questions); and `score` ignored the scorer's batch size (64 always).
-    Here ties are ordered by the text itself."""
+    Here ties are ordered by the text itself, and `batch_size` is the batch."""
     from collections import defaultdict
 
     import torch

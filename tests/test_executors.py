@@ -340,7 +340,8 @@ def test_real_retrieval_variants_in_two_workers_equal_in_process(tmp_path, pdf_d
     results = {}
     for kind in ("inprocess", "workers"):
         cache = tmp_path / f"cache-{kind}"
-        seed_built_models(cache, Path(os.environ["RAGSTUDY_CACHE"]), link=True)  # the models, not the vectors or rankings
+        # the models (linked), not the vectors or rankings
+        seed_built_models(cache, Path(os.environ["RAGSTUDY_CACHE"]), link=True)
         monkeypatch.setenv("RAGSTUDY_CACHE", str(cache))  # worker processes are spawned with it
         specs = [RetrievalSpec("paragraph", r, str(tmp_path / f"db-{kind}")) for r in ("dense", "hybrid")]
         tasks = [Task(f"paragraph-{s.retriever}", retrieve_variant, s, tmp_path / kind / f"paragraph-{s.retriever}",

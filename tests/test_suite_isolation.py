@@ -1,7 +1,7 @@
 """The test session's own plumbing, which keeps `pytest -n 2` fast and its workers apart: each worker's project cache
 starts with copies (never links) of the models the README's study built, the caches a test makes for itself
-hard-link the worker's, and every chain run a test starts in a
-subprocess indexes into its own Chroma root, never the repository's RAG*/db."""
+hard-link the worker's, and every chain run a test starts in a subprocess indexes into its own Chroma root, never
+the repository's RAG*/db."""
 
 from __future__ import annotations
 
