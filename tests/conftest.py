@@ -87,6 +87,29 @@ def seed_built_models(cache: Path, source: Path, *, link: bool = False) -> list[
     return copied
 
 
+# content-keyed caches of the user's runs a test session starts from: an entry is found only for the very same input
+# (a window's text and the embedder; a document's bytes and the strategy's settings), so a test that runs the bundled
+# sample reads the vectors and chunks the README's study computed instead of computing them again on each worker;
+# tests that need a cold cache make one of their own (cache_with_lite_embedder, seed_built_models)
+SHARED_RESULTS = ("vectors", "chunks")
+
+
+def seed_from_user_runs(cache: Path, names: tuple[str, ...], source: Path | None = None) -> list[str]:
+    """Copy the folders `names` (content-keyed caches such as SHARED_RESULTS, or "answers") of the user's project cache
+    (`source`; default: the README's study's, run before the tests in CI) into `cache`. Copies, never links: the
+    test's runs write into them. Returns the names copied (none without a study first)."""
+    import shutil
+
+    source = source or (Path(USER_CACHE) if USER_CACHE else REPO_ROOT / ".cache")
+    copied = []
+    for name in names:
+        if (source / name).is_dir():
+            shutil.copytree(source / name, cache / name, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("*.partial", "*.corrupt-*", "*.lock"))
+            copied.append(name)
+    return copied
+
+
 def link_or_copy(source: str, target: str) -> str:
     """A hard link of `source` at `target`, or a copy where a link cannot be made (another file system)."""
     import shutil
@@ -101,10 +124,12 @@ def link_or_copy(source: str, target: str) -> str:
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory):
     """Keep the project cache (answers, converted models) of the test session out of the repository; the models
-    the user's runs already built are copied in (seed_built_models)."""
+    the user's runs already built, and their vectors and chunks, are copied in (seed_built_models,
+    seed_from_user_runs)."""
     previous = os.environ.get("RAGSTUDY_CACHE")
     cache = tmp_path_factory.mktemp("ragstudy-cache")
     seed_built_models(cache, Path(USER_CACHE) if USER_CACHE else REPO_ROOT / ".cache")
+    seed_from_user_runs(cache, SHARED_RESULTS)
     os.environ["RAGSTUDY_CACHE"] = str(cache)
     yield cache
     if previous is None:

@@ -123,15 +123,26 @@ def test_a_damaged_ledger_is_named_and_every_stage_checked_again(tmp_path: Path,
 # ----------------------------------------------------------------------------------------- the whole study
 
 def _study(root: Path, timeout: int = 1800) -> subprocess.CompletedProcess:
-    """`ragstudy study` of the small study into `root`, with Chroma folders of its own beside it."""
+    """`ragstudy study` of the small study into `root`, with Chroma folders and a project cache of its own beside
+    it (`root/../cache`, made by the small_study fixture)."""
+    env = {**os.environ, "RAGSTUDY_CACHE": str(root.parent / "cache")}
     return subprocess.run([sys.executable, "-m", "ragstudy_cli", "study", *STUDY_FLAGS, "--db-dir",
                            str(root.parent / "db"), "--output-dir", str(root)],
-                          cwd=REPO, capture_output=True, text=True, timeout=timeout)
+                          cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 @pytest.fixture(scope="module")
-def small_study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    root = tmp_path_factory.mktemp("study") / "results"
+def small_study(tmp_path_factory: pytest.TempPathFactory, session_cache_reused: Path) -> tuple[Path, str]:
+    """The small study, from a project cache of its own: this worker's built models (linked) and, where the README's
+    study ran first (CI), the answers and vectors it left (copied, never linked: conftest.seed_from_user_runs). Its
+    three questions of paragraph and fixed-size are prompts the README's study answered, so the answering stage
+    reads them from the cache instead of generating them again (40 s); where nothing ran first, it generates them."""
+    from conftest import seed_built_models, seed_from_user_runs
+
+    base = tmp_path_factory.mktemp("study")
+    seed_built_models(base / "cache", session_cache_reused, link=True)
+    seed_from_user_runs(base / "cache", ("answers", "vectors"))
+    root = base / "results"
     run = _study(root)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return root, run.stdout

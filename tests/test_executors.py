@@ -18,7 +18,6 @@ import pytest
 
 from ragstudy.errors import StudyInputError
 from ragstudy.executors import VARIANT_DONE, Executor, Outcome, Task, pending, run_tasks, translate
-from ragstudy_cli import app
 
 
 @dataclass(frozen=True)
@@ -306,57 +305,11 @@ def test_shipped_inputs_are_written_once_per_machine_and_land_replaces_an_unfini
 
 
 # ---------------------------------------------------------------------------------------------- the real retrieval
-
-@dataclass(frozen=True)
-class RetrievalSpec:
-    strategy: str
-    retriever: str
-    db_dir: str  # one Chroma root for both variants: in worker processes each gets its own slot of it
-
-
-def retrieve_variant(spec: RetrievalSpec, output_dir: Path, inputs: dict[str, Path]) -> None:
-    """One real retrieval-only run (the chain's own entry point) into the variant's folder."""
-
-    code = app.main(app.chain_subcommand(["--retrieval-only", "--profile", "lite", "--documents",
-                                          str(inputs["documents"]),
-                                  "--questions", str(inputs["questions"]), "--output-dir", str(output_dir),
-                                  "--db-dir", spec.db_dir, "--strategies", spec.strategy, "--retriever",
-                                  spec.retriever, "--budgets", "300,900"]))
-    if code != 0:
-        raise RuntimeError(f"the retrieval-only run ended with exit code {code}")
-
-
-@pytest.mark.slow
-def test_real_retrieval_variants_in_two_workers_equal_in_process(tmp_path, pdf_dir, questions_csv, monkeypatch):
-    """Two variants that index the same strategy (dense and hybrid over paragraph), each from a cold cache of its
-    own: in-process, then in two worker processes at once sharing one vector cache and one Chroma root. Rankings
-    and chunk tables are identical, and the shared vector cache ends with the same vectors."""
-    from customembedding import CACHE_FILE, VectorCache
-    from ragstudy.results import open_run
-
-    from conftest import seed_built_models
-
-    inputs = {"documents": pdf_dir, "questions": questions_csv}
-    results = {}
-    for kind in ("inprocess", "workers"):
-        cache = tmp_path / f"cache-{kind}"
-        # the models (linked), not the vectors or rankings
-        seed_built_models(cache, Path(os.environ["RAGSTUDY_CACHE"]), link=True)
-        monkeypatch.setenv("RAGSTUDY_CACHE", str(cache))  # worker processes are spawned with it
-        specs = [RetrievalSpec("paragraph", r, str(tmp_path / f"db-{kind}")) for r in ("dense", "hybrid")]
-        tasks = [Task(f"paragraph-{s.retriever}", retrieve_variant, s, tmp_path / kind / f"paragraph-{s.retriever}",
-                      inputs) for s in specs]
-        assert [o.error for o in run_tasks(tasks, Executor(kind, 2))] == [None, None]
-        results[kind] = {t.id: {name: (open_run(t.output_dir).strategy_folder("paragraph") / name).read_bytes()
-                                for name in ("retrieval_paragraph.csv", "chunks_paragraph.csv")} for t in tasks}
-        vectors = VectorCache(cache / "vectors")
-        results[kind]["vectors"] = vectors.count()
-        vectors.close()
-        assert (cache / "vectors" / CACHE_FILE).is_file()
-    assert results["workers"] == results["inprocess"]
-    assert results["inprocess"]["vectors"] > 0
-    slots = sorted(p.name for p in (tmp_path / "db-workers").iterdir())
-    assert all(name.startswith("RAGParagraph-worker-") for name in slots), slots
+# Real retrieval-only variants in worker processes are checked where the grid runs them: two workers' rankings, chunk
+# tables and verdicts equal the in-process run's to the byte, each worker indexing into its own slot of one Chroma root
+# (test_grid_executors.test_in_process_workers_and_ray_land_the_same_grid), and two workers embedding into one vector
+# cache at once leave it and the rankings as one process does (test_embed_ahead.test_each_distinct_window_is_embedded_
+# once_and_rankings_are_unchanged; test_two_workers_fill_one_vector_cache_at_once above for overlapping writers).
 
 
 def test_workers_share_the_cores_instead_of_each_taking_all():

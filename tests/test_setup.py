@@ -15,6 +15,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 DEBIAN_PYTHON = Path("/usr/bin/python3")
 CI_FRESH_CLONE = "RAGSTUDY_CI_FRESH_CLONE"  # set by .ci/run when its set-up used DEBIAN_PYTHON in its fresh clone
+CHECK_BARE_SETUP = "RAGSTUDY_CHECK_BARE_SETUP"  # =1: clone this checkout and set it up from nothing, here
 
 
 def quick_start_commands() -> list[str]:
@@ -75,9 +76,29 @@ def _pypi_reachable() -> bool:
     return True
 
 
+def bare_setup_mode() -> str | None:
+    """How the bare-machine check runs here: "in place" where this checkout is CI's fresh clone (.ci/run set it up
+    with Debian's python3 and ran the study), "clone" where asked to (RAGSTUDY_CHECK_BARE_SETUP=1), else None.
+    Cloning sets the repository up a second time from nothing (4 min of pip and a study on one core, a third of the
+    suite's wall time) only to repeat what CI's own fresh clone is."""
+    if os.environ.get(CI_FRESH_CLONE) == "1":
+        return "in place"
+    if os.environ.get(CHECK_BARE_SETUP) == "1":
+        return "clone"
+    return None
+
+
+NOT_ASKED = (f"the bare-machine set-up check runs in CI, in its fresh clone (.ci/run sets {CI_FRESH_CLONE}=1); "
+             f"here it would clone and install everything again (~4 min): {CHECK_BARE_SETUP}=1 runs it "
+             "(or: bash tools/check_bare_setup.sh)")
+
+
 @pytest.mark.slow
 @pytest.mark.longest  # about 4 minutes of pip where it clones: started first (conftest)
 def test_quick_start_in_a_fresh_clone_with_debians_python(tmp_path: Path):
+    mode = bare_setup_mode()
+    if mode is None:
+        pytest.skip(NOT_ASKED)
     if not DEBIAN_PYTHON.exists():
         pytest.skip(f"{DEBIAN_PYTHON} does not exist: no distribution Python to check the set-up with")
     if not _externally_managed(DEBIAN_PYTHON):
@@ -89,7 +110,7 @@ def test_quick_start_in_a_fresh_clone_with_debians_python(tmp_path: Path):
     env = {k: v for k, v in os.environ.items() if k not in {"VIRTUAL_ENV", "PYTHONPATH"}}
     # In CI (.ci/run) this checkout is the fresh clone, set up with Debian's python3 and its study run: the check
     # looks at it in place instead of cloning and installing everything a second time (and fails if it was not so).
-    in_place = os.environ.get(CI_FRESH_CLONE) == "1"
+    in_place = mode == "in place"
     env.update(PYTHON=str(DEBIAN_PYTHON), SKIP_APT="1", TMPDIR=str(tmp_path), IN_PLACE="1" if in_place else "0")
     result = subprocess.run(["bash", str(REPO / "tools" / "check_bare_setup.sh")], capture_output=True, text=True,
                             env=env, timeout=1800)
@@ -100,3 +121,21 @@ def test_quick_start_in_a_fresh_clone_with_debians_python(tmp_path: Path):
     system = subprocess.run([str(DEBIAN_PYTHON), "-c", "import importlib.util as u; print(u.find_spec('ragstudy'))"],
                             cwd="/", capture_output=True, text=True, timeout=30, env=env)  # no PYTHONPATH
     assert system.stdout.strip() == "None", system.stdout + system.stderr
+
+
+@pytest.mark.parametrize(("environment", "mode"), [
+    ({}, None), ({CI_FRESH_CLONE: "1"}, "in place"), ({CHECK_BARE_SETUP: "1"}, "clone"),
+    ({CI_FRESH_CLONE: "1", CHECK_BARE_SETUP: "1"}, "in place"), ({CHECK_BARE_SETUP: "0"}, None)])
+def test_the_bare_setup_check_runs_in_ci_or_when_asked(monkeypatch: pytest.MonkeyPatch, environment, mode) -> None:
+    for name in (CI_FRESH_CLONE, CHECK_BARE_SETUP):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    assert bare_setup_mode() == mode
+
+
+def test_ci_checks_the_bare_setup_in_its_fresh_clone() -> None:
+    """.ci/run sets RAGSTUDY_CI_FRESH_CLONE where its set-up used an externally managed python3, so the check that is
+    skipped elsewhere unless asked for runs there, once."""
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert f"{CI_FRESH_CLONE}=1" in ci and "EXTERNALLY-MANAGED" in ci

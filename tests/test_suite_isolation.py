@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import own_db_dir, seed_built_models
+from conftest import SHARED_RESULTS, own_db_dir, seed_built_models, seed_from_user_runs
 
 
 def test_the_test_session_copies_the_users_built_models_and_never_links_them(tmp_path: Path) -> None:
@@ -30,6 +30,35 @@ def test_the_test_session_copies_the_users_built_models_and_never_links_them(tmp
     copy.write_bytes(b"damaged")  # in place, as the damage tests do
     assert (user / "models" / "SmolLM2" / "model.safetensors").read_bytes() == b"w" * 64
     assert seed_built_models(tmp_path / "fresh", tmp_path / "no study") == []
+
+
+def test_the_test_session_copies_the_users_vectors_and_chunks_and_nothing_else(tmp_path: Path) -> None:
+    """Each worker's cache also starts with copies of the vectors and chunks of the user's runs (content-keyed: found
+    only for the very same input), never their answers or rankings, and never links: a test's runs write into them."""
+    from customembedding import VectorCache
+
+    user = tmp_path / "user"
+    stored = VectorCache(user / "vectors")
+    stored.put_many("m", "float32", [("k", [1.0, 0.0])])
+    stored.close()
+    (user / "chunks").mkdir()
+    (user / "chunks" / "paragraph-abc.json").write_text("[]", encoding="utf-8")
+    (user / "chunks" / "fixed-abc.json.partial").write_text("[", encoding="utf-8")
+    for name in ("answers", "rankings"):
+        (user / name).mkdir()
+        (user / name / "x.jsonl").write_text("{}\n", encoding="utf-8")
+    session = tmp_path / "session"
+    assert SHARED_RESULTS == ("vectors", "chunks")
+    assert seed_from_user_runs(session, SHARED_RESULTS, user) == ["vectors", "chunks"]
+    assert sorted(p.name for p in session.iterdir()) == ["chunks", "vectors"]
+    assert [p.name for p in (session / "chunks").iterdir()] == ["paragraph-abc.json"]  # finished files only
+    copied = VectorCache(session / "vectors")
+    assert copied.get_many("m", "float32", ["k"])["k"] == [1.0, 0.0]
+    copied.put_many("m", "float32", [("new", [0.0, 1.0])])  # written in the session's copy only
+    copied.close()
+    assert VectorCache(user / "vectors").count("m") == 1
+    assert not any(p.is_symlink() or p.stat().st_nlink > 1 for p in session.rglob("*") if p.is_file())
+    assert seed_from_user_runs(tmp_path / "fresh", SHARED_RESULTS, tmp_path / "no study") == []
 
 
 def test_a_chain_run_from_a_test_gets_its_own_chroma_root(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Check the README's quick start the way a new user meets it: clone the committed repository into a temporary
 # folder, then run the README's two commands there, verbatim as the README writes them, with Debian's own
-# (externally managed, PEP 668) interpreter: the set-up + run command with `--chunks-only` appended (no models),
+# (externally managed, PEP 668) interpreter: the set-up + run command with `--limit 1 --strategies paragraph,fixed-size`
+# appended (every stage of the study, one question),
 # then the test command with `--collect-only -q` appended. Then a second set-up, which must install nothing, and a
 # look at what went into .venv/ (torch build, size). Prints the wall time of each step.
 #
@@ -12,7 +13,8 @@
 #   IN_PLACE=1 bash tools/check_bare_setup.sh            # this checkout is the fresh clone (CI: .ci/run made its
 #                                                        # .venv/ with PYTHON and ran the study): check it, clone nothing
 #
-# Only committed files are in the clone. Needs git and PyPI (pip's cache makes it a few minutes).
+# Only committed files are in the clone. Needs git and PyPI (pip's cache makes it a few minutes). tests/test_setup.py
+# runs it in CI (in place) and, elsewhere, where RAGSTUDY_CHECK_BARE_SETUP=1.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 export PYTHON=${PYTHON:-/usr/bin/python3}
