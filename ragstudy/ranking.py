@@ -96,6 +96,12 @@ def _code_hash(*paths: Path) -> str:
 
 
 CHUNK_CACHE_FORMAT = 1
+# The code that shapes chunks besides the strategy's own folder, hashed into the chunk cache's key: an edit to any
+# of it makes the cached chunks stale. Every ragstudy module a strategy (or this code) imports is here or in
+# CHUNKING_PLUMBING, modules that shape no chunk (tests/test_chunk_cache_key.py checks every import).
+CHUNKING_CODE = ("ragstudy/chunks.py", "ragstudy/textlayer.py", "ragstudy/textnorm.py", "ragstudy/cleaning",
+                 "ragstudy/sentences.py", "ragstudy/params.py")
+CHUNKING_PLUMBING = ("ragstudy/registry.py", "ragstudy/errors.py", "ragstudy/io.py", "ragstudy/cachefile.py")
 
 
 def chunked_to_json(chunked: Sequence[ChunkedDocument]) -> str:
@@ -147,9 +153,7 @@ def chunk_cache_path(config, strategy: str, documents) -> Path:
     from .io import PROJECT_ROOT, cache_dir, sha256_text, stable_json
 
     spec = registry.get(strategy)
-    code = _code_hash(PROJECT_ROOT / spec.folder, PROJECT_ROOT / "ragstudy" / "chunks.py",
-                      PROJECT_ROOT / "ragstudy" / "textlayer.py", PROJECT_ROOT / "ragstudy" / "textnorm.py",
-                      PROJECT_ROOT / "ragstudy" / "cleaning")
+    code = _code_hash(PROJECT_ROOT / spec.folder, *(PROJECT_ROOT / entry for entry in CHUNKING_CODE))
     layer = {"text_layer": config.text_layer} if reads_text_layer(spec) else {}  # raw and clean never share one
     key = sha256_text(stable_json({"strategy": strategy, "params": asdict(config.strategy_params[strategy]),
                                    "pdfs": [doc.sha256 for doc in documents], "code": code,
