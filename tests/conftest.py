@@ -6,6 +6,7 @@ local folder.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -87,11 +88,37 @@ def seed_built_models(cache: Path, source: Path, *, link: bool = False) -> list[
     return copied
 
 
-# content-keyed caches of the user's runs a test session starts from: an entry is found only for the very same input
-# (a window's text and the embedder; a document's bytes and the strategy's settings), so a test that runs the bundled
-# sample reads the vectors and chunks the README's study computed instead of computing them again on each worker;
-# tests that need a cold cache make one of their own (cache_with_lite_embedder, seed_built_models)
+# content-keyed caches of the user's runs a test session starts from where the README's study ran under this very
+# code (user_study_is_current; CI: always): an entry is found only for the very same input (a window's text and the
+# embedder; a document's bytes and the strategy's settings), so a test that runs the bundled sample reads the vectors
+# and chunks that study computed instead of computing them again on each worker; tests that need a cold cache make
+# one of their own (cache_with_lite_embedder, seed_built_models)
 SHARED_RESULTS = ("vectors", "chunks")
+
+
+@functools.cache
+def user_study_is_current(root: Path | None = None) -> bool:
+    """Whether the README's study (`root`, default results/ of this checkout) ran its retrieval and answering stages
+    under this very code and these settings: their keys in its ledger (study.json) equal the keys `ragstudy study`
+    would give them now (ragstudy_cli.study: settings, inputs, runidentity.code_hash; run from the repository, as
+    pytest is, and decided once a session, before the session's cache replaces the user's). Only then are the caches it
+    left seeded into the tests' (a developer's cache from before an edit must never stand in for what the edited
+    code computes)."""
+    from ragstudy.errors import StudyInputError
+    from ragstudy.runidentity import code_hash
+    from ragstudy_cli import study
+
+    try:  # the README's command as it was typed (its paths relative to the repository), or one into `root`
+        args = study.build_parser().parse_args([] if root is None else ["--output-dir", str(root)])
+        root = study.study_root(args, args.chain)
+        ledger = study.Ledger.read(root / study.LEDGER)
+        if not {"retrieval", "answers"} <= set(ledger.stages):
+            return False
+        stages = {stage.name: stage for stage in study.plan(args, args.chain, root)}
+    except (StudyInputError, OSError, ValueError, SystemExit):
+        return False
+    code = code_hash()
+    return all(ledger.stages[name].get("key") == ledger.key(stages[name], code) for name in ("retrieval", "answers"))
 
 
 def seed_from_user_runs(cache: Path, names: tuple[str, ...], source: Path | None = None) -> list[str]:
@@ -129,7 +156,8 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory):
     previous = os.environ.get("RAGSTUDY_CACHE")
     cache = tmp_path_factory.mktemp("ragstudy-cache")
     seed_built_models(cache, Path(USER_CACHE) if USER_CACHE else REPO_ROOT / ".cache")
-    seed_from_user_runs(cache, SHARED_RESULTS)
+    if user_study_is_current():
+        seed_from_user_runs(cache, SHARED_RESULTS)
     os.environ["RAGSTUDY_CACHE"] = str(cache)
     yield cache
     if previous is None:

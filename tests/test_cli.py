@@ -134,14 +134,16 @@ def _study(root: Path, timeout: int = 1800) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def small_study(tmp_path_factory: pytest.TempPathFactory, session_cache_reused: Path) -> tuple[Path, str]:
     """The small study, from a project cache of its own: this worker's built models (linked) and, where the README's
-    study ran first (CI), the answers and vectors it left (copied, never linked: conftest.seed_from_user_runs). Its
+    study ran first under this code (CI), the answers and vectors it left (copied, never linked:
+    conftest.seed_from_user_runs, user_study_is_current). Its
     three questions of paragraph and fixed-size are prompts the README's study answered, so the answering stage
     reads them from the cache instead of generating them again (40 s); where nothing ran first, it generates them."""
-    from conftest import seed_built_models, seed_from_user_runs
+    from conftest import seed_built_models, seed_from_user_runs, user_study_is_current
 
     base = tmp_path_factory.mktemp("study")
     seed_built_models(base / "cache", session_cache_reused, link=True)
-    seed_from_user_runs(base / "cache", ("answers", "vectors"))
+    if user_study_is_current():
+        seed_from_user_runs(base / "cache", ("answers", "vectors"))
     root = base / "results"
     run = _study(root)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]

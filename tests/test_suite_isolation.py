@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import SHARED_RESULTS, own_db_dir, seed_built_models, seed_from_user_runs
+from conftest import SHARED_RESULTS, own_db_dir, seed_built_models, seed_from_user_runs, user_study_is_current
 
 
 def test_the_test_session_copies_the_users_built_models_and_never_links_them(tmp_path: Path) -> None:
@@ -59,6 +59,31 @@ def test_the_test_session_copies_the_users_vectors_and_chunks_and_nothing_else(t
     assert VectorCache(user / "vectors").count("m") == 1
     assert not any(p.is_symlink() or p.stat().st_nlink > 1 for p in session.rglob("*") if p.is_file())
     assert seed_from_user_runs(tmp_path / "fresh", SHARED_RESULTS, tmp_path / "no study") == []
+
+
+def test_the_users_caches_are_seeded_only_after_a_study_under_this_very_code(tmp_path: Path) -> None:
+    """A ledger whose retrieval and answering stages carry the keys `ragstudy study` gives them now (this code, these
+    settings and inputs) lets the session start from the study's caches; no ledger, a stage missing, or a key from
+    other code or settings does not."""
+    import json
+
+    from ragstudy.runidentity import code_hash
+    from ragstudy_cli import study
+
+    root = tmp_path / "results"
+    assert not user_study_is_current(root)  # no study ran there
+    args = study.build_parser().parse_args(["--output-dir", str(root)])
+    stages = {stage.name: stage for stage in study.plan(args, args.chain, root)}
+    ledger = study.Ledger(root / study.LEDGER)
+    record = {name: {"key": ledger.key(stages[name], code_hash()), "wrote": {}} for name in ("retrieval", "answers")}
+    root.mkdir()
+    (root / study.LEDGER).write_text(json.dumps({"stages": record}), encoding="utf-8")
+    assert user_study_is_current.__wrapped__(root)
+    edited = {name: {**value, "key": ledger.key(stages[name], "another code")} for name, value in record.items()}
+    (root / study.LEDGER).write_text(json.dumps({"stages": edited}), encoding="utf-8")
+    assert not user_study_is_current.__wrapped__(root)
+    (root / study.LEDGER).write_text(json.dumps({"stages": {"retrieval": record["retrieval"]}}), encoding="utf-8")
+    assert not user_study_is_current.__wrapped__(root)  # the answers never ran
 
 
 def test_a_chain_run_from_a_test_gets_its_own_chroma_root(tmp_path: Path) -> None:
