@@ -76,11 +76,17 @@ def seed_built_models(cache: Path, source: Path, *, link: bool = False) -> list[
     into it (test_cache_files.damage). Every folder is checked against its manifest when it is used, so a stale or
     damaged copy is set aside and rebuilt as before; without a study (a fresh checkout) nothing is copied and the
     models are built here. Returns the names copied."""
+    return copy_cache_folders(cache, source, MODEL_FOLDERS, link=link)
+
+
+def copy_cache_folders(cache: Path, source: Path, names: tuple[str, ...], *, link: bool = False) -> list[str]:
+    """The folders `names` of the project cache `source` into `cache`, finished files only (no `.partial`,
+    `.corrupt-*` or lock files), copied or (`link`) hard-linked; the names found and copied."""
     import shutil
 
     copy = link_or_copy if link else shutil.copy2
     copied = []
-    for name in MODEL_FOLDERS:
+    for name in names:
         if (source / name).is_dir():
             shutil.copytree(source / name, cache / name, dirs_exist_ok=True, symlinks=False, copy_function=copy,
                             ignore=shutil.ignore_patterns("*.partial", "*.corrupt-*", "*.lock"))
@@ -125,16 +131,7 @@ def seed_from_user_runs(cache: Path, names: tuple[str, ...], source: Path | None
     """Copy the folders `names` (content-keyed caches such as SHARED_RESULTS, or "answers") of the user's project cache
     (`source`; default: the README's study's, run before the tests in CI) into `cache`. Copies, never links: the
     test's runs write into them. Returns the names copied (none without a study first)."""
-    import shutil
-
-    source = source or (Path(USER_CACHE) if USER_CACHE else REPO_ROOT / ".cache")
-    copied = []
-    for name in names:
-        if (source / name).is_dir():
-            shutil.copytree(source / name, cache / name, dirs_exist_ok=True,
-                            ignore=shutil.ignore_patterns("*.partial", "*.corrupt-*", "*.lock"))
-            copied.append(name)
-    return copied
+    return copy_cache_folders(cache, source or (Path(USER_CACHE) if USER_CACHE else REPO_ROOT / ".cache"), names)
 
 
 def link_or_copy(source: str, target: str) -> str:
