@@ -21,6 +21,7 @@ SHARED_DIR = Path(os.environ.get("RAGSTUDY_SHARED_DIR") or REPO_ROOT.parent / "s
 SHARED_PDFS = SHARED_DIR / "pdfs"
 # the project cache of the user's own runs (the README's `ragstudy study`), before the tests isolate theirs
 USER_CACHE = os.environ.get("RAGSTUDY_CACHE")
+USER_CACHE_DIR = Path(USER_CACHE) if USER_CACHE else REPO_ROOT / ".cache"  # where that cache is (the default: .cache/)
 
 # Italian paragraphs for generated test PDFs: distinct topics so retrieval has a right answer.
 TEST_PARAGRAPHS = [
@@ -131,7 +132,7 @@ def seed_from_user_runs(cache: Path, names: tuple[str, ...], source: Path | None
     """Copy the folders `names` (content-keyed caches such as SHARED_RESULTS, or "answers") of the user's project cache
     (`source`; default: the README's study's, run before the tests in CI) into `cache`. Copies, never links: the
     test's runs write into them. Returns the names copied (none without a study first)."""
-    return copy_cache_folders(cache, source or (Path(USER_CACHE) if USER_CACHE else REPO_ROOT / ".cache"), names)
+    return copy_cache_folders(cache, source or USER_CACHE_DIR, names)
 
 
 def link_or_copy(source: str, target: str) -> str:
@@ -152,7 +153,7 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory):
     seed_from_user_runs)."""
     previous = os.environ.get("RAGSTUDY_CACHE")
     cache = tmp_path_factory.mktemp("ragstudy-cache")
-    seed_built_models(cache, Path(USER_CACHE) if USER_CACHE else REPO_ROOT / ".cache")
+    seed_built_models(cache, USER_CACHE_DIR)
     if user_study_is_current():
         seed_from_user_runs(cache, SHARED_RESULTS)
     os.environ["RAGSTUDY_CACHE"] = str(cache)

@@ -24,7 +24,7 @@ def ragstudy_imports(path: Path) -> set[str]:
                 parts = package[:len(package) - node.level + 1] + tuple((node.module or "").split("."))
             else:
                 parts = tuple((node.module or "").split("."))
-            names = [parts + (alias.name,) for alias in node.names] + [parts]
+            names = [parts + (alias.name,) for alias in node.names]  # resolve() falls back to the module itself
         elif isinstance(node, ast.Import):
             names = [tuple(alias.name.split(".")) for alias in node.names]
         else:

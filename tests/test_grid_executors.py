@@ -96,9 +96,10 @@ def test_in_process_workers_and_ray_land_the_same_grid(tmp_path: Path, monkeypat
         out = tmp_path / name
         assert retrieve(out, *grid, *flags) == 0, name
         assert not ray.is_initialized()  # the run stopped the Ray it started
-        assert open_chroma_systems(Path(f"{out}-db")) == []  # each variant closed its Chroma clients
+        db = Path(f"{out}-db")
+        assert open_chroma_systems(db) == []  # each variant closed its Chroma clients
         if name == "workers":  # two worker processes at once on one Chroma root: each indexed into its own slot
-            indexed = sorted({p.relative_to(Path(f"{out}-db")).parts[0] for p in Path(f"{out}-db").rglob("*.sqlite3")})
+            indexed = sorted({p.relative_to(db).parts[0] for p in db.rglob("*.sqlite3")})
             assert indexed and all("-worker-" in folder for folder in indexed), indexed
         assert len(markers(out)) == 4
         assert score(out) == 0, name
