@@ -47,7 +47,9 @@ def test_documents_are_read_in_name_order_and_other_files_skipped(tmp_path: Path
     assert "notes.txt" in caplog.text and "skipped" in caplog.text
 
 
-@pytest.mark.parametrize("strategy", registry.available())
+@pytest.mark.parametrize("strategy", [  # a chunker that embeds loads the embedding model first (~9 s): slow
+    pytest.param(name, marks=pytest.mark.slow) if registry.get(name).needs_embedding else name
+    for name in registry.available()])
 def test_every_strategy_round_trips_start_end_idx(strategy: str, pdf_dir: Path, tmp_path: Path) -> None:
     config = StudyConfig.resolve(profile="lite", strategies=strategy, documents=str(pdf_dir))
     documents = load_documents(pdf_dir)
