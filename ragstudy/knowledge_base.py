@@ -8,7 +8,10 @@ only the windows that are missing: nothing when nothing changed, the rest after 
 also shared across collections through the embedding's own cache (customembedding.VectorCache).
 
 Besides the retriever (k child windows -> their parents, as in the paper), `KnowledgeBase.rank` orders parents by
-their best child window for retrieval-only runs.
+their best child window for retrieval-only runs. Both search the child windows exhaustively (ExactWindows), over
+the vectors Chroma stores, not through Chroma's approximate HNSW index: which neighbours that index finds depends
+on how its graph happened to be built (its insertion threads), so rankings would differ between two builds of the
+same collection, between executors and between machines.
 """
 
 from __future__ import annotations
@@ -29,9 +32,10 @@ from .registry import StrategyParams, StrategySpec, get as strategy_spec
 logger = logging.getLogger(__name__)
 
 ADD_BATCH = 256
-# Large HNSW search/construction beams make Chroma's approximate search exact in practice on study-sized
-# collections; with the defaults, a freshly built index and the same index reloaded from disk returned different
-# neighbours for 1 of 49 questions, so a warm re-run regenerated an answer.
+# Chroma builds an HNSW graph for every collection; the study's searches do not read it (ExactWindows: even these
+# large beams left one rank-5 parent out in 2 of 3 builds of a 7,843-window collection). The settings stay because
+# collection names hash them: Chroma's defaults would build faster (4.6 s instead of 6.3 s for those windows) but
+# re-add every existing collection's windows once.
 HNSW_SETTINGS = {"hnsw:search_ef": 512, "hnsw:construction_ef": 512, "hnsw:M": 32}
 
 
@@ -77,28 +81,81 @@ def collection_name(spec: StrategySpec, params: StrategyParams, chunked: Sequenc
 
 
 TIE_DECIMALS = 5  # distances equal to this many decimals are ties, broken by child id
-TIE_EXTRA = 8  # extra neighbours fetched so that ties at the k-th place are seen
+SEARCH_BLOCK = 8192  # windows whose distances are computed at once (bounds the float64 temporaries)
+
+
+@dataclass(frozen=True)
+class ExactWindows:
+    """A collection's child windows, searched exhaustively: every window's distance to the query, exact.
+
+    Chroma's HNSW index is approximate, and its graph depends on the threads that inserted the windows. Measured on
+    the shared PDFs (newline, 7,843 windows, 1,389 of them duplicate vectors): two builds of the same collection at
+    search_ef 512 disagreed, one of them missing a rank-5 parent, so the same settings gave other rankings run to
+    run and executor to executor. Distance is Chroma's "l2" (squared Euclidean; 2 - 2 cos between normalised
+    vectors), computed in float64 from the float32 vectors the collection stores; ties to TIE_DECIMALS are broken by
+    child id. Memory: windows x dimensions x 4 bytes (13,000 windows of 384: 20 MB); time: one pass per query.
+    """
+
+    ids: tuple[str, ...]
+    matrix: Any  # numpy float32, one row per window, in `ids` order
+    id_order: Any  # numpy int, each row's place among the ids sorted (the tie-break)
+
+    @classmethod
+    def of(cls, ids: Sequence[str], vectors: Any) -> "ExactWindows":
+        import numpy as np
+
+        matrix = np.asarray(vectors, dtype=np.float32)
+        if matrix.ndim != 2 or matrix.shape[0] != len(ids):
+            raise ValueError(f"ExactWindows: {len(ids)} ids but vectors of shape {matrix.shape}")
+        order = np.empty(len(ids), dtype=np.int64)
+        order[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
+        return cls(tuple(ids), matrix, order)
+
+    def distances(self, vector: Sequence[float]) -> Any:
+        """Each window's squared L2 distance to `vector` (float64, in `ids` order)."""
+        import numpy as np
+
+        query = np.asarray(vector, dtype=np.float64)
+        if query.shape != (self.matrix.shape[1],):
+            raise StudyInputError(f"the query vector has {query.size} dimensions, the collection's windows "
+                                  f"{self.matrix.shape[1]}: rank with the embedding model that indexed them")
+        out = np.empty(len(self.ids), dtype=np.float64)
+        for start in range(0, len(self.ids), SEARCH_BLOCK):
+            diff = self.matrix[start:start + SEARCH_BLOCK].astype(np.float64) - query
+            out[start:start + SEARCH_BLOCK] = np.einsum("ij,ij->i", diff, diff)
+        return out
+
+    def nearest(self, vector: Sequence[float]) -> Iterator[tuple[str, float]]:
+        """(child id, distance) of every window, best first; ties to TIE_DECIMALS in child id order."""
+        import numpy as np
+
+        distances = self.distances(vector)
+        for row in np.lexsort((self.id_order, np.round(distances, TIE_DECIMALS))):
+            yield self.ids[row], float(distances[row])
 
 
 def stable_retriever_class():
-    """ParentDocumentRetriever whose child search is reproducible: ties are broken by child id.
-
-    Identical child windows (running headers, repeated table rows) have identical distances, and Chroma orders
-    them differently in a freshly built index and in the same index reloaded from disk; a warm re-run would then
-    put other parents in the prompt and regenerate answers.
+    """ParentDocumentRetriever whose child search is exact and reproducible (`windows`: the knowledge base's
+    ExactWindows): the k nearest child windows, ties broken by child id, then their parents, as the paper's retriever
+    reads them. Chroma's own search is approximate and, among identical windows (running headers, repeated table
+    rows), orders them differently in a freshly built index and the same index reloaded from disk; a warm re-run
+    would then put other parents in the prompt and regenerate answers.
     """
+    from itertools import islice
+
     from langchain_classic.retrievers import ParentDocumentRetriever
 
     class StableParentDocumentRetriever(ParentDocumentRetriever):
+        windows: Any
+        parent_of: dict[str, str]
+
         def _get_relevant_documents(self, query: str, *, run_manager=None):
             k = self.search_kwargs.get("k", 4)
-            scored = self.vectorstore.similarity_search_with_score(query, k=k + TIE_EXTRA)
-            scored.sort(key=lambda pair: (round(pair[1], TIE_DECIMALS), pair[0].id or ""))
+            vector = self.vectorstore.embeddings.embed_query(query)
             ids: list[str] = []
-            for doc, _ in scored[:k]:
-                parent = doc.metadata.get(self.id_key)
-                if parent is not None and parent not in ids:
-                    ids.append(parent)
+            for cid, _ in islice(self.windows.nearest(vector), k):
+                if self.parent_of[cid] not in ids:
+                    ids.append(self.parent_of[cid])
             return [doc for doc in self.docstore.mget(ids) if doc is not None]
 
     return StableParentDocumentRetriever
@@ -296,7 +353,7 @@ class KnowledgeBase:
         self.vectorstore = None
         self.docstore = None
         self._parent_of: dict[str, str] = {}  # child id -> parent id, for rank
-        self._twins: dict[str, list[str]] = {}  # text -> ids of the child windows with exactly that text (>1)
+        self.windows: ExactWindows | None = None  # the child windows' vectors as the collection stores them
 
     @classmethod
     def of_run(cls, config: Any, strategy: str, embedding) -> "KnowledgeBase":
@@ -363,8 +420,6 @@ class KnowledgeBase:
                                  collection_metadata=HNSW_SETTINGS)
         docstore = InMemoryStore()
         splitter = self.child_splitter()
-        retriever = stable_retriever_class()(vectorstore=vectorstore, docstore=docstore, child_splitter=splitter,
-                                            search_kwargs={"k": self.params.k})
         parents = [chunk.to_document() for item in chunked for chunk in item.chunks]
         docstore.mset([(doc.id, doc) for doc in parents])
         children, child_ids = child_windows(parents, splitter)
@@ -393,22 +448,34 @@ class KnowledgeBase:
         embedded = self.embedding.texts_embedded - before if counted else len(missing)
         stats = IndexStats(collection=name, parents=len(parents), children=len(children), embedded=embedded,
                            reused=len(children) - embedded, added=len(missing))
-        self.vectorstore, self.docstore = vectorstore, docstore
         self._parent_of = {cid: child.metadata["doc_id"] for cid, child in zip(child_ids, children)}
-        groups: dict[str, list[str]] = {}
-        for cid, child in zip(child_ids, children):
-            groups.setdefault(child.page_content, []).append(cid)
-        self._twins = {text: cids for text, cids in groups.items() if len(cids) > 1}
+        self.windows = self._read_windows(vectorstore, child_ids, name)
+        self.vectorstore, self.docstore = vectorstore, docstore
+        retriever = stable_retriever_class()(vectorstore=vectorstore, docstore=docstore, child_splitter=splitter,
+                                            search_kwargs={"k": self.params.k}, windows=self.windows,
+                                            parent_of=self._parent_of)
         logger.info("%s: %d parents, %d child windows (%d embedded now, %d reused, %d added) in %s/%s",
                     self.spec.name, stats.parents, stats.children, stats.embedded, stats.reused, stats.added,
                     self.location, name)
         return retriever, stats
 
+    def _read_windows(self, vectorstore, child_ids: Sequence[str], name: str) -> ExactWindows:
+        """The collection's vectors of `child_ids` (every one must be there), for the exact search."""
+        vectors: dict[str, Any] = {}
+        with self._store(f"reading the vectors of collection {name}"):
+            for start in range(0, len(child_ids), 5000):
+                got = vectorstore.get(ids=list(child_ids[start:start + 5000]), include=["embeddings"])
+                vectors.update(zip(got["ids"], got["embeddings"]))
+        absent = [cid for cid in child_ids if cid not in vectors]
+        if absent:
+            where = f"Chroma server {self.chroma_server}" if self.chroma_server else f"Chroma folder {self.db_dir}"
+            raise StoreError(f"{where}: collection {name} lacks {len(absent)} of its {len(child_ids)} child windows "
+                             f"after indexing (first: {absent[0]}); delete that collection and re-run: {REBUILD_DB}")
+        return ExactWindows.of(list(child_ids), [vectors[cid] for cid in child_ids])
+
     def rank(self, query: str, depth: int) -> list[RankedParent]:
         """The `depth` best parents for `query` (fewer if the collection has fewer), ordered by their best child
-        window; ties (equal to TIE_DECIMALS) broken by child id, as the retriever does. Windows with the same text
-        as a fetched one are ranked with it even where the HNSW search skipped them, so the order does not depend on
-        how the index happened to be built."""
+        window; ties (equal to TIE_DECIMALS) broken by child id, as the retriever does."""
         return self.rank_vector(self.embedding.embed_query(query), depth)
 
     def rank_many(self, queries: Sequence[str], depth: int) -> list[list[RankedParent]]:
@@ -419,43 +486,18 @@ class KnowledgeBase:
         return [self.rank_vector(vector, depth) for vector in vectors]
 
     def rank_vector(self, vector: Sequence[float], depth: int) -> list[RankedParent]:
-        """Rank parents for an already embedded query: fetch child windows, doubling their number until `depth`
-        distinct parents are settled (no unfetched window can beat or tie them) or the collection is exhausted."""
-        if self.vectorstore is None:
+        """Rank parents for an already embedded query by their nearest child window (an exact search of every
+        window, see ExactWindows)."""
+        if self.windows is None or self.docstore is None:
             raise RuntimeError("KnowledgeBase.rank needs build(chunked) first")
         if depth <= 0:
             raise StudyInputError(f"ranking depth must be positive, got {depth}")
-        with self._store("counting child windows"):
-            total = self.vectorstore._collection.count()
-        if total == 0:
-            return []
-        fetch = min(total, max(2 * depth, self.params.k) + TIE_EXTRA)
-        while True:
-            with self._store("searching child windows"):
-                found = self.vectorstore.similarity_search_by_vector_with_relevance_scores(list(vector), k=fetch)
-            exhausted = fetch >= total or len(found) < fetch
-            # Windows with the same text have the same vector (one cache entry) and so the same distance, but
-            # HNSW links exact duplicates poorly and may return any subset of them: add the missing twins.
-            fetched = {doc.id: distance for doc, distance in found}
-            windows = dict(fetched)
-            for doc, distance in found:
-                for cid in self._twins.get(doc.page_content, ()):
-                    if cid not in fetched:
-                        windows[cid] = min(distance, windows.get(cid, distance))
-            scored = sorted(windows.items(), key=lambda item: (round(item[1], TIE_DECIMALS), item[0]))
-            # windows tied with the farthest one fetched may have unfetched twins that sort first by id
-            frontier = None if exhausted or not found else round(max(d for _, d in found), TIE_DECIMALS)
-            best: dict[str, float] = {}
-            for cid, distance in scored:
-                if frontier is not None and round(distance, TIE_DECIMALS) >= frontier:
-                    break
-                parent = self._parent_of.get(cid)
-                if parent is not None and parent not in best:
-                    best[parent] = distance
-            if exhausted or len(best) >= depth:
+        best: dict[str, float] = {}
+        for cid, distance in self.windows.nearest(vector):
+            best.setdefault(self._parent_of[cid], distance)
+            if len(best) == depth:
                 break
-            fetch = min(total, 2 * fetch)
-        ids = list(best)[:depth]
+        ids = list(best)
         ranked = [(doc, best[pid]) for pid, doc in zip(ids, self.docstore.mget(ids)) if doc is not None]
         return [RankedParent(document=doc, score=float(score), rank=number)
                 for number, (doc, score) in enumerate(ranked, start=1)]

@@ -187,7 +187,7 @@ def _ranking_cache_path(collection: str, params, questions: Sequence[str], large
     """Where the rankings of (collection, retriever, its index key, k, questions, largest budget, code) live."""
     from . import retrievers
     from .io import PROJECT_ROOT, cache_dir, sha256_text, stable_json
-    from .knowledge_base import TIE_DECIMALS, TIE_EXTRA
+    from .knowledge_base import TIE_DECIMALS
     from .retrievers.dense import INITIAL_DEPTH
 
     member = Path(inspect.getsourcefile(retrievers.get(retriever).make) or __file__)
@@ -195,7 +195,7 @@ def _ranking_cache_path(collection: str, params, questions: Sequence[str], large
                       Path(__file__), Path(retrievers.__file__).parent, member)
     key = sha256_text(stable_json({"collection": collection, "k": params.k, "largest": largest,
                                    "unit": [measure.unit, measure.name], "questions": list(questions), "code": code,
-                                   "tie": [TIE_DECIMALS, TIE_EXTRA], "depth": INITIAL_DEPTH,
+                                   "tie": TIE_DECIMALS, "search": "exact", "depth": INITIAL_DEPTH,
                                    "retriever": retriever, "lexical": lexical_key}))
     suffix = "" if retriever == "dense" else f"-{retriever}"
     return cache_dir() / "rankings" / f"{collection}{suffix}-{key[:24]}.json"

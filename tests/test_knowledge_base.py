@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -160,14 +161,27 @@ def built_newline(pdf_dir: Path, tmp_path_factory: pytest.TempPathFactory, minil
     return kb, retriever, stats
 
 
+def brute_force_windows(kb: KnowledgeBase, query: str) -> list[tuple[str, float, str]]:
+    """(child id, distance, parent) of every child window the collection stores, scored in plain Python (math.fsum
+    of squared differences: no numpy, no index), best first, ties broken by child id."""
+    stored = kb.vectorstore.get(include=["embeddings", "metadatas"])
+    vector = [float(x) for x in kb.embedding.embed_query(query)]
+    scored = [(cid, math.fsum((float(a) - b) ** 2 for a, b in zip(row, vector)), meta["doc_id"])
+              for cid, row, meta in zip(stored["ids"], stored["embeddings"], stored["metadatas"])]
+    return sorted(scored, key=lambda item: (round(item[1], TIE_DECIMALS), item[0]))
+
+
 def brute_force_ranking(kb: KnowledgeBase, query: str) -> list[tuple[str, float]]:
-    """Every child window scored, ties broken by child id, parents by first appearance."""
-    scored = kb.vectorstore.similarity_search_with_score(query, k=kb.vectorstore._collection.count())
-    scored.sort(key=lambda pair: (round(pair[1], TIE_DECIMALS), pair[0].id))
+    """Parents by their best window in brute_force_windows."""
     best: dict[str, float] = {}
-    for doc, distance in scored:
-        best.setdefault(doc.metadata["doc_id"], distance)
+    for _, distance, parent in brute_force_windows(kb, query):
+        best.setdefault(parent, distance)
     return list(best.items())
+
+
+def same_ranking(ranked, expected) -> bool:
+    return [r.document.id for r in ranked] == [pid for pid, _ in expected] and all(
+        r.score == pytest.approx(d, abs=1e-9) for r, (_, d) in zip(ranked, expected))
 
 
 def test_rank_orders_parents_by_their_best_window(built_newline) -> None:
@@ -176,7 +190,7 @@ def test_rank_orders_parents_by_their_best_window(built_newline) -> None:
         expected = brute_force_ranking(kb, query)
         for depth in (1, 3, 7):
             ranked = kb.rank(query, depth)
-            assert [(r.document.id, r.score) for r in ranked] == expected[:depth]
+            assert same_ranking(ranked, expected[:depth])
             assert [r.rank for r in ranked] == list(range(1, depth + 1))
     top = kb.rank(QUERIES[0], 1)[0]
     assert "SPID" in top.document.page_content
@@ -221,41 +235,46 @@ def test_rank_before_build_or_with_a_bad_depth_is_an_error(pdf_dir: Path, tmp_pa
         built_newline[0].rank("x", 0)
 
 
-def test_rank_fetches_more_windows_until_it_has_depth_parents(pdf_dir: Path, tmp_path: Path,
-                                                               minilm_embedding) -> None:
+def test_rank_and_the_retriever_search_every_window_not_chromas_approximate_index(pdf_dir: Path, tmp_path: Path,
+                                                                                  minilm_embedding) -> None:
+    """Chroma's HNSW search is approximate and its graph depends on the build (on the shared PDFs two builds of one
+    collection ranked differently): ranking and the chain's retriever must not consult it at all."""
     params, chunked = chunks(pdf_dir, "newline", "newline.child_chunk_size=40")  # ~5 windows a parent
     kb = knowledge_base("newline", params, minilm_embedding, tmp_path / "db")
-    kb.build(chunked)
-    search = kb.vectorstore.similarity_search_by_vector_with_relevance_scores
-    fetched: list[int] = []
-    kb.vectorstore.similarity_search_by_vector_with_relevance_scores = (
-        lambda vector, k: fetched.append(k) or search(vector, k=k))
+    retriever, _ = kb.build(chunked)
     query = QUERIES[2]
+    nearest = kb.vectorstore.similarity_search_with_score(query, k=5)  # the same distance as Chroma's, to 1e-6
+    exact = dict(kb.windows.nearest(kb.embedding.embed_query(query)))
+    assert all(exact[doc.id] == pytest.approx(d, abs=1e-6) for doc, d in nearest)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("Chroma's approximate search was consulted")
+
+    for name in ("similarity_search", "similarity_search_with_score", "similarity_search_by_vector",
+                 "similarity_search_by_vector_with_relevance_scores", "similarity_search_with_relevance_scores"):
+        object.__setattr__(kb.vectorstore, name, refuse)
     expected = brute_force_ranking(kb, query)
-    depth = len(expected) - 1
-    ranked = kb.rank(query, depth)
-    assert [(r.document.id, r.score) for r in ranked] == expected[:depth]
-    assert len(fetched) >= 2 and fetched == sorted(fetched)  # progressive, not everything at once
+    assert same_ranking(kb.rank(query, len(expected)), expected)
+    in_k = list(dict.fromkeys(parent for _, _, parent in brute_force_windows(kb, query)[:params.k]))
+    assert [doc.id for doc in retriever.invoke(query)] == in_k
 
 
-@pytest.mark.slow
-def test_rank_keeps_identical_windows_the_index_search_skipped(tmp_path: Path, minilm_embedding) -> None:
-    """HNSW links exact duplicates poorly and may return any subset of them; the ranking must not depend on it."""
-    from conftest import write_test_pdf
-
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    write_test_pdf(docs / "ripetuto.pdf", pages=6)
-    params, chunked = chunks(docs, "newline")
-    kb = knowledge_base("newline", params, minilm_embedding, tmp_path / "db")
-    kb.build(chunked)
-    query = "firma digitale"
-    complete = kb.rank(query, 6)
-    search = kb.vectorstore.similarity_search_by_vector_with_relevance_scores
-    best_text = complete[0].document.page_content
-    # an index that returns only the last copy of each duplicated window, as a badly linked graph may
-    kb.vectorstore.similarity_search_by_vector_with_relevance_scores = lambda vector, k: [
-        (doc, d) for doc, d in search(vector, k=k)
-        if doc.page_content not in kb._twins or doc.id == kb._twins[doc.page_content][-1]]
-    assert [(r.document.id, r.score) for r in kb.rank(query, 6)] == [(r.document.id, r.score) for r in complete]
-    assert best_text in kb._twins and len(kb._twins[best_text]) == 6
+def test_two_builds_whose_windows_went_in_in_other_orders_rank_alike(pdf_dir: Path, tmp_path: Path,
+                                                                    minilm_embedding) -> None:
+    """Another insertion order builds another HNSW graph; the rankings must not see it."""
+    params, chunked = chunks(pdf_dir, "newline", "newline.child_chunk_size=40")
+    first = knowledge_base("newline", params, minilm_embedding, tmp_path / "a")
+    first.build(chunked)
+    stored = first.vectorstore.get(include=["embeddings", "metadatas", "documents"])
+    second = knowledge_base("newline", params, minilm_embedding, tmp_path / "b")
+    client = second._client()
+    name = collection_name(registry.get("newline"), params, chunked, minilm_embedding.model_id)
+    collection = client.get_or_create_collection(name, metadata=first.vectorstore._collection.metadata)
+    backwards = slice(None, None, -1)
+    collection.add(ids=stored["ids"][backwards], embeddings=list(stored["embeddings"][backwards]),
+                   metadatas=stored["metadatas"][backwards], documents=stored["documents"][backwards])
+    _, stats = second.build(chunked)
+    assert stats.embedded == 0 and stats.added == 0  # every window was already there, put in backwards
+    for query in QUERIES:
+        assert [(r.document.id, r.score) for r in second.rank(query, 10)] == [
+            (r.document.id, r.score) for r in first.rank(query, 10)]
