@@ -104,7 +104,7 @@ class ExactWindows:
     def of(cls, ids: Sequence[str], vectors: Any) -> "ExactWindows":
         import numpy as np
 
-        matrix = np.asarray(vectors, dtype=np.float32)
+        matrix = np.asarray(vectors, dtype=np.float32) if len(ids) else np.zeros((0, 0), dtype=np.float32)
         if matrix.ndim != 2 or matrix.shape[0] != len(ids):
             raise ValueError(f"ExactWindows: {len(ids)} ids but vectors of shape {matrix.shape}")
         order = np.empty(len(ids), dtype=np.int64)
@@ -116,6 +116,8 @@ class ExactWindows:
         import numpy as np
 
         query = np.asarray(vector, dtype=np.float64)
+        if not self.ids:
+            return np.empty(0, dtype=np.float64)
         if query.shape != (self.matrix.shape[1],):
             raise StudyInputError(f"the query vector has {query.size} dimensions, the collection's windows "
                                   f"{self.matrix.shape[1]}: rank with the embedding model that indexed them")

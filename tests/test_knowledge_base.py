@@ -278,3 +278,16 @@ def test_two_builds_whose_windows_went_in_in_other_orders_rank_alike(pdf_dir: Pa
     for query in QUERIES:
         assert [(r.document.id, r.score) for r in second.rank(query, 10)] == [
             (r.document.id, r.score) for r in first.rank(query, 10)]
+
+
+def test_exact_windows_rank_best_first_with_ties_by_id_and_refuse_a_foreign_vector() -> None:
+    from ragstudy.errors import StudyInputError
+    from ragstudy.knowledge_base import ExactWindows
+
+    windows = ExactWindows.of(["c", "a", "b", "d"], [[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.6, 0.8]])
+    assert list(windows.nearest([1.0, 0.0])) == [("b", 0.0), ("c", 0.0), ("d", pytest.approx(0.8)), ("a", 2.0)]
+    assert list(ExactWindows.of([], []).nearest([1.0, 0.0])) == []  # an empty collection ranks nothing
+    with pytest.raises(StudyInputError, match="3 dimensions, the collection's windows 2"):
+        list(windows.nearest([1.0, 0.0, 0.0]))
+    with pytest.raises(ValueError, match="4 ids"):
+        ExactWindows.of(["a", "b", "c", "d"], [[1.0, 0.0]])
