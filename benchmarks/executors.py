@@ -19,7 +19,9 @@ each executor from its own cold project cache (the built models copied in, no ve
 own Chroma root; prints wall, CPU (the driver's, the worker processes', and the variants' own stages measured
 inside them), the wall speed-up, the child windows run through the model in all (by the grid's embed-ahead phase,
 ragstudy.embedahead, and by the variants themselves: a window embedded twice counts twice) beside the distinct
-windows, the embed-ahead phase's wall seconds, and whether every variant's rankings equal the in-process ones.
+windows, the embed-ahead phase's wall seconds, and whether every variant's rankings equal the in-process ones;
+under the table, the most any executor on this machine's cores could gain (speed_up_bound: the cores over the
+cores the in-process run kept busy).
 `--documents DIR --questions CSV` run the same grid on another corpus (a Questions.csv with one `questions` column,
 as ../shared/qa/Questions.csv); `--limit N` ranks its first N questions only.
 """
@@ -36,6 +38,7 @@ from pathlib import Path
 
 from benchmarks.clock import cpu_seconds
 from ragstudy.executors import Executor, Task, run_tasks
+from ragstudy.io import cpu_cores
 
 
 @dataclass(frozen=True)
@@ -151,7 +154,19 @@ def measure_retrieval(args: argparse.Namespace, root: Path) -> int:
               f"{sum(a == b for a, b in zip(row['exact'], base['exact']))} of {len(row['exact'])} |")
     print("\nThe variants' stages CPU is measured inside each variant (chunk, index, rank: its process and its "
           "reaped children), the same quantity wherever it runs; a Ray worker's CPU outside them is not counted.")
+    print(f"\n{speed_up_bound(base['driver_cpu_s'], base['wall_s'], cpu_cores())}")
     return 0 if all(compare(r, base)[0] for r in rows) else 1
+
+
+def speed_up_bound(cpu_s: float, wall_s: float, cores: int) -> str:
+    """The most any executor on `cores` cores can gain over an in-process run that used `cpu_s` CPU seconds in
+    `wall_s`: the same work cannot take less than cpu_s / cores of wall (parallel processes add work, never remove
+    it)."""
+    if cpu_s <= 0 or wall_s <= 0:
+        return "The in-process run measured no CPU time: no bound on the speed-up can be given."
+    busy, bound = cpu_s / wall_s, cores * wall_s / cpu_s
+    return (f"The in-process run kept {busy:.2f} of this machine's {cores} cores busy ({cpu_s:.1f} CPU-s in "
+            f"{wall_s:.1f} s): no executor on {cores} cores can run the same work more than {bound:.2f}x as fast.")
 
 
 def rounds_for(seconds: float) -> int:
