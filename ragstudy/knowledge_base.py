@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 from urllib.parse import urlsplit
@@ -143,8 +144,6 @@ def stable_retriever_class():
     rows), orders them differently in a freshly built index and the same index reloaded from disk; a warm re-run
     would then put other parents in the prompt and regenerate answers.
     """
-    from itertools import islice
-
     from langchain_classic.retrievers import ParentDocumentRetriever
 
     class StableParentDocumentRetriever(ParentDocumentRetriever):
@@ -489,17 +488,27 @@ class KnowledgeBase:
 
     def rank_vector(self, vector: Sequence[float], depth: int) -> list[RankedParent]:
         """Rank parents for an already embedded query by their nearest child window (an exact search of every
-        window, see ExactWindows)."""
-        if self.windows is None or self.docstore is None:
-            raise RuntimeError("KnowledgeBase.rank needs build(chunked) first")
+        window, see ExactWindows): the first `depth` of ranked_parents."""
         if depth <= 0:
             raise StudyInputError(f"ranking depth must be positive, got {depth}")
-        best: dict[str, float] = {}
+        return list(islice(self.ranked_parents(vector), depth))
+
+    def ranked_parents(self, vector: Sequence[float]) -> Iterator[RankedParent]:
+        """Every parent, best first, lazily: a caller that reads deeper and deeper (dense's budget fill) searches
+        the windows once per query."""
+        if self.windows is None or self.docstore is None:
+            raise RuntimeError("KnowledgeBase.rank needs build(chunked) first")
+        return self._ranked_parents(vector)
+
+    def _ranked_parents(self, vector: Sequence[float]) -> Iterator[RankedParent]:
+        seen: set[str] = set()
+        number = 0
         for cid, distance in self.windows.nearest(vector):
-            best.setdefault(self._parent_of[cid], distance)
-            if len(best) == depth:
-                break
-        ids = list(best)
-        ranked = [(doc, best[pid]) for pid, doc in zip(ids, self.docstore.mget(ids)) if doc is not None]
-        return [RankedParent(document=doc, score=float(score), rank=number)
-                for number, (doc, score) in enumerate(ranked, start=1)]
+            parent = self._parent_of[cid]
+            if parent in seen:
+                continue
+            seen.add(parent)
+            doc = self.docstore.mget([parent])[0]
+            if doc is not None:
+                number += 1
+                yield RankedParent(document=doc, score=float(distance), rank=number)

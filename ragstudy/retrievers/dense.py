@@ -4,6 +4,7 @@ parents ranked by their best window; `in_k` from the chain's own ParentDocumentR
 from __future__ import annotations
 
 import logging
+from itertools import islice
 from typing import Any
 
 from . import IndexReport, RetrievalInputs, register_retriever
@@ -38,10 +39,11 @@ class ChromaDense:
         from ..records import RetrievedParent
 
         kb = self.kb
-        vector = kb.embedding.embed_query(question)
+        parents = kb.ranked_parents(kb.embedding.embed_query(question))  # lazy: the windows are searched once
+        ranked: list[Any] = []
         depth = max(INITIAL_DEPTH, kb.params.k)
         while True:
-            ranked = kb.rank_vector(vector, depth)
+            ranked.extend(islice(parents, depth - len(ranked)))
             total = sum(measure.length(r.document.page_content) for r in ranked)
             if total > largest or len(ranked) < depth:
                 break
