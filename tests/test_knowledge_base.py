@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import replace
+from itertools import islice
 from pathlib import Path
 
 import pytest
@@ -291,3 +292,19 @@ def test_exact_windows_rank_best_first_with_ties_by_id_and_refuse_a_foreign_vect
         list(windows.nearest([1.0, 0.0, 0.0]))
     with pytest.raises(ValueError, match="4 ids"):
         ExactWindows.of(["a", "b", "c", "d"], [[1.0, 0.0]])
+
+
+def test_ranked_parents_search_the_windows_once_however_deep_they_are_read(built_newline, monkeypatch) -> None:
+    """dense reads deeper and deeper until its largest budget is filled: one search per question, not one per depth."""
+    from ragstudy.knowledge_base import ExactWindows
+
+    kb = built_newline[0]
+    vector = kb.embedding.embed_query(QUERIES[1])
+    searches: list[int] = []
+    distances = ExactWindows.distances
+    monkeypatch.setattr(ExactWindows, "distances", lambda self, v: searches.append(1) or distances(self, v))
+    parents = kb.ranked_parents(vector)
+    read = list(islice(parents, 1)) + list(islice(parents, 2)) + list(islice(parents, 4))
+    assert len(searches) == 1
+    assert [(r.document.id, r.score, r.rank) for r in read] == [
+        (r.document.id, r.score, r.rank) for r in kb.rank_vector(vector, 7)]
