@@ -33,6 +33,7 @@ from .registry import StrategyParams, StrategySpec, get as strategy_spec
 logger = logging.getLogger(__name__)
 
 ADD_BATCH = 256
+READ_BATCH = 5000  # ids per Chroma get
 # Chroma builds an HNSW graph for every collection; the study's searches do not read it (ExactWindows: even these
 # large beams left one rank-5 parent out in 2 of 3 builds of a 7,843-window collection). The settings stay because
 # collection names hash them: Chroma's defaults would build faster (4.6 s instead of 6.3 s for those windows) but
@@ -424,17 +425,12 @@ class KnowledgeBase:
         parents = [chunk.to_document() for item in chunked for chunk in item.chunks]
         docstore.mset([(doc.id, doc) for doc in parents])
         children, child_ids = child_windows(parents, splitter)
-        existing: set[str] = set()
-        with self._store(f"reading collection {name}"):
-            for start in range(0, len(child_ids), 5000):
-                existing.update(vectorstore.get(ids=child_ids[start:start + 5000], include=[])["ids"])
-        missing = [i for i, cid in enumerate(child_ids) if cid not in existing]
-        if existing:  # its vectors' size: a backend whose size changed is named before Chroma refuses it
+        stored = self._stored_vectors(vectorstore, child_ids, f"reading collection {name}")
+        missing = [i for i, cid in enumerate(child_ids) if cid not in stored]
+        if stored:  # its vectors' size: a backend whose size changed is named before Chroma refuses it
             from .vectorcheck import expect_collection
 
-            with self._store(f"reading collection {name}"):
-                expect_collection(self.embedding, vectorstore, sorted(existing), f"the Chroma collection {name} in "
-                                  f"{self.location}")
+            expect_collection(self.embedding, stored[min(stored)], f"the Chroma collection {name} in {self.location}")
         counted = hasattr(self.embedding, "texts_embedded")
         before = self.embedding.texts_embedded if counted else 0
         bar = tqdm(total=len(missing), desc=f"Embedding {self.spec.name}", unit="window", disable=not missing)
@@ -450,7 +446,9 @@ class KnowledgeBase:
         stats = IndexStats(collection=name, parents=len(parents), children=len(children), embedded=embedded,
                            reused=len(children) - embedded, added=len(missing))
         self._parent_of = {cid: child.metadata["doc_id"] for cid, child in zip(child_ids, children)}
-        self.windows = self._read_windows(vectorstore, child_ids, name)
+        stored.update(self._stored_vectors(vectorstore, [child_ids[i] for i in missing],
+                                           f"reading the vectors of collection {name}"))
+        self.windows = self._exact_windows(child_ids, stored, name)
         self.vectorstore, self.docstore = vectorstore, docstore
         retriever = stable_retriever_class()(vectorstore=vectorstore, docstore=docstore, child_splitter=splitter,
                                             search_kwargs={"k": self.params.k}, windows=self.windows,
@@ -460,19 +458,23 @@ class KnowledgeBase:
                     self.location, name)
         return retriever, stats
 
-    def _read_windows(self, vectorstore, child_ids: Sequence[str], name: str) -> ExactWindows:
-        """The collection's vectors of `child_ids` (every one must be there), for the exact search."""
+    def _stored_vectors(self, vectorstore, ids: Sequence[str], action: str) -> dict[str, Any]:
+        """Child id -> vector, for those of `ids` the collection holds (read READ_BATCH ids at a time)."""
         vectors: dict[str, Any] = {}
-        with self._store(f"reading the vectors of collection {name}"):
-            for start in range(0, len(child_ids), 5000):
-                got = vectorstore.get(ids=list(child_ids[start:start + 5000]), include=["embeddings"])
+        with self._store(action):
+            for start in range(0, len(ids), READ_BATCH):
+                got = vectorstore.get(ids=list(ids[start:start + READ_BATCH]), include=["embeddings"])
                 vectors.update(zip(got["ids"], got["embeddings"]))
-        absent = [cid for cid in child_ids if cid not in vectors]
+        return vectors
+
+    def _exact_windows(self, child_ids: Sequence[str], stored: dict[str, Any], name: str) -> ExactWindows:
+        """The exact search over the collection's vectors of `child_ids` (every one must be stored)."""
+        absent = [cid for cid in child_ids if cid not in stored]
         if absent:
             where = f"Chroma server {self.chroma_server}" if self.chroma_server else f"Chroma folder {self.db_dir}"
             raise StoreError(f"{where}: collection {name} lacks {len(absent)} of its {len(child_ids)} child windows "
                              f"after indexing (first: {absent[0]}); delete that collection and re-run: {REBUILD_DB}")
-        return ExactWindows.of(list(child_ids), [vectors[cid] for cid in child_ids])
+        return ExactWindows.of(list(child_ids), [stored[cid] for cid in child_ids])
 
     def rank(self, query: str, depth: int) -> list[RankedParent]:
         """The `depth` best parents for `query` (fewer if the collection has fewer), ordered by their best child

@@ -128,12 +128,10 @@ class VectorCheck:
         return bad
 
 
-def expect_collection(embedding: Any, vectorstore: Any, stored_ids: Sequence[str], holder: str) -> None:
-    """Tell `embedding`'s check the dimension of the vectors a Chroma collection already holds (one is read), so a
-    backend whose vectors changed size under the same model name is named before Chroma refuses the batch."""
+def expect_collection(embedding: Any, stored_vector: Sequence[float], holder: str) -> None:
+    """Tell `embedding`'s check the dimension of the vectors a Chroma collection already holds (`stored_vector`: one
+    of them), so a backend whose vectors changed size under the same model name is named before Chroma refuses the
+    batch."""
     check = getattr(embedding, "check", None)
-    if check is None or not stored_ids:
-        return
-    got = vectorstore.get(ids=[stored_ids[0]], include=["embeddings"]).get("embeddings")
-    if got is not None and len(got):
-        check.expect(len(got[0]), holder)
+    if check is not None:
+        check.expect(len(stored_vector), holder)
