@@ -260,17 +260,18 @@ def test_rank_and_the_retriever_search_every_window_not_chromas_approximate_inde
     assert [doc.id for doc in retriever.invoke(query)] == in_k
 
 
-def test_two_builds_whose_windows_went_in_in_other_orders_rank_alike(pdf_dir: Path, tmp_path: Path,
-                                                                    minilm_embedding) -> None:
-    """Another insertion order builds another HNSW graph; the rankings must not see it."""
+def test_a_collection_built_another_way_with_a_poor_graph_ranks_alike(pdf_dir: Path, tmp_path: Path,
+                                                                      minilm_embedding) -> None:
+    """The same windows put in backwards, into an HNSW graph of beams 1 and M 2 (an approximate search over it misses
+    neighbours: the ranking before the exact search failed here): the rankings must not see how it was built."""
     params, chunked = chunks(pdf_dir, "newline", "newline.child_chunk_size=40")
     first = knowledge_base("newline", params, minilm_embedding, tmp_path / "a")
     first.build(chunked)
     stored = first.vectorstore.get(include=["embeddings", "metadatas", "documents"])
     second = knowledge_base("newline", params, minilm_embedding, tmp_path / "b")
-    client = second._client()
     name = collection_name(registry.get("newline"), params, chunked, minilm_embedding.model_id)
-    collection = client.get_or_create_collection(name, metadata=first.vectorstore._collection.metadata)
+    poor = {"hnsw:search_ef": 1, "hnsw:construction_ef": 1, "hnsw:M": 2}
+    collection = second._client().get_or_create_collection(name, metadata=poor)
     backwards = slice(None, None, -1)
     collection.add(ids=stored["ids"][backwards], embeddings=list(stored["embeddings"][backwards]),
                    metadatas=stored["metadatas"][backwards], documents=stored["documents"][backwards])
