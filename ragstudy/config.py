@@ -15,7 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from . import embedders, llms, registry, retrievers
+from . import embedders, llm_axis, llms, registry, retrievers
 from .errors import StudyInputError
 from .io import TORCH_THREADS_DOC, decode_user_text, read_user_text, torch_threads
 from .models import WHEEL_E5SMALL, WHEEL_QWEN05
@@ -327,6 +327,7 @@ class StudyConfig:
                                   "chain prompts with the paper's dense retriever. Add --retrieval-only, or drop "
                                   "--retriever")
         llms.validate(self, named)
+        llm_axis.validate(self, named)
         self._validate_text_layer(named("text_layer"))
         if self.chunks_only and self.retrieval_only:
             raise StudyInputError(f"{named('chunks_only')} and {named('retrieval_only')} exclude each other; pick one")

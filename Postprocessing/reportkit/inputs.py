@@ -12,7 +12,7 @@ import json
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ import pandas as pd
 
 from Postprocessing import common
 from ragstudy import results
+from ragstudy.llm_axis import read_groups
 from ragstudy.registry import StrategySpec
 
 logger = logging.getLogger(__name__)
@@ -119,6 +120,8 @@ class Inputs:
     retrieval_dir: Path | None = None  # where the retrieval tables came from (None: results_dir)
     retrieval_config: dict[str, Any] | None = None  # that folder's config.json (retriever, embedder)
     retrieval_across: Any = None  # ragstudy.verdict_across.CrossVerdict of a run ranked with several retrievers
+    answers_across: tuple[str, ...] = ()  # an answering run with several LLMs: the verdict across them (its lines)
+    answers_group: str | None = None  # ... whose first LLM's answers the Answers tables show
 
 
 def ranked_folders(folder: Path, run: results.Run | None = None) -> tuple[Path, dict[str, Path]]:
@@ -186,6 +189,13 @@ def load(results_dir: Path, oracle: str | Path | None = None, retrieval_dir: str
     if not d.is_dir():
         raise common.DataError(f"results folder {d} not found; run ragstudy answer (--output-dir {d}) first, "
                                "or pass --results-dir")
+    groups = read_groups(d)  # several LLMs (ragstudy.llm_axis): the first one's tables, the verdict across them all
+    if groups:
+        inputs = load(groups[0][2], oracle, retrieval_dir)
+        across_md = results.ANSWER_VERDICT_ACROSS_MD.path(d)
+        lines = tuple(line[2:] for line in across_md.read_text(encoding="utf-8").splitlines()
+                      if line.startswith("- ")) if across_md.is_file() else ()
+        return replace(inputs, results_dir=d, answers_across=lines, answers_group=groups[0][1])
     r = Path(retrieval_dir) if retrieval_dir is not None else d
     if not r.is_dir():
         raise common.DataError(f"retrieval folder {r} not found; run `ragstudy retrieve --output-dir {r}` and "

@@ -412,6 +412,13 @@ def answers_section(inp: Inputs, styles: Strategies) -> Section:
         return s
     signal = inp.metrics_signal
     with_signal = set(signal["with_signal"]) if signal else set()
+    if inp.answers_across:
+        s.blocks.append(Text("Answered by several LLMs, each scored beside its own floors:"))
+        s.blocks.append(Bullets(list(inp.answers_across)))
+        s.blocks.append(Text(f"The tables below are those of {inp.answers_group}."))
+    elif inp.answers_group:
+        s.blocks.append(Note("Answered by several LLMs, but the verdict across them has not been written.",
+                             (_cmd("score-answers", inp.results_dir),)))
     if signal:
         s.blocks.append(Text(f"Signal check: {signal['sentence']}"))
     else:
