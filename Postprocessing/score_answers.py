@@ -112,7 +112,7 @@ def settings() -> tuple[Setting, ...]:
                 default_doc=f"from config.json profile: paper → {PAPER_BERTSCORE_MODEL}, lite → multilingual-e5-small "
                 "(the lite embedder's folder)"),
         Setting("bertscore_layers", "layer whose embeddings BERTScore uses (required for a local folder)", type=int,
-                default_doc="the model's own; lite: 9 of multilingual-e5-small's 12"),
+                default_doc="the model's own; lite: 10 of multilingual-e5-small's 12"),
         Setting("bertscore_batch_size", "texts per BERTScore batch", type=int, default=64),
         replace(cli.EVIDENCE, help=cli.EVIDENCE.help + "; its passages, as answers, are the extractive reference "
                 "beside each metric", default_doc="sample/evidence.json for the bundled Questions.csv, else none"),

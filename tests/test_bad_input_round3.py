@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, own_db_dir, write_test_pdf
+from conftest import REPO_ROOT, own_db_dir, tiny_llm, write_test_pdf
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
 
 
 def chain(*args: object, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(REPO_ROOT / "evaluation_chain.py"), "--profile", "lite",
-                           *own_db_dir(args)], cwd=cwd, capture_output=True, text=True, timeout=400)
+                           *tiny_llm(args), *own_db_dir(args)], cwd=cwd, capture_output=True, text=True, timeout=400)
 
 
 def one_error_line(result: subprocess.CompletedProcess) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, assert_stopped_by_ctrl_c, own_db_dir, ctrl_c_when, sigint_default, write_test_pdf
+from conftest import REPO_ROOT, assert_stopped_by_ctrl_c, own_db_dir, tiny_llm, ctrl_c_when, sigint_default, write_test_pdf
 from ragstudy.errors import StudyInputError
 from ragstudy.llms import AnswerCache, GenerationParams
 from ragstudy.knowledge_base import check_chroma_server
@@ -220,7 +220,8 @@ def test_a_url_that_is_not_a_chroma_server_is_named(fake_server: FakeServer, ans
 
 def run_chain(*args: str, env: dict | None = None, timeout: float = 400) -> subprocess.CompletedProcess:
     """evaluation_chain.py --profile lite ARGS, as a user runs it (`env` is added to this process's environment)."""
-    return subprocess.run([sys.executable, "evaluation_chain.py", "--profile", "lite", *own_db_dir(args)],
+    return subprocess.run([sys.executable, "evaluation_chain.py", "--profile", "lite", *tiny_llm(args),
+                           *own_db_dir(args)],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 
