@@ -436,25 +436,40 @@ def run_retrieval(config: StudyConfig, sweep: Any = None, executor: Executor | N
         folder.release()
 
 
-def merged_grid(output_dir: Path, grid: Sequence[Variant]) -> list[Variant]:
+def merged_grid(output_dir: Path, grid: Sequence[Variant], documents: dict[str, str] | None = None
+                ) -> list[Variant]:
     """The folder's variants after this run: this grid's, then those variants.csv already lists under one of this
     grid's contexts (retriever, text layer, embedder: a run of fewer strategies adds to its folder, as a run of one
-    configuration always could). A listed variant under another context is a StudyInputError: it would be compared
-    with this run's, or mistaken for one of them."""
-    from .records import Variant as Record
-    from .results import VARIANTS, read_table
+    configuration always could). A listed variant under another context, or run over other documents than this
+    run's (`documents`: PDF name -> sha256, as results.recorded_documents reads them back), is a StudyInputError: it
+    would be compared with this run's, or mistaken for one of them; so is a row its variant's own record contradicts
+    (results.check_variant_records: the labels kept must be true)."""
+    from .results import (VARIANTS, check_variant_records, documents_difference, read_variants, recorded_documents,
+                          variant_folder)
 
-    frame = read_table(output_dir, VARIANTS)
-    listed = [] if frame is None else [Record.from_row(row, f"{VARIANTS.path(output_dir)} row {n}") for n, row in
-                                       enumerate(frame.fillna("n/a").to_dict("records"), start=2)]
+    listed = read_variants(output_dir)
     ids, contexts = {v.id for v in grid}, {v.context() for v in grid}
-    others = [v for v in listed if v.id not in ids and v.context() not in contexts]
+    check_variant_records(output_dir, listed, skip=ids)  # this run's own variants are written again
+    kept = [v for v in listed if v.id not in ids]
+    others = [v for v in kept if v.context() not in contexts]
     if others:
-        names = ", ".join(v.id for v in others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
-        raise StudyInputError(f"{output_dir}: holds the variants {names} ({VARIANTS.name}) of another retriever, "
-                              "text layer or embedder than this run's; they would be compared as one run. Give this "
-                              "run its own --output-dir, or move those files away")
-    return [*grid, *(v for v in listed if v.id not in ids)]
+        raise StudyInputError(f"{output_dir}: holds the variants {_few(others)} ({VARIANTS.name}) of another "
+                              "retriever, text layer or embedder than this run's; they would be compared as one run. "
+                              "Give this run its own --output-dir, or move those files away")
+    elsewhere = [(v, found) for v in kept for found in [recorded_documents(variant_folder(output_dir, v.id))]
+                 if documents is not None and found is not None and found != documents]
+    if elsewhere:
+        difference = documents_difference((elsewhere[0][0].id, elsewhere[0][1]), ("this run", documents))
+        raise StudyInputError(f"{output_dir}: holds the variants {_few([v for v, _ in elsewhere])} "
+                              f"({VARIANTS.name}) run over other documents than this run's ({difference}); they "
+                              "would be compared as one run. Give this run its own --output-dir, run those variants' "
+                              "strategies too, or move those files away")
+    return [*grid, *kept]
+
+
+def _few(variants: Sequence[Variant]) -> str:
+    """The first three variants' ids, then how many more."""
+    return ", ".join(v.id for v in variants[:3]) + (f" and {len(variants) - 3} more" if len(variants) > 3 else "")
 
 
 def _run_grid(config: StudyConfig, grid: Sequence[Variant], documents, questions: Sequence[str], output_dir: Path,
@@ -466,7 +481,7 @@ def _run_grid(config: StudyConfig, grid: Sequence[Variant], documents, questions
     from .variants import variant_config as config_of
 
     check_layout(output_dir)  # an earlier version's layout is never mixed into this one
-    listed = merged_grid(output_dir, grid)
+    listed = merged_grid(output_dir, grid, {Path(d.path).name: d.sha256 for d in documents})
     folders = {v.id: variant_folder(output_dir, v.id) for v in grid}
     configs = {v.id: config_of(config, v, folders[v.id]) for v in grid}
     for v in grid:  # never beside another configuration's files

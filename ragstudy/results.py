@@ -933,6 +933,7 @@ class Run:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._questions: dict[tuple, tuple[list[str] | None, Path | None]] = {}
+        self._variants: list[Variant] | None = None
 
     @cached_property
     def record(self) -> RunRecord:
@@ -970,22 +971,23 @@ class Run:
     def variants(self) -> list[Variant]:
         """The variants of a retrieval-only run's grid (variants.csv), in order; [] for a folder without one (an
         answering run, one variant's own folder, or a folder an earlier version wrote: `check_layout`). The one
-        finder of variant folders: nothing else lists them."""
-        frame = read_table(self.path, VARIANTS)
-        if frame is None:
-            check_layout(self.path)
-            return []
-        found = []
-        for number, row in enumerate(frame.fillna(NOT_APPLICABLE).to_dict("records"), start=2):  # pandas reads
-            # "n/a" as missing
-            variant = Variant.from_row(row, f"{VARIANTS.path(self.path)} row {number}")
-            folder = variant_folder(self.path, variant.id)
-            if not folder.is_dir():
-                raise StudyInputError(f"{VARIANTS.path(self.path)}: lists variant {variant.id!r} but {folder} is "
-                                      "missing; re-run the same `ragstudy retrieve` into the folder (finished work "
-                                      "is cached)")
-            found.append(variant)
-        return found
+        finder of variant folders: nothing else lists them. Each row is checked against its variant's own record
+        (check_variant_records) and the variants against each other's documents (check_variant_documents), so a
+        hand-edited or mixed folder is never scored under labels that did not make it. Read once per handle."""
+        if self._variants is None:
+            found = read_variants(self.path)
+            if not found:
+                check_layout(self.path)
+            for variant in found:
+                folder = variant_folder(self.path, variant.id)
+                if not folder.is_dir():
+                    raise StudyInputError(f"{VARIANTS.path(self.path)}: lists variant {variant.id!r} but {folder} "
+                                          "is missing; re-run the same `ragstudy retrieve` into the folder (finished "
+                                          "work is cached)")
+            check_variant_records(self.path, found)
+            check_variant_documents(self.path, found)
+            self._variants = found
+        return list(self._variants)
 
     def strategy_folder(self, strategy: str) -> Path:
         """The folder holding `strategy`'s run: this folder when its rankings or chunks are here, else the folder of
@@ -1010,6 +1012,116 @@ VARIANTS_FOLDER = "variants"
 def variant_folder(output_dir: str | Path, variant_id: str) -> Path:
     """`<output-dir>/variants/<id>/`: one variant's complete retrieval run."""
     return Path(output_dir) / VARIANTS_FOLDER / variant_id
+
+
+def read_variants(output_dir: str | Path) -> list[Variant]:
+    """variants.csv's variants, in order ([] when there is none), each id checked as the name it was made as
+    (io.check_name: letters, digits, `-`, `_`, `.`; never `.`, `..` or a path) and its folder inside
+    `<output-dir>/variants/` (a symbolic link leading elsewhere is refused too): a row never makes a run read another
+    run's files. A StudyInputError naming the file and row otherwise."""
+    from .io import check_name
+
+    output_dir = Path(output_dir)
+    frame = read_table(output_dir, VARIANTS)
+    if frame is None:
+        return []
+    path, inside = VARIANTS.path(output_dir), (output_dir / VARIANTS_FOLDER).resolve()
+    fix = f"restore {path.name}, or re-run `ragstudy retrieve` into a fresh --output-dir (finished work is cached)"
+    found = []
+    for number, row in enumerate(frame.fillna(NOT_APPLICABLE).to_dict("records"), start=2):  # pandas reads "n/a"
+        # as missing
+        where = f"{path} row {number}"
+        variant = Variant.from_row(row, where)
+        try:
+            check_name(variant.id, f"{where}: id")
+        except StudyInputError as exc:
+            raise StudyInputError(f"{exc}; {fix}") from None
+        folder = variant_folder(output_dir, variant.id)
+        if not folder.resolve().is_relative_to(inside):
+            raise StudyInputError(f"{where}: the folder of variant {variant.id}, {folder}, leads outside {inside} (to "
+                                  f"{folder.resolve()}): another run's files would be scored as this run's; put the "
+                                  "variant's own folder there, or re-run `ragstudy retrieve` into a fresh --output-dir")
+        found.append(variant)
+    return found
+
+
+def recorded_variant(folder: str | Path) -> Variant | None:
+    """The variant a variant folder's own config.json records (run_variant writes its variants.csv row there), or
+    None when the folder records none (a folder made by hand: nothing to check it against)."""
+    path = Path(folder) / CONFIG_NAME
+    if not path.is_file():
+        return None
+    row = read_config(folder).raw.get("variant")
+    return Variant.from_row(row, f"{path}: variant") if isinstance(row, dict) else None
+
+
+def check_variant_records(output_dir: str | Path, variants: Sequence[Variant], skip: Iterable[str] = ()) -> None:
+    """Every value a variants.csv row claims (its id and every axis of VARIANT_AXES: strategy, parameters, retriever,
+    text layer, embedder) is the one its variant's own run recorded (recorded_variant): a StudyInputError naming the
+    row, the column and both values otherwise (a hand-edited variants.csv would put one variant's scores under
+    another's label, and every sentence comparing them would say the opposite of the truth). `variants`: every row
+    of the file (read_variants), `skip`: ids not checked (a run about to write those variants again)."""
+    path, skip = VARIANTS.path(output_dir), set(skip)
+    for number, variant in enumerate(variants, start=2):
+        folder = variant_folder(output_dir, variant.id)
+        recorded = None if variant.id in skip else recorded_variant(folder)
+        said, truth = variant.to_row(), recorded.to_row() if recorded is not None else variant.to_row()
+        wrong = [column for column in (*VARIANT_AXES, "id") if said[column] != truth[column]]  # the axes first
+        if not wrong:
+            continue
+        column = wrong[0]
+        more = f" (and {', '.join(wrong[1:])} {'differs' if len(wrong) == 2 else 'differ'})" if wrong[1:] else ""
+        raise StudyInputError(
+            f"{path} row {number} (variant {variant.id}) says {column} {said[column]!r} but {folder / CONFIG_NAME}, "
+            f"the run that made the variant, records {column} {truth[column]!r}{more}: {path.name} or the variant's "
+            "folder was edited or comes from another run, and the scores would carry labels that did not make them. "
+            f"Restore {path.name}, or re-run `ragstudy retrieve` into a fresh --output-dir (finished work is cached)")
+
+
+def recorded_documents(folder: str | Path) -> dict[str, str] | None:
+    """The documents a run's config.json records: PDF file name -> content sha256 (`documents_sha256`, the hashes
+    the chunk caches are keyed by), or None when it records none."""
+    if not (Path(folder) / CONFIG_NAME).is_file():
+        return None
+    hashes = read_config(folder).raw.get("documents_sha256")
+    if not isinstance(hashes, dict):
+        return None
+    return {Path(str(name)).name: str(sha) for name, sha in hashes.items()}
+
+
+def documents_difference(first: tuple[str, dict[str, str]], second: tuple[str, dict[str, str]]) -> str:
+    """How two runs' documents (each: who ran over them, PDF name -> sha256) differ, in words: how many PDFs each ran
+    over, those only one of them has, and those edited between them (same name, other content)."""
+    def few(names: Iterable[str]) -> str:
+        names = sorted(names)
+        return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+    (one, ours), (two, theirs) = first, second
+    edited = [name for name in set(ours) & set(theirs) if ours[name] != theirs[name]]
+    parts = [f"{few(set(ours) - set(theirs))} only in {one}'s" if set(ours) - set(theirs) else "",
+             f"{few(set(theirs) - set(ours))} only in {two}'s" if set(theirs) - set(ours) else "",
+             f"{few(edited)} edited between them (other content, same name)" if edited else ""]
+    return (f"{one} over {len(ours)} PDF(s), {two} over {len(theirs)}: "
+            + "; ".join(part for part in parts if part))
+
+
+def check_variant_documents(output_dir: str | Path, variants: Sequence[Variant]) -> None:
+    """The variants of one results folder were run over the same documents (recorded_documents: the PDFs' names and
+    content hashes): a StudyInputError naming two variants and how their documents differ otherwise (fixed-size over
+    two PDFs would be compared with newline over one). Variants that record no documents are not checked."""
+    seen: dict[str, tuple[str, dict[str, str]]] = {}
+    for variant in variants:
+        documents = recorded_documents(variant_folder(output_dir, variant.id))
+        if documents is None:
+            continue
+        key = json.dumps(documents, sort_keys=True)
+        seen.setdefault(key, (variant.id, documents))
+        if len(seen) > 1:
+            first, second = list(seen.values())[:2]
+            raise StudyInputError(
+                f"{output_dir}: its variants were run over different documents ({documents_difference(first, second)})"
+                "; they would be compared as one run. Re-run `ragstudy retrieve` with every variant over one "
+                "--documents folder into a fresh --output-dir (finished work is cached)")
 
 
 def check_layout(folder: str | Path) -> None:

@@ -26,11 +26,12 @@ def questions(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder / "Questions.csv"
 
 
-def chain(pdf_dir: Path, questions: Path, out: Path, retriever: str, strategies: str) -> int:
+def chain(pdf_dir: Path, questions: Path, out: Path, retriever: str, strategies: str, budgets: str = "300,900"
+          ) -> int:
 
     return app.main(app.chain_subcommand(["--retrieval-only", "--profile", "lite", "--documents", str(pdf_dir),
                                   "--questions", str(questions), "--output-dir", str(out), "--strategies", strategies,
-                                  "--budgets", "300,900", "--retriever", retriever,
+                                  "--budgets", budgets, "--retriever", retriever,
                                   "--db-dir", f"{out}-db"]))  # its own Chroma folders: the default is the repository's
 
 
@@ -94,19 +95,40 @@ def test_a_run_refuses_a_folder_holding_another_configurations_files(runs, pdf_d
     assert chain(pdf_dir, questions, out, "bm25", "fixed-size") == 0  # the same configuration may add to it
 
 
-def test_scoring_refuses_files_of_two_configurations_unless_asked(runs, tmp_path, capsys) -> None:
-    out = copy_run(runs, tmp_path)  # fixed-size's whole variant folder replaced by the bm25-parents run's
+def test_scoring_refuses_files_of_two_configurations_unless_asked(runs, pdf_dir, questions, tmp_path,
+                                                                   capsys) -> None:
+    """fixed-size's variant folder replaced by the same variant of a run ranked for a larger budget (another
+    configuration; variants.csv's labels still true): refused, unless --allow-mixed-configurations."""
+    out = copy_run(runs, tmp_path)
+    assert chain(pdf_dir, questions, tmp_path / "larger", "bm25", "fixed-size", budgets="300,1200") == 0
     shutil.rmtree(member(out, "fixed-size"))
-    shutil.copytree(member(runs["parents"], "fixed-size", "bm25-parents"), member(out, "fixed-size"))
+    shutil.copytree(member(tmp_path / "larger", "fixed-size"), member(out, "fixed-size"))
     assert score(out) == 2
     line = error_line(capsys)
     assert "written by different configurations" in line and "retrieval_newline.csv: retriever bm25," in line
-    assert "retrieval_fixed-size.csv: retriever bm25-parents" in line and "--allow-mixed-configurations" in line
+    assert "largest budget 900 chars" in line and "largest budget 1200 chars" in line
+    assert "--allow-mixed-configurations" in line
 
     assert app.main(["report", "--results-dir", str(out)]) == 2  # the report refuses the same folder
     assert "written by different configurations" in error_line(capsys)
     assert score(out, "--allow-mixed-configurations") == 0
     assert "MIXED CONFIGURATIONS" in (out / "retrieval_summary.md").read_text()
+
+
+def test_a_variant_folder_of_another_retriever_is_refused_even_when_mixing_is_allowed(runs, tmp_path,
+                                                                                      capsys) -> None:
+    """fixed-size's whole variant folder replaced by the bm25-parents run's: variants.csv's row would label
+    bm25-parents' rankings bm25. That is not a mix of configurations to compare on request but a false label
+    (issue 51): refused, flag or not, naming the row and both retrievers."""
+    out = copy_run(runs, tmp_path)
+    shutil.rmtree(member(out, "fixed-size"))
+    shutil.copytree(member(runs["parents"], "fixed-size", "bm25-parents"), member(out, "fixed-size"))
+    for extra in ((), ("--allow-mixed-configurations",)):
+        assert score(out, *extra) == 2
+        line = error_line(capsys)
+        assert "variants.csv row 3 (variant fixed-size__bm25__raw) says retriever 'bm25' but " in line
+        assert "records retriever 'bm25-parents' (and id differs)" in line
+    assert not (out / "retrieval_summary.md").exists()
 
 
 def test_a_file_copied_in_from_another_run_is_refused(runs, tmp_path, capsys) -> None:
