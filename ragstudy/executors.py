@@ -673,11 +673,15 @@ def _ray_error(ray: Any, exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first.strip()}"[:400]
 
 
+RAY_RETRIES = 2  # a task whose worker or node died (a node lost from the cluster) runs again, on another node
+
+
 def _run_ray(tasks: Sequence[Task], executor: Executor) -> Iterator[Outcome]:
-    """Ray tasks (one CPU each, not retried: a failure is reported like any other). Inputs shared by several tasks
-    are put in the object store once."""
+    """Ray tasks, one CPU each. A task whose worker process or node dies is run again by Ray (RAY_RETRIES times, on
+    any node: its files come back to the driver whichever ran it); a task that raises is not (a failure is reported
+    like any other). Inputs shared by several tasks are put in the object store once."""
     with _ray_session(executor) as ray:
-        remote = ray.remote(num_cpus=1, max_retries=0)(_ray_task)
+        remote = ray.remote(num_cpus=1, max_retries=RAY_RETRIES, retry_exceptions=False)(_ray_task)
         refs: dict[tuple, tuple[str, Any]] = {}
         running: dict[Any, Task] = {}
         for task in tasks:

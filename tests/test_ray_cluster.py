@@ -156,3 +156,191 @@ def test_sigterm_ends_a_ray_run_that_waits_on_a_silent_listener_at_once(
             process.kill()
             process.communicate()
 
+
+# ---------------------------------------------------------------------------------- a real two-node Ray cluster
+
+LOST = '''
+"""bm25, except on the node that the test stops: there it says it was reached and waits to be stopped (a variant
+running on a node that is lost)."""
+
+import os
+import time
+from pathlib import Path
+
+from ragstudy.retrievers import register_retriever
+from ragstudy.retrievers.bm25 import BM25Children
+
+
+@register_retriever("bm25-lost", unit="children", lexical=True, description="bm25; waits on the node to lose")
+class LostWithItsNode(BM25Children):
+    def unit_ranking(self, question):
+        reached = os.environ.get("LOST_NODE_REACHED")
+        if reached:
+            Path(reached).write_text(str(os.getpid()), encoding="utf-8")
+            time.sleep(300)
+        return super().unit_ranking(question)
+'''
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct ports free on 127.0.0.1 now (Ray binds them a moment later)."""
+    sockets = [socket.create_server(("127.0.0.1", 0)) for _ in range(count)]
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+class RayNode:
+    """One Ray node on this machine: `ray start --block` in a session of its own (its process group holds every
+    process of the node: GCS, raylet, agents, workers), with its own temporary folder, its own ports (none of Ray's
+    fixed defaults, so other Ray runs on the machine are never met) and the environment `env` (its project cache,
+    its temporary folder: the nodes share no folder)."""
+
+    def __init__(self, root: Path, env: dict[str, str], *, head_address: str | None = None) -> None:
+        self.temp = root / "ray"
+        self.log = root / "ray-start.log"
+        self.temp.mkdir(parents=True)
+        ports = free_ports(14)
+        flags = ["--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--temp-dir", str(self.temp),
+                 "--object-store-memory", str(100 * 1024 ** 2), "--disable-usage-stats",
+                 "--node-manager-port", str(ports[0]), "--object-manager-port", str(ports[1]),
+                 "--dashboard-agent-listen-port", str(ports[2]), "--dashboard-agent-grpc-port", str(ports[3]),
+                 "--runtime-env-agent-port", str(ports[4]), "--metrics-export-port", str(ports[5]),
+                 "--worker-port-list", ",".join(map(str, ports[6:12]))]
+        if head_address is None:
+            self.address = f"127.0.0.1:{ports[12]}"
+            flags += ["--head", "--port", str(ports[12]), "--ray-client-server-port", str(ports[13]),
+                      "--include-dashboard", "false", "--dashboard-port", str(free_ports(1)[0])]
+        else:
+            self.address = head_address
+            flags += ["--address", head_address]
+        ray = Path(sys.executable).with_name("ray")
+        with open(self.log, "w", encoding="utf-8") as log:
+            self.process = subprocess.Popen([str(ray), "start", "--block", *flags], stdout=log,
+                                            stderr=subprocess.STDOUT, start_new_session=True, env=env)
+        self.group = self.process.pid
+
+    def wait_started(self, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while "Ray runtime started" not in self.log.read_text(encoding="utf-8", errors="replace"):
+            assert self.process.poll() is None, self.log.read_text(encoding="utf-8", errors="replace")[-3000:]
+            assert time.monotonic() < deadline, f"ray start still starting after {timeout} s"
+            time.sleep(0.2)
+
+    def processes(self) -> list[int]:
+        """The node's processes still alive (zombies, already dead, left out)."""
+        import psutil
+
+        alive = []
+        for process in psutil.process_iter(["pid", "status"]):
+            try:
+                if os.getpgid(process.pid) == self.group and process.info["status"] != psutil.STATUS_ZOMBIE:
+                    alive.append(process.pid)
+            except (ProcessLookupError, psutil.Error):
+                continue
+        return alive
+
+    def stop(self, sig: int = signal.SIGTERM, grace: float = 15) -> None:
+        """The node stopped: `sig` to its whole process group, SIGKILL to what is left after `grace` seconds."""
+        try:
+            os.killpg(self.group, sig)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + grace
+        while self.processes() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if self.processes():
+            try:
+                os.killpg(self.group, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.process.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while self.processes() and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+
+@pytest.fixture
+def lost_plugin(tmp_path: Path) -> Path:
+    """A folder holding the plug-in package `lost_plugin` (the bm25-lost retriever)."""
+    folder = tmp_path / "plugins"
+    (folder / "lost_plugin").mkdir(parents=True)
+    (folder / "lost_plugin" / "__init__.py").write_text("", encoding="utf-8")
+    (folder / "lost_plugin" / "lost.py").write_text(LOST, encoding="utf-8")
+    return folder
+
+
+@pytest.mark.slow
+def test_a_grid_on_a_two_node_cluster_survives_a_lost_node_and_lands_what_in_process_does(
+        tmp_path: Path, seeded_cache: Path, lost_plugin: Path) -> None:
+    """A real cluster on this machine: a head node and a worker node (`ray start`), one CPU each, each with its own
+    temporary folder and project cache (no folder shared, as on two machines). `ragstudy retrieve --ray HEAD` runs
+    fixed-size and newline x bm25-lost (bm25, no model) on the bundled sample; the variant that lands on the worker
+    node waits there, and the test kills that node (SIGKILL of its process group: the machine is gone). The lost
+    variant is run again on the head (Ray's retries), the run ends well, and its variants, rankings and verdict
+    files are the bytes of the same grid run in-process; a re-run computes nothing. Both nodes are stopped and no
+    process of theirs is left."""
+    import shutil
+    import tempfile
+
+    from conftest import landed, markers
+
+    root = Path(tempfile.mkdtemp(prefix="rs-", dir="/tmp"))  # Ray's socket paths must stay under 107 characters
+    path = os.pathsep.join([str(lost_plugin), str(REPO_ROOT)])
+    common = {**os.environ, "PYTHONPATH": path, "RAGSTUDY_PLUGIN_PACKAGES": "lost_plugin"}
+    reached = tmp_path / "reached"
+    nodes: list[RayNode] = []
+    try:
+        (root / "head-tmp").mkdir()
+        (root / "worker-tmp").mkdir()
+        head = RayNode(root / "head", {**common, "RAGSTUDY_CACHE": str(root / "head-cache"),
+                                       "TMPDIR": str(root / "head-tmp")})
+        nodes.append(head)
+        head.wait_started()
+        worker = RayNode(root / "worker", {**common, "RAGSTUDY_CACHE": str(root / "worker-cache"),
+                                           "TMPDIR": str(root / "worker-tmp"), "LOST_NODE_REACHED": str(reached)},
+                         head_address=head.address)
+        nodes.append(worker)
+        worker.wait_started()
+
+        grid = [*SAMPLE, "--limit", "2", "--strategies", "fixed-size,newline", "--retriever", "bm25-lost"]
+        env = {"PYTHONPATH": path, "RAGSTUDY_PLUGIN_PACKAGES": "lost_plugin"}
+        cluster = ragstudy(seeded_cache, "retrieve", *grid, "--output-dir", str(tmp_path / "ray"), "--ray",
+                           head.address, env=env)
+        deadline = time.monotonic() + 180
+        while not reached.exists() and cluster.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert reached.exists(), cluster.communicate(timeout=60)[1][-3000:]  # a variant runs on the worker node
+        worker.stop(signal.SIGKILL)  # the worker node is lost in the middle of its variant
+        assert worker.processes() == []
+        _, err = cluster.communicate(timeout=240)
+        assert cluster.returncode == 0, err[-3000:]
+        assert "error:" not in err
+        assert sorted(markers(tmp_path / "ray")) == ["fixed-size__bm25-lost__raw", "newline__bm25-lost__raw"]
+        assert len(list((root / "head-cache" / "rankings").glob("*.json"))) == 2  # both ranked on the head at last
+
+        inprocess = ragstudy(seeded_cache, "retrieve", *grid, "--output-dir", str(tmp_path / "inprocess"), env=env)
+        assert inprocess.wait(timeout=240) == 0, inprocess.communicate()[1][-3000:]
+        for out in ("ray", "inprocess"):
+            scored = ragstudy(seeded_cache, "score-retrieval", "--results-dir", str(tmp_path / out), "--evidence",
+                              str(REPO_ROOT / "sample" / "evidence.json"), "--no-plot", "--n-resamples", "200",
+                              env=env)
+            assert scored.wait(timeout=240) == 0, scored.communicate()[1][-3000:]
+        found = {out: landed(tmp_path / out) for out in ("ray", "inprocess")}
+        names = set(found["inprocess"])
+        assert "variants.csv" in names and any(n.endswith("retrieval_verdict.csv") for n in names), sorted(names)
+        assert sum(n.startswith("variants/") and "/retrieval_" in n for n in names) == 2
+        assert sorted(n for n in names | set(found["ray"]) if found["ray"].get(n) != found["inprocess"].get(n)) == []
+
+        before = markers(tmp_path / "ray")
+        again = ragstudy(seeded_cache, "retrieve", *grid, "--output-dir", str(tmp_path / "ray"), "--ray", head.address,
+                         env=env)
+        _, err = again.communicate(timeout=240)
+        assert again.returncode == 0 and "2 of 2 variants already done" in err, err[-3000:]
+        assert markers(tmp_path / "ray") == before
+    finally:
+        for node in reversed(nodes):
+            node.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    assert [pid for node in nodes for pid in node.processes()] == []
