@@ -170,6 +170,17 @@ def run_tasks(tasks: Sequence[Task], executor: Executor, label: str = "variants"
     return [results.get(task.id, Outcome(task.id, None)) for task in tasks]
 
 
+def check_executor(executor: Executor) -> None:
+    """Refuse, in one StudyInputError, an executor that cannot run: a bad kind or --workers, Ray not installed, or a
+    `--ray ADDRESS` where no Ray head node answers. A grid calls it before it writes anything; run_tasks checks the
+    same again."""
+    _check((), executor)
+    if executor.kind == "ray":
+        _import_ray()
+        if executor.address:
+            _check_reachable(executor.address)
+
+
 def _check(tasks: Sequence[Task], executor: Executor) -> None:
     if executor.kind not in KINDS:
         raise StudyInputError(f"executor {executor.kind!r} is not one of {', '.join(KINDS)}")
@@ -463,8 +474,10 @@ def _ray_session(executor: Executor) -> Iterator[Any]:
 
 
 def _check_reachable(address: str, timeout: float = 5.0) -> None:
-    """A cluster address `host:port` (or `ray://host:port`) must accept a connection within `timeout` seconds:
-    Ray itself retries an unreachable one for minutes. "auto" and addresses without a port are left to Ray."""
+    """A cluster address `host:port` (or `ray://host:port`) must accept a connection within `timeout` seconds and
+    answer as Ray (`_check_speaks_ray`): Ray itself retries an unreachable address for minutes, and one where
+    something else listens (an HTTP server such as the dashboard's port 8265, a silent service) for ever. "auto" and
+    addresses without a port are left to Ray."""
     import socket
     from urllib.parse import urlsplit
 
@@ -481,6 +494,54 @@ def _check_reachable(address: str, timeout: float = 5.0) -> None:
         raise StudyInputError(f"--ray {address}: nothing answers at {host}:{port} ({exc.strerror or exc}). Start the "
                               "head node there (`ray start --head`; `ray status` on it prints the address), or leave "
                               "the address out to start a local Ray") from None
+    _check_speaks_ray(address, f"{host}:{port}", client=parts.scheme == "ray")
+
+
+GCS_PROBE = "/ray.rpc.NodeInfoGcsService/GetClusterId"  # the call a driver makes first to a head node's GCS
+RAY_PROBE_SECONDS = 5.0  # a head node answers it in milliseconds (Ray gives its own GCS connection 5 s)
+
+
+def _check_speaks_ray(address: str, target: str, client: bool = False, timeout: float = RAY_PROBE_SECONDS) -> None:
+    """The listener at `target` must be Ray's: a head node's GCS answers GCS_PROBE (gRPC), a Ray Client server
+    (`ray://`) completes a gRPC handshake, within `timeout` seconds. Skipped where it cannot be checked: without the
+    grpc package (chromadb brings it), or on a cluster with TLS (RAY_USE_TLS, which Ray's own channels handle)."""
+    try:
+        import grpc
+    except ImportError:
+        return
+    if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+        return
+    with grpc.insecure_channel(target) as channel:
+        try:
+            if client:
+                grpc.channel_ready_future(channel).result(timeout=timeout)
+            else:
+                channel.unary_unary(GCS_PROBE)(b"", timeout=timeout)  # an empty request is a valid GetClusterId
+            return
+        except grpc.FutureTimeoutError:
+            answer = f"no gRPC handshake within {timeout:.0f} s"
+        except grpc.RpcError as exc:
+            code = exc.code()
+            if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+                return  # a GCS with token authentication: Ray itself sends the token
+            answer = _probe_answer(code, exc.details() or "", timeout)
+    what = ("Ray Client server (ray://host:10001)" if client
+            else "Ray head node's GCS (`ray start --head --port`, 6379 by default)")
+    raise StudyInputError(f"--ray {address}: {target} accepts connections but is not a {what}: {answer}. Give the "
+                          "address `ray status` on the head node prints (not the dashboard's port, 8265), or leave "
+                          "the address out to start a local Ray")
+
+
+def _probe_answer(code: Any, details: str, timeout: float) -> str:
+    """What a listener that is not Ray's answered the gRPC probe, in a few words."""
+    import grpc
+
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return f"no gRPC answer within {timeout:.0f} s"
+    if code == grpc.StatusCode.UNIMPLEMENTED:
+        return "a gRPC server without Ray's GCS service"
+    last = " ".join(details.split()).rsplit(": ", 1)[-1][:160]
+    return f"not gRPC ({last})" if "HTTP/2" in details else f"{code.name.lower()} ({last})"
 
 
 def _local_env() -> dict[str, str]:
@@ -612,11 +673,15 @@ def _ray_error(ray: Any, exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first.strip()}"[:400]
 
 
+RAY_RETRIES = 2  # a task whose worker or node died (a node lost from the cluster) runs again, on another node
+
+
 def _run_ray(tasks: Sequence[Task], executor: Executor) -> Iterator[Outcome]:
-    """Ray tasks (one CPU each, not retried: a failure is reported like any other). Inputs shared by several tasks
-    are put in the object store once."""
+    """Ray tasks, one CPU each. A task whose worker process or node dies is run again by Ray (RAY_RETRIES times, on
+    any node: its files come back to the driver whichever ran it); a task that raises is not (a failure is reported
+    like any other). Inputs shared by several tasks are put in the object store once."""
     with _ray_session(executor) as ray:
-        remote = ray.remote(num_cpus=1, max_retries=0)(_ray_task)
+        remote = ray.remote(num_cpus=1, max_retries=RAY_RETRIES, retry_exceptions=False)(_ray_task)
         refs: dict[tuple, tuple[str, Any]] = {}
         running: dict[Any, Task] = {}
         for task in tasks:

@@ -37,7 +37,7 @@ from .pipeline import (StrategyReport, check_question_lengths, check_vector_stor
                        chunking_ahead, model_labels, reads_text_layer, run_facts)
 from .records import RetrievedParent
 from .records import Variant
-from .executors import Executor, Task, pending, run_tasks
+from .executors import Executor, Task, check_executor, pending, run_tasks
 from .results import VARIANT_RUN, ResultsFolder, read_questions, write_config, write_retrieval
 from .textlayer import SourceText, load_documents
 from .embedahead import AheadReport, shared_embedding
@@ -424,6 +424,8 @@ def run_retrieval(config: StudyConfig, sweep: Any = None, executor: Executor | N
     from .variants import expand
 
     grid = expand(config, sweep)
+    executor = executor or config.executor()
+    check_executor(executor)  # a Ray address where no head node answers: one line, before anything is read or written
     documents = load_documents(Path(config.documents))
     questions = read_questions(config.questions, config.limit)
     first = variant_config(config, grid[0], config.output_dir)

@@ -7,6 +7,7 @@ local folder.
 from __future__ import annotations
 
 import functools
+import json
 import os
 from pathlib import Path
 
@@ -465,3 +466,43 @@ def open_chroma_systems(folder: Path) -> list[str]:
     from chromadb.api.shared_system_client import SharedSystemClient
 
     return [name for name in SharedSystemClient._identifier_to_system if Path(name).is_relative_to(folder)]
+
+
+# ------------------------------------------------------------------- a grid's files, compared across executors
+
+DONE = "variant.done.json"  # a finished variant's marker (ragstudy.executors.VARIANT_DONE)
+
+
+def markers(out: Path) -> dict[str, int]:
+    """Variant id -> mtime (ns) of its done marker, for the variants that have one."""
+    return {p.parent.name: p.stat().st_mtime_ns for p in sorted((out / "variants").glob(f"*/{DONE}"))}
+
+
+# Files that record when, where or how a run ran, not what it found: variant_run.json (timings), the done marker
+# (its key hashes the run's own output folder), the folder's lock; config.json is compared without its date and the
+# settings declared not to change results (`workers`, `ray`, and the threads each worker process resolves on its
+# share of the cores), every path in it written from the run's folder as OUT.
+VARIES = {"variant_run.json", DONE, ".ragstudy-run.lock"}
+
+
+def how_it_ran() -> set[str]:
+    from ragstudy.config import study_settings
+
+    return {"date"} | {item.name for item in study_settings() if not item.changes_results}
+
+
+def landed(out: Path) -> dict[str, bytes]:
+    """Every file of a run (relative path -> bytes), the run's folder written as OUT, config.json without the
+    settings of how_it_ran()."""
+    files = {}
+    for path in sorted(out.rglob("*")):
+        if not path.is_file() or path.name in VARIES:
+            continue
+        data = path.read_bytes().replace(str(out).encode(), b"OUT")
+        if path.name == "config.json":
+            record = json.loads(data)
+            for key in how_it_ran():
+                record.pop(key, None)
+            data = json.dumps(record, sort_keys=True).encode()
+        files[path.relative_to(out).as_posix()] = data
+    return files

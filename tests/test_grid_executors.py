@@ -17,11 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, open_chroma_systems, seed_built_models
+from conftest import DONE, REPO_ROOT, landed, markers, open_chroma_systems, seed_built_models
 
 SAMPLE = ["--profile", "lite", "--documents", str(REPO_ROOT / "Documents"), "--questions",
           str(REPO_ROOT / "Questions.csv"), "--limit", "3", "--budgets", "300,900"]
-DONE = "variant.done.json"
 
 
 def retrieve(out: Path, *flags: str) -> int:
@@ -37,41 +36,6 @@ def score(out: Path) -> int:
 
     return app.main(["score-retrieval", "--results-dir", str(out), "--evidence",
                      str(REPO_ROOT / "sample" / "evidence.json"), "--no-plot", "--n-resamples", "200"])
-
-
-def markers(out: Path) -> dict[str, int]:
-    """Variant id -> mtime (ns) of its done marker, for the variants that have one."""
-    return {p.parent.name: p.stat().st_mtime_ns for p in sorted((out / "variants").glob(f"*/{DONE}"))}
-
-
-# Files that record when, where or how a run ran, not what it found: variant_run.json (timings), the done marker
-# (its key hashes the run's own output folder), the folder's lock; config.json is compared without its date and the
-# settings declared not to change results (`workers`, `ray`, and the threads each worker process resolves on its
-# share of the cores), every path in it written from the run's folder as OUT.
-VARIES = {"variant_run.json", DONE, ".ragstudy-run.lock"}
-
-
-def how_it_ran() -> set[str]:
-    from ragstudy.config import study_settings
-
-    return {"date"} | {item.name for item in study_settings() if not item.changes_results}
-
-
-def landed(out: Path) -> dict[str, bytes]:
-    """Every file of a run (relative path -> bytes), the run's folder written as OUT, config.json without the
-    settings of how_it_ran()."""
-    files = {}
-    for path in sorted(out.rglob("*")):
-        if not path.is_file() or path.name in VARIES:
-            continue
-        data = path.read_bytes().replace(str(out).encode(), b"OUT")
-        if path.name == "config.json":
-            record = json.loads(data)
-            for key in how_it_ran():
-                record.pop(key, None)
-            data = json.dumps(record, sort_keys=True).encode()
-        files[path.relative_to(out).as_posix()] = data
-    return files
 
 
 @pytest.mark.slow
