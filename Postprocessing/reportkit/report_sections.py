@@ -260,7 +260,7 @@ def _model_rows(config: Mapping[str, Any]) -> list[list[str]]:
     origins, labels = config.get("origins") or {}, config.get("model_labels") or {}
     rows = [[k, _compact(v), _compact(labels.get(k, "")), _compact(origins.get(k, ""))] for k, v in models.items()]
     answering = results.RunRecord(dict(config)).answering_model
-    if answering is None or answering.name == models.get("llm"):  # the profile's LLM answered, in-process
+    if answering is None or not answering.servers:  # the profile's LLM answered, in-process
         return rows
     resolved = ", ".join(part for part in (answering.label, answering.served_by()) if part)
     return [["llm", _compact(answering.name), _compact(resolved), "--llm-server-model"] if row[0] == "llm" else row

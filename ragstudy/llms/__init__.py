@@ -93,16 +93,18 @@ def validate(config, named: Callable[[str], str]) -> None:
 def answering_model(config, listed: bool = False) -> AnsweringModel:
     """The model that answers `config`'s prompts: the one name config.json, each Dataset file's record, the run
     identity, the signal sentence and the report give it. With servers, the served model name
-    (`--llm-server-model`, which every server must list); else the in-process `--llm` and its label
-    (models.model_label). `listed`: also ask each server for its GET /v1/models list (one request each; a server
-    that does not answer is a StudyInputError naming it)."""
-    from ..models import model_label
+    (`--llm-server-model`, which every server must list); else the in-process model's own name (a wheel: model's
+    title, e.g. Qwen2.5-Coder-0.5B-Instruct; else `--llm` as given) and its label (models.model_label). `listed`:
+    also ask each server for its GET /v1/models list (one request each; a server that does not answer is a
+    StudyInputError naming it)."""
+    from ..models import model_label, wheel_llm
 
     spec = get(resolved_engine(config))
     if spec.model_name is not None:
         name = label = spec.model_name(config)
     else:
-        name, label = str(config.profile.llm), model_label(config.profile.llm)
+        wheel = wheel_llm(config.profile.llm)
+        name, label = wheel.title if wheel else str(config.profile.llm), model_label(config.profile.llm)
     servers = spec.listing(config) if listed and spec.listing is not None else ()
     return AnsweringModel(name, label, spec.name, servers)
 
