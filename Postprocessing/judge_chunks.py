@@ -436,7 +436,7 @@ def hope_section(args: argparse.Namespace, config, exports, references, ci, note
         return [], None, None
     from Postprocessing.chunkeval import data
     from Postprocessing.chunkeval.hope import llms_from_generator
-    from ragstudy.llms import make_generator
+    from ragstudy.llms import answering_model, make_generator
 
     settings = hope_settings(args)
     spec = args.hope_documents.strip()
@@ -447,7 +447,7 @@ def hope_section(args: argparse.Namespace, config, exports, references, ci, note
     rows, items = hope_rows(exports, references, documents, llms_from_generator(generator, settings),
                             config.embedder.load(), settings, ci)
     seconds = time.perf_counter() - started
-    notes.append(f"HOPE: {config.profile.llm} + {config.profile.embedding} on {len(documents)} PDF(s) "
+    notes.append(f"HOPE: {answering_model(config).name} + {config.profile.embedding} on {len(documents)} PDF(s) "
                  f"({', '.join(documents)}); {settings.passages} passages x {settings.questions} questions, "
                  f"{settings.windows} windows, seed {settings.seed}; {generator.generated} LLM calls generated, "
                  f"{generator.cached} from cache; {seconds:.0f} s. Information preservation picks among up to 4 "

@@ -73,12 +73,15 @@ def _score_folder(args: argparse.Namespace) -> results.Written:
     config = MetricsConfig(metrics=groups, rouge_tokenizer=args.rouge_tokenizer, bertscore=spec,
                            bertscore_batch_size=args.bertscore_batch_size, clean_answers=not args.no_clean_answers,
                            n_resamples=args.n_resamples, seed=args.seed, confidence=args.confidence)
-    run_config = common.read_run_config(results_dir)
+    record = results.read_config(results_dir)
+    run_config = dict(record.raw)
     evidence = answer_baselines.evidence_answers(args.evidence, run_config, questions, Path(args.questions))
-    model = str((run_config.get("models") or {}).get("llm") or "the LLM")
-    result = answer_scoring.compute_metrics(answers, reference, indices, config, evidence=evidence, model=model)
-    notes = [f"`{a.path.name}`: the paper's format (question, answer, contexts): rows matched to the questions by "
-             "position; no sources recorded, so no source-dependent metric" for a in answers if a.paper_format]
+    answering = record.answering_model  # the model that wrote the answers, as the run recorded it
+    result = answer_scoring.compute_metrics(answers, reference, indices, config, evidence=evidence,
+                                            model=answering.name if answering else "")
+    notes = [f"Answers by: {answering.describe()}"] if answering else []
+    notes += [f"`{a.path.name}`: the paper's format (question, answer, contexts): rows matched to the questions by "
+              "position; no sources recorded, so no source-dependent metric" for a in answers if a.paper_format]
     if not (results_dir / results.CONFIG_NAME).is_file():
         notes.append(f"No config.json in {results_dir}: run settings unknown; BERTScore model "
                      f"{spec.model if spec else 'not used'}"
@@ -87,6 +90,7 @@ def _score_folder(args: argparse.Namespace) -> results.Written:
     answer_scoring.write_outputs(out_dir, result, report, {
         "results_dir": str(results_dir), "questions": str(args.questions), "reference": str(reference.path),
         "reference_cleaned": reference.cleaned, "dataset_files": [str(a.path) for a in answers],
+        "answering_model": answering.to_record() if answering else None,
         "questions_scored": len(indices), "questions_total": len(questions)}, config)
     tell(f"{report}\nScored {len(indices)} of {len(questions)} questions for {len(answers)} strategies; outputs in "
          f"{out_dir}")

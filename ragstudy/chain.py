@@ -87,8 +87,7 @@ def run_llm_groups(config: "StudyConfig") -> list:
     from . import results
     from .errors import StudyInputError
     from .llm_axis import GROUPS_DIR, group_configs
-    from .llms import check_generator
-    from .models import model_label
+    from .llms import answering_model, check_generator
     from .pipeline import run_study
 
     groups = group_configs(config)
@@ -100,8 +99,8 @@ def run_llm_groups(config: "StudyConfig") -> list:
             raise StudyInputError(f"{folder.path} holds the answers of a run with one LLM (Dataset files); answer "
                                   "with several LLMs into another --output-dir")
         results.write_table(folder.path, results.ANSWER_GROUPS, pd.DataFrame(
-            [{"group": gid, "llm": spec, "model": model_label(spec), "folder": f"{GROUPS_DIR}/{gid}"}
-             for gid, spec, _ in groups], columns=list(results.ANSWER_GROUPS.columns)))
+            [{"group": gid, "llm": spec, "model": answering_model(sub).label, "folder": f"{GROUPS_DIR}/{gid}"}
+             for gid, spec, sub in groups], columns=list(results.ANSWER_GROUPS.columns)))
         return [report for _, _, sub in groups for report in run_study(sub)]
     finally:
         folder.release()

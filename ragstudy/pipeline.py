@@ -13,7 +13,7 @@ from . import registry
 from .chunks import ChunkedDocument, prepare_chunker
 from .config import StudyConfig
 from .io import sha256_file
-from .llms import check_generator, make_generator
+from .llms import answering_model, check_generator, make_generator
 from .models import model_label
 from .records import DatasetRow, Source
 from .results import ResultsFolder, read_questions, warn_long_questions, write_chunks, write_config, write_dataset
@@ -168,8 +168,11 @@ def answer_questions(retriever, generator, questions: Sequence[str], template: s
 
 
 def run_facts(config: StudyConfig, documents: Sequence[PdfDocument]) -> dict:
-    """What config.json records besides the settings: PDF hashes and pages, model labels, resolved paths."""
+    """What config.json records besides the settings: PDF hashes and pages, model labels, the model that answers
+    (an answering run: llms.answering_model, with each server's /v1/models list), resolved paths."""
+    answers = not (config.chunks_only or config.retrieval_only)
     return {
+        **({"answering_model": answering_model(config, listed=True).to_record()} if answers else {}),
         "documents_sha256": {doc.path: doc.sha256 for doc in documents},
         "documents_pages": {doc.path: doc.page_count for doc in documents},
         "model_labels": model_labels(config),
@@ -183,8 +186,9 @@ def run_facts(config: StudyConfig, documents: Sequence[PdfDocument]) -> dict:
 
 
 def model_labels(config: StudyConfig) -> dict[str, str]:
-    """The models' stable names (models.model_label) as config.json records them; a grid variant records its own."""
-    return {"llm": model_label(config.profile.llm), "embedding": model_label(config.profile.embedding)}
+    """The models' stable names (models.model_label) as config.json records them; a grid variant records its own.
+    The LLM's is the model that answers (llms.answering_model: the served model's name with --llm-server)."""
+    return {"llm": answering_model(config).label, "embedding": model_label(config.profile.embedding)}
 
 
 def generated_questions(questions: str) -> dict:
@@ -242,16 +246,22 @@ def run_study(config: StudyConfig) -> list[StrategyReport]:
     from . import runidentity
 
     runidentity.check_output_folder(output_dir, config, questions)  # never beside another configuration's files
-    write_config(output_dir, config, run_facts(config, documents))
+    facts = run_facts(config, documents)
+    write_config(output_dir, config, facts)
     context = chunker_context(config)  # one embedding model for the semantic chunker and the index
     from .knowledge_base import chroma_clients_closed
 
     with chunking_ahead(config, documents), chroma_clients_closed():
-        return _run_strategies(config, documents, questions, output_dir, context)
+        return _run_strategies(config, documents, questions, output_dir, context, facts.get("answering_model"))
 
 
 def _run_strategies(config: StudyConfig, documents: Sequence[PdfDocument], questions: Sequence[str],
-                    output_dir: Path, context: registry.ChunkerContext) -> list[StrategyReport]:
+                    output_dir: Path, context: registry.ChunkerContext, answered_by: dict | None = None
+                    ) -> list[StrategyReport]:
+    """Each strategy chunked, indexed and answered; each file recorded in run_identity.json, the Dataset files with
+    `answered_by` (the model that answered, as config.json records it)."""
+    from .runidentity import record
+
     generator = None
     reports = []
     for strategy in config.strategies:
@@ -265,9 +275,9 @@ def _run_strategies(config: StudyConfig, documents: Sequence[PdfDocument], quest
             before = (generator.generated, generator.cached)
             rows = answer_questions(retriever, generator, questions, config.prompt_template, strategy)
             report.generated, report.cached = generator.generated - before[0], generator.cached - before[1]
-            report.outputs += [str(p) for p in write_dataset(rows, output_dir, registry.get(strategy).dataset_name)]
-            from .runidentity import record
-
             record(output_dir, config, questions, strategy, report.outputs)
+            answers = [str(p) for p in write_dataset(rows, output_dir, registry.get(strategy).dataset_name)]
+            record(output_dir, config, questions, strategy, answers, answering_model=answered_by)
+            report.outputs += answers
         reports.append(report)
     return reports

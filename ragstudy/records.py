@@ -6,6 +6,7 @@ which names and writes the files, all read them from here.
   is an error naming the file and line, never an index guess; `,`, `;` and tab separators are detected from the
   header).
 - `Source`, `DatasetRow`: one answered question of a Dataset file and where its contexts came from.
+- `AnsweringModel`: the model that wrote a run's answers (served or in-process), as config.json records it.
 - `RetrievedParent`: one ranked parent of one question (a row of `retrieval_<strategy>.csv`).
 """
 
@@ -205,6 +206,52 @@ class DatasetRow:
                 "contexts": list(self.contexts),
                 "sources": [vars(s).copy() for s in self.sources] if self.sources is not None else [],
                 "strategy": self.strategy}
+
+
+@dataclass(frozen=True)
+class AnsweringModel:
+    """The model that wrote a run's answers. config.json (`answering_model`) and each Dataset file's record in
+    run_identity.json keep it, and the signal sentence, the metrics summary and the report's Setup table read
+    it from there (ragstudy.llms.answering_model makes it).
+
+    `name` is the model's name for readers: the served model name (`--llm-server-model`, which every server's
+    GET /v1/models lists), or the in-process model's own (a wheel: model's title, else `--llm` as given). `label`
+    is its stable name for caches and run identities (models.model_label). `servers` holds each server URL with the
+    model names its /v1/models listed (none for an in-process model)."""
+
+    name: str
+    label: str
+    engine: str
+    servers: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (URL, the names its GET /v1/models listed), in order
+
+    def served_by(self) -> str:
+        """"served by http://h:1 (its GET /v1/models lists: m, n)" for each server; "" for an in-process model."""
+        if not self.servers:
+            return ""
+        return "served by " + "; ".join(
+            f"{url} (its GET /v1/models lists: {', '.join(names)})" if names else url for url, names in self.servers)
+
+    def describe(self) -> str:
+        """The model in a few words: its name, its label when it differs, and the servers that served it."""
+        words = self.name + (f" ({self.label})" if self.label != self.name else "")
+        return f"{words}, {self.served_by()}" if self.servers else words
+
+    def to_record(self) -> dict[str, Any]:
+        return {"name": self.name, "label": self.label, "engine": self.engine,
+                "servers": {url: list(names) for url, names in self.servers}}
+
+    @classmethod
+    def from_record(cls, record: Any, where: str) -> "AnsweringModel":
+        """Inverse of to_record; a StudyInputError naming `where` when the record is not one."""
+        servers = record.get("servers", {}) if isinstance(record, dict) else None
+        if not (isinstance(record, dict) and all(isinstance(record.get(k), str) for k in ("name", "label", "engine"))
+                and isinstance(servers, dict)
+                and all(isinstance(v, list) and all(isinstance(n, str) for n in v) for v in servers.values())):
+            raise StudyInputError(f"{where}: answering_model {short(str(record), 120)!r} is not a record of the model "
+                                  "that answered ({name, label, engine, servers}); re-run `ragstudy answer` into a "
+                                  "fresh --output-dir, or restore the file")
+        return cls(record["name"], record["label"], record["engine"],
+                   tuple((str(url), tuple(names)) for url, names in servers.items()))
 
 
 @dataclass(frozen=True)

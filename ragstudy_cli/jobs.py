@@ -115,8 +115,11 @@ def run_chain_job(job: Callable, args: argparse.Namespace) -> int:
 
 
 def profile_line(config) -> str:
-    """The run's profile, models, device and strategies, printed first."""
-    return (f"profile: {config.profile.name} ({config.origins['profile']}); LLM {config.profile.llm}; "
+    """The run's profile, models, device and strategies, printed first (the LLM: the model that answers, served or
+    in-process, llms.answering_model)."""
+    from ragstudy.llms import answering_model
+
+    return (f"profile: {config.profile.name} ({config.origins['profile']}); LLM {answering_model(config).name}; "
             f"embedding {config.profile.embedding}; device {config.profile.device}; "
             f"strategies: {', '.join(config.strategies)}")
 

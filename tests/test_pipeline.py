@@ -156,6 +156,7 @@ def test_study_end_to_end_then_warm_rerun_does_no_work(pdf_dir, questions_csv, t
         assert (out / f"chunks_{report.strategy}.csv").exists()
     saved = json.loads((out / "config.json").read_text(encoding="utf-8"))
     assert saved["profile"] == "lite" and saved["models"]["llm"] == tiny_phi3
+    assert saved["answering_model"] == {"name": tiny_phi3, "label": tiny_phi3, "engine": "torch", "servers": {}}
     assert saved["prompt_template"].startswith("Utilizzando le seguenti informazioni")
 
     again = run_study(config)

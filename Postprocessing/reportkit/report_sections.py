@@ -193,8 +193,9 @@ def setup_section(inp: Inputs, styles: Strategies) -> Section:
                              "ragstudy answer writes it at the start of every run.",
                              (f"ragstudy answer --output-dir {inp.results_dir}",)))
         return s
-    used = {"models", "origins", "model_labels", "strategy_params", "strategies", "documents_sha256", "documents",
-            "documents_pages", "questions", "limit", "budgets", "budget_unit", "profile", "retriever"}
+    used = {"models", "origins", "model_labels", "answering_model", "strategy_params", "strategies",
+            "documents_sha256", "documents", "documents_pages", "questions", "limit", "budgets", "budget_unit",
+            "profile", "retriever"}
     date = next((config[k] for k in DATE_KEYS if config.get(k)), None)
     version = next((config[k] for k in VERSION_KEYS if config.get(k)), None)
     used |= set(DATE_KEYS) | set(VERSION_KEYS)
@@ -213,12 +214,9 @@ def setup_section(inp: Inputs, styles: Strategies) -> Section:
     s.blocks.append(Table(["setting", "value"], run_rows))
 
     models = config.get("models") or {}
-    origins, labels = config.get("origins") or {}, config.get("model_labels") or {}
     if models:
         s.blocks.append(Heading("Models and devices"))
-        s.blocks.append(Table(["setting", "value", "resolved model", "set by"],
-                              [[k, _compact(v), _compact(labels.get(k, "")), _compact(origins.get(k, ""))]
-                               for k, v in models.items()]))
+        s.blocks.append(Table(["setting", "value", "resolved model", "set by"], _model_rows(config)))
 
     params = config.get("strategy_params") or {}
     names = styles.ordered([*(config.get("strategies") or []), *params])
@@ -252,6 +250,21 @@ def setup_section(inp: Inputs, styles: Strategies) -> Section:
         s.blocks.append(Details("All other settings recorded in config.json",
                                 "\n".join(f"{k}: {_compact(v)}" for k, v in other.items())))
     return s
+
+
+def _model_rows(config: Mapping[str, Any]) -> list[list[str]]:
+    """The Setup table's models: each model setting, its resolved model and where it was set; the LLM row names the
+    model that answered as the run recorded it (results.RunRecord.answering_model: with --llm-server, the served
+    model and each server's /v1/models list, not the profile's unused in-process LLM)."""
+    models = config.get("models") or {}
+    origins, labels = config.get("origins") or {}, config.get("model_labels") or {}
+    rows = [[k, _compact(v), _compact(labels.get(k, "")), _compact(origins.get(k, ""))] for k, v in models.items()]
+    answering = results.RunRecord(dict(config)).answering_model
+    if answering is None or not answering.servers:  # the profile's LLM answered, in-process
+        return rows
+    resolved = ", ".join(part for part in (answering.label, answering.served_by()) if part)
+    return [["llm", _compact(answering.name), _compact(resolved), "--llm-server-model"] if row[0] == "llm" else row
+            for row in rows]
 
 
 # ----------------------------------------------------------------------------------------------- 2. chunks

