@@ -242,8 +242,10 @@ def test_single_strategy_and_cleaned_reference(results, nltk_data_ready):
 
 
 def test_bertscore_model_follows_profile(tmp_path, minilm_path):
-    lite = am.resolve_bertscore(None, None, {"profile": "lite"})
-    assert (lite.model, lite.num_layers) == (minilm_path, 6)
+    from ragstudy.e5small import model_folder
+
+    lite = am.resolve_bertscore(None, None, {"profile": "lite"})  # a multilingual encoder: it reads Italian
+    assert (lite.model, lite.num_layers) == (str(model_folder()), 10)
     paper = am.resolve_bertscore(None, None, {"profile": "paper"})
     assert paper.model == "distilbert-base-multilingual-cased" and paper.num_layers is None
     with pytest.raises(common.DataError, match="--bertscore-layers"):
