@@ -128,6 +128,7 @@ class Signal:
     with_signal: tuple[str, ...]  # every strategy above floor and copy
     above_floor_only: tuple[str, ...]  # every strategy above the floor, not every one above the copy baseline
     copy_chars: Mapping[str, int]
+    floor_strategies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # metric -> strategies above floor
 
     def interpretable(self, metric: str) -> bool:
         """Whether paired strategy comparisons on `metric` may be read as findings."""
@@ -163,23 +164,40 @@ class Signal:
         return (f"The answers of {model} do not differ from the {floor} (each question's reference scored against "
                 "another question's) for every strategy: answer metrics cannot compare the strategies here.")
 
+    def floor_sentence(self) -> str:
+        """Against the floor alone, metric by metric: above it for every strategy, for some (named), or for none;
+        said only where it adds to the sentence (some metric above the floor somewhere, not every one with signal)."""
+        if not any(self.floor_strategies.values()) or len(self.with_signal) == len(self.checked):
+            return ""
+        groups: dict[str, list[str]] = {}
+        for metric in self.checked:
+            above = self.floor_strategies.get(metric, ())
+            key = ("every strategy" if above and len(above) == len(self.copy_chars) else  # copy_chars: per strategy
+                   f"{', '.join(above)} only" if above else "no strategy")
+            groups.setdefault(key, []).append(metric)
+        order = sorted(groups, key=lambda k: (k != "every strategy", k == "no strategy", k))
+        return (f"Against the {BASELINE_LABELS[FLOOR]} alone: above it for "
+                + "; for ".join(f"{key} on {', '.join(groups[key])}" for key in order) + ".")
+
     def to_dict(self) -> dict:
         return {"model": self.model, "checked": list(self.checked), "with_signal": list(self.with_signal),
                 "above_floor_only": list(self.above_floor_only), "copy_chars": dict(self.copy_chars),
-                "sentence": self.sentence()}
+                "floor_strategies": {m: list(s) for m, s in self.floor_strategies.items()},
+                "sentence": " ".join(filter(None, (self.sentence(), self.floor_sentence())))}
 
 
 def signal(baselines: pd.DataFrame, model: str, copy_chars: Mapping[str, int]) -> Signal:
     """The signal check over `baselines` (metrics_baselines.csv rows): per per-question metric, is every strategy's
     LLM score above the floor, and above the context-copy baseline?"""
     item = baselines[baselines["diff"].notna()] if len(baselines) else baselines
-    checked, with_signal, floor_only = [], [], []
+    checked, with_signal, floor_only, floor_strategies = [], [], [], {}
     for metric in dict.fromkeys(item["metric"]) if len(item) else ():
         rows = item[item["metric"] == metric]
         floor, copy = rows[rows["baseline"] == FLOOR], rows[rows["baseline"] == COPY]
         if floor.empty or copy.empty:
             continue
         checked.append(metric)
+        floor_strategies[metric] = tuple(floor.loc[floor["llm_above"] == 1, "strategy"])
         strategies = set(rows["strategy"])
         above_floor = set(floor.loc[floor["llm_above"] == 1, "strategy"]) == strategies
         above_copy = set(copy.loc[copy["llm_above"] == 1, "strategy"]) == strategies
@@ -187,7 +205,7 @@ def signal(baselines: pd.DataFrame, model: str, copy_chars: Mapping[str, int]) -
             with_signal.append(metric)
         elif above_floor:
             floor_only.append(metric)
-    return Signal(model, tuple(checked), tuple(with_signal), tuple(floor_only), dict(copy_chars))
+    return Signal(model, tuple(checked), tuple(with_signal), tuple(floor_only), dict(copy_chars), floor_strategies)
 
 
 def evidence_answers(evidence: str | Path | None, run_config: Mapping, questions: Sequence[str],

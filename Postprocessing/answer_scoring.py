@@ -221,7 +221,7 @@ def markdown_report(result: MetricsResult, reference: Reference, config: Metrics
     lines.extend(f"- {note}" for note in notes)
     lines.append("")
     if result.signal is not None:
-        lines.insert(1, f"**Signal check.** {result.signal.sentence()}\n")
+        lines.insert(1, f"**Signal check.** {result.signal.to_dict()['sentence']}\n")
     lines.append(_summary_table(summary, strategies))
     if result.baselines is not None and len(result.baselines):
         lines.extend(_baseline_section(result.baselines, strategies, pct))

@@ -113,3 +113,16 @@ def test_copying_the_context_is_no_signal(tmp_path) -> None:
     assert run["signal"]["with_signal"] == []
     lead, _ = _answers_text(folder)
     assert "answer metrics cannot compare the strategies here" in lead
+
+
+def test_the_signal_sentence_says_where_the_answers_beat_the_floor_metric_by_metric() -> None:
+    """Above the floor for every strategy on one metric, for the best strategy only on another, for none on a third:
+    the sentence names each, as the report's Answers section opens with it."""
+    check = answer_baselines.Signal(
+        "Qwen2.5-Coder-0.5B-Instruct", ("BLEU", "ROUGE-L", "BERTScore F1"), ("ROUGE-L",), (),
+        {"paragraph": 120, "fixed-size": 110, "newline": 100},
+        {"BLEU": (), "ROUGE-L": ("paragraph", "fixed-size", "newline"), "BERTScore F1": ("paragraph",)})
+    sentence = check.to_dict()["sentence"]
+    assert sentence.startswith("The answers of Qwen2.5-Coder-0.5B-Instruct score above the shuffled-oracle floor")
+    assert sentence.endswith("Against the shuffled-oracle floor alone: above it for every strategy on ROUGE-L; for "
+                             "paragraph only on BERTScore F1; for no strategy on BLEU.")
