@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import sqlite3
 import threading
 from array import array
@@ -65,6 +66,29 @@ def text_key(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+class _first_open_lock:
+    """`with _first_open_lock(path):` holds an exclusive flock on `.<name>.lock` beside the SQLite file `path` while a
+    cold cache is switched to WAL mode. That switch reads the file's header, then asks to write it; SQLite answers a
+    connection that holds a read lock and asks to write while another connection already holds the write lock with
+    SQLITE_BUSY at once, without waiting for its busy timeout (waiting could deadlock: see sqlite3_busy_handler), so
+    two processes opening a cold cache at once lost one of them ("database is locked"). The lock makes them switch
+    one at a time; later opens find WAL set in the file and take no lock. (The same lock as ragstudy.io.build_lock,
+    which this module cannot import: it imports no project module.)"""
+
+    def __init__(self, path: Path) -> None:
+        self.key = path.with_name(f".{path.name}.lock")
+        self.fd = -1
+
+    def __enter__(self) -> None:
+        import fcntl
+
+        self.fd = os.open(self.key, os.O_CREAT | os.O_RDWR, 0o644)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)  # closing the descriptor drops the flock
+
+
 class VectorCache:
     """Normalised float32 vectors in one SQLite file, keyed by (model label, dtype, sha256 of the embedded text).
 
@@ -89,9 +113,24 @@ class VectorCache:
             self._repair(exc)
 
     def _open(self) -> None:
+        """Connect (the busy timeout is set as the connection opens, before any statement); a file not yet in WAL
+        mode (a cold cache: the first opens) is switched and given its table under `_first_open_lock`."""
         self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
-        with self._lock, self._db:
-            self._db.execute("PRAGMA journal_mode=WAL")
+        with self._lock:
+            if self._in_wal_mode():
+                self._make_table(switch=False)
+                return
+            with _first_open_lock(self.path):
+                self._make_table(switch=not self._in_wal_mode())  # the process before may have switched it
+
+    def _in_wal_mode(self) -> bool:
+        """Whether the file is in WAL mode (a query: it reads the file's header, nothing is written)."""
+        return self._db.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal"
+
+    def _make_table(self, switch: bool) -> None:
+        with self._db:
+            if switch:  # WAL is kept in the file: every later connection finds it set
+                self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, dtype TEXT NOT NULL, "
                              "key TEXT NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model, dtype, key)) "
                              "WITHOUT ROWID")
