@@ -11,7 +11,10 @@ Besides the retriever (k child windows -> their parents, as in the paper), `Know
 their best child window for retrieval-only runs. Both search the child windows exhaustively (ExactWindows), over
 the vectors Chroma stores, not through Chroma's approximate HNSW index: which neighbours that index finds depends
 on how its graph happened to be built (its insertion threads), so rankings would differ between two builds of the
-same collection, between executors and between machines.
+same collection, between executors and between machines. The vectors a collection already held are compared with the
+vector cache's vectors of their windows' texts first (vectorcheck.differing_vectors): a window holding another
+vector (a damaged store, or another model's of the same size under this model's name) is written again from the
+cache, with a warning, before anything is ranked.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ class IndexStats:
     embedded: int  # child windows run through the embedding model in this run (cache misses)
     reused: int  # the other child windows: already in the collection, or their vector was in the embedding cache
     added: int = 0  # child windows written to the collection in this run (embedded or read from the cache)
+    replaced: int = 0  # stored windows whose vector was not the vector cache's for their text, written again
 
 
 @dataclass(frozen=True)
@@ -433,6 +437,7 @@ class KnowledgeBase:
             expect_collection(self.embedding, stored[min(stored)], f"the Chroma collection {name} in {self.location}")
         counted = hasattr(self.embedding, "texts_embedded")
         before = self.embedding.texts_embedded if counted else 0
+        replaced = self._replace_damaged(vectorstore, children, child_ids, stored, name)
         bar = tqdm(total=len(missing), desc=f"Embedding {self.spec.name}", unit="window", disable=not missing)
         try:
             for start in range(0, len(missing), ADD_BATCH):
@@ -444,19 +449,53 @@ class KnowledgeBase:
             bar.close()
         embedded = self.embedding.texts_embedded - before if counted else len(missing)
         stats = IndexStats(collection=name, parents=len(parents), children=len(children), embedded=embedded,
-                           reused=len(children) - embedded, added=len(missing))
+                           reused=len(children) - embedded, added=len(missing), replaced=len(replaced))
         self._parent_of = {cid: child.metadata["doc_id"] for cid, child in zip(child_ids, children)}
-        stored.update(self._stored_vectors(vectorstore, [child_ids[i] for i in missing],
+        stored.update(self._stored_vectors(vectorstore, [child_ids[i] for i in missing + replaced],
                                            f"reading the vectors of collection {name}"))
         self.windows = self._exact_windows(child_ids, stored, name)
         self.vectorstore, self.docstore = vectorstore, docstore
         retriever = stable_retriever_class()(vectorstore=vectorstore, docstore=docstore, child_splitter=splitter,
                                             search_kwargs={"k": self.params.k}, windows=self.windows,
                                             parent_of=self._parent_of)
-        logger.info("%s: %d parents, %d child windows (%d embedded now, %d reused, %d added) in %s/%s",
+        logger.info("%s: %d parents, %d child windows (%d embedded now, %d reused, %d added, %d replaced) in %s/%s",
                     self.spec.name, stats.parents, stats.children, stats.embedded, stats.reused, stats.added,
-                    self.location, name)
+                    stats.replaced, self.location, name)
         return retriever, stats
+
+    @property
+    def _where(self) -> str:
+        return f"Chroma server {self.chroma_server}" if self.chroma_server else f"Chroma folder {self.db_dir}"
+
+    def _replace_damaged(self, vectorstore, children: Sequence, child_ids: Sequence[str], stored: dict[str, Any],
+                         name: str) -> list[int]:
+        """Write again, from the vector cache, the stored windows whose vector is not the cache's vector of their text
+        (a damaged collection, or one another model of the same size filled under this model's name: the exact
+        search would rank with those vectors); returns their indexes. Windows the cache holds no vector for are not
+        checked (said once); an embedding without `cached_documents` (no vector cache) checks nothing."""
+        from .vectorcheck import differing_vectors
+
+        cached_of = getattr(self.embedding, "cached_documents", None)
+        at = [i for i, cid in enumerate(child_ids) if cid in stored]
+        if cached_of is None or not at:
+            return []
+        reference = {child_ids[i]: vector for i, vector in zip(at, cached_of([children[i].page_content for i in at]))
+                     if vector is not None}
+        if len(reference) < len(at):
+            logger.info("%s: collection %s: %d of its %d stored child windows not checked (the vector cache holds "
+                        "no vector of their text)", self._where, name, len(at) - len(reference), len(at))
+        wrong = set(differing_vectors(stored, reference))
+        damaged = [i for i in at if child_ids[i] in wrong]
+        if not damaged:
+            return []
+        logger.warning("%s: collection %s held other vectors than the vector cache's for %d of its %d child windows "
+                       "(a damaged store, or one built by another model under this model's name); they are written "
+                       "again from the vector cache", self._where, name, len(damaged), len(at))
+        for start in range(0, len(damaged), ADD_BATCH):
+            batch = damaged[start:start + ADD_BATCH]
+            with self._store(f"replacing damaged vectors in collection {name}"):
+                vectorstore.update_documents(ids=[child_ids[i] for i in batch], documents=[children[i] for i in batch])
+        return damaged
 
     def _stored_vectors(self, vectorstore, ids: Sequence[str], action: str) -> dict[str, Any]:
         """Child id -> vector, for those of `ids` the collection holds (read READ_BATCH ids at a time)."""
@@ -471,9 +510,9 @@ class KnowledgeBase:
         """The exact search over the collection's vectors of `child_ids` (every one must be stored)."""
         absent = [cid for cid in child_ids if cid not in stored]
         if absent:
-            where = f"Chroma server {self.chroma_server}" if self.chroma_server else f"Chroma folder {self.db_dir}"
-            raise StoreError(f"{where}: collection {name} lacks {len(absent)} of its {len(child_ids)} child windows "
-                             f"after indexing (first: {absent[0]}); delete that collection and re-run: {REBUILD_DB}")
+            raise StoreError(f"{self._where}: collection {name} lacks {len(absent)} of its {len(child_ids)} child "
+                             f"windows after indexing (first: {absent[0]}); delete that collection and re-run: "
+                             f"{REBUILD_DB}")
         return ExactWindows.of(list(child_ids), [stored[cid] for cid in child_ids])
 
     def rank(self, query: str, depth: int) -> list[RankedParent]:

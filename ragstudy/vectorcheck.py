@@ -6,6 +6,8 @@ and the Chroma collection already hold for that model name), finite components a
 nothing of it is kept and the run stops with one line (`BadVectors`, a StudyInputError: exit 2) naming the backend
 and the fix. A NaN or all-zero vector never reaches the cache, so it cannot come back on a later run; vectors a
 cache written before these checks still holds are screened when read (`VectorCheck.usable`) and embedded again.
+The vectors a Chroma collection already holds are compared with the vector cache's (`differing_vectors`): the
+knowledge base writes a window holding another vector again before it ranks.
 
 customembedding.CustomEmbedding imports no project module: ragstudy.embedders builds a `VectorCheck` and passes it in.
 """
@@ -119,9 +121,18 @@ class VectorCheck:
             return True  # a size disagreement is not repaired silently: batch() names it when one is embedded
         return bool(values.size) and bool(np.isfinite(values).all()) and bool(np.any(values))
 
-    def screen(self, found: dict[str, list[float]]) -> list[str]:
+    def screen(self, found: dict[str, Sequence[float]]) -> list[str]:
         """Keys of `found` (cached vectors) that are unusable; a warning names how many, once a call."""
-        bad = [key for key, vector in found.items() if not self.usable(vector)]
+        keys = list(found)
+        try:
+            matrix = np.asarray([found[key] for key in keys], dtype=np.float32)
+        except ValueError:  # vectors of several sizes: one at a time
+            matrix = None
+        if matrix is None or matrix.ndim != 2 or (self.expected is not None and matrix.shape[1] != self.expected[0]):
+            bad = [key for key in keys if not self.usable(found[key])]
+        else:  # usable() for every row at once (8,000 cached vectors of 384: 0.3 s one at a time)
+            fine = np.isfinite(matrix).all(axis=1) & matrix.any(axis=1) if matrix.shape[1] else np.zeros(len(keys))
+            bad = [key for key, ok in zip(keys, fine) if not ok]
         if bad:
             logger.warning("vector cache %s: %d vector(s) of %s are NaN, infinite or zero (kept before vectors were "
                            "checked); embedding them again", self.cache_path, len(bad), self.source)
@@ -135,3 +146,21 @@ def expect_collection(embedding: Any, stored_vector: Sequence[float], holder: st
     check = getattr(embedding, "check", None)
     if check is not None:
         check.expect(len(stored_vector), holder)
+
+
+STORED_TOLERANCE = 1e-6  # a stored float32 copy of a vector equals it; another text's vector differs by far more
+
+
+def differing_vectors(stored: dict[str, Any], reference: dict[str, Sequence[float]]) -> list[str]:
+    """Ids of `reference` whose `stored` vector is another one: a component further than STORED_TOLERANCE from the
+    reference's (the vector cache's vector of the window's text), or of another dimension. A Chroma collection whose
+    windows were given other windows' vectors, or another model's under the same name, ranks with them otherwise."""
+    ids = sorted(cid for cid in reference if cid in stored)
+    if not ids:
+        return []
+    kept = np.asarray([stored[cid] for cid in ids], dtype=np.float32)
+    right = np.asarray([reference[cid] for cid in ids], dtype=np.float32)
+    if kept.shape != right.shape:
+        return ids
+    far = np.abs(kept - right).max(axis=1) > STORED_TOLERANCE
+    return [cid for cid, bad in zip(ids, far) if bad]

@@ -282,6 +282,40 @@ def test_a_collection_built_another_way_with_a_poor_graph_ranks_alike(pdf_dir: P
             (r.document.id, r.score) for r in first.rank(query, 10)]
 
 
+def test_windows_given_their_neighbours_vectors_are_found_and_written_again(pdf_dir: Path, tmp_path: Path,
+                                                                           minilm_embedding, caplog) -> None:
+    """A damaged store, or one another model of the same size filled under this model's name: each window of the
+    collection holds its neighbour's vector (put there through chromadb's own API). The next build compares them with
+    the vector cache, writes the wrong ones again from it and ranks as the clean collection did."""
+    import logging
+
+    import numpy as np
+
+    embedding = cached(minilm_embedding, tmp_path / "vectors")
+    params, chunked = chunks(pdf_dir, "newline")
+    clean = knowledge_base("newline", params, embedding, tmp_path / "db")
+    _, built = clean.build(chunked)
+    expected = [[(r.document.id, r.score) for r in clean.rank(query, 10)] for query in QUERIES]
+    collection = clean._client().get_collection(built.collection)
+    stored = collection.get(include=["embeddings"])
+    shifted = np.roll(np.asarray(stored["embeddings"]), 1, axis=0)  # window i gets window i-1's vector
+    collection.update(ids=stored["ids"], embeddings=shifted)
+    moved = int((np.abs(shifted - stored["embeddings"]).max(axis=1) > 0).sum())  # twins' vectors are the same
+    assert moved > len(stored["ids"]) // 2
+
+    again = knowledge_base("newline", params, embedding, tmp_path / "db")
+    with caplog.at_level(logging.WARNING, logger="ragstudy.knowledge_base"):
+        _, stats = again.build(chunked)
+    assert [[(r.document.id, r.score) for r in again.rank(query, 10)] for query in QUERIES] == expected
+    assert (stats.replaced, stats.added, stats.embedded) == (moved, 0, 0)  # from the vector cache, not the model
+    assert f"collection {built.collection} held other vectors than the vector cache's for {moved} of its " \
+           f"{len(stored['ids'])} child windows" in caplog.text and str(tmp_path / "db") in caplog.text
+    assert np.array_equal(collection.get(ids=stored["ids"], include=["embeddings"])["embeddings"],
+                          stored["embeddings"])  # written back: the next run finds the collection whole
+    _, third = knowledge_base("newline", params, embedding, tmp_path / "db").build(chunked)
+    assert third.replaced == 0
+
+
 def test_exact_windows_rank_best_first_with_ties_by_id_and_refuse_a_foreign_vector() -> None:
     from ragstudy.errors import StudyInputError
     from ragstudy.knowledge_base import ExactWindows
