@@ -54,16 +54,20 @@ def modes_table(results: Mapping[str, tuple[float, float, Sequence[str]]], base:
 
 def study_prompts(results_dir: Path, strategies: list[str], questions: int, template: str | None = None
                   ) -> list[str]:
-    """The chain's prompts for the first `questions` questions of each strategy (its k parents as context)."""
+    """The chain's prompts for the first `questions` questions of each strategy (its k parents as context), from a
+    retrieval-only run: a grid's dense variant of each strategy (variants.csv), else the folder's own rankings."""
     from ragstudy.budget_eval import pack_paper_k
     from ragstudy.config import PAPER_PROMPT, StudyConfig
     from ragstudy.pipeline import build_prompt
-    from ragstudy.results import read_config, read_questions, read_retrieval, retrieval_path
+    from ragstudy.results import open_run, read_config, read_questions, read_retrieval, retrieval_path, variant_folder
 
-    asked = read_questions(StudyConfig.of_run(read_config(results_dir)).questions)
+    grid = {v.strategy: variant_folder(results_dir, v.id) for v in reversed(open_run(results_dir).variants())
+            if v.retriever == "dense"}
     prompts = []
     for strategy in strategies:
-        ranked = read_retrieval(retrieval_path(results_dir, strategy))
+        folder = grid.get(strategy, results_dir)
+        asked = read_questions(StudyConfig.of_run(read_config(folder)).questions)
+        ranked = read_retrieval(retrieval_path(folder, strategy))
         for index in sorted(ranked)[:questions]:
             context = "\n\n".join(pack_paper_k(ranked[index]).texts)
             prompts.append(build_prompt(template or PAPER_PROMPT, context, asked[index]))
