@@ -112,7 +112,7 @@ def test_text_layer_setting_is_validated_recorded_and_keys_the_caches(break_dir)
     raw_ids = {c.doc_id for c in chunk_documents(documents, "fixed-size", raw)[0].chunks}
     clean_ids = {c.doc_id for c in chunk_documents(documents, "fixed-size", clean)[0].chunks}
     assert raw_ids.isdisjoint(clean_ids)
-    with pytest.raises(StudyInputError, match="--text-layer must be raw or clean"):
+    with pytest.raises(StudyInputError, match="--text-layer 'cleaned' is not one of raw, clean"):
         StudyConfig.resolve(profile="lite", strategies="fixed-size", text_layer="cleaned")
     with pytest.raises(StudyInputError, match="retrieval-only"):
         StudyConfig.resolve(profile="lite", strategies="fixed-size", text_layer="raw,clean")
