@@ -235,16 +235,11 @@ def score_group(args: argparse.Namespace, group: Any, results_dir: Path, out_dir
     started = time.perf_counter()
     order = {name: i for i, name in enumerate(registry.available())}
     strategy_of = group.strategy_of  # a compared name -> its strategy (a sweep compares variant ids)
-    members = dict(sorted(group.members.items(),
-                          key=lambda item: (order.get(strategy_of(item[0]), len(order)), item[0])))
+    members = dict(sorted(group.members.items(), key=lambda m: (order.get(strategy_of(m[0]), len(order)), m[0])))
     if not members:
         raise DataError(f"no retrieval_<strategy>.csv in {results_dir}: run `ragstudy retrieve "
                         f"--output-dir {results_dir}` first")
     first = next(iter(members.values()))
-
-    def ranking_of(name: str) -> Path:  # the rankings a compared name stands for, in its member's folder
-        return results.retrieval_path(members[name], strategy_of(name))
-
     run = handle if handle is not None and handle.path == first else results.open_run(first)  # config.json read
     # once (a group's variants share every setting but the strategy)
     run_config = run.raw
@@ -274,12 +269,12 @@ def score_group(args: argparse.Namespace, group: Any, results_dir: Path, out_dir
         own = [s for s in strategies if members[s] == folder]
         folder_config = run_config if folder == first else results.open_run(folder).raw
         runidentity.check_config(folder, folder_config)  # a hand-edited config.json is never scored as the run's
-        runidentity.check_rankings(folder, {strategy_of(s): results.read_retrieval(ranking_of(s))
-                                            for s in own if ranking_of(s).is_file()},
+        runidentity.check_rankings(folder, {strategy_of(s): results.read_retrieval(group.ranking(s))
+                                            for s in own if group.ranking(s).is_file()},
                                    ranked_questions,
                                    folder_config.get("strategies") if args.strategies is None else None)
 
-    identity_notes = runidentity.check_compared(results_dir, strategies, ranking_of,  # one configuration but
+    identity_notes = runidentity.check_compared(results_dir, strategies, group.ranking,  # one configuration but
                                                 args.allow_mixed_configurations)  # the strategy
     evidence_path = evidence_mod.default_evidence(run_config) if args.evidence is None else Path(args.evidence)
     found = run.oracle(args.oracle)  # --oracle, else Oracle.csv beside the run's questions
@@ -317,8 +312,8 @@ def score_group(args: argparse.Namespace, group: Any, results_dir: Path, out_dir
         verdict_metric = budget_metrics.ORACLE_OVERLAP  # no evidence: the oracle overlap is the only score there is
     boxes = [verdict(summary, paired, args.reference or DEFAULT_REFERENCE, metric, unit, confidence=args.confidence)
              for metric in verdict_metrics(verdict_metric, has_evidence)]
-    k = {name: p.get("k") for name, p in (run_config.get("strategy_params") or {}).items()
-         if name in map(strategy_of, strategies)}
+    k = {s: p.get("k") for s, p in (run_config.get("strategy_params") or {}).items()
+         if s in map(strategy_of, strategies)}
     from ragstudy.qagen.outputs import generated_note
 
     notes = [*filter(None, [generated_note(run_config)]),

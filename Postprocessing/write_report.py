@@ -121,9 +121,8 @@ def write_report(args: argparse.Namespace) -> results.Written:
     variant_folders = [folder for group in runs for folder in group.members.values()]
     for folder in dict.fromkeys([*every.values(), *variant_folders, results_dir]):  # config.json as the runs
         runidentity.check_config(folder)  # recorded it, or refused
-    runidentity.check_compared(ranked, list(main.members),  # one configuration per page (its main group's)
-                               lambda s: results.retrieval_path(main.members[s], main.strategy_of(s)),
-                               args.allow_mixed_configurations)
+    runidentity.check_compared(ranked, list(main.members), main.ranking,  # one configuration per page (its main
+                               args.allow_mixed_configurations)  # group's)
     html_text, md_text, built = build(results_dir, oracle=args.oracle, retrieval_dir=retrieval_dir)
     check_scored(results_dir, built)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,31 +1,20 @@
-"""The axes of the grid, each declared once: an `Axis` says everything the grid needs about one thing a run compares
-besides the strategy and its parameters (today the retriever, the text layer and the embedding model).
-
-- its name: the key of a `records.Variant`'s values, its column in variants.csv and sweep_summary.csv, and its key
-  in a sweep file's entries;
-- `field`: where a run's config holds it (a StudyConfig field, or a field of its profile: "profile.embedding"),
-  whose setting is its flag and config-file key; the run's list is that setting comma-separated (or a YAML list);
-- `parse`: the values as a user writes them -> checked names, with the one-line error naming where they were given;
-- `applies(strategy, values)`: whether a variant depends on it (else its value is n/a and the variants collapse);
-- `short` (its form in ids and group labels), `word` (its word in sentences: "checked across retrievers");
-- `assign(config, strategy, value)`: how it sets one variant's run config (default: its field holds the value);
-- `stages`: the stages that compare several of its values (a retrieval-only grid; the answers of a later axis).
-  A run of another stage takes one value, `pick(values)`: the answering chain ranks with the dense retriever.
-
-ragstudy.variants expands the product of the declared axes, ragstudy.sweep reads their keys, ragstudy.config checks
-them with one rule (`check_run`). A new axis is one `register_axis(Axis(...))` plus the code that reads its value.
+"""The axes of the grid, each declared once: an `Axis` holds everything the grid needs about one thing a run compares
+besides the strategy and its parameters (today the retriever, the text layer and the embedding model). Its name is a
+`records.Variant` value's key, a column of variants.csv and sweep_summary.csv and a sweep entry's key; ragstudy.variants
+expands the product of the declared axes, ragstudy.config checks them with one rule (`check_run`). A new axis is one
+`register_axis(Axis(...))` plus the code that reads its value (tests/test_axis_added.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .errors import StudyInputError
-from .records import NOT_APPLICABLE
 
 RETRIEVAL, ANSWERS = "retrieval", "answers"  # the stages: a retrieval-only grid, and the answering chain
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -41,27 +30,19 @@ def split_values(value: Any, where: str) -> tuple[str, ...]:
     return chosen
 
 
-def _always(strategy: str, values: Mapping[str, str]) -> bool:
-    return True
-
-
-def _first(values: Sequence[str]) -> str:
-    return values[0]
-
-
 @dataclass(frozen=True)
 class Axis:
-    """One axis of the grid (see the module's docstring)."""
+    """One axis of the grid."""
 
     name: str
-    word: str
-    field: str | None  # dotted path of a run config's field that lists its values; None: sweep files only
-    parse: Callable[[Any, str], tuple[str, ...]]
-    applies: Callable[[str, Mapping[str, str]], bool] = _always
-    short: Callable[[str], str] = str
-    assign: Callable[[Any, str, str], Any] | None = None  # None: `field` holds the one value
-    pick: Callable[[Sequence[str]], str] = _first
-    stages: tuple[str, ...] = (RETRIEVAL,)
+    word: str  # in sentences: "checked across retrievers"
+    field: str | None  # where a run config lists its values (its setting: the last part); None: sweep files only
+    parse: Callable[[Any, str], tuple[str, ...]]  # the values as written -> checked ones, or one line naming `where`
+    applies: Callable[[str, Mapping[str, str]], bool] = lambda strategy, values: True  # else n/a: variants collapse
+    short: Callable[[str], str] = str  # its form in ids and group labels
+    assign: Callable[[Any, str, str], Any] | None = None  # (config, strategy, value) -> one variant's; None: `field`
+    pick: Callable[[Sequence[str]], str] = lambda values: values[0]  # the value of a run that compares none
+    stages: tuple[str, ...] = (RETRIEVAL,)  # the stages that compare several values (a later LLM axis: ANSWERS)
     default: tuple[str, ...] = ()  # the values of an axis without a field
 
     @property
@@ -69,18 +50,12 @@ class Axis:
         """The setting (flag, config key) that lists the run's values."""
         return self.field.rsplit(".", 1)[-1] if self.field else None
 
-    def raw(self, config: Any) -> Any:
-        """The setting's value in `config` as given (one value or a comma list)."""
-        value = config
-        for part in (self.field or "").split("."):
-            value = getattr(value, part) if part else value
-        return value
-
     def values(self, config: Any, where: str | None = None) -> tuple[str, ...]:
         """The run's values of this axis (its declared default when no setting lists them)."""
         if self.field is None:
             return self.default
-        return self.parse(self.raw(config), where or f"--{self.setting.replace('_', '-')}")
+        raw = functools.reduce(getattr, self.field.split("."), config)
+        return self.parse(raw, where or f"--{self.setting.replace('_', '-')}")
 
     def one(self, value: Any, where: str) -> str:
         """One value (a sweep entry's): a list is a grid axis, `key: [a, b]`, never "a,b"."""
@@ -120,8 +95,8 @@ def _text_layers(value: Any, where: str) -> tuple[str, ...]:
     from .textlayer import TEXT_LAYERS
 
     chosen = split_values(value, where)
-    if any(layer not in TEXT_LAYERS for layer in chosen):
-        wrong = next(layer for layer in chosen if layer not in TEXT_LAYERS)
+    wrong = next((layer for layer in chosen if layer not in TEXT_LAYERS), None)
+    if wrong is not None:
         raise StudyInputError(f"{where} {wrong!r} is not one of {', '.join(TEXT_LAYERS)} (several: comma-separated)")
     return chosen
 
@@ -166,10 +141,6 @@ def shown(name: str, value: str) -> str:
     return declared.short(value) if declared else value
 
 
-def id_part(name: str, value: str) -> str:
-    return safe(shown(name, value))
-
-
 def register_axis(axis: Axis) -> Axis:
     """Declare one more axis (after the others: ids and columns keep their order)."""
     if any(known.name == axis.name for known in AXES):
@@ -186,15 +157,10 @@ def get(name: str) -> Axis:
     return next(axis for axis in AXES if axis.name == name)
 
 
-def stage_of(config: Any) -> str:
-    """The stage a run config runs: a retrieval-only grid, or the answering chain (chunks-only included)."""
-    return RETRIEVAL if config.retrieval_only else ANSWERS
-
-
 def check_run(config: Any, named: Callable[[str], str]) -> None:
     """Every axis's values checked (`named(setting)`: the flag or config key as the user wrote it); a run of a stage
     that does not compare an axis takes its one value (`Axis.pick`): anything else is refused, in one line."""
-    stage = stage_of(config)
+    stage = RETRIEVAL if config.retrieval_only else ANSWERS  # chunks-only: the chain's
     for axis in AXES:
         if axis.field is None:
             continue

@@ -443,12 +443,10 @@ def merged_grid(output_dir: Path, grid: Sequence[Variant], config: StudyConfig) 
     (a run of other strategies under the same settings). A listed variant under a value this run lacks is a
     StudyInputError naming it, the axis and the values: it would be compared with this run's, or mistaken for one."""
     from .config import option_of
-    from .results import VARIANTS, read_table
+    from .results import VARIANTS, open_run
     from .variants import run_axes
 
-    frame = read_table(output_dir, VARIANTS)
-    listed = [] if frame is None else [Variant.from_row(row, f"{VARIANTS.path(output_dir)} row {n}") for n, row in
-                                       enumerate(frame.fillna("n/a").to_dict("records"), start=2)]
+    listed = open_run(output_dir).variants()
     if all(v in listed for v in grid):
         return listed
     ids = {v.id for v in grid}

@@ -2,34 +2,15 @@
 
     ragstudy sweep sweeps/hope_eight.yaml --output-dir results-sweep
 
-A sweep file (YAML)::
-
-    evidence: sample/evidence.json      # optional; without it or --evidence: the bundled sample's, for the
-                                        # bundled Questions.csv only (evidence.default_evidence)
-    budgets: [500, 1000, 2000, 4000]    # optional; default: the study's
-    configs:                            # one entry per configuration
-      - id: fixed-256                   # optional; default: strategy, parameters and axes (variants.derived_id)
-        strategy: fixed-size
-        params: {chunk_size: 256, chunk_overlap: 0}
-      - id: fixed-256-bm25              # optional `retriever:` (ragstudy retrieve --retriever): a sweep axis
-        strategy: fixed-size
-        params: {chunk_size: 256, chunk_overlap: 0}
-        retriever: bm25
-    grid:                               # optional: the product of every listed value, per strategy
-      - strategy: paragraph
-        params: {min_chars: [100, 200], max_chars: [1000, 2000]}
-        retriever: [dense, bm25]        # optional; a list is a grid axis like a parameter
-        text_layer: [raw, clean]        # optional (--text-layer): the text a text-layer strategy chunks; an axis too
-        embedding: [wheel:multilingual-e5-small]  # optional (--embedding): an axis too
-
-A sweep is a grid (ragstudy.variants): an axis an entry does not set takes the run's list (--retriever dense,bm25
-ranks every entry with both). Every variant writes its complete retrieval run into `<output-dir>/variants/<id>/`
-(variants.csv lists them); the sweep writes `sweep_summary.csv` (one row per variant: chunk statistics, indexing
-time and cost, its retriever, text layer and embedder, and the metrics at each budget as `hit@500`, `span_recall@500`, …, `hit@k`, …) and `sweep_best.csv` (the best
-configuration per metric and budget) into the output folder, like AutoRAG's summary.csv per node;
-`ragstudy sweep` prints the table and draws `sweep_hit_rate.{html,png,pdf}`. Scores come from
-ragstudy.budget_eval. Child windows already embedded for another configuration are not embedded again (Chroma
-collections and the vector cache are keyed by content).
+A sweep file (YAML; docs/retrieval.md#sweeps) has `configs:` (each `{id, strategy, params}` and optionally one
+value per axis of the grid, ragstudy.axes: `retriever:`, `text_layer:`, `embedding:`, ...) and/or `grid:` (each
+`{strategy, params: {name: [values]}}` and optionally a list per axis: the product of every listed value), and
+optionally `evidence:` (relative to the file) and `budgets:`. It is a grid like any run's (ragstudy.variants: an axis
+an entry does not set takes the run's list): every variant writes its complete retrieval run into
+`<output-dir>/variants/<id>/`, and the sweep writes `sweep_summary.csv` (one row per variant: chunk statistics,
+indexing time and cost, one column per axis, the metrics at each budget as `hit@500`, ..., `hit@k`) and
+`sweep_best.csv` (the best configuration per metric and budget), like AutoRAG's summary.csv per node; `ragstudy
+sweep` prints the table and draws `sweep_hit_rate.{html,png,pdf}`. Scores come from ragstudy.budget_eval.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
-"""One run, many variants: every axis of comparison (strategy and its parameters, retriever, text layer, embedder) is
-one grid.
+"""One run, many variants: the strategies (and their parameters) times the axes of ragstudy.axes are one grid.
 
-`expand(config, sweep)` turns the comma lists of a run (`--strategies`, `--retriever`, `--text-layer`,
-`--embedding`, or the same keys of a config file) or a sweep file's `configs:`/`grid:` (ragstudy.sweep.load_sweep;
-an axis an entry does not set takes the run's list) into one list of `records.Variant`s with stable, readable ids
-(`paragraph__bm25`, `fixed-size__dense__clean__multilingual-e5-small`; a sweep entry's `id:` wins). An axis a
-variant does not depend on collapses to "n/a": a retriever without vectors with a chunker that uses no embedding
-model embeds nothing, so its embedder variants are one; a strategy that does not chunk the text layer (paragraph,
-markdown) reads the same text under raw and clean.
-
-Each variant is a complete retrieval run in `<out>/variants/<id>/` (`run_variant`, a module-level function an
-executor runs in-process, in a worker process or as a Ray task); `<out>/variants.csv` lists them (results.VARIANTS,
-read back by the run handle, results.Run.variants). `groups` puts the variants that differ only in strategy (and its
-parameters) together: the verdict compares strategies inside each group and is checked across the groups.
+`expand(config, sweep)` turns the run's lists (`--strategies` and each axis's setting, or a sweep file's entries,
+ragstudy.sweep.load_sweep) into one list of `records.Variant`s with stable, readable ids (`paragraph__bm25`,
+`fixed-size__dense__clean__multilingual-e5-small`; a sweep entry's `id:` wins). An axis a variant does not depend
+on is "n/a" and its variants collapse (bm25 with a chunker that embeds nothing needs no embedder; paragraph reads
+no text layer). Each variant is a complete retrieval run in `<out>/variants/<id>/` (ragstudy.ranking.run_variant);
+`<out>/variants.csv` lists them (results.Run.variants reads it back). `groups` puts the variants that differ only
+in strategy together: the verdict compares strategies inside each group and is checked across the groups.
 """
 
 from __future__ import annotations
@@ -49,7 +43,7 @@ def derived_id(variant: Variant) -> str:
     """`strategy[_param-value...]__<each axis's value>` (n/a axes left out, each axis in its short form),
     filesystem-safe."""
     head = "_".join([variant.strategy, *(f"{key}-{value}" for key, value in variant.params)])
-    return "__".join([axes.safe(head), *(axes.id_part(name, value) for name, value in variant.values
+    return "__".join([axes.safe(head), *(axes.safe(axes.shown(name, value)) for name, value in variant.values
                                          if value != NOT_APPLICABLE)])
 
 
@@ -151,6 +145,12 @@ class Group:
     def strategy_of(self, name: str) -> str:
         """The strategy a compared name stands for (a strategy stands for itself)."""
         return self.strategies.get(name, name)
+
+    def ranking(self, name: str) -> Path:
+        """The rankings a compared name stands for: retrieval_<strategy>.csv in its member's folder."""
+        from .results import retrieval_path
+
+        return retrieval_path(self.members[name], self.strategy_of(name))
 
     def parts(self, leave: str = "") -> list[str]:
         """The values of the axes that tell the run's groups apart (n/a and the axis `leave` left out), each in its

@@ -192,9 +192,7 @@ def plan(args: argparse.Namespace, chain_args: argparse.Namespace, root: Path) -
     from ragstudy.evidence import default_evidence
 
     answers, retrieval = root / "answers", root / "retrieval"
-    retrieval_config = config_from_args(argparse.Namespace(**{**vars(chain_args), "retrieval_only": True,
-                                                              "output_dir": str(retrieval)}),
-                                        warn_unused=False)  # a bad setting stops here, exit 2
+    retrieval_config = ranked_config(chain_args, output_dir=str(retrieval))  # a bad setting stops here, exit 2
     if not retrieval_config.origins.get("retriever"):  # the retrieval stage's default; a flag or config key wins
         retrieval_config = replace(retrieval_config, retriever=",".join(STUDY_RETRIEVERS),
                                    origins={**retrieval_config.origins, "retriever": "ragstudy study's default"})
@@ -355,10 +353,9 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         root = study_root(args, chain_args)
-        from ragstudy.config import config_from_args
         from ragstudy.results import check_output_location
 
-        check_output_location(root, config_from_args(chain_args).documents)  # never among the PDFs or in / or ~
+        check_output_location(root, ranked_config(chain_args).documents)  # never among the PDFs or in / or ~
         root.mkdir(parents=True, exist_ok=True)
         lock_study(root)  # before anything is planned or written: one study at a time in a folder
     except StudyInputError as exc:
@@ -384,9 +381,16 @@ def study_root(args: argparse.Namespace, chain_args: argparse.Namespace) -> Path
     """The study's folder: --output-dir, else the --config file's `output_dir:`, else `results`."""
     if args.output_dir:
         return Path(args.output_dir)
+    return Path(ranked_config(chain_args).output_dir)  # the file's key, else the setting's default
+
+
+def ranked_config(chain_args: argparse.Namespace, **given: Any) -> Any:
+    """The config of the study's retrieval stage (every axis list; `given` settings override the flags); a bad
+    setting is a StudyInputError."""
     from ragstudy.config import config_from_args
 
-    return Path(config_from_args(chain_args, warn_unused=False).output_dir)  # the file's key, else the setting's default
+    return config_from_args(argparse.Namespace(**{**vars(chain_args), "retrieval_only": True, **given}),
+                            warn_unused=False)
 
 
 def lock_study(root: Path) -> None:

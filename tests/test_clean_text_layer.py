@@ -126,7 +126,7 @@ def test_text_layer_is_a_sweep_axis(tmp_path):
                     "grid:\n  - {strategy: fixed-size, params: {chunk_size: [400]}, text_layer: [raw, clean]}\n",
                     encoding="utf-8")
     sweep = load_sweep(path)
-    assert [(c.strategy, c.text_layer) for c in sweep.configs] == [
+    assert [(c.strategy, c.axes["text_layer"]) for c in sweep.configs] == [
         ("newline", "clean"), ("fixed-size", "raw"), ("fixed-size", "clean")]
     path.write_text("configs:\n  - {strategy: newline, text_layer: tidy}\n", encoding="utf-8")
     with pytest.raises(StudyInputError, match="text_layer 'tidy' is not one of raw, clean"):

@@ -39,10 +39,12 @@ def test_an_answering_run_refuses_several_values_of_any_axis_in_one_rule() -> No
 
 def _write_grid(out: Path, config: StudyConfig) -> list:
     from ragstudy import variants
-    from ragstudy.results import VARIANTS, write_table
+    from ragstudy.results import VARIANTS, variant_folder, write_table
 
     grid = variants.expand(config)
     write_table(out, VARIANTS, pd.DataFrame([v.to_row() for v in grid]))
+    for v in grid:
+        variant_folder(out, v.id).mkdir(parents=True)
     return grid
 
 
