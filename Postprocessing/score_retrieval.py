@@ -275,7 +275,7 @@ def score_group(args: argparse.Namespace, group: Any, results_dir: Path, out_dir
                                    folder_config.get("strategies") if args.strategies is None else None)
 
     identity_notes = runidentity.check_compared(results_dir, strategies, group.ranking,  # one configuration but
-                                                args.allow_mixed_configurations)  # the strategy
+                                                args.allow_mixed_configurations, group.unshared())  # the strategy
     evidence_path = evidence_mod.default_evidence(run_config) if args.evidence is None else Path(args.evidence)
     found = run.oracle(args.oracle)  # --oracle, else Oracle.csv beside the run's questions
     oracle, oracle_path = found if found is not None else (None, None)

@@ -122,7 +122,7 @@ def write_report(args: argparse.Namespace) -> results.Written:
     for folder in dict.fromkeys([*every.values(), *variant_folders, results_dir]):  # config.json as the runs
         runidentity.check_config(folder)  # recorded it, or refused
     runidentity.check_compared(ranked, list(main.members), main.ranking,  # one configuration per page (its main
-                               args.allow_mixed_configurations)  # group's)
+                               args.allow_mixed_configurations, main.unshared())  # group's)
     html_text, md_text, built = build(results_dir, oracle=args.oracle, retrieval_dir=retrieval_dir)
     check_scored(results_dir, built)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -44,6 +44,7 @@ class Axis:
     pick: Callable[[Sequence[str]], str] = lambda values: values[0]  # the value of a run that compares none
     stages: tuple[str, ...] = (RETRIEVAL,)  # the stages that compare several values (a later LLM axis: ANSWERS)
     default: tuple[str, ...] = ()  # the values of an axis without a field
+    identity: tuple[str, ...] = ()  # the fields of a run's identity (ragstudy.runidentity) that record its value
 
     @property
     def setting(self) -> str | None:
@@ -123,9 +124,10 @@ def short_embedding(model: str) -> str:
 
 
 AXES: list[Axis] = [
-    Axis("retriever", "retriever", "retriever", _retrievers, pick=_chain_retriever),
+    Axis("retriever", "retriever", "retriever", _retrievers, pick=_chain_retriever, identity=("retriever",)),
     Axis("text_layer", "text layer", "text_layer", _text_layers, applies=reads_text_layer),
-    Axis("embedding", "embedder", "profile.embedding", split_values, applies=uses_embedding, short=short_embedding),
+    Axis("embedding", "embedder", "profile.embedding", split_values, applies=uses_embedding, short=short_embedding,
+         identity=("embedding", "embedding_backend")),
 ]
 
 

@@ -146,6 +146,12 @@ class Group:
         """The strategy a compared name stands for (a strategy stands for itself)."""
         return self.strategies.get(name, name)
 
+    def unshared(self) -> set[str]:
+        """The run-identity fields its members need not share: those of an axis some member does not depend on (a
+        bm25 variant of paragraph records the run's first embedding model, which it never used)."""
+        return {field for axis in axes.AXES if any(v.value(axis.name) == NOT_APPLICABLE for v in self.variants)
+                for field in axis.identity}
+
     def ranking(self, name: str) -> Path:
         """The rankings a compared name stands for: retrieval_<strategy>.csv in its member's folder."""
         from .results import retrieval_path

@@ -104,3 +104,28 @@ def test_a_sweep_folder_scores_and_reports_like_any_grid_folder(pdf_dir, questio
     assert app.main(["report", "--results-dir", str(out)]) == 0
     assert "small" in (out / "report.md").read_text(encoding="utf-8")
     assert json.loads((out / "variants" / "large" / "config.json").read_text("utf-8"))["retriever"] == "bm25"
+
+
+def test_a_group_compares_files_whose_identities_differ_only_in_an_axis_a_member_does_not_use(tmp_path) -> None:
+    """`--retriever bm25 --embedding A,B` with paragraph (embeds nothing: n/a) and token (counts with the model's
+    tokenizer): paragraph's bm25 run records the first model, token's the group's; they are one configuration."""
+    from ragstudy import runidentity, variants
+    from ragstudy.io import sha256_file
+
+    config = StudyConfig.resolve(profile="lite", strategies="paragraph,token", retriever="bm25",
+                                 embedding=f"{E5},{MINILM}", retrieval_only=True, warn_unused=False)
+    grid = variants.expand(config)
+    group = next(g for g in variants.groups(grid, {v.id: tmp_path / v.id for v in grid}) if "gt-all" in g.label)
+    assert group.unshared() == {"embedding", "embedding_backend"}
+    for name, model in (("paragraph", E5), ("token", MINILM)):
+        folder = group.members[name]
+        folder.mkdir()
+        group.ranking(name).write_text("x\n", encoding="utf-8")
+        identity = {"retriever": "bm25", "embedding": model, "embedding_backend": "onnx", "questions": 5}
+        entry = {"run": identity, "strategy": {"name": name, "params": None},
+                 "sha256": sha256_file(group.ranking(name))}
+        (folder / runidentity.IDENTITY_FILE).write_text(json.dumps({"format": runidentity.FORMAT, "files": {
+            group.ranking(name).name: entry}}), encoding="utf-8")
+    with pytest.raises(StudyInputError, match="written by different configurations"):
+        runidentity.check_compared(tmp_path, ["paragraph", "token"], group.ranking)
+    assert runidentity.check_compared(tmp_path, ["paragraph", "token"], group.ranking, unshared=group.unshared())
