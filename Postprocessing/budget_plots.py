@@ -5,7 +5,7 @@ registry's.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -19,9 +19,10 @@ def _rgba(hex_color: str, alpha: float) -> str:
     return f"rgba({r},{g},{b},{alpha})"
 
 
-def hit_rate_figure(summary: pd.DataFrame, frame: pd.DataFrame, strategies: Sequence[str], unit: str):
-    """Hit rate against the budget, a line per strategy with its CI band; each strategy's own k as a hollow marker
-    at its mean context size."""
+def hit_rate_figure(summary: pd.DataFrame, frame: pd.DataFrame, strategies: Sequence[str], unit: str,
+                    strategy_of: Callable[[str], str] = str):
+    """Hit rate against the budget, a line per strategy (or a sweep's configuration: `strategy_of` its strategy, in
+    whose colour it is drawn) with its CI band; each one's own k as a hollow marker at its mean context size."""
     import plotly.graph_objects as go
 
     from ragstudy import registry
@@ -36,7 +37,8 @@ def hit_rate_figure(summary: pd.DataFrame, frame: pd.DataFrame, strategies: Sequ
     hit = summary[summary["metric"] == HIT]
     budgets = sorted({int(b) for b in hit["budget"] if b.isdigit()})
     for s in strategies:
-        spec = registry.get(s)
+        spec = registry.get(strategy_of(s))
+        name = spec.display_name if strategy_of(s) == s else s
         part = hit[(hit["strategy"] == s) & hit["budget"].str.isdigit()].copy()
         if part.empty:
             continue
@@ -46,9 +48,9 @@ def hit_rate_figure(summary: pd.DataFrame, frame: pd.DataFrame, strategies: Sequ
         fig.add_trace(go.Scatter(x=x + x[::-1], y=part["ci_high"].tolist() + part["ci_low"].tolist()[::-1],
                                  mode="lines", fill="toself", fillcolor=_rgba(spec.color, 0.10), line=dict(width=0),
                                  hoverinfo="skip", showlegend=False, legendgroup=s))
-        fig.add_trace(go.Scatter(x=x, y=part["mean"], mode="lines+markers", name=spec.display_name,
+        fig.add_trace(go.Scatter(x=x, y=part["mean"], mode="lines+markers", name=name,
                                  line=dict(color=spec.color, width=2), legendgroup=s,
-                                 hovertemplate=f"{spec.display_name}<br>budget %{{x}} {unit}<br>hit %{{y:.3f}}"
+                                 hovertemplate=f"{name}<br>budget %{{x}} {unit}<br>hit %{{y:.3f}}"
                                                "<extra></extra>"))
         own = hit[(hit["strategy"] == s) & (hit["budget"] == "k")]
         sizes = frame[(frame["strategy"] == s) & (frame["budget"] == "k")]["context_units"]
@@ -59,7 +61,7 @@ def hit_rate_figure(summary: pd.DataFrame, frame: pd.DataFrame, strategies: Sequ
                 marker=dict(symbol="circle-open", size=12, color=spec.color, line=dict(width=2)),
                 error_y=dict(type="data", symmetric=False, array=[k["ci_high"] - k["mean"]],
                              arrayminus=[k["mean"] - k["ci_low"]], color=spec.color, thickness=1),
-                hovertemplate=f"{spec.display_name}, own k<br>mean context %{{x:.0f}} {unit}<br>hit %{{y:.3f}}"
+                hovertemplate=f"{name}, own k<br>mean context %{{x:.0f}} {unit}<br>hit %{{y:.3f}}"
                               "<extra></extra>"))
     fig.update_layout(
         title="Evidence in the context vs context budget (hollow: each strategy's own k)",

@@ -101,11 +101,6 @@ def describe(settings: Iterable[Setting]) -> list[dict[str, Any]]:
     return [item.describe() for item in settings]
 
 
-def add_dataset_args(parser: argparse.ArgumentParser, what: str) -> None:
-    """Add `dataset_settings(what)` to an existing parser."""
-    add_arguments(parser, dataset_settings(what))
-
-
 def add_bootstrap_args(parser: argparse.ArgumentParser, seed_help: str = SEED.help) -> None:
     """``--n-resamples`` (>= 1), ``--seed`` and ``--confidence`` (between 0 and 1, exclusive), checked on parsing."""
     add_arguments(parser, bootstrap_settings(seed_help))

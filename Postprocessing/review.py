@@ -58,10 +58,6 @@ class AnswerKey:
     seed: int | None
     scheme: str
 
-    def strategy_of(self, qid: str, option: int) -> str:
-        """Strategy behind ``Opzione option`` (1-based) of question ``qid``."""
-        return self.by_id()[qid].order[option - 1]
-
     def by_id(self) -> dict[str, KeyRow]:
         return {row.question_id: row for row in self.rows}
 

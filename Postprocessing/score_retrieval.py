@@ -23,10 +23,11 @@ layers (`ragstudy retrieve --text-layer raw,clean`: the clean one in text-layer-
 verdict is followed by paragraph − fixed-size split into cleaning and segmentation (retrieval_decomposition.csv,
 ragstudy.decomposition; docs/text-layer.md).
 
-A run ranked with several retrievers (`--retriever dense,bm25,hybrid`: one folder per retriever under
---results-dir): each retriever's folder is scored as above, then the parent gets retrieval_verdict_by_retriever.csv
-and a retrieval_summary.md saying, per retriever, the best strategy per budget and paragraph's differences, and in
-words where the conclusion changes with the retriever (ragstudy.verdict_across; docs/retrieval.md).
+A run whose grid has several groups (`--retriever dense,bm25`, `--text-layer raw,clean`, `--embedding a,b`, ...:
+the variants that differ only in strategy are a group): each group is scored as above into groups/<group>/, then the
+parent gets retrieval_verdict_across.csv and a retrieval_summary.md saying, per group, the best strategy per budget
+and paragraph's differences, and in words where the conclusion changes across the groups (ragstudy.verdict_across;
+docs/retrieval.md). A sweep's group compares its configurations (variant ids) instead of strategies.
 
 Oracle overlap (ragstudy.oracle_overlap): with --oracle FILE, or Oracle.csv beside the run's questions file, also the
 share of each oracle answer's content terms in the context; without evidence it is the only score.
@@ -233,7 +234,8 @@ def score_group(args: argparse.Namespace, group: Any, results_dir: Path, out_dir
 
     started = time.perf_counter()
     order = {name: i for i, name in enumerate(registry.available())}
-    members = dict(sorted(group.members.items(), key=lambda item: (order.get(item[0], len(order)), item[0])))
+    strategy_of = group.strategy_of  # a compared name -> its strategy (a sweep compares variant ids)
+    members = dict(sorted(group.members.items(), key=lambda m: (order.get(strategy_of(m[0]), len(order)), m[0])))
     if not members:
         raise DataError(f"no retrieval_<strategy>.csv in {results_dir}: run `ragstudy retrieve "
                         f"--output-dir {results_dir}` first")
@@ -267,14 +269,13 @@ def score_group(args: argparse.Namespace, group: Any, results_dir: Path, out_dir
         own = [s for s in strategies if members[s] == folder]
         folder_config = run_config if folder == first else results.open_run(folder).raw
         runidentity.check_config(folder, folder_config)  # a hand-edited config.json is never scored as the run's
-        runidentity.check_rankings(folder, {s: results.read_retrieval(results.retrieval_path(folder, s))
-                                            for s in own if results.retrieval_path(folder, s).is_file()},
+        runidentity.check_rankings(folder, {strategy_of(s): results.read_retrieval(group.ranking(s))
+                                            for s in own if group.ranking(s).is_file()},
                                    ranked_questions,
                                    folder_config.get("strategies") if args.strategies is None else None)
 
-    identity_notes = runidentity.check_compared(results_dir, strategies,  # one configuration but the strategy
-                                                lambda s: results.retrieval_path(members[s], s),
-                                                args.allow_mixed_configurations)
+    identity_notes = runidentity.check_compared(results_dir, strategies, group.ranking,  # one configuration but
+                                                args.allow_mixed_configurations, group.unshared())  # the strategy
     evidence_path = evidence_mod.default_evidence(run_config) if args.evidence is None else Path(args.evidence)
     found = run.oracle(args.oracle)  # --oracle, else Oracle.csv beside the run's questions
     oracle, oracle_path = found if found is not None else (None, None)
@@ -294,14 +295,15 @@ def score_group(args: argparse.Namespace, group: Any, results_dir: Path, out_dir
     if evidence and run_config.get("documents_sha256"):  # the run's PDFs (config.json of runs since they are kept)
         evidence_mod.check_evidence_pdfs(evidence, run_config["documents_sha256"], evidence_path,
                                          f"the run in {results_dir}")
-    frame, evaluations = evaluate_members({s: members[s] for s in strategies}, evidence, budgets, measure, oracle)
+    frame, evaluations = evaluate_members({s: members[s] for s in strategies}, evidence, budgets, measure, oracle,
+                                          strategy_of)
     if evidence_path and not frame[budget_metrics.HIT].notna().any():
         raise DataError(f"no answerable question of {evidence_path} was ranked in {results_dir}: do the evidence "
                         "file and the run's Questions.csv belong together?")
     if evidence_path:
         check_evidence_found(evaluations, evidence_path)  # before any verdict: evidence in no PDF means nothing
     labels = budget_labels(budgets)
-    display = {s: registry.get(s).display_name for s in strategies}
+    display = {s: registry.get(s).display_name if strategy_of(s) == s else s for s in strategies}
     summary = summarize(frame, display, args.n_resamples, args.seed, args.confidence)
     paired = compare(frame, strategies, labels, args.n_resamples, args.seed, args.confidence)
     verdict_metric = args.verdict_metric
@@ -310,7 +312,8 @@ def score_group(args: argparse.Namespace, group: Any, results_dir: Path, out_dir
         verdict_metric = budget_metrics.ORACLE_OVERLAP  # no evidence: the oracle overlap is the only score there is
     boxes = [verdict(summary, paired, args.reference or DEFAULT_REFERENCE, metric, unit, confidence=args.confidence)
              for metric in verdict_metrics(verdict_metric, has_evidence)]
-    k = {name: p.get("k") for name, p in (run_config.get("strategy_params") or {}).items() if name in strategies}
+    k = {s: p.get("k") for s, p in (run_config.get("strategy_params") or {}).items()
+         if s in map(strategy_of, strategies)}
     from ragstudy.qagen.outputs import generated_note
 
     notes = [*filter(None, [generated_note(run_config)]),
@@ -335,7 +338,7 @@ def score_group(args: argparse.Namespace, group: Any, results_dir: Path, out_dir
     if not args.no_plot and has_evidence:
         from Postprocessing.budget_plots import hit_rate_figure, write_plots
 
-        fig = hit_rate_figure(summary, frame, strategies, unit)
+        fig = hit_rate_figure(summary, frame, strategies, unit, strategy_of)
         for path in write_plots(fig, out_dir, PLOT_STEM, notes):
             written[path.suffix.lstrip(".")] = path
     metrics = [m for m in verdict_metrics(verdict_metric, has_evidence) if budget_metrics.get(m).needs == "evidence"]
@@ -376,7 +379,7 @@ def across_markdown(cross: CrossVerdict, folders: Mapping[str, Path], decomposit
     for name, v in cross.verdicts.items():
         lines += [f"### Under {name}: the differences\n", table_markdown(v),
                   f"All of {name}'s tables: `{folders[name] / results.RETRIEVAL_SUMMARY_MD.name}`.\n"]
-    lines.append(f"Per {axis} x budget: `{results.RETRIEVAL_VERDICT_BY_RETRIEVER.name}`.\n")
+    lines.append(f"Per {axis} x budget: `{results.RETRIEVAL_VERDICT_ACROSS.name}`.\n")
     if decomposition:
         lines.append(decomposition)
     return "\n".join(p for p in lines if p)
@@ -385,7 +388,7 @@ def across_markdown(cross: CrossVerdict, folders: Mapping[str, Path], decomposit
 def run_across(args: argparse.Namespace, groups: Sequence[Any]) -> dict:
     """--results-dir holds several groups of variants (e.g. --retriever dense,bm25, --text-layer raw,clean,
     --embedding a,b): each group is scored as a run of its own into <out>/groups/<group>/, then the folder gets
-    retrieval_verdict_by_retriever.csv and retrieval_summary.md comparing their verdicts (ragstudy.verdict_across),
+    retrieval_verdict_across.csv and retrieval_summary.md comparing their verdicts (ragstudy.verdict_across),
     and, for groups that differ only in the text layer, paragraph − fixed-size split into cleaning and segmentation
     (retrieval_decomposition.csv in the raw group's folder and, for the first pair, here)."""
     from ragstudy import results
@@ -418,8 +421,7 @@ def run_across(args: argparse.Namespace, groups: Sequence[Any]) -> dict:
     scored = {g.label: scored[g.label] for g in groups}  # the run's order: its first group leads
     cross = CrossVerdict.read(scored, axis=axis_word(groups))
     out_dir.mkdir(parents=True, exist_ok=True)
-    written["verdict_by_retriever"] = results.write_table(out_dir, results.RETRIEVAL_VERDICT_BY_RETRIEVER,
-                                                          cross.to_frame())
+    written["verdict_across"] = results.write_table(out_dir, results.RETRIEVAL_VERDICT_ACROSS, cross.to_frame())
     top = pairs_decomposition(pairs, scored)
     if top is not None:
         written["decomposition"] = results.write_table(out_dir, results.RETRIEVAL_DECOMPOSITION, top)

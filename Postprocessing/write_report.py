@@ -117,12 +117,12 @@ def write_report(args: argparse.Namespace) -> results.Written:
 
     ranked, every = ranked_folders(Path(retrieval_dir) if retrieval_dir else results_dir)  # the rankings
     runs = run_groups(results.open_run(Path(retrieval_dir) if retrieval_dir else results_dir))
-    members = runs[0].members
+    main = runs[0]
     variant_folders = [folder for group in runs for folder in group.members.values()]
     for folder in dict.fromkeys([*every.values(), *variant_folders, results_dir]):  # config.json as the runs
         runidentity.check_config(folder)  # recorded it, or refused
-    runidentity.check_compared(ranked, list(members),  # one configuration per page (its main group's)
-                               lambda s: results.retrieval_path(members[s], s), args.allow_mixed_configurations)
+    runidentity.check_compared(ranked, list(main.members), main.ranking,  # one configuration per page (its main
+                               args.allow_mixed_configurations, main.unshared())  # group's)
     html_text, md_text, built = build(results_dir, oracle=args.oracle, retrieval_dir=retrieval_dir)
     check_scored(results_dir, built)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,7 @@ Kept apart from the dispatcher (segmenter.py) so that both modes import them wit
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from ragstudy.cleaning.furniture import FurnitureConfig
 
@@ -78,11 +78,6 @@ class SegmenterConfig:
                      "paper_flush_words"):
             if getattr(self, name) < 1:
                 raise ValueError(f"SegmenterConfig.{name} must be >= 1, got {getattr(self, name)}")
-
-    @classmethod
-    def field_names(cls) -> list[str]:
-        """Names of all settings (for CLIs that expose them)."""
-        return [f.name for f in fields(cls)]
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ grid (`retrieval/variants/<id>/`, listed in `retrieval/variants.csv`) and the sc
 variants in `retrieval/groups/<group>/` (in `retrieval/` itself when the run has one group). A ranking or chunk
 export of the old folder is paired with the variant that `variants.csv` gives for its strategy and retriever;
 score tables with the group folder whose name holds the retriever. The verdict across retrievers
-(`retrieval_verdict_by_retriever.csv`) stays in `retrieval/`.
+(`retrieval_verdict_across.csv`, formerly `retrieval_verdict_by_retriever.csv`) stays in `retrieval/`.
 
 Each pair is compared byte for byte; a table or JSON file that is not byte-identical is compared as data: same
 columns, same rows in the same order, numbers equal within the tolerance (absolute or relative), other cells
@@ -43,7 +43,8 @@ TOLERANCE = 1e-9
 SCORE_TABLES = tuple(t.name for t in (results.RETRIEVAL_PER_QUESTION, results.RETRIEVAL_SUMMARY,
                                       results.RETRIEVAL_PAIRED, results.RETRIEVAL_VERDICT,
                                       results.RETRIEVAL_DECOMPOSITION))
-ACROSS_TABLES = (results.RETRIEVAL_VERDICT_BY_RETRIEVER.name,)
+# the cross-group table, and its name before groups (retrieval_verdict_by_retriever.csv)
+ACROSS_TABLES = (results.RETRIEVAL_VERDICT_ACROSS.name, results.RETRIEVAL_VERDICT_ACROSS.formerly[0])
 ANSWER_PATTERNS = (("Dataset", "Dataset*.csv"), ("Dataset", "Dataset*.json"), ("chunk export", "chunks_*.csv"),
                    ("chunk export", "sources_*.jsonl"), ("answer metrics", "metrics_*.csv"),
                    ("chunk quality", "chunk_quality*.csv"))
@@ -168,11 +169,10 @@ def map_pairs(old_root: Path, new_root: Path) -> list[Pair]:
                 new = scores / name if scores is not None and (scores / name).is_file() else None
                 pairs.append(Pair("verdict" if name == results.RETRIEVAL_VERDICT.name else "retrieval scores", old, new,
                                   note or ("" if new else f"no {name} in the group folder")))
-    for name in ACROSS_TABLES:
-        old = old_retrieval / name
-        if old.is_file():
-            new = new_retrieval / name
-            pairs.append(Pair("verdict", old, new if new.is_file() else None, "" if new.is_file() else "not in new"))
+    old = next((old_retrieval / name for name in ACROSS_TABLES if (old_retrieval / name).is_file()), None)
+    if old is not None:
+        new = next((new_retrieval / name for name in ACROSS_TABLES if (new_retrieval / name).is_file()), None)
+        pairs.append(Pair("verdict", old, new, "" if new else "not in new"))
     return pairs
 
 

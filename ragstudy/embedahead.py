@@ -101,7 +101,7 @@ def plan(variants: Sequence[Variant], configs: Mapping[str, Any], questions: Seq
     batches: list[EmbedBatch] = []
     first: dict[str, Any] = {}
     for variant in variants:
-        member = retrievers.get(variant.retriever)
+        member = retrievers.get(variant.value("retriever"))
         if not member.vectors:
             continue
         config = configs[variant.id]

@@ -49,17 +49,6 @@ def _describe(annotation: Any) -> str:
     return getattr(annotation, "__name__", str(annotation)).replace("NoneType", "null")
 
 
-def check_types(record: Any, where: str) -> None:
-    """Raise StudyInputError if a field of the dataclass `record` holds a value its annotation does not allow."""
-    hints = typing.get_type_hints(type(record))
-    for item in dataclasses.fields(record):
-        value = getattr(record, item.name)
-        annotation = hints.get(item.name, Any)
-        if not _accepts(annotation, value):
-            raise StudyInputError(f"{where}{item.name}: {value!r} is not a valid value (expected "
-                                  f"{_describe(annotation)})")
-
-
 def build_params(cls: type[T], values: dict[str, Any], where: str) -> T:
     """`cls(**values)` with unknown keys, wrong types and out-of-range values reported as StudyInputError.
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from . import registry
+from . import axes, registry
 from .chunks import ChunkedDocument, prepare_chunker
 from .config import StudyConfig
 from .io import sha256_file
@@ -71,17 +71,12 @@ def chunk_documents(documents: Sequence[PdfDocument], strategy: str, config: Stu
                                                           disable=len(documents) < 2)]
 
 
-def reads_text_layer(spec: registry.StrategySpec) -> bool:
-    """Whether the strategy chunks the shared text layer (so that `text_layer` changes its input)."""
-    return spec.source_kind == "text-layer"
-
-
 def layered(documents: Sequence[PdfDocument], spec: registry.StrategySpec, config: StudyConfig
             ) -> Sequence[PdfDocument]:
     """The documents as the strategy reads them: with the run's text layer (config.text_layer) for the strategies
     that read it, unchanged for the others (paragraphs, Markdown)."""
-    layer = config.text_layers[0] if config.text_layers else "raw"
-    if not reads_text_layer(spec) or layer == "raw":
+    layer = axes.get("text_layer").values(config)[0]  # a grid's first (chunking_ahead), a variant's one
+    if not axes.reads_text_layer(spec.name) or layer == "raw":
         return documents
     return [with_text_layer(doc, layer) for doc in documents]
 
@@ -222,7 +217,7 @@ def check_question_lengths(config: StudyConfig) -> list[int]:
     from . import retrievers
 
     if config.chunks_only or (config.retrieval_only and not any(
-            retrievers.get(name).vectors for name in config.retriever_names())):
+            retrievers.get(name).vectors for name in axes.get("retriever").values(config))):
         return []
     reader = config.embedder.query_reader()
     if reader is None:

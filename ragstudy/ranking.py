@@ -29,12 +29,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from . import axes
 from .budget_eval import CHARS, Measure, llm_measure
 from .chunks import Chunk, ChunkedDocument
 from .config import StudyConfig
 from .errors import StudyInputError
 from .pipeline import (StrategyReport, check_question_lengths, check_vector_store, chunk_documents, chunker_context,
-                       chunking_ahead, model_labels, reads_text_layer, run_facts)
+                       chunking_ahead, model_labels, run_facts)
 from .records import RetrievedParent
 from .records import Variant
 from .executors import Executor, Task, check_executor, pending, run_tasks
@@ -154,7 +155,7 @@ def chunk_cache_path(config, strategy: str, documents) -> Path:
 
     spec = registry.get(strategy)
     code = _code_hash(PROJECT_ROOT / spec.folder, *(PROJECT_ROOT / entry for entry in CHUNKING_CODE))
-    layer = {"text_layer": config.text_layer} if reads_text_layer(spec) else {}  # raw and clean never share one
+    layer = {"text_layer": config.text_layer} if axes.reads_text_layer(strategy) else {}  # raw, clean: two caches
     key = sha256_text(stable_json({"strategy": strategy, "params": asdict(config.strategy_params[strategy]),
                                    "pdfs": [doc.sha256 for doc in documents], "code": code,
                                    "embedding": config.embedder.model_id(),
@@ -438,26 +439,45 @@ def run_retrieval(config: StudyConfig, sweep: Any = None, executor: Executor | N
         folder.release()
 
 
-def merged_grid(output_dir: Path, grid: Sequence[Variant], documents: dict[str, str] | None = None
-                ) -> list[Variant]:
-    """The folder's variants after this run: this grid's, then those variants.csv already lists under one of this
-    grid's contexts (retriever, text layer, embedder: a run of fewer strategies adds to its folder, as a run of one
-    configuration always could). A listed variant under another context, or run over other documents than this
-    run's (`documents`: PDF name -> sha256, as results.recorded_documents reads them back), is a StudyInputError: it
-    would be compared with this run's, or mistaken for one of them; so is a row its variant's own record contradicts
+def merged_grid(output_dir: Path, grid: Sequence[Variant], config: StudyConfig,
+                documents: dict[str, str] | None = None) -> list[Variant]:
+    """The folder's variants after this run. A run whose variants the folder lists already (a narrower re-run) keeps
+    the folder's list; another adds its variants to those listed whose every axis value is n/a or one this run has
+    (a run of other strategies under the same settings). A listed variant under a value this run lacks is a
+    StudyInputError naming it, the axis and the values: it would be compared with this run's, or mistaken for one;
+    so is a listed variant kept beside this run's that ran over other documents (`documents`: PDF name -> sha256, as
+    results.recorded_documents reads them back), and a row its variant's own record contradicts
     (results.check_variant_records: the labels kept must be true)."""
-    from .results import (VARIANTS, check_variant_records, documents_difference, read_variants, recorded_documents,
-                          variant_folder)
+    from .config import option_of
+    from .results import VARIANTS, check_variant_records, read_variants
+    from .variants import run_axes
 
     listed = read_variants(output_dir)
-    ids, contexts = {v.id for v in grid}, {v.context() for v in grid}
+    ids = {v.id for v in grid}
     check_variant_records(output_dir, listed, skip=ids)  # this run's own variants are written again
     kept = [v for v in listed if v.id not in ids]
-    others = [v for v in kept if v.context() not in contexts]
-    if others:
-        raise StudyInputError(f"{output_dir}: holds the variants {_few(others)} ({VARIANTS.name}) of another "
-                              "retriever, text layer or embedder than this run's; they would be compared as one run. "
-                              "Give this run its own --output-dir, or move those files away")
+    _check_documents(output_dir, kept, documents)
+    if all(v in listed for v in grid):
+        return listed
+    has = {name: {*values, *(v.value(name) for v in grid)} for name, values in run_axes(config).items()}
+    for v in kept:
+        lacking = [(name, value) for name, value in v.values if value != "n/a" and value not in has.get(name, {value})]
+        if lacking:
+            name, value = lacking[0]
+            axis = axes.get(name)
+            new = ", ".join(sorted(ids - {x.id for x in listed}))
+            raise StudyInputError(
+                f"{output_dir}: {VARIANTS.name} lists the variant {v.id} ({axis.word} {value}), and this run adds "
+                f"{new} without that {axis.word} (its {axis.word}s: {', '.join(sorted(has[name]))}): one folder "
+                f"holds one grid. Add {value} to {option_of(axis.setting)}, give this run its own --output-dir, or "
+                "move those files away")
+    return [*grid, *kept]
+
+
+def _check_documents(output_dir: Path, kept: Sequence[Variant], documents: dict[str, str] | None) -> None:
+    """The variants left in place ran over this run's documents (PDF names and sha256), else a StudyInputError."""
+    from .results import VARIANTS, documents_difference, recorded_documents, variant_folder
+
     elsewhere = [(v, found) for v in kept for found in [recorded_documents(variant_folder(output_dir, v.id))]
                  if documents is not None and found is not None and found != documents]
     if elsewhere:
@@ -466,7 +486,6 @@ def merged_grid(output_dir: Path, grid: Sequence[Variant], documents: dict[str, 
                               f"({VARIANTS.name}) run over other documents than this run's ({difference}); they "
                               "would be compared as one run. Give this run its own --output-dir, run those variants' "
                               "strategies too, or move those files away")
-    return [*grid, *kept]
 
 
 def _few(variants: Sequence[Variant]) -> str:
@@ -483,7 +502,7 @@ def _run_grid(config: StudyConfig, grid: Sequence[Variant], documents, questions
     from .variants import variant_config as config_of
 
     check_layout(output_dir)  # an earlier version's layout is never mixed into this one
-    listed = merged_grid(output_dir, grid, {Path(d.path).name: d.sha256 for d in documents})
+    listed = merged_grid(output_dir, grid, config, {Path(d.path).name: d.sha256 for d in documents})
     folders = {v.id: variant_folder(output_dir, v.id) for v in grid}
     configs = {v.id: config_of(config, v, folders[v.id]) for v in grid}
     for v in grid:  # never beside another configuration's files
@@ -505,8 +524,8 @@ def _run_grid(config: StudyConfig, grid: Sequence[Variant], documents, questions
     from .executors import session
 
     def not_cached(strategy: str) -> bool:  # the slow bulk step (markdown's PDF conversion) of a variant to compute
-        return any(v.strategy == strategy and v.id in todo for v in grid) and \
-            not chunk_cache_path(config, strategy, documents).is_file()
+        return any(v.strategy == strategy and v.id in todo and
+                   not chunk_cache_path(configs[v.id], strategy, documents).is_file() for v in grid)
 
     with chunking_ahead(config, documents, not_cached) if executor.kind == "inprocess" else nullcontext(), \
             session(executor) if todo else nullcontext():  # the same processes embed ahead, then run the variants

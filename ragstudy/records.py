@@ -285,26 +285,27 @@ class RetrievedParent:
 
 
 NOT_APPLICABLE = "n/a"  # an axis a variant does not depend on (bm25 embeds nothing; paragraph reads no text layer)
-VARIANT_AXES = ("strategy", "params", "retriever", "text_layer", "embedding")  # variants.csv: `id`, then these
+VARIANT_KEYS = ("id", "strategy", "params")  # variants.csv: these, then one column per axis (ragstudy.axes)
 
 
 @dataclass(frozen=True)
 class Variant:
-    """One point of a run's grid: the settings that vary between the complete retrieval runs of one output folder
-    (ragstudy.variants expands them; `<out>/variants/<id>/` holds each one's run, `<out>/variants.csv` lists them).
-    A new axis is one more field here and in VARIANT_AXES. An axis the variant does not depend on is
-    NOT_APPLICABLE."""
+    """One point of a run's grid: a strategy with its parameter overrides and one value per axis of the grid
+    (ragstudy.axes declares them, ragstudy.variants expands them; `<out>/variants/<id>/` holds each one's run,
+    `<out>/variants.csv` lists them). An axis the variant does not depend on is NOT_APPLICABLE."""
 
     strategy: str
     params: tuple[tuple[str, Any], ...] = ()  # the overrides of the strategy's parameters (a sweep's), sorted
-    retriever: str = "dense"
-    text_layer: str = "raw"
-    embedding: str = NOT_APPLICABLE
+    values: tuple[tuple[str, str], ...] = ()  # (axis, value) in the axes' order
     id: str = ""
 
+    def value(self, axis: str) -> str:
+        """Its value of `axis` (n/a for an axis it was made without, e.g. one declared after its run)."""
+        return dict(self.values).get(axis, NOT_APPLICABLE)
+
     def context(self) -> tuple[str, ...]:
-        """The values of every axis but the strategy and its parameters: what a group of compared variants shares."""
-        return tuple(str(getattr(self, axis)) for axis in VARIANT_AXES[2:])
+        """The values of every axis: what a group of compared variants shares."""
+        return tuple(value for _, value in self.values)
 
     def params_json(self) -> str:
         import json
@@ -313,15 +314,15 @@ class Variant:
 
     def to_row(self) -> dict[str, str]:
         """Its row of variants.csv."""
-        return {"id": self.id, **{axis: self.params_json() if axis == "params" else str(getattr(self, axis))
-                                  for axis in VARIANT_AXES}}
+        return {"id": self.id, "strategy": self.strategy, "params": self.params_json(), **dict(self.values)}
 
     @classmethod
     def from_row(cls, row: dict[str, Any], where: str) -> "Variant":
-        """Inverse of to_row; a StudyInputError naming `where` (file and row) when a cell is missing or malformed."""
+        """Inverse of to_row (every column but id, strategy and params is an axis); a StudyInputError naming `where`
+        (file and row) when a cell is missing or malformed."""
         import json
 
-        missing = [key for key in ("id", *VARIANT_AXES) if key not in row or row[key] is None]
+        missing = [key for key in VARIANT_KEYS if key not in row or row[key] is None]
         if missing:
             raise StudyInputError(f"{where}: no {', '.join(missing)}; re-run `ragstudy retrieve` into a fresh "
                                   "--output-dir")
@@ -332,5 +333,5 @@ class Variant:
         if not isinstance(params, dict):
             raise StudyInputError(f"{where}: params {row['params']!r} is not a JSON object; re-run `ragstudy "
                                   "retrieve` into a fresh --output-dir")
-        return cls(str(row["strategy"]), tuple(sorted(params.items())), str(row["retriever"]),
-                   str(row["text_layer"]), str(row["embedding"]), str(row["id"]))
+        values = tuple((str(key), str(value)) for key, value in row.items() if key not in VARIANT_KEYS)
+        return cls(str(row["strategy"]), tuple(sorted(params.items())), values, str(row["id"]))

@@ -116,10 +116,6 @@ class StrategySpec:
         except StudyInputError as exc:
             raise StudyInputError(f"{where.rstrip('.')}: {exc}") from None
 
-    def parent_config(self, params: StrategyParams):
-        """`params.parent` as the strategy's typed record (or the plain dict when it declares none)."""
-        return _parent_record(self.name, self.parent_type, params)
-
 
 def _parent_record(name: str, parent_type: type | None, params: StrategyParams):
     if parent_type is None:
@@ -209,11 +205,6 @@ def strategy_folders() -> list[str]:
     """Top-level `RAG*` folders of the repository that are Python packages."""
     return sorted(p.name for p in PROJECT_ROOT.iterdir()
                   if p.is_dir() and p.name.startswith(STRATEGY_FOLDER_PREFIX) and (p / "__init__.py").is_file())
-
-
-def load_builtin_strategies() -> None:
-    """Import the strategy folders and the outside packages so that they register themselves (once per process)."""
-    STRATEGIES.load()
 
 
 def available() -> list[str]:

@@ -37,7 +37,7 @@ from . import budget_metrics, registry
 from .chunks import ChunkedDocument
 from .errors import StudyInputError
 from .io import atomic_write_json, atomic_write_text, lock_folder, release_folder
-from .records import (NOT_APPLICABLE, VARIANT_AXES, AnsweringModel, DatasetRow, RetrievedParent, Source, Variant,
+from .records import (NOT_APPLICABLE, VARIANT_KEYS, AnsweringModel, DatasetRow, RetrievedParent, Source, Variant,
                       normalize_ws, read_csv_text, read_text_csv, short)
 from .stats import CI_COLUMNS, HOLM_COLUMN
 from .textlayer import SourceText
@@ -629,7 +629,8 @@ def read_retrieval(path: str | Path) -> dict[int, list[RetrievedParent]]:
 
 def ranked_strategies(results_dir: str | Path) -> list[str]:
     """Strategies with a `retrieval_<strategy>.csv` in `results_dir`, registered ones in registry order first."""
-    derived = set(TABLES)  # the declared tables (retrieval_summary.csv, retrieval_verdict_by_retriever.csv, ...)
+    # the declared tables (retrieval_summary.csv, retrieval_verdict_across.csv, ...) and their former names
+    derived = {*TABLES, *(t.formerly[0] for t in TABLES.values() if t.formerly)}
     names = [p.name[len("retrieval_"):-len(".csv")] for p in sorted(Path(results_dir).glob("retrieval_*.csv"))
              if p.name not in derived]
     order = {name: i for i, name in enumerate(registry.available())}
@@ -647,6 +648,10 @@ class Table:
     writer: str  # the command that writes it, for messages
     text_columns: tuple[str, ...] = ()  # read as text whatever pandas would guess (budget labels "500", "k")
     subdir: str = ""  # looked for in <results>/<subdir>/ too
+    then_axes: bool = False  # one column per axis of the grid follows (ragstudy.axes)
+    all_text: bool = False  # every column read as text (variants.csv: ids, strategies, the axes' values)
+    formerly: tuple[str, str, str] | None = None  # (old file name, old column, its new name): still read, for one
+    # release
 
     def path(self, folder: str | Path) -> Path:
         return Path(folder) / self.name
@@ -673,22 +678,23 @@ RETRIEVAL_VERDICT = Table("retrieval_verdict.csv", (
     "value", "ci_low", "ci_high", HOLM_COLUMN, "significant", "n_min", "n_max"), _RETRIEVAL_EVAL,
     ("budget", "reference", "strategy", "strategy_display"))  # ragstudy.budget_eval.Verdict.to_frame/from_frame; roles
 # best / reference / score (every strategy: the matrix) / difference (reference − strategy) / versus_best (best − one)
-RETRIEVAL_VERDICT_BY_RETRIEVER = Table("retrieval_verdict_by_retriever.csv", (
-    "retriever", "metric", "unit", "reference", "budget", "n_min", "n_max", "best", "best_display", "best_value",
+RETRIEVAL_VERDICT_ACROSS = Table("retrieval_verdict_across.csv", (
+    "group", "metric", "unit", "reference", "budget", "n_min", "n_max", "best", "best_display", "best_value",
     "best_ci_low", "best_ci_high", "reference_value", "changes"), _RETRIEVAL_EVAL,
-    ("budget", "reference", "best", "best_display", "changes"))  # then diff / ci_low / ci_high / p_holm /
-# significant :<strategy> per strategy compared with the reference (ragstudy.verdict_across.CrossVerdict.to_frame);
-# in the folder of a run with several groups of variants (ragstudy.variants), its `retriever` column the group's label
+    ("group", "budget", "reference", "best", "best_display", "changes"),
+    formerly=("retrieval_verdict_by_retriever.csv", "retriever", "group"))  # then diff / ci_low / ci_high / p_holm
+# / significant :<strategy> per strategy compared with the reference (ragstudy.verdict_across.CrossVerdict.to_frame),
+# one row per group of variants (ragstudy.variants: its label in `group`) x budget
 RETRIEVAL_DECOMPOSITION = Table("retrieval_decomposition.csv", (
     "budget", "metric", "part", "n", "mean_diff", "ci_low", "ci_high", "p_wilcoxon"), _RETRIEVAL_EVAL,
     ("budget",))  # ragstudy.decomposition: runs with both text layers (--text-layer raw,clean), per raw/clean pair;
 # in the folder of a run with several such pairs, a first column `group` names each pair by its other axes
-VARIANTS = Table("variants.csv", ("id", *VARIANT_AXES), "ragstudy retrieve --output-dir RESULTS",
-                 ("id", *VARIANT_AXES))  # one row per variant of a run's grid (ragstudy.variants), n/a where an axis
-# does not apply; each variant's complete run is in <RESULTS>/variants/<id>/
+VARIANTS = Table("variants.csv", VARIANT_KEYS, "ragstudy retrieve --output-dir RESULTS",
+                 then_axes=True, all_text=True)  # one row per variant of a run's grid (ragstudy.variants), then one column per axis
+# (ragstudy.axes), n/a where an axis does not apply; each variant's complete run is in <RESULTS>/variants/<id>/
 SWEEP_FIXED_COLUMNS = ("config", "strategy", "params", "chunks", "chars_mean", "chars_cv", "index_seconds",
-                       "embedded", "reused", "retriever")  # then text_layer, embedding, <metric>@<budget>
-SWEEP_SUMMARY = Table("sweep_summary.csv", SWEEP_FIXED_COLUMNS, _SWEEP)
+                       "embedded", "reused")  # then one column per axis (ragstudy.axes), <metric>@<budget>
+SWEEP_SUMMARY = Table("sweep_summary.csv", SWEEP_FIXED_COLUMNS, _SWEEP, then_axes=True)
 SWEEP_BEST = Table("sweep_best.csv", ("metric", "budget", "config", "strategy", "params", "value"), _SWEEP,
                    ("budget",))
 METRICS_SUMMARY = Table("metrics_summary.csv", ("strategy", "strategy_display", "metric", *_SUMMARY), _METRICS)
@@ -726,7 +732,7 @@ SURVEY_PAIRWISE = Table("survey_pairwise_tests.csv", ("strategy_a", "strategy_b"
                                                       "share_a", "p_sign", HOLM_COLUMN), _SURVEY, subdir="survey")
 
 TABLES = {t.name: t for t in (VARIANTS, RETRIEVAL_PER_QUESTION, RETRIEVAL_SUMMARY, RETRIEVAL_PAIRED, RETRIEVAL_VERDICT,
-                              RETRIEVAL_VERDICT_BY_RETRIEVER,
+                              RETRIEVAL_VERDICT_ACROSS,
                               RETRIEVAL_DECOMPOSITION,
                               SWEEP_SUMMARY, SWEEP_BEST, METRICS_SUMMARY, METRICS_PAIRED, METRICS_BASELINES,
                               METRICS_PER_QUESTION, ANSWER_GROUPS, ANSWER_VERDICT_ACROSS,
@@ -928,12 +934,17 @@ def read_table(folder: str | Path, table: Table):
     import pandas as pd
 
     candidates = [table.path(folder)] + ([table.path(Path(folder) / table.subdir)] if table.subdir else [])
+    if table.formerly:
+        candidates.append(Path(folder) / table.formerly[0])
     path = next((p for p in candidates if p.is_file()), None)
     if path is None:
         return None
     writer = table.writer.replace("RESULTS", str(folder))
     try:
-        frame = pd.read_csv(path, encoding="utf-8", dtype={c: str for c in table.text_columns})
+        text = str if table.all_text else {c: str for c in table.text_columns}
+        frame = pd.read_csv(path, encoding="utf-8", dtype=text)
+        if table.formerly and path.name == table.formerly[0]:
+            frame = frame.rename(columns={table.formerly[1]: table.formerly[2]})
     except pd.errors.EmptyDataError:
         logger.warning("%s is empty; treated as absent", path)
         return None
@@ -1079,8 +1090,8 @@ def recorded_variant(folder: str | Path) -> Variant | None:
 
 
 def check_variant_records(output_dir: str | Path, variants: Sequence[Variant], skip: Iterable[str] = ()) -> None:
-    """Every value a variants.csv row claims (its id and every axis of VARIANT_AXES: strategy, parameters, retriever,
-    text layer, embedder) is the one its variant's own run recorded (recorded_variant): a StudyInputError naming the
+    """Every value a variants.csv row claims (its id, strategy, parameters and every axis of ragstudy.axes: retriever,
+    text layer, embedder, ...) is the one its variant's own run recorded (recorded_variant): a StudyInputError naming the
     row, the column and both values otherwise (a hand-edited variants.csv would put one variant's scores under
     another's label, and every sentence comparing them would say the opposite of the truth). `variants`: every row
     of the file (read_variants), `skip`: ids not checked (a run about to write those variants again)."""
@@ -1089,7 +1100,8 @@ def check_variant_records(output_dir: str | Path, variants: Sequence[Variant], s
         folder = variant_folder(output_dir, variant.id)
         recorded = None if variant.id in skip else recorded_variant(folder)
         said, truth = variant.to_row(), recorded.to_row() if recorded is not None else variant.to_row()
-        wrong = [column for column in (*VARIANT_AXES, "id") if said[column] != truth[column]]  # the axes first
+        columns = [c for c in dict.fromkeys([*said, *truth]) if c != "id"] + ["id"]  # strategy, params, axes, id
+        wrong = [column for column in columns if said.get(column) != truth.get(column)]
         if not wrong:
             continue
         column = wrong[0]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -185,9 +185,10 @@ def record(folder: str | Path, config: Any, questions: Sequence[str], strategy: 
     atomic_write_json(folder / IDENTITY_FILE, {"format": FORMAT, "files": files}, "run identity file")
 
 
-def check_compared(folder: str | Path, strategies: Sequence[str], file_of, allow: bool = False) -> list[str]:
+def check_compared(folder: str | Path, strategies: Sequence[str], file_of, allow: bool = False,
+                   unshared: Collection[str] = ()) -> list[str]:
     """Before scoring `strategies` of `folder` together (`file_of(strategy)` is the file compared, in `folder` or in
-    its variant's folder; each file's identity is read beside it): DataError
+    its variant's folder; each file's identity is read beside it, but its `unshared` fields): DataError
     when their files were written by different configurations, unless `allow` (then a warning). Returns notes
     for the report: the configuration compared, or one per strategy when they differ, and the unrecorded files."""
     parents = {Path(file_of(s)).parent for s in strategies}  # `folder`, or each variant's folder of a group
@@ -211,7 +212,7 @@ def check_compared(folder: str | Path, strategies: Sequence[str], file_of, allow
                                   f"pass {ALLOW_FLAG} to compare anyway")
         logger.warning("%s: %s", folder, message)
         notes.append(message)
-    if len({identity_key(run) for run in known.values()}) > 1:
+    if len({identity_key({k: v for k, v in run.items() if k not in unshared}) for run in known.values()}) > 1:
         listed = "; ".join(f"{Path(file_of(s)).name}: {describe(run)}" for s, run in known.items())
         message = f"{folder}: the strategies' files were written by different configurations ({listed})"
         if not allow:

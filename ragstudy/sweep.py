@@ -2,34 +2,15 @@
 
     ragstudy sweep sweeps/hope_eight.yaml --output-dir results-sweep
 
-A sweep file (YAML)::
-
-    evidence: sample/evidence.json      # optional; without it or --evidence: the bundled sample's, for the
-                                        # bundled Questions.csv only (evidence.default_evidence)
-    budgets: [500, 1000, 2000, 4000]    # optional; default: the study's
-    configs:                            # one entry per configuration
-      - id: fixed-256                   # optional; default: strategy, parameters and axes (variants.derived_id)
-        strategy: fixed-size
-        params: {chunk_size: 256, chunk_overlap: 0}
-      - id: fixed-256-bm25              # optional `retriever:` (ragstudy retrieve --retriever): a sweep axis
-        strategy: fixed-size
-        params: {chunk_size: 256, chunk_overlap: 0}
-        retriever: bm25
-    grid:                               # optional: the product of every listed value, per strategy
-      - strategy: paragraph
-        params: {min_chars: [100, 200], max_chars: [1000, 2000]}
-        retriever: [dense, bm25]        # optional; a list is a grid axis like a parameter
-        text_layer: [raw, clean]        # optional (--text-layer): the text a text-layer strategy chunks; an axis too
-        embedding: [wheel:multilingual-e5-small]  # optional (--embedding): an axis too
-
-A sweep is a grid (ragstudy.variants): an axis an entry does not set takes the run's list (--retriever dense,bm25
-ranks every entry with both). Every variant writes its complete retrieval run into `<output-dir>/variants/<id>/`
-(variants.csv lists them); the sweep writes `sweep_summary.csv` (one row per variant: chunk statistics, indexing
-time and cost, its retriever, text layer and embedder, and the metrics at each budget as `hit@500`, `span_recall@500`, …, `hit@k`, …) and `sweep_best.csv` (the best
-configuration per metric and budget) into the output folder, like AutoRAG's summary.csv per node;
-`ragstudy sweep` prints the table and draws `sweep_hit_rate.{html,png,pdf}`. Scores come from
-ragstudy.budget_eval. Child windows already embedded for another configuration are not embedded again (Chroma
-collections and the vector cache are keyed by content).
+A sweep file (YAML; docs/retrieval.md#sweeps) has `configs:` (each `{id, strategy, params}` and optionally one
+value per axis of the grid, ragstudy.axes: `retriever:`, `text_layer:`, `embedding:`, ...) and/or `grid:` (each
+`{strategy, params: {name: [values]}}` and optionally a list per axis: the product of every listed value), and
+optionally `evidence:` (relative to the file) and `budgets:`. It is a grid like any run's (ragstudy.variants: an axis
+an entry does not set takes the run's list): every variant writes its complete retrieval run into
+`<output-dir>/variants/<id>/`, and the sweep writes `sweep_summary.csv` (one row per variant: chunk statistics,
+indexing time and cost, one column per axis, the metrics at each budget as `hit@500`, ..., `hit@k`) and
+`sweep_best.csv` (the best configuration per metric and budget), like AutoRAG's summary.csv per node; `ragstudy
+sweep` prints the table and draws `sweep_hit_rate.{html,png,pdf}`. Scores come from ragstudy.budget_eval.
 """
 
 from __future__ import annotations
@@ -38,11 +19,12 @@ import itertools
 import json
 import logging
 import time
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from . import budget_metrics
+from . import axes, budget_metrics
 from .budget_eval import budget_labels, budget_means
 from .config import validate_budgets
 from .errors import StudyInputError
@@ -60,14 +42,12 @@ def sweep_metrics() -> tuple[str, ...]:
 @dataclass(frozen=True)
 class SweepConfig:
     """One configuration of a sweep file; ragstudy.variants.expand turns it into the run's variants (an axis it does
-    not set takes the run's --retriever / --text-layer / --embedding list)."""
+    not set takes the run's list: --retriever, --text-layer, --embedding, ...)."""
 
     id: str | None  # the entry's `id:`; None: derived from its values (ragstudy.variants.derived_id)
     strategy: str
     params: dict[str, Any]  # overrides as written in the sweep file
-    retriever: str | None = None  # None: the run's (--retriever, default dense)
-    text_layer: str | None = None  # None: the run's (--text-layer, default raw)
-    embedding: str | None = None  # None: the run's (--embedding, default the profile's)
+    axes: Mapping[str, str] = field(default_factory=dict)  # axis -> its one value (ragstudy.axes), where it sets one
 
 
 @dataclass(frozen=True)
@@ -90,8 +70,8 @@ def _params(entry: dict[str, Any], where: str, example: str) -> dict[str, Any]:
 
 
 def load_sweep(path: str | Path) -> SweepFile:
-    """Read and validate a sweep file: strategies and parameters are checked against the registry here, before
-    anything runs; configuration ids must be unique."""
+    """Read and validate a sweep file: strategies, parameters and axis values are checked here, before anything
+    runs (an axis key is any declared axis, ragstudy.axes); configuration ids must be unique."""
     from . import registry
     from .config import read_yaml_mapping
 
@@ -103,85 +83,71 @@ def load_sweep(path: str | Path) -> SweepFile:
     for key in ("configs", "grid"):
         if data.get(key) is not None and not isinstance(data[key], list):
             raise StudyInputError(f"{path}: `{key}:` must be a list of entries (each line starting with `- `)")
-    entries: list[tuple[str | None, str, dict[str, Any], dict[str, str | None], str]] = []
-    for i, entry in enumerate(data.get("configs") or []):
-        where = f"{path}: configs[{i}]"
-        if not isinstance(entry, dict) or "strategy" not in entry:
-            raise StudyInputError(f"{where}: each entry needs `strategy:` (and optional `id:`, `params:`, "
-                                  "`retriever:`, `text_layer:`, `embedding:`)")
-        _check_entry_keys(entry, {"id", "strategy", "params", *_AXES}, where)
-        given_id = entry.get("id")
-        if given_id is not None:
-            check_name(given_id, f"{where}: id")  # it names <output-dir>/variants/<id>/: never a path
-        axes = {axis: None if entry.get(axis) is None else check(entry[axis], where) for axis, check in _AXES.items()}
-        entries.append((str(given_id) if given_id is not None else None, str(entry["strategy"]),
-                        _params(entry, where, "params: {chunk_size: 256}"), axes, where))
-    for i, entry in enumerate(data.get("grid") or []):
-        where = f"{path}: grid[{i}]"
-        if not isinstance(entry, dict) or "strategy" not in entry:
-            raise StudyInputError(f"{where}: each entry needs `strategy:` and `params:` {{name: [values]}}")
-        _check_entry_keys(entry, {"strategy", "params", *_AXES}, where)
-        grid = _params(entry, where, "params: {chunk_size: [256, 512]}")
-        names = sorted(grid)
-        values = [v if isinstance(v, list) else [v] for v in (grid[n] for n in names)]
-        axis_values = [[None] if entry.get(axis) is None else
-                       [check(v, where) for v in (entry[axis] if isinstance(entry[axis], list) else [entry[axis]])]
-                       for axis, check in _AXES.items()]  # a list is a grid axis like a parameter
-        for chosen in itertools.product(*axis_values):
-            for combo in itertools.product(*values):
-                entries.append((None, str(entry["strategy"]), dict(zip(names, combo)), dict(zip(_AXES, chosen)),
-                                where))
-    if not entries:
+    configs = [*(_config_entry(entry, f"{path}: configs[{i}]") for i, entry in enumerate(data.get("configs") or [])),
+               *(c for i, entry in enumerate(data.get("grid") or []) for c in _grid_entry(entry, f"{path}: grid[{i}]"))]
+    if not configs:
         raise StudyInputError(f"{path}: no configurations (add `configs:` or `grid:` entries)")
-    configs = []
-    for given_id, strategy, params, axes, where in entries:
-        spec = registry.get(strategy)
-        spec.resolve_params(params, where=f"{where} {strategy}.")  # fail now, not after an hour of indexing
-        configs.append(SweepConfig(given_id, strategy, params, **axes))
+    for c in configs:  # fail now, not after an hour of indexing
+        registry.get(c.strategy).resolve_params(c.params, where=f"{c.where} {c.strategy}.")
     ids = [c.id for c in configs if c.id is not None]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
         raise StudyInputError(f"{path}: configuration ids {duplicates} appear twice; give each entry its own `id:`")
-    evidence = data.get("evidence")
     budgets = data.get("budgets")
     if budgets is not None:
         budgets = validate_budgets(budgets, f"{path}: budgets")
-    evidence_path = None
-    if evidence:
-        evidence_path = Path(evidence)
-        if not evidence_path.is_absolute():
-            evidence_path = path.parent / evidence_path  # relative to the sweep file
-    return SweepFile(path, tuple(configs), evidence_path, budgets)
+    evidence_path = Path(data["evidence"]) if data.get("evidence") else None
+    if evidence_path is not None and not evidence_path.is_absolute():
+        evidence_path = path.parent / evidence_path  # relative to the sweep file
+    return SweepFile(path, tuple(SweepConfig(c.id, c.strategy, c.params, c.axes) for c in configs), evidence_path,
+                     budgets)
 
 
-def _check_entry_keys(entry: dict, known: set[str], where: str) -> None:
-    unknown = set(entry) - known
+@dataclass(frozen=True)
+class _Read:
+    """One configuration as read, with where it was read (for messages)."""
+
+    id: str | None
+    strategy: str
+    params: dict[str, Any]
+    axes: dict[str, str]
+    where: str
+
+
+def _entry_keys(entry: Any, where: str, known: tuple[str, ...], needs: str) -> None:
+    if not isinstance(entry, dict) or "strategy" not in entry:
+        raise StudyInputError(f"{where}: each entry needs `strategy:` ({needs})")
+    unknown = set(entry) - {*known, *axes.names()}
     if unknown:
-        raise StudyInputError(f"{where}: unknown keys {sorted(unknown)}; known: {', '.join(sorted(known))}")
+        raise StudyInputError(f"{where}: unknown keys {sorted(unknown)}; known: "
+                              f"{', '.join(sorted({*known, *axes.names()}))}")
 
 
-def _retriever(value: Any, where: str) -> str:
-    from . import retrievers
-
-    return retrievers.get(value, f"{where}: retriever").name
-
-
-def _text_layer(value: Any, where: str) -> str:
-    from .textlayer import TEXT_LAYERS
-
-    if value not in TEXT_LAYERS:
-        raise StudyInputError(f"{where}: text_layer {value!r} is not one of {', '.join(TEXT_LAYERS)}")
-    return str(value)
+def _config_entry(entry: Any, where: str) -> _Read:
+    """One `configs:` entry: its id, strategy, parameters and one value per axis it sets."""
+    _entry_keys(entry, where, ("id", "strategy", "params"), "and optional `id:`, `params:` and axes: "
+                + ", ".join(f"`{name}:`" for name in axes.names()))
+    given_id = entry.get("id")
+    if given_id is not None:
+        check_name(given_id, f"{where}: id")  # it names <output-dir>/variants/<id>/: never a path
+    chosen = {axis.name: axis.one(entry[axis.name], where) for axis in axes.AXES if entry.get(axis.name) is not None}
+    return _Read(str(given_id) if given_id is not None else None, str(entry["strategy"]),
+                 _params(entry, where, "params: {chunk_size: 256}"), chosen, where)
 
 
-def _embedding(value: Any, where: str) -> str:
-    if not isinstance(value, str) or not value.strip() or "," in value:
-        raise StudyInputError(f"{where}: embedding {value!r} is not one model name (a list is a grid axis: "
-                              "`embedding: [a, b]`)")
-    return value.strip()
-
-
-_AXES = {"retriever": _retriever, "text_layer": _text_layer, "embedding": _embedding}  # a sweep entry's axis keys
+def _grid_entry(entry: Any, where: str) -> list[_Read]:
+    """One `grid:` entry: the product of its axes' values (a list is a grid axis like a parameter) and of its
+    parameters' values."""
+    _entry_keys(entry, where, ("strategy", "params"), "and `params:` {name: [values]}")
+    grid = _params(entry, where, "params: {chunk_size: [256, 512]}")
+    names = sorted(grid)
+    values = [v if isinstance(v, list) else [v] for v in (grid[n] for n in names)]
+    given = [axis for axis in axes.AXES if entry.get(axis.name) is not None]
+    axis_values = [[axis.one(v, where) for v in (entry[axis.name] if isinstance(entry[axis.name], list)
+                                                  else [entry[axis.name]])] for axis in given]
+    return [_Read(None, str(entry["strategy"]), dict(zip(names, combo)),
+                  dict(zip((axis.name for axis in given), chosen)), where)
+            for chosen in itertools.product(*axis_values) for combo in itertools.product(*values)]
 
 
 def metric_columns(labels: list[str]) -> list[str]:
@@ -243,10 +209,9 @@ def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None
                      "chunks": run.chunks, "chars_mean": run.chars_mean, "chars_cv": run.chars_cv,
                      "index_seconds": run.index_seconds, "embedded": grid.embedded_for(item.id),
                      "reused": run.reused - grid.ahead.by_variant.get(item.id, 0),
-                     "retriever": item.retriever, "text_layer": item.text_layer, "embedding": item.embedding,
-                     **budget_means(frame, labels, sweep_metrics())})
+                     **dict(item.values), **budget_means(frame, labels, sweep_metrics())})
         logger.info("%s: %s", item.id, "; ".join(e.note() for e in evaluations))
-    summary = pd.DataFrame(rows, columns=[*SWEEP_FIXED_COLUMNS, "text_layer", "embedding", *metric_columns(labels)])
+    summary = pd.DataFrame(rows, columns=[*SWEEP_FIXED_COLUMNS, *axes.names(), *metric_columns(labels)])
     write_table(grid.output_dir, SWEEP_SUMMARY, summary)
     best = best_configs(summary, labels)
     write_table(grid.output_dir, SWEEP_BEST, best)

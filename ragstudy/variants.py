@@ -1,45 +1,37 @@
-"""One run, many variants: every axis of comparison (strategy and its parameters, retriever, text layer, embedder) is
-one grid.
+"""One run, many variants: the strategies (and their parameters) times the axes of ragstudy.axes are one grid.
 
-`expand(config, sweep)` turns the comma lists of a run (`--strategies`, `--retriever`, `--text-layer`,
-`--embedding`, or the same keys of a config file) or a sweep file's `configs:`/`grid:` (ragstudy.sweep.load_sweep;
-an axis an entry does not set takes the run's list) into one list of `records.Variant`s with stable, readable ids
-(`paragraph__bm25`, `fixed-size__dense__clean__multilingual-e5-small`; a sweep entry's `id:` wins). An axis a
-variant does not depend on collapses to "n/a": a retriever without vectors with a chunker that uses no embedding
-model embeds nothing, so its embedder variants are one; a strategy that does not chunk the text layer (paragraph,
-markdown) reads the same text under raw and clean.
-
-Each variant is a complete retrieval run in `<out>/variants/<id>/` (`run_variant`, a module-level function an
-executor runs in-process, in a worker process or as a Ray task); `<out>/variants.csv` lists them (results.VARIANTS,
-read back by the run handle, results.Run.variants). `groups` puts the variants that differ only in strategy (and its
-parameters) together: the verdict compares strategies inside each group and is checked across the groups.
+`expand(config, sweep)` turns the run's lists (`--strategies` and each axis's setting, or a sweep file's entries,
+ragstudy.sweep.load_sweep) into one list of `records.Variant`s with stable, readable ids (`paragraph__bm25`,
+`fixed-size__dense__clean__multilingual-e5-small`; a sweep entry's `id:` wins). An axis a variant does not depend
+on is "n/a" and its variants collapse (bm25 with a chunker that embeds nothing needs no embedder; paragraph reads
+no text layer). Each variant is a complete retrieval run in `<out>/variants/<id>/` (ragstudy.ranking.run_variant);
+`<out>/variants.csv` lists them (results.Run.variants reads it back). `groups` puts the variants that differ only
+in strategy together: the verdict compares strategies inside each group and is checked across the groups.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from . import axes
 from .errors import StudyInputError
 from .io import sha256_text
 from .records import NOT_APPLICABLE, Variant
 
 logger = logging.getLogger(__name__)
 
-CONTEXT_AXES = ("retriever", "text_layer", "embedding")  # every axis but the strategy and its parameters
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-
 
 # ------------------------------------------------------------------------------------------------ the grid
 
 @dataclass(frozen=True)
 class Entry:
-    """One line of the grid before expansion: a strategy with its parameter overrides and, per context axis, the
-    values to run it with (the run's list where the entry names none)."""
+    """One line of the grid before expansion: a strategy with its parameter overrides and, per axis, the values to
+    run it with (the run's list where the entry names none)."""
 
     strategy: str
     params: Mapping[str, Any] = field(default_factory=dict)
@@ -47,65 +39,48 @@ class Entry:
     id: str | None = None
 
 
-def uses_embedding(strategy: str, retriever: str) -> bool:
-    """Whether the variant's results depend on the embedding model: its retriever scores with vectors, or its
-    chunker embeds (semantic) or counts with the model's tokenizer (token)."""
-    from . import registry, retrievers
-
-    spec = registry.get(strategy)
-    return retrievers.get(retriever).vectors or spec.needs_tokenizer or spec.needs_embedding
-
-
-def reads_text_layer(strategy: str) -> bool:
-    from . import registry
-
-    return registry.get(strategy).source_kind == "text-layer"
-
-
-def short_embedding(model: str) -> str:
-    """A model's short name for ids: the last part of a hub id, folder or `wheel:` name."""
-    return _UNSAFE.sub("-", re.split(r"[/:\\]", model.rstrip("/\\"))[-1]) or "model"
-
-
 def derived_id(variant: Variant) -> str:
-    """`strategy[_param-value...]__retriever[__text_layer][__embedding]` (n/a axes left out), filesystem-safe."""
+    """`strategy[_param-value...]__<each axis's value>` (n/a axes left out, each axis in its short form),
+    filesystem-safe."""
     head = "_".join([variant.strategy, *(f"{key}-{value}" for key, value in variant.params)])
-    parts = [head, variant.retriever, variant.text_layer,
-             short_embedding(variant.embedding) if variant.embedding != NOT_APPLICABLE else NOT_APPLICABLE]
-    return "__".join(_UNSAFE.sub("-", str(p)).strip("-") for p in parts if p != NOT_APPLICABLE)
+    return "__".join([axes.safe(head), *(axes.safe(axes.shown(name, value)) for name, value in variant.values
+                                         if value != NOT_APPLICABLE)])
 
 
 def run_axes(config: Any) -> dict[str, tuple[str, ...]]:
-    """The run's value lists of the context axes (--retriever, --text-layer, --embedding)."""
-    return {"retriever": tuple(config.retriever_names()), "text_layer": tuple(config.text_layers),
-            "embedding": tuple(config.embeddings)}
+    """The run's value list of every axis (--retriever, --text-layer, --embedding, ...)."""
+    return {axis.name: axis.values(config) for axis in axes.AXES}
 
 
 def entries_of(config: Any, sweep: Any = None) -> list[Entry]:
     """The grid's entries: one per configured strategy, or one per configuration of a sweep file (its axes where it
     sets them, the run's lists otherwise)."""
-    axes = run_axes(config)
+    lists = run_axes(config)
     if sweep is None:
-        return [Entry(strategy, {}, axes) for strategy in config.strategies]
-    out = []
-    for item in sweep.configs:
-        own = {axis: (getattr(item, axis),) for axis in CONTEXT_AXES if getattr(item, axis, None)}
-        out.append(Entry(item.strategy, dict(item.params), {**axes, **own}, item.id))
-    return out
+        return [Entry(strategy, {}, lists) for strategy in config.strategies]
+    return [Entry(item.strategy, dict(item.params), {**lists, **{a: (v,) for a, v in item.axes.items()}}, item.id)
+            for item in sweep.configs]
+
+
+def entry_variants(entry: Entry) -> list[Variant]:
+    """The distinct variants of one entry: the product of its axes' values in their declared order, each axis
+    n/a where the variant does not depend on it (`Axis.applies`)."""
+    params = tuple(sorted(entry.params.items()))
+    made = []
+    for combo in itertools.product(*(entry.axes[axis.name] for axis in axes.AXES)):
+        chosen = dict(zip(axes.names(), combo))
+        values = tuple((axis.name, value if axis.applies(entry.strategy, chosen) else NOT_APPLICABLE)
+                       for axis, value in zip(axes.AXES, combo))
+        made.append(Variant(entry.strategy, params, values))
+    return list(dict.fromkeys(made))
 
 
 def expand(config: Any, sweep: Any = None) -> list[Variant]:
-    """Every distinct variant of the run, in order (entries, then retriever, text layer, embedder), with unique
-    ids; a sweep's `id:` names its entry (suffixed with the axes it expands over when it expands to several)."""
+    """Every distinct variant of the run, in order (entries, then the axes' product), with unique ids; a sweep's
+    `id:` names its entry (suffixed with the axes it expands over when it expands to several)."""
     variants: list[Variant] = []
     for entry in entries_of(config, sweep):
-        params = tuple(sorted(entry.params.items()))
-        made = list(dict.fromkeys(
-            Variant(entry.strategy, params, retriever,
-                    layer if reads_text_layer(entry.strategy) else NOT_APPLICABLE,
-                    embedding if uses_embedding(entry.strategy, retriever) else NOT_APPLICABLE)
-            for retriever in entry.axes["retriever"] for layer in entry.axes["text_layer"]
-            for embedding in entry.axes["embedding"]))
+        made = entry_variants(entry)
         for variant in made:
             if entry.id is None:
                 name = derived_id(variant)
@@ -126,7 +101,7 @@ def unique_ids(variants: list[Variant]) -> list[Variant]:
     out = []
     for v in variants:
         if counts[v.id] > 1:
-            key = sha256_text(*(str(x) for x in (v.strategy, v.params, v.retriever, v.text_layer, v.embedding)))
+            key = sha256_text(*(str(x) for x in (v.strategy, v.params, *v.context())))
             v = replace(v, id=f"{v.id}-{key[:6]}")
         out.append(v)
     ids = [v.id for v in out]
@@ -137,36 +112,56 @@ def unique_ids(variants: list[Variant]) -> list[Variant]:
 
 
 def variant_config(base: Any, variant: Variant, output_dir: str | Path) -> Any:
-    """The StudyConfig of one variant's run: one strategy with its parameters, one retriever, text layer and
-    embedder (an n/a axis takes the run's first value: it changes nothing), written into `output_dir`."""
+    """The StudyConfig of one variant's run: one strategy with its parameters and one value per axis (an n/a axis
+    takes the run's first value: it changes nothing), written into `output_dir`."""
     from . import registry
 
     spec = registry.get(variant.strategy)
     params = (spec.resolve_params(dict(variant.params), where=f"variant {variant.id}: {variant.strategy}.")
               if variant.params else base.strategy_params[variant.strategy])
-    layer = variant.text_layer if variant.text_layer != NOT_APPLICABLE else base.text_layers[0]
-    embedding = variant.embedding if variant.embedding != NOT_APPLICABLE else base.embeddings[0]
-    return replace(base, strategies=(variant.strategy,), strategy_params={variant.strategy: params},
-                   retriever=variant.retriever, text_layer=layer, profile=replace(base.profile, embedding=embedding),
-                   output_dir=str(output_dir))
+    config = replace(base, strategies=(variant.strategy,), strategy_params={variant.strategy: params},
+                     output_dir=str(output_dir))
+    for axis in axes.AXES:
+        value = variant.value(axis.name)
+        config = axis.set(config, variant.strategy, value if value != NOT_APPLICABLE else axis.values(base)[0])
+    return config
 
 
 # ------------------------------------------------------------------------------------------------ the groups
 
 @dataclass(frozen=True)
 class Group:
-    """Variants that differ only in strategy (and its parameters): the strategies the verdict compares. `context`:
-    each context axis's value (n/a where no member depends on it); `members`: strategy -> the folder of its run."""
+    """Variants that differ only in strategy (and its parameters): what the verdict compares. `context`: each axis's
+    value (n/a where no member depends on it); `members`: compared name -> the folder of its run, the name being the
+    strategy, or the variant's id where one strategy runs under several parameter settings (a sweep); `strategies`:
+    such an id -> its strategy (whose retrieval_<strategy>.csv the folder holds)."""
 
     context: Mapping[str, str]
     members: Mapping[str, Path]
     variants: tuple[Variant, ...] = ()
-    shown: tuple[str, ...] = CONTEXT_AXES  # the axes that tell the run's groups apart (its label names them)
+    shown: tuple[str, ...] = ()  # the axes that tell the run's groups apart (its label names them)
+    strategies: Mapping[str, str] = field(default_factory=dict)
+
+    def strategy_of(self, name: str) -> str:
+        """The strategy a compared name stands for (a strategy stands for itself)."""
+        return self.strategies.get(name, name)
+
+    def unshared(self) -> set[str]:
+        """The run-identity fields its members need not share: those of an axis some member does not depend on (a
+        bm25 variant of paragraph records the run's first embedding model, which it never used)."""
+        return {field for axis in axes.AXES if any(v.value(axis.name) == NOT_APPLICABLE for v in self.variants)
+                for field in axis.identity}
+
+    def ranking(self, name: str) -> Path:
+        """The rankings a compared name stands for: retrieval_<strategy>.csv in its member's folder."""
+        from .results import retrieval_path
+
+        return retrieval_path(self.members[name], self.strategy_of(name))
 
     def parts(self, leave: str = "") -> list[str]:
-        """The values of the axes that tell the run's groups apart (n/a and the axis `leave` left out), embedders by
-        short name."""
-        return [short_embedding(v) if axis == "embedding" else v for axis, v in self.context.items()
+        """The values of the axes that tell the run's groups apart (n/a and the axis `leave` left out), each in its
+        short form."""
+        return [axes.shown(axis, v) for axis, v in self.context.items()
                 if v != NOT_APPLICABLE and axis in self.shown and axis != leave]
 
     def label_without(self, axis: str) -> str:
@@ -181,54 +176,62 @@ class Group:
     @property
     def id(self) -> str:
         """The label as a folder name, e.g. `bm25__clean`."""
-        return "__".join(_UNSAFE.sub("-", part) for part in self.parts()) or "run"
-
-
-AXIS_WORDS = {"retriever": "retriever", "text_layer": "text layer", "embedding": "embedder"}
+        return "__".join(axes.safe(part, strip=False) for part in self.parts()) or "run"
 
 
 def axis_word(groups: Sequence[Group]) -> str:
     """What the run's groups differ in, as the cross-check words it ("retriever", "text layer", "embedder"), or
-    "setting" when they differ in several axes."""
+    "setting" when they differ in several axes (or in an axis no longer declared)."""
     shown = {axis for g in groups for axis in g.shown}
-    return AXIS_WORDS.get(next(iter(shown)), "setting") if len(shown) == 1 else "setting"
+    return axes.get(next(iter(shown))).word if len(shown) == 1 and set(shown) <= set(axes.names()) else "setting"
 
 
 def varying_axes(variants: Sequence[Variant]) -> list[str]:
-    """The context axes with two or more values (n/a aside) among `variants`: what the verdict is checked across."""
-    return [axis for axis in CONTEXT_AXES
-            if len({getattr(v, axis) for v in variants} - {NOT_APPLICABLE}) > 1]
+    """The axes with two or more values (n/a aside) among `variants`: what the verdict is checked across."""
+    return [axis for axis in _axes_of(variants)
+            if len({v.value(axis) for v in variants} - {NOT_APPLICABLE}) > 1]
+
+
+def _axes_of(variants: Sequence[Variant]) -> list[str]:
+    """The axes the variants were made with, in order (the declared ones for variants of this version)."""
+    return list(dict.fromkeys(name for v in variants for name, _ in v.values)) or list(axes.names())
+
+
+def _group_keys(variants: Sequence[Variant], names: Sequence[str]) -> dict[tuple[str, ...], list[Variant]]:
+    """Each combination of axis values -> the variants that belong to it: a variant with n/a on an axis belongs to
+    every value of it (paragraph reads the same text under raw and clean)."""
+    values = {axis: list(dict.fromkeys(v.value(axis) for v in variants if v.value(axis) != NOT_APPLICABLE))
+              for axis in names}
+    keys: dict[tuple[str, ...], list[Variant]] = {}
+    for v in variants:
+        choices = [[v.value(axis)] if v.value(axis) != NOT_APPLICABLE or not values[axis] else values[axis]
+                   for axis in names]
+        for key in itertools.product(*choices):
+            keys.setdefault(key, []).append(v)
+    return keys
 
 
 def groups(variants: Sequence[Variant], folder_of: Mapping[str, Path]) -> list[Group]:
-    """The groups of `variants` (folder_of: variant id -> its folder). A variant with n/a on an axis belongs to every
-    group of that axis's values (paragraph reads the same text under raw and clean); groups with the same members
-    are one. Order: the first variant's group first."""
-    values = {axis: list(dict.fromkeys(getattr(v, axis) for v in variants if getattr(v, axis) != NOT_APPLICABLE))
-              for axis in CONTEXT_AXES}
-    keys: dict[tuple[str, ...], list[Variant]] = {}
-    for v in variants:
-        choices = [[getattr(v, axis)] if getattr(v, axis) != NOT_APPLICABLE or not values[axis]
-                   else values[axis] for axis in CONTEXT_AXES]
-        for key in _product(choices):
-            keys.setdefault(key, []).append(v)
+    """The groups of `variants` (folder_of: variant id -> its folder); groups with the same members are one. Order:
+    the first variant's group first."""
+    names = _axes_of(variants)
     merged: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
-    for key, members in keys.items():
+    for key, members in _group_keys(variants, names).items():
         merged.setdefault(tuple(m.id for m in members), []).append(key)
     out = []
     for ids, group_keys in merged.items():
         members = [next(v for v in variants if v.id == i) for i in ids]
         context = {axis: (group_keys[0][n] if len({k[n] for k in group_keys}) == 1 else NOT_APPLICABLE)
-                   for n, axis in enumerate(CONTEXT_AXES)}
-        context = {axis: value if any(getattr(m, axis) != NOT_APPLICABLE for m in members) else NOT_APPLICABLE
+                   for n, axis in enumerate(names)}
+        context = {axis: value if any(m.value(axis) != NOT_APPLICABLE for m in members) else NOT_APPLICABLE
                    for axis, value in context.items()}
         strategies = [m.strategy for m in members]
         if len(set(strategies)) < len(strategies):  # a parameter sweep: one strategy under several settings
-            by_name = {m.id: folder_of[m.id] for m in members}
+            out.append(Group(context, {m.id: folder_of[m.id] for m in members}, tuple(members),
+                             strategies={m.id: m.strategy for m in members}))
         else:
-            by_name = {m.strategy: folder_of[m.id] for m in members}
-        out.append(Group(context, by_name, tuple(members)))
-    shown = tuple(axis for axis in CONTEXT_AXES if len({g.context[axis] for g in out} - {NOT_APPLICABLE}) > 1)
+            out.append(Group(context, {m.strategy: folder_of[m.id] for m in members}, tuple(members)))
+    shown = tuple(axis for axis in names if len({g.context[axis] for g in out} - {NOT_APPLICABLE}) > 1)
     return [replace(g, shown=shown) for g in out]
 
 
@@ -248,13 +251,13 @@ def run_groups(run: Any) -> list[Group]:
     grid = run.variants()
     if grid:
         return groups(grid, run.variant_folders())
-    raw = run.raw
-    context = {"retriever": str(raw.get("retriever") or "dense"), "text_layer": str(raw.get("text_layer") or "raw"),
-               "embedding": str((raw.get("models") or {}).get("embedding") or NOT_APPLICABLE)}
+    context = {axis.name: _recorded(run.raw, axis.field) for axis in axes.AXES}
     return [Group(context, {s: run.path for s in run.ranked_strategies()})]
 
 
-def _product(choices: list[list[str]]) -> list[tuple[str, ...]]:
-    import itertools
-
-    return list(itertools.product(*choices))
+def _recorded(raw: Mapping[str, Any], field: str | None) -> str:
+    """A setting as a run's config.json records it (its profile's fields under `models`); n/a when it does not."""
+    value: Any = raw
+    for part in (field or "").split("."):
+        value = value.get("models" if part == "profile" else part) if isinstance(value, Mapping) and part else None
+    return str(value) if value else NOT_APPLICABLE

@@ -7,7 +7,7 @@ which of the reference's differences reach significance under which group (`sign
 differences themselves grouped by outcome (`sentences`, for the details). Nothing is re-estimated: every number is
 one a Verdict already holds.
 
-Written as retrieval_verdict_by_retriever.csv (`to_frame`, ragstudy.results.RETRIEVAL_VERDICT_BY_RETRIEVER) and as a
+Written as retrieval_verdict_across.csv (`to_frame`, ragstudy.results.RETRIEVAL_VERDICT_ACROSS) and as a
 section of the parent folder's retrieval_summary.md; the report shows `headline` under the main group's sentence,
 each group's matrix (Verdict.matrix), and `sentences` and `per_group_lines` behind its details toggle.
 """
@@ -94,10 +94,6 @@ class CrossVerdict:
     @property
     def labels(self) -> list[str]:
         return list(self.verdicts)
-
-    @property
-    def retrievers(self) -> list[str]:  # the name from before groups: the labels
-        return self.labels
 
     @property
     def first(self) -> Verdict:
@@ -252,25 +248,22 @@ class CrossVerdict:
         """Per group, the best strategy at each budget and how sure (each verdict's own sentence)."""
         return [f"Under {name}: {v.headline()}" for name, v in self.verdicts.items()]
 
-    def per_retriever_lines(self) -> list[str]:  # the name from before groups
-        return self.per_group_lines()
-
-    # ---- the file (retrieval_verdict_by_retriever.csv)
+    # ---- the file (retrieval_verdict_across.csv)
 
     def to_frame(self):
-        """One row per group (column `retriever`) x budget: the best strategy (ties joined with ' = ') with its
+        """One row per group (column `group`, its label) x budget: the best strategy (ties joined with ' = ') with its
         mean and CI, the reference's mean, then per other strategy reference − it: diff / ci_low / ci_high / p_holm /
         significant (columns `<field>:<strategy>`)."""
         import pandas as pd
 
-        from .results import RETRIEVAL_VERDICT_BY_RETRIEVER
+        from .results import RETRIEVAL_VERDICT_ACROSS
 
         others = self.others()
         records = []
         for name, v in self.verdicts.items():
             for b in v.budgets:
                 top = b.best[0]
-                row = {"retriever": name, "metric": v.metric, "unit": v.unit, "reference": v.reference,
+                row = {"group": name, "metric": v.metric, "unit": v.unit, "reference": v.reference,
                        "budget": b.budget, "n_min": b.n_range[0], "n_max": b.n_range[1],
                        "best": " = ".join(s.strategy for s in b.best),
                        "best_display": " = ".join(s.display for s in b.best),
@@ -288,5 +281,5 @@ class CrossVerdict:
                     row[f"significant:{other}"] = int(compared and d.significant)
                 records.append(row)
         frame = pd.DataFrame(records)
-        fixed = list(RETRIEVAL_VERDICT_BY_RETRIEVER.columns)
+        fixed = list(RETRIEVAL_VERDICT_ACROSS.columns)
         return frame[fixed + [c for c in frame.columns if c not in fixed]]

@@ -127,7 +127,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("retrieve", "retrieval-only run: rank every strategy's parents for every question, load no LLM",
             *CHAIN, "retrieval_only", chain=True),
     Command("sweep", "a grid of strategy x parameter settings, retrieval-only, scored at every budget",
-            *CHAIN, "sweep", chain=True),
+            "ragstudy.chain:build_parser", "ragstudy.sweep:run_sweep", "ragstudy_cli.jobs:run_sweep_job",
+            "evaluation_chain.py", "sweep", chain=True),
     Command("chunks", "export every strategy's chunks (chunks_<strategy>.csv, sources_<strategy>.jsonl), no model",
             *CHAIN, "chunks_only", chain=True),
     Command("score-retrieval", "score a retrieval-only run at equal context budgets: hit, span metrics, MRR, oracle "

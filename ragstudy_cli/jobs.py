@@ -11,6 +11,7 @@ import sqlite3
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 from ragstudy.errors import StudyInputError
 from ragstudy.io import INTERRUPTED, REPORT_LOGGER
@@ -92,7 +93,18 @@ def store_message(exc: BaseException) -> str:
 
 
 def run_chain_job(job: Callable, args: argparse.Namespace) -> int:
-    """`ragstudy answer|retrieve|sweep|chunks`: the chain job its flags name, its table and what to run next."""
+    """`ragstudy answer|retrieve|chunks`: the chain job its flags name, its table and what to run next."""
+    return _chain_runner(args, lambda config, started: print_chain_run(job(config), time.perf_counter() - started))
+
+
+def run_sweep_job(job: Callable, args: argparse.Namespace) -> int:
+    """`ragstudy sweep FILE`: the sweep (ragstudy.sweep.run_sweep) on the chain's settings, its table and plot."""
+    return _chain_runner(args, lambda config, started: print_sweep(job(config, args.sweep, args.evidence)))
+
+
+def _chain_runner(args: argparse.Namespace, run_job: Callable[[Any, float], None]) -> int:
+    """A chain subcommand: its logging, its config from the flags (profile line printed first), `run_job(config,
+    started)`, store failures and Ctrl-C as one line."""
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     quiet_libraries()
@@ -103,12 +115,7 @@ def run_chain_job(job: Callable, args: argparse.Namespace) -> int:
     def run() -> int:
         config = chain.chain_config(args)
         print(profile_line(config), flush=True)
-        if args.sweep:
-            from ragstudy.sweep import run_sweep
-
-            print_sweep(run_sweep(config, args.sweep, args.evidence))
-            return 0
-        print_chain_run(job(config), time.perf_counter() - started)
+        run_job(config, started)
         return 0
 
     return guarded(run, (OSError, sqlite3.Error), store_message, chain.interrupted_message(args.output_dir))

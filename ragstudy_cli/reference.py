@@ -15,6 +15,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from ragstudy import axes
 from ragstudy.io import PROJECT_ROOT
 
 DOCS = PROJECT_ROOT / "docs"
@@ -151,7 +152,10 @@ def outputs_page() -> str:
     lines += ["## Derived tables", "", "| file | written by | columns |", "|---|---|---|"]
     for table in sorted(results.TABLES.values(), key=lambda t: t.name):
         where = f"{table.subdir}/{table.name}" if table.subdir else table.name
-        lines.append(f"| `{where}` | `{_cell(table.writer)}` | {_columns(table.columns) or '(as written)'} |")
+        columns = _columns(table.columns) or "(as written)"
+        if table.then_axes:  # the grid's axes follow (ragstudy.axes)
+            columns += ", then one per axis of the grid: " + _columns(axes.names())
+        lines.append(f"| `{where}` | `{_cell(table.writer)}` | {columns} |")
     lines += ["", "## Stores and caches (outside the results folders)", "",
               "- Chroma: `<strategy folder>/db/` (e.g. `RAGParagraph/db/`), or `--db-dir DIR` with one folder per "
               f"strategy in it, or nothing local with `--chroma-server`; `{DB_LOCK}` in a folder while a run uses "

@@ -31,7 +31,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ragstudy import results
@@ -71,8 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
               "[flags of 'ragstudy answer' ...]",
         description=__doc__,
         epilog="Every other flag is a flag of `ragstudy answer` and goes to both runs, e.g. "
-               "--profile, --documents DIR, --questions Q.csv, --limit N, --strategies, --config FILE, --retriever "
-               "(retrieval run only), --embedding. See docs/cli.md.")
+               "--profile, --documents DIR, --questions Q.csv, --limit N, --strategies, --config FILE; the lists of "
+               "--retriever, --text-layer and --embedding are the retrieval stage's grid (the answers use the dense "
+               "chain and the first of each). See docs/cli.md.")
     parser.add_argument("--output-dir", help="the study's folder (default: the --config file's output_dir:, "
                                              "else results)")
     parser.add_argument("--evidence", help="evidence file for the retrieval scores and chunk quality (default: "
@@ -186,22 +187,20 @@ def plan(args: argparse.Namespace, chain_args: argparse.Namespace, root: Path) -
     from Postprocessing.score_answers import build_parser as answer_scores_parser, score_answers
     from Postprocessing.score_retrieval import build_parser as retrieval_scores_parser, score_retrieval
     from Postprocessing.write_report import build_parser as report_parser, write_report
+    from ragstudy import axes
     from ragstudy.config import config_from_args
     from ragstudy.evidence import default_evidence
     from ragstudy.llm_axis import GROUPS_DIR, group_id, llm_specs
 
     answers, retrieval = root / "answers", root / "retrieval"
-    given = getattr(chain_args, "retriever", None)  # --retriever: the retrieval run's list (the grid's one list)
-    answer_config = config_from_args(argparse.Namespace(**{**vars(chain_args), "retriever": None, "workers": None,
-                                                           "ray": None, "output_dir": str(answers)}),
-                                     warn_unused=False)  # a bad setting stops here, exit 2; answers: dense
-    ranked_with = {} if given is not None or answer_config.origins.get("retriever") else {
-        "retriever": ",".join(STUDY_RETRIEVERS)}  # the retrieval stage's default; a flag or config key wins
+    retrieval_config = ranked_config(chain_args, output_dir=str(retrieval))  # a bad setting stops here, exit 2
+    if not retrieval_config.origins.get("retriever"):  # the retrieval stage's default; a flag or config key wins
+        retrieval_config = replace(retrieval_config, retriever=",".join(STUDY_RETRIEVERS),
+                                   origins={**retrieval_config.origins, "retriever": "ragstudy study's default"})
+    one = axes.one_each(retrieval_config)  # the answers: the dense chain, the first of the other axes' lists
+    answer_config = config_from_args(argparse.Namespace(**{**vars(chain_args), **one, "workers": None, "ray": None,
+                                                           "output_dir": str(answers)}), warn_unused=False)
     llms = llm_specs(answer_config)  # the LLM axis: one answering run per LLM (answers/groups/<id>/)
-    first_llm = {"llm": llms[0]} if len(llms) > 1 else {}  # the retrieval run reads one LLM, for token budgets
-    retrieval_config = config_from_args(argparse.Namespace(**{**vars(chain_args), "retrieval_only": True,
-                                                              **ranked_with, **first_llm, "output_dir": str(retrieval)}),
-                                        warn_unused=False)
     bundled = default_evidence(answer_config.questions)
     evidence = args.evidence or (str(bundled) if bundled else None)
     oracle, verbose = args.oracle, args.verbose
@@ -273,7 +272,7 @@ def chain_stage(config) -> Callable[[], results.Written]:
 
         started = time.perf_counter()
         quiet_libraries()
-        config.embedder.check()
+        config.check_embedders()
         print(profile_line(config), flush=True)
         print_chain_run(run_chain(config), time.perf_counter() - started)
         return results.written_by(config.output_dir, "answer")
@@ -357,10 +356,9 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         root = study_root(args, chain_args)
-        from ragstudy.config import config_from_args
         from ragstudy.results import check_output_location
 
-        check_output_location(root, config_from_args(chain_args).documents)  # never among the PDFs or in / or ~
+        check_output_location(root, ranked_config(chain_args).documents)  # never among the PDFs or in / or ~
         root.mkdir(parents=True, exist_ok=True)
         lock_study(root)  # before anything is planned or written: one study at a time in a folder
     except StudyInputError as exc:
@@ -386,9 +384,18 @@ def study_root(args: argparse.Namespace, chain_args: argparse.Namespace) -> Path
     """The study's folder: --output-dir, else the --config file's `output_dir:`, else `results`."""
     if args.output_dir:
         return Path(args.output_dir)
+    return Path(ranked_config(chain_args).output_dir)  # the file's key, else the setting's default
+
+
+def ranked_config(chain_args: argparse.Namespace, **given: Any) -> Any:
+    """The config of the study's retrieval stage (every axis list; `given` settings override the flags); a bad
+    setting is a StudyInputError."""
     from ragstudy.config import config_from_args
 
-    return Path(config_from_args(chain_args, warn_unused=False).output_dir)  # the file's key, else the setting's default
+    llm = getattr(chain_args, "llm", None)  # the LLM axis compares answers: the retrieval stage reads the first LLM
+    first = {"llm": llm.split(",")[0].strip()} if isinstance(llm, str) and "," in llm else {}
+    return config_from_args(argparse.Namespace(**{**vars(chain_args), "retrieval_only": True, **first, **given}),
+                            warn_unused=False)
 
 
 def lock_study(root: Path) -> None:

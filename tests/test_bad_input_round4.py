@@ -144,12 +144,14 @@ def test_report_out_naming_a_folder_is_refused(tmp_path: Path, capsys) -> None:
 
 
 def test_declared_retrieval_tables_are_never_taken_for_a_strategys_rankings(tmp_path: Path) -> None:
-    """retrieval_verdict_by_retriever.csv (the parent folder of a run ranked with several retrievers) and every other
+    """retrieval_verdict_across.csv (the parent folder of a run with several groups), its former name and every other
     declared retrieval_* table are tables, not the rankings of a strategy: the study's leftover check and every
     reader of rankings skip them."""
     from ragstudy import results as results_mod
 
     for table in results_mod.TABLES.values():
         (tmp_path / table.name).write_text("x\n", encoding="utf-8")
+        if table.formerly:
+            (tmp_path / table.formerly[0]).write_text("x\n", encoding="utf-8")
     (tmp_path / "retrieval_paragraph.csv").write_text("x\n", encoding="utf-8")
     assert results_mod.ranked_strategies(tmp_path) == ["paragraph"]

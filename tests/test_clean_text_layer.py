@@ -112,7 +112,7 @@ def test_text_layer_setting_is_validated_recorded_and_keys_the_caches(break_dir)
     raw_ids = {c.doc_id for c in chunk_documents(documents, "fixed-size", raw)[0].chunks}
     clean_ids = {c.doc_id for c in chunk_documents(documents, "fixed-size", clean)[0].chunks}
     assert raw_ids.isdisjoint(clean_ids)
-    with pytest.raises(StudyInputError, match="--text-layer must be raw or clean"):
+    with pytest.raises(StudyInputError, match="--text-layer 'cleaned' is not one of raw, clean"):
         StudyConfig.resolve(profile="lite", strategies="fixed-size", text_layer="cleaned")
     with pytest.raises(StudyInputError, match="retrieval-only"):
         StudyConfig.resolve(profile="lite", strategies="fixed-size", text_layer="raw,clean")
@@ -126,7 +126,7 @@ def test_text_layer_is_a_sweep_axis(tmp_path):
                     "grid:\n  - {strategy: fixed-size, params: {chunk_size: [400]}, text_layer: [raw, clean]}\n",
                     encoding="utf-8")
     sweep = load_sweep(path)
-    assert [(c.strategy, c.text_layer) for c in sweep.configs] == [
+    assert [(c.strategy, c.axes["text_layer"]) for c in sweep.configs] == [
         ("newline", "clean"), ("fixed-size", "raw"), ("fixed-size", "clean")]
     path.write_text("configs:\n  - {strategy: newline, text_layer: tidy}\n", encoding="utf-8")
     with pytest.raises(StudyInputError, match="text_layer 'tidy' is not one of raw, clean"):

@@ -161,7 +161,7 @@ def test_study_lays_out_its_runs_and_ends_with_the_verdict(small_study: tuple[Pa
         assert list(retrieval.glob(f"variants/paragraph__{retriever}*/retrieval_paragraph.csv")), retriever
         for name in ("retrieval_summary.md", "retrieval_verdict.csv"):  # and one group's scores each
             assert (retrieval / "groups" / retriever / name).is_file(), (retriever, name)
-    for name in ("retrieval_verdict_by_retriever.csv", "retrieval_summary.md"):  # the verdict across them
+    for name in ("retrieval_verdict_across.csv", "retrieval_summary.md"):  # the verdict across them
         assert (retrieval / name).is_file(), name
     assert not list(retrieval.rglob("Dataset*"))  # the retrieval-only run has a folder of its own
     assert (root / "report.html").is_file() and (root / "report.md").is_file()

@@ -55,7 +55,7 @@ def test_each_distinct_window_is_embedded_once_and_rankings_are_unchanged(tmp_pa
     without, stored_without, rankings_without, _ = runs["without"]
     assert without.ahead.batches == 0 and without.windows_embedded() > 0
     windows = {v.id: without.runs[v.id].embedded + without.runs[v.id].reused
-               for v in without.variants if v.retriever != "bm25"}
+               for v in without.variants if v.value("retriever") != "bm25"}
     for name in ("inprocess", "workers"):
         grid, stored, rankings, _ = runs[name]
         ahead = grid.ahead
@@ -64,7 +64,7 @@ def test_each_distinct_window_is_embedded_once_and_rankings_are_unchanged(tmp_pa
         assert ahead.passages_embedded == ahead.passages == grid.windows_embedded(), name
         assert ahead.embedded == stored == stored_without, name  # no text run through the model twice
         # the strategies share windows: fewer distinct ones than the two variants index
-        assert ahead.passages < sum(windows[v.id] for v in without.variants if v.retriever == "dense"), name
+        assert ahead.passages < sum(windows[v.id] for v in without.variants if v.value("retriever") == "dense"), name
         assert ahead.by_variant == {v.id: without.runs[v.id].embedded for v in without.variants
                                     if without.runs[v.id].embedded}, name
         assert rankings == rankings_without, name

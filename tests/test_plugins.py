@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ragstudy import chain, embedders, llms, plugins, registry, retrievers
+from ragstudy import axes, chain, embedders, llms, plugins, registry, retrievers
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
 from ragstudy.results import read_retrieval, retrieval_path
@@ -141,7 +141,7 @@ def test_outside_members_are_in_the_help_and_validated_with_the_valid_names(outs
         StudyConfig.resolve(profile="lite", strategies="newline", embedding_backend="hashed-word")
     with pytest.raises(StudyInputError, match="unknown LLM engine 'ecco'; choose one of: .*server, echo$"):
         StudyConfig.resolve(profile="lite", strategies="newline", llm_engine="ecco")
-    with pytest.raises(StudyInputError, match="ranks parents for retrieval-only runs"):
+    with pytest.raises(StudyInputError, match="--retriever word-overlap: a run that is not retrieval-only takes one retriever \\(dense\\)"):
         StudyConfig.resolve(profile="lite", strategies="newline", retriever="word-overlap")
     config = StudyConfig.resolve(profile="lite", strategies="newline", embedding_backend="hashed-words")
     from ragstudy.models import model_label
@@ -231,14 +231,14 @@ def test_the_run_handle_lists_variants_and_refuses_an_earlier_versions_layout(tm
     with pytest.raises(StudyInputError, match="lists variant 'nl' but .*variants/nl is missing"):
         open_run(tmp_path).variants()
     (tmp_path / "variants" / "nl").mkdir(parents=True)
-    assert [(v.id, v.embedding) for v in open_run(tmp_path).variants()] == [("nl", "n/a")]
+    assert [(v.id, v.value("embedding")) for v in open_run(tmp_path).variants()] == [("nl", "n/a")]
 
 
 def test_a_yaml_list_of_retrievers_is_one_setting(tmp_path: Path) -> None:
     path = tmp_path / "run.yaml"
     path.write_text("profile: lite\nretrieval_only: true\nretriever: [bm25, hybrid, bm25]\n", encoding="utf-8")
     config = StudyConfig.resolve(config_file=str(path), strategies="newline")
-    assert config.retriever == "bm25,hybrid" and config.retriever_names() == ("bm25", "hybrid")
+    assert config.retriever == "bm25,hybrid" and axes.get("retriever").values(config) == ("bm25", "hybrid")
     path.write_text("profile: lite\nretrieval_only: true\nretriever: [bm25, bm52]\n", encoding="utf-8")
     with pytest.raises(StudyInputError, match=r"`retriever:` in .*run.yaml: unknown retriever 'bm52'"):
         StudyConfig.resolve(config_file=str(path), strategies="newline")

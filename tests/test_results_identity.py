@@ -89,8 +89,9 @@ def test_a_run_refuses_a_folder_holding_another_configurations_files(runs, pdf_d
     before = written()
     assert chain(pdf_dir, questions, out, "bm25-parents", "fixed-size") == 2
     line = error_line(capsys)
-    assert f"{out}: holds the variants newline__bm25__raw, fixed-size__bm25__raw (variants.csv) of another " \
-        "retriever" in line and "own --output-dir" in line
+    assert f"{out}: variants.csv lists the variant newline__bm25__raw (retriever bm25), and this run adds " \
+        "fixed-size__bm25-parents__raw without that retriever (its retrievers: bm25-parents)" in line \
+        and "own --output-dir" in line
     assert written() == before  # nothing written
     assert chain(pdf_dir, questions, out, "bm25", "fixed-size") == 0  # the same configuration may add to it
 

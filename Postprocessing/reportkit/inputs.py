@@ -144,8 +144,11 @@ def main_group_source(folder: Path, run: results.Run | None = None) -> tuple[Pat
     run = run or results.open_run(folder)
     if not run.variants():
         return folder, {s: folder for s in results.exported_strategies(folder)}
-    members = dict(run_groups(run)[0].members)
-    return next(iter(members.values())), members
+    main = run_groups(run)[0]
+    members: dict[str, Path] = {}
+    for name, folder in main.members.items():  # a sweep's strategy: the chunks of its first configuration
+        members.setdefault(main.strategy_of(name), folder)
+    return next(iter(main.members.values())), members
 
 
 def group_axis(folder: Path, run: results.Run | None = None) -> str:
