@@ -37,7 +37,7 @@ from .pipeline import (StrategyReport, check_question_lengths, check_vector_stor
                        chunking_ahead, model_labels, reads_text_layer, run_facts)
 from .records import RetrievedParent
 from .records import Variant
-from .executors import Executor, Task, pending, run_tasks
+from .executors import Executor, Task, capped, pending, run_tasks
 from .results import VARIANT_RUN, ResultsFolder, read_questions, write_config, write_retrieval
 from .textlayer import SourceText, load_documents
 from .embedahead import AheadReport, shared_embedding
@@ -482,8 +482,8 @@ def _run_grid(config: StudyConfig, grid: Sequence[Variant], documents, questions
     tasks = [Task(v.id, run_variant, VariantSpec(v, configs[v.id], facts_json), folders[v.id], inputs,
                   runidentity.variant_key(configs[v.id], questions, facts, v.to_row(), code), relocate_variant)
              for v in grid]
-    executor = executor or config.executor()
     todo = {task.id for task in pending(tasks)}
+    executor = capped(executor or config.executor(), len(todo))  # never more worker processes than variants to run
     from . import embedahead
     from .executors import session
 

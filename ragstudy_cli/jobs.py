@@ -111,7 +111,8 @@ def run_chain_job(job: Callable, args: argparse.Namespace) -> int:
         print_chain_run(job(config), time.perf_counter() - started)
         return 0
 
-    return guarded(run, (OSError, sqlite3.Error), store_message, chain.interrupted_message(args.output_dir))
+    retrieval = bool(getattr(args, "retrieval_only", None) or getattr(args, "sweep", None))  # no answers
+    return guarded(run, (OSError, sqlite3.Error), store_message, chain.interrupted_message(args.output_dir, retrieval))
 
 
 def profile_line(config) -> str:

@@ -1,0 +1,120 @@
+"""Bad input, round five, the WEAK cases (issue 51 item 5): each test injects the real fault (real flags, a real PDF
+without body text, a hand-edited results file, a real Ctrl-C to a worker grid) and checks what the user gets: one
+line naming the file, row or setting and what to do, or a run that does what it says."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO_ROOT, sigint_default
+from ragstudy_cli import app
+
+
+def retrieve_flags(documents: Path, questions: Path, out: Path, *flags: str) -> list[str]:
+    """`ragstudy retrieve` of the lite profile into `out`, its Chroma root beside it."""
+    return ["retrieve", "--profile", "lite", "--documents", str(documents), "--questions", str(questions),
+            "--budgets", "300,900", "--output-dir", str(out), "--db-dir", f"{out}-db", *flags]
+
+
+# ------------------------------------------------------------------------------- --workers N: never more than needed
+
+def test_the_cap_keeps_at_least_one_worker_and_leaves_other_executors_alone() -> None:
+    from ragstudy.executors import Executor, capped
+
+    assert capped(Executor("workers", 1000), 2) == Executor("workers", 2)
+    assert capped(Executor("workers", 4), 0) == Executor("workers", 1)
+    assert capped(Executor("workers", 2), 5) == Executor("workers", 2)
+    assert capped(Executor("ray", 1), 0) == Executor("ray", 1)
+
+
+@pytest.mark.slow
+def test_workers_are_capped_at_the_variants_to_compute(tmp_path: Path, pdf_dir: Path, questions_csv: Path,
+                                                       monkeypatch: pytest.MonkeyPatch,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """--workers 3 for a grid of 2 variants starts 2 worker processes (each imports the project and loads its
+    models: --workers 1000 would exhaust memory), and says so in one line."""
+    from ragstudy import executors
+
+    started: list[int] = []
+    start = executors._Pool._start
+
+    def counted(pool: executors._Pool) -> executors._Worker:
+        started.append(pool.executor.workers)
+        return start(pool)
+
+    monkeypatch.setattr(executors._Pool, "_start", counted)
+    out = tmp_path / "out"
+    with caplog.at_level(logging.INFO, logger="ragstudy.executors"):
+        assert app.main(retrieve_flags(pdf_dir, questions_csv, out, "--strategies", "fixed-size,newline",
+                                       "--retriever", "bm25", "--workers", "3")) == 0
+    assert started == [2, 2]
+    assert "--workers 3: 2 variants to compute, so 2 worker processes" in caplog.messages
+    assert sorted(p.name for p in (out / "variants").iterdir()) == ["fixed-size__bm25__raw", "newline__bm25__raw"]
+
+
+# ------------------------------------------------------------------------------- Ctrl-C of a --workers grid
+
+SLOW_RETRIEVER = '''
+"""A BM25 retriever that says it started ranking (a file per process) and then waits: a variant under way."""
+
+import os
+import time
+from pathlib import Path
+
+from ragstudy.retrievers import register_retriever
+from ragstudy.retrievers.bm25 import BM25Children
+
+
+@register_retriever("bm25-slow", unit="children", lexical=True, description="bm25; waits a minute per question")
+class Slow(BM25Children):
+    def rank(self, question, question_index, largest, measure):
+        Path(os.environ["SLOW_MARKERS"], str(os.getpid())).touch()
+        time.sleep(60)
+        return super().rank(question, question_index, largest, measure)
+'''
+
+
+@pytest.mark.slow
+def test_ctrl_c_of_a_worker_grid_leaks_nothing_and_speaks_of_variants(tmp_path: Path, pdf_dir: Path,
+                                                                      questions_csv: Path) -> None:
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while two worker processes rank: exit 130,
+    a last line about the grid's variants (it answers nothing), and no "leaked semaphore" warning of the resource
+    tracker (the workers' progress-bar lock was a named semaphore their immediate exit never released)."""
+    (tmp_path / "slow_plugin").mkdir()
+    (tmp_path / "slow_plugin" / "__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "slow_plugin" / "slow.py").write_text(textwrap.dedent(SLOW_RETRIEVER), encoding="utf-8")
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO_ROOT)]),
+           "RAGSTUDY_PLUGIN_PACKAGES": "slow_plugin", "SLOW_MARKERS": str(markers)}
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ragstudy_cli", *retrieve_flags(pdf_dir, questions_csv, out, "--strategies",
+                                                               "fixed-size,newline", "--retriever", "bm25-slow",
+                                                               "--workers", "2")],
+        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=sigint_default)
+    try:
+        end = time.monotonic() + 240
+        while len(list(markers.iterdir())) < 2:  # both workers are ranking
+            assert process.poll() is None and time.monotonic() < end, process.communicate()[1][-3000:]
+            time.sleep(0.2)
+        os.killpg(process.pid, signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+    assert process.returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
+    assert "leaked" not in stderr, stderr[-3000:]
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith(f"interrupted: every finished variant is kept in {out}/variants/") and "answer" not in last
