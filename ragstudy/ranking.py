@@ -33,8 +33,8 @@ from .budget_eval import CHARS, Measure, llm_measure
 from .chunks import Chunk, ChunkedDocument
 from .config import StudyConfig
 from .errors import StudyInputError
-from .pipeline import (StrategyReport, check_question_lengths, check_vector_store, chunk_documents, chunker_context,
-                       chunking_ahead, model_labels, reads_text_layer, run_facts)
+from .pipeline import (StrategyReport, check_chunked, check_question_lengths, check_vector_store, chunk_documents,
+                       chunker_context, chunking_ahead, model_labels, reads_text_layer, run_facts)
 from .records import RetrievedParent
 from .records import Variant
 from .executors import Executor, Task, capped, pending, run_tasks
@@ -176,6 +176,7 @@ def chunk_cached(config, strategy: str, documents, embedding: Callable[[], Any] 
             logger.warning("%s: unreadable chunk cache (%s); chunking again and replacing it", path, exc)
         else:
             if [item.source.path for item in chunked] == [doc.path for doc in documents]:
+                check_chunked(documents, chunked, strategy)  # as chunk_documents does: a PDF without chunks is named
                 return chunked
     chunked = chunk_documents(documents, strategy, config, chunker_context(config, embedding))
     atomic_write_text(path, chunked_to_json(chunked))

@@ -118,3 +118,60 @@ def test_ctrl_c_of_a_worker_grid_leaks_nothing_and_speaks_of_variants(tmp_path: 
     assert "leaked" not in stderr, stderr[-3000:]
     last = stderr.strip().splitlines()[-1]
     assert last.startswith(f"interrupted: every finished variant is kept in {out}/variants/") and "answer" not in last
+
+
+# ------------------------------------------------------------------------------- a PDF without body text
+
+def page_number_only_pdf(path: Path) -> Path:
+    """A real PDF whose only text is a page number in the footer band: the paragraph segmenter keeps nothing."""
+    import pymupdf
+
+    doc = pymupdf.open()
+    doc.new_page().insert_text((300, 820), "1", fontsize=9)
+    doc.save(path)
+    doc.close()
+    return path
+
+
+def test_no_pdf_yielding_a_chunk_is_refused_naming_the_pdf(tmp_path: Path, questions_csv: Path,
+                                                           capsys: pytest.CaptureFixture) -> None:
+    documents = tmp_path / "docs"
+    documents.mkdir()
+    pdf = page_number_only_pdf(documents / "solo_numero.pdf")
+    out = tmp_path / "out"
+    assert app.main(["chunks", "--profile", "lite", "--documents", str(documents), "--questions", str(questions_csv),
+                     "--strategies", "paragraph", "--output-dir", str(out)]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: no PDF yields a paragraph chunk: {pdf} (text layer: 1 characters) (no body text the "
+                      "strategy keeps: only page numbers, running heads or images?); OCR a scanned PDF (ocrmypdf "
+                      "in.pdf out.pdf), add PDFs with body text, or leave paragraph out of --strategies"]
+
+
+def test_a_pdf_without_chunks_beside_others_is_one_warning_for_that_strategy(
+        tmp_path: Path, pdf_dir: Path, questions_csv: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import shutil
+
+    documents = tmp_path / "docs"
+    shutil.copytree(pdf_dir, documents)
+    pdf = page_number_only_pdf(documents / "solo_numero.pdf")
+    with caplog.at_level(logging.WARNING):
+        assert app.main(["chunks", "--profile", "lite", "--documents", str(documents), "--questions",
+                         str(questions_csv), "--strategies", "paragraph,fixed-size", "--output-dir",
+                         str(tmp_path / "out")]) == 0
+    said = [r.getMessage() for r in caplog.records if "yields no" in r.getMessage()]
+    assert said == [f"{pdf}: yields no paragraph chunk (text layer: 1 characters; no body text the strategy keeps: "
+                    "only page numbers, running heads or images?): its text is in no paragraph index, so no question "
+                    "can be answered from it under paragraph"]
+
+
+def test_scoring_an_empty_ranking_says_what_can_cause_it(tmp_path: Path) -> None:
+    """A retrieval file with no rows at all (a run of a version that ranked a strategy without chunks) is named for
+    what it is, not as an edited file."""
+    from ragstudy.errors import StudyInputError
+    from ragstudy.runidentity import check_rankings
+
+    with pytest.raises(StudyInputError) as error:
+        check_rankings(tmp_path, {"paragraph": {}, "fixed-size": {0: [], 1: []}}, 2, None)
+    assert str(error.value) == (f"{tmp_path}/retrieval_paragraph.csv: no rows at all (of 2 questions): the strategy "
+                                "cut no chunk from the PDFs (no body text it keeps?), or the file was emptied; re-run "
+                                "ragstudy retrieve, which names the PDFs that yield no paragraph chunk")
