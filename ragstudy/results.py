@@ -627,6 +627,8 @@ class Table:
     writer: str  # the command that writes it, for messages
     text_columns: tuple[str, ...] = ()  # read as text whatever pandas would guess (budget labels "500", "k")
     subdir: str = ""  # looked for in <results>/<subdir>/ too
+    finite: tuple[str, ...] = ()  # columns whose every value is a finite number (read_table refuses inf, NaN, text)
+    finite_after: bool = False  # so is every numeric column after the declared ones (one per metric)
 
     def path(self, folder: str | Path) -> Path:
         return Path(folder) / self.name
@@ -671,15 +673,21 @@ SWEEP_FIXED_COLUMNS = ("config", "strategy", "params", "chunks", "chars_mean", "
 SWEEP_SUMMARY = Table("sweep_summary.csv", SWEEP_FIXED_COLUMNS, _SWEEP)
 SWEEP_BEST = Table("sweep_best.csv", ("metric", "budget", "config", "strategy", "params", "value"), _SWEEP,
                    ("budget",))
-METRICS_SUMMARY = Table("metrics_summary.csv", ("strategy", "strategy_display", "metric", *_SUMMARY), _METRICS)
+# the answer metrics' tables: the scores and their intervals are finite numbers (a hand-edited inf or NaN is refused)
+_ESTIMATE = ("n", "mean", "ci_low", "ci_high")
+METRICS_SUMMARY = Table("metrics_summary.csv", ("strategy", "strategy_display", "metric", *_SUMMARY), _METRICS,
+                        finite=_ESTIMATE)
 METRICS_PAIRED = Table("metrics_paired.csv", ("strategy_a", "strategy_b", "metric", *_PAIRED, "p_bootstrap",
-                                              HOLM_COLUMN, *CI_COLUMNS), _METRICS)
+                                              HOLM_COLUMN, *CI_COLUMNS), _METRICS,
+                       finite=("n", "mean_diff", "ci_low", "ci_high"))
 METRICS_BASELINES = Table("metrics_baselines.csv", (
     "strategy", "strategy_display", "metric", "baseline", "n", "mean", "ci_low", "ci_high", "llm_mean", "diff",
     "diff_ci_low", "diff_ci_high", "p_wilcoxon", "llm_above", *CI_COLUMNS), _METRICS,
-    ("baseline",))  # Postprocessing.answer_baselines: shuffled_oracle floor, context_copy, evidence reference
+    ("baseline",), finite=_ESTIMATE)  # Postprocessing.answer_baselines: shuffled_oracle floor, context_copy,
+# evidence reference; llm_mean, diff ... are empty for a corpus-level metric
 METRICS_PER_QUESTION = Table("metrics_per_question.csv", ("strategy", "strategy_display", "question_index"),
-                             _METRICS)  # then one column per answer metric
+                             _METRICS, finite=("question_index",), finite_after=True)  # then one column per answer
+# metric
 CHUNK_QUALITY = Table("chunk_quality.csv", ("strategy", "group", "metric", "n", "mean", "ci_low", "ci_high",
                                             "failures", "note", *CI_COLUMNS), _CHUNK_QUALITY)
 CHUNK_QUALITY_CHUNKS = Table("chunk_quality_chunks.csv", ("strategy",), _CHUNK_QUALITY)  # then one per chunk fact
@@ -909,7 +917,26 @@ def read_table(folder: str | Path, table: Table):
     if missing:
         raise StudyInputError(f"{path}: no column(s) {missing} (columns: {list(frame.columns)}); written by an "
                               f"older version? Re-run `{writer}`")
+    check_finite(frame, table, path, writer)
     return frame
+
+
+def check_finite(frame, table: Table, path: Path, writer: str) -> None:
+    """The columns `table` declares finite (and, with `finite_after`, its numeric columns after the declared ones)
+    hold finite numbers: a StudyInputError naming the file, the row and the column of the first that does not (a
+    hand-edited inf or NaN would be shown as a result)."""
+    import numpy as np
+    import pandas as pd
+
+    after = [c for c in frame.columns if c not in table.columns and pd.api.types.is_numeric_dtype(frame[c])]
+    for column in [*table.finite, *(after if table.finite_after else [])]:
+        values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)
+        bad = np.flatnonzero(~np.isfinite(values))
+        if bad.size:
+            row, cell = int(bad[0]), frame[column].iloc[int(bad[0])]
+            shown = repr(cell) if isinstance(cell, str) else str(cell)  # inf, nan (an empty cell too), 'text'
+            raise StudyInputError(f"{path} row {row + 2}, column {column!r}: {shown} is not a finite number (edited "
+                                  f"by hand?); re-run `{writer}`")
 
 
 # ------------------------------------------------------------------------------------------- the run handle

@@ -17,6 +17,7 @@ import pytest
 
 from conftest import REPO_ROOT, sigint_default
 from ragstudy_cli import app
+from test_report import make_full_results
 
 
 def retrieve_flags(documents: Path, questions: Path, out: Path, *flags: str) -> list[str]:
@@ -175,3 +176,49 @@ def test_scoring_an_empty_ranking_says_what_can_cause_it(tmp_path: Path) -> None
     assert str(error.value) == (f"{tmp_path}/retrieval_paragraph.csv: no rows at all (of 2 questions): the strategy "
                                 "cut no chunk from the PDFs (no body text it keeps?), or the file was emptied; re-run "
                                 "ragstudy retrieve, which names the PDFs that yield no paragraph chunk")
+
+
+# ------------------------------------------------------------------------------- answer metrics: finite numbers only
+
+@pytest.mark.parametrize("name, row, column, value", [
+    ("metrics_per_question.csv", 3, "BLEU", "inf"),
+    ("metrics_per_question.csv", 2, "ROUGE-L", ""),  # a deleted cell reads as NaN
+    ("metrics_summary.csv", 4, "mean", "nan"),
+    ("metrics_summary.csv", 2, "ci_high", "-inf"),
+    ("metrics_paired.csv", 2, "mean_diff", "NaN"),
+    ("metrics_baselines.csv", 3, "ci_low", "inf"),
+])
+def test_a_hand_edited_non_finite_answer_score_is_refused_naming_file_row_and_column(
+        tmp_path: Path, name: str, row: int, column: str, value: str, capsys: pytest.CaptureFixture) -> None:
+    """A scored run's answer-metric table with one cell edited to inf, NaN or nothing: `ragstudy report` refuses it
+    in one line naming the file, the row and the column (it showed the value as a result), and writes no page."""
+    import csv
+
+    results = make_full_results(tmp_path / "results")
+    path = results / name
+    with open(path, encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    rows[row - 2][column] = value
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    assert app.main(["report", "--results-dir", str(results)]) == 2
+    shown = {"inf": "inf", "-inf": "-inf"}.get(value, "nan")
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: {path} row {row}, column {column!r}: {shown} is not a finite number (edited by hand?); "
+                      f"re-run `ragstudy score-answers --results-dir {results}`"]
+    assert not (results / "report.html").exists()
+
+
+def test_a_baselines_corpus_row_keeps_its_empty_paired_columns(tmp_path: Path) -> None:
+    """The columns a corpus-level metric leaves empty (llm_mean, diff, p_wilcoxon, ...) are not checked."""
+    from ragstudy import results as results_mod
+
+
+    folder = make_full_results(tmp_path / "results")
+    frame = results_mod.read_table(folder, results_mod.METRICS_BASELINES)
+    frame.loc[0, ["llm_mean", "diff", "diff_ci_low", "diff_ci_high", "p_wilcoxon", "llm_above"]] = float("nan")
+    results_mod.write_table(folder, results_mod.METRICS_BASELINES, frame)
+    assert len(results_mod.read_table(folder, results_mod.METRICS_BASELINES)) == len(frame)
+
