@@ -175,9 +175,12 @@ def _text_layer(value: Any, where: str) -> str:
 
 
 def _embedding(value: Any, where: str) -> str:
+    from .models import check_wheel_embedding
+
     if not isinstance(value, str) or not value.strip() or "," in value:
         raise StudyInputError(f"{where}: embedding {value!r} is not one model name (a list is a grid axis: "
                               "`embedding: [a, b]`)")
+    check_wheel_embedding(value.strip(), f"{where}: embedding")
     return value.strip()
 
 

