@@ -465,6 +465,11 @@ def run_oracle(results_dir: str | Path, oracle: str | Path | None = None, record
         path = questions_path.parent / "Oracle.csv"
     else:
         return None
+    return oracle_answers(path, questions_path), path
+
+
+def oracle_answers(path: Path, questions_path: Path | None) -> list[str]:
+    """The oracle answers in `path`, one per question of `questions_path` (when known), else an error naming both."""
     answers = read_oracle(path)
     if questions_path is not None:
         count = len(read_questions(questions_path))
@@ -472,7 +477,7 @@ def run_oracle(results_dir: str | Path, oracle: str | Path | None = None, record
             raise StudyInputError(f"{path}: {len(answers)} oracle answers but the run's questions file {questions_path} "
                                   f"has {count} questions; the oracle needs one answer per question, in the same "
                                   "order (pass --oracle FILE with the run's oracle)")
-    return answers, path
+    return answers
 
 
 # ----------------------------------------------------------------------------------------------- chunk exports

@@ -321,3 +321,60 @@ def test_an_explicit_sweep_id_that_another_entry_derives_is_refused_not_renamed(
     assert said == ("sweep id 'fixed-size_chunk_size-500__bm25__raw' is also the id of another configuration of the "
                     "grid (given, or made from its strategy, parameters and axes; case aside): it would be renamed. "
                     "Give one of them another `id:`")
+
+
+# ------------------------------------------------------------------------------- a failing study stage
+
+def test_a_failing_study_stage_puts_its_cause_in_study_log_and_on_a_line_of_its_own(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A stage that warns, then stops on bad input (a bad --ray, a short Oracle.csv: the stage's job raises): the
+    warning and the cause each start a line of their own on the terminal (they were glued to the end of the
+    progress bar's line), and study.log, which the closing line points to, holds the cause."""
+    import argparse
+    import re
+
+    from ragstudy.errors import StudyInputError
+    from ragstudy_cli import study
+
+    cause = "--ray 127.0.0.1:1: nothing answers there; start Ray there, or drop --ray"
+
+    def failing() -> None:
+        logging.getLogger("ragstudy.ranking").warning("a warning of the stage")
+        raise StudyInputError(cause)
+
+    stage = study.Stage("retrieval", "rank", {}, failing)
+    args = argparse.Namespace(argv=["--ray", "127.0.0.1:1"], force=False, verbose=False)
+    assert study.run_stages(args, tmp_path, [stage], time.perf_counter()) == 2
+    lines = re.split(r"[\r\n]", capsys.readouterr().err)
+    assert f"error: {cause}" in lines
+    assert "WARNING ragstudy.ranking: a warning of the stage" in lines
+    assert (f"error: stage 1/1 (retrieval) stopped with exit code 2; its output is in {tmp_path / 'study.log'} (the "
+            "message above says what to fix); re-run `ragstudy study` to resume") in lines
+    log = (tmp_path / "study.log").read_text(encoding="utf-8")
+    assert log.rstrip().endswith(f"error: {cause}") and "a warning of the stage" in log
+
+
+@pytest.mark.parametrize("flag", ["--evidence", "--oracle"])
+def test_a_missing_evidence_or_oracle_file_stops_the_study_before_stage_1(
+        tmp_path: Path, flag: str, capsys: pytest.CaptureFixture) -> None:
+    root, missing = tmp_path / "study", tmp_path / "evidenze.json"
+    assert app.main(["study", "--profile", "lite", flag, str(missing), "--output-dir", str(root)]) == 2
+    out = capsys.readouterr()
+    assert out.err.splitlines() == [f"error: {flag} {missing}: no such file; pass an existing file, or leave {flag} "
+                                    "out (the study's default is in `ragstudy study --help`). Nothing was run"]
+    assert not (root / "retrieval").exists() and not (root / "study.log").exists()
+
+
+def test_a_short_oracle_stops_the_study_before_stage_1(tmp_path: Path, questions_csv: Path,
+                                                      capsys: pytest.CaptureFixture) -> None:
+    """The answer-scores stage (after minutes of retrieval and answers) refused it; the study now does first."""
+    oracle = tmp_path / "Oracle.csv"
+    oracle.write_text("oracle\nDieci anni.\n", encoding="utf-8")  # 1 answer, 3 questions
+    root = tmp_path / "study"
+    assert app.main(["study", "--profile", "lite", "--questions", str(questions_csv), "--oracle", str(oracle),
+                     "--output-dir", str(root)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: {oracle}: 1 oracle answers but the run's questions file {questions_csv} has 3 questions; the oracle "
+        "needs one answer per question, in the same order (pass --oracle FILE with the run's oracle)"]
+    assert not (root / "retrieval").exists()
+
