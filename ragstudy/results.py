@@ -634,6 +634,7 @@ class Table:
     subdir: str = ""  # looked for in <results>/<subdir>/ too
     finite: tuple[str, ...] = ()  # columns whose every value is a finite number (read_table refuses inf, NaN, text)
     finite_after: bool = False  # so is every numeric column after the declared ones (one per metric)
+    damaged: str = ""  # what to do with a damaged file when re-running its writer is not it (the writer reads it)
 
     def path(self, folder: str | Path) -> Path:
         return Path(folder) / self.name
@@ -671,7 +672,9 @@ RETRIEVAL_DECOMPOSITION = Table("retrieval_decomposition.csv", (
     ("budget",))  # ragstudy.decomposition: runs with both text layers (--text-layer raw,clean), per raw/clean pair;
 # in the folder of a run with several such pairs, a first column `group` names each pair by its other axes
 VARIANTS = Table("variants.csv", ("id", *VARIANT_AXES), "ragstudy retrieve --output-dir RESULTS",
-                 ("id", *VARIANT_AXES))  # one row per variant of a run's grid (ragstudy.variants), n/a where an axis
+                 ("id", *VARIANT_AXES), damaged="move it away (e.g. to variants.csv.bad), then re-run the `ragstudy "
+                 "retrieve` that made RESULTS, with the settings its config.json records: it lists that grid's "
+                 "variants again and computes none that finished")  # one row per variant of a run's grid (ragstudy.variants), n/a where an axis
 # does not apply; each variant's complete run is in <RESULTS>/variants/<id>/
 SWEEP_FIXED_COLUMNS = ("config", "strategy", "params", "chunks", "chars_mean", "chars_cv", "index_seconds",
                        "embedded", "reused", "retriever")  # then text_layer, embedding, <metric>@<budget>
@@ -911,17 +914,18 @@ def read_table(folder: str | Path, table: Table):
     if path is None:
         return None
     writer = table.writer.replace("RESULTS", str(folder))
+    fix = table.damaged.replace("RESULTS", str(folder)) or f"re-run `{writer}`"  # never the command that reads it
     try:
         frame = pd.read_csv(path, encoding="utf-8", dtype={c: str for c in table.text_columns})
     except pd.errors.EmptyDataError:
         logger.warning("%s is empty; treated as absent", path)
         return None
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise StudyInputError(f"{path}: not a readable UTF-8 CSV ({exc}); re-run `{writer}`") from exc
+        raise StudyInputError(f"{path}: not a readable UTF-8 CSV ({exc}); {fix}") from exc
     missing = [c for c in table.columns if c not in frame.columns]
     if missing:
         raise StudyInputError(f"{path}: no column(s) {missing} (columns: {list(frame.columns)}); written by an "
-                              f"older version? Re-run `{writer}`")
+                              f"older version? {fix[:1].upper()}{fix[1:]}")
     check_finite(frame, table, path, writer)
     return frame
 
@@ -1049,10 +1053,15 @@ def check_layout(folder: str | Path) -> None:
            + [name for name in recorded.split(",") if "," in recorded and (folder / name).is_dir()]
            + (["sweep"] if (folder / "sweep").is_dir() else []))
     if old and not VARIANTS.path(folder).is_file():
-        raise StudyInputError(f"{folder}: written by an earlier version (one subfolder per retriever, text layer or "
-                              f"sweep configuration: {', '.join(old)}/); re-run `ragstudy retrieve` (or `ragstudy "
-                              "sweep`) with the same settings into a fresh --output-dir: it writes one folder per "
-                              "variant, variants/<id>/, and reuses every cached chunk, vector and ranking")
+        earlier = (f"{folder}: written by an earlier version (one subfolder per retriever, text layer or sweep "
+                   f"configuration: {', '.join(old)}/); ")
+        if STUDY_LEDGER.path(folder.parent).is_file():  # the retrieval run of a study: the study makes it
+            raise StudyInputError(earlier + f"move it away, then re-run `ragstudy study` (its retrieval stage writes "
+                                  "it again, one folder per variant, from the cached chunks, vectors and rankings), "
+                                  "or give the study a fresh --output-dir")
+        raise StudyInputError(earlier + "re-run `ragstudy retrieve` (or `ragstudy sweep`) with the same settings into "
+                              "a fresh --output-dir: it writes one folder per variant, variants/<id>/, and reuses "
+                              "every cached chunk, vector and ranking")
 
 
 def open_run(path: str | Path) -> Run:

@@ -378,3 +378,49 @@ def test_a_short_oracle_stops_the_study_before_stage_1(tmp_path: Path, questions
         "needs one answer per question, in the same order (pass --oracle FILE with the run's oracle)"]
     assert not (root / "retrieval").exists()
 
+
+# ------------------------------------------------------------------------------- refusals whose advice works
+
+def test_a_damaged_variants_csv_advises_what_works_and_it_does(tmp_path: Path, pdf_dir: Path, questions_csv: Path,
+                                                              capsys: pytest.CaptureFixture) -> None:
+    """`ragstudy retrieve` reads the folder's variants.csv before it writes it: its refusal of a damaged one said to
+    re-run `ragstudy retrieve`, the command that had just failed. The advice now given is followed here: the same
+    command then ends well, lists the grid again and computes no finished variant."""
+    out = tmp_path / "out"
+    flags = retrieve_flags(pdf_dir, questions_csv, out, "--strategies", "fixed-size,newline", "--retriever", "bm25")
+    assert app.main(flags) == 0
+    listed = (out / "variants.csv").read_bytes()
+    done = {p: p.stat().st_mtime_ns for p in out.glob("variants/*/variant.done.json")}
+    (out / "variants.csv").write_bytes(b"id,strategy\n\xff\xfe")
+    capsys.readouterr()
+    assert app.main(flags) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(f"error: {out}/variants.csv: not a readable UTF-8 CSV (")
+    assert errors[0].endswith(f"); move it away (e.g. to variants.csv.bad), then re-run the `ragstudy retrieve` that "
+                              f"made {out}, with the settings its config.json records: it lists that grid's variants "
+                              "again and computes none that finished")
+    (out / "variants.csv").rename(out / "variants.csv.bad")
+    assert app.main(flags) == 0
+    assert (out / "variants.csv").read_bytes() == listed
+    assert {p: p.stat().st_mtime_ns for p in out.glob("variants/*/variant.done.json")} == done
+
+
+def test_an_old_layout_retrieval_folder_of_a_study_names_the_study(tmp_path: Path) -> None:
+    """The study's own retrieval/ run, written by an earlier version (one subfolder per text layer): the refusal
+    said to re-run `ragstudy retrieve` into a fresh --output-dir, which is not how a study makes it."""
+    from ragstudy.errors import StudyInputError
+    from ragstudy.results import check_layout
+
+    study_root = tmp_path / "results"
+    (study_root / "retrieval" / "text-layer-raw").mkdir(parents=True)
+    (study_root / "study.json").write_text('{"stages": {}}', encoding="utf-8")
+    with pytest.raises(StudyInputError) as error:
+        check_layout(study_root / "retrieval")
+    assert str(error.value) == (
+        f"{study_root}/retrieval: written by an earlier version (one subfolder per retriever, text layer or sweep "
+        "configuration: text-layer-raw/); move it away, then re-run `ragstudy study` (its retrieval stage writes it "
+        "again, one folder per variant, from the cached chunks, vectors and rankings), or give the study a fresh "
+        "--output-dir")
+    (study_root / "study.json").unlink()  # a folder of `ragstudy retrieve`: its own advice, as before
+    with pytest.raises(StudyInputError, match=r"re-run `ragstudy retrieve` \(or `ragstudy sweep`\) with the same "):
+        check_layout(study_root / "retrieval")
