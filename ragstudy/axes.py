@@ -102,6 +102,16 @@ def _text_layers(value: Any, where: str) -> tuple[str, ...]:
     return chosen
 
 
+def _embeddings(value: Any, where: str) -> tuple[str, ...]:
+    """Model names; a `wheel:` one must ship in a wheel (models.check_wheel_embedding), checked before anything runs."""
+    from .models import check_wheel_embedding
+
+    chosen = split_values(value, where)
+    for model in chosen:
+        check_wheel_embedding(model, where)
+    return chosen
+
+
 def reads_text_layer(strategy: str, values: Mapping[str, str] | None = None) -> bool:
     """Whether a strategy chunks the PDF text layer (raw or clean); paragraph and markdown read their own text."""
     from . import registry
@@ -126,7 +136,7 @@ def short_embedding(model: str) -> str:
 AXES: list[Axis] = [
     Axis("retriever", "retriever", "retriever", _retrievers, pick=_chain_retriever, identity=("retriever",)),
     Axis("text_layer", "text layer", "text_layer", _text_layers, applies=reads_text_layer),
-    Axis("embedding", "embedder", "profile.embedding", split_values, applies=uses_embedding, short=short_embedding,
+    Axis("embedding", "embedder", "profile.embedding", _embeddings, applies=uses_embedding, short=short_embedding,
          identity=("embedding", "embedding_backend")),
 ]
 

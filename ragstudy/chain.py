@@ -106,11 +106,15 @@ def run_llm_groups(config: "StudyConfig") -> list:
         folder.release()
 
 
-def interrupted_message(output_dir: str | None) -> str:
-    """One line for Ctrl-C: what is kept and how to resume (no traceback)."""
+def interrupted_message(output_dir: str | None, retrieval: bool = False) -> str:
+    """One line for Ctrl-C: what is kept and how to resume (no traceback). `retrieval`: a retrieval-only run or a
+    sweep, which answers nothing: its finished variants are kept, and only the others are computed again."""
     from .io import cache_dir
 
     output = output_dir or "results"
+    if retrieval:
+        return (f"interrupted: every finished variant is kept in {output}/variants/, chunks, vectors and rankings "
+                f"in {cache_dir()}; re-run the same command to compute only the variants that did not finish")
     return (f"interrupted: every answer generated so far is saved in {cache_dir() / 'answers'}, embedded child "
             f"windows in the Chroma folders, finished strategies' files in {output}/; re-run the same command "
             "to resume without redoing that work")

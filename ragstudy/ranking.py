@@ -34,11 +34,11 @@ from .budget_eval import CHARS, Measure, llm_measure
 from .chunks import Chunk, ChunkedDocument
 from .config import StudyConfig
 from .errors import StudyInputError
-from .pipeline import (StrategyReport, check_question_lengths, check_vector_store, chunk_documents, chunker_context,
-                       chunking_ahead, model_labels, run_facts)
+from .pipeline import (StrategyReport, check_chunked, check_question_lengths, check_vector_store, chunk_documents,
+                       chunker_context, chunking_ahead, model_labels, run_facts)
 from .records import RetrievedParent
 from .records import Variant
-from .executors import Executor, Task, check_executor, pending, run_tasks
+from .executors import Executor, Task, capped, check_executor, pending, run_tasks
 from .results import VARIANT_RUN, ResultsFolder, read_questions, write_config, write_retrieval
 from .textlayer import SourceText, load_documents
 from .embedahead import AheadReport, shared_embedding
@@ -177,6 +177,7 @@ def chunk_cached(config, strategy: str, documents, embedding: Callable[[], Any] 
             logger.warning("%s: unreadable chunk cache (%s); chunking again and replacing it", path, exc)
         else:
             if [item.source.path for item in chunked] == [doc.path for doc in documents]:
+                check_chunked(documents, chunked, strategy)  # as chunk_documents does: a PDF without chunks is named
                 return chunked
     chunked = chunk_documents(documents, strategy, config, chunker_context(config, embedding))
     atomic_write_text(path, chunked_to_json(chunked))
@@ -518,8 +519,8 @@ def _run_grid(config: StudyConfig, grid: Sequence[Variant], documents, questions
     tasks = [Task(v.id, run_variant, VariantSpec(v, configs[v.id], facts_json), folders[v.id], inputs,
                   runidentity.variant_key(configs[v.id], questions, facts, v.to_row(), code), relocate_variant)
              for v in grid]
-    executor = executor or config.executor()
     todo = {task.id for task in pending(tasks)}
+    executor = capped(executor or config.executor(), len(todo))  # never more worker processes than variants to run
     from . import embedahead
     from .executors import session
 

@@ -485,6 +485,11 @@ def run_oracle(results_dir: str | Path, oracle: str | Path | None = None, record
         path = questions_path.parent / "Oracle.csv"
     else:
         return None
+    return oracle_answers(path, questions_path), path
+
+
+def oracle_answers(path: Path, questions_path: Path | None) -> list[str]:
+    """The oracle answers in `path`, one per question of `questions_path` (when known), else an error naming both."""
     answers = read_oracle(path)
     if questions_path is not None:
         count = len(read_questions(questions_path))
@@ -492,7 +497,7 @@ def run_oracle(results_dir: str | Path, oracle: str | Path | None = None, record
             raise StudyInputError(f"{path}: {len(answers)} oracle answers but the run's questions file {questions_path} "
                                   f"has {count} questions; the oracle needs one answer per question, in the same "
                                   "order (pass --oracle FILE with the run's oracle)")
-    return answers, path
+    return answers
 
 
 # ----------------------------------------------------------------------------------------------- chunk exports
@@ -652,6 +657,9 @@ class Table:
     all_text: bool = False  # every column read as text (variants.csv: ids, strategies, the axes' values)
     formerly: tuple[str, str, str] | None = None  # (old file name, old column, its new name): still read, for one
     # release
+    finite: tuple[str, ...] = ()  # columns whose every value is a finite number (read_table refuses inf, NaN, text)
+    finite_after: bool = False  # so is every numeric column after the declared ones (one per metric)
+    damaged: str = ""  # what to do with a damaged file when re-running its writer is not it (the writer reads it)
 
     def path(self, folder: str | Path) -> Path:
         return Path(folder) / self.name
@@ -690,22 +698,31 @@ RETRIEVAL_DECOMPOSITION = Table("retrieval_decomposition.csv", (
     ("budget",))  # ragstudy.decomposition: runs with both text layers (--text-layer raw,clean), per raw/clean pair;
 # in the folder of a run with several such pairs, a first column `group` names each pair by its other axes
 VARIANTS = Table("variants.csv", VARIANT_KEYS, "ragstudy retrieve --output-dir RESULTS",
-                 then_axes=True, all_text=True)  # one row per variant of a run's grid (ragstudy.variants), then one column per axis
-# (ragstudy.axes), n/a where an axis does not apply; each variant's complete run is in <RESULTS>/variants/<id>/
+                 then_axes=True, all_text=True, damaged="move it away (e.g. to variants.csv.bad), then re-run the "
+                 "`ragstudy retrieve` that made RESULTS, with the settings its config.json records: it lists that "
+                 "grid's variants again and computes none that finished")  # one row per variant of a run's grid
+# (ragstudy.variants), then one column per axis (ragstudy.axes), n/a where an axis does not apply; each variant's
+# complete run is in <RESULTS>/variants/<id>/
 SWEEP_FIXED_COLUMNS = ("config", "strategy", "params", "chunks", "chars_mean", "chars_cv", "index_seconds",
                        "embedded", "reused")  # then one column per axis (ragstudy.axes), <metric>@<budget>
 SWEEP_SUMMARY = Table("sweep_summary.csv", SWEEP_FIXED_COLUMNS, _SWEEP, then_axes=True)
 SWEEP_BEST = Table("sweep_best.csv", ("metric", "budget", "config", "strategy", "params", "value"), _SWEEP,
                    ("budget",))
-METRICS_SUMMARY = Table("metrics_summary.csv", ("strategy", "strategy_display", "metric", *_SUMMARY), _METRICS)
+# the answer metrics' tables: the scores and their intervals are finite numbers (a hand-edited inf or NaN is refused)
+_ESTIMATE = ("n", "mean", "ci_low", "ci_high")
+METRICS_SUMMARY = Table("metrics_summary.csv", ("strategy", "strategy_display", "metric", *_SUMMARY), _METRICS,
+                        finite=_ESTIMATE)
 METRICS_PAIRED = Table("metrics_paired.csv", ("strategy_a", "strategy_b", "metric", *_PAIRED, "p_bootstrap",
-                                              HOLM_COLUMN, *CI_COLUMNS), _METRICS)
+                                              HOLM_COLUMN, *CI_COLUMNS), _METRICS,
+                       finite=("n", "mean_diff", "ci_low", "ci_high"))
 METRICS_BASELINES = Table("metrics_baselines.csv", (
     "strategy", "strategy_display", "metric", "baseline", "n", "mean", "ci_low", "ci_high", "llm_mean", "diff",
     "diff_ci_low", "diff_ci_high", "p_wilcoxon", "llm_above", *CI_COLUMNS), _METRICS,
-    ("baseline",))  # Postprocessing.answer_baselines: shuffled_oracle floor, context_copy, evidence reference
+    ("baseline",), finite=_ESTIMATE)  # Postprocessing.answer_baselines: shuffled_oracle floor, context_copy,
+# evidence reference; llm_mean, diff ... are empty for a corpus-level metric
 METRICS_PER_QUESTION = Table("metrics_per_question.csv", ("strategy", "strategy_display", "question_index"),
-                             _METRICS)  # then one column per answer metric
+                             _METRICS, finite=("question_index",), finite_after=True)  # then one column per answer
+# metric
 ANSWER_GROUPS = Table("answer_groups.csv", ("group", "llm", "model", "folder"), "ragstudy answer --llm A,B "
                       "--output-dir RESULTS", ("group", "llm", "model", "folder"))  # one row per LLM of an answering
 # run with several (`--llm a,b`: the LLM axis); each LLM's complete answering run is in <RESULTS>/groups/<group>/
@@ -940,6 +957,7 @@ def read_table(folder: str | Path, table: Table):
     if path is None:
         return None
     writer = table.writer.replace("RESULTS", str(folder))
+    fix = table.damaged.replace("RESULTS", str(folder)) or f"re-run `{writer}`"  # never the command that reads it
     try:
         text = str if table.all_text else {c: str for c in table.text_columns}
         frame = pd.read_csv(path, encoding="utf-8", dtype=text)
@@ -949,12 +967,31 @@ def read_table(folder: str | Path, table: Table):
         logger.warning("%s is empty; treated as absent", path)
         return None
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise StudyInputError(f"{path}: not a readable UTF-8 CSV ({exc}); re-run `{writer}`") from exc
+        raise StudyInputError(f"{path}: not a readable UTF-8 CSV ({exc}); {fix}") from exc
     missing = [c for c in table.columns if c not in frame.columns]
     if missing:
         raise StudyInputError(f"{path}: no column(s) {missing} (columns: {list(frame.columns)}); written by an "
-                              f"older version? Re-run `{writer}`")
+                              f"older version? {fix[:1].upper()}{fix[1:]}")
+    check_finite(frame, table, path, writer)
     return frame
+
+
+def check_finite(frame, table: Table, path: Path, writer: str) -> None:
+    """The columns `table` declares finite (and, with `finite_after`, its numeric columns after the declared ones)
+    hold finite numbers: a StudyInputError naming the file, the row and the column of the first that does not (a
+    hand-edited inf or NaN would be shown as a result)."""
+    import numpy as np
+    import pandas as pd
+
+    after = [c for c in frame.columns if c not in table.columns and pd.api.types.is_numeric_dtype(frame[c])]
+    for column in [*table.finite, *(after if table.finite_after else [])]:
+        values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)
+        bad = np.flatnonzero(~np.isfinite(values))
+        if bad.size:
+            row, cell = int(bad[0]), frame[column].iloc[int(bad[0])]
+            shown = repr(cell) if isinstance(cell, str) else str(cell)  # inf, nan (an empty cell too), 'text'
+            raise StudyInputError(f"{path} row {row + 2}, column {column!r}: {shown} is not a finite number (edited "
+                                  f"by hand?); re-run `{writer}`")
 
 
 # ------------------------------------------------------------------------------------------- the run handle
@@ -1175,10 +1212,15 @@ def check_layout(folder: str | Path) -> None:
            + [name for name in recorded.split(",") if "," in recorded and (folder / name).is_dir()]
            + (["sweep"] if (folder / "sweep").is_dir() else []))
     if old and not VARIANTS.path(folder).is_file():
-        raise StudyInputError(f"{folder}: written by an earlier version (one subfolder per retriever, text layer or "
-                              f"sweep configuration: {', '.join(old)}/); re-run `ragstudy retrieve` (or `ragstudy "
-                              "sweep`) with the same settings into a fresh --output-dir: it writes one folder per "
-                              "variant, variants/<id>/, and reuses every cached chunk, vector and ranking")
+        earlier = (f"{folder}: written by an earlier version (one subfolder per retriever, text layer or sweep "
+                   f"configuration: {', '.join(old)}/); ")
+        if STUDY_LEDGER.path(folder.parent).is_file():  # the retrieval run of a study: the study makes it
+            raise StudyInputError(earlier + f"move it away, then re-run `ragstudy study` (its retrieval stage writes "
+                                  "it again, one folder per variant, from the cached chunks, vectors and rankings), "
+                                  "or give the study a fresh --output-dir")
+        raise StudyInputError(earlier + "re-run `ragstudy retrieve` (or `ragstudy sweep`) with the same settings into "
+                              "a fresh --output-dir: it writes one folder per variant, variants/<id>/, and reuses "
+                              "every cached chunk, vector and ranking")
 
 
 def open_run(path: str | Path) -> Run:

@@ -291,6 +291,10 @@ def check_rankings(folder: str | Path, rankings: dict[str, dict[int, list]], que
     for strategy, found in indexes.items():
         path = retrieval_path(folder, strategy)
         lacking, extra = sorted(expected - found), sorted(found - expected)
+        if not found and expected:  # a strategy that cut no chunk ranks nothing (now refused when it chunks)
+            raise StudyInputError(f"{path}: no rows at all (of {len(expected)} questions): the strategy cut no chunk "
+                                  f"from the PDFs (no body text it keeps?), or the file was emptied; re-run "
+                                  f"ragstudy retrieve, which names the PDFs that yield no {strategy} chunk")
         if lacking:
             raise StudyInputError(f"{path}: no rows for question_index {_few(lacking)} (of {len(expected)} "
                                   f"questions); {fix}")

@@ -93,6 +93,11 @@ def load_sweep(path: str | Path) -> SweepFile:
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
         raise StudyInputError(f"{path}: configuration ids {duplicates} appear twice; give each entry its own `id:`")
+    folded = [i.casefold() for i in ids]  # macOS and Windows name folders without regard to case
+    cased = sorted({i for i in ids if folded.count(i.casefold()) > 1})
+    if cased:
+        raise StudyInputError(f"{path}: configuration ids {cased} differ only in case, and name one folder on macOS "
+                              "and Windows; give each entry an id of its own")
     budgets = data.get("budgets")
     if budgets is not None:
         budgets = validate_budgets(budgets, f"{path}: budgets")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -79,6 +79,7 @@ def expand(config: Any, sweep: Any = None) -> list[Variant]:
     """Every distinct variant of the run, in order (entries, then the axes' product), with unique ids; a sweep's
     `id:` names its entry (suffixed with the axes it expands over when it expands to several)."""
     variants: list[Variant] = []
+    given: set[str] = set()  # the ids a sweep entry's `id:` makes: never renamed
     for entry in entries_of(config, sweep):
         made = entry_variants(entry)
         for variant in made:
@@ -88,19 +89,27 @@ def expand(config: Any, sweep: Any = None) -> list[Variant]:
                 name = entry.id
             else:
                 name = "__".join([entry.id, *derived_id(variant).split("__")[1:]])
+            if entry.id is not None:
+                given.add(name)
             variants.append(replace(variant, id=name))
-    return unique_ids(list(dict.fromkeys(variants)))
+    return unique_ids(list(dict.fromkeys(variants)), given)
 
 
-def unique_ids(variants: list[Variant]) -> list[Variant]:
-    """Ids made unique: two variants whose readable ids meet (two embedders with one short name) get a short hash
-    of their values appended; an explicit id given twice is an error."""
+def unique_ids(variants: list[Variant], given: Set[str] = frozenset()) -> list[Variant]:
+    """Ids made unique: two variants whose readable ids meet, or differ only in case (one folder on macOS and
+    Windows), get a short hash of their values appended (two embedders with one short name); an id a sweep entry
+    gives (`given`) is never renamed: one that another variant's id meets is an error, as is an id given twice."""
     counts: dict[str, int] = {}
     for v in variants:
-        counts[v.id] = counts.get(v.id, 0) + 1
+        counts[v.id.casefold()] = counts.get(v.id.casefold(), 0) + 1
+    met = [v for v in variants if v.id in given and counts[v.id.casefold()] > 1]
+    if met:
+        raise StudyInputError(f"sweep id {met[0].id!r} is also the id of another configuration of the grid (given, or "
+                              "made from its strategy, parameters and axes; case aside): it would be renamed. Give "
+                              "one of them another `id:`")
     out = []
     for v in variants:
-        if counts[v.id] > 1:
+        if counts[v.id.casefold()] > 1:
             key = sha256_text(*(str(x) for x in (v.strategy, v.params, *v.context())))
             v = replace(v, id=f"{v.id}-{key[:6]}")
         out.append(v)

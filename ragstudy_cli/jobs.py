@@ -118,7 +118,8 @@ def _chain_runner(args: argparse.Namespace, run_job: Callable[[Any, float], None
         run_job(config, started)
         return 0
 
-    return guarded(run, (OSError, sqlite3.Error), store_message, chain.interrupted_message(args.output_dir))
+    retrieval = bool(getattr(args, "retrieval_only", None) or getattr(args, "sweep", None))  # no answers
+    return guarded(run, (OSError, sqlite3.Error), store_message, chain.interrupted_message(args.output_dir, retrieval))
 
 
 def profile_line(config) -> str:

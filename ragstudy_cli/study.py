@@ -201,6 +201,7 @@ def plan(args: argparse.Namespace, chain_args: argparse.Namespace, root: Path) -
     answer_config = config_from_args(argparse.Namespace(**{**vars(chain_args), **one, "workers": None, "ray": None,
                                                            "output_dir": str(answers)}), warn_unused=False)
     llms = llm_specs(answer_config)  # the LLM axis: one answering run per LLM (answers/groups/<id>/)
+    check_study_files(args, answer_config)
     bundled = default_evidence(answer_config.questions)
     evidence = args.evidence or (str(bundled) if bundled else None)
     oracle, verbose = args.oracle, args.verbose
@@ -239,6 +240,20 @@ def plan(args: argparse.Namespace, chain_args: argparse.Namespace, root: Path) -
         Stage("report", "the report page, the verdict first", dict(vars(rp_args)), lambda: write_report(rp_args),
               needs=("answers", "retrieval", "retrieval scores", "answer scores", "chunk quality")),
     ]
+
+
+def check_study_files(args: argparse.Namespace, config) -> None:
+    """What the later stages read, checked before stage 1 (the retrieval and answering stages take minutes): the
+    --evidence and --oracle files exist, and the oracle (--oracle, else Oracle.csv beside the questions) has one
+    answer per question. A StudyInputError naming the file."""
+    for flag, value in (("--evidence", args.evidence), ("--oracle", args.oracle)):
+        if value and not Path(value).is_file():
+            raise StudyInputError(f"{flag} {value}: no such file; pass an existing file, or leave {flag} out (the "
+                                  "study's default is in `ragstudy study --help`). Nothing was run")
+    questions = Path(config.questions)
+    oracle = Path(args.oracle) if args.oracle else questions.with_name("Oracle.csv")
+    if oracle.is_file() and questions.is_file():
+        results.oracle_answers(oracle, questions)
 
 
 def job_settings(build_parser: Callable[[], argparse.ArgumentParser], **given: object) -> argparse.Namespace:
@@ -316,6 +331,19 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
 
 
+class AboveTheBar(logging.StreamHandler):
+    """A stage's warnings and errors on the terminal, each on a line of its own above the study's progress bar
+    (tqdm.write clears the bar, writes the line, draws the bar again), never glued to the end of the bar's line."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from tqdm import tqdm
+
+        try:
+            tqdm.write(self.format(record), file=self.stream)
+        except Exception:  # as logging.StreamHandler: a record that cannot be written is reported, not raised
+            self.handleError(record)
+
+
 @contextlib.contextmanager
 def stage_output(log_path: Path, verbose: bool):
     """A stage's printed output and INFO logs go to study.log; warnings and errors still reach the terminal, and
@@ -324,7 +352,7 @@ def stage_output(log_path: Path, verbose: bool):
     handler = logging.FileHandler(log_path, encoding="utf-8")
     handler.setLevel(logging.DEBUG if verbose else logging.INFO)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    console = logging.StreamHandler(sys.stderr)
+    console = AboveTheBar(sys.stderr)
     console.setLevel(logging.WARNING)
     console.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     saved = root_logger.handlers[:], root_logger.level
@@ -459,12 +487,13 @@ def run_stages(args: argparse.Namespace, root: Path, stages: Sequence[Stage], st
             log.write(f"\n===== stage {i}/{len(stages)}: {stage.name} ({stage.what})\n")
         started_at = time.time()
         t0 = time.perf_counter()
+        cause = None
         try:
             with stage_output(log_path, args.verbose):
                 wrote = stage.run()
             exit_code = wrote.exit_code
         except (StudyInputError, OSError, sqlite3.Error) as exc:  # one line, as the subcommand would print it
-            print(f"error: {exc if isinstance(exc, StudyInputError) else store_message(exc)}", file=sys.stderr)
+            cause = f"error: {exc if isinstance(exc, StudyInputError) else store_message(exc)}"
             wrote, exit_code = None, 2
         except KeyboardInterrupt:
             progress.close(stopped=True)
@@ -473,7 +502,11 @@ def run_stages(args: argparse.Namespace, root: Path, stages: Sequence[Stage], st
             return 130
         seconds = time.perf_counter() - t0
         if exit_code or wrote is None:
-            progress.close(stopped=True)
+            progress.close(stopped=True)  # ends the bar's line: the cause starts a line of its own
+            if cause is not None:  # into study.log too, with the stage's own output
+                with open(log_path, "a", encoding="utf-8") as log:
+                    log.write(cause + "\n")
+                print(cause, file=sys.stderr)
             print(f"error: stage {i}/{len(stages)} ({stage.name}) stopped with exit code {exit_code}; its output is in "
                   f"{log_path} (the message above says what to fix); re-run `ragstudy study` to resume",
                   file=sys.stderr)

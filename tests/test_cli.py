@@ -81,6 +81,7 @@ def test_the_study_ranks_its_retrieval_stage_with_three_retrievers(tmp_path: Pat
 
     stages = settings()
     assert stages["retrieval"]["retriever"] == "dense,bm25,hybrid" and stages["retrieval"]["retrieval_only"]
+    (tmp_path / "mine.csv").write_text("question_index,evidence\n", encoding="utf-8")  # checked before stage 1
     given = settings("--evidence", str(tmp_path / "mine.csv"))  # one evidence file for every stage that scores
     for name in ("retrieval scores", "answer scores", "chunk quality"):
         assert given[name]["evidence"] == str(tmp_path / "mine.csv"), name

@@ -287,8 +287,12 @@ def default_backend(profile, values: Mapping[str, Any]) -> tuple[str, str]:
 
 def validate(config, named: Callable[[str], str]) -> None:
     """The backend settings of a resolved config (a misspelt name is refused with the valid names listed)."""
+    from ..models import check_wheel_embedding
+
     member = get(config.embedding_backend, named("embedding_backend"))
     claimer = _claimer(config.profile.embedding, vars(config))
+    if claimer is None:  # a backend that claims the name (a server's) runs it as it is
+        check_wheel_embedding(str(config.profile.embedding), named("embedding"))
     if claimer is not None and claimer.name != member.name:
         raise StudyInputError(f"this config's settings choose the {claimer.name} embedding backend "
                               f"({claimer.description}); drop {named('embedding_backend')} {member.name}")
