@@ -62,7 +62,7 @@ def study_prompts(results_dir: Path, strategies: list[str], questions: int, temp
     from ragstudy.results import open_run, read_config, read_questions, read_retrieval, retrieval_path, variant_folder
 
     grid = {v.strategy: variant_folder(results_dir, v.id) for v in reversed(open_run(results_dir).variants())
-            if v.retriever == "dense"}
+            if v.value("retriever") == "dense"}
     prompts = []
     for strategy in strategies:
         folder = grid.get(strategy, results_dir)

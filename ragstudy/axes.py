@@ -1,8 +1,10 @@
 """The axes of the grid, each declared once: an `Axis` holds everything the grid needs about one thing a run compares
-besides the strategy and its parameters (today the retriever, the text layer and the embedding model). Its name is a
-`records.Variant` value's key, a column of variants.csv and sweep_summary.csv and a sweep entry's key; ragstudy.variants
-expands the product of the declared axes, ragstudy.config checks them with one rule (`check_run`). A new axis is one
-`register_axis(Axis(...))` plus the code that reads its value (tests/test_axis_added.py).
+besides the strategy and its parameters: the retriever, the text layer and the embedding model, compared by the
+retrieval stage, and the LLM, compared by the answering stage. The name of a retrieval axis is a `records.Variant`
+value's key, a column of variants.csv and sweep_summary.csv and a sweep entry's key; ragstudy.variants expands the
+product of the retrieval axes (`grid_axes`), ragstudy.llm_axis runs one answering run per value of the answering
+axis, and ragstudy.config checks them all with one rule (`check_run`). A new axis is one `register_axis(Axis(...))`
+plus the code that reads its value (tests/test_axis_added.py).
 """
 
 from __future__ import annotations
@@ -133,12 +135,23 @@ def short_embedding(model: str) -> str:
     return _UNSAFE.sub("-", re.split(r"[/:\\]", model.rstrip("/\\"))[-1]) or "model"
 
 
+def llm_id(spec: str) -> str:
+    """An LLM's folder name (its answers' group): `wheel:qwen2.5-coder-0.5b` -> qwen2.5-coder-0.5b, a folder -> its
+    name, a hub id `org/name` -> org--name; characters outside [A-Za-z0-9._-] become `-`."""
+    name = spec[len("wheel:"):] if spec.startswith("wheel:") else spec
+    name = name.rstrip("/").rsplit("/", 1)[-1] if name.startswith(("/", "./", "../", "~")) else name.replace("/", "--")
+    return _UNSAFE.sub("-", name).strip(".-") or "llm"
+
+
 AXES: list[Axis] = [
     Axis("retriever", "retriever", "retriever", _retrievers, pick=_chain_retriever, identity=("retriever",)),
     Axis("text_layer", "text layer", "text_layer", _text_layers, applies=reads_text_layer),
     Axis("embedding", "embedder", "profile.embedding", _embeddings, applies=uses_embedding, short=short_embedding,
          identity=("embedding", "embedding_backend")),
+    Axis("llm", "LLM", "profile.llm", split_values, short=llm_id, stages=(ANSWERS,)),
 ]
+COMPARED_BY = {RETRIEVAL: "`ragstudy retrieve` and `ragstudy study` (its retrieval stage)",
+               ANSWERS: "`ragstudy answer` and `ragstudy study` (its answering stage)"}
 
 
 def safe(text: Any, strip: bool = True) -> str:
@@ -161,8 +174,14 @@ def register_axis(axis: Axis) -> Axis:
     return axis
 
 
+def grid_axes(stage: str = RETRIEVAL) -> list[Axis]:
+    """The axes a stage compares: the retrieval grid's (expanded into variants) or the answering stage's."""
+    return [axis for axis in AXES if stage in axis.stages]
+
+
 def names() -> tuple[str, ...]:
-    return tuple(axis.name for axis in AXES)
+    """The retrieval grid's axes: the columns of variants.csv and the keys of a sweep entry."""
+    return tuple(axis.name for axis in grid_axes())
 
 
 def get(name: str) -> Axis:
@@ -172,17 +191,17 @@ def get(name: str) -> Axis:
 def check_run(config: Any, named: Callable[[str], str]) -> None:
     """Every axis's values checked (`named(setting)`: the flag or config key as the user wrote it); a run of a stage
     that does not compare an axis takes its one value (`Axis.pick`): anything else is refused, in one line."""
-    stage = RETRIEVAL if config.retrieval_only else ANSWERS  # chunks-only: the chain's
+    stage = RETRIEVAL if config.retrieval_only else None if config.chunks_only else ANSWERS
     for axis in AXES:
         if axis.field is None:
             continue
         given = axis.values(config, named(axis.setting))
         fixed = axis.pick(given)
         if stage not in axis.stages and given != (fixed,):
+            doing = {RETRIEVAL: "a retrieval-only run", ANSWERS: "an answering run"}.get(stage, "a chunks-only run")
             raise StudyInputError(
-                f"{named(axis.setting)} {','.join(given)}: a run that is not retrieval-only takes one {axis.word} "
-                f"({fixed}); {axis.word}s are compared by `ragstudy retrieve` and `ragstudy study` (its retrieval "
-                f"stage): run one of those, or drop {named(axis.setting)}")
+                f"{named(axis.setting)} {','.join(given)}: {doing} takes one {axis.word} ({fixed}); {axis.word}s are "
+                f"compared by {COMPARED_BY[axis.stages[0]]}: run one of those, or drop {named(axis.setting)}")
 
 
 def canonical(config: Any, named: Callable[[str], str]) -> Any:
@@ -197,7 +216,7 @@ def one_each(config: Any) -> dict[str, str]:
     """The settings a run that compares no axis changes: each axis's setting whose list is not just its pick ->
     that pick (`ragstudy study`'s answering run: the dense chain, the first text layer and embedding model)."""
     out = {}
-    for axis in AXES:
+    for axis in grid_axes():
         values = axis.values(config) if axis.field is not None else ()
         if values and values != (axis.pick(values),):
             out[axis.setting] = axis.pick(values)

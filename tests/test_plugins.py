@@ -141,7 +141,7 @@ def test_outside_members_are_in_the_help_and_validated_with_the_valid_names(outs
         StudyConfig.resolve(profile="lite", strategies="newline", embedding_backend="hashed-word")
     with pytest.raises(StudyInputError, match="unknown LLM engine 'ecco'; choose one of: .*server, echo$"):
         StudyConfig.resolve(profile="lite", strategies="newline", llm_engine="ecco")
-    with pytest.raises(StudyInputError, match="--retriever word-overlap: a run that is not retrieval-only takes one retriever \\(dense\\)"):
+    with pytest.raises(StudyInputError, match="--retriever word-overlap: an answering run takes one retriever \\(dense\\)"):
         StudyConfig.resolve(profile="lite", strategies="newline", retriever="word-overlap")
     config = StudyConfig.resolve(profile="lite", strategies="newline", embedding_backend="hashed-words")
     from ragstudy.models import model_label
