@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from ragstudy_cli import app
+from test_bad_input_round4b import contents, one_error
 from test_results_identity import questions  # noqa: F401  (a fixture: Questions.csv with Oracle.csv beside it)
 
 pytestmark = pytest.mark.slow  # each module fixture runs a grid of BM25 variants (~10 s)
@@ -25,19 +26,6 @@ def retrieve(documents: Path, questions: Path, out: Path, strategies: str, *axes
 
 def score(out: Path) -> int:
     return app.main(["score-retrieval", "--results-dir", str(out), "--no-plot", "--n-resamples", "100"])
-
-
-def one_error(capsys: pytest.CaptureFixture, code: int) -> str:
-    err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.startswith("error:")]
-    assert code == 2 and "Traceback" not in err and len(lines) == 1, err[-3000:]
-    return lines[0]
-
-
-def contents(folder: Path) -> dict[str, bytes]:
-    """Every file under `folder` but the locks, with its bytes."""
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
-            if p.is_file() and not p.name.endswith(".lock")}
 
 
 @pytest.fixture(scope="module")
