@@ -20,6 +20,8 @@ from .sampling import Passage
 
 # name -> what it means (the report's wording)
 FILTERS: dict[str, str] = {
+    "no_evidence_span": "the passage has no run of whole sentences of {min_evidence} to {max_evidence} characters "
+                        "for the code to choose as evidence (--evidence-by code): the model is not asked",
     "too_long": "the output is longer than {max_output:,} characters, or its question or answer longer than "
                 "{max_text:,} (an oracle answer is a few sentences; a server that ignored the length limit?)",
     "not_json": "the output is not the JSON object asked for (question, answer, evidence as non-empty strings)",
@@ -28,7 +30,11 @@ FILTERS: dict[str, str] = {
     "evidence_not_unique": "the evidence occurs more than once in the documents (a hit would be ambiguous)",
     "about_furniture": "the question asks about page furniture (page numbers, headers, footers, titles, indexes)",
     "answer_unsupported": "fewer than {answer_support:.0%} of the answer's content words are in the evidence",
+    "question_off_evidence": "none of the question's content words is in the evidence (a question about something "
+                             "else; 3 of the 45 bundled hand-written questions, 0 of the 36 of ../shared/qa)",
     "question_copies_evidence": "more than {copy_threshold:.0%} of the question's content words are in the evidence",
+    "evidence_reused": "its evidence overlaps the evidence of an earlier kept item (no two items on the same "
+                       "evidence)",
     "near_duplicate": "the question's content words overlap an earlier kept question's by {duplicate_threshold:.0%} "
                       "or more (Jaccard)",
     "unfit_generator": "the generator is a plumbing-only model ({unfit}): its items are never counted as valid",
@@ -76,6 +82,7 @@ class Located:
     source_end: int
     text: str
     boundary: str  # none | paragraph | page
+    pdf: str = ""
 
 
 @dataclass
@@ -118,7 +125,7 @@ def locate_in_passage(evidence: str, passage: Passage) -> Located | None:
         cut = passage.spans[0][1] - passage.spans[0][0]
         if start < cut < end:
             boundary = "page" if passage.kind == "page" else "paragraph"
-    return Located(start, end, source_start, source_end, passage.text[start:end], boundary)
+    return Located(start, end, source_start, source_end, passage.text[start:end], boundary, passage.pdf)
 
 
 class CandidateFilter:
@@ -131,19 +138,26 @@ class CandidateFilter:
         self.normalized = {name: normalize_for_match(text) for name, text in corpus.items()}
         self.unfit_generator = unfit_generator
         self._kept_terms: list[frozenset[str]] = []
+        self._kept_spans: list[tuple[str, int, int]] = []  # (pdf, start, end) of each kept item's evidence
 
     def occurrences(self, evidence: str) -> int:
         needle = normalize_for_match(evidence)
         return sum(text.count(needle) for text in self.normalized.values())
 
-    def check(self, raw: str, passage: Passage) -> Checked:
-        """Every filter except near_duplicate (which depends on the kept set: `keep`)."""
+    def no_evidence(self) -> Checked:
+        """A passage the code found no evidence in (--evidence-by code): nothing was asked."""
+        return self._unfit(Checked(None, reasons=["no_evidence_span"]))
+
+    def check(self, raw: str, passage: Passage, evidence: str | None = None) -> Checked:
+        """Every filter except evidence_reused and near_duplicate (which depend on the kept set: `keep`). With
+        `evidence` (chosen by the code) the model's output needs only the question and the answer; the evidence is
+        checked like a quoted one."""
         t = self.thresholds
         if len(raw) > t.max_output:  # not parsed: a runaway generation, dropped before any work on it
             checked = Checked(None)
             checked.reasons.append("too_long")
             return self._unfit(checked)
-        generated = parse_generation(raw)
+        generated = parse_generation(raw, evidence)
         checked = Checked(generated)
         if generated is None:
             checked.reasons.append("not_json")
@@ -168,6 +182,8 @@ class CandidateFilter:
             checked.reasons.append("about_furniture")
         if checked.answer_support < t.answer_support:
             checked.reasons.append("answer_unsupported")
+        if checked.question_overlap == 0.0:
+            checked.reasons.append("question_off_evidence")
         if checked.question_overlap > t.copy_threshold:
             checked.reasons.append("question_copies_evidence")
         return self._unfit(checked)
@@ -178,8 +194,14 @@ class CandidateFilter:
         return checked
 
     def keep(self, checked: Checked) -> bool:
-        """Record a candidate that passed `check` unless it nearly duplicates an earlier kept one."""
+        """Record a candidate that passed `check` unless its evidence overlaps an earlier kept one's or its question
+        nearly duplicates an earlier kept one."""
         if checked.reasons:
+            return False
+        located = checked.located
+        if any(pdf == located.pdf and start < located.source_end and located.source_start < end
+               for pdf, start, end in self._kept_spans):
+            checked.reasons.append("evidence_reused")
             return False
         question = terms(checked.generated.question, self.analyzer)
         for earlier in self._kept_terms:
@@ -188,6 +210,7 @@ class CandidateFilter:
                 checked.reasons.append("near_duplicate")
                 return False
         self._kept_terms.append(question)
+        self._kept_spans.append((located.pdf, located.source_start, located.source_end))
         return True
 
 
