@@ -2,8 +2,8 @@
 the passage, so that a small model only has to ask about a short text and never has to quote it.
 
 - a passage of one block: the first run of consecutive sentences that starts a sentence (a capital letter, a digit
-  or a list item's marker: not the tail of a sentence cut by the passage's window) and fits the evidence limits, packed greedily up to
-  the longest length allowed (a paragraph's opening states its topic; later sentences lean on it);
+  or a list item's marker: not the tail of a sentence cut by the passage's window) and fits the evidence limits,
+  packed greedily up to the longest length allowed (a paragraph's opening states its topic; later sentences lean on it);
 - a passage of two parts (a block or a page break between them): the sentences around the break, so the evidence
   crosses it as the sampler intended (the last sentence before the break and the first after it, or the one
   sentence that runs across it); None when they do not fit the limits.

