@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ..evidence import NormalizedText, normalize_for_match
 from ..lexical import ItalianAnalyzer
-from .prompt import Generated, parse_generation
+from .prompt import FROM_EVIDENCE, SINGLE, SPANNING, Generated, parse_generation
 from .sampling import Passage
 
 # name -> what it means (the report's wording)
@@ -29,7 +29,16 @@ FILTERS: dict[str, str] = {
     "evidence_length": "the located evidence is shorter than {min_evidence} or longer than {max_evidence} characters",
     "evidence_not_unique": "the evidence occurs more than once in the documents (a hit would be ambiguous)",
     "about_furniture": "the question asks about page furniture (page numbers, headers, footers, titles, indexes)",
+    "question_not_a_question": "the question does not end with a question mark (a statement, or the answer again; "
+                               "every one of the 81 hand-written questions of the bundled sample and ../shared/qa "
+                               "ends with one)",
+    "question_echoes_prompt": "the question repeats {echo_words} consecutive words of the prompt's own instructions "
+                              "(the model copied what it was asked, not a question about the text)",
     "answer_unsupported": "fewer than {answer_support:.0%} of the answer's content words are in the evidence",
+    "answer_is_a_question": "the answer ends with a question mark (a question again, not an answer; none of the 81 "
+                            "hand-written answers does)",
+    "answer_number_not_in_evidence": "a number in the answer is not in the evidence (an invented figure; 1 of the "
+                                     "81 hand-written answers)",
     "question_off_evidence": "none of the question's content words is in the evidence (a question about something "
                              "else; 3 of the 45 bundled hand-written questions, 0 of the 36 of ../shared/qa)",
     "question_copies_evidence": "more than {copy_threshold:.0%} of the question's content words are in the evidence",
@@ -66,6 +75,7 @@ class Thresholds:
     max_evidence: int = 400
     max_text: int = 2_000  # characters of a question or an answer (the longest oracle answer of the sample: 309)
     max_output: int = 100_000  # characters of a whole generation: longer ones are dropped unparsed
+    echo_words: int = 4  # consecutive words of the prompt's instructions that make a question an echo of it
 
     def describe(self, unfit: str = "") -> dict[str, str]:
         values = {**vars(self), "unfit": unfit or "none"}
@@ -98,6 +108,30 @@ class Checked:
     @property
     def kept(self) -> bool:
         return not self.reasons
+
+
+_WORD = re.compile(r"[^\W_]+")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def word_ngrams(text: str, n: int) -> set[tuple[str, ...]]:
+    words = [w.casefold() for w in _WORD.findall(text)]
+    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+
+
+def instruction_ngrams(n: int) -> set[tuple[str, ...]]:
+    """Word n-grams of the prompts' own instructions (the templates without their placeholders)."""
+    found: set[tuple[str, ...]] = set()
+    for template in (FROM_EVIDENCE, SINGLE, SPANNING):
+        for piece in re.split(r"\{[a-z_]+\}", template):
+            found |= word_ngrams(piece, n)
+    return found
+
+
+def numbers_missing(answer: str, evidence: str) -> list[str]:
+    """The numbers of `answer` (digits, separators ignored) that `evidence` does not hold."""
+    held = normalize_for_match(evidence)
+    return [n for n in _NUMBER.findall(answer) if re.sub(r"\D", "", n) not in held]
 
 
 def terms(text: str, analyzer: ItalianAnalyzer) -> frozenset[str]:
@@ -139,6 +173,7 @@ class CandidateFilter:
         self.unfit_generator = unfit_generator
         self._kept_terms: list[frozenset[str]] = []
         self._kept_spans: list[tuple[str, int, int]] = []  # (pdf, start, end) of each kept item's evidence
+        self._instructions = instruction_ngrams(thresholds.echo_words)
 
     def occurrences(self, evidence: str) -> int:
         needle = normalize_for_match(evidence)
@@ -180,8 +215,16 @@ class CandidateFilter:
                 checked.reasons.append("evidence_not_unique")
         if _FURNITURE_QUESTION.search(generated.question):
             checked.reasons.append("about_furniture")
+        if not generated.question.rstrip().endswith("?"):
+            checked.reasons.append("question_not_a_question")
+        if word_ngrams(generated.question, t.echo_words) & self._instructions:
+            checked.reasons.append("question_echoes_prompt")
         if checked.answer_support < t.answer_support:
             checked.reasons.append("answer_unsupported")
+        if generated.answer.rstrip().endswith("?"):
+            checked.reasons.append("answer_is_a_question")
+        if numbers_missing(generated.answer, generated.evidence):
+            checked.reasons.append("answer_number_not_in_evidence")
         if checked.question_overlap == 0.0:
             checked.reasons.append("question_off_evidence")
         if checked.question_overlap > t.copy_threshold:
