@@ -192,6 +192,7 @@ def test_each_filter_drops_its_hand_written_candidate(docs, candidate_filter, ca
     ("Qual è il titolo del capitolo che tratta le licenze?", True),
     ("Quali voci compaiono nell'indice del manuale?", True),
     ("Che cosa riporta il piè di pagina?", True),
+    ("Quanto è il numero di pagine del documento?", True),  # written by Qwen2.5-Coder-0.5B on fancyhdr-it
     ("Come si crea un indice analitico in LaTeX?", False),  # "indice" as content, not the document's TOC
     ("Che cosa contiene l'intestazione del messaggio di protocollo?", False),  # a message header, not the page's
 ])

@@ -24,7 +24,8 @@ FILTERS: dict[str, str] = {
                         "for the code to choose as evidence (--evidence-by code): the model is not asked",
     "too_long": "the output is longer than {max_output:,} characters, or its question or answer longer than "
                 "{max_text:,} (an oracle answer is a few sentences; a server that ignored the length limit?)",
-    "not_json": "the output is not the JSON object asked for (question, answer, evidence as non-empty strings)",
+    "not_json": "the output is not the JSON object asked for (question and answer, and with --evidence-by model the "
+                "evidence, as non-empty strings)",
     "evidence_not_verbatim": "the evidence is not a verbatim quote of the passage (after normalisation)",
     "evidence_length": "the located evidence is shorter than {min_evidence} or longer than {max_evidence} characters",
     "evidence_not_unique": "the evidence occurs more than once in the documents (a hit would be ambiguous)",
@@ -54,7 +55,7 @@ FILTERS: dict[str, str] = {
 # so only their page-furniture uses count.
 _DOC = r"(documento|manuale|guida|capitolo|paragrafo|sezione|testo)"
 _FURNITURE_QUESTION = re.compile(
-    r"\b(numer[oi] di pagina|a che pagina|in quale pagina|quale pagina|che pagina|"
+    r"\b(numer[oi] di pagin[ae]|a che pagina|in quale pagina|quale pagina|che pagina|"
     r"intestazion[ei] (della|delle|di) pagin[ae]|pi[eè] di pagina|"
     r"(nell'|nel |dall'|dal |secondo l')(indice|sommario)\b|(indice|sommario) (del|della|dello|di questo|di questa) "
     + _DOC + r"|come si (intitola|chiama) (il|la|lo|questo|questa) " + _DOC
