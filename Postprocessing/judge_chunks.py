@@ -129,12 +129,33 @@ def retrieval_rows(export, dataset: list[dict], dataset_file: Path, evidence, ev
     return rows, frame
 
 
+def hope_floor(export, references, documents: Sequence[str], windows, llms, embedder, settings, statements):
+    """HOPE items of the strategy's floor: random cuts of the same documents with its own chunk lengths
+    (hope.random_cuts), scored the same way; each item labelled with the strategy and `<measure>_random`."""
+    from dataclasses import replace
+
+    from Postprocessing.chunkeval import hope
+
+    lengths: dict[str, list[int]] = {}
+    for row, chunk in zip(export.rows, export.chunks, strict=True):
+        if chunk.document in documents:
+            lengths.setdefault(chunk.document, []).append(len(row["contents"]))
+    cuts = hope.random_cuts({name: references[name].text for name in documents}, lengths, settings.seed,
+                            export.strategy + hope.FLOOR_SALT)
+    items = hope.evaluate_strategy(export.strategy + hope.FLOOR_SALT, cuts, windows, llms, embedder, settings,
+                                   statements)
+    return [replace(item, strategy=export.strategy, measure=item.measure + hope.FLOOR) for item in items]
+
+
 def hope_rows(exports, references, documents: Sequence[str], llms, embedder, settings, ci):
-    """HOPE items for every strategy on `documents`, and the summary rows."""
+    """HOPE items for every strategy on `documents` and on its floor (random cuts of its chunk lengths), and the
+    summary rows: each measure, its floor, and the strategy's lead over the floor."""
+    from dataclasses import replace
+
     import pandas as pd
 
     from Postprocessing.chunkeval import hope
-    from Postprocessing.chunkeval.tables import estimate, point
+    from Postprocessing.chunkeval.tables import difference, estimate, point
 
     windows = hope.sample_windows([(name, references[name].text) for name in documents], settings)
     statements: dict = {}
@@ -144,12 +165,19 @@ def hope_rows(exports, references, documents: Sequence[str], llms, embedder, set
                     for row, chunk in zip(export.rows, export.chunks, strict=True) if chunk.document in documents]
         strategy_items = hope.evaluate_strategy(export.strategy, passages, windows, llms, embedder, settings,
                                                 statements)
-        items += strategy_items
+        floor_items = hope_floor(export, references, documents, windows, llms, embedder, settings, statements)
+        items += strategy_items + floor_items
         summary = hope.summarize(strategy_items, settings)
+        floor = hope.summarize([replace(i, measure=i.measure.removesuffix(hope.FLOOR)) for i in floor_items],
+                               settings)
         for measure in hope.MEASURES:
-            failures = summary[measure].failures
+            failures, floor_failures = summary[measure].failures, floor[measure].failures
             rows.append(estimate(export.strategy, measure, summary[measure].scores, ci, failures,
                                  note=f"{failures} item(s) failed to parse" if failures else ""))
+            rows.append(estimate(export.strategy, measure + hope.FLOOR, floor[measure].scores, ci, floor_failures,
+                                 note=f"{floor_failures} item(s) failed to parse" if floor_failures else ""))
+            rows.append(difference(export.strategy, measure + hope.LEAD, summary[measure].scores,
+                                   floor[measure].scores, ci))
         aggregate = summary[hope.AGGREGATE]
         if aggregate.mean is not None:
             rows.append(point(export.strategy, hope.AGGREGATE, aggregate.mean, len(aggregate.scores),
@@ -504,12 +532,28 @@ def load_aligned(args: argparse.Namespace, results_dir: Path):
     return strategies, references, exports, notes, groundtruth_dir
 
 
+def hope_floor_lines(rows, display) -> str:
+    """The floor's sentences (hope.floor_sentences) as Markdown lines; '' when HOPE was not computed."""
+    from Postprocessing.chunkeval.hope import LEAD, floor_sentences
+
+    leads = [(r.strategy, r.metric, r.mean, r.ci_low, r.ci_high) for r in rows if r.metric.endswith(LEAD)]
+    sentences = floor_sentences(leads, lambda s: display.get(s, s))
+    if not sentences:
+        return ""
+    return ("Each HOPE measure is also computed on its floor: chunks cut at random offsets of the same documents with "
+            "the strategy's own chunk lengths (`<measure>_random`), scored the same way; `<measure>_over_random` is "
+            "the strategy's lead over it (two-sample bootstrap CI).\n\n" + "".join(f"- {s}\n" for s in sentences))
+
+
 def summary_markdown(results_dir: Path, rows, strategies, correlations, answer_metrics, notes, correlate_with: str
                      ) -> str:
     from Postprocessing.chunkeval.tables import markdown_correlations, markdown_summary
 
     display = {s.name: s.display_name for s in registry.specs()}
     md = [f"# Chunk quality: {results_dir}\n", markdown_summary(rows, strategies, display)]
+    floor = hope_floor_lines(rows, display)
+    if floor:
+        md.append("### HOPE against its floor\n\n" + floor)
     if correlations:
         shown = [m for m in correlate_with.split(",") if m in answer_metrics] or answer_metrics
         md.append("### Chunk metrics vs answer metrics\n\n" + markdown_correlations(correlations, shown))

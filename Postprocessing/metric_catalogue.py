@@ -165,7 +165,14 @@ register_metric("noise_chunk_share", "intrinsic", "share of chunks with no body 
                 False)
 register_metric("hit_at_1", "retrieval", "first retrieved parent contains the evidence", True)
 register_metric("hit_at_k", "retrieval", "retrieved parents contain the evidence", True)
-register_metric("concept_unity", "hope", "HOPE concept unity", True)
-register_metric("semantic_independence", "hope", "HOPE semantic independence", True)
-register_metric("information_preservation", "hope", "HOPE information preservation (accuracy)", True)
+for _measure, _title, _unit in (("concept_unity", "concept unity", ""),
+                                ("semantic_independence", "semantic independence", ""),
+                                ("information_preservation", "information preservation", " (accuracy)")):
+    register_metric(_measure, "hope", f"HOPE {_title}{_unit}", True)
+    # the floor (Postprocessing.chunkeval.hope.random_cuts): the same measure on chunks cut at random offsets with
+    # the strategy's own chunk lengths, and the strategy's lead over it (two-sample bootstrap CI)
+    register_metric(f"{_measure}_random", "hope", f"HOPE {_title} of random cuts with the strategy's chunk lengths "
+                    "(the floor)", True)
+    register_metric(f"{_measure}_over_random", "hope", f"HOPE {_title} minus its floor (random cuts of the same "
+                    "lengths)", True, scale=(-1.0, 1.0))
 register_metric("hope", "hope", "HOPE aggregate (weighted mean of the three)", True)

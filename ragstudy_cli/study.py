@@ -81,8 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
                                            "retrieval verdict then uses the oracle overlap)")
     parser.add_argument("--oracle", help="oracle answers (default: Oracle.csv beside the questions file)")
     parser.add_argument("--hope", action="store_true",
-                        help="also compute HOPE in the chunk-quality stage (LLM calls; with the lite profile's "
-                             "135 M model its items fail, so it is off by default)")
+                        help="also compute HOPE in the chunk-quality stage, with its floor (offline with the "
+                             "profile's LLM; a few hundred LLM calls, so off by default: docs/metrics.md gives the "
+                             "time)")
     parser.add_argument("--force", action="store_true",
                         help="run every stage even if study.json says it is up to date (caches are still used)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging into study.log")

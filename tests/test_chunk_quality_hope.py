@@ -279,3 +279,44 @@ def test_real_lite_models_on_two_passages(minilm_embedding) -> None:
     assert hope.evaluate_strategy("fixed-size", passages, windows, hope.llms_from_generator(again, settings),
                                   minilm_embedding, settings) == items
     assert again.generated == 0 and again.cached == generator.generated
+
+
+# ------------------------------------------------------------------------------------------------- the floor
+
+def test_random_cuts_keep_the_text_and_the_lengths_but_cut_anywhere() -> None:
+    text = " ".join(f"La frase numero {i} del documento di prova descrive un archivio." for i in range(80))
+    lengths = {"d.pdf": [60, 150, 90, 240, 120]}
+    cuts = hope.random_cuts({"d.pdf": text}, lengths, seed=0, salt="paragraph")
+    assert cuts == hope.random_cuts({"d.pdf": text}, lengths, seed=0, salt="paragraph")  # seeded
+    assert cuts != hope.random_cuts({"d.pdf": text}, lengths, seed=0, salt="fixed-size")
+    assert "".join(c.text for c in cuts).replace(" ", "") == text.replace(" ", "")  # the whole text, in order
+    words = set(text.split())
+    assert all(set(c.text.split()) <= words for c in cuts)  # no word is split
+    assert all(60 <= len(c.text) <= 240 + len("documento") for c in cuts[1:-1])  # the strategy's lengths
+    assert sum(c.text.endswith(".") for c in cuts) < len(cuts) / 2  # cuts fall anywhere, not at sentence ends
+    assert {c.document for c in cuts} == {"d.pdf"} and len({c.doc_id for c in cuts}) == len(cuts)
+    assert hope.random_cuts({"d.pdf": text}, {}, seed=0, salt="x") == []  # no chunk of the strategy there
+
+
+def test_the_floor_says_which_strategies_beat_it_and_when_a_difference_is_not_evidence() -> None:
+    leads = [("paragraph", "concept_unity_over_random", 0.10, 0.02, 0.20),
+             ("fixed-size", "concept_unity_over_random", 0.00, -0.10, 0.10),
+             ("paragraph", "semantic_independence_over_random", 0.05, -0.01, 0.10),
+             ("fixed-size", "semantic_independence_over_random", -0.02, -0.10, 0.05),
+             ("newline", "information_preservation_over_random", float("nan"), float("nan"), float("nan"))]
+    lines = hope.floor_sentences(leads, str.upper)
+    assert len(lines) == 2  # information preservation: no items, no sentence
+    assert lines[0].startswith("concept unity: above random cuts of its own chunk lengths: PARAGRAPH; not above: "
+                               "FIXED-SIZE")
+    assert lines[1].startswith("semantic independence: no strategy scores above random cuts")
+    assert "do not beat the floor" in lines[1]
+
+
+def test_two_sample_bootstrap_of_a_difference() -> None:
+    from ragstudy.stats import two_sample_bootstrap
+
+    assert two_sample_bootstrap([1.0, 1.0, 1.0], [0.0, 0.0], 500, 0) == (1.0, 1.0, 1.0)
+    diff, low, high = two_sample_bootstrap([0.0, 1.0, 0.0, 1.0], [0.0, 1.0, 1.0, 0.0, 1.0, 0.0], 2000, 0)
+    assert diff == pytest.approx(0.0) and low < 0 < high
+    diff, low, high = two_sample_bootstrap([0.9, 0.8, 1.0, 0.9], [0.1, 0.2, 0.0], 2000, 0)
+    assert diff == pytest.approx(0.9 - 0.1) and 0.6 < low <= diff <= high < 1.0

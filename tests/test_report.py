@@ -590,3 +590,23 @@ def test_bare_folder_page_renders_in_chromium(tmp_path: Path) -> None:
     assert result.errors == []
     assert result.probe == SECTION_IDS
     assert (tmp_path / "bare.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_chunk_quality_section_says_why_hope_is_missing_and_judges_it_against_its_floor(full_results: Path
+                                                                                             ) -> None:
+    cq = pd.read_csv(full_results / "chunk_quality.csv")
+    (full_results / "chunk_quality_run.json").write_text(json.dumps({"hope": None}), encoding="utf-8")
+    cq[cq["group"] != "hope"].to_csv(full_results / "chunk_quality.csv", index=False)
+    page = html.unescape(write_report.build(full_results, generated="test")[0])
+    assert "HOPE was not computed: chunk-quality ran with --no-hope" in page
+    names = strategy_names()
+    leads = [{"strategy": name, "group": "hope", "metric": "concept_unity_over_random", "n": 8, "failures": 0,
+              "mean": 0.2 if s == 0 else 0.0, "ci_low": 0.1 if s == 0 else -0.1, "ci_high": 0.3, "note": ""}
+             for s, name in enumerate(names)]
+    pd.concat([cq, pd.DataFrame(leads).assign(**{k: cq[k].iloc[0] for k in cq.columns if k not in leads[0]})]
+              ).to_csv(full_results / "chunk_quality.csv", index=False)
+    (full_results / "chunk_quality_run.json").write_text(json.dumps({"hope": {"passages": 8}}), encoding="utf-8")
+    page = html.unescape(write_report.build(full_results, generated="test")[0])
+    assert "HOPE against its floor" in page and "HOPE was not computed" not in page
+    above = page.split("concept unity: above random cuts of its own chunk lengths: ", 1)[1].split("; not above: ")
+    assert len(above) == 2 and "," not in above[0]  # one strategy beats its floor, the others are named apart

@@ -464,3 +464,61 @@ def summarize(items: Sequence[HopeItem], settings: HopeSettings) -> dict[str, Ho
     out[AGGREGATE] = HopeSummary(AGGREGATE, () if aggregate is None else (aggregate,),
                                  sum(s.failures for s in out.values()))
     return out
+
+
+# ----------------------------------------------------------------------------------------------------- the floor
+
+FLOOR = "_random"  # a measure's floor: the same measure on random cuts (metric f"{measure}_random")
+LEAD = "_over_random"  # a strategy's lead over its floor (metric f"{measure}_over_random")
+FLOOR_SALT = "~random-cuts"  # the floor's sampling salt, beside the strategy's name
+
+
+def random_cuts(texts: dict[str, str], lengths: dict[str, Sequence[int]], seed: int, salt: str) -> list[Passage]:
+    """The floor's chunks: each document's text tiled with the lengths of a strategy's chunks of that document, in a
+    seeded random order, from a random start (the first piece is a random part of its length); each cut moves to
+    the next whitespace so no word is split. Only where the cuts fall differs from the strategy: the same lengths,
+    the same text, no regard for sentences or blocks."""
+    out = []
+    for document in sorted(texts):
+        text, sizes = texts[document], [max(1, int(n)) for n in lengths.get(document, ())]
+        if not sizes or not text.strip():
+            continue
+        rng = np.random.default_rng([seed, *f"{salt}:{document}".encode("utf-8")])
+        order = [sizes[i] for i in rng.permutation(len(sizes))]
+        position, step = 0, 0
+        first = int(rng.integers(1, order[0] + 1))
+        while position < len(text):
+            while position < len(text) and text[position].isspace():  # a piece starts at a word
+                position += 1
+            size = first if step == 0 else order[step % len(order)]
+            end = min(len(text), position + size)
+            while end < len(text) and not text[end].isspace():
+                end += 1
+            piece = text[position:end].rstrip()
+            if piece:
+                out.append(Passage(f"random:{document}:{position}-{end}", document, piece))
+            position, step = end, step + 1
+    return out
+
+
+def floor_sentences(leads: Sequence[tuple[str, str, float, float, float]], display=lambda s: s) -> list[str]:
+    """What the floor says, one sentence per measure, from (strategy, metric, lead, ci_low, ci_high) rows of the
+    `<measure>_over_random` metrics: which strategies score above random cuts of their own chunk lengths, and that a
+    difference between strategies none of which beats its floor is not evidence about where chunks are cut."""
+    out = []
+    for measure in MEASURES:
+        rows = [r for r in leads if r[1] == measure + LEAD and r[3] == r[3]]  # NaN CI: no items
+        if not rows:
+            continue
+        above = [display(r[0]) for r in rows if r[3] > 0]
+        below = [display(r[0]) for r in rows if not r[3] > 0]
+        title = measure.replace("_", " ")
+        if not above:
+            out.append(f"{title}: no strategy scores above random cuts of its own chunk lengths (every lead's CI "
+                       "includes 0 or lies below it): the differences between strategies on this measure do not beat "
+                       "the floor and are not evidence about where chunks are cut.")
+        else:
+            out.append(f"{title}: above random cuts of its own chunk lengths: {', '.join(above)}"
+                       + (f"; not above: {', '.join(below)} (a difference involving only these does not beat the "
+                          "floor)" if below else "") + ".")
+    return out

@@ -50,6 +50,17 @@ def estimate(strategy: str, metric: str, values: Sequence[float], ci: CiSettings
     return MetricRow(strategy, group, metric, len(values), mean, low, high, failures, note)
 
 
+def difference(strategy: str, metric: str, values: Sequence[float], floor: Sequence[float], ci: CiSettings
+               ) -> MetricRow:
+    """mean(values) - mean(floor) of two independent samples, with its two-sample bootstrap CI (NaN when either is
+    empty); n is the strategy's items, the note gives the floor's."""
+    group = METRICS[metric][0]
+    if not len(values) or not len(floor):
+        return MetricRow(strategy, group, metric, 0, math.nan, math.nan, math.nan, 0, "no items")
+    diff, low, high = stats.two_sample_bootstrap(values, floor, ci.n_resamples, ci.seed, ci.confidence)
+    return MetricRow(strategy, group, metric, len(values), diff, low, high, 0, f"floor: {len(floor)} items")
+
+
 def point(strategy: str, metric: str, value: float, n: int, failures: int = 0, note: str = "") -> MetricRow:
     """A value without per-item spread (a count, a variance, a ratio over all characters): no CI."""
     return MetricRow(strategy, METRICS[metric][0], metric, n, float(value), math.nan, math.nan, failures, note)

@@ -122,6 +122,7 @@ class Inputs:
     retrieval_across: Any = None  # ragstudy.verdict_across.CrossVerdict of a run ranked with several retrievers
     answers_across: tuple[str, ...] = ()  # an answering run with several LLMs: the verdict across them (its lines)
     answers_group: str | None = None  # ... whose first LLM's answers the Answers tables show
+    hope_run: dict[str, Any] | None = None  # chunk_quality_run.json's "hope" record ({} when --no-hope; None: no file)
 
 
 def ranked_folders(folder: Path, run: results.Run | None = None) -> tuple[Path, dict[str, Path]]:
@@ -167,6 +168,21 @@ def across(folders: dict[str, Path], axis: str = "retriever") -> Any:
         return CrossVerdict.scored(folders, axis)
     except ValueError as exc:
         raise common.DataError(f"{next(iter(folders.values())).parent}: {exc}") from exc
+
+
+def hope_run(folder: Path) -> dict[str, Any] | None:
+    """What chunk_quality_run.json records of HOPE: its settings and seconds, {} when chunk-quality ran with
+    --no-hope, None when there is no such file (chunk-quality has not run here)."""
+    path = results.CHUNK_QUALITY_RUN.path(folder)
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise common.DataError(f"{path}: cannot read it ({exc}); run `ragstudy chunk-quality --results-dir {folder}` "
+                               "again") from exc
+    found = record.get("hope") if isinstance(record, dict) else None
+    return found if isinstance(found, dict) else {}
 
 
 def metrics_signal(folder: Path) -> dict[str, Any] | None:
@@ -232,5 +248,5 @@ def load(results_dir: Path, oracle: str | Path | None = None, retrieval_dir: str
         oracle=run.oracle(oracle),
         retrieval_dir=None if retrieval_dir is None else r,
         retrieval_config=run_settings(top if source == r else results.open_run(source)),
-        retrieval_across=across(folders, group_axis(r, top)),
+        retrieval_across=across(folders, group_axis(r, top)), hope_run=hope_run(d),
     )

@@ -539,10 +539,35 @@ def chunk_quality_section(inp: Inputs, styles: Strategies) -> Section:
         s.blocks.append(Heading(titles.get(group, str(group))))
         s.blocks.append(_quality_table(cq[cq["group"] == group], styles))
     if not (cq["group"] == "hope").any():
-        s.blocks.append(Note("HOPE was not computed (--no-hope). It needs the profile's LLM; with the lite profile "
-                             "SmolLM2 writes no usable items.", (_cmd("chunk-quality",
-                                                                      inp.results_dir),)))
+        s.blocks.append(Note(_why_no_hope(inp.hope_run), (_cmd("chunk-quality", inp.results_dir),)))
+        return s
+    from Postprocessing.chunkeval.hope import LEAD, floor_sentences
+
+    leads = [(str(r["strategy"]), str(r["metric"]), float(r["mean"]), float(r["ci_low"]), float(r["ci_high"]))
+             for _, r in cq[cq["metric"].astype(str).str.endswith(LEAD)].iterrows()]
+    sentences = floor_sentences(leads, styles.display)
+    if sentences:
+        s.blocks.append(Heading("HOPE against its floor"))
+        s.blocks.append(Text("The floor of each measure is the same measure on chunks cut at random offsets of the "
+                             "same documents with the strategy's own chunk lengths, scored the same way "
+                             "(`<measure>_random`; the lead over it: `<measure>_over_random`)."))
+        s.blocks.append(Bullets(sentences))
+    elif inp.hope_run:
+        s.blocks.append(Note("HOPE has no floor here (computed by a version without it): re-run chunk-quality to "
+                             "see whether its differences beat random cuts of the same lengths.",
+                             (_cmd("chunk-quality", inp.results_dir),)))
     return s
+
+
+def _why_no_hope(record: dict | None) -> str:
+    """Why the chunk-quality tables hold no HOPE rows, from chunk_quality_run.json's record."""
+    if record is None:
+        return "HOPE was not computed: chunk_quality_run.json is missing."
+    if not record:
+        return ("HOPE was not computed: chunk-quality ran with --no-hope (as `ragstudy study` does unless --hope). "
+                "It runs offline with the profile's LLM (the lite profile's Qwen2.5-Coder-0.5B-Instruct included); "
+                "see docs/metrics.md for its time.")
+    return "HOPE was computed but every item failed to parse: see chunk_quality_hope.csv."
 
 
 def survey_section(inp: Inputs, styles: Strategies) -> Section:

@@ -63,6 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--span-share", type=share, default=0.25,
                         help="share of passages that cross a block or a page break (default 0.25)")
     parser.add_argument("--max-new-tokens", type=count, default=384, help="generation length limit (default 384)")
+    parser.add_argument("--evidence-by", choices=("code", "model"), default="code",
+                        help="code (default): the code chooses each passage's evidence (a run of whole sentences) and "
+                             "the model writes only the question and the answer about it, what a small model does "
+                             "well; model: the model sees the whole passage and quotes the evidence itself")
     parser.add_argument("--overwrite", action="store_true", help="replace another set in --out")
     parser.add_argument("--read-review", metavar="WORKBOOK", nargs="?", const="",
                         help="read the reviewed workbook (default: --out/review.xlsx) and write the accepted set")
@@ -148,11 +152,12 @@ def make_qa_set(args: argparse.Namespace) -> Written:
                             duplicate_threshold=args.duplicate_threshold)
     settings = QaSettings(documents=Path(args.documents or DEFAULT_DOCUMENTS), out=out, n=args.n, candidates=args.candidates,
                           seed=args.seed, span_share=args.span_share, max_new_tokens=args.max_new_tokens,
-                          thresholds=thresholds, overwrite=args.overwrite, reference=_references(args.reference))
+                          thresholds=thresholds, overwrite=args.overwrite, reference=_references(args.reference),
+                          evidence_by=args.evidence_by)
     generator, model, backend = _generator(args)
     result = make_qa(settings, generator, model, backend)
-    outcomes = sorted(result.counts.items(), key=lambda kv: (kv[0] != "kept", kv[0]))
-    tell("\n".join(["\n| outcome | candidates |\n|---|---|", *(f"| {reason} | {count} |" for reason, count in outcomes),
+    tell("\n".join(["\n| filter | dropped | left |\n|---|---|---|",
+                    *(f"| {name} | {dropped} | {left} |" for name, dropped, _, left in result.cascade),
                     f"\n{result.kept} of {result.candidates} candidates kept ({result.generated} generated, "
                     f"{result.cached} from the cache); outputs in {out}/ (report: {QA_REPORT.path(out)})"]))
     if result.kept == 0:

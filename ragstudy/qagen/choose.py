@@ -1,0 +1,79 @@
+"""The evidence of a passage, chosen by the code (make-qa's default, `--evidence-by code`): a run of whole sentences of
+the passage, so that a small model only has to ask about a short text and never has to quote it.
+
+- a passage of one block: the first run of consecutive sentences that starts a sentence (a capital letter, a digit
+  or a list item's marker: not the tail of a sentence cut by the passage's window) and fits the evidence limits,
+  packed greedily up to the longest length allowed (a paragraph's opening states its topic; later sentences lean on it);
+- a passage of two parts (a block or a page break between them): the sentences around the break, so the evidence
+  crosses it as the sampler intended (the last sentence before the break and the first after it, or the one
+  sentence that runs across it); None when they do not fit the limits.
+
+Sentences are the study's Italian sentence spans (`ragstudy.sentences.ItalianSentenceSplitter`); the limits are the
+evidence_length filter's, so a chosen evidence never fails it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ..sentences import ItalianSentenceSplitter, Span
+from .sampling import Passage
+
+
+# a list item's marker: a bullet or dash, or an enumerator ("a)", "3.", "iv)"), then the item (lower case allowed)
+_LIST_MARKER = re.compile(r"^\s*(?:[•▪◦‣∙·*–—-]|\(?(?:[a-z]|\d{1,2}|[ivx]{1,4})[).])\s", re.IGNORECASE)
+
+
+def _starts_sentence(text: str, span: Span) -> bool:
+    """A sentence's start (a capital letter or a digit), or a list item's marker."""
+    piece = text[span[0]:span[1]]
+    first = next((ch for ch in piece if ch.isalnum()), "")
+    return first.isupper() or first.isdigit() or bool(_LIST_MARKER.match(piece))
+
+
+def _pack(spans: Sequence[Span], first: int, max_chars: int) -> Span:
+    """Sentences from `first` on, while the run stays within `max_chars`."""
+    start, end = spans[first]
+    for _, next_end in spans[first + 1:]:
+        if next_end - start > max_chars:
+            break
+        end = next_end
+    return start, end
+
+
+def _within_block(text: str, spans: Sequence[Span], min_chars: int, max_chars: int) -> Span | None:
+    for i, span in enumerate(spans):
+        if span[1] - span[0] > max_chars or not _starts_sentence(text, span):
+            continue
+        start, end = _pack(spans, i, max_chars)
+        if end - start >= min_chars:
+            return start, end
+    return None
+
+
+def _across_break(spans: Sequence[Span], cut: int, min_chars: int, max_chars: int) -> Span | None:
+    """The sentences around `cut` (the joining newline's position in the passage text)."""
+    across = [s for s in spans if s[0] < cut < s[1]]
+    if across:
+        start, end = across[0]
+    else:
+        before = [s for s in spans if s[1] <= cut]
+        after = [s for s in spans if s[0] > cut]
+        if not before or not after:
+            return None
+        start, end = before[-1][0], after[0][1]
+    return (start, end) if min_chars <= end - start <= max_chars else None
+
+
+def choose_evidence(passage: Passage, min_chars: int, max_chars: int,
+                    splitter: ItalianSentenceSplitter | None = None) -> tuple[int, int] | None:
+    """[start, end) of `passage.text` to ask about, or None when no run of whole sentences fits (see the module
+    docstring)."""
+    text = passage.text
+    spans = (splitter or ItalianSentenceSplitter()).spans(text)
+    if not spans:
+        return None
+    if len(passage.spans) == 2:
+        return _across_break(spans, passage.spans[0][1] - passage.spans[0][0], min_chars, max_chars)
+    return _within_block(text, spans, min_chars, max_chars)

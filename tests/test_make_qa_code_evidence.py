@@ -1,0 +1,139 @@
+"""make-qa with the evidence chosen by the code (`--evidence-by code`, the default): the chosen runs of whole
+sentences, a set drafted on the bundled sample whose every evidence an independent check finds in its PDF (the test
+reads the PDF's text with PyMuPDF itself), no two items on one evidence, the new filters, and the report's counts
+at each filter. The extractive template writer stands in for the LLM (fast, deterministic); the lite model's
+numbers are in docs/make-qa.md."""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO_ROOT
+from ragstudy.qagen.choose import choose_evidence
+from ragstudy.qagen.extractive import ExtractiveGenerator
+from ragstudy.qagen.filters import FILTERS, CandidateFilter, Thresholds
+from ragstudy.qagen.prompt import build_evidence_prompt, parse_generation, passage_parts
+from ragstudy.qagen.run import QaSettings, make_qa
+from ragstudy.qagen.sampling import sample_passages
+from ragstudy.textlayer import load_documents
+
+DOCUMENTS = REPO_ROOT / "Documents"
+
+
+@pytest.fixture(scope="module")
+def bundled() -> list:
+    return load_documents(DOCUMENTS)
+
+
+def _folded(text: str) -> str:
+    """The test's own normalisation, written apart from the project's: NFKC, accents dropped, case folded, only
+    letters and digits (what the text layer's normalisation compares)."""
+    decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text))
+    return "".join(ch for ch in decomposed.casefold() if ch.isalnum() and not unicodedata.combining(ch))
+
+
+def _pdf_text(path: Path) -> str:
+    import pymupdf
+
+    with pymupdf.open(path) as doc:
+        return _folded("".join(page.get_text() for page in doc))
+
+
+def test_the_code_chooses_runs_of_whole_sentences_that_fit_and_cross_the_break(bundled) -> None:
+    t = Thresholds()
+    sample = sample_passages(bundled, 120, seed=0, span_share=0.5)
+    chosen = {p.key: choose_evidence(p, t.min_evidence, t.max_evidence) for p in sample.passages}
+    blocks = [p for p in sample.passages if p.kind == "block"]
+    assert sum(chosen[p.key] is not None for p in blocks) >= 0.9 * len(blocks)
+    crossing = 0
+    for passage in sample.passages:
+        span = chosen[passage.key]
+        if span is None:
+            continue
+        start, end = span
+        text = passage.text[start:end]
+        assert t.min_evidence <= len(text) <= t.max_evidence and text == text.strip()
+        first = next(ch for ch in text if ch.isalnum())
+        listed = re.match(r"(?:[•▪–-]|[a-z]\))\s", text)  # a list item: its marker, then lower case allowed
+        assert first.isupper() or first.isdigit() or listed, text  # starts a sentence, never a cut one's tail
+        assert end == len(passage.text.rstrip()) or re.search(r"[.!?:;»”)\"']$", text), text  # ends one
+        if len(passage.spans) == 2:
+            cut = passage.spans[0][1] - passage.spans[0][0]
+            assert start < cut < end  # the evidence crosses the block or page break, as the sampler intended
+            crossing += 1
+    assert crossing >= 5
+
+
+def test_the_prompt_shows_only_the_evidence_and_the_model_writes_question_and_answer(bundled) -> None:
+    passage = sample_passages(bundled, 6, seed=0).passages[0]
+    t = Thresholds()
+    start, end = choose_evidence(passage, t.min_evidence, t.max_evidence)
+    prompt = build_evidence_prompt(passage, passage.text[start:end])
+    assert passage_parts(prompt) == [passage.text[start:end]] and len(prompt) < len(passage.text[start:end]) + 700
+    found = parse_generation('```json\n{"risposta": "Dieci anni.", "domanda": "Quanto dura?"}\n```', "EVIDENZA")
+    assert (found.question, found.answer, found.evidence) == ("Quanto dura?", "Dieci anni.", "EVIDENZA")
+    assert parse_generation('{"risposta": "Dieci anni."}', "EVIDENZA") is None
+
+
+def test_a_question_about_something_else_is_dropped(bundled) -> None:
+    passage = sample_passages(bundled, 6, seed=0).passages[0]
+    t = Thresholds()
+    start, end = choose_evidence(passage, t.min_evidence, t.max_evidence)
+    evidence = passage.text[start:end]
+    filt = CandidateFilter({Path(d.path).name: d.text_layer.text for d in bundled})
+    words = re.findall(r"[^\W\d_]{6,}", evidence)[:3]
+    raw = json.dumps({"risposta": " ".join(words), "domanda": "Quanto costa allacciare il frigorifero al contatore?"})
+    assert filt.check(raw, passage, evidence).reasons == ["question_off_evidence"]
+
+
+@pytest.fixture(scope="module")
+def drafted(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("qa") / "qa"
+    result = make_qa(QaSettings(documents=DOCUMENTS, out=out, n=20, candidates=60, seed=0), ExtractiveGenerator(),
+                     "scripted-test-model", "test")
+    assert result.kept == 20
+    return out
+
+
+def test_every_kept_evidence_is_found_verbatim_in_its_pdf_by_an_independent_check(drafted: Path) -> None:
+    import pandas as pd
+
+    table = pd.read_csv(drafted / "evidence.csv")
+    assert len(table) == 20 and table["question_index"].tolist() == list(range(20))
+    texts = {name: _pdf_text(DOCUMENTS / name) for name in set(table["pdf"])}
+    spans = []
+    for row in table.itertuples():
+        evidence, pdf = _folded(row.evidence), texts[row.pdf]
+        if row.boundary == "page":  # two parts with the page's furniture between them: each part, in order
+            parts = row.evidence.split("\n")
+            assert any(_folded("\n".join(parts[:k])) in pdf and _folded("\n".join(parts[k:])) in pdf
+                       and pdf.index(_folded("\n".join(parts[:k]))) < pdf.index(_folded("\n".join(parts[k:])))
+                       for k in range(1, len(parts)))
+        else:
+            assert evidence in pdf, (row.pdf, row.evidence)
+        spans.append((row.pdf, *json.loads(row.start_end_idx)))
+    for i, (pdf, start, end) in enumerate(spans):  # no two items on the same evidence
+        assert not any(p == pdf and s < end and start < e for p, s, e in spans[i + 1:])
+    oracle = pd.read_csv(drafted / "Oracle.csv")
+    for answer, evidence in zip(oracle.iloc[:, 0], table["evidence"]):  # every answer's words are in its evidence
+        words = re.findall(r"[^\W\d_]{4,}", answer)
+        assert sum(_folded(w) in _folded(evidence) for w in words) >= 0.5 * len(words), (answer, evidence)
+
+
+def test_the_report_counts_the_drafts_kept_at_each_filter_and_scores_the_kept_ones(drafted: Path) -> None:
+    sidecar = json.loads((drafted / "make_qa.json").read_text())
+    assert sidecar["generator"]["evidence_by"] == "code" and sidecar["counts"]["kept"] == 20
+    filters = sidecar["counts"]["filters"]
+    assert list(filters) == list(FILTERS)
+    left = [filters[name]["left_after"] for name in FILTERS]
+    assert left == sorted(left, reverse=True) and left[-1] == 20
+    assert sidecar["counts"]["candidates"] - 20 == sum(f["dropped_first"] for f in filters.values())
+    report = (drafted / "qa_report.md").read_text()
+    assert "| filter | drops a candidate when | first failed | failed (any) | left |" in report
+    assert re.search(r"\| kept \| passed every filter \|  \|  \| 20 \|", report)
+    assert "| questions, kept items | 20 |" in report and "| answers, kept items | 20 |" in report
