@@ -114,7 +114,8 @@ def test_text_layer_setting_is_validated_recorded_and_keys_the_caches(break_dir)
     assert raw_ids.isdisjoint(clean_ids)
     with pytest.raises(StudyInputError, match="--text-layer 'cleaned' is not one of raw, clean"):
         StudyConfig.resolve(profile="lite", strategies="fixed-size", text_layer="cleaned")
-    with pytest.raises(StudyInputError, match="retrieval-only"):
+    with pytest.raises(StudyInputError, match=r"an answering run takes one text layer \(raw\); text layers are "
+                                              r"compared by `ragstudy retrieve`"):
         StudyConfig.resolve(profile="lite", strategies="fixed-size", text_layer="raw,clean")
 
 

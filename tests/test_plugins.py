@@ -169,8 +169,8 @@ def test_a_retrieval_only_run_ranks_with_an_outside_retriever_and_embedder(outsi
     from ragstudy.results import open_run
 
     grid = open_run(out).variants()  # one variant per retriever, each a complete run of its own
-    assert [(v.strategy, v.retriever) for v in grid] == [("newline", "word-overlap"), ("newline", "dense")]
-    folders = {v.retriever: folder for v, folder in zip(grid, open_run(out).variant_folders().values())}
+    assert [(v.strategy, v.value("retriever")) for v in grid] == [("newline", "word-overlap"), ("newline", "dense")]
+    folders = {v.value("retriever"): folder for v, folder in zip(grid, open_run(out).variant_folders().values())}
     for name, folder in folders.items():
         recorded = json.loads((folder / "config.json").read_text(encoding="utf-8"))
         assert (recorded["retriever"], recorded["embedding_backend"]) == (name, "hashed-words")

@@ -120,7 +120,8 @@ def test_a_non_dense_retriever_refuses_the_answering_chain(pdf_dir, inputs, tmp_
     code = app.main(app.chain_subcommand(["--profile", "lite", "--documents", str(pdf_dir), "--questions", str(inputs),
                                   "--output-dir", str(tmp_path / "out"), "--retriever", "bm25"]))
     assert code == 2
-    assert "--retrieval-only" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--retriever bm25: an answering run takes one retriever (dense)" in err and "`ragstudy retrieve`" in err
     assert not (tmp_path / "out").exists()
 
 
