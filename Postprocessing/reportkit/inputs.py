@@ -170,32 +170,31 @@ def across(folders: dict[str, Path], axis: str = "retriever") -> Any:
         raise common.DataError(f"{next(iter(folders.values())).parent}: {exc}") from exc
 
 
-def hope_run(folder: Path) -> dict[str, Any] | None:
-    """What chunk_quality_run.json records of HOPE: its settings and seconds, {} when chunk-quality ran with
-    --no-hope, None when there is no such file (chunk-quality has not run here)."""
-    path = results.CHUNK_QUALITY_RUN.path(folder)
+def _json_record(path: Path, again: str) -> dict[str, Any] | None:
+    """A JSON record a job wrote (`again`: the command that writes it again), None when there is no such file."""
     if not path.is_file():
         return None
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise common.DataError(f"{path}: cannot read it ({exc}); run `ragstudy chunk-quality --results-dir {folder}` "
-                               "again") from exc
-    found = record.get("hope") if isinstance(record, dict) else None
+        raise common.DataError(f"{path}: cannot read it ({exc}); run `{again}` again") from exc
+    return record if isinstance(record, dict) else {}
+
+
+def hope_run(folder: Path) -> dict[str, Any] | None:
+    """What chunk_quality_run.json records of HOPE: its settings and seconds, {} when chunk-quality ran with
+    --no-hope, None when there is no such file (chunk-quality has not run here)."""
+    record = _json_record(results.CHUNK_QUALITY_RUN.path(folder), f"ragstudy chunk-quality --results-dir {folder}")
+    if record is None:
+        return None
+    found = record.get("hope")
     return found if isinstance(found, dict) else {}
 
 
 def metrics_signal(folder: Path) -> dict[str, Any] | None:
     """The signal check recorded in `metrics_run.json`, or None (not scored yet, or scored by a version without it)."""
-    path = results.METRICS_RUN.path(folder)
-    if not path.is_file():
-        return None
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise common.DataError(f"{path}: cannot read it ({exc}); re-score the answers with `ragstudy score-answers "
-                               f"--results-dir {folder}`") from exc
-    signal = record.get("signal") if isinstance(record, dict) else None
+    record = _json_record(results.METRICS_RUN.path(folder), f"ragstudy score-answers --results-dir {folder}")
+    signal = (record or {}).get("signal")
     return signal if isinstance(signal, dict) and isinstance(signal.get("sentence"), str) else None
 
 
