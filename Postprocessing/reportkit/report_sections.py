@@ -217,6 +217,9 @@ def setup_section(inp: Inputs, styles: Strategies) -> Section:
     if models:
         s.blocks.append(Heading("Models and devices"))
         s.blocks.append(Table(["setting", "value", "resolved model", "set by"], _model_rows(config)))
+        shipped = _wheel_llm_source(config)
+        if shipped:
+            s.blocks.append(Text(shipped))
 
     params = config.get("strategy_params") or {}
     names = styles.ordered([*(config.get("strategies") or []), *params])
@@ -265,6 +268,18 @@ def _model_rows(config: Mapping[str, Any]) -> list[list[str]]:
     resolved = ", ".join(part for part in (answering.label, answering.served_by()) if part)
     return [["llm", _compact(answering.name), _compact(resolved), "--llm-server-model"] if row[0] == "llm" else row
             for row in rows]
+
+
+def _wheel_llm_source(config: Mapping[str, Any]) -> str:
+    """Where an LLM shipped in wheels comes from, its licence and its pinned checksum (ragstudy.models.WheelLLM), when
+    one answered in-process; "" otherwise."""
+    from ragstudy.models import wheel_llm
+
+    answering = results.RunRecord(dict(config)).answering_model
+    model = wheel_llm(str((config.get("models") or {}).get("llm") or ""))
+    if model is None or (answering is not None and answering.servers):
+        return ""
+    return f"The LLM, {model.title}: {model.source}. Its GGUF file's sha256: {model.sha256} ({model.size:,} bytes)."
 
 
 # ----------------------------------------------------------------------------------------------- 2. chunks
