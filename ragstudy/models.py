@@ -257,16 +257,15 @@ def _convert_once(model: WheelLLM, target: Path) -> str:
     gguf = verified_gguf(model)
     logger.info("converting %s to a model folder in %s (once)", gguf, target)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    quantised = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    config = quantised.config
-    if hasattr(config, "quantization_config"):
-        del config.quantization_config
-    converted = type(quantised)(config)
-    converted.load_state_dict(quantised.state_dict())
-    del quantised
+    llm = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)  # dequantised to float32
+    # saved as it is, once it no longer says it is quantised (save_pretrained refuses a GGUF-quantised model): one
+    # copy of the weights in memory, not two (SmolLM2: the same tensors, bit for bit, as a copy into a new model)
+    if hasattr(llm.config, "quantization_config"):
+        del llm.config.quantization_config
+    llm.hf_quantizer, llm.is_quantized = None, False
     tmp = target.with_name(target.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
-    converted.save_pretrained(tmp)
+    llm.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     record_folder(tmp, converted_from=gguf.name, sha256=model.sha256)
     tmp.replace(target)
