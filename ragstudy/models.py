@@ -309,12 +309,13 @@ def check_llm_model(config) -> None:
 
 
 def check_wheel_llm(model: WheelLLM) -> None:
-    """Fail fast, before chunking: the parts are installed, whole, and (unless the converted folder is already in
-    the cache) their GGUF is the pinned file."""
-    from .cachefile import usable_folder
+    """Fail fast, before chunking: the parts are installed, whole, and (unless a converted folder is already in the
+    cache) their GGUF is the pinned file. The converted folder itself is verified against its manifest where it is
+    loaded (wheel_llm_folder), so a run whose answers are all cached hashes neither it nor the parts."""
+    from .cachefile import FOLDER_MANIFEST
 
     files = part_files(model)
-    if not usable_folder(cache_dir() / "models" / model.title, f"converted {model.title} model folder"):
+    if not (cache_dir() / "models" / model.title / FOLDER_MANIFEST).is_file():
         got = _sha256_of(files)  # read, not assembled: a run whose answers are all cached converts nothing
         if got != model.sha256:
             _refuse_tampered(model, files, got)
