@@ -39,11 +39,12 @@ class GroupScores:
         return tuple((self.signal or {}).get("checked") or ())
 
 
-def read_group(folder: Path, group: str, model: str) -> GroupScores:
-    """The scores score-answers wrote into one group's folder."""
-    run = json.loads(results.METRICS_RUN.path(folder).read_text(encoding="utf-8"))
-    return GroupScores(group, model, results.read_table(folder, results.METRICS_SUMMARY),
-                       results.read_table(folder, results.METRICS_PAIRED), run.get("signal"))
+def read_group(folder: Path, group: str) -> GroupScores:
+    """The scores score-answers wrote into one group's folder, named by the model its signal check names."""
+    signal = json.loads(results.METRICS_RUN.path(folder).read_text(encoding="utf-8")).get("signal")
+    return GroupScores(group, str((signal or {}).get("model") or group),
+                       results.read_table(folder, results.METRICS_SUMMARY),
+                       results.read_table(folder, results.METRICS_PAIRED), signal)
 
 
 def _best_row(group: GroupScores, metric: str) -> dict:

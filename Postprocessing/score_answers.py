@@ -14,7 +14,6 @@ The metrics themselves live in ``answer_metrics`` (registered in ``metric_catalo
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -45,8 +44,7 @@ def score_answers(args: argparse.Namespace) -> results.Written:
     scored = []
     for gid, _, folder in groups:
         _score_folder(argparse.Namespace(**{**vars(args), "results_dir": str(folder), "out_dir": None}))
-        signal = json.loads(results.METRICS_RUN.path(folder).read_text(encoding="utf-8")).get("signal") or {}
-        scored.append(answer_across.read_group(folder, gid, str(signal.get("model") or gid)))
+        scored.append(answer_across.read_group(folder, gid))
     tell(answer_across.write_across(Path(args.results_dir), scored))
     return results.written_by(args.results_dir, "score-answers")
 
