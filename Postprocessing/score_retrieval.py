@@ -48,9 +48,10 @@ from Postprocessing import cli, common, formatting
 from Postprocessing.common import DataError
 from ragstudy import budget_metrics, results
 from ragstudy import evidence as evidence_mod
-from ragstudy.budget_eval import DEFAULT_REFERENCE, Verdict, per_question_columns
+from ragstudy.budget_eval import per_question_columns
 from ragstudy.settings import Setting
 from ragstudy.stats import HOLM_COLUMN, ci_label
+from ragstudy.verdict import DEFAULT_REFERENCE, Verdict
 from ragstudy.verdict_across import CrossVerdict
 
 logger = logging.getLogger(__name__)
@@ -227,8 +228,9 @@ def score_group(args: argparse.Namespace, group: Any, results_dir: Path, out_dir
     cleaning vs segmentation table when given (run_across: the raw group of a raw/clean pair); returns (what was
     written, the per-question rows)."""
     from ragstudy import registry, runidentity
-    from ragstudy.budget_eval import (budget_labels, check_evidence_found, compare, evaluate_members, run_measure,
-                                      summarize, verdict, verdict_metrics, verdict_setting)
+    from ragstudy.budget_eval import check_evidence_found, compare, evaluate_members, run_measure, summarize
+    from ragstudy.budgets import budget_labels
+    from ragstudy.verdict import verdict, verdict_metrics, verdict_setting
     from ragstudy.config import DEFAULT_BUDGETS, validate_budgets
     from ragstudy.evidence import load_evidence_file
 
