@@ -39,8 +39,9 @@ import argparse
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -48,9 +49,11 @@ from Postprocessing import cli, common, formatting
 from Postprocessing.common import DataError
 from ragstudy import budget_metrics, results
 from ragstudy import evidence as evidence_mod
-from ragstudy.budget_eval import DEFAULT_REFERENCE, Verdict, per_question_columns
+from ragstudy.budget_eval import StrategyEvaluation, per_question_columns
+from ragstudy.budgets import Measure, budget_labels
 from ragstudy.settings import Setting
 from ragstudy.stats import HOLM_COLUMN, ci_label
+from ragstudy.verdict import DEFAULT_REFERENCE, Verdict
 from ragstudy.verdict_across import CrossVerdict
 
 logger = logging.getLogger(__name__)
@@ -138,7 +141,7 @@ def text_layer_pairs(groups: Sequence[Any]) -> list[tuple[Any, Any]]:
 
 
 def text_layer_decomposition(raw: pd.DataFrame, clean: pd.DataFrame, labels: Sequence[str], metrics: Sequence[str],
-                             args: argparse.Namespace) -> pd.DataFrame | None:
+                             scoring: ScoringSettings) -> pd.DataFrame | None:
     """Paragraph − fixed-size split into cleaning and segmentation (ragstudy.decomposition) on each of the verdict's
     evidence `metrics`, from the per-question rows of a raw and a clean group; None when either lacks what it needs
     (paragraph and fixed-size in the raw group, fixed-size in the clean one)."""
@@ -147,7 +150,7 @@ def text_layer_decomposition(raw: pd.DataFrame, clean: pd.DataFrame, labels: Seq
     if not metrics or not {SEGMENTED, BASELINE} <= set(raw["strategy"]) or BASELINE not in set(clean["strategy"]):
         return None
     return to_frame([part for metric in metrics for part in
-                     decompose(raw, clean, labels, metric, args.n_resamples, args.seed, args.confidence)])
+                     decompose(raw, clean, labels, metric, scoring.n_resamples, scoring.seed, scoring.confidence)])
 
 
 def decomposition_markdown(frame: pd.DataFrame | None, unit: str, confidence: float, details: str = "") -> str:
@@ -160,7 +163,6 @@ def pairs_decomposition(pairs: Sequence[tuple[Any, Any]], scored: dict[str, Path
     """The run's top-level decomposition table: the one raw/clean pair's split as it is, or, over several pairs
     (e.g. three retrievers × two embedders), every pair's split with a first column `group` naming the pair by its
     other axes (dense / multilingual-e5-small), in the run's order; None when no pair has a split."""
-    from ragstudy import results
     from ragstudy.decomposition import GROUP
 
     frames = [(raw, results.read_table(scored[raw.label], results.RETRIEVAL_DECOMPOSITION)) for raw, _ in pairs]
@@ -203,85 +205,168 @@ def build_parser() -> argparse.ArgumentParser:
     return cli.script_parser(__doc__, settings())
 
 
+@dataclass(frozen=True)
+class ScoringSettings:
+    """What score-retrieval reads of its flags, taken once from the parsed flags (`of_args`)."""
+
+    results_dir: Path
+    out_dir: Path  # --out-dir, else --results-dir
+    evidence: str | None
+    oracle: str | None
+    questions: str | None
+    allow_questions_mismatch: bool
+    strategies: str | None  # None: every ranked strategy ('' is an error)
+    budgets: str | None  # None: the run's
+    no_plot: bool
+    reference: str | None
+    verdict_metric: str
+    allow_mixed_configurations: bool
+    n_resamples: int
+    seed: int
+    confidence: float
+
+    @classmethod
+    def of_args(cls, args: argparse.Namespace) -> ScoringSettings:
+        given = {f.name: getattr(args, f.name) for f in fields(cls)}
+        out_dir = Path(args.out_dir or args.results_dir)
+        return cls(**{**given, "results_dir": Path(args.results_dir), "out_dir": out_dir})
+
+
+@dataclass(frozen=True)
+class GroupInputs:
+    """What one group is scored on, checked (`check_group`)."""
+
+    members: dict[str, Path]  # each compared name scored -> the folder holding its rankings
+    strategy_of: Callable[[str], str]  # a compared name -> its strategy (a sweep compares variant ids)
+    run_config: Mapping[str, Any]
+    budgets: tuple[int, ...]
+    unit: str  # the budgets' unit: chars or tokens
+    measure: Measure
+    identity_notes: list[str]
+    evidence: Mapping
+    evidence_path: Path | None
+    oracle: Sequence[str] | None
+    oracle_path: Path | None
+
+
+@dataclass(frozen=True)
+class GroupScores:
+    """One group's per-question rows, their summary, paired differences and verdicts (`score_inputs`)."""
+
+    frame: pd.DataFrame
+    evaluations: list[StrategyEvaluation]
+    labels: list[str]
+    display: dict[str, str]
+    summary: pd.DataFrame
+    paired: pd.DataFrame
+    verdicts: list[Verdict]
+    has_evidence: bool
+
+
 def score_retrieval(args: argparse.Namespace) -> results.Written:
     """`ragstudy score-retrieval`: score the run in --results-dir, one verdict per group of variants that differ only
     in strategy (ragstudy.variants.run_groups; a folder without variants.csv is one group), checked across the groups
     when there are several (run_across); the files it wrote."""
     from ragstudy.variants import run_groups
 
-    results_dir = Path(args.results_dir)
-    top = results.open_run(results_dir)  # config.json is read once, here
+    scoring = ScoringSettings.of_args(args)
+    top = results.open_run(scoring.results_dir)  # config.json is read once, here
     groups = run_groups(top)
-    out_dir = Path(args.out_dir or results_dir)
     if len(groups) > 1:
-        run_across(args, groups)
+        run_across(scoring, groups)
     else:
-        score_group(args, groups[0], results_dir, out_dir, handle=top)
-    return results.written_by(out_dir, "score-retrieval")
+        score_group(scoring, groups[0], scoring.out_dir, handle=top)
+    return results.written_by(scoring.out_dir, "score-retrieval")
 
 
-def score_group(args: argparse.Namespace, group: Any, results_dir: Path, out_dir: Path, split: Any = None,
+def score_group(scoring: ScoringSettings, group: Any, out_dir: Path, clean: pd.DataFrame | None = None,
                 handle: results.Run | None = None) -> tuple[dict, pd.DataFrame]:
     """One group's tables, plot and retrieval_summary.md in `out_dir`: its strategies (each ranked in its member's
-    folder) at every budget, their paired differences and the verdict, and `split(frame, labels, metrics)`'s
-    cleaning vs segmentation table when given (run_across: the raw group of a raw/clean pair); returns (what was
-    written, the per-question rows)."""
-    from ragstudy import registry, runidentity
-    from ragstudy.budget_eval import (budget_labels, check_evidence_found, compare, evaluate_members, run_measure,
-                                      summarize, verdict, verdict_metrics, verdict_setting)
-    from ragstudy.config import DEFAULT_BUDGETS, validate_budgets
-    from ragstudy.evidence import load_evidence_file
-
+    folder) at every budget, their paired differences and the verdict, and, given `clean` (the per-question rows of
+    the clean group when this is the raw group of a raw/clean pair: run_across), the cleaning vs segmentation split;
+    returns (what was written, the per-question rows)."""
     started = time.perf_counter()
+    inputs = check_group(scoring, group, handle)
+    scores = score_inputs(scoring, inputs)
+    return write_group(scoring, inputs, scores, out_dir, clean, started), scores.frame
+
+
+def check_group(scoring: ScoringSettings, group: Any, handle: results.Run | None = None) -> GroupInputs:
+    """Check everything one group is scored on before scoring it. `handle`: the run already open, if it is the
+    group's first folder (a group's variants share every setting but the strategy: config.json is read once)."""
+    from ragstudy import registry, runidentity
+    from ragstudy.budget_eval import run_measure
+
     order = {name: i for i, name in enumerate(registry.available())}
-    strategy_of = group.strategy_of  # a compared name -> its strategy (a sweep compares variant ids)
+    strategy_of, results_dir = group.strategy_of, scoring.results_dir
     members = dict(sorted(group.members.items(), key=lambda m: (order.get(strategy_of(m[0]), len(order)), m[0])))
     if not members:
         raise DataError(f"no retrieval_<strategy>.csv in {results_dir}: run `ragstudy retrieve "
                         f"--output-dir {results_dir}` first")
     first = next(iter(members.values()))
-    run = handle if handle is not None and handle.path == first else results.open_run(first)  # config.json read
-    # once (a group's variants share every setting but the strategy)
-    run_config = run.raw
-    ranked_for = validate_budgets(list(run_config.get("budgets") or DEFAULT_BUDGETS),
-                                  str(results_dir / results.CONFIG_NAME))
-    budgets = validate_budgets(args.budgets, "--budgets") if args.budgets else ranked_for
-    if max(budgets) > max(ranked_for):
-        raise DataError(f"--budgets {max(budgets)} exceeds the largest budget the run ranked parents for "
-                        f"({max(ranked_for)}): re-run ragstudy retrieve --budgets "
-                        f"{','.join(map(str, budgets))}")
-    unit = run_config.get("budget_unit", "chars")
-    measure = run_measure(run_config, first)
-    strategies = (list(registry.parse_strategies(args.strategies)) if args.strategies is not None  # '' is an error
+    run = handle if handle is not None and handle.path == first else results.open_run(first)
+    budgets, measure = checked_budgets(scoring, run.raw), run_measure(run.raw, first)
+    strategies = (list(registry.parse_strategies(scoring.strategies)) if scoring.strategies is not None
                   else list(members))
     missing = [s for s in strategies if s not in members]
     if missing:
         raise DataError(f"--strategies: {', '.join(missing)} not ranked in {results_dir}; run `ragstudy retrieve "
                         f"--strategies {','.join(strategies)} --output-dir {results_dir}` first")
-    if args.reference is not None and args.reference not in strategies:
-        raise DataError(f"--reference {args.reference}: not a strategy of this evaluation (strategies: "
+    if scoring.reference is not None and scoring.reference not in strategies:
+        raise DataError(f"--reference {scoring.reference}: not a strategy of this evaluation (strategies: "
                         f"{', '.join(strategies)}); pass one of them")
-    questions, questions_path = run.questions(args.questions, args.allow_questions_mismatch)
+    questions, questions_path = run.questions(scoring.questions, scoring.allow_questions_mismatch)
+    check_rankings(scoring, group, members, strategies, run.raw, questions)
+    identity_notes = runidentity.check_compared(results_dir, strategies, group.ranking,  # one configuration but
+                                                scoring.allow_mixed_configurations, group.unshared())  # the strategy
+    return GroupInputs({s: members[s] for s in strategies}, strategy_of, run.raw, budgets,
+                       run.raw.get("budget_unit", "chars"), measure, identity_notes,
+                       *scored_against(scoring, run, questions, questions_path))
+
+
+def checked_budgets(scoring: ScoringSettings, run_config: Mapping[str, Any]) -> tuple[int, ...]:
+    """--budgets, else the run's; never above the largest the run ranked parents for."""
+    from ragstudy.config import DEFAULT_BUDGETS, validate_budgets
+
+    ranked_for = validate_budgets(list(run_config.get("budgets") or DEFAULT_BUDGETS),
+                                  str(scoring.results_dir / results.CONFIG_NAME))
+    budgets = validate_budgets(scoring.budgets, "--budgets") if scoring.budgets else ranked_for
+    if max(budgets) > max(ranked_for):
+        raise DataError(f"--budgets {max(budgets)} exceeds the largest budget the run ranked parents for "
+                        f"({max(ranked_for)}): re-run ragstudy retrieve --budgets {','.join(map(str, budgets))}")
+    return budgets
+
+
+def check_rankings(scoring: ScoringSettings, group: Any, members: Mapping[str, Path], strategies: Sequence[str],
+                   run_config: Mapping[str, Any], questions: Sequence[str] | None) -> None:
+    """Each scored folder's config.json is as its run wrote it, and its rankings cover the questions it ranked."""
+    from ragstudy import runidentity
+
     ranked_questions = len(questions) if questions else None
     if ranked_questions is not None and run_config.get("limit"):  # a --limit run ranks the first N questions only
         ranked_questions = min(ranked_questions, int(run_config["limit"]))
+    first = next(iter(members.values()))
     for folder in dict.fromkeys(members[s] for s in strategies):  # each variant's folder, or the one folder
         own = [s for s in strategies if members[s] == folder]
         folder_config = run_config if folder == first else results.open_run(folder).raw
         runidentity.check_config(folder, folder_config)  # a hand-edited config.json is never scored as the run's
-        runidentity.check_rankings(folder, {strategy_of(s): results.read_retrieval(group.ranking(s))
-                                            for s in own if group.ranking(s).is_file()},
-                                   ranked_questions,
-                                   folder_config.get("strategies") if args.strategies is None else None)
+        runidentity.check_rankings(folder, {group.strategy_of(s): results.read_retrieval(group.ranking(s))
+                                            for s in own if group.ranking(s).is_file()}, ranked_questions,
+                                   folder_config.get("strategies") if scoring.strategies is None else None)
 
-    identity_notes = runidentity.check_compared(results_dir, strategies, group.ranking,  # one configuration but
-                                                args.allow_mixed_configurations, group.unshared())  # the strategy
-    evidence_path = evidence_mod.default_evidence(run_config) if args.evidence is None else Path(args.evidence)
-    found = run.oracle(args.oracle)  # --oracle, else Oracle.csv beside the run's questions
+
+def scored_against(scoring: ScoringSettings, run: results.Run, questions: Sequence[str] | None,
+                   questions_path: Path | None) -> tuple[Mapping, Path | None, Sequence[str] | None, Path | None]:
+    """(evidence, its file, oracle answers, their file): --evidence, else the bundled sample's when the run answered
+    its questions; --oracle, else Oracle.csv beside the run's questions. An error when there is nothing to score."""
+    from ragstudy.evidence import load_evidence_file
+
+    evidence_path = evidence_mod.default_evidence(run.raw) if scoring.evidence is None else Path(scoring.evidence)
+    found = run.oracle(scoring.oracle)
     oracle, oracle_path = found if found is not None else (None, None)
     if evidence_path is None and oracle_path is None:
-        raise DataError(f"nothing to score {results_dir} against: pass --evidence FILE, or --oracle FILE (or put "
-                        "Oracle.csv beside the run's questions file)")
+        raise DataError(f"nothing to score {scoring.results_dir} against: pass --evidence FILE, or --oracle FILE (or "
+                        "put Oracle.csv beside the run's questions file)")
     if evidence_path is None:  # every oracle row says "no answer" (or has no content term): nothing to score
         from ragstudy.lexical import ItalianAnalyzer
         from ragstudy.oracle_overlap import oracle_terms
@@ -292,72 +377,98 @@ def score_group(args: argparse.Namespace, group: Any, results_dir: Path, out_dir
                             f"{len(terms.unanswerable)} with the unanswerable oracle, {len(terms.no_terms)} without "
                             "content terms); pass --evidence FILE, or an oracle file whose rows hold answers")
     evidence = load_evidence_file(evidence_path, questions, questions_path) if evidence_path else {}
-    if evidence and run_config.get("documents_sha256"):  # the run's PDFs (config.json of runs since they are kept)
-        evidence_mod.check_evidence_pdfs(evidence, run_config["documents_sha256"], evidence_path,
-                                         f"the run in {results_dir}")
-    frame, evaluations = evaluate_members({s: members[s] for s in strategies}, evidence, budgets, measure, oracle,
-                                          strategy_of)
-    if evidence_path and not frame[budget_metrics.HIT].notna().any():
-        raise DataError(f"no answerable question of {evidence_path} was ranked in {results_dir}: do the evidence "
-                        "file and the run's Questions.csv belong together?")
-    if evidence_path:
-        check_evidence_found(evaluations, evidence_path)  # before any verdict: evidence in no PDF means nothing
-    labels = budget_labels(budgets)
-    display = {s: registry.get(s).display_name if strategy_of(s) == s else s for s in strategies}
-    summary = summarize(frame, display, args.n_resamples, args.seed, args.confidence)
-    paired = compare(frame, strategies, labels, args.n_resamples, args.seed, args.confidence)
-    verdict_metric = args.verdict_metric
+    if evidence and run.raw.get("documents_sha256"):  # the run's PDFs (config.json of runs since they are kept)
+        evidence_mod.check_evidence_pdfs(evidence, run.raw["documents_sha256"], evidence_path,
+                                         f"the run in {scoring.results_dir}")
+    return evidence, evidence_path, oracle, oracle_path
+
+
+def score_inputs(scoring: ScoringSettings, inputs: GroupInputs) -> GroupScores:
+    """Every scored strategy at every budget (per question), the summary, paired differences and the verdicts."""
+    from ragstudy import registry
+    from ragstudy.budget_eval import check_evidence_found, compare, evaluate_members, summarize
+    from ragstudy.verdict import verdict, verdict_metrics
+
+    strategies, strategy_of = list(inputs.members), inputs.strategy_of
+    frame, evaluations = evaluate_members(inputs.members, inputs.evidence, inputs.budgets, inputs.measure,
+                                          inputs.oracle, strategy_of)
     has_evidence = bool(frame[budget_metrics.HIT].notna().any())
-    if budget_metrics.get(verdict_metric).needs == "evidence" and not has_evidence:
-        verdict_metric = budget_metrics.ORACLE_OVERLAP  # no evidence: the oracle overlap is the only score there is
-    boxes = [verdict(summary, paired, args.reference or DEFAULT_REFERENCE, metric, unit, confidence=args.confidence)
-             for metric in verdict_metrics(verdict_metric, has_evidence)]
-    k = {s: p.get("k") for s, p in (run_config.get("strategy_params") or {}).items()
-         if s in map(strategy_of, strategies)}
+    if inputs.evidence_path and not has_evidence:
+        raise DataError(f"no answerable question of {inputs.evidence_path} was ranked in {scoring.results_dir}: do "
+                        "the evidence file and the run's Questions.csv belong together?")
+    if inputs.evidence_path:
+        check_evidence_found(evaluations, inputs.evidence_path)  # before any verdict: evidence in no PDF means nothing
+    labels = budget_labels(inputs.budgets)
+    display = {s: registry.get(s).display_name if strategy_of(s) == s else s for s in strategies}
+    summary = summarize(frame, display, scoring.n_resamples, scoring.seed, scoring.confidence)
+    paired = compare(frame, strategies, labels, scoring.n_resamples, scoring.seed, scoring.confidence)
+    metric = scoring.verdict_metric
+    if budget_metrics.get(metric).needs == "evidence" and not has_evidence:
+        metric = budget_metrics.ORACLE_OVERLAP  # no evidence: the oracle overlap is the only score there is
+    verdicts = [verdict(summary, paired, scoring.reference or DEFAULT_REFERENCE, m, inputs.unit,
+                        confidence=scoring.confidence) for m in verdict_metrics(metric, has_evidence)]
+    return GroupScores(frame, evaluations, labels, display, summary, paired, verdicts, has_evidence)
+
+
+def group_notes(inputs: GroupInputs, scores: GroupScores) -> list[str]:
+    """retrieval_summary.md's notes: what was scored against what, and what was left out."""
     from ragstudy.qagen.outputs import generated_note
 
-    notes = [*filter(None, [generated_note(run_config)]),
-             f"retriever: {run_config.get('retriever', 'dense')} (ragstudy retrieve --retriever)",
-             *identity_notes,
-             f"evidence: {evidence_path} ({len(evidence)} answerable questions); matched after NFKC, accent, "
-             "case, whitespace, punctuation and line-break-hyphenation normalisation" if evidence_path else
-             "evidence: none given (--evidence FILE): only the oracle overlap is scored",
-             f"oracle overlap: {oracle_path}" if oracle_path else "oracle overlap: no oracle file (--oracle FILE)",
-             f"budgets in {unit}; each strategy's own k (child windows): {k or 'unknown'}",
-             *(note for e in evaluations for note in e.notes()),
-             "paired tests: bootstrap CI of the mean difference, Wilcoxon signed-rank p, Holm over the strategy "
-             "pairs of each budget and metric"]
+    run_config, strategies = inputs.run_config, set(map(inputs.strategy_of, inputs.members))
+    k = {s: p.get("k") for s, p in (run_config.get("strategy_params") or {}).items() if s in strategies}
+    return [*filter(None, [generated_note(run_config)]),
+            f"retriever: {run_config.get('retriever', 'dense')} (ragstudy retrieve --retriever)",
+            *inputs.identity_notes,
+            f"evidence: {inputs.evidence_path} ({len(inputs.evidence)} answerable questions); matched after NFKC, "
+            "accent, case, whitespace, punctuation and line-break-hyphenation normalisation" if inputs.evidence_path
+            else "evidence: none given (--evidence FILE): only the oracle overlap is scored",
+            f"oracle overlap: {inputs.oracle_path}" if inputs.oracle_path else
+            "oracle overlap: no oracle file (--oracle FILE)",
+            f"budgets in {inputs.unit}; each strategy's own k (child windows): {k or 'unknown'}",
+            *(note for e in scores.evaluations for note in e.notes()),
+            "paired tests: bootstrap CI of the mean difference, Wilcoxon signed-rank p, Holm over the strategy "
+            "pairs of each budget and metric"]
+
+
+def write_group(scoring: ScoringSettings, inputs: GroupInputs, scores: GroupScores, out_dir: Path,
+                clean: pd.DataFrame | None, started: float) -> dict:
+    """One group's tables, plot, cleaning vs segmentation split (against `clean`'s rows, when given) and
+    retrieval_summary.md, told with the time since `started`; what was written."""
+    from ragstudy.verdict import verdict_setting
+
+    notes, strategies, unit = group_notes(inputs, scores), list(inputs.members), inputs.unit
+    verdicts = pd.concat([v.to_frame() for v in scores.verdicts], ignore_index=True)
+    tables = {"per_question": (results.RETRIEVAL_PER_QUESTION, scores.frame[per_question_columns()]),
+              "summary": (results.RETRIEVAL_SUMMARY, scores.summary),
+              "paired": (results.RETRIEVAL_PAIRED, scores.paired), "verdict": (results.RETRIEVAL_VERDICT, verdicts)}
     out_dir.mkdir(parents=True, exist_ok=True)
-    written = {"per_question": results.write_table(out_dir, results.RETRIEVAL_PER_QUESTION,
-                                                   frame[per_question_columns()]),
-               "summary": results.write_table(out_dir, results.RETRIEVAL_SUMMARY, summary),
-               "paired": results.write_table(out_dir, results.RETRIEVAL_PAIRED, paired),
-               "verdict": results.write_table(out_dir, results.RETRIEVAL_VERDICT,
-                                              pd.concat([box.to_frame() for box in boxes], ignore_index=True)),
-               "summary_md": results.RETRIEVAL_SUMMARY_MD.path(out_dir)}
-    if not args.no_plot and has_evidence:
+    written = {key: results.write_table(out_dir, spec, frame) for key, (spec, frame) in tables.items()}
+    written["summary_md"] = results.RETRIEVAL_SUMMARY_MD.path(out_dir)
+    if not scoring.no_plot and scores.has_evidence:
         from Postprocessing.budget_plots import hit_rate_figure, write_plots
 
-        fig = hit_rate_figure(summary, frame, strategies, unit, strategy_of)
-        for path in write_plots(fig, out_dir, PLOT_STEM, notes):
-            written[path.suffix.lstrip(".")] = path
-    metrics = [m for m in verdict_metrics(verdict_metric, has_evidence) if budget_metrics.get(m).needs == "evidence"]
-    decomposition = split(frame, labels, metrics) if split is not None else None
+        fig = hit_rate_figure(scores.summary, scores.frame, strategies, unit, inputs.strategy_of)
+        written.update({path.suffix.lstrip("."): path for path in write_plots(fig, out_dir, PLOT_STEM, notes)})
+    metrics = [v.metric for v in scores.verdicts if budget_metrics.get(v.metric).needs == "evidence"]
+    decomposition = (None if clean is None else
+                     text_layer_decomposition(scores.frame, clean, scores.labels, metrics, scoring))
+    decomposition_file = results.RETRIEVAL_DECOMPOSITION.path(out_dir)
     if decomposition is not None:
         written["decomposition"] = results.write_table(out_dir, results.RETRIEVAL_DECOMPOSITION, decomposition)
     else:
         notes.append("cleaning vs segmentation: not measured (the run has one text layer; run `ragstudy retrieve "
                      "--text-layer raw,clean` for the split)")
-        if results.RETRIEVAL_DECOMPOSITION.path(out_dir).is_file():  # an earlier scoring's, of text layers now gone
-            results.RETRIEVAL_DECOMPOSITION.path(out_dir).unlink()
+        if decomposition_file.is_file():  # an earlier scoring's, of text layers now gone
+            decomposition_file.unlink()
             logger.warning("%s: removed: it came from an earlier scoring, and this one measured no cleaning vs "
-                           "segmentation split (see the note in %s)", results.RETRIEVAL_DECOMPOSITION.path(out_dir),
+                           "segmentation split (see the note in %s)", decomposition_file,
                            results.RETRIEVAL_SUMMARY_MD.name)
-    report = markdown(summary, paired, strategies, display, labels, unit, notes, boxes, args.confidence,
-                      decomposition_markdown(decomposition, unit, args.confidence), verdict_setting(run_config))
+    split_md = decomposition_markdown(decomposition, unit, scoring.confidence)
+    report = markdown(scores.summary, scores.paired, strategies, scores.display, scores.labels, unit, notes,
+                      scores.verdicts, scoring.confidence, split_md, verdict_setting(inputs.run_config))
     common.atomic_write_text(written["summary_md"], report)
     common.tell_report(report, out_dir, time.perf_counter() - started)
-    return written, frame
+    return written
 
 
 def across_markdown(cross: CrossVerdict, folders: Mapping[str, Path], decomposition: str = "") -> str:
@@ -365,8 +476,6 @@ def across_markdown(cross: CrossVerdict, folders: Mapping[str, Path], decomposit
     differences reach significance where; each group's sentence and matrix; then, under "Details", what changes
     budget by budget and each group's table of differences (from its own folder); then cleaning vs segmentation when
     the run has both text layers."""
-    from ragstudy import results
-
     axis, changes = cross.axis, cross.sentences()
     lines = [f"# Retrieval at equal context budgets, checked across {axis}s\n", f"## Verdict across {axis}s\n",
              cross.headline() + "\n"]
@@ -385,18 +494,15 @@ def across_markdown(cross: CrossVerdict, folders: Mapping[str, Path], decomposit
     return "\n".join(p for p in lines if p)
 
 
-def run_across(args: argparse.Namespace, groups: Sequence[Any]) -> dict:
+def run_across(scoring: ScoringSettings, groups: Sequence[Any]) -> dict:
     """--results-dir holds several groups of variants (e.g. --retriever dense,bm25, --text-layer raw,clean,
     --embedding a,b): each group is scored as a run of its own into <out>/groups/<group>/, then the folder gets
     retrieval_verdict_across.csv and retrieval_summary.md comparing their verdicts (ragstudy.verdict_across),
     and, for groups that differ only in the text layer, paragraph − fixed-size split into cleaning and segmentation
     (retrieval_decomposition.csv in the raw group's folder and, for the first pair, here)."""
-    from ragstudy import results
     from ragstudy.variants import axis_word, scores_folder
 
-    started = time.perf_counter()
-    results_dir = Path(args.results_dir)
-    out_dir = Path(args.out_dir or results_dir)
+    started, out_dir = time.perf_counter(), scoring.out_dir
     scored: dict[str, Path] = {}
     frames: dict[str, pd.DataFrame] = {}
     written: dict = {}
@@ -404,16 +510,10 @@ def run_across(args: argparse.Namespace, groups: Sequence[Any]) -> dict:
     later = [raw for raw, _ in pairs]  # a raw group is scored after its clean one, with the split
     for group in sorted(groups, key=lambda g: g in later):
         target = scores_folder(out_dir, group, len(groups))
-        clean = next((c for raw, c in pairs if raw is group), None)
-
-        def split(frame: pd.DataFrame, labels: Sequence[str], metrics: Sequence[str], clean: Any = clean
-                  ) -> pd.DataFrame | None:
-            return None if clean is None else text_layer_decomposition(frame, frames[clean.label], labels, metrics,
-                                                                       args)
-
+        clean = next((frames[c.label] for raw, c in pairs if raw is group), None)  # scored before it
         logger.info("scoring the group %s", group.label)
         try:
-            each, frames[group.label] = score_group(args, group, results_dir, target, split)
+            each, frames[group.label] = score_group(scoring, group, target, clean)
         except DataError as exc:
             raise DataError(f"group {group.label}: {exc}") from None
         scored[group.label] = target
@@ -431,7 +531,7 @@ def run_across(args: argparse.Namespace, groups: Sequence[Any]) -> dict:
     written["summary_md"] = results.RETRIEVAL_SUMMARY_MD.path(out_dir)
     details = "Each group's sentences: the retrieval_summary.md of its raw folder (" + ", ".join(
         f"`{scored[raw.label] / results.RETRIEVAL_SUMMARY_MD.name}`" for raw, _ in pairs) + ")."
-    report = across_markdown(cross, scored, decomposition_markdown(top, unit, args.confidence, details))
+    report = across_markdown(cross, scored, decomposition_markdown(top, unit, scoring.confidence, details))
     common.atomic_write_text(written["summary_md"], report)
     common.tell_report(report, out_dir, time.perf_counter() - started)
     return written

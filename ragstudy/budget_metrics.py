@@ -1,6 +1,6 @@
 """The budget metrics: every score of one packed context, declared once, with the function that computes it.
 
-A context budget fills each question's context with the top-ranked parents (ragstudy.budget_eval.pack_all); each
+A context budget fills each question's context with the top-ranked parents (ragstudy.budgets.pack_all); each
 metric registered here scores one such context, once, from a `ContextCase` (the context's texts, its parents placed
 on the strategy's normalised source text, the question's located evidence and its oracle answer's terms). The
 budget loop (ragstudy.budget_eval.evaluate_strategy) packs every question once and asks every registered metric;

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from . import budget_metrics
-from .budget_eval import UNIT_WORDS
+from .verdict import UNIT_WORDS
 
 SEGMENTED, BASELINE = "paragraph", "fixed-size"  # the study's question: layout-aware paragraphs against naive chunks
 PARTS = ("total", "cleaning", "segmentation")

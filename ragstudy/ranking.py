@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from . import axes
-from .budget_eval import CHARS, Measure, llm_measure
+from .budgets import CHARS, Measure, llm_measure
 from .chunks import Chunk, ChunkedDocument
 from .config import StudyConfig
 from .errors import StudyInputError

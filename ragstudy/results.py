@@ -684,7 +684,7 @@ RETRIEVAL_PAIRED = Table("retrieval_paired.csv", (
 RETRIEVAL_VERDICT = Table("retrieval_verdict.csv", (
     "metric", "unit", "reference", "alpha", "confidence", "budget", "role", "strategy", "strategy_display", "n",
     "value", "ci_low", "ci_high", HOLM_COLUMN, "significant", "n_min", "n_max"), _RETRIEVAL_EVAL,
-    ("budget", "reference", "strategy", "strategy_display"))  # ragstudy.budget_eval.Verdict.to_frame/from_frame; roles
+    ("budget", "reference", "strategy", "strategy_display"))  # ragstudy.verdict.Verdict.to_frame/from_frame; roles
 # best / reference / score (every strategy: the matrix) / difference (reference − strategy) / versus_best (best − one)
 RETRIEVAL_VERDICT_ACROSS = Table("retrieval_verdict_across.csv", (
     "group", "metric", "unit", "reference", "budget", "n_min", "n_max", "best", "best_display", "best_value",

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from . import axes, budget_metrics
-from .budget_eval import budget_labels, budget_means
+from .budget_eval import budget_means
+from .budgets import budget_labels
 from .config import validate_budgets
 from .errors import StudyInputError
 from .io import check_name
@@ -182,7 +183,8 @@ def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None
     sweep_best.csv; `evidence` overrides the sweep file's."""
     import pandas as pd
 
-    from .budget_eval import evaluate_folder, llm_measure
+    from .budget_eval import evaluate_folder
+    from .budgets import llm_measure
     from .evidence import check_evidence_pdfs, default_evidence, load_evidence_file
     from .ranking import run_retrieval
     from .results import RETRIEVAL_PER_QUESTION, SWEEP_BEST, SWEEP_FIXED_COLUMNS, SWEEP_SUMMARY, read_questions, write_table

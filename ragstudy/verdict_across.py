@@ -1,6 +1,6 @@
 """The verdict checked across groups of variants: a retrieval-only run ranked several ways (today `--retriever
 dense,bm25,hybrid`; any group label works, e.g. "dense · e5-small") has one verdict per group
-(ragstudy.budget_eval.Verdict, each read from its own folder's retrieval_verdict.csv); `CrossVerdict` sets them side
+(ragstudy.verdict.Verdict, each read from its own folder's retrieval_verdict.csv); `CrossVerdict` sets them side
 by side and says in words what changes with the axis (`axis`: "retriever", "embedder", "setting", ...). What
 matters is said first and apart: whether the best strategy (or a tie) changes (`best_sentence`); then, compactly,
 which of the reference's differences reach significance under which group (`significance_sentence`), the
@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .budget_eval import BudgetVerdict, Verdict, VerdictDifference, _joined
+from .verdict import BudgetVerdict, Verdict, VerdictDifference, _joined
 
 
 def _outcome(d: VerdictDifference | None) -> str:
@@ -68,7 +68,7 @@ class CrossVerdict:
         """The main verdict (the first of retrieval_verdict.csv) of each group's results folder (label -> folder);
         a folder without one is an error naming it and the command that writes it."""
         from . import results
-        from .budget_eval import all_verdicts
+        from .verdict import all_verdicts
         from .errors import StudyInputError
 
         verdicts = {}

@@ -539,7 +539,7 @@ def verdict_lines(root: Path) -> list[str]:
     where the details are (empty before it is scored)."""
     from Postprocessing.reportkit.inputs import group_axis, main_group_source, ranked_folders
     from ragstudy import results
-    from ragstudy.budget_eval import all_verdicts, verdict_setting
+    from ragstudy.verdict import all_verdicts, verdict_setting
     from ragstudy.verdict_across import CrossVerdict
 
     lines: list[str] = []

@@ -98,7 +98,7 @@ def test_parents_ranked_by_best_unit_and_depth_fills_the_largest_budget():
 
 
 def test_lexical_rankings_round_trip_through_the_retrieval_file(tmp_path: Path):
-    from ragstudy.budget_eval import pack_budget
+    from ragstudy.budgets import pack_budget
     from ragstudy.results import read_retrieval, write_retrieval
 
     info = {f"p{i}": ParentInfo("Documents/x.pdf", i + 1, i + 1, text) for i, text in enumerate(TEXTS)}

@@ -41,7 +41,7 @@ def test_overlap_counts_stemmed_content_words_only():
 def _overlap_per_budget(oracle, rankings, budgets):
     """The oracle overlap of each packed context, through the budget metric registry (as the budget loop does)."""
     from ragstudy import budget_metrics
-    from ragstudy.budget_eval import pack_all
+    from ragstudy.budgets import pack_all
     from ragstudy.oracle_overlap import oracle_terms
 
     analyzer = ItalianAnalyzer()
@@ -106,16 +106,16 @@ def test_one_packing_per_question_scores_evidence_and_oracle(tmp_path, monkeypat
 
     from test_retrieval_eval import _results_folder
 
-    from ragstudy import budget_eval
+    from ragstudy import budget_eval, budgets
     from ragstudy.evidence import load_evidence_file
 
     out, evidence, size = _results_folder(tmp_path)
     calls = []
-    real = budget_eval.pack_all
+    real = budgets.pack_all
     monkeypatch.setattr(budget_eval, "pack_all", lambda *a, **k: calls.append(a[0][0].question_index) or real(*a, **k))
     oracle = ["Frase numero 05 del manuale tecnico.", "Frase numero 00."]
     frame, evaluations = budget_eval.evaluate_folder(out, load_evidence_file(evidence), [size, 3 * size],
-                                                     budget_eval.CHARS, ["fixed-size", "newline"], oracle)
+                                                     budgets.CHARS, ["fixed-size", "newline"], oracle)
     assert sorted(calls) == [0, 0, 1, 1]  # two strategies x two ranked questions, each packed once
     rows = frame.set_index(["strategy", "budget", "question_index"])
     assert rows.loc[("fixed-size", str(3 * size), 0), ["hit", "oracle_overlap"]].tolist() == [1.0, 1.0]

@@ -245,7 +245,8 @@ def _page_break_folder(tmp_path):
 
 
 def test_contiguous_hit_needs_adjacent_parents_for_a_page_break_evidence(tmp_path):
-    from ragstudy.budget_eval import CHARS, evaluate_folder
+    from ragstudy.budget_eval import evaluate_folder
+    from ragstudy.budgets import CHARS
     from ragstudy.evidence import load_evidence_file
 
     out, evidence, budget = _page_break_folder(tmp_path)
@@ -276,7 +277,7 @@ def test_contiguous_hit_on_hand_placed_parents():
 def test_the_verdict_and_the_report_show_the_contiguous_hit(tmp_path):
     from Postprocessing import write_report
     from ragstudy import results
-    from ragstudy.budget_eval import all_verdicts
+    from ragstudy.verdict import all_verdicts
 
     out, evidence, _ = _page_break_folder(tmp_path)
     assert app.main(["score-retrieval", "--results-dir", str(out), "--evidence", str(evidence), "--no-plot",

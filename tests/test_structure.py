@@ -364,6 +364,15 @@ def test_no_plug_in_member_reaches_a_run_stage_and_results_load_no_family() -> N
     assert violations == [], "imports that reach up inside the core:\n" + "\n".join(violations)
 
 
+def test_ranking_imports_no_scoring_and_budgets_sit_below_the_run_stages() -> None:
+    """Ranking counts its budgets with ragstudy.budgets, which reaches neither the configuration nor the results
+    layer; the scoring (budget_eval) and the verdict are never loaded to rank."""
+    modules = _modules()
+    graph = {name: _imports(name, module.path, modules) for name, module in modules.items()}
+    assert not {"ragstudy.budget_eval", "ragstudy.verdict"} & set(_reach(graph, "ragstudy.ranking"))
+    assert not {CONFIG, *RESULTS_LAYER} & set(_reach(graph, "ragstudy.budgets"))
+
+
 def test_loading_a_strategy_folder_loads_only_the_cores_building_blocks() -> None:
     """Transitively: importing any RAG* package reaches no core module outside LEAF_CORE (no pipeline, config)."""
     modules = _modules()

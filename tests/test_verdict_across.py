@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from ragstudy import results
-from ragstudy.budget_eval import verdict
+from ragstudy.verdict import verdict
 from ragstudy.verdict_across import CrossVerdict
 from ragstudy_cli import app
 
@@ -184,7 +184,7 @@ def several(tmp_path_factory: pytest.TempPathFactory):
 @pytest.mark.slow
 def test_the_parent_folder_is_scored_per_retriever_and_compared(several) -> None:
     from Postprocessing.reportkit.inputs import ranked_folders
-    from ragstudy.budget_eval import all_verdicts
+    from ragstudy.verdict import all_verdicts
 
     folders = ranked_folders(several)[1]  # each group's scores: <out>/groups/<group>/
     assert list(folders) == ["dense", "bm25"]
@@ -218,7 +218,7 @@ def test_the_parent_folder_is_scored_per_retriever_and_compared(several) -> None
 def test_the_report_shows_the_statement_below_the_headline(several, tmp_path) -> None:
     from Postprocessing import write_report
     from Postprocessing.reportkit.inputs import main_group_source, ranked_folders
-    from ragstudy.budget_eval import verdict_setting
+    from ragstudy.verdict import verdict_setting
 
     folders = ranked_folders(several)[1]
     cross = CrossVerdict.read(folders)

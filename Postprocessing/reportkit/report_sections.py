@@ -69,7 +69,7 @@ def verdict_section(inp: Inputs, styles: Strategies) -> Section:
     """The box at the top, from retrieval_verdict.csv: the verdict in one sentence (its chart beside it), the check
     across groups when there are several, a strategy × budget matrix per group with its legend; the long prose and
     the table of differences behind a toggle."""
-    from ragstudy.budget_eval import all_verdicts
+    from ragstudy.verdict import all_verdicts
 
     s = Section("verdict", "Verdict")
     if inp.retrieval_verdict is None or not len(inp.retrieval_verdict):
@@ -171,7 +171,7 @@ def decomposition_blocks(inp: Inputs, unit: str) -> list[Block]:
 def verdict_lead(inp: Inputs, styles: Strategies, verdict) -> Lead:
     """The verdict's one sentence (under the retrieval run's retriever and embedder) and a compact chart of the
     verdict's metric against the budget beside it."""
-    from ragstudy.budget_eval import verdict_setting
+    from ragstudy.verdict import verdict_setting
 
     config = inp.retrieval_config if inp.retrieval_config is not None else inp.config
     fig, caption = None, ""

@@ -55,7 +55,7 @@ class Retriever(Protocol):
 
     def rank(self, question: str, question_index: int, largest: int, measure: Any) -> list[Any]:
         """`records.RetrievedParent` rows of one question, best first, overfilling `largest` units of `measure`
-        (budget_eval.Measure) or every parent."""
+        (budgets.Measure) or every parent."""
 
 
 @dataclass(frozen=True)
