@@ -49,7 +49,7 @@ from Postprocessing.common import DataError
 from ragstudy import budget_metrics, results
 from ragstudy import evidence as evidence_mod
 from ragstudy.budget_eval import DEFAULT_REFERENCE, Verdict, per_question_columns
-from ragstudy.settings import Setting
+from ragstudy.settings import Setting, record
 from ragstudy.stats import HOLM_COLUMN, ci_label
 from ragstudy.verdict_across import CrossVerdict
 
@@ -138,7 +138,7 @@ def text_layer_pairs(groups: Sequence[Any]) -> list[tuple[Any, Any]]:
 
 
 def text_layer_decomposition(raw: pd.DataFrame, clean: pd.DataFrame, labels: Sequence[str], metrics: Sequence[str],
-                             args: argparse.Namespace) -> pd.DataFrame | None:
+                             args: ScoreRetrievalSettings) -> pd.DataFrame | None:
     """Paragraph − fixed-size split into cleaning and segmentation (ragstudy.decomposition) on each of the verdict's
     evidence `metrics`, from the per-question rows of a raw and a clean group; None when either lacks what it needs
     (paragraph and fixed-size in the raw group, fixed-size in the clean one)."""
@@ -203,7 +203,10 @@ def build_parser() -> argparse.ArgumentParser:
     return cli.script_parser(__doc__, settings())
 
 
-def score_retrieval(args: argparse.Namespace) -> results.Written:
+ScoreRetrievalSettings = record("ScoreRetrievalSettings", settings())  # the job's typed settings (docs/python.md)
+
+
+def score_retrieval(args: ScoreRetrievalSettings) -> results.Written:
     """`ragstudy score-retrieval`: score the run in --results-dir, one verdict per group of variants that differ only
     in strategy (ragstudy.variants.run_groups; a folder without variants.csv is one group), checked across the groups
     when there are several (run_across); the files it wrote."""
@@ -220,7 +223,7 @@ def score_retrieval(args: argparse.Namespace) -> results.Written:
     return results.written_by(out_dir, "score-retrieval")
 
 
-def score_group(args: argparse.Namespace, group: Any, results_dir: Path, out_dir: Path, split: Any = None,
+def score_group(args: ScoreRetrievalSettings, group: Any, results_dir: Path, out_dir: Path, split: Any = None,
                 handle: results.Run | None = None) -> tuple[dict, pd.DataFrame]:
     """One group's tables, plot and retrieval_summary.md in `out_dir`: its strategies (each ranked in its member's
     folder) at every budget, their paired differences and the verdict, and `split(frame, labels, metrics)`'s
@@ -385,7 +388,7 @@ def across_markdown(cross: CrossVerdict, folders: Mapping[str, Path], decomposit
     return "\n".join(p for p in lines if p)
 
 
-def run_across(args: argparse.Namespace, groups: Sequence[Any]) -> dict:
+def run_across(args: ScoreRetrievalSettings, groups: Sequence[Any]) -> dict:
     """--results-dir holds several groups of variants (e.g. --retriever dense,bm25, --text-layer raw,clean,
     --embedding a,b): each group is scored as a run of its own into <out>/groups/<group>/, then the folder gets
     retrieval_verdict_across.csv and retrieval_summary.md comparing their verdicts (ragstudy.verdict_across),
