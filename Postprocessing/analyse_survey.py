@@ -22,12 +22,12 @@ from Postprocessing.common import DataError
 from Postprocessing.review import KEY_NAME, TEMPLATE_NAME, read_answer_key
 from ragstudy import results
 from ragstudy.io import atomic_write_text, tell
-from ragstudy.settings import Setting
+from ragstudy.settings import Setting, record
 
 logger = logging.getLogger(__name__)
 
 
-def analyse_survey(args: argparse.Namespace) -> results.Written:
+def analyse_survey(args: SurveySettings) -> results.Written:
     """`ragstudy survey`: read the survey (with the answer key, or the paper's order), write tables, plots and the
     summary; the files it wrote, with exit code 3 when the plots could not be written."""
     results_dir = Path(args.results_dir)
@@ -82,4 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     return cli.script_parser(
         "Analyse interview_answers.xlsx (one row per rater, one column per question, cells 'Opzione k' or "
         "'Nessuna delle precedenti'): counts, plots (PDF+PNG), chi-square, sign tests, Fleiss' kappa.", settings())
+
+
+SurveySettings = record("SurveySettings", settings())  # the job's typed settings (docs/python.md)
 

@@ -18,15 +18,15 @@ from pathlib import Path
 from Postprocessing import cli, common, review
 from ragstudy import results
 from ragstudy.io import tell
-from ragstudy.settings import Setting
+from ragstudy.settings import Setting, record
 
 logger = logging.getLogger(__name__)
 
 
-def build_review(args: argparse.Namespace) -> results.Written:
+def build_review(args: ReviewSettings) -> results.Written:
     """`ragstudy review`: load and check the Dataset files, draw the option orders, write the three files."""
     results_dir = Path(args.results_dir)
-    common.resolve_inputs(args)
+    args = common.resolve_inputs(args)
     out_dir = Path(args.out_dir or results_dir)
     questions, oracle = common.load_questions_and_oracle(Path(args.questions), Path(args.oracle))
     answers = common.load_all_answers(results_dir, questions, Path(args.questions), args.format,
@@ -58,4 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     return cli.script_parser(
         "Build the blinded review workbook (output.xlsx), its answer key (answer_key.csv) and the empty rater "
         "sheet (interview_answers.xlsx) from the Dataset files of ragstudy answer.", settings())
+
+
+ReviewSettings = record("ReviewSettings", settings())  # the job's typed settings (docs/python.md)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -74,12 +75,12 @@ def default_questions(results_dir: Path) -> Path:
     return recorded or Path("Questions.csv")
 
 
-def resolve_inputs(args) -> None:
-    """Fill ``args.questions`` / ``args.oracle`` left unset: the run's questions file, and Oracle.csv beside it."""
-    if getattr(args, "questions", None) is None:
-        args.questions = str(default_questions(Path(args.results_dir)))
-    if hasattr(args, "oracle") and args.oracle is None:
-        args.oracle = str(Path(args.questions).parent / "Oracle.csv")
+def resolve_inputs(args: Any) -> Any:
+    """A job's settings with ``questions`` / ``oracle`` left unset filled in: the run's questions file, and Oracle.csv
+    beside it."""
+    questions = str(default_questions(Path(args.results_dir))) if args.questions is None else args.questions
+    oracle = str(Path(questions).parent / "Oracle.csv") if args.oracle is None else args.oracle
+    return replace(args, questions=questions, oracle=oracle)
 
 
 def load_questions_and_oracle(questions_path: Path, oracle_path: Path) -> tuple[list[str], list[str]]:

@@ -35,7 +35,7 @@ from Postprocessing.common import DataError
 from ragstudy import registry, results
 from ragstudy.budget_metrics import CONTEXT_CHARS, SPAN_METRICS
 from ragstudy.io import PROJECT_ROOT as REPO_ROOT, torch_threads
-from ragstudy.settings import Setting
+from ragstudy.settings import Setting, record
 
 logger = logging.getLogger(__name__)
 
@@ -295,11 +295,14 @@ def build_parser() -> argparse.ArgumentParser:
     return cli.script_parser(__doc__, settings())
 
 
+ChunkQualitySettings = record("ChunkQualitySettings", settings())  # the job's typed settings (docs/python.md)
+
+
 def _optional_path(value: str | None) -> Path | None:
     return None if value is None or value.strip().lower() in ("", "none") else Path(value)
 
 
-def hope_settings(args: argparse.Namespace):
+def hope_settings(args: ChunkQualitySettings):
     from Postprocessing.chunkeval.hope import HopeSettings
 
     try:
@@ -312,7 +315,7 @@ def hope_settings(args: argparse.Namespace):
         raise DataError(f"HOPE settings: {exc}") from exc
 
 
-def retrieval_section(args: argparse.Namespace, results_dir: Path, exports, references, ci, notes: list[str]):
+def retrieval_section(args: ChunkQualitySettings, results_dir: Path, exports, references, ci, notes: list[str]):
     """Retrieval rows of every strategy that has a Dataset file, and the per-question frames."""
     from Postprocessing.chunkeval import data
 
@@ -458,7 +461,7 @@ def question_sets_note(datasets: dict[str, list[dict]], paths: dict[str, Path]) 
               "same questions")
 
 
-def hope_section(args: argparse.Namespace, config, exports, references, ci, notes: list[str]):
+def hope_section(args: ChunkQualitySettings, config, exports, references, ci, notes: list[str]):
     """HOPE rows and items (None when --no-hope), and the seconds HOPE took."""
     if args.no_hope:
         return [], None, None
@@ -483,7 +486,7 @@ def hope_section(args: argparse.Namespace, config, exports, references, ci, note
     return rows, items, seconds
 
 
-def correlation_section(args: argparse.Namespace, results_dir: Path, per_question, notes: list[str]):
+def correlation_section(args: ChunkQualitySettings, results_dir: Path, per_question, notes: list[str]):
     """Spearman correlations of per-question chunk metrics with the answer metrics, and those metrics' names."""
     import pandas as pd
 
@@ -509,7 +512,7 @@ def correlation_section(args: argparse.Namespace, results_dir: Path, per_questio
     return spearman_table(merged, PER_QUESTION_CHUNK_METRICS, answer_metrics), answer_metrics
 
 
-def load_aligned(args: argparse.Namespace, results_dir: Path):
+def load_aligned(args: ChunkQualitySettings, results_dir: Path):
     """Chunk exports aligned to one reference per PDF: (strategies, references, exports, notes, groundtruth dir)."""
     from Postprocessing.chunkeval import data
 
@@ -586,7 +589,7 @@ def write_tables(out_dir: Path, rows, report: str, chunk_frames, per_question, h
     return written
 
 
-def judge_chunks(args: argparse.Namespace) -> results.Written:
+def judge_chunks(args: ChunkQualitySettings) -> results.Written:
     """`ragstudy chunk-quality`: load and align, compute every section, write the tables; the files it wrote."""
     import pandas as pd
 

@@ -22,10 +22,10 @@ from Postprocessing.answer_metrics import PAPER_BERTSCORE_MODEL, MetricsConfig, 
 from Postprocessing.common import DataError
 from ragstudy import results
 from ragstudy.io import tell, torch_threads
-from ragstudy.settings import Setting
+from ragstudy.settings import Setting, record
 
 
-def score_answers(args: argparse.Namespace) -> results.Written:
+def score_answers(args: ScoreAnswersSettings) -> results.Written:
     """`ragstudy score-answers`: load and check the inputs, score, write the outputs, print the Markdown summary;
     the files it wrote. A run with several LLMs (`--llm a,b`): each LLM's group is scored in its own folder, then
     the verdict across the LLMs is written beside answer_groups.csv (Postprocessing.answer_across)."""
@@ -43,16 +43,16 @@ def score_answers(args: argparse.Namespace) -> results.Written:
                         "written into its own folder; drop --out-dir")
     scored = []
     for gid, _, folder in groups:
-        _score_folder(argparse.Namespace(**{**vars(args), "results_dir": str(folder), "out_dir": None}))
+        _score_folder(replace(args, results_dir=str(folder), out_dir=None))
         scored.append(answer_across.read_group(folder, gid))
     tell(answer_across.write_across(Path(args.results_dir), scored))
     return results.written_by(args.results_dir, "score-answers")
 
 
-def _score_folder(args: argparse.Namespace) -> results.Written:
+def _score_folder(args: ScoreAnswersSettings) -> results.Written:
     """Score the answers of one answering run (one LLM's) into its folder or --out-dir."""
     results_dir = Path(args.results_dir)
-    common.resolve_inputs(args)
+    args = common.resolve_inputs(args)
     out_dir = Path(args.out_dir or results_dir)
     questions, oracle = common.load_questions_and_oracle(Path(args.questions), Path(args.oracle))
     cleaned_path = Path(args.cleaned_oracle or Path(args.oracle).with_name(common.CLEANED_ORACLE_NAME))
@@ -128,4 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Score each strategy's answers (Dataset*.csv from ragstudy answer) against the oracle with BLEU, "
         "ROUGE-1/2/L/Lsum, METEOR and BERTScore, offline; write per-question scores, a summary with bootstrap CIs "
         "and paired comparisons (CSV + Markdown).", settings())
+
+
+ScoreAnswersSettings = record("ScoreAnswersSettings", settings())  # the job's typed settings (docs/python.md)
 

@@ -51,7 +51,7 @@ from ragstudy import budget_metrics, results
 from ragstudy import evidence as evidence_mod
 from ragstudy.budget_eval import StrategyEvaluation, per_question_columns
 from ragstudy.budgets import Measure, budget_labels
-from ragstudy.settings import Setting
+from ragstudy.settings import Setting, record
 from ragstudy.stats import HOLM_COLUMN, ci_label
 from ragstudy.verdict import DEFAULT_REFERENCE, Verdict
 from ragstudy.verdict_across import CrossVerdict
@@ -226,7 +226,7 @@ class ScoringSettings:
     confidence: float
 
     @classmethod
-    def of_args(cls, args: argparse.Namespace) -> ScoringSettings:
+    def of_args(cls, args: ScoreRetrievalSettings) -> ScoringSettings:
         given = {f.name: getattr(args, f.name) for f in fields(cls)}
         out_dir = Path(args.out_dir or args.results_dir)
         return cls(**{**given, "results_dir": Path(args.results_dir), "out_dir": out_dir})
@@ -263,7 +263,10 @@ class GroupScores:
     has_evidence: bool
 
 
-def score_retrieval(args: argparse.Namespace) -> results.Written:
+ScoreRetrievalSettings = record("ScoreRetrievalSettings", settings())  # the job's typed settings (docs/python.md)
+
+
+def score_retrieval(args: ScoreRetrievalSettings) -> results.Written:
     """`ragstudy score-retrieval`: score the run in --results-dir, one verdict per group of variants that differ only
     in strategy (ragstudy.variants.run_groups; a folder without variants.csv is one group), checked across the groups
     when there are several (run_across); the files it wrote."""

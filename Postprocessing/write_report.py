@@ -28,7 +28,7 @@ from pathlib import Path
 from Postprocessing import cli, common
 from ragstudy import results
 from ragstudy.io import PROJECT_ROOT, tell
-from ragstudy.settings import Setting
+from ragstudy.settings import Setting, record
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ def check_scored(results_dir: Path, built: list) -> None:
                                f"{results_dir}), or pass the folder that holds the scores. Nothing was written")
 
 
-def write_report(args: argparse.Namespace) -> results.Written:
+def write_report(args: ReportSettings) -> results.Written:
     """`ragstudy report`: the page (report.html and report.md beside it, a screenshot when asked) from the results
     folder; the files it wrote, with exit code 3 when the screenshot could not be taken, 1 on a JavaScript error."""
     check_out(args.out)
@@ -168,4 +168,7 @@ def settings() -> tuple[Setting, ...]:
 
 def build_parser() -> argparse.ArgumentParser:
     return cli.script_parser(__doc__.split("\n\nSections:")[0], settings())
+
+
+ReportSettings = record("ReportSettings", settings())  # the job's typed settings (docs/python.md)
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .config import StudyConfig
-    from .results import Run
+    from .results import Written
 
 
 def build_parser(leave_out: tuple[str, ...] = ()) -> argparse.ArgumentParser:
@@ -34,40 +34,33 @@ def build_parser(leave_out: tuple[str, ...] = ()) -> argparse.ArgumentParser:
     return add_study_arguments(parser, leave_out)
 
 
-def chain_config(args: argparse.Namespace, warn_unused: bool = True) -> "StudyConfig":
-    """The settings of a chain run from its parsed flags, its embedding checked (a bad --embedding stops here,
-    before anything is written); `warn_unused=False` (the study's runs): no warning about given settings that have
-    no effect on this run."""
-    from .config import config_from_args
-    config = config_from_args(args, warn_unused)
-    config.check_embedders()
-    return config
-
-
 @dataclass(frozen=True)
 class ChainRun:
     """What a chain run did: its settings, one report per strategy (documents, chunks, vectors and answers made or
-    reused), its seconds, and its folder as a run handle."""
+    reused), its seconds, and the files it wrote."""
 
     config: "StudyConfig"
     reports: tuple[Any, ...]
     seconds: float
 
     @property
-    def run(self) -> "Run":
-        from .results import open_run
+    def written(self) -> "Written":
+        """The files of the run folder (results.written_by)."""
+        from .results import written_by
 
-        return open_run(self.config.output_dir)
+        return written_by(self.config.output_dir, "answer")
 
 
 def run_chain(config: "StudyConfig") -> ChainRun:
     """The run `config` names: the answering chain (Dataset files), a retrieval-only run (rankings, no LLM) or a
-    chunks-only export, into config.output_dir."""
+    chunks-only export, into config.output_dir; each embedding model is checked first (a bad one stops the run
+    before anything is written)."""
     from . import llm_axis
     from .pipeline import run_study
     from .ranking import run_retrieval
 
     started = time.perf_counter()
+    config.check_embedders()
     if config.retrieval_only:
         reports = run_retrieval(config).reports()
     elif len(llm_axis.llm_specs(config)) > 1:  # the LLM axis: one answering run per LLM, in groups/<id>/

@@ -3,14 +3,15 @@ and default), and command-line parsers, the accepted YAML keys and the reference
 
 A dataclass declares its settings on its fields with `setting(...)` (read back with `declared(cls)`); inputs that
 are no field (a file to read, a shortcut) are `Setting(...)` values. `add_arguments` turns a list of them into
-argparse options; help strings get their default appended from the declaration, never written by hand.
-See docs/settings.md.
+argparse options; help strings get their default appended from the declaration, never written by hand; `record`
+turns it into a job's typed, frozen settings (docs/python.md). See docs/settings.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import MISSING, dataclass
 from typing import Any
@@ -132,6 +133,56 @@ def declared(cls: type) -> tuple[Setting, ...]:
             default = None if item.default is MISSING else item.default
             result.append(Setting(name=item.name, default=default, **facts))
     return tuple(result)
+
+
+def record(name: str, settings: Iterable[Setting]) -> type:
+    """A job's typed settings: a frozen dataclass `name` with one field per setting (but -v/--verbose), its default
+    the one the job's parser stores (a switch False), each value checked as the parser checks it (type, choices,
+    `check`; a StudyInputError naming the field). `Record.of(parsed_flags)` builds one from a parser's Namespace,
+    so the command line and Python call a job with the same record."""
+    items = tuple(item for item in settings if item.name != VERBOSE.name)
+    fields = [(item.name, _annotation(item), bool(item.default) if item.kind == "switch"
+               else None if item.kind == "append" else item.default) for item in items]
+
+    def check(self: Any) -> None:
+        from .errors import StudyInputError
+
+        for item in items:
+            value = getattr(self, item.name)
+            if isinstance(value, os.PathLike) and item.type is str:  # a folder or file given as a Path
+                object.__setattr__(self, item.name, value := os.fspath(value))
+            problem = _value_problem(item, value)
+            if problem:
+                raise StudyInputError(f"{name}({item.name}={value!r}): {problem}")
+
+    def of(cls: type, parsed: argparse.Namespace) -> Any:
+        return cls(**{item.name: getattr(parsed, item.name) for item in items if hasattr(parsed, item.name)})
+
+    return dataclasses.make_dataclass(name, fields, frozen=True, namespace={
+        "__doc__": f"A job's typed settings (ragstudy.settings.record): {', '.join(i.name for i in items)}.",
+        "__post_init__": check, "of": classmethod(of)})
+
+
+def _annotation(item: Setting) -> Any:
+    if item.kind == "switch":
+        return bool
+    if item.kind in ("list", "append"):
+        return str | tuple | list | None
+    return item.type if item.default is not None else item.type | None
+
+
+def _value_problem(item: Setting, value: Any) -> str | None:
+    """What is wrong with a value of `item` given in Python (None: nothing)."""
+    if value is None and item.kind != "switch":
+        return None
+    wanted = bool if item.kind == "switch" else (str, tuple, list) if item.kind in ("list", "append") else \
+        (int, float) if item.type is float else item.type
+    if not isinstance(value, wanted) or (isinstance(value, bool) and item.type is not bool and item.kind != "switch"):
+        return "must be True or False" if item.kind == "switch" else f"must be {item.type_name()}"
+    choices = item.choice_values() if item.kind == "value" and not item.several else None
+    if choices is not None and value not in choices:
+        return f"must be one of {', '.join(choices)}"
+    return item.check(value) if item.check is not None and item.kind == "value" else None
 
 
 def format_value(value: Any) -> str:

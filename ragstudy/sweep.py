@@ -190,6 +190,7 @@ def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None
     from .results import RETRIEVAL_PER_QUESTION, SWEEP_BEST, SWEEP_FIXED_COLUMNS, SWEEP_SUMMARY, read_questions, write_table
     from .textlayer import load_documents
 
+    config.check_embedders()
     sweep = load_sweep(sweep_file)
     if sweep.budgets:
         config = replace(config, budgets=sweep.budgets)

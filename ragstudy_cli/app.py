@@ -22,11 +22,11 @@ PROG = "ragstudy"
 
 @dataclass(frozen=True)
 class Command:
-    """One subcommand: its parser (`build`), its job (the library function that takes the parsed settings and
-    returns what it wrote), the runner in ragstudy_cli.jobs that calls the job on the command line (logging, the
-    printed lines, errors as one line and an exit code), the script the paper runs it as, and for the chain's
-    variants the mode it fixes (retrieval-only, chunks-only, a sweep). Each is "module:function", imported when
-    the subcommand runs."""
+    """One subcommand: its parser (`build`), its job (the library function that takes its typed settings, made
+    from the parsed flags, and returns what it wrote: docs/python.md), the runner in ragstudy_cli.jobs that calls
+    the job on the command line (logging, the printed lines, errors as one line and an exit code), the script the
+    paper runs it as, and for the chain's variants the mode it fixes (retrieval-only, chunks-only, a sweep). Each
+    is "module:function", imported when the subcommand runs."""
 
     name: str
     summary: str

@@ -65,12 +65,16 @@ def guarded(job: Callable[[], int], errors: tuple[type[BaseException], ...] = ()
 
 # ------------------------------------------------------------------------------------ the Postprocessing jobs
 
-def run_script_job(job: Job, args: argparse.Namespace) -> int:
-    """A scoring, review, survey or report subcommand: INFO logs on stderr, the job, its exit code."""
+def run_script_job(job: Callable[[Any], Written], args: argparse.Namespace) -> int:
+    """A scoring, review, survey or report subcommand: INFO logs on stderr, the job on the typed settings its
+    parameter names (ragstudy.settings.record) made from the flags, its exit code."""
+    import inspect
+
     from Postprocessing.cli import setup_logging
 
     setup_logging(args.verbose)
-    return guarded(lambda: job(args).exit_code)
+    settings = next(iter(inspect.signature(job, eval_str=True).parameters.values())).annotation
+    return guarded(lambda: job(settings.of(args)).exit_code)
 
 
 # ---------------------------------------------------------------------------------------------- the chain
@@ -109,11 +113,12 @@ def _chain_runner(args: argparse.Namespace, run_job: Callable[[Any, float], None
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     quiet_libraries()
     from ragstudy import chain
+    from ragstudy.config import config_from_args
 
     started = time.perf_counter()
 
     def run() -> int:
-        config = chain.chain_config(args)
+        config = config_from_args(args)
         print(profile_line(config), flush=True)
         run_job(config, started)
         return 0

@@ -31,7 +31,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ragstudy import results
@@ -125,8 +125,7 @@ def run_inputs(config) -> dict[str, str]:
 
 @dataclass
 class Stage:
-    """One stage: its job (`run`, returning what it wrote) and the settings it runs with (its part of the key: a
-    copy taken when planned, as a job may fill in its own settings' defaults while it runs)."""
+    """One stage: its job (`run`, returning what it wrote) and the settings it runs with (its part of the key)."""
 
     name: str
     what: str
@@ -184,10 +183,10 @@ class Ledger:
 
 def plan(args: argparse.Namespace, chain_args: argparse.Namespace, root: Path) -> list[Stage]:
     """The study's stages in order, each the job of its subcommand with the settings the study gives it."""
-    from Postprocessing.judge_chunks import build_parser as chunk_quality_parser, judge_chunks
-    from Postprocessing.score_answers import build_parser as answer_scores_parser, score_answers
-    from Postprocessing.score_retrieval import build_parser as retrieval_scores_parser, score_retrieval
-    from Postprocessing.write_report import build_parser as report_parser, write_report
+    from Postprocessing.judge_chunks import ChunkQualitySettings, judge_chunks
+    from Postprocessing.score_answers import ScoreAnswersSettings, score_answers
+    from Postprocessing.score_retrieval import ScoreRetrievalSettings, score_retrieval
+    from Postprocessing.write_report import ReportSettings, write_report
     from ragstudy import axes
     from ragstudy.config import config_from_args
     from ragstudy.evidence import default_evidence
@@ -205,40 +204,35 @@ def plan(args: argparse.Namespace, chain_args: argparse.Namespace, root: Path) -
     check_study_files(args, answer_config)
     bundled = default_evidence(answer_config.questions)
     evidence = args.evidence or (str(bundled) if bundled else None)
-    oracle, verbose = args.oracle, args.verbose
+    oracle = args.oracle
     extra_inputs = {p: sha256_file(Path(p)) for p in (args.evidence, args.oracle) if p and Path(p).is_file()}
     report_out = str(results.REPORT_HTML.path(root))
-    rs_args = job_settings(retrieval_scores_parser, results_dir=str(retrieval), evidence=evidence, oracle=oracle,
-                           verbose=verbose)
+    rs_args = ScoreRetrievalSettings(results_dir=str(retrieval), evidence=evidence, oracle=oracle)
     # the same evidence as the retrieval scores: the answer scores' extractive reference
-    as_args = job_settings(answer_scores_parser, results_dir=str(answers), evidence=evidence, oracle=oracle,
-                           verbose=verbose)
+    as_args = ScoreAnswersSettings(results_dir=str(answers), evidence=evidence, oracle=oracle)
     judged = answers / GROUPS_DIR / group_id(llms[0]) if len(llms) > 1 else answers  # the first LLM's answers
-    cq_args = job_settings(chunk_quality_parser, results_dir=str(judged), evidence=evidence or "none",
-                           no_hope=not args.hope, verbose=verbose)
-    rp_args = job_settings(report_parser, results_dir=str(answers), retrieval_dir=str(retrieval), out=report_out,
-                           oracle=oracle, verbose=verbose)
-    first_args = job_settings(report_parser, results_dir=str(retrieval), out=report_out, oracle=oracle,
-                              verbose=verbose)
+    cq_args = ChunkQualitySettings(results_dir=str(judged), evidence=evidence or "none", no_hope=not args.hope)
+    rp_args = ReportSettings(results_dir=str(answers), retrieval_dir=str(retrieval), out=report_out, oracle=oracle)
+    first_args = ReportSettings(results_dir=str(retrieval), out=report_out, oracle=oracle)
     inputs_a, inputs_r = {**run_inputs(answer_config), **extra_inputs}, {**run_inputs(retrieval_config), **extra_inputs}
     # the retrieval verdict first: it needs no LLM; the report is written then, and again once the answers are scored
     return [
         Stage("retrieval", f"rank {len(retrieval_config.strategies)} strategies' parents for every question, no LLM",
               run_settings(retrieval_config), chain_stage(retrieval_config), inputs=inputs_r,
               strategies=tuple(retrieval_config.strategies), config=retrieval_config),
-        Stage("retrieval scores", "score retrieval at equal budgets; the verdict", dict(vars(rs_args)),
+        Stage("retrieval scores", "score retrieval at equal budgets; the verdict", asdict(rs_args),
               lambda: score_retrieval(rs_args), needs=("retrieval",), inputs=extra_inputs),
         Stage("first report", "the report of the retrieval stage, the verdict first (the answers follow)",
-              dict(vars(first_args)), lambda: write_report(first_args), needs=("retrieval", "retrieval scores"),
+              asdict(first_args), lambda: write_report(first_args), needs=("retrieval", "retrieval scores"),
               only_before=ANSWER_STAGES),
         Stage("answers", f"answer {len(answer_config.strategies)} strategies' questions through the LLM",
               run_settings(answer_config), chain_stage(answer_config), inputs=inputs_a,
               strategies=tuple(answer_config.strategies), config=answer_config),
-        Stage("answer scores", "score the answers against the oracle, beside their floors", dict(vars(as_args)),
+        Stage("answer scores", "score the answers against the oracle, beside their floors", asdict(as_args),
               lambda: score_answers(as_args), needs=("answers",), inputs=inputs_a),
         Stage("chunk quality", "chunk statistics and evidence retrieval at own k" + (", HOPE" if args.hope else ""),
-              dict(vars(cq_args)), lambda: judge_chunks(cq_args), needs=("answers", "answer scores"), inputs=inputs_a),
-        Stage("report", "the report page, the verdict first", dict(vars(rp_args)), lambda: write_report(rp_args),
+              asdict(cq_args), lambda: judge_chunks(cq_args), needs=("answers", "answer scores"), inputs=inputs_a),
+        Stage("report", "the report page, the verdict first", asdict(rp_args), lambda: write_report(rp_args),
               needs=("answers", "retrieval", "retrieval scores", "answer scores", "chunk quality")),
     ]
 
@@ -257,41 +251,27 @@ def check_study_files(args: argparse.Namespace, config) -> None:
         results.oracle_answers(oracle, questions)
 
 
-def job_settings(build_parser: Callable[[], argparse.ArgumentParser], **given: object) -> argparse.Namespace:
-    """A job's settings: its parser's defaults (from the declarations), with the values the study gives."""
-    settings = build_parser().parse_args([])
-    unknown = [name for name in given if not hasattr(settings, name)]
-    if unknown:
-        raise AttributeError(f"no setting {unknown} in {build_parser.__module__}")
-    for name, value in given.items():
-        setattr(settings, name, value)
-    return settings
-
-
 def run_settings(config) -> dict:
     """A run stage's settings as its key records them: the resolved configuration but the settings that never change
     results (config.result_settings: threads, --workers/--ray, timeouts), its profile's every value (the LLM's answer
     length, dtype, ...) included."""
-    from dataclasses import asdict
-
     from ragstudy.config import result_settings
 
     return {**result_settings(config), "profile": asdict(config.profile)}
 
 
 def chain_stage(config) -> Callable[[], results.Written]:
-    """A run stage: the chain's job on `config` (its embedding checked first), its table printed into the log; the
-    run folder's files."""
+    """A run stage: the chain's job on `config`, its table printed into the log; the run folder's files."""
     def run() -> results.Written:
         from ragstudy.chain import run_chain
         from ragstudy_cli.jobs import print_chain_run, profile_line, quiet_libraries
 
         started = time.perf_counter()
         quiet_libraries()
-        config.check_embedders()
         print(profile_line(config), flush=True)
-        print_chain_run(run_chain(config), time.perf_counter() - started)
-        return results.written_by(config.output_dir, "answer")
+        done = run_chain(config)
+        print_chain_run(done, time.perf_counter() - started)
+        return done.written
 
     return run
 

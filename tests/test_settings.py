@@ -330,7 +330,7 @@ def test_threads_have_one_default_in_the_chain_and_every_script(monkeypatch, tmp
     monkeypatch.setattr(torch, "set_num_threads", set_to.append)
     args = score_answers.build_parser().parse_args(["--results-dir", str(tmp_path / "absent")])
     with pytest.raises(StudyInputError):  # no results there: it stops after setting the threads
-        score_answers.score_answers(args)
+        score_answers.score_answers(score_answers.ScoreAnswersSettings.of(args))
     assert set_to == [4]
 
 
