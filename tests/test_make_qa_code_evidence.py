@@ -17,7 +17,7 @@ from conftest import REPO_ROOT
 from ragstudy.qagen.choose import choose_evidence
 from ragstudy.qagen.extractive import ExtractiveGenerator
 from ragstudy.qagen.filters import FILTERS, CandidateFilter, Thresholds
-from ragstudy.qagen.prompt import build_evidence_prompt, parse_generation, passage_parts
+from ragstudy.qagen.prompt import ROUND_TRIP_TOKENS, build_evidence_prompt, parse_generation, passage_parts
 from ragstudy.qagen.run import QaSettings, make_qa
 from ragstudy.qagen.sampling import sample_passages
 from ragstudy.textlayer import load_documents
@@ -137,3 +137,48 @@ def test_the_report_counts_the_drafts_kept_at_each_filter_and_scores_the_kept_on
     assert "| filter | drops a candidate when | first failed | failed (any) | left |" in report
     assert re.search(r"\| kept \| passed every filter \|  \|  \| 20 \|", report)
     assert "| questions, kept items | 20 |" in report and "| answers, kept items | 20 |" in report
+
+
+class RoundTrip(ExtractiveGenerator):
+    """The extractive writer's drafts, and a round trip that answers every other question with a word of nothing:
+    the model whose own answer to its question is not the drafted one."""
+
+    answers_questions = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.round_trips: list[str] = []
+
+    def generate_many(self, prompts, params=None, desc: str = ""):
+        drafts = [p for p in prompts if "\nDomanda: " not in p]
+        asked = [p for p in prompts if "\nDomanda: " in p]
+        assert not (drafts and asked), "drafts and round trips are asked apart"
+        if drafts:
+            return super().generate_many(drafts, params)
+        assert params is not None and params.max_new_tokens == ROUND_TRIP_TOKENS
+        self.round_trips += asked
+        start = len(self.round_trips) - len(asked)
+        return [passage_parts(p)[0] if (start + i) % 2 == 0 else "Non lo so." for i, p in enumerate(asked)]
+
+
+def test_a_question_whose_answer_does_not_come_back_is_dropped(tmp_path: Path) -> None:
+    """The round trip: each draft that passed every other filter is asked again with only its evidence; a reply
+    holding the drafted answer keeps it, "Non lo so." drops it as answer_not_recovered. The records say how much
+    came back, and the extractive writer (which answers nothing) is not asked and the report says so."""
+    from ragstudy.llms.cache import GenerationParams
+
+    generator = RoundTrip()
+    generator.params = GenerationParams(max_new_tokens=384)
+    result = make_qa(QaSettings(documents=DOCUMENTS, out=tmp_path / "qa", n=6, candidates=24, seed=0), generator,
+                     "scripted-test-model", "test")
+    records = [json.loads(line) for line in (tmp_path / "qa" / "candidates.jsonl").read_text().splitlines()]
+    dropped = [r for r in records if r["reasons"] == ["answer_not_recovered"]]
+    kept = [r for r in records if r["kept"]]
+    assert result.kept == len(kept) == 6 and len(dropped) >= 5
+    assert all(r["recovered"] == 1.0 for r in kept) and all(r["recovered"] == 0.0 for r in dropped)
+    assert all(f"Domanda: {r['question']}" in "".join(generator.round_trips) for r in kept + dropped)
+    sidecar = json.loads((tmp_path / "qa" / "make_qa.json").read_text())
+    assert sidecar["counts"]["filters"]["answer_not_recovered"]["dropped_first"] == len(dropped)
+    make_qa(QaSettings(documents=DOCUMENTS, out=tmp_path / "plain", n=2, candidates=8, seed=0), ExtractiveGenerator(),
+            "scripted-test-model", "test")
+    assert "The round trip (answer_not_recovered) was not asked" in (tmp_path / "plain" / "qa_report.md").read_text()

@@ -85,6 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     filters.add_argument("--answer-support", type=share, default=DEFAULTS.answer_support,
                          help="keep an answer only when at least this share of its content words are in the "
                               f"evidence (default {DEFAULTS.answer_support})")
+    filters.add_argument("--answer-recovered", type=share, default=DEFAULTS.recovered,
+                         help="keep an item only when the model, asked its question with only the evidence, replies "
+                              "with at least this share of the drafted answer's content words, or the drafted answer "
+                              f"holds this share of the reply's (default {DEFAULTS.recovered})")
     filters.add_argument("--duplicate-threshold", type=share, default=DEFAULTS.duplicate_threshold,
                          help="Jaccard of content words at which a question duplicates an earlier one "
                               f"(default {DEFAULTS.duplicate_threshold})")
@@ -149,7 +153,7 @@ def make_qa_set(args: argparse.Namespace) -> Written:
              f"a filter), {review.rejected} rejected; set written to {out}/")
         return written_by(out, "make-qa")
     thresholds = Thresholds(answer_support=args.answer_support, copy_threshold=args.copy_threshold,
-                            duplicate_threshold=args.duplicate_threshold)
+                            duplicate_threshold=args.duplicate_threshold, recovered=args.answer_recovered)
     settings = QaSettings(documents=Path(args.documents or DEFAULT_DOCUMENTS), out=out, n=args.n, candidates=args.candidates,
                           seed=args.seed, span_share=args.span_share, max_new_tokens=args.max_new_tokens,
                           thresholds=thresholds, overwrite=args.overwrite, reference=_references(args.reference),

@@ -22,6 +22,7 @@ _LONG_WORD = re.compile(r"[^\W\d_]{7,}")
 
 class ExtractiveGenerator:
     concurrency = 8
+    answers_questions = False  # make-qa's round trip (run.round_trip) does not ask it: it only writes templates
 
     def __init__(self) -> None:
         self.generated = 0

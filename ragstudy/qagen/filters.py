@@ -43,6 +43,9 @@ FILTERS: dict[str, str] = {
     "question_off_evidence": "none of the question's content words is in the evidence (a question about something "
                              "else; 3 of the 45 bundled hand-written questions, 0 of the 36 of ../shared/qa)",
     "question_copies_evidence": "more than {copy_threshold:.0%} of the question's content words are in the evidence",
+    "answer_not_recovered": "asked its own question with only the evidence, the model's reply and the drafted answer "
+                            "share under {recovered:.0%} of the content words of either (the question does not ask "
+                            "for that answer: a garbled or off-target question)",
     "evidence_reused": "its evidence overlaps the evidence of an earlier kept item (no two items on the same "
                        "evidence)",
     "near_duplicate": "the question's content words overlap an earlier kept question's by {duplicate_threshold:.0%} "
@@ -77,6 +80,7 @@ class Thresholds:
     max_text: int = 2_000  # characters of a question or an answer (the longest oracle answer of the sample: 309)
     max_output: int = 100_000  # characters of a whole generation: longer ones are dropped unparsed
     echo_words: int = 4  # consecutive words of the prompt's instructions that make a question an echo of it
+    recovered: float = 0.5  # round trip: the human set's items pass at 28 of 36, with another's evidence 5 of 36
 
     def describe(self, unfit: str = "") -> dict[str, str]:
         values = {**vars(self), "unfit": unfit or "none"}
@@ -104,6 +108,7 @@ class Checked:
     located: Located | None = None
     question_overlap: float | None = None  # share of the question's content terms in the evidence
     answer_support: float | None = None  # share of the answer's content terms in the evidence
+    recovered: float | None = None  # round trip: the larger share of answer/reply content terms in the other
     reasons: list[str] = field(default_factory=list)
 
     @property
@@ -231,6 +236,15 @@ class CandidateFilter:
         if checked.question_overlap > t.copy_threshold:
             checked.reasons.append("question_copies_evidence")
         return self._unfit(checked)
+
+    def round_trip(self, checked: Checked, reply: str) -> None:
+        """Record the round trip of a candidate that passed `check`: the model, asked the candidate's question with
+        only its evidence (prompt.round_trip_prompt), replied `reply`; it must give back the drafted answer."""
+        answer, replied = terms(checked.generated.answer, self.analyzer), terms(reply, self.analyzer)
+        # either way round: a reply that is part of a longer drafted answer gives it back as well as one that holds it
+        checked.recovered = max(share_in(answer, replied), share_in(replied, answer))
+        if checked.recovered < self.thresholds.recovered:
+            checked.reasons.append("answer_not_recovered")
 
     def _unfit(self, checked: Checked) -> Checked:
         if self.unfit_generator:

@@ -55,6 +55,12 @@ FROM_EVIDENCE = (  # the answer first: a small model then asks for that fact ins
     "usa parole tue e sinonimi, non copiare le frasi del testo. Non chiedere di titoli, numeri di pagina o indici.\n"
     "Rispondi solo con JSON: {{\"risposta\": \"...\", \"domanda\": \"...\"}}"
 )
+ROUND_TRIP = (  # make-qa's check of a draft: its own question asked again with only the evidence (filters.round_trip)
+    "Testo:\n\"\"\"\n{evidence}\n\"\"\"\n\n"
+    "Domanda: {question}\n"
+    "Rispondi in italiano con la sola informazione richiesta, presa dal testo, in poche parole."
+)
+ROUND_TRIP_TOKENS = 64  # generation limit of a round-trip answer (a short answer; the study's own is 512)
 EVIDENCE_BY = ("code", "model")
 KEYS = {"question": ("domanda", "question"), "answer": ("risposta", "answer"), "evidence": ("evidenza", "evidence")}
 
@@ -66,8 +72,15 @@ def prompt_version(evidence_by: str = "code") -> str:
 def prompt_hash(evidence_by: str = "code") -> str:
     """sha256 (16 hex digits) of the prompt templates of one way to draft (EVIDENCE_BY) and their version."""
     if evidence_by == "code":
-        return sha256_text(stable_json({"version": FROM_EVIDENCE_VERSION, "template": FROM_EVIDENCE}))[:16]
-    return sha256_text(stable_json({"version": PROMPT_VERSION, "single": SINGLE, "spanning": SPANNING}))[:16]
+        return sha256_text(stable_json({"version": FROM_EVIDENCE_VERSION, "template": FROM_EVIDENCE,
+                                        "round_trip": ROUND_TRIP}))[:16]
+    return sha256_text(stable_json({"version": PROMPT_VERSION, "single": SINGLE, "spanning": SPANNING,
+                                    "round_trip": ROUND_TRIP}))[:16]
+
+
+def round_trip_prompt(question: str, evidence: str) -> str:
+    """The draft's question asked with only its evidence (ROUND_TRIP)."""
+    return ROUND_TRIP.format(evidence=evidence, question=question)
 
 
 def build_evidence_prompt(passage: Passage, evidence: str) -> str:

@@ -22,7 +22,8 @@ from ..textlayer import PdfDocument, load_documents
 from . import outputs
 from .choose import choose_evidence
 from .filters import FILTERS, CandidateFilter, Checked, Thresholds, overlap_distribution, unfit_generator
-from .prompt import EVIDENCE_BY, build_evidence_prompt, build_prompt, prompt_hash, prompt_version
+from .prompt import (EVIDENCE_BY, ROUND_TRIP_TOKENS, build_evidence_prompt, build_prompt, prompt_hash, prompt_version,
+                     round_trip_prompt)
 from .sampling import Passage, Sample, sample_passages
 
 logger = logging.getLogger(__name__)
@@ -150,7 +151,8 @@ def candidate_record(passage: Passage, raw: str, checked: Checked, model: str, e
             "evidence_located": loc.text if loc else None,
             "source_start_end": [loc.source_start, loc.source_end] if loc else None, "page": page,
             "boundary": loc.boundary if loc else None, "question_overlap": checked.question_overlap,
-            "answer_support": checked.answer_support, "reasons": list(checked.reasons), "kept": checked.kept,
+            "answer_support": checked.answer_support, "recovered": checked.recovered,
+            "reasons": list(checked.reasons), "kept": checked.kept,
             **({"cut": cut} if cut else {})}
 
 
@@ -177,10 +179,11 @@ def draft_and_filter(drafts: Sequence[Draft], generator, params, filt: Candidate
             chunk = drafts[start:start + batch]
             asked = [d.prompt for d in chunk if d.prompt is not None]
             answers = iter(generator.generate_many(asked, params) if asked else [])
-            for draft in chunk:
-                raw = next(answers) if draft.prompt is not None else ""
-                checked = filt.check(raw, draft.passage, draft.evidence) if draft.prompt is not None \
-                    else filt.no_evidence()
+            raws = [next(answers) if d.prompt is not None else "" for d in chunk]
+            checks = [filt.check(raw, d.passage, d.evidence) if d.prompt is not None else filt.no_evidence()
+                      for d, raw in zip(chunk, raws)]
+            round_trip(generator, params, filt, checks)
+            for draft, raw, checked in zip(chunk, raws, checks):
                 if kept < n and filt.keep(checked):
                     kept += 1
                 elif kept >= n and checked.kept:
@@ -191,6 +194,22 @@ def draft_and_filter(drafts: Sequence[Draft], generator, params, filt: Candidate
     finally:
         bar.close()
     return [r for r in records if "not_needed" not in r["reasons"]]
+
+
+def round_trip(generator, params, filt: CandidateFilter, checks: Sequence[Checked]) -> None:
+    """Ask the generator each question that passed `check` again, with only its evidence, and drop the ones whose
+    drafted answer does not come back (filters answer_not_recovered). A writer that answers no question (the
+    extractive baseline, `answers_questions = False`) is not asked: its records keep `recovered` None."""
+    if not getattr(generator, "answers_questions", True):
+        return
+    passed = [c for c in checks if c.kept]
+    if not passed:
+        return
+    short = replace(params, max_new_tokens=ROUND_TRIP_TOKENS) if params is not None else None
+    replies = generator.generate_many([round_trip_prompt(c.generated.question, c.located.text)
+                                       for c in passed], short)
+    for checked, reply in zip(passed, replies):
+        filt.round_trip(checked, reply)
 
 
 def filter_cascade(records: Sequence[dict]) -> list[tuple[str, int, int, int]]:
@@ -423,6 +442,9 @@ def report_markdown(settings: QaSettings, sample: Sample, records: Sequence[dict
     rows = [[name, described[name], first, failed, left] for name, first, failed, left in filter_cascade(records)]
     rows.append(["kept", "passed every filter", "", "", len(items)])
     lines.append(_table(["filter", "drops a candidate when", "first failed", "failed (any)", "left"], rows))
+    if any(r["passage"] and r.get("recovered") is None and r["kept"] for r in records):
+        lines.append(f"The round trip (answer_not_recovered) was not asked: {model} writes templates and answers no "
+                     "question, so its kept items are not checked for it.\n")
     lines.append("## Against a floor\n")
     lines.extend(grounding_lines(grounding_against_floor(records, settings.seed), model,
                                  grounding_against_floor([r for r in records if r["kept"]], settings.seed)))
