@@ -47,7 +47,7 @@ def distinct_windows(config, documents) -> list[str]:
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
     from ragstudy.knowledge_base import child_windows
-    from ragstudy.ranking import chunk_cached
+    from ragstudy.pipeline import chunk_cached
 
     texts: dict[str, None] = {}
     for strategy in config.strategies:

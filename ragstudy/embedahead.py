@@ -5,7 +5,7 @@ windows, two strategies cut some identical windows, every variant with vectors e
 after another in a process, the vector cache (customembedding.VectorCache) makes the later ones read what the earlier
 ones embedded; run side by side (`--workers N`, `--ray`), two variants reach a shared window at the same moment and
 both embed it, and every process loads the model. So the driver first plans the grid's embedding work
-(`plan`): it chunks each distinct strategy once (ranking.chunk_cached: the variants then read those chunks from the
+(`plan`): it chunks each distinct strategy once (pipeline.chunk_cached: the variants then read those chunks from the
 chunk cache), cuts each pending variant with vectors into the texts its retriever embeds (child windows as
 knowledge_base.child_windows cuts them, or whole parents), and keeps each distinct text once per embedder, plus the
 questions. `run` hands those batches to the grid's executor as tasks (`embed_batch`, through executors.run_tasks);
@@ -93,7 +93,7 @@ def plan(variants: Sequence[Variant], configs: Mapping[str, Any], questions: Seq
     """The batches of `variants` (those still to compute, in grid order; `configs`: variant id -> its StudyConfig):
     per embedder, the texts of each variant whose retriever has vectors, BATCH at a time, each distinct text in the
     first batch that holds it, then the questions. `chunked(config, strategy)` gives a strategy's chunks (the
-    grid's: ranking.chunk_cached, so every strategy involved is chunked once, into the chunk cache the variants
+    grid's: pipeline.chunk_cached, so every strategy involved is chunked once, into the chunk cache the variants
     read). A grid without vectors gives no batch and loads nothing."""
     from . import retrievers
 

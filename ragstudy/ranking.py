@@ -11,8 +11,7 @@ A run is a grid of variants (ragstudy.variants: strategies x retrievers x text l
 file's configurations): run_retrieval runs each variant (run_variant, through an executor) into its own folder,
 `<output-dir>/variants/<id>/`, and lists them in `<output-dir>/variants.csv`.
 
-Chunks are cached as JSON under a hash of (strategy, parameters, PDF bytes, embedding model, chunking code); a
-cache file that does not parse is treated as absent (a warning names it) and replaced.
+Chunks come from the chunk cache the answering chain shares (pipeline.chunk_cached).
 """
 
 from __future__ import annotations
@@ -31,16 +30,15 @@ from typing import Any, Callable, Sequence
 
 from . import axes
 from .budgets import CHARS, Measure, llm_measure
-from .chunks import Chunk, ChunkedDocument
 from .config import StudyConfig
 from .errors import StudyInputError
-from .pipeline import (StrategyReport, check_chunked, check_question_lengths, check_vector_store, chunk_documents,
-                       chunker_context, chunking_ahead, model_labels, run_facts)
+from .pipeline import (StrategyReport, check_question_lengths, check_vector_store, chunk_cache_path, chunk_cached,
+                       chunking_ahead, code_hash_of, model_labels, run_facts)
 from .records import RetrievedParent
 from .records import Variant
 from .executors import Executor, Task, capped, check_executor, pending, run_tasks
 from .results import VARIANT_RUN, ResultsFolder, read_questions, write_config, write_retrieval
-from .textlayer import SourceText, load_documents
+from .textlayer import load_documents
 from .embedahead import AheadReport, shared_embedding
 from .variants import variant_config
 
@@ -88,102 +86,6 @@ def chunk_length_stats(chunked) -> tuple[int, float, float]:
     return len(lengths), mean, cv
 
 
-def _code_hash(*paths: Path) -> str:
-    """Hash of the Python sources that determine a cached stage, so that editing them invalidates the cache."""
-    from .io import sha256_text
-
-    files = sorted(f for p in paths for f in ([p] if p.is_file() else p.rglob("*.py")))
-    return sha256_text(*(f.read_text(encoding="utf-8") for f in files))[:16]
-
-
-CHUNK_CACHE_FORMAT = 1
-# The code that shapes chunks besides the strategy's own folder, hashed into the chunk cache's key: an edit to any
-# of it makes the cached chunks stale. Every ragstudy module a strategy (or this code) imports is here or in
-# CHUNKING_PLUMBING, modules that shape no chunk (tests/test_chunk_cache_key.py checks every import).
-CHUNKING_CODE = ("ragstudy/chunks.py", "ragstudy/textlayer.py", "ragstudy/textnorm.py", "ragstudy/cleaning",
-                 "ragstudy/sentences.py", "ragstudy/params.py")
-CHUNKING_PLUMBING = ("ragstudy/registry.py", "ragstudy/errors.py", "ragstudy/io.py", "ragstudy/cachefile.py")
-
-
-def chunked_to_json(chunked: Sequence[ChunkedDocument]) -> str:
-    """The chunk cache's JSON: every document's source text and its chunk records."""
-    return json.dumps({"format": CHUNK_CACHE_FORMAT, "documents": [
-        {"source": item.source.to_record(), "chunks": [asdict(chunk) for chunk in item.chunks]} for item in chunked]},
-        ensure_ascii=False)
-
-
-def _record(value, keys: tuple[str, ...], what: str) -> dict:
-    """`value` as a JSON object with `keys`; ValueError naming `what` otherwise (a damaged cache)."""
-    if not isinstance(value, dict) or any(k not in value for k in keys):
-        raise ValueError(f"{what} is not an object with {', '.join(keys)}")
-    return value
-
-
-def chunked_from_json(text: str) -> list[ChunkedDocument]:
-    """Inverse of chunked_to_json; ValueError when the text is not such a file."""
-    data = _record(json.loads(text), ("format", "documents"), "the file")
-    if data["format"] != CHUNK_CACHE_FORMAT or not isinstance(data["documents"], list):
-        raise ValueError(f"not a chunk cache of format {CHUNK_CACHE_FORMAT}")
-    result = []
-    for item in data["documents"]:
-        item = _record(item, ("source", "chunks"), "a document")
-        raw = _record(item["source"], ("path", "sha256", "text", "page_starts"), "a source")
-        if not isinstance(raw["page_starts"], list) or not isinstance(item["chunks"], list):
-            raise ValueError("page_starts and chunks must be lists")
-        source = SourceText.from_record(raw)
-        chunks = []
-        for c in item["chunks"]:
-            c = _record(c, ("doc_id", "contents", "path", "start", "end", "page_start", "page_end", "strategy",
-                            "extra"), "a chunk")
-            if not isinstance(c["extra"], dict) or not all(isinstance(c[k], int) for k in
-                                                           ("start", "end", "page_start", "page_end")):
-                raise ValueError(f"chunk {c['doc_id']!r}: extra must be an object and offsets and pages integers")
-            chunk = Chunk(doc_id=str(c["doc_id"]), contents=str(c["contents"]), path=str(c["path"]),
-                          start=c["start"], end=c["end"], page_start=c["page_start"],
-                          page_end=c["page_end"], strategy=str(c["strategy"]), extra=dict(c["extra"]))
-            if source.text[chunk.start:chunk.end] != chunk.contents:
-                raise ValueError(f"chunk {chunk.doc_id} does not match its source text")
-            chunks.append(chunk)
-        result.append(ChunkedDocument(source=source, chunks=tuple(chunks)))
-    return result
-
-
-def chunk_cache_path(config, strategy: str, documents) -> Path:
-    """Where the chunks of (strategy, its parameters, these PDFs, the embedding model, the chunking code) live."""
-    from . import registry
-    from .io import PROJECT_ROOT, cache_dir, sha256_text, stable_json
-
-    spec = registry.get(strategy)
-    code = _code_hash(PROJECT_ROOT / spec.folder, *(PROJECT_ROOT / entry for entry in CHUNKING_CODE))
-    layer = {"text_layer": config.text_layer} if axes.reads_text_layer(strategy) else {}  # raw, clean: two caches
-    key = sha256_text(stable_json({"strategy": strategy, "params": asdict(config.strategy_params[strategy]),
-                                   "pdfs": [doc.sha256 for doc in documents], "code": code,
-                                   "embedding": config.embedder.model_id(),
-                                   "embedding_dtype": config.embedding_dtype, **layer}))
-    return cache_dir() / "chunks" / f"{strategy}-{key[:32]}.json"
-
-
-def chunk_cached(config, strategy: str, documents, embedding: Callable[[], Any] | None = None) -> list:
-    """`pipeline.chunk_documents`, cached as JSON (chunk_cache_path): a warm retrieval-only run or sweep re-chunks
-    nothing (the markdown and semantic chunkers take seconds per PDF). A cache file that does not parse, or was
-    made for PDFs at other paths, is recomputed and replaced."""
-    from .io import atomic_write_text
-
-    path = chunk_cache_path(config, strategy, documents)
-    if path.is_file():
-        try:
-            chunked = chunked_from_json(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-            logger.warning("%s: unreadable chunk cache (%s); chunking again and replacing it", path, exc)
-        else:
-            if [item.source.path for item in chunked] == [doc.path for doc in documents]:
-                check_chunked(documents, chunked, strategy)  # as chunk_documents does: a PDF without chunks is named
-                return chunked
-    chunked = chunk_documents(documents, strategy, config, chunker_context(config, embedding))
-    atomic_write_text(path, chunked_to_json(chunked))
-    return chunked
-
-
 def _ranking_cache_path(collection: str, params, questions: Sequence[str], largest: int, measure: Measure,
                         retriever: str = "dense", lexical_key: str | None = None) -> Path:
     """Where the rankings of (collection, retriever, its index key, k, questions, largest budget, code) live."""
@@ -193,7 +95,7 @@ def _ranking_cache_path(collection: str, params, questions: Sequence[str], large
     from .retrievers.dense import INITIAL_DEPTH
 
     member = Path(inspect.getsourcefile(retrievers.get(retriever).make) or __file__)
-    code = _code_hash(PROJECT_ROOT / "ragstudy" / "knowledge_base.py", PROJECT_ROOT / "ragstudy" / "lexical.py",
+    code = code_hash_of(PROJECT_ROOT / "ragstudy" / "knowledge_base.py", PROJECT_ROOT / "ragstudy" / "lexical.py",
                       Path(__file__), Path(retrievers.__file__).parent, member)
     key = sha256_text(stable_json({"collection": collection, "k": params.k, "largest": largest,
                                    "unit": [measure.unit, measure.name], "questions": list(questions), "code": code,

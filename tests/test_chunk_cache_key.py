@@ -1,13 +1,13 @@
 """The chunk cache's key hashes the code that shapes chunks: every ragstudy module a strategy package imports, or
-that the hashed modules import in turn, is either hashed (ranking.CHUNKING_CODE: editing it makes the cached chunks
-stale) or declared plumbing that shapes no chunk (ranking.CHUNKING_PLUMBING). A new import fails here until it is
+that the hashed modules import in turn, is either hashed (pipeline.CHUNKING_CODE: editing it makes the cached chunks
+stale) or declared plumbing that shapes no chunk (pipeline.CHUNKING_PLUMBING). A new import fails here until it is
 classified, so an edit to a module that changes chunks can never be served chunks cached by the old code."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ragstudy.ranking import CHUNKING_CODE, CHUNKING_PLUMBING
+from ragstudy.pipeline import CHUNKING_CODE, CHUNKING_PLUMBING
 from test_structure import _imports, _modules  # the repository's module graph, as the layer checks read it
 
 REPO = Path(__file__).resolve().parents[1]

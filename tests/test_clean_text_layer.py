@@ -98,7 +98,7 @@ def test_clean_chunk_exports_round_trip_and_keep_their_pages(strategy, break_dir
 
 
 def test_text_layer_setting_is_validated_recorded_and_keys_the_caches(break_dir):
-    from ragstudy.ranking import chunk_cache_path
+    from ragstudy.pipeline import chunk_cache_path
 
     documents = load_documents(break_dir)
     raw = StudyConfig.resolve(profile="lite", strategies="fixed-size,paragraph", documents=str(break_dir))

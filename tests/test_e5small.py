@@ -200,7 +200,7 @@ def test_a_hybrid_run_ranks_parents_by_the_fused_scores(pdf_dir, tmp_path, minil
     from ragstudy.retrievers.hybrid import fuse_parents
     from ragstudy.lexical import LexicalIndex
     from ragstudy import retrievers
-    from ragstudy.ranking import chunk_cached
+    from ragstudy.pipeline import chunk_cached
     from ragstudy.results import open_run, read_retrieval, retrieval_path
     from ragstudy.textlayer import load_documents
 

@@ -175,7 +175,7 @@ def test_chunk_cache_is_json_and_a_bad_file_is_replaced_never_run(pdf_dir, tmp_p
 
     from ragstudy.config import StudyConfig
     from ragstudy.pipeline import chunk_documents
-    from ragstudy.ranking import chunk_cache_path, chunk_cached, chunked_from_json
+    from ragstudy.pipeline import chunk_cache_path, chunk_cached, chunked_from_json
     from ragstudy.textlayer import load_documents
 
     monkeypatch.setenv("RAGSTUDY_CACHE", str(tmp_path / "cache"))

@@ -45,7 +45,7 @@ def bm25_run(pdf_dir, inputs, tmp_path_factory):
 
 def chunked_fixed_size(pdf_dir):
     from ragstudy.config import StudyConfig
-    from ragstudy.ranking import chunk_cached
+    from ragstudy.pipeline import chunk_cached
     from ragstudy.textlayer import load_documents
 
     config = StudyConfig.resolve(profile="lite", strategies="fixed-size", set_params=["fixed-size.chunk_size=200",
