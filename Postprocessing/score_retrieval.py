@@ -39,7 +39,7 @@ import argparse
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -141,7 +141,7 @@ def text_layer_pairs(groups: Sequence[Any]) -> list[tuple[Any, Any]]:
 
 
 def text_layer_decomposition(raw: pd.DataFrame, clean: pd.DataFrame, labels: Sequence[str], metrics: Sequence[str],
-                             scoring: ScoringSettings) -> pd.DataFrame | None:
+                             scoring: ScoreRetrievalSettings) -> pd.DataFrame | None:
     """Paragraph − fixed-size split into cleaning and segmentation (ragstudy.decomposition) on each of the verdict's
     evidence `metrics`, from the per-question rows of a raw and a clean group; None when either lacks what it needs
     (paragraph and fixed-size in the raw group, fixed-size in the clean one)."""
@@ -206,33 +206,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 @dataclass(frozen=True)
-class ScoringSettings:
-    """What score-retrieval reads of its flags, taken once from the parsed flags (`of_args`)."""
-
-    results_dir: Path
-    out_dir: Path  # --out-dir, else --results-dir
-    evidence: str | None
-    oracle: str | None
-    questions: str | None
-    allow_questions_mismatch: bool
-    strategies: str | None  # None: every ranked strategy ('' is an error)
-    budgets: str | None  # None: the run's
-    no_plot: bool
-    reference: str | None
-    verdict_metric: str
-    allow_mixed_configurations: bool
-    n_resamples: int
-    seed: int
-    confidence: float
-
-    @classmethod
-    def of_args(cls, args: ScoreRetrievalSettings) -> ScoringSettings:
-        given = {f.name: getattr(args, f.name) for f in fields(cls)}
-        out_dir = Path(args.out_dir or args.results_dir)
-        return cls(**{**given, "results_dir": Path(args.results_dir), "out_dir": out_dir})
-
-
-@dataclass(frozen=True)
 class GroupInputs:
     """What one group is scored on, checked (`check_group`)."""
 
@@ -266,23 +239,27 @@ class GroupScores:
 ScoreRetrievalSettings = record("ScoreRetrievalSettings", settings())  # the job's typed settings (docs/python.md)
 
 
-def score_retrieval(args: ScoreRetrievalSettings) -> results.Written:
+def out_folder(scoring: ScoreRetrievalSettings) -> Path:
+    """Where the scores go: --out-dir, else --results-dir."""
+    return Path(scoring.out_dir or scoring.results_dir)
+
+
+def score_retrieval(scoring: ScoreRetrievalSettings) -> results.Written:
     """`ragstudy score-retrieval`: score the run in --results-dir, one verdict per group of variants that differ only
     in strategy (ragstudy.variants.run_groups; a folder without variants.csv is one group), checked across the groups
     when there are several (run_across); the files it wrote."""
     from ragstudy.variants import run_groups
 
-    scoring = ScoringSettings.of_args(args)
     top = results.open_run(scoring.results_dir)  # config.json is read once, here
     groups = run_groups(top)
     if len(groups) > 1:
         run_across(scoring, groups)
     else:
-        score_group(scoring, groups[0], scoring.out_dir, handle=top)
-    return results.written_by(scoring.out_dir, "score-retrieval")
+        score_group(scoring, groups[0], out_folder(scoring), handle=top)
+    return results.written_by(out_folder(scoring), "score-retrieval")
 
 
-def score_group(scoring: ScoringSettings, group: Any, out_dir: Path, clean: pd.DataFrame | None = None,
+def score_group(scoring: ScoreRetrievalSettings, group: Any, out_dir: Path, clean: pd.DataFrame | None = None,
                 handle: results.Run | None = None) -> tuple[dict, pd.DataFrame]:
     """One group's tables, plot and retrieval_summary.md in `out_dir`: its strategies (each ranked in its member's
     folder) at every budget, their paired differences and the verdict, and, given `clean` (the per-question rows of
@@ -294,14 +271,14 @@ def score_group(scoring: ScoringSettings, group: Any, out_dir: Path, clean: pd.D
     return write_group(scoring, inputs, scores, out_dir, clean, started), scores.frame
 
 
-def check_group(scoring: ScoringSettings, group: Any, handle: results.Run | None = None) -> GroupInputs:
+def check_group(scoring: ScoreRetrievalSettings, group: Any, handle: results.Run | None = None) -> GroupInputs:
     """Check everything one group is scored on before scoring it. `handle`: the run already open, if it is the
     group's first folder (a group's variants share every setting but the strategy: config.json is read once)."""
     from ragstudy import registry, runidentity
     from ragstudy.budget_eval import run_measure
 
     order = {name: i for i, name in enumerate(registry.available())}
-    strategy_of, results_dir = group.strategy_of, scoring.results_dir
+    strategy_of, results_dir = group.strategy_of, Path(scoring.results_dir)
     members = dict(sorted(group.members.items(), key=lambda m: (order.get(strategy_of(m[0]), len(order)), m[0])))
     if not members:
         raise DataError(f"no retrieval_<strategy>.csv in {results_dir}: run `ragstudy retrieve "
@@ -327,12 +304,12 @@ def check_group(scoring: ScoringSettings, group: Any, handle: results.Run | None
                        *scored_against(scoring, run, questions, questions_path))
 
 
-def checked_budgets(scoring: ScoringSettings, run_config: Mapping[str, Any]) -> tuple[int, ...]:
+def checked_budgets(scoring: ScoreRetrievalSettings, run_config: Mapping[str, Any]) -> tuple[int, ...]:
     """--budgets, else the run's; never above the largest the run ranked parents for."""
     from ragstudy.config import DEFAULT_BUDGETS, validate_budgets
 
     ranked_for = validate_budgets(list(run_config.get("budgets") or DEFAULT_BUDGETS),
-                                  str(scoring.results_dir / results.CONFIG_NAME))
+                                  str(Path(scoring.results_dir) / results.CONFIG_NAME))
     budgets = validate_budgets(scoring.budgets, "--budgets") if scoring.budgets else ranked_for
     if max(budgets) > max(ranked_for):
         raise DataError(f"--budgets {max(budgets)} exceeds the largest budget the run ranked parents for "
@@ -340,7 +317,7 @@ def checked_budgets(scoring: ScoringSettings, run_config: Mapping[str, Any]) -> 
     return budgets
 
 
-def check_rankings(scoring: ScoringSettings, group: Any, members: Mapping[str, Path], strategies: Sequence[str],
+def check_rankings(scoring: ScoreRetrievalSettings, group: Any, members: Mapping[str, Path], strategies: Sequence[str],
                    run_config: Mapping[str, Any], questions: Sequence[str] | None) -> None:
     """Each scored folder's config.json is as its run wrote it, and its rankings cover the questions it ranked."""
     from ragstudy import runidentity
@@ -358,7 +335,7 @@ def check_rankings(scoring: ScoringSettings, group: Any, members: Mapping[str, P
                                    folder_config.get("strategies") if scoring.strategies is None else None)
 
 
-def scored_against(scoring: ScoringSettings, run: results.Run, questions: Sequence[str] | None,
+def scored_against(scoring: ScoreRetrievalSettings, run: results.Run, questions: Sequence[str] | None,
                    questions_path: Path | None) -> tuple[Mapping, Path | None, Sequence[str] | None, Path | None]:
     """(evidence, its file, oracle answers, their file): --evidence, else the bundled sample's when the run answered
     its questions; --oracle, else Oracle.csv beside the run's questions. An error when there is nothing to score."""
@@ -386,7 +363,7 @@ def scored_against(scoring: ScoringSettings, run: results.Run, questions: Sequen
     return evidence, evidence_path, oracle, oracle_path
 
 
-def score_inputs(scoring: ScoringSettings, inputs: GroupInputs) -> GroupScores:
+def score_inputs(scoring: ScoreRetrievalSettings, inputs: GroupInputs) -> GroupScores:
     """Every scored strategy at every budget (per question), the summary, paired differences and the verdicts."""
     from ragstudy import registry
     from ragstudy.budget_eval import check_evidence_found, compare, evaluate_members, summarize
@@ -433,7 +410,7 @@ def group_notes(inputs: GroupInputs, scores: GroupScores) -> list[str]:
             "pairs of each budget and metric"]
 
 
-def write_group(scoring: ScoringSettings, inputs: GroupInputs, scores: GroupScores, out_dir: Path,
+def write_group(scoring: ScoreRetrievalSettings, inputs: GroupInputs, scores: GroupScores, out_dir: Path,
                 clean: pd.DataFrame | None, started: float) -> dict:
     """One group's tables, plot, cleaning vs segmentation split (against `clean`'s rows, when given) and
     retrieval_summary.md, told with the time since `started`; what was written."""
@@ -497,7 +474,7 @@ def across_markdown(cross: CrossVerdict, folders: Mapping[str, Path], decomposit
     return "\n".join(p for p in lines if p)
 
 
-def run_across(scoring: ScoringSettings, groups: Sequence[Any]) -> dict:
+def run_across(scoring: ScoreRetrievalSettings, groups: Sequence[Any]) -> dict:
     """--results-dir holds several groups of variants (e.g. --retriever dense,bm25, --text-layer raw,clean,
     --embedding a,b): each group is scored as a run of its own into <out>/groups/<group>/, then the folder gets
     retrieval_verdict_across.csv and retrieval_summary.md comparing their verdicts (ragstudy.verdict_across),
@@ -505,7 +482,7 @@ def run_across(scoring: ScoringSettings, groups: Sequence[Any]) -> dict:
     (retrieval_decomposition.csv in the raw group's folder and, for the first pair, here)."""
     from ragstudy.variants import axis_word, scores_folder
 
-    started, out_dir = time.perf_counter(), scoring.out_dir
+    started, out_dir = time.perf_counter(), out_folder(scoring)
     scored: dict[str, Path] = {}
     frames: dict[str, pd.DataFrame] = {}
     written: dict = {}
