@@ -174,8 +174,7 @@ def test_chunk_cache_is_json_and_a_bad_file_is_replaced_never_run(pdf_dir, tmp_p
     import pickle
 
     from ragstudy.config import StudyConfig
-    from ragstudy.pipeline import chunk_documents
-    from ragstudy.pipeline import chunk_cache_path, chunk_cached, chunked_from_json
+    from ragstudy.pipeline import chunk_cache_path, chunk_cached, chunk_documents, chunked_from_json
     from ragstudy.textlayer import load_documents
 
     monkeypatch.setenv("RAGSTUDY_CACHE", str(tmp_path / "cache"))
@@ -193,7 +192,7 @@ def test_chunk_cache_is_json_and_a_bad_file_is_replaced_never_run(pdf_dir, tmp_p
                           "chunks": [{"doc_id": "x", "contents": "abc", "path": "a.pdf", "start": None, "end": 3,
                                       "page_start": 1, "page_end": 1, "strategy": "newline", "extra": {}}]}]}
                                                 ).encode()}[planted])
-    with caplog.at_level(logging.WARNING, logger="ragstudy.ranking"):
+    with caplog.at_level(logging.WARNING, logger="ragstudy.pipeline"):
         chunked = chunk_cached(config, "newline", documents)
     assert not marker.exists()
     assert str(path) in caplog.text and "unreadable chunk cache" in caplog.text
@@ -203,7 +202,7 @@ def test_chunk_cache_is_json_and_a_bad_file_is_replaced_never_run(pdf_dir, tmp_p
     assert [c.chunks for c in again] == [c.chunks for c in fresh] and [c.source for c in again] == [
         c.source for c in fresh]
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="ragstudy.ranking"):
+    with caplog.at_level(logging.WARNING, logger="ragstudy.pipeline"):
         assert [c.chunks for c in chunk_cached(config, "newline", documents)] == [c.chunks for c in fresh]
     assert "unreadable" not in caplog.text
 
@@ -215,3 +214,25 @@ def test_budgets_are_validated_in_one_place(budgets, message):
     with pytest.raises(StudyInputError, match=message):
         validate_budgets(budgets, "--budgets")
     assert validate_budgets("500, 1000", "--budgets") == (500, 1000)
+
+
+@pytest.mark.slow
+def test_the_answering_chain_chunks_through_the_same_cache(pdf_dir, tmp_path, monkeypatch) -> None:
+    """`ragstudy chunks` (the answering chain, chunks only) writes the chunk cache a retrieval run reads, and a
+    second chain run reads it back instead of chunking again."""
+    from ragstudy import pipeline
+    from ragstudy.config import StudyConfig
+    from ragstudy.textlayer import load_documents
+
+    monkeypatch.setenv("RAGSTUDY_CACHE", str(tmp_path / "cache"))
+    args = ["chunks", "--profile", "lite", "--documents", str(pdf_dir), "--strategies", "newline"]
+    assert app.main([*args, "--output-dir", str(tmp_path / "one")]) == 0
+    config = StudyConfig.resolve(profile="lite", strategies="newline")
+    path = pipeline.chunk_cache_path(config, "newline", load_documents(pdf_dir))
+    assert path.is_file()
+    chunked = []
+    monkeypatch.setattr(pipeline, "chunk_documents", lambda *a, **k: chunked.append(a) or [])
+    assert app.main([*args, "--output-dir", str(tmp_path / "two")]) == 0
+    assert chunked == []  # read from the cache
+    written = [(tmp_path / run / "chunks_newline.csv").read_bytes() for run in ("one", "two")]
+    assert written[0] == written[1]
