@@ -80,6 +80,21 @@ def test_the_prompt_shows_only_the_evidence_and_the_model_writes_question_and_an
     assert parse_generation('{"risposta": "Dieci anni."}', "EVIDENZA") is None
 
 
+def test_backslashes_a_model_did_not_escape_are_read_as_written() -> None:
+    """Real 1.5B outputs on a LaTeX manual: `\\leftmargin` is no JSON escape (nothing parses) and `\\thispagestyle`
+    parses as a tab; both are read as the command, and the draft says it was read so. Valid escapes stay as JSON
+    reads them."""
+    raw = r'{"risposta": "Si usa \\oddsidemargin, non \leftmargin.", "domanda": "Quale parametro?"}'
+    found = parse_generation(raw, "EVIDENZA")
+    assert found.answer == r"Si usa \oddsidemargin, non \leftmargin." and found.backslashes_as_written
+    found = parse_generation(r'{"risposta": "Il comando \thispagestyle.", "domanda": "Quale \"stile\"?"}', "E")
+    assert (found.answer, found.question) == (r"Il comando \thispagestyle.", 'Quale "stile"?')
+    assert found.backslashes_as_written
+    found = parse_generation(r'{"risposta": "Riga uno\nRiga due \u00e8.", "domanda": "Quale?"}', "E")
+    assert found.answer == "Riga uno\nRiga due è." and not found.backslashes_as_written
+    assert parse_generation(r'{"risposta": "\leftmargin"', "E") is None  # still not an object
+
+
 def test_a_question_about_something_else_is_dropped(bundled) -> None:
     passage = sample_passages(bundled, 6, seed=0).passages[0]
     t = Thresholds()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..io import sha256_text, stable_json
 from .sampling import Passage
@@ -110,15 +110,37 @@ class Generated:
     question: str
     answer: str
     evidence: str
+    backslashes_as_written: bool = False  # parsed only once every backslash was read as the character itself
 
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
+_ESCAPE = re.compile(r'\\(.)', re.S)
+_CONTROL = re.compile(r"[\t\b\f\r]")  # what `\thispagestyle`, `\begin`, `\fbox` or `\ref` become when read as JSON escapes
+
+
+def literal_backslashes(text: str) -> str:
+    """The text with each backslash that does not start `\\"`, `\\\\` or `\\/` doubled: a model quoting a LaTeX command
+    (`\\leftmargin`) or a Windows path writes JSON that no parser reads."""
+    return _ESCAPE.sub(lambda m: m.group(0) if m.group(1) in '"\\/' else "\\\\" + m.group(1), text)
 
 
 def parse_generation(text: str, evidence: str | None = None) -> Generated | None:
     """The first JSON object in the model's answer (a ```json fence allowed) with a non-empty string for each of
     question, answer and evidence (Italian or English keys); None when there is none. With `evidence` (chosen by
-    the code) the object needs only question and answer, and the evidence is that text whatever the model wrote."""
+    the code) the object needs only question and answer, and the evidence is that text whatever the model wrote.
+    When nothing parses as written, or what parses holds a tab, backspace, form feed or carriage return (no
+    question or answer means one: it is a LaTeX command read as an escape), the backslashes are read as the
+    characters themselves (`literal_backslashes`) and the result says so (`backslashes_as_written`); what it parsed
+    still goes through every filter (verbatim evidence, support, round trip)."""
+    found = _first_object(text, evidence)
+    if "\\" in text and (found is None or _CONTROL.search(found.question + found.answer)):
+        literal = _first_object(literal_backslashes(text), evidence)
+        if literal is not None:
+            found = replace(literal, backslashes_as_written=True)
+    return found
+
+
+def _first_object(text: str, evidence: str | None) -> Generated | None:
     fenced = _FENCE.search(text)
     candidates = [fenced.group(1)] if fenced else []
     candidates.append(text)

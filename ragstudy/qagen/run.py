@@ -152,6 +152,7 @@ def candidate_record(passage: Passage, raw: str, checked: Checked, model: str, e
             "source_start_end": [loc.source_start, loc.source_end] if loc else None, "page": page,
             "boundary": loc.boundary if loc else None, "question_overlap": checked.question_overlap,
             "answer_support": checked.answer_support, "recovered": checked.recovered,
+            "backslashes_as_written": bool(g and g.backslashes_as_written),
             "reasons": list(checked.reasons), "kept": checked.kept,
             **({"cut": cut} if cut else {})}
 
@@ -442,6 +443,11 @@ def report_markdown(settings: QaSettings, sample: Sample, records: Sequence[dict
     rows = [[name, described[name], first, failed, left] for name, first, failed, left in filter_cascade(records)]
     rows.append(["kept", "passed every filter", "", "", len(items)])
     lines.append(_table(["filter", "drops a candidate when", "first failed", "failed (any)", "left"], rows))
+    literal = [r for r in records if r.get("backslashes_as_written")]
+    if literal:
+        lines.append(f"{len(literal)} drafts ({sum(r['kept'] for r in literal)} kept) parsed only with their backslashes "
+                     "read as the characters themselves: the model quoted commands such as `\\leftmargin` without "
+                     "JSON's escaping; they went through every filter like the others.\n")
     if any(r["passage"] and r.get("recovered") is None and r["kept"] for r in records):
         lines.append(f"The round trip (answer_not_recovered) was not asked: {model} writes templates and answers no "
                      "question, so its kept items are not checked for it.\n")
