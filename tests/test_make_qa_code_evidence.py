@@ -106,6 +106,26 @@ def test_a_question_about_something_else_is_dropped(bundled) -> None:
     assert filt.check(raw, passage, evidence).reasons == ["question_off_evidence"]
 
 
+def test_a_question_that_points_at_its_own_passage_is_dropped(bundled) -> None:
+    """Real 1.5B drafts ("... in questo documento?", "... nel testo?"): no answer in a collection. A domain noun
+    followed by what it is of ("il testo della", "il documento amministrativo") is a question like any other."""
+    passage = sample_passages(bundled, 6, seed=0).passages[0]
+    t = Thresholds()
+    start, end = choose_evidence(passage, t.min_evidence, t.max_evidence)
+    evidence = passage.text[start:end]
+    filt = CandidateFilter({Path(d.path).name: d.text_layer.text for d in bundled})
+    words = re.findall(r"[^\W\d_]{6,}", evidence)[:4]
+    answer = " ".join(words[:3])
+
+    def reasons(question: str) -> list[str]:
+        return filt.check(json.dumps({"risposta": answer, "domanda": question}), passage, evidence).reasons
+
+    for pointing in (f"Che cosa dice questo documento su {words[3]}?", f"Quale {words[3]} è indicato nel testo?",
+                     f"Cosa significa {words[3]} in questo contesto?"):
+        assert "question_not_standalone" in reasons(pointing), pointing
+    assert "question_not_standalone" not in reasons(f"Cosa riporta il testo della {words[3]}?")
+
+
 @pytest.fixture(scope="module")
 def drafted(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("qa") / "qa"

@@ -35,6 +35,9 @@ FILTERS: dict[str, str] = {
                                "ends with one)",
     "question_echoes_prompt": "the question repeats {echo_words} consecutive words of the prompt's own instructions "
                               "(the model copied what it was asked, not a question about the text)",
+    "question_not_standalone": "the question points at the passage it was drawn from (\"questo documento\", \"nel "
+                               "testo\", \"in questo contesto\"): asked of a whole collection it has no one answer "
+                               "(none of the 85 hand-written questions of the bundled sample and ../shared/qa does)",
     "answer_unsupported": "fewer than {answer_support:.0%} of the answer's content words are in the evidence",
     "answer_is_a_question": "the answer ends with a question mark (a question again, not an answer; none of the 81 "
                             "hand-written answers does)",
@@ -64,6 +67,15 @@ _FURNITURE_QUESTION = re.compile(
     + _DOC + r"|come si (intitola|chiama) (il|la|lo|questo|questa) " + _DOC
     + r"|titolo (del|della|dello|di questo|di questa) " + _DOC
     + r"|in quale (capitolo|sezione|paragrafo)|quale capitolo|page number|running head|table of contents)",
+    re.IGNORECASE)
+
+# A question that points at its own source rather than naming what it asks about: demonstratives and "in the text"
+# (not "il testo della PEC", "il documento amministrativo": nouns of the domain, followed by what they are of).
+_NOT_STANDALONE = re.compile(
+    r"\b(quest[oaie]|tal[ei])\s+(testo|testi|documento|documenti|passaggio|brano|estratto|paragrafo|contesto|sezione|"
+    r"capitolo|manuale|guida|caso|casi|esempio|figura|tabella)\b"
+    r"|\b(nel|dal|secondo il)\s+(testo|passaggio|brano|estratto)\b(?!\s+(del|della|dello|dei|degli|delle|di|d')\b)"
+    r"|\bthis\s+(text|passage|excerpt|document|context|section)\b|\bthe\s+(passage|excerpt)\b",
     re.IGNORECASE)
 
 # Generators that cannot write usable Italian questions: the lite profile's SmolLM2-135M (see docs/make-qa.md).
@@ -225,6 +237,8 @@ class CandidateFilter:
             checked.reasons.append("question_not_a_question")
         if word_ngrams(generated.question, t.echo_words) & self._instructions:
             checked.reasons.append("question_echoes_prompt")
+        if _NOT_STANDALONE.search(generated.question):
+            checked.reasons.append("question_not_standalone")
         if checked.answer_support < t.answer_support:
             checked.reasons.append("answer_unsupported")
         if generated.answer.rstrip().endswith("?"):
