@@ -86,7 +86,7 @@ def collection_name(spec: StrategySpec, params: StrategyParams, chunked: Sequenc
     return f"{spec.name}-{key[:24]}"
 
 
-TIE_DECIMALS = 5  # distances equal to this many decimals are ties, broken by child id
+TIE_DECIMALS = 5  # distances equal to this many decimals are ties, broken by id (child id, or unit position)
 SEARCH_BLOCK = 8192  # windows whose distances are computed at once (bounds the float64 temporaries)
 
 
@@ -107,14 +107,18 @@ class ExactWindows:
     id_order: Any  # numpy int, each row's place among the ids sorted (the tie-break)
 
     @classmethod
-    def of(cls, ids: Sequence[str], vectors: Any) -> "ExactWindows":
+    def of(cls, ids: Sequence[str], vectors: Any, tie_order: Sequence[int] | None = None) -> "ExactWindows":
+        """`tie_order`: each row's place among ties (default: its id's place among the ids sorted)."""
         import numpy as np
 
         matrix = np.asarray(vectors, dtype=np.float32) if len(ids) else np.zeros((0, 0), dtype=np.float32)
         if matrix.ndim != 2 or matrix.shape[0] != len(ids):
             raise ValueError(f"ExactWindows: {len(ids)} ids but vectors of shape {matrix.shape}")
-        order = np.empty(len(ids), dtype=np.int64)
-        order[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
+        if tie_order is None:
+            order = np.empty(len(ids), dtype=np.int64)
+            order[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
+        else:
+            order = np.asarray(tie_order, dtype=np.int64)
         return cls(tuple(ids), matrix, order)
 
     def distances(self, vector: Sequence[float]) -> Any:
@@ -133,13 +137,18 @@ class ExactWindows:
             out[start:start + SEARCH_BLOCK] = np.einsum("ij,ij->i", diff, diff)
         return out
 
-    def nearest(self, vector: Sequence[float]) -> Iterator[tuple[str, float]]:
-        """(child id, distance) of every window, best first; ties to TIE_DECIMALS in child id order."""
+    def nearest_rows(self, vector: Sequence[float]) -> Iterator[tuple[int, float]]:
+        """(row, distance) of every window, best first; ties to TIE_DECIMALS in `id_order`."""
         import numpy as np
 
         distances = self.distances(vector)
         for row in np.lexsort((self.id_order, np.round(distances, TIE_DECIMALS))):
-            yield self.ids[row], float(distances[row])
+            yield int(row), float(distances[row])
+
+    def nearest(self, vector: Sequence[float]) -> Iterator[tuple[str, float]]:
+        """(child id, distance) of every window, best first; ties to TIE_DECIMALS in child id order."""
+        for row, distance in self.nearest_rows(vector):
+            yield self.ids[row], distance
 
 
 def stable_retriever_class():

