@@ -64,10 +64,8 @@ def manifest_of(path: Path) -> Path:
 def record(manifest: Path, files: Iterable[Path], **facts: Any) -> None:
     """Write `manifest`: the size and sha256 of each of `files` (by name relative to the manifest's folder) and
     `facts` (e.g. the export's precision), atomically."""
-    folder = manifest.parent
-    entries = {}
-    for file in sorted(Path(f) for f in files):
-        entries[str(file.relative_to(folder))] = {"size": file.stat().st_size, "sha256": sha256_file(file)}
+    entries = {str(file.relative_to(manifest.parent)): {"size": file.stat().st_size, "sha256": sha256_file(file)}
+               for file in sorted(Path(f) for f in files)}
     atomic_write_json(manifest, {"format": MANIFEST_FORMAT, "files": entries, **facts}, "cache manifest")
 
 

@@ -16,7 +16,7 @@
 - Every other file a command writes (run records, summaries, plots, workbooks, the answer key, study.json,
   make-qa's set): one `Output` each in `OUTPUT_GROUPS`, whose writers take the name from there; docs/outputs.md
   is generated from them and `TABLES` (`python -m ragstudy_cli.reference`).
-- `ResultsFolder.lock()`: one run writes into a folder at a time; the lock is taken before anything is written.
+- `ResultsFolder.prepare()`: one run writes into a folder at a time; the lock is taken before anything is written.
 """
 
 from __future__ import annotations
@@ -120,10 +120,6 @@ class Dataset:
 
     def by_index(self) -> dict[int, DatasetRow]:
         return {row.question_index: row for row in self.rows}
-
-    @property
-    def has_sources(self) -> bool:
-        return not self.paper_format
 
 
 def dataset_paths(results_dir: Path, spec: registry.StrategySpec) -> tuple[Path, Path]:
@@ -338,10 +334,7 @@ def stale_datasets(results_dir: Path, paths: Sequence[Path], record: "RunRecord 
         raise StudyInputError(f"{path}: date {date!r} is not an ISO date (ragstudy answer writes one); fix or "
                               "delete the key") from None
     strategies = raw.get("strategies") if isinstance(raw.get("strategies"), list) else None
-    by_file = {}
-    for spec in registry.specs():
-        for candidate in dataset_paths(results_dir, spec):
-            by_file[candidate.name] = spec.name
+    by_file = {p.name: spec.name for spec in registry.specs() for p in dataset_paths(results_dir, spec)}
     found = []
     for path in paths:
         name = by_file.get(path.name)
@@ -415,10 +408,8 @@ class _Recordable(Protocol):
 
 def write_config(output_dir: Path, config: _Recordable, extra: dict[str, Any]) -> Path:
     """config.json: `config.to_dict()` (a config.StudyConfig) plus the run's facts in `extra`."""
-    record = config.to_dict()
-    record.update(extra)
     path = Path(output_dir) / CONFIG_NAME
-    atomic_write_json(path, record)
+    atomic_write_json(path, {**config.to_dict(), **extra})
     return path
 
 
@@ -998,7 +989,7 @@ def check_finite(frame, table: Table, path: Path, writer: str) -> None:
 
 class Run:
     """A finished run's results folder, opened once: its config.json (read and parsed once, on first use), its
-    questions and oracle, its rankings, chunk exports and derived tables, each through the one reader of its file.
+    questions and oracle, its ranked strategies, variants and derived tables, each through the one reader of its file.
     Scripts take one (`open_run`) instead of re-reading config.json."""
 
     def __init__(self, path: str | Path) -> None:
@@ -1029,12 +1020,6 @@ class Run:
 
     def ranked_strategies(self) -> list[str]:
         return ranked_strategies(self.path)
-
-    def rankings(self, strategy: str) -> dict[int, list[RetrievedParent]]:
-        return read_retrieval(retrieval_path(self.path, strategy))
-
-    def chunks(self, strategy: str) -> tuple[list[dict], dict[str, SourceText]]:
-        return read_chunks(self.path, strategy)
 
     def table(self, table: Table):
         return read_table(self.path, table)
@@ -1268,7 +1253,7 @@ class ResultsFolder:
     def prepare(self) -> "ResultsFolder":
         """Check where the folder is, create it (or check it), check it is writable and take its lock; before any
         write."""
-        self.check_location()
+        check_output_location(self.path, self.documents)
         if self.path.exists() and not self.path.is_dir():
             raise StudyInputError(f"{self.path}: --output-dir is an existing file, not a folder. Pass a folder "
                                   "path (it is created if missing).")
@@ -1279,15 +1264,8 @@ class ResultsFolder:
                                   "writable --output-dir.") from None
         if not os.access(self.path, os.W_OK | os.X_OK):
             raise StudyInputError(f"{self.path}: the output folder is not writable. Pass a writable --output-dir.")
-        self.lock()
-        return self
-
-    def check_location(self) -> None:
-        """Not the filesystem root, the home folder, the --documents folder or a folder in or around it."""
-        check_output_location(self.path, self.documents)
-
-    def lock(self) -> None:
         lock_folder(self.path, self.LOCK_NAME, "output folder", "--output-dir")
+        return self
 
     def release(self) -> None:
         release_folder(self.path, self.LOCK_NAME)
