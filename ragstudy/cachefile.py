@@ -64,10 +64,8 @@ def manifest_of(path: Path) -> Path:
 def record(manifest: Path, files: Iterable[Path], **facts: Any) -> None:
     """Write `manifest`: the size and sha256 of each of `files` (by name relative to the manifest's folder) and
     `facts` (e.g. the export's precision), atomically."""
-    folder = manifest.parent
-    entries = {}
-    for file in sorted(Path(f) for f in files):
-        entries[str(file.relative_to(folder))] = {"size": file.stat().st_size, "sha256": sha256_file(file)}
+    entries = {str(file.relative_to(manifest.parent)): {"size": file.stat().st_size, "sha256": sha256_file(file)}
+               for file in sorted(Path(f) for f in files)}
     atomic_write_json(manifest, {"format": MANIFEST_FORMAT, "files": entries, **facts}, "cache manifest")
 
 
@@ -137,10 +135,8 @@ def record_folder(folder: Path, **facts: Any) -> None:
 
 
 def usable_folder(folder: Path, what: str, whole: Callable[[Path], Any] | None = None) -> bool:
-    """Whether a built model folder (an export, a rebuilt or converted model in the project cache) can be used as it
-    is.
-
-    A folder with a manifest must match it (`verify`). One without (built before manifests existed) is adopted when
+    """Whether a built model folder (an export, a rebuilt or converted model in the project cache) can be used as is:
+    a folder with a manifest must match it (`verify`). One without (built before manifests existed) is adopted when
     `whole(folder)` passes (it loads or parses the folder's files and raises when one is truncated or not what it
     should be), and its manifest is written then; with no `whole`, it is not adopted. A folder that fails is set
     aside with a warning and False is returned: the caller builds it again. An absent folder is False, silently."""

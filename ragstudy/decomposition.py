@@ -97,11 +97,7 @@ def _estimate(mean: float, low: float, high: float) -> str:
 
 
 def _effect(low: float, high: float) -> str:
-    if low > 0:
-        return "it helps"
-    if high < 0:
-        return "it hurts"
-    return "no clear effect, the CI spans 0"
+    return "it helps" if low > 0 else "it hurts" if high < 0 else "no clear effect, the CI spans 0"
 
 
 def _budget_words(label: str, unit: str) -> str:
@@ -113,8 +109,6 @@ def _budget_words(label: str, unit: str) -> str:
 def sentences(frame, unit: str = "chars", metric_words: str | None = None) -> list[str]:
     """The decomposition in plain words, one sentence per budget (frame: to_frame's columns, or the CSV; the
     metric named as the verdict names it unless `metric_words` is given)."""
-    from . import budget_metrics
-
     if metric_words is None:
         metric_words = budget_metrics.get(str(frame["metric"].iloc[0]) if len(frame) else budget_metrics.HIT).words
     lines = []
@@ -167,8 +161,6 @@ def markdown(frame, unit: str = "chars", confidence: float = 0.95, details: str 
     """The decomposition section: per metric, the sentences, then a table budget × part with the paired CIs. A table
     over several pairs of groups (a `group` column) gets one table per metric with a row per group and budget; its
     sentences are in each group's own summary (`details` says where)."""
-    from . import budget_metrics
-
     if frame is None or frame.empty:
         return ""
     level = f"{confidence:.0%}".replace("%", " %")

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from .errors import StoreError, StudyInputError, store_error
+from .errors import StudyInputError, store_error
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -152,10 +152,6 @@ def _new_file_beside(path: Path, suffix: str) -> tuple[int, Path]:
     raise FileExistsError(f"{path.parent}: could not create a temporary file beside {path.name} (100 names taken)")
 
 
-def _write_failed(path: Path, exc: OSError, store: str) -> StoreError:
-    return store_error(store, path, "cannot write it", exc)
-
-
 def _write_beside(path: Path, suffix: str, write, store: str) -> None:
     """Create a temporary file beside `path`, let `write(fd, tmp)` fill it, then rename it onto `path`. On any
     failure the temporary file is removed and an earlier `path` is left as it was; an OSError (disk full,
@@ -165,14 +161,14 @@ def _write_beside(path: Path, suffix: str, write, store: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = _new_file_beside(path, suffix)
     except OSError as exc:
-        raise _write_failed(path, exc, store) from None
+        raise store_error(store, path, "cannot write it", exc) from None
     try:
         write(fd, tmp)
         os.replace(tmp, path)
     except BaseException as exc:
         tmp.unlink(missing_ok=True)
         if isinstance(exc, OSError):
-            raise _write_failed(path, exc, store) from None
+            raise store_error(store, path, "cannot write it", exc) from None
         raise
 
 

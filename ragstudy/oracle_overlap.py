@@ -12,7 +12,6 @@ an evidence-based hit before trusting it (benchmarks/oracle_agreement.py).
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,15 +19,10 @@ from dataclasses import dataclass
 from .groundtruth import UNANSWERABLE_ORACLE
 from .lexical import ItalianAnalyzer, fold
 
-logger = logging.getLogger(__name__)
 
 def is_unanswerable(oracle: str) -> bool:
     """The paper's 'no answer in the context' oracle, ignoring case, accents, punctuation and spacing."""
-    return _words(oracle) == _words(UNANSWERABLE_ORACLE)
-
-
-def _words(text: str) -> list[str]:
-    return re.findall(r"\w+", fold(text))
+    return re.findall(r"\w+", fold(oracle)) == re.findall(r"\w+", fold(UNANSWERABLE_ORACLE))
 
 
 def answer_terms(answer: str, analyzer: ItalianAnalyzer) -> frozenset[str]:

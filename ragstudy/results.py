@@ -16,7 +16,7 @@
 - Every other file a command writes (run records, summaries, plots, workbooks, the answer key, study.json,
   make-qa's set): one `Output` each in `OUTPUT_GROUPS`, whose writers take the name from there; docs/outputs.md
   is generated from them and `TABLES` (`python -m ragstudy_cli.reference`).
-- `ResultsFolder.lock()`: one run writes into a folder at a time; the lock is taken before anything is written.
+- `ResultsFolder.prepare()`: one run writes into a folder at a time; the lock is taken before anything is written.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ PAPER_DATASET_COLUMNS = ("question", "answer", "contexts")
 CHUNK_COLUMNS = ("doc_id", "contents", "path", "start_end_idx", "metadata")
 
 
-REPEATS_NAMED = 3  # repeated question rows a warning names one by one; it counts the rest
+ROWS_NAMED = 3  # rows a warning names one by one (repeated questions, too long ones); it counts the rest
 
 
 def read_questions(path: str | Path, limit: int | None = None) -> list[str]:
@@ -74,14 +74,11 @@ def read_questions(path: str | Path, limit: int | None = None) -> list[str]:
                        "one of the rows if that is not intended", table.path, line, earlier, value[:60])
     elif repeats:
         named = ", ".join(f"line {line} repeats line {earlier} ({short(value, 40)!r})"
-                          for line, earlier, value in repeats[:REPEATS_NAMED])
-        more = f", and {len(repeats) - REPEATS_NAMED:,} more" if len(repeats) > REPEATS_NAMED else ""
+                          for line, earlier, value in repeats[:ROWS_NAMED])
+        more = f", and {len(repeats) - ROWS_NAMED:,} more" if len(repeats) > ROWS_NAMED else ""
         logger.warning("%s: %s rows repeat an earlier question (%s%s): each is answered and scored again; delete the "
                        "repeated rows if that is not intended", table.path, f"{len(repeats):,}", named, more)
     return questions
-
-
-LONG_QUESTIONS_NAMED = 3  # questions over the embedding model's limit a warning names one by one
 
 
 def warn_long_questions(path: str | Path, limit: int | None, count, max_tokens: int, model: str) -> list[int]:
@@ -97,8 +94,8 @@ def warn_long_questions(path: str | Path, limit: int | None, count, max_tokens: 
                        "cut from its query vector, so retrieval sees a cut question; shorten it", table.path,
                        table.lines[i], f"{n:,}", model, f"{max_tokens:,}")
     elif long:
-        named = "; ".join(f"line {table.lines[i]}: {n:,} tokens" for i, n in long[:LONG_QUESTIONS_NAMED])
-        more = f"; and {len(long) - LONG_QUESTIONS_NAMED:,} more" if len(long) > LONG_QUESTIONS_NAMED else ""
+        named = "; ".join(f"line {table.lines[i]}: {n:,} tokens" for i, n in long[:ROWS_NAMED])
+        more = f"; and {len(long) - ROWS_NAMED:,} more" if len(long) > ROWS_NAMED else ""
         logger.warning("%s: %s questions are longer than the %s tokens the embedding model %s reads (%s%s): the rest "
                        "of each is cut from its query vector, so retrieval sees cut questions; shorten them",
                        table.path, f"{len(long):,}", f"{max_tokens:,}", model, named, more)
@@ -120,10 +117,6 @@ class Dataset:
 
     def by_index(self) -> dict[int, DatasetRow]:
         return {row.question_index: row for row in self.rows}
-
-    @property
-    def has_sources(self) -> bool:
-        return not self.paper_format
 
 
 def dataset_paths(results_dir: Path, spec: registry.StrategySpec) -> tuple[Path, Path]:
@@ -166,10 +159,8 @@ def parse_list_cell(value: Any, where: str) -> list[str]:
         for token in tokenize.generate_tokens(io.StringIO(text[1:-1]).readline):
             if token.type == tokenize.STRING:
                 items.append(ast.literal_eval(token.string))
-            elif token.type in (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER, tokenize.INDENT,
-                                tokenize.DEDENT) or token.string == ",":
-                continue
-            else:
+            elif token.string != "," and token.type not in (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER,
+                                                            tokenize.INDENT, tokenize.DEDENT):
                 raise ValueError(f"unexpected {token.string!r}")
     except (tokenize.TokenError, ValueError, SyntaxError) as exc:
         raise StudyInputError(f"{where}: contexts is not a list of strings ({exc})") from None
@@ -273,7 +264,7 @@ def read_dataset(path: str | Path, strategy: str | None, questions: Sequence[str
             raise StudyInputError(f"{where}: strategy {row_strategy!r}, but {path.name} holds {strategy!r}")
         contexts = tuple(parse_list_cell(record.get("contexts", []), where))
         sources = None if paper else _sources(record.get("sources", []), where)
-        if sources is not None and sources and len(sources) != len(contexts):
+        if sources and len(sources) != len(contexts):
             raise StudyInputError(f"{where}: {len(contexts)} contexts but {len(sources)} sources")
         rows.append(DatasetRow(index, questions[index] if questions is not None else question, answer, contexts,
                                sources, strategy))
@@ -338,10 +329,7 @@ def stale_datasets(results_dir: Path, paths: Sequence[Path], record: "RunRecord 
         raise StudyInputError(f"{path}: date {date!r} is not an ISO date (ragstudy answer writes one); fix or "
                               "delete the key") from None
     strategies = raw.get("strategies") if isinstance(raw.get("strategies"), list) else None
-    by_file = {}
-    for spec in registry.specs():
-        for candidate in dataset_paths(results_dir, spec):
-            by_file[candidate.name] = spec.name
+    by_file = {p.name: spec.name for spec in registry.specs() for p in dataset_paths(results_dir, spec)}
     found = []
     for path in paths:
         name = by_file.get(path.name)
@@ -415,10 +403,8 @@ class _Recordable(Protocol):
 
 def write_config(output_dir: Path, config: _Recordable, extra: dict[str, Any]) -> Path:
     """config.json: `config.to_dict()` (a config.StudyConfig) plus the run's facts in `extra`."""
-    record = config.to_dict()
-    record.update(extra)
     path = Path(output_dir) / CONFIG_NAME
-    atomic_write_json(path, record)
+    atomic_write_json(path, {**config.to_dict(), **extra})
     return path
 
 
@@ -655,8 +641,7 @@ class Table:
     subdir: str = ""  # looked for in <results>/<subdir>/ too
     then_axes: bool = False  # one column per axis of the grid follows (ragstudy.axes)
     all_text: bool = False  # every column read as text (variants.csv: ids, strategies, the axes' values)
-    formerly: tuple[str, str, str] | None = None  # (old file name, old column, its new name): still read, for one
-    # release
+    formerly: tuple[str, str, str] | None = None  # (old name, old column, new column): still read, for one release
     finite: tuple[str, ...] = ()  # columns whose every value is a finite number (read_table refuses inf, NaN, text)
     finite_after: bool = False  # so is every numeric column after the declared ones (one per metric)
     damaged: str = ""  # what to do with a damaged file when re-running its writer is not it (the writer reads it)
@@ -721,8 +706,7 @@ METRICS_BASELINES = Table("metrics_baselines.csv", (
     ("baseline",), finite=_ESTIMATE)  # Postprocessing.answer_baselines: shuffled_oracle floor, context_copy,
 # evidence reference; llm_mean, diff ... are empty for a corpus-level metric
 METRICS_PER_QUESTION = Table("metrics_per_question.csv", ("strategy", "strategy_display", "question_index"),
-                             _METRICS, finite=("question_index",), finite_after=True)  # then one column per answer
-# metric
+                             _METRICS, finite=("question_index",), finite_after=True)  # then one per answer metric
 ANSWER_GROUPS = Table("answer_groups.csv", ("group", "llm", "model", "folder"), "ragstudy answer --llm A,B "
                       "--output-dir RESULTS", ("group", "llm", "model", "folder"))  # one row per LLM of an answering
 # run with several (`--llm a,b`: the LLM axis); each LLM's complete answering run is in <RESULTS>/groups/<group>/
@@ -998,7 +982,7 @@ def check_finite(frame, table: Table, path: Path, writer: str) -> None:
 
 class Run:
     """A finished run's results folder, opened once: its config.json (read and parsed once, on first use), its
-    questions and oracle, its rankings, chunk exports and derived tables, each through the one reader of its file.
+    questions and oracle, its ranked strategies, variants and derived tables, each through the one reader of its file.
     Scripts take one (`open_run`) instead of re-reading config.json."""
 
     def __init__(self, path: str | Path) -> None:
@@ -1029,12 +1013,6 @@ class Run:
 
     def ranked_strategies(self) -> list[str]:
         return ranked_strategies(self.path)
-
-    def rankings(self, strategy: str) -> dict[int, list[RetrievedParent]]:
-        return read_retrieval(retrieval_path(self.path, strategy))
-
-    def chunks(self, strategy: str) -> tuple[list[dict], dict[str, SourceText]]:
-        return read_chunks(self.path, strategy)
 
     def table(self, table: Table):
         return read_table(self.path, table)
@@ -1099,8 +1077,7 @@ def read_variants(output_dir: str | Path) -> list[Variant]:
     path, inside = VARIANTS.path(output_dir), (output_dir / VARIANTS_FOLDER).resolve()
     fix = f"restore {path.name}, or re-run `ragstudy retrieve` into a fresh --output-dir (finished work is cached)"
     found = []
-    for number, row in enumerate(frame.fillna(NOT_APPLICABLE).to_dict("records"), start=2):  # pandas reads "n/a"
-        # as missing
+    for number, row in enumerate(frame.fillna(NOT_APPLICABLE).to_dict("records"), start=2):  # "n/a" read as NaN
         where = f"{path} row {number}"
         variant = Variant.from_row(row, where)
         try:
@@ -1268,7 +1245,7 @@ class ResultsFolder:
     def prepare(self) -> "ResultsFolder":
         """Check where the folder is, create it (or check it), check it is writable and take its lock; before any
         write."""
-        self.check_location()
+        check_output_location(self.path, self.documents)
         if self.path.exists() and not self.path.is_dir():
             raise StudyInputError(f"{self.path}: --output-dir is an existing file, not a folder. Pass a folder "
                                   "path (it is created if missing).")
@@ -1279,15 +1256,8 @@ class ResultsFolder:
                                   "writable --output-dir.") from None
         if not os.access(self.path, os.W_OK | os.X_OK):
             raise StudyInputError(f"{self.path}: the output folder is not writable. Pass a writable --output-dir.")
-        self.lock()
-        return self
-
-    def check_location(self) -> None:
-        """Not the filesystem root, the home folder, the --documents folder or a folder in or around it."""
-        check_output_location(self.path, self.documents)
-
-    def lock(self) -> None:
         lock_folder(self.path, self.LOCK_NAME, "output folder", "--output-dir")
+        return self
 
     def release(self) -> None:
         release_folder(self.path, self.LOCK_NAME)

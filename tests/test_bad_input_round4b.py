@@ -98,11 +98,11 @@ def test_the_filesystem_root_is_refused_before_anything_is_written() -> None:
     """`--output-dir /` wrote six files into / (as root). Checked on the output folder itself, not through a run:
     with the check broken, a run here would write into this machine's root."""
     from ragstudy.errors import StudyInputError
-    from ragstudy.results import ResultsFolder
+    from ragstudy.results import check_output_location
 
     with pytest.raises(StudyInputError, match=r"^/: --output-dir is the filesystem root; the results would be "
                                               r"written among the system's folders\. Pass a folder of its own"):
-        ResultsFolder("/").check_location()
+        check_output_location("/", None)
 
 
 @pytest.mark.parametrize("where", ["home", "documents", "inside", "above"])

@@ -115,7 +115,7 @@ def test_papers_datasets_files_are_read_by_position(tmp_path: Path) -> None:
     data.to_json(str(tmp_path / "DatasetCustom.json"))
     for suffix in (".csv", ".json"):
         dataset = read_dataset(tmp_path / f"DatasetCustom{suffix}", "paragraph", QUESTIONS, "Questions.csv")
-        assert dataset.paper_format and not dataset.has_sources
+        assert dataset.paper_format
         assert [r.question_index for r in dataset.rows] == [0, 1]
         assert dataset.rows[0].contexts == ("Il certificato dura tre anni.", "Altro, testo con 'apici'" + " lungo" * 30)
         assert dataset.rows[1].answer == 'Il "responsabile".' and dataset.rows[1].sources is None
