@@ -501,10 +501,8 @@ def add_study_arguments(parser: argparse.ArgumentParser, leave_out: Collection[s
 
 def option_of(key: str) -> str:
     """A setting's flag as the user types it ("--llm-server" for llm_servers); "--key-with-dashes" otherwise."""
-    for item in study_settings():
-        if item.name == key and item.option:
-            return item.option
-    return f"--{key.replace('_', '-')}"
+    return next((item.option for item in study_settings() if item.name == key and item.option),
+                f"--{key.replace('_', '-')}")
 
 
 def config_from_args(args: argparse.Namespace, warn_unused: bool = True) -> "StudyConfig":
