@@ -149,13 +149,6 @@ def text_layer_names() -> tuple[str, ...]:
     return TEXT_LAYERS
 
 
-def default_profile_name() -> str:
-    """`paper` when CUDA is available, else `lite`."""
-    import torch
-
-    return "paper" if torch.cuda.is_available() else "lite"
-
-
 @dataclass(frozen=True)
 class StudyConfig:
     """The resolved settings of one run. Each field with `setting(...)` is a setting: its flag and YAML key, help,
@@ -269,7 +262,7 @@ class StudyConfig:
         retrieval-only run) are named in one warning, unless `warn_unused` is False (the study hands the same
         flags to its answering and its retrieval run, where each applies to one of them).
         """
-        file_values = _read_config_file(config_file) if config_file else {}
+        file_values = read_yaml_mapping(config_file, "the config file", "a mapping of settings") if config_file else {}
         _check_file_choices(file_values, config_file)
         origins: dict[str, str] = {}
         where = _setting_names(file_values, flags, config_file)  # before the resolvers pop the file's keys
@@ -314,7 +307,12 @@ class StudyConfig:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
                 raise StudyInputError(f"{named(name)} must be a positive number of seconds, got {value!r}")
         validate_budgets(self.budgets, named("budgets"))
-        self._validate_executor(named)
+        if self.workers is not None and self.ray is not None:
+            raise StudyInputError(f"{named('workers')} and {named('ray')} exclude each other: run the variants in "
+                                  "worker processes on this machine or as Ray tasks, not both; drop one")
+        if self.ray is not None and (not isinstance(self.ray, str) or not self.ray.strip()):
+            raise StudyInputError(f"{named('ray')} must be a Ray cluster's address (host:6379, ray://host:10001) or "
+                                  f"{LOCAL_RAY} (a Ray started for the run), got {self.ray!r}")
         if self.budget_unit not in BUDGET_UNITS:
             raise StudyInputError(f"{named('budget_unit')} must be {' or '.join(BUDGET_UNITS)}, got "
                                   f"{self.budget_unit!r}")
@@ -323,7 +321,8 @@ class StudyConfig:
         llm_axis.validate(self, named)
         if self.chunks_only and self.retrieval_only:
             raise StudyInputError(f"{named('chunks_only')} and {named('retrieval_only')} exclude each other; pick one")
-        self._validate_embeddings(named)
+        for one in self.each_embedding():  # each embedding model with the backend settings
+            embedders.validate(one, named)
         self._validate_strategy_needs(named)
         if self.llm_servers and not self.llm_server_model:
             raise StudyInputError(f"{named('llm_servers')} needs --llm-server-model NAME (the model name the server "
@@ -333,15 +332,6 @@ class StudyConfig:
                 source = (where or {}).get("prompt_template") or "the prompt template"
                 raise StudyInputError(f"{source} lacks the placeholder {placeholder}; the template needs both "
                                       "{context} (the retrieved text) and {query} (the question)")
-
-    def _validate_executor(self, named: Any) -> None:
-        """--workers N and --ray [ADDRESS] exclude each other; an address is a non-empty string."""
-        if self.workers is not None and self.ray is not None:
-            raise StudyInputError(f"{named('workers')} and {named('ray')} exclude each other: run the variants in "
-                                  "worker processes on this machine or as Ray tasks, not both; drop one")
-        if self.ray is not None and (not isinstance(self.ray, str) or not self.ray.strip()):
-            raise StudyInputError(f"{named('ray')} must be a Ray cluster's address (host:6379, ray://host:10001) or "
-                                  f"{LOCAL_RAY} (a Ray started for the run), got {self.ray!r}")
 
     def executor(self) -> Any:
         """Where the grid's variants run (an executors.Executor): --ray [ADDRESS], --workers N, else in this
@@ -364,11 +354,6 @@ class StudyConfig:
         anything is written)."""
         for one in self.each_embedding():
             one.embedder.check()
-
-    def _validate_embeddings(self, named: Any) -> None:
-        """Each embedding model with the backend settings."""
-        for one in self.each_embedding():
-            embedders.validate(one, named)
 
     def _validate_strategy_needs(self, named: Any) -> None:
         """Stop before anything runs when a strategy needs what the run lacks (a tokenizer for token windows), and
@@ -422,10 +407,7 @@ class StudyConfig:
         try:
             profile = replace(PROFILES[data["profile"]], **data["models"])
             params = {name: StrategyParams(**value) for name, value in data["strategy_params"].items()}
-            values = {key: data[key] for key in _RUN_KEYS if key in data}
-            for key in _TUPLE_KEYS:
-                if key in values:
-                    values[key] = tuple(values[key])
+            values = {key: tuple(data[key]) if key in _TUPLE_KEYS else data[key] for key in _RUN_KEYS if key in data}
             return cls(profile=profile, strategies=tuple(data["strategies"]), strategy_params=params,
                        origins=dict(data.get("origins", {})), **values)
         except (KeyError, TypeError) as exc:
@@ -519,10 +501,8 @@ def add_study_arguments(parser: argparse.ArgumentParser, leave_out: Collection[s
 
 def option_of(key: str) -> str:
     """A setting's flag as the user types it ("--llm-server" for llm_servers); "--key-with-dashes" otherwise."""
-    for item in study_settings():
-        if item.name == key and item.option:
-            return item.option
-    return f"--{key.replace('_', '-')}"
+    return next((item.option for item in study_settings() if item.name == key and item.option),
+                f"--{key.replace('_', '-')}")
 
 
 def config_from_args(args: argparse.Namespace, warn_unused: bool = True) -> "StudyConfig":
@@ -587,8 +567,10 @@ def _resolve_profile(profile: str | None, file_values: dict[str, Any], flags: di
     """The model profile with file and flag overrides; records where each model setting came from."""
     file_profile = file_values.pop("profile", None)
     profile_name = profile or file_profile
-    if profile_name is None:
-        profile_name = default_profile_name()
+    if profile_name is None:  # `paper` when CUDA is available, else `lite`
+        import torch
+
+        profile_name = "paper" if torch.cuda.is_available() else "lite"
         origins["profile"] = "default: CUDA available" if profile_name == "paper" else "default: no CUDA"
     else:
         origins["profile"] = "--profile" if profile else f"config file {config_file}"
@@ -622,10 +604,8 @@ def _setting_names(file_values: dict[str, Any], flags: dict[str, Any], config_fi
 
 def _answers(file_values: dict[str, Any], flags: dict[str, Any]) -> bool:
     """Whether the run answers questions with the LLM (neither chunks-only nor retrieval-only; flags win)."""
-    def setting(key: str) -> bool:
-        return bool(flags[key] if flags.get(key) is not None else file_values.get(key, False))
-
-    return not (setting("chunks_only") or setting("retrieval_only"))
+    return not any(flags[key] if flags.get(key) is not None else file_values.get(key, False)
+                   for key in ("chunks_only", "retrieval_only"))
 
 
 def _resolve_strategies(strategies: str | None, set_params: list[str], file_values: dict[str, Any], answers: bool,
@@ -671,20 +651,15 @@ def _resolve_run_values(file_values: dict[str, Any], flags: dict[str, Any],
             values[key] = file_values.pop(key)
         if flags.get(key) is not None:
             values[key] = flags[key]
-    for key in _TUPLE_KEYS:
-        if key in values:
-            raw = values[key]
-            where = f"--{key.replace('_', '-').rstrip('s')}" if flags.get(key) is not None else \
-                f"`{key}:` in {config_file}"
-            if not isinstance(raw, (str, list, tuple)):  # `budgets: 500`, `budgets: true`: one line, no TypeError
-                raise StudyInputError(f"{where}: expected a list, got {raw!r}; write e.g. "
-                                      f"{key}: [{'500, 1000, 2000' if key == 'budgets' else 'http://host:8000'}]")
-            values[key] = tuple(raw.split(",") if isinstance(raw, str) else raw)
-            if key == "budgets":
-                where = "--budgets" if flags.get(key) is not None else f"`budgets:` in {config_file}"
-                values[key] = tuple(_as_int(v, where) for v in values[key])
-            else:
-                values[key] = tuple(str(v).strip() for v in values[key] if str(v).strip())
+    for key in (key for key in _TUPLE_KEYS if key in values):
+        raw, flag = values[key], flags.get(key) is not None
+        where = f"--{key.replace('_', '-')}" if flag else f"`{key}:` in {config_file}"
+        if not isinstance(raw, (str, list, tuple)):  # `budgets: 500`, `budgets: true`: one line, no TypeError
+            raise StudyInputError(f"{where.rstrip('s') if flag else where}: expected a list, got {raw!r}; write e.g. "
+                                  f"{key}: [{'500, 1000, 2000' if key == 'budgets' else 'http://host:8000'}]")
+        parts = tuple(raw.split(",") if isinstance(raw, str) else raw)
+        values[key] = (tuple(_as_int(v, where) for v in parts) if key == "budgets"
+                       else tuple(str(v).strip() for v in parts if str(v).strip()))
     file_prompt = file_values.pop("prompt_file", None)
     prompt_file = flags.get("prompt_file") or file_prompt
     if prompt_file:
@@ -789,10 +764,6 @@ def read_yaml_mapping(path: str | Path, what: str, shape: str) -> dict[str, Any]
     if not isinstance(data, dict):
         raise StudyInputError(f"{path}: {what} must be {shape}")
     return dict(data)
-
-
-def _read_config_file(path: str) -> dict[str, Any]:
-    return read_yaml_mapping(path, "the config file", "a mapping of settings")
 
 
 def _parse_set(items: list[str], strategy: str) -> dict[str, Any]:

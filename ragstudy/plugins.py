@@ -210,8 +210,6 @@ class Registry(Generic[T]):
         self.load()
         return self.registered()
 
-    specs = members  # the name the families used before
-
     def names(self) -> list[str]:
         return [member.name for member in self.members()]
 
@@ -254,6 +252,3 @@ class Registry(Generic[T]):
         for name in chosen:
             self.get(name, where)
         return chosen
-
-
-Family = Registry  # the name the first three families were declared with

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import logging
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -46,9 +47,6 @@ class TextTable:
     column: str
     values: tuple[str, ...]
     lines: tuple[int, ...]
-
-    def where(self, index: int) -> str:
-        return f"{self.path} line {self.lines[index]}"
 
 
 # what a CSV that is not UTF-8 (almost always one saved by Excel in Windows-1252) should become
@@ -154,14 +152,11 @@ def read_strict_csv(path: str | Path, columns: Sequence[str], what: str) -> Stri
         if not row:
             raise StudyInputError(f"{path} line {line}: blank line between rows; delete it (rows are matched by "
                                   "position to other files)")
-        if len(row) > len(header):
-            raise StudyInputError(
-                f"{path} line {line}: {len(row)} fields but the header has {len(header)} ({', '.join(header)}). "
-                + _comma_hint(row, header, columns[-1], delimiter))
-        if len(row) < len(header):
-            raise StudyInputError(
-                f"{path} line {line}: {len(row)} fields but the header has {len(header)} ({', '.join(header)}); "
-                "fill in the missing cells (an empty cell still needs its separator)")
+        if len(row) != len(header):
+            fix = (". " + _comma_hint(row, header, columns[-1], delimiter) if len(row) > len(header)
+                   else "; fill in the missing cells (an empty cell still needs its separator)")
+            raise StudyInputError(f"{path} line {line}: {len(row)} fields but the header has {len(header)} "
+                                  f"({', '.join(header)}){fix}")
     return StrictCsv(path, tuple(header), tuple(tuple(r) for r in rows), tuple(lines))
 
 
@@ -270,8 +265,6 @@ class RetrievedParent:
     contents: str
 
     def to_dict(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
         row = asdict(self)
         row["in_k"] = int(self.in_k)
         return row
@@ -308,8 +301,6 @@ class Variant:
         return tuple(value for _, value in self.values)
 
     def params_json(self) -> str:
-        import json
-
         return json.dumps(dict(self.params), sort_keys=True, ensure_ascii=False)
 
     def to_row(self) -> dict[str, str]:
@@ -320,8 +311,6 @@ class Variant:
     def from_row(cls, row: dict[str, Any], where: str) -> "Variant":
         """Inverse of to_row (every column but id, strategy and params is an axis); a StudyInputError naming `where`
         (file and row) when a cell is missing or malformed."""
-        import json
-
         missing = [key for key in VARIANT_KEYS if key not in row or row[key] is None]
         if missing:
             raise StudyInputError(f"{where}: no {', '.join(missing)}; re-run `ragstudy retrieve` into a fresh "

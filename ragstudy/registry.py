@@ -117,12 +117,6 @@ class StrategySpec:
             raise StudyInputError(f"{where.rstrip('.')}: {exc}") from None
 
 
-def _parent_record(name: str, parent_type: type | None, params: StrategyParams):
-    if parent_type is None:
-        return dict(params.parent)
-    return build_params(parent_type, dict(params.parent), f"{name}.")
-
-
 def _load_strategy_folders() -> None:
     for package in strategy_folders():
         guarded_import(package, None)
@@ -166,7 +160,9 @@ class _WithParentRecord:
     function: Callable[[Any, Any], Any]
 
     def __call__(self, params: StrategyParams, argument: Any) -> Any:
-        return self.function(_parent_record(self.spec_name, self.parent_type, params), argument)
+        parent = dict(params.parent)
+        record = parent if self.parent_type is None else build_params(self.parent_type, parent, f"{self.spec_name}.")
+        return self.function(record, argument)
 
 
 def register_strategy(name: str, chunker: Callable[[Any, ChunkerContext], Chunker], parent_type: type | None = None,

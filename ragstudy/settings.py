@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import MISSING, dataclass
 from typing import Any
 
@@ -258,12 +258,6 @@ class _DeferredChoices(Sequence):
 
     def __len__(self) -> int:
         return len(self._get())
-
-    def __iter__(self) -> Iterator:
-        return iter(self._get())
-
-    def __contains__(self, value: object) -> bool:
-        return value in self._get()
 
 
 def _help_for_parser(item: Setting) -> str | _Deferred:

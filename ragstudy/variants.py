@@ -12,7 +12,7 @@ in strategy together: the verdict compares strategies inside each group and is c
 from __future__ import annotations
 
 import itertools
-import logging
+from collections import Counter
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -22,8 +22,6 @@ from . import axes
 from .errors import StudyInputError
 from .io import sha256_text
 from .records import NOT_APPLICABLE, Variant
-
-logger = logging.getLogger(__name__)
 
 
 # ------------------------------------------------------------------------------------------------ the grid
@@ -84,13 +82,9 @@ def expand(config: Any, sweep: Any = None) -> list[Variant]:
     for entry in entries_of(config, sweep):
         made = entry_variants(entry)
         for variant in made:
-            if entry.id is None:
-                name = derived_id(variant)
-            elif len(made) == 1:
-                name = entry.id
-            else:
-                name = "__".join([entry.id, *derived_id(variant).split("__")[1:]])
+            name = derived_id(variant)
             if entry.id is not None:
+                name = entry.id if len(made) == 1 else "__".join([entry.id, *name.split("__")[1:]])
                 given.add(name)
             variants.append(replace(variant, id=name))
     return unique_ids(list(dict.fromkeys(variants)), given)
@@ -100,9 +94,7 @@ def unique_ids(variants: list[Variant], given: Set[str] = frozenset()) -> list[V
     """Ids made unique: two variants whose readable ids meet, or differ only in case (one folder on macOS and
     Windows), get a short hash of their values appended (two embedders with one short name); an id a sweep entry
     gives (`given`) is never renamed: one that another variant's id meets is an error, as is an id given twice."""
-    counts: dict[str, int] = {}
-    for v in variants:
-        counts[v.id.casefold()] = counts.get(v.id.casefold(), 0) + 1
+    counts = Counter(v.id.casefold() for v in variants)
     met = [v for v in variants if v.id in given and counts[v.id.casefold()] > 1]
     if met:
         raise StudyInputError(f"sweep id {met[0].id!r} is also the id of another configuration of the grid (given, or "
