@@ -50,8 +50,6 @@ UNANSWERABLE_ORACLE = "Il contesto fornito non contiene la risposta."
 TABLE_CELL_SEP = " | "
 BODY_BLOCK_SEP = "\n\n"
 
-_HYPHEN_BREAK = LINE_BREAK_HYPHEN
-
 
 def fold_layout_text(text: str) -> str:
     """Fold ligatures, join line-break hyphens, drop table cell separators and collapse whitespace (not
@@ -61,7 +59,7 @@ def fold_layout_text(text: str) -> str:
     """
     for lig, plain in LIGATURES.items():
         text = text.replace(lig, plain)
-    text = _HYPHEN_BREAK.sub("", text)
+    text = LINE_BREAK_HYPHEN.sub("", text)
     text = text.replace(TABLE_CELL_SEP, " ")
     return " ".join(text.split())
 

@@ -34,8 +34,7 @@ from .config import StudyConfig
 from .errors import StudyInputError
 from .pipeline import (StrategyReport, check_question_lengths, check_vector_store, chunk_cache_path, chunk_cached,
                        chunking_ahead, code_hash_of, model_labels, run_facts)
-from .records import RetrievedParent
-from .records import Variant
+from .records import RetrievedParent, Variant
 from .executors import Executor, Task, capped, check_executor, pending, run_tasks
 from .results import VARIANT_RUN, ResultsFolder, read_questions, write_config, write_retrieval
 from .textlayer import load_documents
@@ -275,8 +274,8 @@ def unnamed_store_message(exc: BaseException) -> str:
         from customembedding import CACHE_FILE
         from ragstudy.io import cache_dir
 
-        return str(store_error("vector cache", cache_dir() / "vectors" / CACHE_FILE, "reading or writing it failed", exc,
-                               "its vectors are embedded again"))
+        return str(store_error("vector cache", cache_dir() / "vectors" / CACHE_FILE, "reading or writing it failed",
+                               exc, "its vectors are embedded again"))
     return str(store_error("file", getattr(exc, "filename", None) or "(unnamed)", "cannot be read or written", exc))
 
 
@@ -385,15 +384,12 @@ def _check_documents(output_dir: Path, kept: Sequence[Variant], documents: dict[
                  if documents is not None and found is not None and found != documents]
     if elsewhere:
         difference = documents_difference((elsewhere[0][0].id, elsewhere[0][1]), ("this run", documents))
-        raise StudyInputError(f"{output_dir}: holds the variants {_few([v for v, _ in elsewhere])} "
+        ids = [v.id for v, _ in elsewhere]
+        shown = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
+        raise StudyInputError(f"{output_dir}: holds the variants {shown} "
                               f"({VARIANTS.name}) run over other documents than this run's ({difference}); they "
                               "would be compared as one run. Give this run its own --output-dir, run those variants' "
                               "strategies too, or move those files away")
-
-
-def _few(variants: Sequence[Variant]) -> str:
-    """The first three variants' ids, then how many more."""
-    return ", ".join(v.id for v in variants[:3]) + (f" and {len(variants) - 3} more" if len(variants) > 3 else "")
 
 
 def _run_grid(config: StudyConfig, grid: Sequence[Variant], documents, questions: Sequence[str], output_dir: Path,
@@ -438,9 +434,9 @@ def _run_grid(config: StudyConfig, grid: Sequence[Variant], documents, questions
     failed = [o for o in outcomes if o.error is not None]
     if failed:
         named = "; ".join(str(o.error) for o in failed)  # each "variant <id>: <error>"
-        raise StudyInputError(f"{len(failed)} of {len(grid)} variants failed ({named}); "
-                              "the others are kept in " + str(output_dir / "variants") + ": fix the cause and re-run the "
-                              "same command (only what is missing is computed)")
+        raise StudyInputError(f"{len(failed)} of {len(grid)} variants failed ({named}); the others are kept in "
+                              f"{output_dir / 'variants'}: fix the cause and re-run the same command (only what is "
+                              "missing is computed)")
     runs = {v.id: read_variant_run(folders[v.id]) for v in grid}
     for vid in set(runs) - todo:  # done earlier under the same key: this run embedded nothing for it
         runs[vid] = replace(runs[vid], embedded=0, reused=runs[vid].reused + runs[vid].embedded, index_seconds=0.0,
