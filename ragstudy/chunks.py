@@ -56,13 +56,11 @@ class ChunkedDocument:
 
 
 class Chunker(Protocol):
-    """What a strategy provides: turn a validated PDF into chunk records.
-
-    A chunker may also define `prepare(documents)`, called once with all the documents before they are chunked
-    one by one (see `prepare_chunker`): the place for work that runs better in bulk, such as converting every PDF
-    in parallel worker processes. Such work can also be started ahead, in the background, by the registration's
-    `prefetch` (see `ragstudy.pipeline.chunking_ahead`); `prepare` then waits for it.
-    """
+    """What a strategy provides: turn a validated PDF into chunk records. A chunker may also define
+    `prepare(documents)`, called once with all the documents before they are chunked one by one (see
+    `prepare_chunker`): the place for work that runs better in bulk, such as converting every PDF in parallel worker
+    processes. Such work can also be started ahead, in the background, by the registration's `prefetch` (see
+    `ragstudy.pipeline.chunking_ahead`); `prepare` then waits for it."""
 
     def chunk(self, document: PdfDocument, strategy: str) -> ChunkedDocument: ...
 
@@ -82,10 +80,8 @@ def window_text(window: str, metadata: dict) -> str:
 
 
 def locate_pieces(text: str, pieces: Sequence[str], overlap_hint: int = 0) -> list[tuple[int, int]]:
-    """Offsets of consecutive, possibly overlapping substrings `pieces` of `text`, searched left to right.
-
-    Raises ValueError if a piece is not found where expected (a splitter that altered its input).
-    """
+    """Offsets of consecutive, possibly overlapping substrings `pieces` of `text`, searched left to right;
+    ValueError if a piece is not found where expected (a splitter that altered its input)."""
     spans: list[tuple[int, int]] = []
     cursor = 0
     for number, piece in enumerate(pieces):

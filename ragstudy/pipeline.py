@@ -18,7 +18,7 @@ from . import axes, registry
 from .chunks import Chunk, ChunkedDocument, prepare_chunker
 from .config import StudyConfig
 from .errors import StudyInputError
-from .io import sha256_file
+from .io import PROJECT_ROOT, atomic_write_text, cache_dir, sha256_file, sha256_text, stable_json
 from .llms import answering_model, check_generator, make_generator
 from .models import model_label
 from .records import DatasetRow, Source
@@ -107,8 +107,6 @@ def layered(documents: Sequence[PdfDocument], spec: registry.StrategySpec, confi
 
 def code_hash_of(*paths: Path) -> str:
     """Hash of the Python sources that determine a cached stage, so that editing them invalidates the cache."""
-    from .io import sha256_text
-
     files = sorted(f for p in paths for f in ([p] if p.is_file() else p.rglob("*.py")))
     return sha256_text(*(f.read_text(encoding="utf-8") for f in files))[:16]
 
@@ -162,8 +160,6 @@ def chunked_from_json(text: str) -> list[ChunkedDocument]:
 
 def chunk_cache_path(config, strategy: str, documents) -> Path:
     """Where the chunks of (strategy, its parameters, these PDFs, the embedding model, the chunking code) live."""
-    from .io import PROJECT_ROOT, cache_dir, sha256_text, stable_json
-
     spec = registry.get(strategy)
     code = code_hash_of(PROJECT_ROOT / spec.folder, *(PROJECT_ROOT / entry for entry in CHUNKING_CODE))
     layer = {"text_layer": config.text_layer} if axes.reads_text_layer(strategy) else {}  # raw, clean: two caches
@@ -178,8 +174,6 @@ def chunk_cached(config, strategy: str, documents, embedding: Callable[[], Any] 
     """chunk_documents, cached as JSON (chunk_cache_path): a warm run (answering, retrieval-only, a sweep) re-chunks
     nothing (the markdown and semantic chunkers take seconds per PDF). A cache file that does not parse, or was
     made for PDFs at other paths, is recomputed and replaced."""
-    from .io import atomic_write_text
-
     path = chunk_cache_path(config, strategy, documents)
     if path.is_file():
         try:
@@ -301,8 +295,6 @@ def model_labels(config: StudyConfig) -> dict[str, str]:
 def code_version() -> str | None:
     """The repository's commit (with "+dirty" when files differ from it), or None outside a git checkout."""
     import subprocess
-
-    from .io import PROJECT_ROOT
 
     try:
         commit = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"], capture_output=True,

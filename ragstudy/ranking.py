@@ -126,13 +126,11 @@ def _read_rankings(path: Path, count_key: str, questions: int) -> tuple[list[Ret
 def retrieve_strategy(config, strategy: str, documents, questions: Sequence[str], embedding: Callable[[], Any],
                       output_dir: Path, measure: Measure = CHARS) -> RetrievalRun:
     """Chunk, export, index and rank one strategy with `config.retriever` (one name); write
-    chunks_/sources_/retrieval_<strategy> into output_dir.
-
-    `embedding()` returns the study's embedding model (see lazy_embedding). Rankings are cached under a hash of
-    (Chroma collection name — itself a hash of the parents, child windows and embedding model —, retriever and its
-    index key, k, questions, largest budget and its unit, ranking code): a warm re-run neither opens Chroma nor
-    loads the model, and reports every unit as reused (where the retriever embeds).
-    """
+    chunks_/sources_/retrieval_<strategy> into output_dir. `embedding()` returns the study's embedding model (see
+    lazy_embedding). Rankings are cached under a hash of (Chroma collection name — itself a hash of the parents,
+    child windows and embedding model —, retriever and its index key, k, questions, largest budget and its unit,
+    ranking code): a warm re-run neither opens Chroma nor loads the model, and reports every unit as reused (where
+    the retriever embeds)."""
     from tqdm.auto import tqdm
 
     from . import registry, retrievers
@@ -225,9 +223,6 @@ class VariantSpec:
     facts: str
 
 
-VARIANT_RUN_FILE = VARIANT_RUN.name  # what one variant's run did (chunks, timings, reuse)
-
-
 def run_variant(spec: VariantSpec, output_dir: Path, inputs: dict[str, Path]) -> None:
     """One variant's complete retrieval run into `output_dir` (config.json, run identity, chunk tables, rankings and
     variant_run.json), from `inputs["documents"]` and `inputs["questions"]` only: an executor runs it in this
@@ -254,7 +249,7 @@ def run_variant(spec: VariantSpec, output_dir: Path, inputs: dict[str, Path]) ->
     except (OSError, sqlite3.Error) as exc:  # a store that failed without naming itself: still one line, by id
         raise StudyInputError(unnamed_store_message(exc)) from exc
     runidentity.record(output_dir, config, questions, strategy, run.outputs)
-    atomic_write_json(output_dir / VARIANT_RUN_FILE, {**asdict(run), "outputs": [Path(o).name for o in run.outputs]})
+    atomic_write_json(output_dir / VARIANT_RUN.name, {**asdict(run), "outputs": [Path(o).name for o in run.outputs]})
 
 
 def relocate_variant(files: dict[str, bytes], paths: dict[str, str]) -> dict[str, bytes]:
@@ -281,7 +276,7 @@ def unnamed_store_message(exc: BaseException) -> str:
 
 def read_variant_run(folder: Path) -> RetrievalRun:
     """A variant folder's variant_run.json (run_variant wrote it)."""
-    data = json.loads((Path(folder) / VARIANT_RUN_FILE).read_text(encoding="utf-8"))
+    data = json.loads((Path(folder) / VARIANT_RUN.name).read_text(encoding="utf-8"))
     data["stages"] = {k: tuple(v) for k, v in data.get("stages", {}).items()}
     data["outputs"] = [str(Path(folder) / name) for name in data.get("outputs", [])]
     return RetrievalRun(**data)
