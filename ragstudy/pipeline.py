@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from . import axes, registry
+from .cachefile import json_object
 from .chunks import Chunk, ChunkedDocument, prepare_chunker
 from .config import StudyConfig
 from .errors import StudyInputError
@@ -129,8 +130,6 @@ def chunked_to_json(chunked: Sequence[ChunkedDocument]) -> str:
 
 def chunked_from_json(text: str) -> list[ChunkedDocument]:
     """Inverse of chunked_to_json; ValueError when the text is not such a file."""
-    from .cachefile import json_object
-
     data = json_object(json.loads(text), ("format", "documents"), "the file")
     if data["format"] != CHUNK_CACHE_FORMAT or not isinstance(data["documents"], list):
         raise ValueError(f"not a chunk cache of format {CHUNK_CACHE_FORMAT}")
