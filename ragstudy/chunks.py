@@ -35,10 +35,6 @@ class Chunk:
     extra: dict = field(default_factory=dict, compare=False)
 
     @property
-    def start_end_idx(self) -> tuple[int, int]:
-        return (self.start, self.end)
-
-    @property
     def metadata(self) -> dict:
         return {
             "doc_id": self.doc_id, "path": self.path, "page_start": self.page_start, "page_end": self.page_end,
@@ -60,13 +56,11 @@ class ChunkedDocument:
 
 
 class Chunker(Protocol):
-    """What a strategy provides: turn a validated PDF into chunk records.
-
-    A chunker may also define `prepare(documents)`, called once with all the documents before they are chunked
-    one by one (see `prepare_chunker`): the place for work that runs better in bulk, such as converting every PDF
-    in parallel worker processes. Such work can also be started ahead, in the background, by the registration's
-    `prefetch` (see `ragstudy.pipeline.chunking_ahead`); `prepare` then waits for it.
-    """
+    """What a strategy provides: turn a validated PDF into chunk records. A chunker may also define
+    `prepare(documents)`, called once with all the documents before they are chunked one by one (see
+    `prepare_chunker`): the place for work that runs better in bulk, such as converting every PDF in parallel worker
+    processes. Such work can also be started ahead, in the background, by the registration's `prefetch` (see
+    `ragstudy.pipeline.chunking_ahead`); `prepare` then waits for it."""
 
     def chunk(self, document: PdfDocument, strategy: str) -> ChunkedDocument: ...
 
@@ -85,17 +79,9 @@ def window_text(window: str, metadata: dict) -> str:
     return f"{path}\n{window}" if path else window
 
 
-def make_doc_id(strategy: str, source_sha256: str, start: int, end: int, contents: str) -> str:
-    """Content-derived chunk id: same PDF bytes, strategy and span give the same id on every run (`source_sha256`
-    is SourceText.identity: the PDF's hash, plus the text layer when it is not the raw one)."""
-    return sha256_text(strategy, source_sha256, str(start), str(end), contents)[:32]
-
-
 def locate_pieces(text: str, pieces: Sequence[str], overlap_hint: int = 0) -> list[tuple[int, int]]:
-    """Offsets of consecutive, possibly overlapping substrings `pieces` of `text`, searched left to right.
-
-    Raises ValueError if a piece is not found where expected (a splitter that altered its input).
-    """
+    """Offsets of consecutive, possibly overlapping substrings `pieces` of `text`, searched left to right;
+    ValueError if a piece is not found where expected (a splitter that altered its input)."""
     spans: list[tuple[int, int]] = []
     cursor = 0
     for number, piece in enumerate(pieces):
@@ -111,13 +97,15 @@ def locate_pieces(text: str, pieces: Sequence[str], overlap_hint: int = 0) -> li
 
 def build_chunks(source: SourceText, spans: Iterable[tuple[int, int]], strategy: str,
                  pages: Sequence[tuple[int, int]] | None = None) -> ChunkedDocument:
-    """Chunk records for `spans` of `source` (pages from the source's page offsets unless given)."""
+    """Chunk records for `spans` of `source` (pages from the source's page offsets unless given). A chunk's id is
+    content-derived: the same PDF bytes (SourceText.identity: the PDF's hash, plus the text layer when it is not the
+    raw one), strategy and span give the same id on every run."""
     chunks = []
     for i, (start, end) in enumerate(spans):
         contents = source.text[start:end]
         page_start, page_end = pages[i] if pages is not None else source.pages_of(start, end)
         chunks.append(Chunk(
-            doc_id=make_doc_id(strategy, source.identity, start, end, contents), contents=contents,
+            doc_id=sha256_text(strategy, source.identity, str(start), str(end), contents)[:32], contents=contents,
             path=source.path, start=start, end=end, page_start=page_start, page_end=page_end, strategy=strategy,
         ))
     return ChunkedDocument(source=source, chunks=tuple(chunks))

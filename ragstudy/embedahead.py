@@ -114,9 +114,8 @@ def plan(variants: Sequence[Variant], configs: Mapping[str, Any], questions: Seq
             done.update(part)
             if part:
                 batches.append(EmbedBatch(config, tuple(part), owner=variant.id))
-    for key, config in first.items():
-        if questions:
-            batches.append(EmbedBatch(config, tuple(dict.fromkeys(questions)), queries=True))
+    if questions:
+        batches += [EmbedBatch(config, tuple(dict.fromkeys(questions)), queries=True) for config in first.values()]
     return batches
 
 

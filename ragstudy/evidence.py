@@ -92,10 +92,8 @@ def intersection_length(a: Iterable[tuple[int, int]], b: Iterable[tuple[int, int
 def score_spans(evidence: Sequence[Span], retrieved: Sequence[Span], retrieved_chars: int,
                 unlocated_chars: int = 0) -> SpanScores:
     """Recall, precision and IoU of `retrieved` spans against `evidence` spans (see the module docstring).
-
     `retrieved_chars` is Σ len(r) in the same unit as the spans; `unlocated_chars` is evidence that could not be
-    placed on the text: it counts in |E| and is never retrieved.
-    """
+    placed on the text: it counts in |E| and is never retrieved."""
     documents = {doc for doc, _, _ in evidence}
     intersection = 0
     evidence_chars = unlocated_chars
@@ -123,12 +121,9 @@ class ContextScores:
 
 def context_scores(evidence: Sequence[Span], parents: Sequence[tuple[Sequence[Span], int]],
                    unlocated_chars: int = 0) -> ContextScores:
-    """Score a context given as parents in rank order, each (its spans, its length in the spans' unit).
-
-    The reciprocal rank is 1/r for the first r such that parents 1..r together contain the whole evidence (for
-    evidence inside one parent: the rank of the first parent containing it); hit is whether the whole context
-    does.
-    """
+    """Score a context given as parents in rank order, each (its spans, its length in the spans' unit). The
+    reciprocal rank is 1/r for the first r such that parents 1..r together contain the whole evidence (for evidence
+    inside one parent: the rank of the first parent containing it); hit is whether the whole context does."""
     spans = [span for parent_spans, _ in parents for span in parent_spans]
     scores = score_spans(evidence, spans, sum(length for _, length in parents), unlocated_chars)
     complete = scores.evidence_chars > 0 and scores.intersection == scores.evidence_chars

@@ -18,8 +18,9 @@ one `Outcome` per task, in task order. The rules, the same for every executor:
   machine), calls `fn` with those paths and a temporary output folder, and returns that folder's files (relative
   path -> bytes). In those files' text, the worker's input and output paths are replaced by the driver's, so a
   config.json records the same paths as an in-process run (`translate`; a task whose files record hashes of its
-  other files gives its own `relocate`, which translates and then hashes again). The driver writes the files into a temporary folder
-  beside `output_dir` and renames it into place (the marker inside): a half-shipped variant never looks whole.
+  other files gives its own `relocate`, which translates and then hashes again). The driver writes the files into
+  a temporary folder beside `output_dir` and renames it into place (the marker inside): a half-shipped variant
+  never looks whole.
 - **Phases share the processes.** Inside `session(executor)`, successive run_tasks calls (a grid's embed-ahead
   batches, then its variants: ragstudy.embedahead) run on the same worker processes, or the same local Ray, so each
   process imports the project and loads its models once.
@@ -99,22 +100,18 @@ class Outcome:
 MARKER_FORMAT = 2  # 1: no key (read as the key "")
 
 
-def marker_key(folder: Path) -> str | None:
-    """The key of the completion marker in `folder`; None when there is none, or it is damaged (then not done)."""
-    path = Path(folder) / VARIANT_DONE
+def is_done(task: Task) -> bool:
+    """True when the task's folder holds the completion marker (written last, after fn returned) with its key; a
+    damaged marker is not done."""
+    path = Path(task.output_dir) / VARIANT_DONE
     if not path.is_file():
-        return None
+        return False
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         logger.warning("%s: unreadable; the variant is computed again", path)
-        return None
-    return str(data.get("key", "")) if isinstance(data, dict) else None
-
-
-def is_done(task: Task) -> bool:
-    """True when the task's folder holds the completion marker (written last, after fn returned) with its key."""
-    return marker_key(Path(task.output_dir)) == task.key
+        return False
+    return isinstance(data, dict) and str(data.get("key", "")) == task.key
 
 
 def pending(tasks: Sequence[Task]) -> list[Task]:
@@ -395,15 +392,13 @@ def session(executor: Executor) -> Iterator[None]:
 
 def _run_workers(tasks: Sequence[Task], executor: Executor) -> Iterator[Outcome]:
     """The tasks on the session's worker processes (`session`), or on processes started for this call only."""
-    pool = _SESSIONS.get(executor)
-    if pool is not None:
-        yield from pool.run(tasks)
-        return
-    pool = _Pool(executor)
+    shared = _SESSIONS.get(executor)
+    pool = shared or _Pool(executor)
     try:
         yield from pool.run(tasks)
     finally:
-        pool.close()
+        if shared is None:
+            pool.close()
 
 
 def _collect(worker: _Worker) -> Outcome | None:

@@ -50,18 +50,14 @@ UNANSWERABLE_ORACLE = "Il contesto fornito non contiene la risposta."
 TABLE_CELL_SEP = " | "
 BODY_BLOCK_SEP = "\n\n"
 
-_HYPHEN_BREAK = LINE_BREAK_HYPHEN
-
 
 def fold_layout_text(text: str) -> str:
     """Fold ligatures, join line-break hyphens, drop table cell separators and collapse whitespace (not
-    ragstudy.evidence.normalize_for_match, which keeps letters and digits only).
-
-    Used to compare ground-truth text with text extracted from the PDFs (PyMuPDF `page.get_text()`).
-    """
+    ragstudy.evidence.normalize_for_match, which keeps letters and digits only): to compare ground-truth text with
+    text extracted from the PDFs (PyMuPDF `page.get_text()`)."""
     for lig, plain in LIGATURES.items():
         text = text.replace(lig, plain)
-    text = _HYPHEN_BREAK.sub("", text)
+    text = LINE_BREAK_HYPHEN.sub("", text)
     text = text.replace(TABLE_CELL_SEP, " ")
     return " ".join(text.split())
 

@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from . import axes, registry
+from .cachefile import json_object
 from .chunks import Chunk, ChunkedDocument, prepare_chunker
 from .config import StudyConfig
 from .errors import StudyInputError
-from .io import sha256_file
+from .io import PROJECT_ROOT, atomic_write_text, cache_dir, sha256_file, sha256_text, stable_json
 from .llms import answering_model, check_generator, make_generator
 from .models import model_label
 from .records import DatasetRow, Source
@@ -107,8 +108,6 @@ def layered(documents: Sequence[PdfDocument], spec: registry.StrategySpec, confi
 
 def code_hash_of(*paths: Path) -> str:
     """Hash of the Python sources that determine a cached stage, so that editing them invalidates the cache."""
-    from .io import sha256_text
-
     files = sorted(f for p in paths for f in ([p] if p.is_file() else p.rglob("*.py")))
     return sha256_text(*(f.read_text(encoding="utf-8") for f in files))[:16]
 
@@ -129,29 +128,22 @@ def chunked_to_json(chunked: Sequence[ChunkedDocument]) -> str:
         ensure_ascii=False)
 
 
-def _record(value, keys: tuple[str, ...], what: str) -> dict:
-    """`value` as a JSON object with `keys`; ValueError naming `what` otherwise (a damaged cache)."""
-    if not isinstance(value, dict) or any(k not in value for k in keys):
-        raise ValueError(f"{what} is not an object with {', '.join(keys)}")
-    return value
-
-
 def chunked_from_json(text: str) -> list[ChunkedDocument]:
     """Inverse of chunked_to_json; ValueError when the text is not such a file."""
-    data = _record(json.loads(text), ("format", "documents"), "the file")
+    data = json_object(json.loads(text), ("format", "documents"), "the file")
     if data["format"] != CHUNK_CACHE_FORMAT or not isinstance(data["documents"], list):
         raise ValueError(f"not a chunk cache of format {CHUNK_CACHE_FORMAT}")
     result = []
     for item in data["documents"]:
-        item = _record(item, ("source", "chunks"), "a document")
-        raw = _record(item["source"], ("path", "sha256", "text", "page_starts"), "a source")
+        item = json_object(item, ("source", "chunks"), "a document")
+        raw = json_object(item["source"], ("path", "sha256", "text", "page_starts"), "a source")
         if not isinstance(raw["page_starts"], list) or not isinstance(item["chunks"], list):
             raise ValueError("page_starts and chunks must be lists")
         source = SourceText.from_record(raw)
         chunks = []
         for c in item["chunks"]:
-            c = _record(c, ("doc_id", "contents", "path", "start", "end", "page_start", "page_end", "strategy",
-                            "extra"), "a chunk")
+            c = json_object(c, ("doc_id", "contents", "path", "start", "end", "page_start", "page_end", "strategy",
+                                "extra"), "a chunk")
             if not isinstance(c["extra"], dict) or not all(isinstance(c[k], int) for k in
                                                            ("start", "end", "page_start", "page_end")):
                 raise ValueError(f"chunk {c['doc_id']!r}: extra must be an object and offsets and pages integers")
@@ -167,9 +159,6 @@ def chunked_from_json(text: str) -> list[ChunkedDocument]:
 
 def chunk_cache_path(config, strategy: str, documents) -> Path:
     """Where the chunks of (strategy, its parameters, these PDFs, the embedding model, the chunking code) live."""
-    from . import registry
-    from .io import PROJECT_ROOT, cache_dir, sha256_text, stable_json
-
     spec = registry.get(strategy)
     code = code_hash_of(PROJECT_ROOT / spec.folder, *(PROJECT_ROOT / entry for entry in CHUNKING_CODE))
     layer = {"text_layer": config.text_layer} if axes.reads_text_layer(strategy) else {}  # raw, clean: two caches
@@ -184,8 +173,6 @@ def chunk_cached(config, strategy: str, documents, embedding: Callable[[], Any] 
     """chunk_documents, cached as JSON (chunk_cache_path): a warm run (answering, retrieval-only, a sweep) re-chunks
     nothing (the markdown and semantic chunkers take seconds per PDF). A cache file that does not parse, or was
     made for PDFs at other paths, is recomputed and replaced."""
-    from .io import atomic_write_text
-
     path = chunk_cache_path(config, strategy, documents)
     if path.is_file():
         try:
@@ -220,13 +207,6 @@ def chunking_ahead(config: StudyConfig, documents: Sequence[PdfDocument],
             stop()
 
 
-def index_strategy(config: StudyConfig, strategy: str, chunked: Sequence[ChunkedDocument], embedding):
-    """Index a strategy's chunks; returns (ParentDocumentRetriever, IndexStats)."""
-    from .knowledge_base import KnowledgeBase
-
-    return KnowledgeBase.of_run(config, strategy, embedding).build(chunked)
-
-
 def check_vector_store(config: StudyConfig) -> None:
     """Fail fast, before chunking and embedding: the Chroma server answers, or every Chroma folder is writable."""
     from .knowledge_base import check_chroma_server, chroma_folder, db_dir_of, prepare_db_dir
@@ -240,10 +220,12 @@ def check_vector_store(config: StudyConfig) -> None:
 
 
 def build_retriever(config: StudyConfig, strategy: str):
-    """Read the documents, chunk and index them with one strategy; returns (retriever, IndexStats)."""
-    documents = load_documents(Path(config.documents))
+    """Read the documents, chunk and index them with one strategy; returns (ParentDocumentRetriever, IndexStats)."""
+    from .knowledge_base import KnowledgeBase
+
     embedding = lazy_embedding(config)
-    return index_strategy(config, strategy, chunk_cached(config, strategy, documents, embedding), embedding())
+    chunked = chunk_cached(config, strategy, load_documents(Path(config.documents)), embedding)
+    return KnowledgeBase.of_run(config, strategy, embedding()).build(chunked)
 
 
 def build_prompt(template: str, context: str, query: str) -> str:
@@ -286,6 +268,8 @@ def answer_questions(retriever, generator, questions: Sequence[str], template: s
 def run_facts(config: StudyConfig, documents: Sequence[PdfDocument]) -> dict:
     """What config.json records besides the settings: PDF hashes and pages, model labels, the model that answers
     (an answering run: llms.answering_model, with each server's /v1/models list), resolved paths."""
+    from .qagen.outputs import generated_questions_info  # a questions file make-qa wrote (its sidecar beside it)
+
     answers = not (config.chunks_only or config.retrieval_only)
     return {
         **({"answering_model": answering_model(config, listed=True).to_record()} if answers else {}),
@@ -297,7 +281,7 @@ def run_facts(config: StudyConfig, documents: Sequence[PdfDocument]) -> dict:
         "documents_resolved": str(Path(config.documents).resolve()),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "git_commit": code_version(),
-        **generated_questions(config.questions),
+        **({"questions_generated": info} if (info := generated_questions_info(config.questions)) else {}),
     }
 
 
@@ -307,19 +291,9 @@ def model_labels(config: StudyConfig) -> dict[str, str]:
     return {"llm": answering_model(config).label, "embedding": model_label(config.profile.embedding)}
 
 
-def generated_questions(questions: str) -> dict:
-    """{"questions_generated": ...} when make-qa wrote the questions file (its sidecar lies beside it), else {}."""
-    from .qagen.outputs import generated_questions_info
-
-    info = generated_questions_info(questions)
-    return {"questions_generated": info} if info else {}
-
-
 def code_version() -> str | None:
     """The repository's commit (with "+dirty" when files differ from it), or None outside a git checkout."""
     import subprocess
-
-    from .io import PROJECT_ROOT
 
     try:
         commit = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"], capture_output=True,
@@ -358,7 +332,7 @@ def run_study(config: StudyConfig) -> list[StrategyReport]:
     documents = load_documents(Path(config.documents))
     questions = [] if config.chunks_only else read_questions(config.questions, config.limit)
     check_question_lengths(config)
-    output_dir = ResultsFolder(config.output_dir, config.documents).prepare().path  # locked before anything is written in it
+    output_dir = ResultsFolder(config.output_dir, config.documents).prepare().path  # locked before anything is written
     from . import runidentity
 
     runidentity.check_output_folder(output_dir, config, questions)  # never beside another configuration's files
@@ -376,6 +350,7 @@ def _run_strategies(config: StudyConfig, documents: Sequence[PdfDocument], quest
                     ) -> list[StrategyReport]:
     """Each strategy chunked, indexed and answered; each file recorded in run_identity.json, the Dataset files with
     `answered_by` (the model that answered, as config.json records it)."""
+    from .knowledge_base import KnowledgeBase
     from .runidentity import record
 
     generator = None
@@ -386,7 +361,7 @@ def _run_strategies(config: StudyConfig, documents: Sequence[PdfDocument], quest
         report.outputs += [str(p) for p in write_chunks(chunked, strategy, output_dir)]
         if not config.chunks_only:
             generator = generator or make_generator(config)
-            retriever, stats = index_strategy(config, strategy, chunked, context.embedding())
+            retriever, stats = KnowledgeBase.of_run(config, strategy, context.embedding()).build(chunked)
             report.embedded, report.reused = stats.embedded, stats.reused
             before = (generator.generated, generator.cached)
             rows = answer_questions(retriever, generator, questions, config.prompt_template, strategy)

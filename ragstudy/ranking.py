@@ -34,8 +34,7 @@ from .config import StudyConfig
 from .errors import StudyInputError
 from .pipeline import (StrategyReport, check_question_lengths, check_vector_store, chunk_cache_path, chunk_cached,
                        chunking_ahead, code_hash_of, model_labels, run_facts)
-from .records import RetrievedParent
-from .records import Variant
+from .records import RetrievedParent, Variant
 from .executors import Executor, Task, capped, check_executor, pending, run_tasks
 from .results import VARIANT_RUN, ResultsFolder, read_questions, write_config, write_retrieval
 from .textlayer import load_documents
@@ -127,13 +126,11 @@ def _read_rankings(path: Path, count_key: str, questions: int) -> tuple[list[Ret
 def retrieve_strategy(config, strategy: str, documents, questions: Sequence[str], embedding: Callable[[], Any],
                       output_dir: Path, measure: Measure = CHARS) -> RetrievalRun:
     """Chunk, export, index and rank one strategy with `config.retriever` (one name); write
-    chunks_/sources_/retrieval_<strategy> into output_dir.
-
-    `embedding()` returns the study's embedding model (see lazy_embedding). Rankings are cached under a hash of
-    (Chroma collection name — itself a hash of the parents, child windows and embedding model —, retriever and its
-    index key, k, questions, largest budget and its unit, ranking code): a warm re-run neither opens Chroma nor
-    loads the model, and reports every unit as reused (where the retriever embeds).
-    """
+    chunks_/sources_/retrieval_<strategy> into output_dir. `embedding()` returns the study's embedding model (see
+    lazy_embedding). Rankings are cached under a hash of (Chroma collection name — itself a hash of the parents,
+    child windows and embedding model —, retriever and its index key, k, questions, largest budget and its unit,
+    ranking code): a warm re-run neither opens Chroma nor loads the model, and reports every unit as reused (where
+    the retriever embeds)."""
     from tqdm.auto import tqdm
 
     from . import registry, retrievers
@@ -226,9 +223,6 @@ class VariantSpec:
     facts: str
 
 
-VARIANT_RUN_FILE = VARIANT_RUN.name  # what one variant's run did (chunks, timings, reuse)
-
-
 def run_variant(spec: VariantSpec, output_dir: Path, inputs: dict[str, Path]) -> None:
     """One variant's complete retrieval run into `output_dir` (config.json, run identity, chunk tables, rankings and
     variant_run.json), from `inputs["documents"]` and `inputs["questions"]` only: an executor runs it in this
@@ -255,7 +249,7 @@ def run_variant(spec: VariantSpec, output_dir: Path, inputs: dict[str, Path]) ->
     except (OSError, sqlite3.Error) as exc:  # a store that failed without naming itself: still one line, by id
         raise StudyInputError(unnamed_store_message(exc)) from exc
     runidentity.record(output_dir, config, questions, strategy, run.outputs)
-    atomic_write_json(output_dir / VARIANT_RUN_FILE, {**asdict(run), "outputs": [Path(o).name for o in run.outputs]})
+    atomic_write_json(output_dir / VARIANT_RUN.name, {**asdict(run), "outputs": [Path(o).name for o in run.outputs]})
 
 
 def relocate_variant(files: dict[str, bytes], paths: dict[str, str]) -> dict[str, bytes]:
@@ -275,14 +269,14 @@ def unnamed_store_message(exc: BaseException) -> str:
         from customembedding import CACHE_FILE
         from ragstudy.io import cache_dir
 
-        return str(store_error("vector cache", cache_dir() / "vectors" / CACHE_FILE, "reading or writing it failed", exc,
-                               "its vectors are embedded again"))
+        return str(store_error("vector cache", cache_dir() / "vectors" / CACHE_FILE, "reading or writing it failed",
+                               exc, "its vectors are embedded again"))
     return str(store_error("file", getattr(exc, "filename", None) or "(unnamed)", "cannot be read or written", exc))
 
 
 def read_variant_run(folder: Path) -> RetrievalRun:
     """A variant folder's variant_run.json (run_variant wrote it)."""
-    data = json.loads((Path(folder) / VARIANT_RUN_FILE).read_text(encoding="utf-8"))
+    data = json.loads((Path(folder) / VARIANT_RUN.name).read_text(encoding="utf-8"))
     data["stages"] = {k: tuple(v) for k, v in data.get("stages", {}).items()}
     data["outputs"] = [str(Path(folder) / name) for name in data.get("outputs", [])]
     return RetrievalRun(**data)
@@ -385,15 +379,12 @@ def _check_documents(output_dir: Path, kept: Sequence[Variant], documents: dict[
                  if documents is not None and found is not None and found != documents]
     if elsewhere:
         difference = documents_difference((elsewhere[0][0].id, elsewhere[0][1]), ("this run", documents))
-        raise StudyInputError(f"{output_dir}: holds the variants {_few([v for v, _ in elsewhere])} "
+        ids = [v.id for v, _ in elsewhere]
+        shown = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
+        raise StudyInputError(f"{output_dir}: holds the variants {shown} "
                               f"({VARIANTS.name}) run over other documents than this run's ({difference}); they "
                               "would be compared as one run. Give this run its own --output-dir, run those variants' "
                               "strategies too, or move those files away")
-
-
-def _few(variants: Sequence[Variant]) -> str:
-    """The first three variants' ids, then how many more."""
-    return ", ".join(v.id for v in variants[:3]) + (f" and {len(variants) - 3} more" if len(variants) > 3 else "")
 
 
 def _run_grid(config: StudyConfig, grid: Sequence[Variant], documents, questions: Sequence[str], output_dir: Path,
@@ -438,9 +429,9 @@ def _run_grid(config: StudyConfig, grid: Sequence[Variant], documents, questions
     failed = [o for o in outcomes if o.error is not None]
     if failed:
         named = "; ".join(str(o.error) for o in failed)  # each "variant <id>: <error>"
-        raise StudyInputError(f"{len(failed)} of {len(grid)} variants failed ({named}); "
-                              "the others are kept in " + str(output_dir / "variants") + ": fix the cause and re-run the "
-                              "same command (only what is missing is computed)")
+        raise StudyInputError(f"{len(failed)} of {len(grid)} variants failed ({named}); the others are kept in "
+                              f"{output_dir / 'variants'}: fix the cause and re-run the same command (only what is "
+                              "missing is computed)")
     runs = {v.id: read_variant_run(folders[v.id]) for v in grid}
     for vid in set(runs) - todo:  # done earlier under the same key: this run embedded nothing for it
         runs[vid] = replace(runs[vid], embedded=0, reused=runs[vid].reused + runs[vid].embedded, index_seconds=0.0,

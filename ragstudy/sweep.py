@@ -34,7 +34,6 @@ from .io import check_name
 logger = logging.getLogger(__name__)
 
 
-
 def sweep_metrics() -> tuple[str, ...]:
     """The budget metrics averaged per configuration and budget: every compared one (outside ones included)."""
     return budget_metrics.names(compared_only=True)
@@ -49,6 +48,7 @@ class SweepConfig:
     strategy: str
     params: dict[str, Any]  # overrides as written in the sweep file
     axes: Mapping[str, str] = field(default_factory=dict)  # axis -> its one value (ragstudy.axes), where it sets one
+    where: str = field(default="", compare=False, repr=False)  # where it was read (for messages)
 
 
 @dataclass(frozen=True)
@@ -105,19 +105,7 @@ def load_sweep(path: str | Path) -> SweepFile:
     evidence_path = Path(data["evidence"]) if data.get("evidence") else None
     if evidence_path is not None and not evidence_path.is_absolute():
         evidence_path = path.parent / evidence_path  # relative to the sweep file
-    return SweepFile(path, tuple(SweepConfig(c.id, c.strategy, c.params, c.axes) for c in configs), evidence_path,
-                     budgets)
-
-
-@dataclass(frozen=True)
-class _Read:
-    """One configuration as read, with where it was read (for messages)."""
-
-    id: str | None
-    strategy: str
-    params: dict[str, Any]
-    axes: dict[str, str]
-    where: str
+    return SweepFile(path, tuple(configs), evidence_path, budgets)
 
 
 def _entry_keys(entry: Any, where: str, known: tuple[str, ...], needs: str) -> None:
@@ -129,19 +117,20 @@ def _entry_keys(entry: Any, where: str, known: tuple[str, ...], needs: str) -> N
                               f"{', '.join(sorted({*known, *axes.names()}))}")
 
 
-def _config_entry(entry: Any, where: str) -> _Read:
+def _config_entry(entry: Any, where: str) -> SweepConfig:
     """One `configs:` entry: its id, strategy, parameters and one value per axis it sets."""
     _entry_keys(entry, where, ("id", "strategy", "params"), "and optional `id:`, `params:` and axes: "
                 + ", ".join(f"`{name}:`" for name in axes.names()))
     given_id = entry.get("id")
     if given_id is not None:
         check_name(given_id, f"{where}: id")  # it names <output-dir>/variants/<id>/: never a path
-    chosen = {axis.name: axis.one(entry[axis.name], where) for axis in axes.grid_axes() if entry.get(axis.name) is not None}
-    return _Read(str(given_id) if given_id is not None else None, str(entry["strategy"]),
-                 _params(entry, where, "params: {chunk_size: 256}"), chosen, where)
+    chosen = {axis.name: axis.one(entry[axis.name], where) for axis in axes.grid_axes()
+              if entry.get(axis.name) is not None}
+    return SweepConfig(str(given_id) if given_id is not None else None, str(entry["strategy"]),
+                       _params(entry, where, "params: {chunk_size: 256}"), chosen, where)
 
 
-def _grid_entry(entry: Any, where: str) -> list[_Read]:
+def _grid_entry(entry: Any, where: str) -> list[SweepConfig]:
     """One `grid:` entry: the product of its axes' values (a list is a grid axis like a parameter) and of its
     parameters' values."""
     _entry_keys(entry, where, ("strategy", "params"), "and `params:` {name: [values]}")
@@ -151,13 +140,9 @@ def _grid_entry(entry: Any, where: str) -> list[_Read]:
     given = [axis for axis in axes.grid_axes() if entry.get(axis.name) is not None]
     axis_values = [[axis.one(v, where) for v in (entry[axis.name] if isinstance(entry[axis.name], list)
                                                   else [entry[axis.name]])] for axis in given]
-    return [_Read(None, str(entry["strategy"]), dict(zip(names, combo)),
-                  dict(zip((axis.name for axis in given), chosen)), where)
+    return [SweepConfig(None, str(entry["strategy"]), dict(zip(names, combo)),
+                        dict(zip((axis.name for axis in given), chosen)), where)
             for chosen in itertools.product(*axis_values) for combo in itertools.product(*values)]
-
-
-def metric_columns(labels: list[str]) -> list[str]:
-    return [f"{metric}@{label}" for label in labels for metric in sweep_metrics()]
 
 
 @dataclass(frozen=True)
@@ -187,7 +172,8 @@ def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None
     from .budgets import llm_measure
     from .evidence import check_evidence_pdfs, default_evidence, load_evidence_file
     from .ranking import run_retrieval
-    from .results import RETRIEVAL_PER_QUESTION, SWEEP_BEST, SWEEP_FIXED_COLUMNS, SWEEP_SUMMARY, read_questions, write_table
+    from .results import (RETRIEVAL_PER_QUESTION, SWEEP_BEST, SWEEP_FIXED_COLUMNS, SWEEP_SUMMARY, read_questions,
+                          write_table)
     from .textlayer import load_documents
 
     config.check_embedders()
@@ -219,7 +205,8 @@ def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None
                      "reused": run.reused - grid.ahead.by_variant.get(item.id, 0),
                      **dict(item.values), **budget_means(frame, labels, sweep_metrics())})
         logger.info("%s: %s", item.id, "; ".join(e.note() for e in evaluations))
-    summary = pd.DataFrame(rows, columns=[*SWEEP_FIXED_COLUMNS, *axes.names(), *metric_columns(labels)])
+    metrics = [f"{metric}@{label}" for label in labels for metric in sweep_metrics()]
+    summary = pd.DataFrame(rows, columns=[*SWEEP_FIXED_COLUMNS, *axes.names(), *metrics])
     write_table(grid.output_dir, SWEEP_SUMMARY, summary)
     best = best_configs(summary, labels)
     write_table(grid.output_dir, SWEEP_BEST, best)
