@@ -101,7 +101,7 @@ class VectorCache:
     """
 
     def __init__(self, folder: str | Path, on_damaged: Callable[[Path, Exception], None] | None = None) -> None:
-        """`on_damaged(path, error)` sets aside a file SQLite cannot read (ragstudy.cachefile.set_aside_sqlite), and
+        """`on_damaged(path, error)` sets aside a file SQLite cannot read (ragstudy.stores.cachefile.set_aside_sqlite), and
         the cache starts empty (its vectors are embedded again); without it, such a file raises."""
         self.path = Path(folder) / CACHE_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -213,7 +213,7 @@ class Encoder(Protocol):
 
 
 class VectorCheck(Protocol):
-    """What checks each batch before it is kept (ragstudy.vectorcheck.VectorCheck): `batch` returns the float32
+    """What checks each batch before it is kept (ragstudy.stores.vectorcheck.VectorCheck): `batch` returns the float32
     matrix or raises; `expect` fixes the dimension; `screen` names the unusable keys among cached vectors."""
 
     def batch(self, vectors: "np.ndarray", count: int) -> "np.ndarray": ...

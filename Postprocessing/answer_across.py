@@ -15,7 +15,8 @@ import pandas as pd
 
 from Postprocessing import metric_catalogue
 from Postprocessing.formatting import format_estimate, format_p
-from ragstudy import results, stats
+from ragstudy import results
+from ragstudy.scoring import stats
 
 ALPHA = 0.05
 

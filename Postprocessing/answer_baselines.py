@@ -26,8 +26,8 @@ import numpy as np
 import pandas as pd
 
 from Postprocessing import common, metric_catalogue
-from ragstudy import stats
-from ragstudy.stats import derangement
+from ragstudy.scoring import stats
+from ragstudy.scoring.stats import derangement
 
 logger = logging.getLogger(__name__)
 
@@ -212,7 +212,7 @@ def evidence_answers(evidence: str | Path | None, run_config: Mapping, questions
                      questions_path: Path) -> dict[int, str]:
     """Question index -> its evidence passages joined by a space, from `evidence` (a flag) or the bundled sample's
     evidence when the run answered the bundled questions; {} when there is none (no evidence reference)."""
-    from ragstudy.evidence import default_evidence, load_evidence_file
+    from ragstudy.scoring.evidence import default_evidence, load_evidence_file
 
     path = Path(evidence) if evidence else default_evidence(run_config)
     if path is None:

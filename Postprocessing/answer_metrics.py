@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from Postprocessing import common
-from ragstudy import stats
+from ragstudy.scoring import stats
 from Postprocessing.common import DataError
 from Postprocessing.metric_catalogue import CorpusScore, metric, register_corpus_metric, register_scorer
 

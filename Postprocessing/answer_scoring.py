@@ -14,7 +14,8 @@ from typing import Any
 import pandas as pd
 
 from Postprocessing import answer_baselines, common, metric_catalogue
-from ragstudy import results, stats
+from ragstudy import results
+from ragstudy.scoring import stats
 from Postprocessing.answer_metrics import MetricsConfig, clean_text, write_cleaned_oracle
 from Postprocessing.common import DataError
 from Postprocessing.formatting import format_estimate, format_p, markdown_table

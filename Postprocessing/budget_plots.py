@@ -1,5 +1,5 @@
 """Plots of retrieval at equal context budgets (retrieval_eval.py) and of sweeps (evaluation_chain.py --sweep):
-hit rate against the budget, from the tables ragstudy.budget_eval computed. Strategy colours and names are the
+hit rate against the budget, from the tables ragstudy.scoring.budget_eval computed. Strategy colours and names are the
 registry's.
 """
 
@@ -27,8 +27,8 @@ def hit_rate_figure(summary: pd.DataFrame, frame: pd.DataFrame, strategies: Sequ
 
     from ragstudy import registry
 
-    from ragstudy.budget_metrics import HIT
-    from ragstudy.stats import ci_label, recorded_confidence
+    from ragstudy.scoring.budget_metrics import HIT
+    from ragstudy.scoring.stats import ci_label, recorded_confidence
 
     from ragstudy.results import RETRIEVAL_SUMMARY
 

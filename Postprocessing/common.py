@@ -15,7 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from ragstudy import records, registry, results
+from ragstudy.grid import records
+from ragstudy import registry, results
 from ragstudy.errors import StudyInputError
 from ragstudy.io import atomic_write_text, tell
 from ragstudy.results import Dataset
@@ -64,7 +65,7 @@ def csv_row(path: Path, i: int) -> str:
 
 
 def read_text_column(path: Path, column: str) -> list[str]:
-    """The cells of one text column of a UTF-8 CSV, strictly (see ragstudy.records.read_text_csv)."""
+    """The cells of one text column of a UTF-8 CSV, strictly (see ragstudy.grid.records.read_text_csv)."""
     return list(records.read_text_csv(path, column).values)
 
 
@@ -114,7 +115,7 @@ def load_all_answers(results_dir: Path, questions: Sequence[str], questions_path
                      fmt: str = "csv", allow_mixed: bool = False) -> list[Dataset]:
     """Every Dataset file present in ``results_dir`` (this project's format or the paper's), each row checked
     against Questions.csv; files written by different configurations are refused unless ``allow_mixed``."""
-    from ragstudy.runidentity import check_compared, check_config
+    from ragstudy.grid.runidentity import check_compared, check_config
 
     check_config(results_dir)  # a hand-edited config.json is never scored as the run's
     files = find_dataset_files(results_dir, fmt)

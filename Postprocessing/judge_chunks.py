@@ -33,7 +33,7 @@ from Postprocessing import cli, common
 from Postprocessing.answer_metrics import BERTSCORE, METEOR, ROUGE_KEYS
 from Postprocessing.common import DataError
 from ragstudy import registry, results
-from ragstudy.budget_metrics import CONTEXT_CHARS, SPAN_METRICS
+from ragstudy.scoring.budget_metrics import CONTEXT_CHARS, SPAN_METRICS
 from ragstudy.io import PROJECT_ROOT as REPO_ROOT, torch_threads
 from ragstudy.settings import Setting, record
 
@@ -41,7 +41,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_GROUNDTRUTH = REPO_ROOT / "sample" / "groundtruth"
 DEFAULT_CORRELATE = (ROUGE_KEYS["rougeL"], METEOR, BERTSCORE[2])  # ROUGE-L, METEOR, BERTScore F1
-# the span metrics are the budget metrics' (ragstudy.budget_metrics), computed here on the chain's own contexts
+# the span metrics are the budget metrics' (ragstudy.scoring.budget_metrics), computed here on the chain's own contexts
 PER_QUESTION_CHUNK_METRICS = ("hit_at_1", "hit_at_k", *SPAN_METRICS,
                               "retrieved_chars_mean", "retrieved_boundary_quality", "retrieved_noise_share")
 
@@ -319,7 +319,7 @@ def retrieval_section(args: ChunkQualitySettings, results_dir: Path, exports, re
     """Retrieval rows of every strategy that has a Dataset file, and the per-question frames."""
     from Postprocessing.chunkeval import data
 
-    from ragstudy.evidence import default_evidence
+    from ragstudy.scoring.evidence import default_evidence
 
     evidence_file = default_evidence(common.read_run_config(results_dir)) if args.evidence is None \
         else _optional_path(args.evidence)
@@ -390,7 +390,7 @@ def read_evidence(path: Path, results_dir: Path, references, notes: list[str]) -
     ground-truth text) or the CSV question_index,evidence[,pdf] that make-qa writes (verbatim passages, each placed
     on its PDF's reference text, or on every reference when `pdf` is empty, under the normalisation the retrieval
     scores use). A passage found on no reference text leaves its question out, with a note."""
-    from ragstudy.evidence import load_evidence_file, load_evidence_records
+    from ragstudy.scoring.evidence import load_evidence_file, load_evidence_records
 
     if path.suffix.lower() == ".json":
         loaded = load_evidence_records(path)
@@ -424,7 +424,7 @@ def place_on_references(text: str, document: str | None, references, normalized:
     """(document, start, end) spans of a verbatim passage on the reference texts: on `document`'s when named, else
     on the reference that holds most of it; [] when no piece of it is found. `normalized` caches the normalised
     reference texts."""
-    from ragstudy.evidence import NormalizedText, locate, normalize_for_match
+    from ragstudy.scoring.evidence import NormalizedText, locate, normalize_for_match
 
     needle = normalize_for_match(text)
     best: tuple[int, str, list[tuple[int, int]]] | None = None
@@ -593,7 +593,7 @@ def judge_chunks(args: ChunkQualitySettings) -> results.Written:
     """`ragstudy chunk-quality`: load and align, compute every section, write the tables; the files it wrote."""
     import pandas as pd
 
-    from ragstudy.stats import CiSettings
+    from ragstudy.scoring.stats import CiSettings
 
     started = time.perf_counter()
     results_dir = Path(args.results_dir)

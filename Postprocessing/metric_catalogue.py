@@ -59,15 +59,15 @@ class Scorer:
 
 def _load_builtins() -> None:
     """The built-in members of both registries below: the answer metrics' scorers (their modules register them),
-    then the core's budget metrics in the retrieval group (ragstudy.budget_metrics, declared there with their
+    then the core's budget metrics in the retrieval group (ragstudy.scoring.budget_metrics, declared there with their
     compute functions: the same facts, never restated here)."""
-    from ragstudy import budget_metrics
+    from ragstudy.scoring import budget_metrics
 
     for module in BUILTIN_SCORER_MODULES:
         importlib.import_module(module)
     for m in budget_metrics.metrics():
         register_metric(m.name, "retrieval", m.description, m.higher_is_better, m.scale, decimals=m.decimals,
-                        scorer="ragstudy.budget_metrics")
+                        scorer="ragstudy.scoring.budget_metrics")
 
 
 # every metric's facts, by metric name (the chunk metrics at the end of this module register as it is imported)

@@ -32,7 +32,7 @@ def score_answers(args: ScoreAnswersSettings) -> results.Written:
     import torch
 
     from Postprocessing import answer_across
-    from ragstudy.llm_axis import read_groups
+    from ragstudy.answering.llm_axis import read_groups
 
     torch.set_num_threads(torch_threads(args.threads))
     groups = read_groups(args.results_dir)

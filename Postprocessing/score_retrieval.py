@@ -21,15 +21,15 @@ minus each other strategy with its CI and Holm p, in words. Writes retrieval_per
 .md, retrieval_paired.csv, retrieval_verdict.csv and retrieval_hit_rate.{png,pdf,html}. When the run has both text
 layers (`ragstudy retrieve --text-layer raw,clean`: the clean one in text-layer-clean/), the
 verdict is followed by paragraph − fixed-size split into cleaning and segmentation (retrieval_decomposition.csv,
-ragstudy.decomposition; docs/text-layer.md).
+ragstudy.scoring.decomposition; docs/text-layer.md).
 
 A run whose grid has several groups (`--retriever dense,bm25`, `--text-layer raw,clean`, `--embedding a,b`, ...:
 the variants that differ only in strategy are a group): each group is scored as above into groups/<group>/, then the
 parent gets retrieval_verdict_across.csv and a retrieval_summary.md saying, per group, the best strategy per budget
-and paragraph's differences, and in words where the conclusion changes across the groups (ragstudy.verdict_across;
+and paragraph's differences, and in words where the conclusion changes across the groups (ragstudy.scoring.verdict_across;
 docs/retrieval.md). A sweep's group compares its configurations (variant ids) instead of strategies.
 
-Oracle overlap (ragstudy.oracle_overlap): with --oracle FILE, or Oracle.csv beside the run's questions file, also the
+Oracle overlap (ragstudy.scoring.oracle_overlap): with --oracle FILE, or Oracle.csv beside the run's questions file, also the
 share of each oracle answer's content terms in the context; without evidence it is the only score.
 """
 
@@ -47,14 +47,15 @@ import pandas as pd
 
 from Postprocessing import cli, common, formatting
 from Postprocessing.common import DataError
-from ragstudy import budget_metrics, results
-from ragstudy import evidence as evidence_mod
-from ragstudy.budget_eval import StrategyEvaluation, per_question_columns
-from ragstudy.budgets import Measure, budget_labels
+from ragstudy.scoring import budget_metrics
+from ragstudy import results
+from ragstudy.scoring import evidence as evidence_mod
+from ragstudy.scoring.budget_eval import StrategyEvaluation, per_question_columns
+from ragstudy.scoring.budgets import Measure, budget_labels
 from ragstudy.settings import Setting, record
-from ragstudy.stats import HOLM_COLUMN, ci_label
-from ragstudy.verdict import DEFAULT_REFERENCE, Verdict
-from ragstudy.verdict_across import CrossVerdict
+from ragstudy.scoring.stats import HOLM_COLUMN, ci_label
+from ragstudy.scoring.verdict import DEFAULT_REFERENCE, Verdict
+from ragstudy.scoring.verdict_across import CrossVerdict
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +133,7 @@ def markdown(summary: pd.DataFrame, paired: pd.DataFrame, strategies: Sequence[s
 
 def text_layer_pairs(groups: Sequence[Any]) -> list[tuple[Any, Any]]:
     """(raw group, clean group) pairs of groups that differ only in the text layer: cleaning vs segmentation is a
-    group-by over the text-layer axis (ragstudy.decomposition)."""
+    group-by over the text-layer axis (ragstudy.scoring.decomposition)."""
     def rest(group: Any) -> tuple:
         return tuple(v for axis, v in group.context.items() if axis != "text_layer")
 
@@ -142,10 +143,10 @@ def text_layer_pairs(groups: Sequence[Any]) -> list[tuple[Any, Any]]:
 
 def text_layer_decomposition(raw: pd.DataFrame, clean: pd.DataFrame, labels: Sequence[str], metrics: Sequence[str],
                              scoring: ScoreRetrievalSettings) -> pd.DataFrame | None:
-    """Paragraph − fixed-size split into cleaning and segmentation (ragstudy.decomposition) on each of the verdict's
+    """Paragraph − fixed-size split into cleaning and segmentation (ragstudy.scoring.decomposition) on each of the verdict's
     evidence `metrics`, from the per-question rows of a raw and a clean group; None when either lacks what it needs
     (paragraph and fixed-size in the raw group, fixed-size in the clean one)."""
-    from ragstudy.decomposition import BASELINE, SEGMENTED, decompose, to_frame
+    from ragstudy.scoring.decomposition import BASELINE, SEGMENTED, decompose, to_frame
 
     if not metrics or not {SEGMENTED, BASELINE} <= set(raw["strategy"]) or BASELINE not in set(clean["strategy"]):
         return None
@@ -154,7 +155,7 @@ def text_layer_decomposition(raw: pd.DataFrame, clean: pd.DataFrame, labels: Seq
 
 
 def decomposition_markdown(frame: pd.DataFrame | None, unit: str, confidence: float, details: str = "") -> str:
-    from ragstudy.decomposition import markdown as split_markdown
+    from ragstudy.scoring.decomposition import markdown as split_markdown
 
     return "" if frame is None else split_markdown(frame, unit, confidence, details)
 
@@ -163,7 +164,7 @@ def pairs_decomposition(pairs: Sequence[tuple[Any, Any]], scored: dict[str, Path
     """The run's top-level decomposition table: the one raw/clean pair's split as it is, or, over several pairs
     (e.g. three retrievers × two embedders), every pair's split with a first column `group` naming the pair by its
     other axes (dense / multilingual-e5-small), in the run's order; None when no pair has a split."""
-    from ragstudy.decomposition import GROUP
+    from ragstudy.scoring.decomposition import GROUP
 
     frames = [(raw, results.read_table(scored[raw.label], results.RETRIEVAL_DECOMPOSITION)) for raw, _ in pairs]
     frames = [(raw, frame) for raw, frame in frames if frame is not None]
@@ -246,9 +247,9 @@ def out_folder(scoring: ScoreRetrievalSettings) -> Path:
 
 def score_retrieval(scoring: ScoreRetrievalSettings) -> results.Written:
     """`ragstudy score-retrieval`: score the run in --results-dir, one verdict per group of variants that differ only
-    in strategy (ragstudy.variants.run_groups; a folder without variants.csv is one group), checked across the groups
+    in strategy (ragstudy.grid.variants.run_groups; a folder without variants.csv is one group), checked across the groups
     when there are several (run_across); the files it wrote."""
-    from ragstudy.variants import run_groups
+    from ragstudy.grid.variants import run_groups
 
     top = results.open_run(scoring.results_dir)  # config.json is read once, here
     groups = run_groups(top)
@@ -274,8 +275,9 @@ def score_group(scoring: ScoreRetrievalSettings, group: Any, out_dir: Path, clea
 def check_group(scoring: ScoreRetrievalSettings, group: Any, handle: results.Run | None = None) -> GroupInputs:
     """Check everything one group is scored on before scoring it. `handle`: the run already open, if it is the
     group's first folder (a group's variants share every setting but the strategy: config.json is read once)."""
-    from ragstudy import registry, runidentity
-    from ragstudy.budget_eval import run_measure
+    from ragstudy import registry
+    from ragstudy.grid import runidentity
+    from ragstudy.scoring.budget_eval import run_measure
 
     order = {name: i for i, name in enumerate(registry.available())}
     strategy_of, results_dir = group.strategy_of, Path(scoring.results_dir)
@@ -320,7 +322,7 @@ def checked_budgets(scoring: ScoreRetrievalSettings, run_config: Mapping[str, An
 def check_rankings(scoring: ScoreRetrievalSettings, group: Any, members: Mapping[str, Path], strategies: Sequence[str],
                    run_config: Mapping[str, Any], questions: Sequence[str] | None) -> None:
     """Each scored folder's config.json is as its run wrote it, and its rankings cover the questions it ranked."""
-    from ragstudy import runidentity
+    from ragstudy.grid import runidentity
 
     ranked_questions = len(questions) if questions else None
     if ranked_questions is not None and run_config.get("limit"):  # a --limit run ranks the first N questions only
@@ -339,7 +341,7 @@ def scored_against(scoring: ScoreRetrievalSettings, run: results.Run, questions:
                    questions_path: Path | None) -> tuple[Mapping, Path | None, Sequence[str] | None, Path | None]:
     """(evidence, its file, oracle answers, their file): --evidence, else the bundled sample's when the run answered
     its questions; --oracle, else Oracle.csv beside the run's questions. An error when there is nothing to score."""
-    from ragstudy.evidence import load_evidence_file
+    from ragstudy.scoring.evidence import load_evidence_file
 
     evidence_path = evidence_mod.default_evidence(run.raw) if scoring.evidence is None else Path(scoring.evidence)
     found = run.oracle(scoring.oracle)
@@ -349,7 +351,7 @@ def scored_against(scoring: ScoreRetrievalSettings, run: results.Run, questions:
                         "put Oracle.csv beside the run's questions file)")
     if evidence_path is None:  # every oracle row says "no answer" (or has no content term): nothing to score
         from ragstudy.lexical import ItalianAnalyzer
-        from ragstudy.oracle_overlap import oracle_terms
+        from ragstudy.scoring.oracle_overlap import oracle_terms
 
         terms = oracle_terms(oracle, ItalianAnalyzer())
         if not terms.terms:
@@ -366,8 +368,8 @@ def scored_against(scoring: ScoreRetrievalSettings, run: results.Run, questions:
 def score_inputs(scoring: ScoreRetrievalSettings, inputs: GroupInputs) -> GroupScores:
     """Every scored strategy at every budget (per question), the summary, paired differences and the verdicts."""
     from ragstudy import registry
-    from ragstudy.budget_eval import check_evidence_found, compare, evaluate_members, summarize
-    from ragstudy.verdict import verdict, verdict_metrics
+    from ragstudy.scoring.budget_eval import check_evidence_found, compare, evaluate_members, summarize
+    from ragstudy.scoring.verdict import verdict, verdict_metrics
 
     strategies, strategy_of = list(inputs.members), inputs.strategy_of
     frame, evaluations = evaluate_members(inputs.members, inputs.evidence, inputs.budgets, inputs.measure,
@@ -414,7 +416,7 @@ def write_group(scoring: ScoreRetrievalSettings, inputs: GroupInputs, scores: Gr
                 clean: pd.DataFrame | None, started: float) -> dict:
     """One group's tables, plot, cleaning vs segmentation split (against `clean`'s rows, when given) and
     retrieval_summary.md, told with the time since `started`; what was written."""
-    from ragstudy.verdict import verdict_setting
+    from ragstudy.scoring.verdict import verdict_setting
 
     notes, strategies, unit = group_notes(inputs, scores), list(inputs.members), inputs.unit
     verdicts = pd.concat([v.to_frame() for v in scores.verdicts], ignore_index=True)
@@ -477,10 +479,10 @@ def across_markdown(cross: CrossVerdict, folders: Mapping[str, Path], decomposit
 def run_across(scoring: ScoreRetrievalSettings, groups: Sequence[Any]) -> dict:
     """--results-dir holds several groups of variants (e.g. --retriever dense,bm25, --text-layer raw,clean,
     --embedding a,b): each group is scored as a run of its own into <out>/groups/<group>/, then the folder gets
-    retrieval_verdict_across.csv and retrieval_summary.md comparing their verdicts (ragstudy.verdict_across),
+    retrieval_verdict_across.csv and retrieval_summary.md comparing their verdicts (ragstudy.scoring.verdict_across),
     and, for groups that differ only in the text layer, paragraph − fixed-size split into cleaning and segmentation
     (retrieval_decomposition.csv in the raw group's folder and, for the first pair, here)."""
-    from ragstudy.variants import axis_word, scores_folder
+    from ragstudy.grid.variants import axis_word, scores_folder
 
     started, out_dir = time.perf_counter(), out_folder(scoring)
     scored: dict[str, Path] = {}

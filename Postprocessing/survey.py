@@ -15,8 +15,8 @@ from pathlib import Path
 import pandas as pd
 
 from Postprocessing import common, survey_stats
-from ragstudy.records import normalize_ws
-from ragstudy.stats import HOLM_COLUMN, holm
+from ragstudy.grid.records import normalize_ws
+from ragstudy.scoring.stats import HOLM_COLUMN, holm
 from Postprocessing.common import DataError
 from Postprocessing.formatting import format_p, markdown_table
 from Postprocessing.review import NONE_LABEL, TEMPLATE_NAME, AnswerKey, KeyRow, question_id

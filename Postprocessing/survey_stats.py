@@ -1,6 +1,6 @@
 """Survey statistics: chi-square against equal shares, the sign test and Fleiss' kappa.
 
-The bootstrap, paired comparisons and Holm correction every table uses live in the core (ragstudy.stats);
+The bootstrap, paired comparisons and Holm correction every table uses live in the core (ragstudy.scoring.stats);
 formatting of estimates and p-values in Postprocessing.formatting.
 """
 

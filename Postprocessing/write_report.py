@@ -106,14 +106,15 @@ def write_report(args: ReportSettings) -> results.Written:
     check_out(args.out)
     results_dir, retrieval_dir, default_out = study_folders(Path(args.results_dir), args.retrieval_dir)
     out = Path(args.out) if args.out else default_out
-    from ragstudy import results, runidentity
+    from ragstudy import results
+    from ragstudy.grid import runidentity
 
     from Postprocessing.reportkit.inputs import ranked_folders
 
     if not results_dir.is_dir():
         raise common.DataError(f"--results-dir {results_dir}: folder not found; pass the folder a run or "
                                "`ragstudy study` wrote")
-    from ragstudy.variants import run_groups
+    from ragstudy.grid.variants import run_groups
 
     ranked, every = ranked_folders(Path(retrieval_dir) if retrieval_dir else results_dir)  # the rankings
     runs = run_groups(results.open_run(Path(retrieval_dir) if retrieval_dir else results_dir))

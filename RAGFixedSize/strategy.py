@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ragstudy.chunks import SplitterChunker
+from ragstudy.text.chunks import SplitterChunker
 from ragstudy.params import WindowParams
 from ragstudy.registry import ChunkerContext, register_strategy
 

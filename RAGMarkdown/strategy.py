@@ -35,12 +35,12 @@ from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any, Sequence
 
-from ragstudy.chunks import HEADING_PATH, HEADING_SEPARATOR, ChunkedDocument, build_chunks, locate_pieces
+from ragstudy.text.chunks import HEADING_PATH, HEADING_SEPARATOR, ChunkedDocument, build_chunks, locate_pieces
 from ragstudy.errors import StudyInputError
 from ragstudy.io import atomic_write_json, cache_dir, cpu_cores, sha256_text, stable_json
 from ragstudy.registry import ChunkerContext, register_strategy
-from ragstudy.sentences import strip_span
-from ragstudy.textlayer import BLOCK_SEPARATOR, PdfDocument, SourceText
+from ragstudy.text.sentences import strip_span
+from ragstudy.text.textlayer import BLOCK_SEPARATOR, PdfDocument, SourceText
 
 logger = logging.getLogger(__name__)
 Span = tuple[int, int]
@@ -148,7 +148,7 @@ def convert_to_cache(path: str, cache_file: str) -> bool:
 def pdf_markdown_pages(document: PdfDocument) -> list[str]:
     """PyMuPDF4LLM Markdown of each page of `document` (cached under its sha256, the converter's version, options;
     converted in this process when `convert_all` has not cached it)."""
-    from ragstudy.cachefile import read_json
+    from ragstudy.stores.cachefile import read_json
 
     path = _cache_path(document)
     cached = read_json(path, _cached_pages, "Markdown cache")  # a damaged file is set aside and converted again
@@ -161,7 +161,7 @@ def pdf_markdown_pages(document: PdfDocument) -> list[str]:
 
 
 def _cached_pages(data: Any) -> list[str]:
-    from ragstudy.cachefile import json_object
+    from ragstudy.stores.cachefile import json_object
 
     pages = json_object(data, ("pages",), "the file")["pages"]
     if not isinstance(pages, list) or not all(isinstance(page, str) for page in pages):

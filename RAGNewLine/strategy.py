@@ -6,7 +6,7 @@ import re
 
 from langchain_text_splitters import TextSplitter
 
-from ragstudy.chunks import SplitterChunker
+from ragstudy.text.chunks import SplitterChunker
 from ragstudy.registry import ChunkerContext, register_strategy
 
 _BLANK_LINE = re.compile(r"\n[ \t\r\f\v]*\n")

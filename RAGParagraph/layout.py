@@ -1,6 +1,6 @@
 """Layout mode: paragraphs from page geometry (gaps, indentation, font changes), furniture removed.
 
-Pipeline per document: one extraction pass and the furniture and TOC masks (ragstudy.cleaning, shared with the
+Pipeline per document: one extraction pass and the furniture and TOC masks (ragstudy.text.cleaning, shared with the
 clean text layer) -> per page,
 reading order (columns, rows, table regions) -> a stream of visual lines and tables -> paragraph units
 (title / paragraph / list item / table) -> titles attached, lists grouped with their lead-in, short paragraphs
@@ -21,9 +21,9 @@ import pymupdf
 from RAGParagraph.sections import Heading, HeadingPath
 from RAGParagraph.text import fold_ascii, join_lines, split_to_max
 from RAGParagraph.types import Paragraph, SegmenterConfig
-from ragstudy.cleaning.furniture import NOTE_MARK, FurnitureConfig, body_lines, trailing_notes
-from ragstudy.cleaning.lines import ENUMERATOR, Line, PageLines, extract_lines, is_bullet_glyph, starts_item
-from ragstudy.textnorm import continues_sentence, ends_sentence
+from ragstudy.text.cleaning.furniture import NOTE_MARK, FurnitureConfig, body_lines, trailing_notes
+from ragstudy.text.cleaning.lines import ENUMERATOR, Line, PageLines, extract_lines, is_bullet_glyph, starts_item
+from ragstudy.text.textnorm import continues_sentence, ends_sentence
 
 logger = logging.getLogger(__name__)
 
@@ -300,7 +300,7 @@ def page_stream(
 
 
 def mark_footnotes(items: list[VLine | Table], height: float, body: float) -> None:
-    """Flag the page's trailing footnotes (ragstudy.cleaning.furniture.trailing_notes: small print low on the page,
+    """Flag the page's trailing footnotes (ragstudy.text.cleaning.furniture.trailing_notes: small print low on the page,
     opening with a note mark) so that a paragraph running onto the next page is not cut."""
     for item in items[trailing_notes(items, height, body):]:
         item.note = True

@@ -16,7 +16,7 @@ import pymupdf
 
 from RAGParagraph.text import PAPER_BULLETS, PAPER_NUMBERED, PAPER_SEPARATOR, fold_ascii
 from RAGParagraph.types import Paragraph, SegmenterConfig
-from ragstudy.cleaning.lines import page_dict
+from ragstudy.text.cleaning.lines import page_dict
 
 Span = tuple[int, float, str, str]  # (page 0-based, size, font, text)
 _BLANK_LINES = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)*")

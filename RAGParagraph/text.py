@@ -1,7 +1,7 @@
 """Text rules of segmentation: the paper mode's bullets and separators, ASCII folding, splitting long paragraphs.
 
-The per-line cleaning (ligatures, odd spaces, symbol bullets) lives in ragstudy.cleaning.lines, shared with the clean
-text layer; the line-join and sentence rules in ragstudy.textnorm.
+The per-line cleaning (ligatures, odd spaces, symbol bullets) lives in ragstudy.text.cleaning.lines, shared with the clean
+text layer; the line-join and sentence rules in ragstudy.text.textnorm.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import re
 import unicodedata
 
 # join_lines and split_sentences are re-exported: the one definition of the line-join and sentence rules lives in
-# ragstudy.textnorm.
-from ragstudy.textnorm import join_lines, split_sentences  # noqa: F401
+# ragstudy.text.textnorm.
+from ragstudy.text.textnorm import join_lines, split_sentences  # noqa: F401
 
 # paper: bullets '• - ▪ * ‣ ◦ ‧ – →' and numbered/lettered items '1.', 'a)'.
 PAPER_BULLETS = ("•", "-", "▪", "*", "‣", "◦", "‧", "–", "→")

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ragstudy.cleaning.furniture import FurnitureConfig
+from ragstudy.text.cleaning.furniture import FurnitureConfig
 
 MODES = ("layout", "paper")
 KINDS = ("paragraph", "list", "table", "title")
-_FURNITURE = FurnitureConfig()  # the furniture thresholds' defaults, one place (ragstudy.cleaning.furniture)
+_FURNITURE = FurnitureConfig()  # the furniture thresholds' defaults, one place (ragstudy.text.cleaning.furniture)
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class SegmenterConfig:
     # --- layout mode ---
     min_chars: int = 200  # layout: a paragraph shorter than this is merged with the next one of its section
     # layout: the page-furniture thresholds (running heads and feet, page numbers, TOC pages); what each means and
-    # its default: ragstudy.cleaning.furniture.FurnitureConfig, shared with the clean text layer
+    # its default: ragstudy.text.cleaning.furniture.FurnitureConfig, shared with the clean text layer
     header_band: float = _FURNITURE.header_band
     footer_band: float = _FURNITURE.footer_band
     repeat_min_frac: float = _FURNITURE.repeat_min_frac

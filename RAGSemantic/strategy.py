@@ -1,6 +1,6 @@
 """What differs for the semantic strategy: breakpoints where consecutive sentences stop being similar.
 
-Sentences come from the core's Italian splitter (`ragstudy.sentences`, shared with the sentence strategy). Each is
+Sentences come from the core's Italian splitter (`ragstudy.text.sentences`, shared with the sentence strategy). Each is
 embedded once with the study's embedding model (`context.embedding()`, whose vector cache embeds a repeated
 sentence once) and a sentence's vector is the mean with its `buffer_size` neighbours on each side
 (`buffer_mode="mean"`, the default; LangChain and LlamaIndex embed the joined text of the window instead,
@@ -27,9 +27,9 @@ from typing import Any, Callable, Literal
 
 import numpy as np
 
-from ragstudy.chunks import SpanChunker
+from ragstudy.text.chunks import SpanChunker
 from ragstudy.registry import ChunkerContext, register_strategy
-from ragstudy.sentences import ItalianSentenceSplitter, SentenceUnits, Span
+from ragstudy.text.sentences import ItalianSentenceSplitter, SentenceUnits, Span
 
 ThresholdType = Literal["percentile", "standard_deviation", "interquartile", "gradient"]
 BufferMode = Literal["mean", "text"]

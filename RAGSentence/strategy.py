@@ -1,6 +1,6 @@
 """What differs for the sentence strategy: whole sentences packed into size-bounded parents.
 
-Sentences come from `ragstudy.sentences` (NLTK Punkt with an explicit Italian abbreviation list; the module says
+Sentences come from `ragstudy.text.sentences` (NLTK Punkt with an explicit Italian abbreviation list; the module says
 why not pysbd or sentencex). They are packed greedily into parents of at most `chunk_size` characters (800, like
 the fixed-size baseline's parents), never cutting inside a sentence; a "sentence" longer than `chunk_size` (in PDFs
 a table or list without full stops) is cut at line breaks, then between words. Child windows 200 / overlap 0 and
@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 from langchain_text_splitters import TextSplitter
 
-from ragstudy.chunks import SpanChunker
+from ragstudy.text.chunks import SpanChunker
 from ragstudy.registry import ChunkerContext, register_strategy
 
-from ragstudy.sentences import ItalianSentenceSplitter, SentenceUnits, Span, pack
+from ragstudy.text.sentences import ItalianSentenceSplitter, SentenceUnits, Span, pack
 
 
 @dataclass(frozen=True)

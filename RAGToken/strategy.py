@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragstudy.chunks import SpanChunker
+from ragstudy.text.chunks import SpanChunker
 from ragstudy.errors import StudyInputError
 from ragstudy.params import WindowParams
 from ragstudy.registry import ChunkerContext, register_strategy

@@ -2,7 +2,7 @@
 
 For the same PDFs, prints pages/s of:
   * raw extraction: `pymupdf.open` + `page.get_text()` of every page (the floor every strategy builds on);
-  * the shared text layer (`ragstudy.textlayer.read_pdf`), which the text-layer strategies chunk;
+  * the shared text layer (`ragstudy.text.textlayer.read_pdf`), which the text-layer strategies chunk;
   * each strategy: reading the text layer + its chunker (model loading is timed apart, as "setup"); `markdown`
     includes PyMuPDF4LLM's conversion (its cache is a fresh temporary folder, so nothing is reused);
 and each one's speed as a ratio to raw extraction (raw time / its time: 0.01 means 100x slower). `semantic` is
@@ -60,7 +60,7 @@ def main() -> int:
     from ragstudy import registry
     from ragstudy.config import StudyConfig
     from ragstudy.pipeline import chunker_context
-    from ragstudy.textlayer import list_pdfs, read_pdf
+    from ragstudy.text.textlayer import list_pdfs, read_pdf
 
     torch.set_num_threads(args.threads)
     paths = list_pdfs(Path(args.documents))

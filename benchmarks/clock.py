@@ -56,7 +56,7 @@ def study_prompts(results_dir: Path, strategies: list[str], questions: int, temp
                   ) -> list[str]:
     """The chain's prompts for the first `questions` questions of each strategy (its k parents as context), from a
     retrieval-only run: a grid's dense variant of each strategy (variants.csv), else the folder's own rankings."""
-    from ragstudy.budgets import pack_paper_k
+    from ragstudy.scoring.budgets import pack_paper_k
     from ragstudy.config import PAPER_PROMPT, StudyConfig
     from ragstudy.pipeline import build_prompt
     from ragstudy.results import open_run, read_config, read_questions, read_retrieval, retrieval_path, variant_folder

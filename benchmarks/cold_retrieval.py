@@ -46,7 +46,7 @@ def distinct_windows(config, documents) -> list[str]:
     """Distinct child windows of every strategy's parents (read back from the run's chunk cache)."""
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-    from ragstudy.knowledge_base import child_windows
+    from ragstudy.stores.knowledge_base import child_windows
     from ragstudy.pipeline import chunk_cached
 
     texts: dict[str, None] = {}
@@ -64,7 +64,7 @@ def cold_run(config, work: Path) -> dict:
     from ragstudy.pipeline import chunking_ahead, lazy_embedding
     from ragstudy.ranking import retrieve_strategy
     from ragstudy.results import ResultsFolder, read_questions
-    from ragstudy.textlayer import load_documents
+    from ragstudy.text.textlayer import load_documents
 
     os.environ["RAGSTUDY_CACHE"] = str(work / "cache")
     start = clock()

@@ -48,7 +48,7 @@ def child_windows(folders: list[str], strategies: str) -> list[str]:
 
     from ragstudy.config import StudyConfig
     from ragstudy.pipeline import chunk_documents
-    from ragstudy.textlayer import list_pdfs, read_pdf
+    from ragstudy.text.textlayer import list_pdfs, read_pdf
 
     config = StudyConfig.resolve(profile="lite", strategies=strategies)
     documents = [read_pdf(path) for folder in folders for path in list_pdfs(Path(folder))
@@ -89,18 +89,18 @@ def make_variant(name: str, model: str, threads: int, batch_size: int, cache: st
 
 def hit_tables(runs: list[str], evidence_file: str) -> str:
     """Hit rate of each run's strategies at its budgets, labelled by the embedding model and retriever its
-    config.json records (scored like benchmarks/retrievers.py: ragstudy.budget_eval)."""
+    config.json records (scored like benchmarks/retrievers.py: ragstudy.scoring.budget_eval)."""
     import json
 
     import pandas as pd
 
-    from ragstudy.budget_metrics import HIT
+    from ragstudy.scoring.budget_metrics import HIT
 
     from Postprocessing import common
-    from ragstudy.budget_eval import evaluate_members, run_measure
-    from ragstudy.evidence import load_evidence_file
+    from ragstudy.scoring.budget_eval import evaluate_members, run_measure
+    from ragstudy.scoring.evidence import load_evidence_file
     from ragstudy.results import open_run
-    from ragstudy.variants import run_groups
+    from ragstudy.grid.variants import run_groups
 
     evidence = load_evidence_file(Path(evidence_file))
     frames = []

@@ -1,4 +1,4 @@
-"""The executors of ragstudy.executors on the same N CPU-bound tasks: in this process, `--workers 2` and Ray.
+"""The executors of ragstudy.grid.executors on the same N CPU-bound tasks: in this process, `--workers 2` and Ray.
 
 Each task hashes a buffer over and over (pure CPU, deterministic, about `--seconds` of one core) and writes its
 digest into its variant folder. Prints, per executor: wall time, the tasks' own CPU time (measured inside each
@@ -18,7 +18,7 @@ dense,bm25` (ranking.run_retrieval with each Executor: 8 variants, lite profile,
 each executor from its own cold project cache (the built models copied in, no vectors, chunks or rankings) and its
 own Chroma root; prints wall, CPU (the driver's, the worker processes', and the variants' own stages measured
 inside them), the wall speed-up, the child windows run through the model in all (by the grid's embed-ahead phase,
-ragstudy.embedahead, and by the variants themselves: a window embedded twice counts twice) beside the distinct
+ragstudy.grid.embedahead, and by the variants themselves: a window embedded twice counts twice) beside the distinct
 windows, the embed-ahead phase's wall seconds, and whether every variant's rankings equal the in-process ones;
 under the table, the most any executor on this machine's cores could gain (speed_up_bound: the cores over the
 cores the in-process run kept busy).
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.clock import cpu_seconds
-from ragstudy.executors import Executor, Task, run_tasks
+from ragstudy.grid.executors import Executor, Task, run_tasks
 from ragstudy.io import cpu_cores
 
 

@@ -30,8 +30,8 @@ MODES = ("single", "batched", "server")
 def sample_prompts(count: int, template: str = PAPER_PROMPT) -> list[str]:
     """The study's prompt for the first `count` answerable sample questions, with the paragraphs holding their
     evidence as context (short contexts: one to three paragraphs)."""
-    from ragstudy.evidence import BUNDLED_EVIDENCE
-    from ragstudy.groundtruth import load_evidence, load_groundtruth_dir
+    from ragstudy.scoring.evidence import BUNDLED_EVIDENCE
+    from ragstudy.scoring.groundtruth import load_evidence, load_groundtruth_dir
 
     truths = load_groundtruth_dir(REPO / "sample" / "groundtruth")
     prompts = []

@@ -69,7 +69,7 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     from ragstudy.io import cpu_cores
-    from ragstudy.textlayer import read_pdf
+    from ragstudy.text.textlayer import read_pdf
 
     paths = sorted(str(pdf) for folder in args.documents for pdf in Path(folder).glob(args.pattern))
     if not paths:

@@ -1,7 +1,7 @@
-"""How well does the oracle-overlap score (ragstudy.oracle_overlap) agree with the evidence-based hit?
+"""How well does the oracle-overlap score (ragstudy.scoring.oracle_overlap) agree with the evidence-based hit?
 
 For each results folder of `ragstudy retrieve` (with its evidence file and Oracle.csv): the
-evidence hit per strategy x budget x question (ragstudy.budget_eval's evaluate_folder) and the oracle
+evidence hit per strategy x budget x question (ragstudy.scoring.budget_eval's evaluate_folder) and the oracle
 overlap on the same packed contexts. Prints, per folder, the Spearman rank correlation of the two means over
 strategies x numeric budgets, and the per-question agreement of "overlap >= t" with the hit (accuracy, Cohen's
 kappa) at a few thresholds t. Questions scored by both are compared: with evidence, and with an oracle that is not
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ragstudy.budget_metrics import HIT, ORACLE_OVERLAP
+from ragstudy.scoring.budget_metrics import HIT, ORACLE_OVERLAP
 
 THRESHOLDS = (0.5, 0.75, 1.0)
 
@@ -36,11 +36,11 @@ def cohen_kappa(a: np.ndarray, b: np.ndarray) -> float:
 def score_folder(results_dir: Path, evidence_path: Path, oracle_path: Path) -> tuple[pd.DataFrame, list[str]]:
     """Rows (strategy, budget, question_index, hit, oracle_overlap) of questions scored both ways, and notes."""
     from Postprocessing import common
-    from ragstudy.budget_eval import evaluate_members, run_measure
+    from ragstudy.scoring.budget_eval import evaluate_members, run_measure
     from ragstudy.config import DEFAULT_BUDGETS
-    from ragstudy.evidence import load_evidence_file
+    from ragstudy.scoring.evidence import load_evidence_file
     from ragstudy.results import open_run, run_oracle
-    from ragstudy.variants import run_groups
+    from ragstudy.grid.variants import run_groups
 
     run_config = common.read_run_config(results_dir)
     budgets = list(run_config.get("budgets") or DEFAULT_BUDGETS)

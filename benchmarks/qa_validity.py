@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ragstudy.budget_metrics import HIT
+from ragstudy.scoring.budget_metrics import HIT
 from ragstudy.io import PROJECT_ROOT, atomic_write_json, atomic_write_text
 from ragstudy.results import QA_SIDECAR, RETRIEVAL_PER_QUESTION, RETRIEVAL_SUMMARY, RETRIEVAL_SUMMARY_MD, read_table
 

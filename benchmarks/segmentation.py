@@ -35,10 +35,10 @@ from pathlib import Path
 
 import pymupdf
 
-from ragstudy.cleaning.lines import EXTRACT_FLAGS, extract_lines
-from ragstudy.cleaning.furniture import LEADER, furniture_key
+from ragstudy.text.cleaning.lines import EXTRACT_FLAGS, extract_lines
+from ragstudy.text.cleaning.furniture import LEADER, furniture_key
 from RAGParagraph.segmenter import SegmenterConfig, segment_pdf
-from ragstudy.textnorm import compose_latex_accents
+from ragstudy.text.textnorm import compose_latex_accents
 
 logger = logging.getLogger("benchmarks.segmentation")
 

@@ -44,8 +44,8 @@ def main() -> None:
     from chromadb.config import Settings
 
     from customembedding import CustomEmbedding
-    from ragstudy.knowledge_base import READ_BATCH
-    from ragstudy.vectorcheck import VectorCheck, differing_vectors
+    from ragstudy.stores.knowledge_base import READ_BATCH
+    from ragstudy.stores.vectorcheck import VectorCheck, differing_vectors
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--windows", type=int, default=8000)

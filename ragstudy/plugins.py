@@ -2,7 +2,7 @@
 
 Six families are `Registry` instances: strategies (`ragstudy.registry.STRATEGIES`, the top-level `RAG*` folders),
 retrievers (`ragstudy/retrievers/`), embedding backends (`ragstudy/embedders/`), LLM engines (`ragstudy/llms/`),
-budget metrics (`ragstudy.budget_metrics.METRICS`) and answer metrics (`Postprocessing.metric_catalogue.SCORERS`).
+budget metrics (`ragstudy.scoring.budget_metrics.METRICS`) and answer metrics (`Postprocessing.metric_catalogue.SCORERS`).
 Each registry checks a registration's type (its record class), keeps names unique case-insensitively, loads its
 built-in members lazily on the first lookup, and parses a list of names (`all` everywhere). Then it imports the
 packages outside the repository named in $RAGSTUDY_PLUGIN_PACKAGES (each package and every module of it whose name
@@ -22,7 +22,7 @@ import pkgutil
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
-from .errors import StudyInputError
+from ragstudy.errors import StudyInputError
 
 logger = logging.getLogger(__name__)
 

@@ -3,11 +3,11 @@
 
 A retrieval-only run ranks the parents of every question (by their best child window, `KnowledgeBase.rank`) deep
 enough to fill the largest context budget, and marks the parents the paper's k child windows retrieve (`in_k`, from
-the strategy's own retriever, exactly as the chain does). ragstudy.budget_eval then packs and scores the budgets.
+the strategy's own retriever, exactly as the chain does). ragstudy.scoring.budget_eval then packs and scores the budgets.
 
 `config.retriever` chooses the ranking, a member of the retriever registry (ragstudy/retrievers/: `dense`, above:
 Chroma, the paper's design; `dense-parents`, `bm25`, `bm25-parents`, `hybrid` and any registered from outside).
-A run is a grid of variants (ragstudy.variants: strategies x retrievers x text layers x embedders, or a sweep
+A run is a grid of variants (ragstudy.grid.variants: strategies x retrievers x text layers x embedders, or a sweep
 file's configurations): run_retrieval runs each variant (run_variant, through an executor) into its own folder,
 `<output-dir>/variants/<id>/`, and lists them in `<output-dir>/variants.csv`.
 
@@ -28,18 +28,18 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from . import axes
-from .budgets import CHARS, Measure, llm_measure
-from .config import StudyConfig
-from .errors import StudyInputError
-from .pipeline import (StrategyReport, check_question_lengths, check_vector_store, chunk_cache_path, chunk_cached,
+from ragstudy.grid import axes
+from ragstudy.scoring.budgets import CHARS, Measure, llm_measure
+from ragstudy.config import StudyConfig
+from ragstudy.errors import StudyInputError
+from ragstudy.pipeline import (StrategyReport, check_question_lengths, check_vector_store, chunk_cache_path, chunk_cached,
                        chunking_ahead, code_hash_of, model_labels, run_facts)
-from .records import RetrievedParent, Variant
-from .executors import Executor, Task, capped, check_executor, pending, run_tasks
-from .results import VARIANT_RUN, ResultsFolder, read_questions, write_config, write_retrieval
-from .textlayer import load_documents
-from .embedahead import AheadReport, shared_embedding
-from .variants import variant_config
+from ragstudy.grid.records import RetrievedParent, Variant
+from ragstudy.grid.executors import Executor, Task, capped, check_executor, pending, run_tasks
+from ragstudy.results import VARIANT_RUN, ResultsFolder, read_questions, write_config, write_retrieval
+from ragstudy.text.textlayer import load_documents
+from ragstudy.grid.embedahead import AheadReport, shared_embedding
+from ragstudy.grid.variants import variant_config
 
 logger = logging.getLogger(__name__)
 
@@ -88,13 +88,13 @@ def chunk_length_stats(chunked) -> tuple[int, float, float]:
 def _ranking_cache_path(collection: str, params, questions: Sequence[str], largest: int, measure: Measure,
                         retriever: str = "dense", lexical_key: str | None = None) -> Path:
     """Where the rankings of (collection, retriever, its index key, k, questions, largest budget, code) live."""
-    from . import retrievers
-    from .io import PROJECT_ROOT, cache_dir, sha256_text, stable_json
-    from .knowledge_base import TIE_DECIMALS
-    from .retrievers.dense import INITIAL_DEPTH
+    from ragstudy import retrievers
+    from ragstudy.io import PROJECT_ROOT, cache_dir, sha256_text, stable_json
+    from ragstudy.stores.knowledge_base import TIE_DECIMALS
+    from ragstudy.retrievers.dense import INITIAL_DEPTH
 
     member = Path(inspect.getsourcefile(retrievers.get(retriever).make) or __file__)
-    code = code_hash_of(PROJECT_ROOT / "ragstudy" / "knowledge_base.py", PROJECT_ROOT / "ragstudy" / "lexical.py",
+    code = code_hash_of(PROJECT_ROOT / "ragstudy" / "stores" / "knowledge_base.py", PROJECT_ROOT / "ragstudy" / "lexical.py",
                       Path(__file__), Path(retrievers.__file__).parent, member)
     key = sha256_text(stable_json({"collection": collection, "k": params.k, "largest": largest,
                                    "unit": [measure.unit, measure.name], "questions": list(questions), "code": code,
@@ -106,8 +106,8 @@ def _ranking_cache_path(collection: str, params, questions: Sequence[str], large
 
 def _read_rankings(path: Path, count_key: str, questions: int) -> tuple[list[RetrievedParent], int] | None:
     """(rows, children or units) of a ranking cache, None when absent; a damaged one is set aside and rebuilt."""
-    from .cachefile import json_object, read_json
-    from .results import RETRIEVAL_COLUMNS
+    from ragstudy.stores.cachefile import json_object, read_json
+    from ragstudy.results import RETRIEVAL_COLUMNS
 
     def parse(data: Any) -> tuple[list[RetrievedParent], int]:
         data = json_object(data, ("rows", count_key), "the file")
@@ -133,10 +133,10 @@ def retrieve_strategy(config, strategy: str, documents, questions: Sequence[str]
     the retriever embeds)."""
     from tqdm.auto import tqdm
 
-    from . import registry, retrievers
-    from .io import atomic_write_text
-    from .knowledge_base import collection_name
-    from .results import write_chunks
+    from ragstudy import registry, retrievers
+    from ragstudy.io import atomic_write_text
+    from ragstudy.stores.knowledge_base import collection_name
+    from ragstudy.results import write_chunks
 
     spec = registry.get(strategy)
     member = retrievers.get(config.retriever)
@@ -226,9 +226,9 @@ class VariantSpec:
 def run_variant(spec: VariantSpec, output_dir: Path, inputs: dict[str, Path]) -> None:
     """One variant's complete retrieval run into `output_dir` (config.json, run identity, chunk tables, rankings and
     variant_run.json), from `inputs["documents"]` and `inputs["questions"]` only: an executor runs it in this
-    process, in a worker process or as a Ray task (ragstudy.executors)."""
-    from . import runidentity
-    from .io import atomic_write_json
+    process, in a worker process or as a Ray task (ragstudy.grid.executors)."""
+    from ragstudy.grid import runidentity
+    from ragstudy.io import atomic_write_json
 
     config = spec.config
     output_dir = Path(output_dir)
@@ -238,7 +238,7 @@ def run_variant(spec: VariantSpec, output_dir: Path, inputs: dict[str, Path]) ->
     write_config(output_dir, config, {**json.loads(spec.facts), "model_labels": model_labels(config),
                                       "variant": spec.variant.to_row()})
     strategy = spec.variant.strategy
-    from .knowledge_base import chroma_clients_closed
+    from ragstudy.stores.knowledge_base import chroma_clients_closed
 
     try:
         with chroma_clients_closed():
@@ -255,8 +255,8 @@ def run_variant(spec: VariantSpec, output_dir: Path, inputs: dict[str, Path]) ->
 def relocate_variant(files: dict[str, bytes], paths: dict[str, str]) -> dict[str, bytes]:
     """A variant's files from a Ray worker with the driver's paths (executors.translate), and run_identity.json's
     sha256 of each file made again from the files so translated (runidentity.rehash)."""
-    from .executors import translate
-    from .runidentity import rehash
+    from ragstudy.grid.executors import translate
+    from ragstudy.grid.runidentity import rehash
 
     return rehash(translate(files, paths))
 
@@ -290,7 +290,7 @@ class GridRun:
     variants: tuple[Variant, ...]
     folders: dict[str, Path]
     runs: dict[str, RetrievalRun]
-    ahead: AheadReport = field(default_factory=AheadReport)  # the embed-ahead phase (ragstudy.embedahead)
+    ahead: AheadReport = field(default_factory=AheadReport)  # the embed-ahead phase (ragstudy.grid.embedahead)
 
     def windows_embedded(self) -> int:
         """Passages (child windows, parents) run through a model by the whole run: in the embed-ahead phase, and
@@ -311,15 +311,15 @@ class GridRun:
 
 
 def run_retrieval(config: StudyConfig, sweep: Any = None, executor: Executor | None = None) -> GridRun:
-    """Every variant of the run's grid (ragstudy.variants.expand: --strategies x --retriever x --text-layer x
+    """Every variant of the run's grid (ragstudy.grid.variants.expand: --strategies x --retriever x --text-layer x
     --embedding, or a sweep file's configurations) ranked retrieval-only, each a complete run in
     `<output-dir>/variants/<id>/`, listed in `<output-dir>/variants.csv`; no LLM is loaded. `executor` runs the
-    variants (ragstudy.executors; default: the config's, --workers N / --ray [ADDRESS], else in this process). A
+    variants (ragstudy.grid.executors; default: the config's, --workers N / --ray [ADDRESS], else in this process). A
     variant that fails is named with its error after the others have run (they are kept; a re-run computes only
     what is missing or was done under another key, every stage being cached by content). Postprocessing/
-    retrieval_eval.py then fills equal context budgets from these rankings (ragstudy.budget_eval), one verdict per
+    retrieval_eval.py then fills equal context budgets from these rankings (ragstudy.scoring.budget_eval), one verdict per
     group of variants that differ only in strategy."""
-    from .variants import expand
+    from ragstudy.grid.variants import expand
 
     grid = expand(config, sweep)
     executor = executor or config.executor()
@@ -345,9 +345,9 @@ def merged_grid(output_dir: Path, grid: Sequence[Variant], config: StudyConfig,
     so is a listed variant kept beside this run's that ran over other documents (`documents`: PDF name -> sha256, as
     results.recorded_documents reads them back), and a row its variant's own record contradicts
     (results.check_variant_records: the labels kept must be true)."""
-    from .config import option_of
-    from .results import VARIANTS, check_variant_records, read_variants
-    from .variants import run_axes
+    from ragstudy.config import option_of
+    from ragstudy.results import VARIANTS, check_variant_records, read_variants
+    from ragstudy.grid.variants import run_axes
 
     listed = read_variants(output_dir)
     ids = {v.id for v in grid}
@@ -373,7 +373,7 @@ def merged_grid(output_dir: Path, grid: Sequence[Variant], config: StudyConfig,
 
 def _check_documents(output_dir: Path, kept: Sequence[Variant], documents: dict[str, str] | None) -> None:
     """The variants left in place ran over this run's documents (PDF names and sha256), else a StudyInputError."""
-    from .results import VARIANTS, documents_difference, recorded_documents, variant_folder
+    from ragstudy.results import VARIANTS, documents_difference, recorded_documents, variant_folder
 
     elsewhere = [(v, found) for v in kept for found in [recorded_documents(variant_folder(output_dir, v.id))]
                  if documents is not None and found is not None and found != documents]
@@ -391,9 +391,9 @@ def _run_grid(config: StudyConfig, grid: Sequence[Variant], documents, questions
               executor: Executor | None) -> GridRun:
     """run_retrieval's work once the output folder is locked: one executors.Task per variant, keyed by what
     determines its files (runidentity.variant_key), so that a finished variant is skipped only under the same key."""
-    from . import runidentity
-    from .results import VARIANTS, check_layout, variant_folder, write_table
-    from .variants import variant_config as config_of
+    from ragstudy.grid import runidentity
+    from ragstudy.results import VARIANTS, check_layout, variant_folder, write_table
+    from ragstudy.grid.variants import variant_config as config_of
 
     check_layout(output_dir)  # an earlier version's layout is never mixed into this one
     listed = merged_grid(output_dir, grid, config, {Path(d.path).name: d.sha256 for d in documents})
@@ -414,8 +414,8 @@ def _run_grid(config: StudyConfig, grid: Sequence[Variant], documents, questions
              for v in grid]
     todo = {task.id for task in pending(tasks)}
     executor = capped(executor or config.executor(), len(todo))  # never more worker processes than variants to run
-    from . import embedahead
-    from .executors import session
+    from ragstudy.grid import embedahead
+    from ragstudy.grid.executors import session
 
     def not_cached(strategy: str) -> bool:  # the slow bulk step (markdown's PDF conversion) of a variant to compute
         return any(v.strategy == strategy and v.id in todo and

@@ -33,14 +33,15 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable, Protocol, Sequence
 
-from . import budget_metrics, registry
-from .chunks import ChunkedDocument
-from .errors import StudyInputError
-from .io import atomic_write_json, atomic_write_text, lock_folder, release_folder
-from .records import (NOT_APPLICABLE, VARIANT_KEYS, AnsweringModel, DatasetRow, RetrievedParent, Source, Variant,
+from ragstudy.scoring import budget_metrics
+from ragstudy import registry
+from ragstudy.text.chunks import ChunkedDocument
+from ragstudy.errors import StudyInputError
+from ragstudy.io import atomic_write_json, atomic_write_text, lock_folder, release_folder
+from ragstudy.grid.records import (NOT_APPLICABLE, VARIANT_KEYS, AnsweringModel, DatasetRow, RetrievedParent, Source, Variant,
                       normalize_ws, read_csv_text, read_text_csv, short)
-from .stats import CI_COLUMNS, HOLM_COLUMN
-from .textlayer import SourceText
+from ragstudy.scoring.stats import CI_COLUMNS, HOLM_COLUMN
+from ragstudy.text.textlayer import SourceText
 
 logger = logging.getLogger(__name__)
 
@@ -432,7 +433,7 @@ def run_questions(results_dir: str | Path, questions: str | Path | None = None, 
     config.json records the file's sha256 (`questions_sha256`) and the file read now differs (another file, or the
     same file edited since the run), scores would be silently wrong: that is an error naming both, unless
     `allow_mismatch` (then a warning). `record`: the folder's config.json already read (a Run's)."""
-    from .io import sha256_file
+    from ragstudy.io import sha256_file
 
     record = record or read_config(results_dir)
     path = Path(questions) if questions else record.questions_path
@@ -639,7 +640,7 @@ class Table:
     writer: str  # the command that writes it, for messages
     text_columns: tuple[str, ...] = ()  # read as text whatever pandas would guess (budget labels "500", "k")
     subdir: str = ""  # looked for in <results>/<subdir>/ too
-    then_axes: bool = False  # one column per axis of the grid follows (ragstudy.axes)
+    then_axes: bool = False  # one column per axis of the grid follows (ragstudy.grid.axes)
     all_text: bool = False  # every column read as text (variants.csv: ids, strategies, the axes' values)
     formerly: tuple[str, str, str] | None = None  # (old name, old column, new column): still read, for one release
     finite: tuple[str, ...] = ()  # columns whose every value is a finite number (read_table refuses inf, NaN, text)
@@ -669,27 +670,27 @@ RETRIEVAL_PAIRED = Table("retrieval_paired.csv", (
 RETRIEVAL_VERDICT = Table("retrieval_verdict.csv", (
     "metric", "unit", "reference", "alpha", "confidence", "budget", "role", "strategy", "strategy_display", "n",
     "value", "ci_low", "ci_high", HOLM_COLUMN, "significant", "n_min", "n_max"), _RETRIEVAL_EVAL,
-    ("budget", "reference", "strategy", "strategy_display"))  # ragstudy.verdict.Verdict.to_frame/from_frame; roles
+    ("budget", "reference", "strategy", "strategy_display"))  # ragstudy.scoring.verdict.Verdict.to_frame/from_frame; roles
 # best / reference / score (every strategy: the matrix) / difference (reference − strategy) / versus_best (best − one)
 RETRIEVAL_VERDICT_ACROSS = Table("retrieval_verdict_across.csv", (
     "group", "metric", "unit", "reference", "budget", "n_min", "n_max", "best", "best_display", "best_value",
     "best_ci_low", "best_ci_high", "reference_value", "changes"), _RETRIEVAL_EVAL,
     ("group", "budget", "reference", "best", "best_display", "changes"),
     formerly=("retrieval_verdict_by_retriever.csv", "retriever", "group"))  # then diff / ci_low / ci_high / p_holm
-# / significant :<strategy> per strategy compared with the reference (ragstudy.verdict_across.CrossVerdict.to_frame),
-# one row per group of variants (ragstudy.variants: its label in `group`) x budget
+# / significant :<strategy> per strategy compared with the reference (ragstudy.scoring.verdict_across.CrossVerdict.to_frame),
+# one row per group of variants (ragstudy.grid.variants: its label in `group`) x budget
 RETRIEVAL_DECOMPOSITION = Table("retrieval_decomposition.csv", (
     "budget", "metric", "part", "n", "mean_diff", "ci_low", "ci_high", "p_wilcoxon"), _RETRIEVAL_EVAL,
-    ("budget",))  # ragstudy.decomposition: runs with both text layers (--text-layer raw,clean), per raw/clean pair;
+    ("budget",))  # ragstudy.scoring.decomposition: runs with both text layers (--text-layer raw,clean), per raw/clean pair;
 # in the folder of a run with several such pairs, a first column `group` names each pair by its other axes
 VARIANTS = Table("variants.csv", VARIANT_KEYS, "ragstudy retrieve --output-dir RESULTS",
                  then_axes=True, all_text=True, damaged="move it away (e.g. to variants.csv.bad), then re-run the "
                  "`ragstudy retrieve` that made RESULTS, with the settings its config.json records: it lists that "
                  "grid's variants again and computes none that finished")  # one row per variant of a run's grid
-# (ragstudy.variants), then one column per axis (ragstudy.axes), n/a where an axis does not apply; each variant's
+# (ragstudy.grid.variants), then one column per axis (ragstudy.grid.axes), n/a where an axis does not apply; each variant's
 # complete run is in <RESULTS>/variants/<id>/
 SWEEP_FIXED_COLUMNS = ("config", "strategy", "params", "chunks", "chars_mean", "chars_cv", "index_seconds",
-                       "embedded", "reused")  # then one column per axis (ragstudy.axes), <metric>@<budget>
+                       "embedded", "reused")  # then one column per axis (ragstudy.grid.axes), <metric>@<budget>
 SWEEP_SUMMARY = Table("sweep_summary.csv", SWEEP_FIXED_COLUMNS, _SWEEP, then_axes=True)
 SWEEP_BEST = Table("sweep_best.csv", ("metric", "budget", "config", "strategy", "params", "value"), _SWEEP,
                    ("budget",))
@@ -801,10 +802,10 @@ RUN_CONFIG = Output(CONFIG_NAME, _CHAIN, "the resolved settings and the run's fa
                     "server's GET /v1/models list); a retrieval-only run writes one in its folder and one in each "
                     "`variants/<id>/` folder")
 RUN_IDENTITY = Output("run_identity.json", _CHAIN, "the identity of the configuration that wrote each file of the "
-                      "folder (ragstudy.runidentity): a run refuses to write beside another configuration's files; "
+                      "folder (ragstudy.grid.runidentity): a run refuses to write beside another configuration's files; "
                       "each Dataset file's entry also names the model that answered (`answering_model`)")
 RUN_LOCK = Output(".ragstudy-run.lock", _CHAIN, "held while a run writes into the folder (one run at a time)")
-VARIANT_DONE_FILE = Output("variant.done.json", "ragstudy.executors (every executor: in-process, --workers, --ray)",
+VARIANT_DONE_FILE = Output("variant.done.json", "ragstudy.grid.executors (every executor: in-process, --workers, --ray)",
                            "written last into a variant's folder once its run finished, with the variant's key (a "
                            "sha256 of its settings, questions, documents and code); a re-run skips the variants whose "
                            "marker carries their key and computes the others again")
@@ -1068,7 +1069,7 @@ def read_variants(output_dir: str | Path) -> list[Variant]:
     (io.check_name: letters, digits, `-`, `_`, `.`; never `.`, `..` or a path) and its folder inside
     `<output-dir>/variants/` (a symbolic link leading elsewhere is refused too): a row never makes a run read another
     run's files. A StudyInputError naming the file and row otherwise."""
-    from .io import check_name
+    from ragstudy.io import check_name
 
     output_dir = Path(output_dir)
     frame = read_table(output_dir, VARIANTS)
@@ -1104,7 +1105,7 @@ def recorded_variant(folder: str | Path) -> Variant | None:
 
 
 def check_variant_records(output_dir: str | Path, variants: Sequence[Variant], skip: Iterable[str] = ()) -> None:
-    """Every value a variants.csv row claims (its id, strategy, parameters and every axis of ragstudy.axes: retriever,
+    """Every value a variants.csv row claims (its id, strategy, parameters and every axis of ragstudy.grid.axes: retriever,
     text layer, embedder, ...) is the one its variant's own run recorded (recorded_variant): a StudyInputError naming the
     row, the column and both values otherwise (a hand-edited variants.csv would put one variant's scores under
     another's label, and every sentence comparing them would say the opposite of the truth). `variants`: every row

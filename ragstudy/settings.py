@@ -43,7 +43,7 @@ class Setting:
     (ragstudy.config.unused_settings).
     `bare`: the value of the flag given without one (``--ray`` alone means ``--ray local``); None: the flag takes a
     value. `changes_results=False`: the setting chooses how a run runs (threads, worker processes, timeouts), never
-    what it writes; a variant's key (ragstudy.runidentity.variant_key) leaves it out, so changing it recomputes
+    what it writes; a variant's key (ragstudy.grid.runidentity.variant_key) leaves it out, so changing it recomputes
     nothing.
     """
 
@@ -145,7 +145,7 @@ def record(name: str, settings: Iterable[Setting]) -> type:
                else None if item.kind == "append" else item.default) for item in items]
 
     def check(self: Any) -> None:
-        from .errors import StudyInputError
+        from ragstudy.errors import StudyInputError
 
         for item in items:
             value = getattr(self, item.name)

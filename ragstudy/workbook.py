@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import StudyInputError
+from ragstudy.errors import StudyInputError
 
 XLSX_SUFFIXES = (".xlsx", ".xlsm")
 

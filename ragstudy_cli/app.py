@@ -1,6 +1,6 @@
 """`ragstudy SUBCOMMAND [flags]`: every job of the study behind one command.
 
-Each subcommand is a parser and a library job (ragstudy.chain for `answer`, `retrieve`, `sweep` and `chunks`, the
+Each subcommand is a parser and a library job (ragstudy.answering.chain for `answer`, `retrieve`, `sweep` and `chunks`, the
 Postprocessing job modules for the scores, the review, the survey and the report, ragstudy.qagen.command for
 `make-qa`) run by ragstudy_cli.jobs; `ragstudy study` composes the same jobs (ragstudy_cli.study). The paper's
 script paths (`python evaluation_chain.py`, `python Postprocessing/retrieval_eval.py`, ...) are shims onto these
@@ -35,7 +35,7 @@ class Command:
     run: str  # runner(job, args) -> exit code
     script: str
     mode: str = ""  # "", "retrieval_only", "chunks_only", "sweep": a variant of the chain
-    chain: bool = False  # the chain's flags (ragstudy.chain): its mode fixed, the other modes' flags left out
+    chain: bool = False  # the chain's flags (ragstudy.answering.chain): its mode fixed, the other modes' flags left out
 
     @property
     def prog(self) -> str:
@@ -115,7 +115,7 @@ def _function(where: str) -> Callable:
     return getattr(importlib.import_module(module), name)
 
 
-CHAIN = ("ragstudy.chain:build_parser", "ragstudy.chain:run_chain", "ragstudy_cli.jobs:run_chain_job",
+CHAIN = ("ragstudy.answering.chain:build_parser", "ragstudy.answering.chain:run_chain", "ragstudy_cli.jobs:run_chain_job",
          "evaluation_chain.py")
 SCRIPT_JOB = "ragstudy_cli.jobs:run_script_job"
 COMMANDS: tuple[Command, ...] = (
@@ -127,7 +127,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("retrieve", "retrieval-only run: rank every strategy's parents for every question, load no LLM",
             *CHAIN, "retrieval_only", chain=True),
     Command("sweep", "a grid of strategy x parameter settings, retrieval-only, scored at every budget",
-            "ragstudy.chain:build_parser", "ragstudy.sweep:run_sweep", "ragstudy_cli.jobs:run_sweep_job",
+            "ragstudy.answering.chain:build_parser", "ragstudy.grid.sweep:run_sweep", "ragstudy_cli.jobs:run_sweep_job",
             "evaluation_chain.py", "sweep", chain=True),
     Command("chunks", "export every strategy's chunks (chunks_<strategy>.csv, sources_<strategy>.jsonl), no model",
             *CHAIN, "chunks_only", chain=True),

@@ -1,6 +1,6 @@
 """What each subcommand does on the command line around its job: logging, the lines it prints, and bad input,
 a failing store or Ctrl-C as one line and an exit code. The jobs themselves are library functions that take their
-settings and return what they wrote (ragstudy.chain, the Postprocessing job modules, ragstudy.qagen.command);
+settings and return what they wrote (ragstudy.answering.chain, the Postprocessing job modules, ragstudy.qagen.command);
 `ragstudy study` composes the same functions (ragstudy_cli.study)."""
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def run_chain_job(job: Callable, args: argparse.Namespace) -> int:
 
 
 def run_sweep_job(job: Callable, args: argparse.Namespace) -> int:
-    """`ragstudy sweep FILE`: the sweep (ragstudy.sweep.run_sweep) on the chain's settings, its table and plot."""
+    """`ragstudy sweep FILE`: the sweep (ragstudy.grid.sweep.run_sweep) on the chain's settings, its table and plot."""
     return _chain_runner(args, lambda config, started: print_sweep(job(config, args.sweep, args.evidence)))
 
 
@@ -112,7 +112,7 @@ def _chain_runner(args: argparse.Namespace, run_job: Callable[[Any, float], None
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     quiet_libraries()
-    from ragstudy import chain
+    from ragstudy.answering import chain
     from ragstudy.config import config_from_args
 
     started = time.perf_counter()
@@ -140,7 +140,7 @@ def profile_line(config) -> str:
 def print_chain_run(done, seconds: float) -> None:
     """A chain run's table (per strategy: documents, chunks, vectors and answers made or reused), where its outputs
     are and what to run next."""
-    from ragstudy.chain import next_steps
+    from ragstudy.answering.chain import next_steps
 
     print("\n| strategy | documents | chunks | embedded | reused | generated | cached |")
     print("|---|---|---|---|---|---|---|")

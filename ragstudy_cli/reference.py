@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from ragstudy import axes
+from ragstudy.grid import axes
 from ragstudy.io import PROJECT_ROOT
 
 DOCS = PROJECT_ROOT / "docs"
@@ -133,7 +133,7 @@ def outputs_page() -> str:
     """Every file the project writes, from the declarations in ragstudy.results (OUTPUT_GROUPS, TABLES), and the
     stores and caches outside the results folders."""
     from ragstudy import results
-    from ragstudy.knowledge_base import DB_LOCK
+    from ragstudy.stores.knowledge_base import DB_LOCK
 
     lines = ["# Files the project writes", "", GENERATED, "",
              "Every file a command writes, with what it holds and its columns, from the declarations in "
@@ -153,7 +153,7 @@ def outputs_page() -> str:
     for table in sorted(results.TABLES.values(), key=lambda t: t.name):
         where = f"{table.subdir}/{table.name}" if table.subdir else table.name
         columns = _columns(table.columns) or "(as written)"
-        if table.then_axes:  # the grid's axes follow (ragstudy.axes)
+        if table.then_axes:  # the grid's axes follow (ragstudy.grid.axes)
             columns += ", then one per axis of the grid: " + _columns(axes.names())
         lines.append(f"| `{where}` | `{_cell(table.writer)}` | {columns} |")
     lines += ["", "## Stores and caches (outside the results folders)", "",

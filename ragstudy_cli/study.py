@@ -37,7 +37,7 @@ from pathlib import Path
 from ragstudy import results
 from ragstudy.errors import StudyInputError
 from ragstudy.io import sha256_file
-from ragstudy.runidentity import code_hash  # the stages' keys: one hash of the project's code
+from ragstudy.grid.runidentity import code_hash  # the stages' keys: one hash of the project's code
 from ragstudy_cli.jobs import store_message
 
 LEDGER = results.STUDY_LEDGER.name
@@ -93,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
 def parse(argv: Sequence[str], parser: argparse.ArgumentParser | None = None
           ) -> tuple[argparse.Namespace, list[str], argparse.Namespace]:
     """(the study's own flags, the chain's flags as given, the chain's flags parsed): a bad flag exits 2."""
-    from ragstudy.chain import build_parser as chain_parser_of
+    from ragstudy.answering.chain import build_parser as chain_parser_of
 
     args, rest = (parser or build_parser()).parse_known_args(list(argv))
     chain_parser = chain_parser_of()
@@ -187,10 +187,10 @@ def plan(args: argparse.Namespace, chain_args: argparse.Namespace, root: Path) -
     from Postprocessing.score_answers import ScoreAnswersSettings, score_answers
     from Postprocessing.score_retrieval import ScoreRetrievalSettings, score_retrieval
     from Postprocessing.write_report import ReportSettings, write_report
-    from ragstudy import axes
+    from ragstudy.grid import axes
     from ragstudy.config import config_from_args
-    from ragstudy.evidence import default_evidence
-    from ragstudy.llm_axis import GROUPS_DIR, group_id, llm_specs
+    from ragstudy.scoring.evidence import default_evidence
+    from ragstudy.answering.llm_axis import GROUPS_DIR, group_id, llm_specs
 
     answers, retrieval = root / "answers", root / "retrieval"
     retrieval_config = ranked_config(chain_args, output_dir=str(retrieval))  # a bad setting stops here, exit 2
@@ -263,7 +263,7 @@ def run_settings(config) -> dict:
 def chain_stage(config) -> Callable[[], results.Written]:
     """A run stage: the chain's job on `config`, its table printed into the log; the run folder's files."""
     def run() -> results.Written:
-        from ragstudy.chain import run_chain
+        from ragstudy.answering.chain import run_chain
         from ragstudy_cli.jobs import print_chain_run, profile_line, quiet_libraries
 
         started = time.perf_counter()
@@ -519,8 +519,8 @@ def verdict_lines(root: Path) -> list[str]:
     where the details are (empty before it is scored)."""
     from Postprocessing.reportkit.inputs import group_axis, main_group_source, ranked_folders
     from ragstudy import results
-    from ragstudy.verdict import all_verdicts, verdict_setting
-    from ragstudy.verdict_across import CrossVerdict
+    from ragstudy.scoring.verdict import all_verdicts, verdict_setting
+    from ragstudy.scoring.verdict_across import CrossVerdict
 
     lines: list[str] = []
     if not (root / "retrieval").is_dir():

@@ -122,7 +122,7 @@ def user_study_is_current(root: Path | None = None) -> bool:
     left seeded into the tests' (a developer's cache from before an edit must never stand in for what the edited
     code computes)."""
     from ragstudy.errors import StudyInputError
-    from ragstudy.runidentity import code_hash
+    from ragstudy.grid.runidentity import code_hash
     from ragstudy_cli import study
 
     try:  # the README's command as it was typed (its paths relative to the repository), or one into `root`
@@ -504,7 +504,7 @@ def open_chroma_systems(folder: Path) -> list[str]:
 
 # ------------------------------------------------------------------- a grid's files, compared across executors
 
-DONE = "variant.done.json"  # a finished variant's marker (ragstudy.executors.VARIANT_DONE)
+DONE = "variant.done.json"  # a finished variant's marker (ragstudy.grid.executors.VARIANT_DONE)
 
 
 def markers(out: Path) -> dict[str, int]:

@@ -14,7 +14,7 @@ import pytest
 from test_servers_misbehave import FakeServer, completion
 from ragstudy import registry
 from ragstudy.errors import StudyInputError
-from ragstudy.records import AnsweringModel
+from ragstudy.grid.records import AnsweringModel
 from ragstudy.results import RunRecord
 from ragstudy_cli import app
 
@@ -115,7 +115,7 @@ def test_the_one_function_names_the_served_model_and_asks_each_server_for_its_li
     from ragstudy.config import StudyConfig
     from ragstudy.llms import answering_model
     from ragstudy.models import model_label
-    from ragstudy.runidentity import run_identity
+    from ragstudy.grid.runidentity import run_identity
 
     config = StudyConfig.resolve(profile="lite", strategies="newline", llm_servers=(stub_server.url,),
                                  llm_server_model=SERVED)

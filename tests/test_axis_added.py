@@ -1,4 +1,4 @@
-"""A new axis of the grid is one declaration (ragstudy.axes) plus the code that reads its value: here the child
+"""A new axis of the grid is one declaration (ragstudy.grid.axes) plus the code that reads its value: here the child
 windows' size, whose value the strategies' parameters already carry to the index (so no other code). Declared in
 this file only, it expands the grid, names the variants, fills variants.csv, the sweep file's keys, and the groups
 that the verdict is checked across (a 2 x 2 grid: two strategies x two window sizes, BM25: no model)."""
@@ -12,10 +12,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ragstudy import axes, retrievers
+from ragstudy.grid import axes
+from ragstudy import retrievers
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
-from ragstudy.evidence import default_evidence
+from ragstudy.scoring.evidence import default_evidence
 from ragstudy_cli import app
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,8 +47,8 @@ def windows_axis():
 
 
 def test_a_new_axis_expands_the_grid_and_parses_in_sweep_files(windows_axis, tmp_path) -> None:
-    from ragstudy import variants
-    from ragstudy.sweep import load_sweep
+    from ragstudy.grid import variants
+    from ragstudy.grid.sweep import load_sweep
 
     config = StudyConfig.resolve(profile="lite", strategies="fixed-size,newline", retriever="bm25,bm25-parents",
                                  retrieval_only=True, warn_unused=False)

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import REPO_ROOT, write_test_pdf
 from ragstudy.errors import StudyInputError
-from ragstudy.textlayer import list_pdfs, load_documents, read_pdf
+from ragstudy.text.textlayer import list_pdfs, load_documents, read_pdf
 
 
 def _first_half(source: Path, target: Path) -> Path:
@@ -26,7 +26,7 @@ def _first_half(source: Path, target: Path) -> Path:
 def test_truncated_pdf_is_reported_as_damaged_with_its_empty_pages(tmp_path: Path, caplog) -> None:
     # the bundled sample's 11-page manual: its first half still has all 11 pages, 8 of them without text
     pdf = _first_half(REPO_ROOT / "Documents" / "manuale_software_gestionale.pdf", tmp_path / "troncato.pdf")
-    with caplog.at_level(logging.WARNING, logger="ragstudy.textlayer"):
+    with caplog.at_level(logging.WARNING, logger="ragstudy.text.textlayer"):
         doc = read_pdf(pdf)
     assert doc.page_count == 11
     messages = [r.getMessage() for r in caplog.records]
@@ -39,7 +39,7 @@ def test_truncated_pdf_is_reported_as_damaged_with_its_empty_pages(tmp_path: Pat
 
 def test_truncated_pdf_with_many_empty_pages_says_how_many(shared_pdfs: Path, tmp_path: Path, caplog) -> None:
     pdf = _first_half(shared_pdfs / "en_docling_redp5110_sampled.pdf", tmp_path / "half.pdf")
-    with caplog.at_level(logging.WARNING, logger="ragstudy.textlayer"):
+    with caplog.at_level(logging.WARNING, logger="ragstudy.text.textlayer"):
         read_pdf(pdf)
     assert "damaged" in caplog.text
     # more than ten empty pages: the first ten are listed, and the total is given
@@ -55,7 +55,7 @@ def test_truncated_pdf_with_no_page_left_is_named_as_damaged(shared_pdfs: Path, 
 
 
 def test_an_intact_pdf_gets_no_damage_warning(pdf_dir: Path, caplog) -> None:
-    with caplog.at_level(logging.WARNING, logger="ragstudy.textlayer"):
+    with caplog.at_level(logging.WARNING, logger="ragstudy.text.textlayer"):
         read_pdf(pdf_dir / "manuale_a.pdf")
     assert not caplog.records
 
@@ -69,7 +69,7 @@ def test_pdfs_in_subfolders_are_named_and_not_read(tmp_path: Path, caplog) -> No
     write_test_pdf(tmp_path / "archivio" / "2023" / "piu_vecchio.PDF", pages=1)
     (tmp_path / "note").mkdir()
     (tmp_path / "note" / "leggimi.txt").write_text("nessun pdf")
-    with caplog.at_level(logging.WARNING, logger="ragstudy.textlayer"):
+    with caplog.at_level(logging.WARNING, logger="ragstudy.text.textlayer"):
         documents = load_documents(tmp_path)
     assert [Path(d.path).name for d in documents] == ["a.pdf"]
     assert "archivio/ (2 PDFs)" in caplog.text and "Only the PDFs directly in the documents folder" in caplog.text

@@ -97,7 +97,7 @@ def test_two_byte_identical_pdfs_are_one_line_before_anything_is_written(tmp_pat
 
 @pytest.mark.slow
 def test_an_oracle_that_only_says_no_answer_is_one_line(tmp_path: Path) -> None:
-    from ragstudy.groundtruth import UNANSWERABLE_ORACLE
+    from ragstudy.scoring.groundtruth import UNANSWERABLE_ORACLE
 
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -120,7 +120,7 @@ def test_an_oracle_that_only_says_no_answer_is_one_line(tmp_path: Path) -> None:
 
 
 def test_embedding_batch_size_is_a_flag() -> None:
-    from ragstudy.chain import build_parser
+    from ragstudy.answering.chain import build_parser
     from ragstudy.config import config_from_args
 
     args = build_parser().parse_args(["--embedding-batch-size", "64", "--strategies", "newline"])

@@ -14,7 +14,7 @@ from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
 from ragstudy.io import decode_user_text
 from ragstudy.results import read_questions
-from ragstudy.sweep import load_sweep
+from ragstudy.grid.sweep import load_sweep
 from ragstudy_cli import app
 
 
@@ -133,7 +133,7 @@ def test_the_study_hands_answer_flags_to_both_runs_without_a_warning(tmp_path: P
         stages = study.plan(args, chain_args, tmp_path / "s")
     assert [s.name for s in stages][0] == "retrieval" and stages[0].settings["profile"]["max_new_tokens"] == 50
     assert not [r for r in caplog.records if "no effect" in r.getMessage()]
-    from ragstudy import chain
+    from ragstudy.answering import chain
 
     ran = []
     monkeypatch.setattr(chain, "run_chain", lambda config: ran.append(config) or chain.ChainRun(config, (), 0.0))
@@ -298,9 +298,9 @@ def test_evidence_in_a_pdf_outside_the_run_is_named_or_refused_when_it_is_all(
     evidence.write_text("question_index,evidence,pdf\n0,Frase numero 05 del manuale tecnico.,m.pdf\n"
                         "1,Frase numero 07 del manuale tecnico.,altro.pdf\n", encoding="utf-8")
     argv = ["--results-dir", str(out), "--evidence", str(evidence), "--no-plot", "--n-resamples", "50"]
-    with caplog.at_level(logging.WARNING, logger="ragstudy.evidence"):
+    with caplog.at_level(logging.WARNING, logger="ragstudy.scoring.evidence"):
         assert app.main(["score-retrieval", *argv]) == 0
-    assert [r.getMessage() for r in caplog.records if r.name == "ragstudy.evidence"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "ragstudy.scoring.evidence"] == [
         f"{evidence}: the evidence of 1 of 2 questions (question_index 1) names a PDF that is not in the run in {out} "
         "(altro.pdf): those questions are left out of the evidence scores; add the PDFs to --documents and re-run, "
         "or fix the evidence's pdf column"]
@@ -314,7 +314,7 @@ def test_evidence_in_a_pdf_outside_the_run_is_named_or_refused_when_it_is_all(
 
 def test_a_sweep_whose_evidence_is_all_in_other_pdfs_is_refused_before_anything_is_written(tmp_path: Path) -> None:
     from conftest import REPO_ROOT
-    from ragstudy.sweep import run_sweep
+    from ragstudy.grid.sweep import run_sweep
 
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text("configs:\n  - strategy: fixed-size\n", encoding="utf-8")

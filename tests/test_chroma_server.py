@@ -17,9 +17,9 @@ import pytest
 from ragstudy import registry
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
-from ragstudy.knowledge_base import KnowledgeBase, check_chroma_server
+from ragstudy.stores.knowledge_base import KnowledgeBase, check_chroma_server
 from ragstudy.pipeline import chunk_documents
-from ragstudy.textlayer import load_documents
+from ragstudy.text.textlayer import load_documents
 
 QUERIES = ["Come ci si autentica per accedere al portale? SPID", "Per quanti anni si conservano i fascicoli?",
            "Entro quanti giorni risponde l'assistenza?", "firma digitale certificato qualificato",

@@ -31,6 +31,6 @@ def test_every_module_that_can_shape_chunks_is_in_the_chunk_cache_key() -> None:
 
 
 def test_the_sentence_splitter_is_hashed() -> None:
-    """RAGSentence and RAGSemantic cut at ragstudy.sentences' boundaries: an edit there changes their chunks."""
-    assert "ragstudy/sentences.py" in CHUNKING_CODE
+    """RAGSentence and RAGSemantic cut at ragstudy.text.sentences' boundaries: an edit there changes their chunks."""
+    assert "ragstudy/text/sentences.py" in CHUNKING_CODE
     assert not set(CHUNKING_CODE) & set(CHUNKING_PLUMBING)

@@ -313,7 +313,7 @@ def test_the_floor_says_which_strategies_beat_it_and_when_a_difference_is_not_ev
 
 
 def test_two_sample_bootstrap_of_a_difference() -> None:
-    from ragstudy.stats import two_sample_bootstrap
+    from ragstudy.scoring.stats import two_sample_bootstrap
 
     assert two_sample_bootstrap([1.0, 1.0, 1.0], [0.0, 0.0], 500, 0) == (1.0, 1.0, 1.0)
     diff, low, high = two_sample_bootstrap([0.0, 1.0, 0.0, 1.0], [0.0, 1.0, 1.0, 0.0, 1.0, 0.0], 2000, 0)

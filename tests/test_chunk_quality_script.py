@@ -30,9 +30,9 @@ PDF = "/data/manuale.pdf"
 
 
 def _export(results: Path, strategy: str, text: str, pieces: list[str]) -> list:
-    from ragstudy.chunks import build_chunks, locate_pieces
+    from ragstudy.text.chunks import build_chunks, locate_pieces
     from ragstudy.results import write_chunks as export_chunks
-    from ragstudy.textlayer import SourceText
+    from ragstudy.text.textlayer import SourceText
 
     source = SourceText(PDF, "0" * 64, text, (0,))
     chunked = build_chunks(source, locate_pieces(text, pieces), strategy, pages=[(1, 1)] * len(pieces))
@@ -143,7 +143,7 @@ def test_text_layer_reference_without_ground_truth(results: Path) -> None:
 
 
 def test_without_evidence_a_run_on_other_questions_is_not_scored_against_the_samples(results: Path) -> None:
-    """The one evidence-default rule (ragstudy.evidence.default_evidence): sample/evidence.json only for a run on
+    """The one evidence-default rule (ragstudy.scoring.evidence.default_evidence): sample/evidence.json only for a run on
     the bundled Questions.csv; this run's config.json names no questions, so no --evidence means no evidence."""
     from ragstudy.results import CHUNK_QUALITY_RUN
 

@@ -16,10 +16,10 @@ import pytest
 from conftest import REPO_ROOT
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
-from ragstudy.evidence import NormalizedText, normalize_for_match
+from ragstudy.scoring.evidence import NormalizedText, normalize_for_match
 from ragstudy.pipeline import chunk_documents
 from ragstudy.results import read_chunks, write_chunks
-from ragstudy.textlayer import CLEAN, load_documents, read_pdf, with_text_layer
+from ragstudy.text.textlayer import CLEAN, load_documents, read_pdf, with_text_layer
 from ragstudy_cli import app
 
 SAMPLE = REPO_ROOT / "Documents"
@@ -120,7 +120,7 @@ def test_text_layer_setting_is_validated_recorded_and_keys_the_caches(break_dir)
 
 
 def test_text_layer_is_a_sweep_axis(tmp_path):
-    from ragstudy.sweep import load_sweep
+    from ragstudy.grid.sweep import load_sweep
 
     path = tmp_path / "sweep.yaml"
     path.write_text("configs:\n  - {strategy: newline, text_layer: clean}\n"
@@ -181,8 +181,8 @@ def test_one_retrieval_only_run_over_both_layers_and_its_decomposition(break_dir
 
 
 def test_decomposition_parts_are_paired_differences_with_their_bootstrap_ci():
-    from ragstudy.decomposition import decompose
-    from ragstudy.stats import compare_paired
+    from ragstudy.scoring.decomposition import decompose
+    from ragstudy.scoring.stats import compare_paired
 
     rng = np.random.default_rng(3)
     hits = {name: rng.integers(0, 2, 40).astype(float) for name in ("paragraph", "raw", "clean")}
@@ -207,8 +207,8 @@ def test_a_run_over_several_pairs_of_text_layers_splits_each_pair_and_names_it(t
     first pair's split alone, unnamed, was all it showed)."""
     from Postprocessing.score_retrieval import pairs_decomposition, text_layer_pairs
     from ragstudy import results
-    from ragstudy.decomposition import markdown
-    from ragstudy.variants import Group
+    from ragstudy.scoring.decomposition import markdown
+    from ragstudy.grid.variants import Group
 
     def group(retriever: str, layer: str) -> Group:
         return Group({"retriever": retriever, "text_layer": layer, "embedding": "wheel:multilingual-e5-small"}, {},

@@ -18,7 +18,7 @@ import pytest
 from conftest import run_script_in_process
 from Postprocessing.reportkit import browser
 from ragstudy_cli import app, study
-from ragstudy import chain
+from ragstudy.answering import chain
 
 REPO = Path(__file__).resolve().parents[1]
 JOBS = {"study", "answer", "retrieve", "sweep", "chunks", "score-retrieval", "score-answers", "chunk-quality",

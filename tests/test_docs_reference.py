@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ragstudy import results
 from ragstudy_cli import app, reference
-from ragstudy import chain
+from ragstudy.answering import chain
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -74,7 +74,7 @@ def test_outputs_page_lists_every_file_the_project_writes() -> None:
 def test_the_writers_name_their_files_from_the_declarations() -> None:
     """What docs/outputs.md lists is what is written: each writer takes its file names from ragstudy.results."""
     from Postprocessing import common, review, score_retrieval
-    from ragstudy import runidentity
+    from ragstudy.grid import runidentity
     from ragstudy.qagen import outputs as qa
     from ragstudy_cli import study
 

@@ -202,7 +202,7 @@ def test_a_hybrid_run_ranks_parents_by_the_fused_scores(pdf_dir, tmp_path, minil
     from ragstudy import retrievers
     from ragstudy.pipeline import chunk_cached
     from ragstudy.results import open_run, read_retrieval, retrieval_path
-    from ragstudy.textlayer import load_documents
+    from ragstudy.text.textlayer import load_documents
 
     questions = ["Per quanti anni si conservano i fascicoli?", "Come si accede al portale?"]
     csv = tmp_path / "Questions.csv"

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from langchain_text_splitters import TextSplitter
 
-from ragstudy.chunks import SplitterChunker
+from ragstudy.text.chunks import SplitterChunker
 from ragstudy.registry import ChunkerContext, register_strategy
 
 

@@ -1,4 +1,4 @@
-"""The grid's embed-ahead phase (ragstudy.embedahead): before the variants run, each distinct child window and
+"""The grid's embed-ahead phase (ragstudy.grid.embedahead): before the variants run, each distinct child window and
 question is embedded once per embedder, in this process or split across the worker processes, and the variants only
 read vectors. Rankings are those of a run without the phase, to the byte."""
 
@@ -42,8 +42,8 @@ def test_each_distinct_window_is_embedded_once_and_rankings_are_unchanged(tmp_pa
     cache, fewer windows than the two variants index) and the variants embed nothing; every ranking equals, to the
     byte, that of an in-process run without the phase (each variant embedding what the cache lacks, as before), and
     so the workers' equal the in-process ones."""
-    from ragstudy import embedahead
-    from ragstudy.executors import Executor
+    from ragstudy.grid import embedahead
+    from ragstudy.grid.executors import Executor
 
     runs = {}
     for name, executor in (("inprocess", Executor()), ("workers", Executor("workers", 2))):
@@ -93,7 +93,7 @@ def record_pid(spec: str, output_dir: Path, inputs: dict[str, Path]) -> None:
 def test_a_session_keeps_its_worker_processes_across_phases(tmp_path):
     """Two run_tasks calls inside one executors.session run on the same two worker processes (the embed-ahead phase
     and the variants share them); outside a session, each call starts its own."""
-    from ragstudy.executors import Executor, Task, run_tasks, session
+    from ragstudy.grid.executors import Executor, Task, run_tasks, session
 
     def pids(phase: str) -> set[str]:
         tasks = [Task(f"{phase}-{n}", record_pid, "", tmp_path / phase / str(n), {}) for n in range(4)]

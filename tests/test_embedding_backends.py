@@ -17,7 +17,7 @@ def _sample_windows(n: int = 40) -> list[str]:
     """200-character child windows of the bundled sample PDFs (what the knowledge base embeds)."""
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-    from ragstudy.textlayer import load_documents
+    from ragstudy.text.textlayer import load_documents
 
     splitter = RecursiveCharacterTextSplitter(chunk_size=200, chunk_overlap=0)
     texts: list[str] = []

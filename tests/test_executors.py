@@ -1,4 +1,4 @@
-"""ragstudy.executors: the same variants in this process, in worker processes and as Ray tasks land the same files;
+"""ragstudy.grid.executors: the same variants in this process, in worker processes and as Ray tasks land the same files;
 a failing or killed variant is reported by its id and the others are kept; a re-run computes only what is missing;
 caches and Chroma folders stay safe with two worker processes at once."""
 
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from ragstudy.errors import StudyInputError
-from ragstudy.executors import VARIANT_DONE, Executor, Outcome, Task, pending, run_tasks, translate
+from ragstudy.grid.executors import VARIANT_DONE, Executor, Outcome, Task, pending, run_tasks, translate
 
 
 @dataclass(frozen=True)
@@ -315,7 +315,7 @@ class ChromaSpec:
 
 def claim_chroma_folder(spec: ChromaSpec, output_dir: Path, inputs: dict[str, Path]) -> None:
     """Which Chroma folder this worker process gets for the paragraph strategy, while the other holds one too."""
-    from ragstudy.knowledge_base import chroma_folder, prepare_db_dir
+    from ragstudy.stores.knowledge_base import chroma_folder, prepare_db_dir
     from ragstudy.registry import get
 
     folder = chroma_folder(Path(spec.db_dir), get("paragraph"))
@@ -327,7 +327,7 @@ def claim_chroma_folder(spec: ChromaSpec, output_dir: Path, inputs: dict[str, Pa
 
 @pytest.mark.slow
 def test_each_worker_process_gets_its_own_chroma_folder(tmp_path):
-    import ragstudy.knowledge_base as kb
+    import ragstudy.stores.knowledge_base as kb
     from ragstudy.registry import get
 
     db = tmp_path / "db" / "RAGParagraph"
@@ -340,7 +340,7 @@ def test_each_worker_process_gets_its_own_chroma_folder(tmp_path):
 
 
 def test_shipped_inputs_are_written_once_per_machine_and_land_replaces_an_unfinished_folder(tmp_path, inputs):
-    from ragstudy.executors import _pack_inputs, land, materialise
+    from ragstudy.grid.executors import _pack_inputs, land, materialise
 
     assert materialise("0" * 64, {}, tmp_path / "node") == {}  # a task without inputs
     key, packed = _pack_inputs(inputs)
@@ -365,7 +365,7 @@ def test_shipped_inputs_are_written_once_per_machine_and_land_replaces_an_unfini
 
 
 def test_workers_share_the_cores_instead_of_each_taking_all():
-    from ragstudy.executors import core_share
+    from ragstudy.grid.executors import core_share
 
     assert [core_share(k, 2, [0, 1]) for k in range(2)] == [(0,), (1,)]
     assert [core_share(k, 3, [0, 1, 2, 3, 4, 5, 6]) for k in range(3)] == [(0, 1), (2, 3), (4, 5, 6)]

@@ -156,8 +156,8 @@ def test_the_key_changes_with_what_changes_results_only(tmp_path: Path) -> None:
     """runidentity.variant_key: threads, workers, Ray, timeouts and the Chroma root leave it as it is; budgets, the
     questions, the documents, the variant and the code change it. executors.is_done compares a marker's key."""
     from ragstudy.config import StudyConfig
-    from ragstudy.executors import Task, _mark_done, is_done
-    from ragstudy.runidentity import variant_key
+    from ragstudy.grid.executors import Task, _mark_done, is_done
+    from ragstudy.grid.runidentity import variant_key
 
     questions = ["Dove?", "Quando?"]
     facts = {"documents_sha256": {"a.pdf": "0" * 64}}
@@ -204,7 +204,7 @@ def test_a_variant_is_skipped_only_under_its_own_key(tmp_path: Path, caplog: pyt
     keys = {v: json.loads((out / "variants" / v / DONE).read_text())["key"] for v in first}
     assert all(len(key) == 64 for key in keys.values()) and len(set(keys.values())) == 2
 
-    with caplog.at_level(logging.INFO, logger="ragstudy.executors"):
+    with caplog.at_level(logging.INFO, logger="ragstudy.grid.executors"):
         assert retrieve(out, *grid) == 0
         assert retrieve(out, *grid, "--threads", "1", "--embedding-threads", "1") == 0
     assert markers(out) == first
@@ -234,7 +234,7 @@ def test_a_variant_is_skipped_only_under_its_own_key(tmp_path: Path, caplog: pyt
 
 def test_the_executor_settings_come_from_flags_or_the_config_file(tmp_path: Path) -> None:
     from ragstudy.config import StudyConfig
-    from ragstudy.executors import Executor
+    from ragstudy.grid.executors import Executor
 
     def executor(**flags) -> Executor:
         return StudyConfig.resolve(profile="lite", retrieval_only=True, warn_unused=False, **flags).executor()
@@ -277,7 +277,7 @@ def test_bad_executor_flags_are_one_line(tmp_path: Path, capsys: pytest.CaptureF
     (["--ray", "head:6379"], ("ray", 1, "head:6379")),
 ])
 def test_the_study_hands_the_executor_to_its_retrieval_stage(tmp_path: Path, flags, expected) -> None:
-    from ragstudy.executors import Executor
+    from ragstudy.grid.executors import Executor
     from ragstudy_cli import study
 
     args, rest, chain = study.parse(["--profile", "lite", *flags])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ragstudy.groundtruth import (
+from ragstudy.scoring.groundtruth import (
     load_evidence,
     load_groundtruth,
     load_groundtruth_dir,

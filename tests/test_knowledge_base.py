@@ -12,9 +12,9 @@ import pytest
 
 from ragstudy import registry
 from ragstudy.config import StudyConfig
-from ragstudy.knowledge_base import KnowledgeBase, TIE_DECIMALS, child_windows, collection_name
+from ragstudy.stores.knowledge_base import KnowledgeBase, TIE_DECIMALS, child_windows, collection_name
 from ragstudy.pipeline import chunk_documents
-from ragstudy.textlayer import load_documents
+from ragstudy.text.textlayer import load_documents
 
 QUERIES = ["Come ci si autentica per accedere al portale? SPID", "Per quanti anni si conservano i fascicoli?",
            "Entro quanti giorni risponde l'assistenza?", "firma digitale certificato qualificato"]
@@ -304,7 +304,7 @@ def test_windows_given_their_neighbours_vectors_are_found_and_written_again(pdf_
     assert moved > len(stored["ids"]) // 2
 
     again = knowledge_base("newline", params, embedding, tmp_path / "db")
-    with caplog.at_level(logging.WARNING, logger="ragstudy.knowledge_base"):
+    with caplog.at_level(logging.WARNING, logger="ragstudy.stores.knowledge_base"):
         _, stats = again.build(chunked)
     assert [[(r.document.id, r.score) for r in again.rank(query, 10)] for query in QUERIES] == expected
     assert (stats.replaced, stats.added, stats.embedded) == (moved, 0, 0)  # from the vector cache, not the model
@@ -318,7 +318,7 @@ def test_windows_given_their_neighbours_vectors_are_found_and_written_again(pdf_
 
 def test_exact_windows_rank_best_first_with_ties_by_id_and_refuse_a_foreign_vector() -> None:
     from ragstudy.errors import StudyInputError
-    from ragstudy.knowledge_base import ExactWindows
+    from ragstudy.stores.knowledge_base import ExactWindows
 
     windows = ExactWindows.of(["c", "a", "b", "d"], [[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.6, 0.8]])
     assert list(windows.nearest([1.0, 0.0])) == [("b", 0.0), ("c", 0.0), ("d", pytest.approx(0.8)), ("a", 2.0)]
@@ -331,7 +331,7 @@ def test_exact_windows_rank_best_first_with_ties_by_id_and_refuse_a_foreign_vect
 
 def test_ranked_parents_search_the_windows_once_however_deep_they_are_read(built_newline, monkeypatch) -> None:
     """dense reads deeper and deeper until its largest budget is filled: one search per question, not one per depth."""
-    from ragstudy.knowledge_base import ExactWindows
+    from ragstudy.stores.knowledge_base import ExactWindows
 
     kb = built_newline[0]
     vector = kb.embedding.embed_query(QUERIES[1])

@@ -98,7 +98,7 @@ def test_parents_ranked_by_best_unit_and_depth_fills_the_largest_budget():
 
 
 def test_lexical_rankings_round_trip_through_the_retrieval_file(tmp_path: Path):
-    from ragstudy.budgets import pack_budget
+    from ragstudy.scoring.budgets import pack_budget
     from ragstudy.results import read_retrieval, write_retrieval
 
     info = {f"p{i}": ParentInfo("Documents/x.pdf", i + 1, i + 1, text) for i, text in enumerate(TEXTS)}
@@ -123,7 +123,7 @@ def test_a_unit_of_stopwords_only_is_indexed_and_ranked_last():
 def test_bm25_over_child_windows_of_a_real_pdf():
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-    from ragstudy.textlayer import load_documents
+    from ragstudy.text.textlayer import load_documents
 
     pdf = REPO_ROOT / "Documents" / "manuale_inverter_fotovoltaico.pdf"
     docs = [d for d in load_documents(pdf.parent) if Path(d.path).name == pdf.name]

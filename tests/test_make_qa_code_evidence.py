@@ -20,7 +20,7 @@ from ragstudy.qagen.filters import FILTERS, CandidateFilter, Thresholds
 from ragstudy.qagen.prompt import ROUND_TRIP_TOKENS, build_evidence_prompt, parse_generation, passage_parts
 from ragstudy.qagen.run import QaSettings, make_qa
 from ragstudy.qagen.sampling import sample_passages
-from ragstudy.textlayer import load_documents
+from ragstudy.text.textlayer import load_documents
 
 DOCUMENTS = REPO_ROOT / "Documents"
 

@@ -12,7 +12,7 @@ import pytest
 
 from ragstudy import registry
 from ragstudy.pipeline import chunking_ahead
-from ragstudy.textlayer import read_pdf
+from ragstudy.text.textlayer import read_pdf
 
 from conftest import REPO_ROOT, assert_stopped_by_ctrl_c, ctrl_c_when, sigint_default
 

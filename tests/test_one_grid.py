@@ -38,7 +38,7 @@ def test_an_answering_run_refuses_several_values_of_any_axis_in_one_rule() -> No
 
 
 def _write_grid(out: Path, config: StudyConfig) -> list:
-    from ragstudy import variants
+    from ragstudy.grid import variants
     from ragstudy.results import VARIANTS, variant_folder, write_table
 
     grid = variants.expand(config)
@@ -49,7 +49,7 @@ def _write_grid(out: Path, config: StudyConfig) -> list:
 
 
 def test_a_narrower_rerun_adds_to_its_folder_and_another_grid_is_refused_with_its_reason(tmp_path) -> None:
-    from ragstudy import variants
+    from ragstudy.grid import variants
     from ragstudy.ranking import merged_grid
 
     def config(**given):
@@ -82,7 +82,7 @@ def test_two_embedding_folders_are_two_models_not_one_path(tmp_path, capsys) -> 
 def test_a_sweep_folder_scores_and_reports_like_any_grid_folder(pdf_dir, questions_csv, tmp_path) -> None:
     """One strategy under two parameter settings: the group compares the sweep's configurations (variant ids),
     each read from retrieval_<strategy>.csv in its own folder."""
-    from ragstudy.sweep import run_sweep
+    from ragstudy.grid.sweep import run_sweep
 
     evidence = tmp_path / "evidence.csv"
     pd.DataFrame([{"question_index": 0, "evidence": "conserva i fascicoli per dieci anni dalla chiusura"}]
@@ -109,7 +109,7 @@ def test_a_sweep_folder_scores_and_reports_like_any_grid_folder(pdf_dir, questio
 def test_a_group_compares_files_whose_identities_differ_only_in_an_axis_a_member_does_not_use(tmp_path) -> None:
     """`--retriever bm25 --embedding A,B` with paragraph (embeds nothing: n/a) and token (counts with the model's
     tokenizer): paragraph's bm25 run records the first model, token's the group's; they are one configuration."""
-    from ragstudy import runidentity, variants
+    from ragstudy.grid import runidentity, variants
     from ragstudy.io import sha256_file
 
     config = StudyConfig.resolve(profile="lite", strategies="paragraph,token", retriever="bm25",

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from conftest import TEST_PARAGRAPHS
 
-from ragstudy.groundtruth import UNANSWERABLE_ORACLE
+from ragstudy.scoring.groundtruth import UNANSWERABLE_ORACLE
 from ragstudy.lexical import STOPWORDS_IT, ItalianAnalyzer
-from ragstudy.oracle_overlap import answer_terms, is_unanswerable, overlap
+from ragstudy.scoring.oracle_overlap import answer_terms, is_unanswerable, overlap
 from ragstudy.results import RetrievedParent
 
 pytestmark = pytest.mark.skipif(not STOPWORDS_IT.is_file(), reason=f"{STOPWORDS_IT} absent (tools/setup.sh "
@@ -40,9 +40,9 @@ def test_overlap_counts_stemmed_content_words_only():
 
 def _overlap_per_budget(oracle, rankings, budgets):
     """The oracle overlap of each packed context, through the budget metric registry (as the budget loop does)."""
-    from ragstudy import budget_metrics
-    from ragstudy.budgets import pack_all
-    from ragstudy.oracle_overlap import oracle_terms
+    from ragstudy.scoring import budget_metrics
+    from ragstudy.scoring.budgets import pack_all
+    from ragstudy.scoring.oracle_overlap import oracle_terms
 
     analyzer = ItalianAnalyzer()
     terms = oracle_terms(oracle, analyzer)
@@ -106,8 +106,8 @@ def test_one_packing_per_question_scores_evidence_and_oracle(tmp_path, monkeypat
 
     from test_retrieval_eval import _results_folder
 
-    from ragstudy import budget_eval, budgets
-    from ragstudy.evidence import load_evidence_file
+    from ragstudy.scoring import budget_eval, budgets
+    from ragstudy.scoring.evidence import load_evidence_file
 
     out, evidence, size = _results_folder(tmp_path)
     calls = []

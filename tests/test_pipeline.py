@@ -17,10 +17,10 @@ from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
 from ragstudy.llms import AnswerCache, CachedGenerator, GenerationParams
 from ragstudy.llms.torch_engine import ChatModel
-from ragstudy.knowledge_base import KnowledgeBase
+from ragstudy.stores.knowledge_base import KnowledgeBase
 from ragstudy.pipeline import build_prompt, chunk_documents, run_study
 from ragstudy.results import read_questions
-from ragstudy.textlayer import load_documents
+from ragstudy.text.textlayer import load_documents
 
 
 def _index(pdf_dir: Path, db: Path, embedding, strategy: str = "newline"):
@@ -263,7 +263,7 @@ def test_cli_chunks_only_writes_exports_and_stops(pdf_dir: Path, tmp_path: Path)
 @pytest.mark.slow
 def test_papers_entry_points_build_a_working_retriever(strategy: str, package: str, pdf_dir: Path,
                                                        tmp_path: Path) -> None:
-    from ragstudy.paper_api import MyKnowledgeBase
+    from ragstudy.answering.paper_api import MyKnowledgeBase
 
     kb = MyKnowledgeBase(str(pdf_dir), strategy=strategy, profile="lite", db_dir=str(tmp_path))
     retriever = kb.initiate_document_injetion_pipeline()
@@ -322,10 +322,10 @@ def test_warm_retrieval_equals_cold_retrieval_despite_identical_windows(tmp_path
 
 
 def test_a_second_process_on_the_same_chroma_folder_is_refused(tmp_path: Path) -> None:
-    from ragstudy.knowledge_base import _chroma_client
+    from ragstudy.stores.knowledge_base import _chroma_client
 
     _chroma_client(tmp_path / "db")
-    code = ("from ragstudy.knowledge_base import _chroma_client\n"
+    code = ("from ragstudy.stores.knowledge_base import _chroma_client\n"
             f"_chroma_client(__import__('pathlib').Path({str(tmp_path / 'db')!r}))")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode != 0 and "another run is using this Chroma folder" in result.stderr

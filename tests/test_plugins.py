@@ -13,7 +13,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ragstudy import axes, chain, embedders, llms, plugins, registry, retrievers
+from ragstudy.grid import axes
+from ragstudy.answering import chain
+from ragstudy import embedders, llms, plugins, registry, retrievers
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
 from ragstudy.results import read_retrieval, retrieval_path

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from langchain_text_splitters import TextSplitter
 
-from ragstudy.chunks import SplitterChunker
+from ragstudy.text.chunks import SplitterChunker
 from ragstudy.registry import register_strategy
 
 
@@ -58,7 +58,7 @@ register_strategy("every-line", make_chunker, LineParams, display_name="Every li
     "echo_engine.py": FIRST_MEMBERS["echo_engine.py"],
     "one_parent.py": '''"""A budget metric: 1 when the packed context is a single parent."""
 
-from ragstudy.budget_metrics import register_budget_metric
+from ragstudy.scoring.budget_metrics import register_budget_metric
 
 
 @register_budget_metric("one_parent", needs="context", higher_is_better=True, words="one-parent rate",

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 from Postprocessing import answer_metrics as am
 from Postprocessing import answer_scoring, common, metric_catalogue, offline_data
-from ragstudy.groundtruth import UNANSWERABLE_ORACLE
+from ragstudy.scoring.groundtruth import UNANSWERABLE_ORACLE
 from ragstudy_cli import app
 
 ANSWER_METRICS = [m.name for m in metric_catalogue.in_group("answers") if m.aggregation != "corpus"]

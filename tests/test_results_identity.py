@@ -1,4 +1,4 @@
-"""A results folder never mixes configurations (ragstudy.runidentity): real BM25 retrieval-only runs (no model to
+"""A results folder never mixes configurations (ragstudy.grid.runidentity): real BM25 retrieval-only runs (no model to
 load) write `run_identity.json`; a run refuses to write beside another configuration's files, scoring refuses to
 compare them unless asked, and hand-edited retrieval files are named — rows of a question deleted, `in_k` zeroed,
 rows for a question past the end, a listed strategy's file deleted."""
@@ -50,7 +50,7 @@ def runs(pdf_dir: Path, questions: Path, tmp_path_factory: pytest.TempPathFactor
 
 
 def member(out: Path, strategy: str, retriever: str = "bm25") -> Path:
-    """A strategy's variant folder in a run's grid (ragstudy.variants)."""
+    """A strategy's variant folder in a run's grid (ragstudy.grid.variants)."""
     return out / "variants" / f"{strategy}__{retriever}__raw"
 
 
@@ -171,7 +171,8 @@ def test_a_listed_strategys_deleted_file_is_named(runs, tmp_path, capsys) -> Non
 def test_dataset_files_of_two_configurations_are_not_scored_together(tmp_path: Path) -> None:
     """Answer runs: two Dataset files, each recorded by the run that wrote it (different LLMs)."""
     from Postprocessing import common
-    from ragstudy import registry, runidentity
+    from ragstudy import registry
+    from ragstudy.grid import runidentity
     from ragstudy.config import StudyConfig
     from ragstudy.errors import StudyInputError
     from ragstudy.results import DatasetRow, write_dataset

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from ragstudy.errors import StudyInputError
-from ragstudy.budgets import PackedContext, budget_labels, pack_all, pack_budget, pack_paper_k, token_measure
+from ragstudy.scoring.budgets import PackedContext, budget_labels, pack_all, pack_budget, pack_paper_k, token_measure
 from ragstudy.config import validate_budgets
-from ragstudy.records import RetrievedParent
+from ragstudy.grid.records import RetrievedParent
 from ragstudy.results import open_run, read_retrieval, retrieval_path, write_retrieval
 from ragstudy_cli import app
 
@@ -175,7 +175,7 @@ def test_chunk_cache_is_json_and_a_bad_file_is_replaced_never_run(pdf_dir, tmp_p
 
     from ragstudy.config import StudyConfig
     from ragstudy.pipeline import chunk_cache_path, chunk_cached, chunk_documents, chunked_from_json
-    from ragstudy.textlayer import load_documents
+    from ragstudy.text.textlayer import load_documents
 
     monkeypatch.setenv("RAGSTUDY_CACHE", str(tmp_path / "cache"))
     config = StudyConfig.resolve(profile="lite", strategies="newline")
@@ -222,7 +222,7 @@ def test_the_answering_chain_chunks_through_the_same_cache(pdf_dir, tmp_path, mo
     second chain run reads it back instead of chunking again."""
     from ragstudy import pipeline
     from ragstudy.config import StudyConfig
-    from ragstudy.textlayer import load_documents
+    from ragstudy.text.textlayer import load_documents
 
     monkeypatch.setenv("RAGSTUDY_CACHE", str(tmp_path / "cache"))
     args = ["chunks", "--profile", "lite", "--documents", str(pdf_dir), "--strategies", "newline"]

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from ragstudy.errors import StudyInputError
-from ragstudy.evidence import (EvidenceError, EvidenceText, QuestionEvidence, SourceIndex, context_scores,
+from ragstudy.scoring.evidence import (EvidenceError, EvidenceText, QuestionEvidence, SourceIndex, context_scores,
                                load_evidence_file, locate, normalize_for_match, score_spans)
 from ragstudy_cli import app
 
@@ -128,10 +128,10 @@ def test_shared_qa_evidence_loads(shared_pdfs):
 def _results_folder(tmp_path):
     """Two strategies over one document: fixed-size parents of one sentence (S characters), newline parents of
     three; budgets S and 3S."""
-    from ragstudy.chunks import build_chunks
+    from ragstudy.text.chunks import build_chunks
     from ragstudy.results import write_chunks
     from ragstudy.results import RetrievedParent, write_retrieval
-    from ragstudy.textlayer import SourceText
+    from ragstudy.text.textlayer import SourceText
 
     sentences = [f"Frase numero {i:02d} del manuale tecnico. " for i in range(12)]
     size = len(sentences[0])
@@ -219,9 +219,9 @@ def _page_break_folder(tmp_path):
     """One two-page document whose evidence crosses the page break (a running footer between its halves), chunked
     two ways: fixed-size parents [page one | footer + page two] hold the halves in two adjacent parents; newline
     parents [page one | footer | page two] hold them in parents 1 and 3, and the ranking packs only those two."""
-    from ragstudy.chunks import build_chunks
+    from ragstudy.text.chunks import build_chunks
     from ragstudy.results import RetrievedParent, write_chunks, write_retrieval
-    from ragstudy.textlayer import SourceText
+    from ragstudy.text.textlayer import SourceText
 
     text = PAGE_ONE + FOOTER + PAGE_TWO
     one, two = len(PAGE_ONE), len(PAGE_ONE) + len(FOOTER)
@@ -245,9 +245,9 @@ def _page_break_folder(tmp_path):
 
 
 def test_contiguous_hit_needs_adjacent_parents_for_a_page_break_evidence(tmp_path):
-    from ragstudy.budget_eval import evaluate_folder
-    from ragstudy.budgets import CHARS
-    from ragstudy.evidence import load_evidence_file
+    from ragstudy.scoring.budget_eval import evaluate_folder
+    from ragstudy.scoring.budgets import CHARS
+    from ragstudy.scoring.evidence import load_evidence_file
 
     out, evidence, budget = _page_break_folder(tmp_path)
     frame, _ = evaluate_folder(out, load_evidence_file(evidence), [budget], CHARS, ["fixed-size", "newline"])
@@ -260,8 +260,8 @@ def test_contiguous_hit_needs_adjacent_parents_for_a_page_break_evidence(tmp_pat
 
 
 def test_contiguous_hit_on_hand_placed_parents():
-    from ragstudy.budget_metrics import ContextParent, contiguous_hit
-    from ragstudy.evidence import LocatedEvidence
+    from ragstudy.scoring.budget_metrics import ContextParent, contiguous_hit
+    from ragstudy.scoring.evidence import LocatedEvidence
 
     two_pieces = LocatedEvidence((("a", 10, 20), ("a", 30, 40)), 0, False)
     one, gap, three = ContextParent(("a", 0, 25), 25, 0), ContextParent(("a", 25, 28), 3, 1), \
@@ -277,7 +277,7 @@ def test_contiguous_hit_on_hand_placed_parents():
 def test_the_verdict_and_the_report_show_the_contiguous_hit(tmp_path):
     from Postprocessing import write_report
     from ragstudy import results
-    from ragstudy.verdict import all_verdicts
+    from ragstudy.scoring.verdict import all_verdicts
 
     out, evidence, _ = _page_break_folder(tmp_path)
     assert app.main(["score-retrieval", "--results-dir", str(out), "--evidence", str(evidence), "--no-plot",

@@ -46,7 +46,7 @@ def bm25_run(pdf_dir, inputs, tmp_path_factory):
 def chunked_fixed_size(pdf_dir):
     from ragstudy.config import StudyConfig
     from ragstudy.pipeline import chunk_cached
-    from ragstudy.textlayer import load_documents
+    from ragstudy.text.textlayer import load_documents
 
     config = StudyConfig.resolve(profile="lite", strategies="fixed-size", set_params=["fixed-size.chunk_size=200",
                                                                                       "fixed-size.chunk_overlap=0"])
@@ -55,7 +55,7 @@ def chunked_fixed_size(pdf_dir):
 
 def test_bm25_scores_the_knowledge_bases_child_windows_and_hybrid_too(pdf_dir):
     from ragstudy import retrievers
-    from ragstudy.knowledge_base import KnowledgeBase, child_windows
+    from ragstudy.stores.knowledge_base import KnowledgeBase, child_windows
 
     config, chunked = chunked_fixed_size(pdf_dir)
     params = config.strategy_params["fixed-size"]
@@ -79,7 +79,7 @@ def test_bm25_scores_the_knowledge_bases_child_windows_and_hybrid_too(pdf_dir):
 
 def test_a_bm25_run_writes_the_usual_file_records_its_retriever_and_reads_its_cache(bm25_run, pdf_dir, inputs,
                                                                                      tmp_path):
-    variant = bm25_run / "variants" / "fixed-size__bm25__raw"  # the run's one variant (ragstudy.variants)
+    variant = bm25_run / "variants" / "fixed-size__bm25__raw"  # the run's one variant (ragstudy.grid.variants)
     rankings = read_retrieval(retrieval_path(variant, "fixed-size"))
     assert sorted(rankings) == [0, 1, 2]
     assert "fascicoli" in rankings[0][0].contents.lower()  # the only parent naming the question's rare term
@@ -134,7 +134,7 @@ def test_retrieval_eval_scores_the_oracle_overlap_without_evidence(bm25_run, tmp
     assert app.main(["score-retrieval", "--results-dir", str(bm25_run), "--out-dir", str(out), "--no-plot",
                                 "--n-resamples", "200"]) == 0
     summary = pd.read_csv(out / "retrieval_summary.csv", dtype={"budget": str})
-    from ragstudy.budget_metrics import CONTEXT_CHARS, ORACLE_OVERLAP
+    from ragstudy.scoring.budget_metrics import CONTEXT_CHARS, ORACLE_OVERLAP
 
     # no evidence: the oracle overlap is the only score; the packed context's length (needs only the context) is
     # described beside it

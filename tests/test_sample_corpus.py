@@ -13,7 +13,7 @@ from pathlib import Path
 import pymupdf
 import pytest
 
-from ragstudy.groundtruth import (
+from ragstudy.scoring.groundtruth import (
     DROPPED_KINDS,
     UNANSWERABLE_ORACLE,
     GroundTruth,

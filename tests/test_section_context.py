@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from ragstudy import registry
-from ragstudy.chunks import HEADING_PATH, HEADING_SEPARATOR, prepare_chunker, window_text
+from ragstudy.text.chunks import HEADING_PATH, HEADING_SEPARATOR, prepare_chunker, window_text
 from ragstudy.errors import StudyInputError
-from ragstudy.knowledge_base import child_windows, collection_name
+from ragstudy.stores.knowledge_base import child_windows, collection_name
 from ragstudy.registry import ChunkerContext
-from ragstudy.textlayer import read_pdf
+from ragstudy.text.textlayer import read_pdf
 from RAGParagraph.sections import Heading, HeadingPath, section_number
 
 from conftest import REPO_ROOT, SHARED_PDFS

@@ -14,7 +14,7 @@ import pytest
 from RAGParagraph.paper_mode import document_mode_size, is_bullet, is_title, page_body_font
 from RAGParagraph.segmenter import Paragraph, SegmenterConfig, segment_pdf
 from RAGParagraph.text import fold_ascii, join_lines, split_to_max
-from ragstudy.cleaning.lines import clean_line, page_dict
+from ragstudy.text.cleaning.lines import clean_line, page_dict
 
 PAPER = SegmenterConfig(mode="paper")
 LAYOUT = SegmenterConfig()

@@ -16,7 +16,7 @@ import pymupdf
 import pytest
 
 from RAGParagraph.segmenter import Paragraph, SegmenterConfig, segment_pdf
-from ragstudy.textnorm import compose_latex_accents
+from ragstudy.text.textnorm import compose_latex_accents
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 PDFS = SHARED / "pdfs"

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, assert_stopped_by_ctrl_c, own_db_dir, tiny_llm, ctrl_c_when, sigint_default, write_test_pdf
+from conftest import (REPO_ROOT, assert_stopped_by_ctrl_c, own_db_dir, tiny_llm, ctrl_c_when, sigint_default,
+    write_test_pdf)
 from ragstudy.errors import StudyInputError
 from ragstudy.llms import AnswerCache, GenerationParams
-from ragstudy.knowledge_base import check_chroma_server
+from ragstudy.stores.knowledge_base import check_chroma_server
 from ragstudy.llms.server_engine import ServerGenerator, check_servers, served_models
 
 MODEL = "fake-model"

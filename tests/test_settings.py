@@ -16,7 +16,7 @@ from Postprocessing import cli
 from ragstudy import config as cfg
 from ragstudy.config import PROFILES, StudyConfig, config_from_args, study_settings
 from ragstudy.errors import StudyInputError
-from ragstudy import chain
+from ragstudy.answering import chain
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = ("score_retrieval", "score_answers", "judge_chunks", "write_report", "build_review",
@@ -260,7 +260,7 @@ def test_help_imports_no_strategy_and_their_choices_are_still_checked(capsys):
     import subprocess
     import sys
 
-    code = ("import sys; from ragstudy import chain; chain.build_parser().format_help(); "
+    code = ("import sys; from ragstudy.answering import chain; chain.build_parser().format_help(); "
             "print(sorted(m for m in sys.modules if m.startswith(('RAG', 'langchain', 'torch'))))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr
@@ -335,7 +335,7 @@ def test_threads_have_one_default_in_the_chain_and_every_script(monkeypatch, tmp
 
 
 def test_no_parser_is_written_by_hand():
-    files = [REPO / "ragstudy" / "chain.py", *sorted((REPO / "Postprocessing").glob("*.py"))]
+    files = [REPO / "ragstudy" / "answering" / "chain.py", *sorted((REPO / "Postprocessing").glob("*.py"))]
     hand_written = [path.name for path in files if "add_argument(" in path.read_text(encoding="utf-8")]
     assert hand_written == []
 

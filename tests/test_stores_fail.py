@@ -25,9 +25,9 @@ from ragstudy.config import StudyConfig
 from ragstudy.errors import StoreError
 from ragstudy.llms import AnswerCache
 from ragstudy.io import atomic_write_text, lock_folder, release_folder
-from ragstudy.knowledge_base import KnowledgeBase
+from ragstudy.stores.knowledge_base import KnowledgeBase
 from ragstudy.pipeline import chunk_documents
-from ragstudy.textlayer import load_documents
+from ragstudy.text.textlayer import load_documents
 
 
 def mount_tmpfs(folder: Path, size: str, read_only: bool = False) -> Path:
@@ -185,7 +185,7 @@ def test_a_corrupt_chroma_folder_is_set_aside_and_rebuilt(tmp_path: Path, newlin
     db.mkdir()
     (db / "chroma.sqlite3").write_bytes(b"this is not a database " * 200)
     kb = KnowledgeBase(registry.get("newline"), params, minilm_embedding, minilm_embedding.model_id, db_dir=db)
-    with caplog.at_level(logging.WARNING, logger="ragstudy.knowledge_base"):
+    with caplog.at_level(logging.WARNING, logger="ragstudy.stores.knowledge_base"):
         _, stats = kb.build(chunked)
     assert stats.added == stats.children > 0 and kb.rank("firma digitale", 3)
     aside = [p for p in tmp_path.iterdir() if p.name.startswith("db.corrupt-")]

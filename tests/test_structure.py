@@ -36,17 +36,18 @@ ROOTS = (
 # The core's building blocks a strategy folder may import (chunk records, parameters, the registry and the plug-in
 # discovery it shares with the other families, text rules, the text layer, sentence splitting, errors, file
 # helpers, verified cache files): never the pipeline, retrieval, config, results, models or the plug-in families.
-LEAF_CORE = frozenset({"ragstudy", "ragstudy.chunks", "ragstudy.params", "ragstudy.registry", "ragstudy.plugins",
-                       "ragstudy.textnorm", "ragstudy.textlayer", "ragstudy.errors", "ragstudy.io",
-                       "ragstudy.sentences", "ragstudy.cachefile", "ragstudy.cleaning",
-                       "ragstudy.cleaning.lines", "ragstudy.cleaning.furniture", "ragstudy.cleaning.layer"})
+LEAF_CORE = frozenset({"ragstudy", "ragstudy.params", "ragstudy.registry", "ragstudy.plugins", "ragstudy.errors",
+                       "ragstudy.io", "ragstudy.text", "ragstudy.text.chunks", "ragstudy.text.textnorm",
+                       "ragstudy.text.textlayer", "ragstudy.text.sentences", "ragstudy.text.cleaning",
+                       "ragstudy.text.cleaning.lines", "ragstudy.text.cleaning.furniture",
+                       "ragstudy.text.cleaning.layer", "ragstudy.stores", "ragstudy.stores.cachefile"})
 
 
 CONFIG = "ragstudy.config"  # the configuration of every family: importing it loads every family's registry
 RESULTS_LAYER = frozenset({"ragstudy.results"})  # the owner of every file a run writes and the scripts read
 # Run stages named for the check that they are found; any other core module that imports the config is one too.
-NAMED_RUN_STAGES = frozenset({CONFIG, "ragstudy.pipeline", "ragstudy.ranking", "ragstudy.budget_eval",
-                              "ragstudy.sweep", "ragstudy.paper_api"})
+NAMED_RUN_STAGES = frozenset({CONFIG, "ragstudy.pipeline", "ragstudy.ranking", "ragstudy.scoring.budget_eval",
+                              "ragstudy.grid.sweep", "ragstudy.answering.paper_api"})
 
 
 @dataclass(frozen=True)
@@ -307,7 +308,7 @@ def test_every_module_imports_only_from_the_layers_below() -> None:
     modules = _modules()
     assert {"customembedding", "ragstudy.registry", "RAGParagraph.segmenter", "Postprocessing.report",
             "sample_corpus.engine", "make_sample_corpus", "ragstudy.retrievers.dense", "ragstudy.embedders.onnx_embedder",
-            "ragstudy.llms.server_engine", "ragstudy_cli.app", "ragstudy_cli.study", "ragstudy.chain",
+            "ragstudy.llms.server_engine", "ragstudy_cli.app", "ragstudy_cli.study", "ragstudy.answering.chain",
             "Postprocessing.score_retrieval", "ragstudy_cli.jobs"} <= set(modules)
     violations = _layer_violations(modules)
     assert violations == [], "imports against the layers (importer -> imported (file:line): rule):\n" + "\n".join(
@@ -365,12 +366,12 @@ def test_no_plug_in_member_reaches_a_run_stage_and_results_load_no_family() -> N
 
 
 def test_ranking_imports_no_scoring_and_budgets_sit_below_the_run_stages() -> None:
-    """Ranking counts its budgets with ragstudy.budgets, which reaches neither the configuration nor the results
+    """Ranking counts its budgets with ragstudy.scoring.budgets, which reaches neither the configuration nor the results
     layer; the scoring (budget_eval) and the verdict are never loaded to rank."""
     modules = _modules()
     graph = {name: _imports(name, module.path, modules) for name, module in modules.items()}
-    assert not {"ragstudy.budget_eval", "ragstudy.verdict"} & set(_reach(graph, "ragstudy.ranking"))
-    assert not {CONFIG, *RESULTS_LAYER} & set(_reach(graph, "ragstudy.budgets"))
+    assert not {"ragstudy.scoring.budget_eval", "ragstudy.scoring.verdict"} & set(_reach(graph, "ragstudy.ranking"))
+    assert not {CONFIG, *RESULTS_LAYER} & set(_reach(graph, "ragstudy.scoring.budgets"))
 
 
 def test_loading_a_strategy_folder_loads_only_the_cores_building_blocks() -> None:
@@ -401,7 +402,7 @@ def test_no_two_modules_share_a_name():
 
 
 def test_the_bundled_evidence_is_named_in_one_module() -> None:
-    """One evidence-default rule: only ragstudy/evidence.py names the bundled sample/evidence.json as a path
+    """One evidence-default rule: only ragstudy/scoring/evidence.py names the bundled sample/evidence.json as a path
     (`default_evidence` says when it applies); every other module calls it (the generator of the sample corpus,
     which writes the file, excepted)."""
     def names_the_file(node: ast.AST) -> bool:
@@ -409,7 +410,7 @@ def test_the_bundled_evidence_is_named_in_one_module() -> None:
             "\\", "/").split("/")[-1] == "evidence.json" and " " not in node.value
 
     offenders = sorted(f"{module.path.relative_to(REPO)}:{node.lineno}" for name, module in _modules().items()
-                       if name != "ragstudy.evidence" and not module.path.is_relative_to(REPO / "tools")
+                       if name != "ragstudy.scoring.evidence" and not module.path.is_relative_to(REPO / "tools")
                        for node in ast.walk(ast.parse(module.path.read_text(encoding="utf-8")))
                        if names_the_file(node))
     assert offenders == [], "modules that name sample/evidence.json instead of calling evidence.default_evidence"
@@ -459,14 +460,14 @@ def _reexport_imports(modules: dict[str, Module]) -> list[str]:
 
 def test_names_are_imported_from_the_core_module_that_defines_them(tmp_path: Path) -> None:
     """No re-exports in the core: a record type, a check or a constant is imported from where it lives (results.py
-    used to pass on ten record names of ragstudy.records, budget_eval the config's validate_budgets)."""
+    used to pass on ten record names of ragstudy.grid.records, budget_eval the config's validate_budgets)."""
     (tmp_path / "ragstudy").mkdir()
-    files = {"ragstudy/records.py": "class Row: pass\n", "ragstudy/results.py": "from .records import Row\nX = 1\n",
-             "ragstudy/user.py": "from .results import Row, X\nfrom ragstudy.records import Row\n"}
+    files = {"ragstudy/rows.py": "class Row: pass\n", "ragstudy/results.py": "from .rows import Row\nX = 1\n",
+             "ragstudy/user.py": "from .results import Row, X\nfrom ragstudy.rows import Row\n"}
     for rel, text in files.items():
         (tmp_path / rel).write_text(text, encoding="utf-8")
     made = {name: Module(name, tmp_path / f"ragstudy/{name.split('.')[1]}.py", CORE)
-            for name in ("ragstudy.records", "ragstudy.results", "ragstudy.user")}
+            for name in ("ragstudy.rows", "ragstudy.results", "ragstudy.user")}
     assert _reexport_imports(made) == ["ragstudy.user (line 1): Row from ragstudy.results"]
     offenders = _reexport_imports(_modules())
     assert offenders == [], "import these names from the module that defines them:\n" + "\n".join(offenders)

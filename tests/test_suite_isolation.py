@@ -67,7 +67,7 @@ def test_the_users_caches_are_seeded_only_after_a_study_under_this_very_code(tmp
     other code or settings does not."""
     import json
 
-    from ragstudy.runidentity import code_hash
+    from ragstudy.grid.runidentity import code_hash
     from ragstudy_cli import study
 
     root = tmp_path / "results"

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from ragstudy.errors import StudyInputError
-from ragstudy.sweep import load_sweep
+from ragstudy.grid.sweep import load_sweep
 from ragstudy_cli import jobs
 
 
@@ -29,7 +29,7 @@ grid:
 budgets: [100, 300]
 evidence: ev.csv
 """))
-    assert [c.id for c in sweep.configs] == ["base", None, None]  # ids of the rest: ragstudy.variants.derived_id
+    assert [c.id for c in sweep.configs] == ["base", None, None]  # ids of the rest: ragstudy.grid.variants.derived_id
     assert sweep.configs[1].params == {"chunk_overlap": 0, "chunk_size": 400}
     assert sweep.budgets == (100, 300) and sweep.evidence == tmp_path / "ev.csv"
 
@@ -68,7 +68,7 @@ grid:
 def test_a_bm25_sweep_entry_runs_without_the_embedding_model(pdf_dir, questions_csv, tmp_path, monkeypatch):
     from ragstudy import pipeline, ranking  # noqa: F401  ranking first: it binds the real lazy_embedding, not the fake
     from ragstudy.config import StudyConfig
-    from ragstudy.sweep import run_sweep
+    from ragstudy.grid.sweep import run_sweep
 
     def no_model(config):
         return lambda: pytest.fail("a BM25 sweep entry loaded the embedding model")
@@ -94,11 +94,11 @@ configs:
 
 
 def test_a_sweep_without_evidence_on_other_questions_stops_before_running(pdf_dir, questions_csv, tmp_path):
-    """The bundled sample's evidence belongs to the bundled Questions.csv only (ragstudy.evidence.default_evidence):
+    """The bundled sample's evidence belongs to the bundled Questions.csv only (ragstudy.scoring.evidence.default_evidence):
     a sweep of other questions with no --evidence and no `evidence:` key is one error naming the fix, and writes
     nothing."""
     from ragstudy.config import StudyConfig
-    from ragstudy.sweep import run_sweep
+    from ragstudy.grid.sweep import run_sweep
 
     sweep = write(tmp_path, "configs:\n  - {id: one, strategy: fixed-size}\n")
     out = tmp_path / "out"
@@ -124,7 +124,7 @@ def test_shipped_sweeps_are_valid():
 @pytest.mark.slow  # ~45 s on a loaded 2-core machine (indexes 4 configurations' windows)
 def test_sweep_of_two_configurations(pdf_dir, questions_csv, tmp_path, capsys):
     from ragstudy.config import StudyConfig
-    from ragstudy.sweep import run_sweep
+    from ragstudy.grid.sweep import run_sweep
 
     evidence = tmp_path / "evidence.csv"
     pd.DataFrame([{"question_index": 0, "evidence": "conserva i fascicoli per dieci anni dalla chiusura"},

@@ -14,7 +14,7 @@ from ragstudy.results import read_chunks as load_chunk_export, write_chunks as e
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
 from ragstudy.pipeline import chunk_documents
-from ragstudy.textlayer import list_pdfs, load_documents, read_pdf
+from ragstudy.text.textlayer import list_pdfs, load_documents, read_pdf
 
 
 def test_text_layer_separates_blocks_by_blank_lines_and_records_page_starts(pdf_dir: Path) -> None:
@@ -83,7 +83,7 @@ def test_located_offsets_point_at_the_right_occurrence_of_repeated_text() -> Non
     # wrong is locate_pieces choosing another occurrence of a piece that the text repeats.
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-    from ragstudy.chunks import locate_pieces
+    from ragstudy.text.chunks import locate_pieces
 
     pieces = ["rosso verde", "verde rosso", "rosso verde"]
     assert locate_pieces("rosso verde rosso verde", pieces, overlap_hint=5) == [(0, 11), (6, 17), (12, 23)]

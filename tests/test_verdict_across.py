@@ -1,4 +1,4 @@
-"""The verdict checked across retrievers (ragstudy.verdict_across): hand-made verdicts of three retrievers that
+"""The verdict checked across retrievers (ragstudy.scoring.verdict_across): hand-made verdicts of three retrievers that
 disagree at one budget and agree at another check the words (where the best strategy changes, which of
 paragraph's differences is significant only under some retrievers), the by-retriever table and its round trip
 through the declared file; a real several-retriever run of the bundled sample is scored in tests/test_retrieval_eval.py."""
@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from ragstudy import results
-from ragstudy.verdict import verdict
-from ragstudy.verdict_across import CrossVerdict
+from ragstudy.scoring.verdict import verdict
+from ragstudy.scoring.verdict_across import CrossVerdict
 from ragstudy_cli import app
 
 DISPLAY = {"paragraph": "Paragraph", "fixed-size": "Fixed-size", "newline": "Blank-line"}
@@ -184,7 +184,7 @@ def several(tmp_path_factory: pytest.TempPathFactory):
 @pytest.mark.slow
 def test_the_parent_folder_is_scored_per_retriever_and_compared(several) -> None:
     from Postprocessing.reportkit.inputs import ranked_folders
-    from ragstudy.verdict import all_verdicts
+    from ragstudy.scoring.verdict import all_verdicts
 
     folders = ranked_folders(several)[1]  # each group's scores: <out>/groups/<group>/
     assert list(folders) == ["dense", "bm25"]
@@ -218,7 +218,7 @@ def test_the_parent_folder_is_scored_per_retriever_and_compared(several) -> None
 def test_the_report_shows_the_statement_below_the_headline(several, tmp_path) -> None:
     from Postprocessing import write_report
     from Postprocessing.reportkit.inputs import main_group_source, ranked_folders
-    from ragstudy.verdict import verdict_setting
+    from ragstudy.scoring.verdict import verdict_setting
 
     folders = ranked_folders(several)[1]
     cross = CrossVerdict.read(folders)

@@ -55,7 +55,7 @@ def sample_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_verdict_box_is_one_sentence_then_a_matrix_per_group_within_1280_px(sample_report: Path,
                                                                                  tmp_path: Path) -> None:
     from Postprocessing.reportkit.inputs import ranked_folders
-    from ragstudy.verdict import all_verdicts
+    from ragstudy.scoring.verdict import all_verdicts
 
     result = browser.render(sample_report / "report.html", tmp_path / "box.png", width=PAGE_WIDTH, height=1200,
                             probe=BOX)
@@ -84,8 +84,8 @@ def test_the_verdict_box_is_one_sentence_then_a_matrix_per_group_within_1280_px(
 @pytest.mark.slow
 def test_report_md_gives_the_sentence_then_the_matrices_then_the_details(sample_report: Path) -> None:
     from Postprocessing.reportkit.inputs import main_group_source, ranked_folders
-    from ragstudy.verdict import all_verdicts, verdict_setting
-    from ragstudy.verdict_across import CrossVerdict
+    from ragstudy.scoring.verdict import all_verdicts, verdict_setting
+    from ragstudy.scoring.verdict_across import CrossVerdict
 
     md = (sample_report / "report.md").read_text(encoding="utf-8")
     box = md[md.index("## Verdict\n"):md.index("## Setup\n")]

@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO_ROOT
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
-from ragstudy.sweep import load_sweep
+from ragstudy.grid.sweep import load_sweep
 
 BOMB = "strategy_params:\n  fixed-size:\n    a: &a [" + ",".join(['"lol"'] * 9) + "]\n" + "".join(
     f"    {name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]\n" for prev, name in zip("abcdefgh", "bcdefghi"))

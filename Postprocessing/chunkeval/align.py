@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ragstudy.textnorm import LINE_BREAK_HYPHEN, SENTENCE_FINAL, LIGATURES as _LIGATURES
+from ragstudy.text.textnorm import LINE_BREAK_HYPHEN, SENTENCE_FINAL, LIGATURES as _LIGATURES
 
 logger = logging.getLogger(__name__)
 
@@ -169,7 +169,7 @@ def textlayer_reference(name: str, text: str) -> ReferenceDoc:
     return ReferenceDoc(name=name, text=text, kind="textlayer", block_ends=tuple(ends))
 
 
-def groundtruth_reference(groundtruth) -> ReferenceDoc:  # groundtruth: ragstudy.groundtruth.GroundTruth
+def groundtruth_reference(groundtruth) -> ReferenceDoc:  # groundtruth: ragstudy.scoring.groundtruth.GroundTruth
     """Reference from a ground-truth file: its body text, blocks ending where each body block ends."""
     offsets = groundtruth.body_offsets()
     ends = tuple(offsets[i] + len(groundtruth.blocks[i].text) for i in sorted(offsets))

@@ -1,6 +1,6 @@
 """Retrieval metrics of the chain's own contexts (chunk_quality.py): did the parents a Dataset file records contain
 the question's evidence, and how tightly, with chunks and evidence aligned to the ground-truth reference. The span
-metrics themselves are ragstudy.evidence's (the same ones retrieval at equal budgets uses).
+metrics themselves are ragstudy.scoring.evidence's (the same ones retrieval at equal budgets uses).
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ragstudy.evidence import Span, SpanScores, score_spans
+from ragstudy.scoring.evidence import Span, SpanScores, score_spans
 
 from .align import AlignedChunk
 

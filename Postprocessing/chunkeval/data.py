@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from Postprocessing.common import DataError, csv_row
-from ragstudy.records import normalize_ws
+from ragstudy.grid.records import normalize_ws
 from ragstudy import registry, results
 
 from .align import AlignedChunk, ReferenceDoc, align_document, document_name, groundtruth_reference, \
@@ -78,7 +78,7 @@ def load_references(exports: Mapping[str, tuple[list[dict], dict]], groundtruth_
             paths.setdefault(document_name(path), path)
     groundtruth = {}
     if groundtruth_dir is not None:
-        from ragstudy.groundtruth import load_groundtruth_dir
+        from ragstudy.scoring.groundtruth import load_groundtruth_dir
 
         try:
             groundtruth = load_groundtruth_dir(groundtruth_dir)
@@ -92,7 +92,7 @@ def load_references(exports: Mapping[str, tuple[list[dict], dict]], groundtruth_
         text = next((exports[s][1][p].text for s in text_layer_strategies() if s in exports
                      for p in exports[s][1] if document_name(p) == name), None)
         if text is None:
-            from ragstudy.textlayer import read_pdf
+            from ragstudy.text.textlayer import read_pdf
 
             if not Path(path).is_file():
                 raise DataError(f"{name}: no ground truth in {groundtruth_dir}, no baseline export and the PDF "

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ragstudy.evidence import merged_length  # noqa: F401  (also used by the chunk_quality tests)
+from ragstudy.scoring.evidence import merged_length  # noqa: F401  (also used by the chunk_quality tests)
 
 from .align import AlignedChunk, ReferenceDoc
 

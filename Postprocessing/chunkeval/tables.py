@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 
 from Postprocessing import formatting, metric_catalogue
-from ragstudy import stats
-from ragstudy.stats import CiSettings
+from ragstudy.scoring import stats
+from ragstudy.scoring.stats import CiSettings
 from Postprocessing.formatting import markdown_table
 
 # metric name -> (group, description, higher is better (None: neither)), from the one metric catalogue

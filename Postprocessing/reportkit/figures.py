@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from Postprocessing.reportkit.inputs import Strategies
-from ragstudy.stats import ci_label, recorded_confidence
+from ragstudy.scoring.stats import ci_label, recorded_confidence
 
 
 def _ci(frame: pd.DataFrame) -> str:

@@ -20,7 +20,7 @@ import pandas as pd
 
 from Postprocessing import common
 from ragstudy import results
-from ragstudy.llm_axis import read_groups
+from ragstudy.answering.llm_axis import read_groups
 from ragstudy.registry import StrategySpec
 
 logger = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ class Inputs:
     oracle: tuple[list[str], Path] | None
     retrieval_dir: Path | None = None  # where the retrieval tables came from (None: results_dir)
     retrieval_config: dict[str, Any] | None = None  # that folder's config.json (retriever, embedder)
-    retrieval_across: Any = None  # ragstudy.verdict_across.CrossVerdict of a run ranked with several retrievers
+    retrieval_across: Any = None  # ragstudy.scoring.verdict_across.CrossVerdict of a run ranked with several retrievers
     answers_across: tuple[str, ...] = ()  # an answering run with several LLMs: the verdict across them (its lines)
     answers_group: str | None = None  # ... whose first LLM's answers the Answers tables show
     hope_run: dict[str, Any] | None = None  # chunk_quality_run.json's "hope" record ({} when --no-hope; None: no file)
@@ -127,10 +127,10 @@ class Inputs:
 
 def ranked_folders(folder: Path, run: results.Run | None = None) -> tuple[Path, dict[str, Path]]:
     """(the folder whose verdict the report shows, every group's scores folder): a retrieval-only run's groups of
-    variants (ragstudy.variants.run_groups) are scored into one folder each, its first group being the main one
+    variants (ragstudy.grid.variants.run_groups) are scored into one folder each, its first group being the main one
     (`ragstudy study`: dense, the answering chain's retriever); a run with one group is scored into its own folder.
     `run`: the folder's run handle when the caller has one (config.json is read once)."""
-    from ragstudy.variants import run_groups, scores_folder
+    from ragstudy.grid.variants import run_groups, scores_folder
 
     groups = run_groups(run or results.open_run(folder))
     folders = {g.label: scores_folder(folder, g, len(groups)) for g in groups}
@@ -140,7 +140,7 @@ def ranked_folders(folder: Path, run: results.Run | None = None) -> tuple[Path, 
 def main_group_source(folder: Path, run: results.Run | None = None) -> tuple[Path, dict[str, Path]]:
     """(the folder whose config.json records the main group's settings, strategy -> the folder holding its chunk
     tables): a variant's folder and the main group's members for a run with variants.csv, else the folder itself."""
-    from ragstudy.variants import run_groups
+    from ragstudy.grid.variants import run_groups
 
     run = run or results.open_run(folder)
     if not run.variants():
@@ -153,8 +153,8 @@ def main_group_source(folder: Path, run: results.Run | None = None) -> tuple[Pat
 
 
 def group_axis(folder: Path, run: results.Run | None = None) -> str:
-    """What the run's groups of variants differ in, as the cross-check words it (ragstudy.variants.axis_word)."""
-    from ragstudy.variants import axis_word, run_groups
+    """What the run's groups of variants differ in, as the cross-check words it (ragstudy.grid.variants.axis_word)."""
+    from ragstudy.grid.variants import axis_word, run_groups
 
     return axis_word(run_groups(run or results.open_run(folder)))
 
@@ -162,7 +162,7 @@ def group_axis(folder: Path, run: results.Run | None = None) -> str:
 def across(folders: dict[str, Path], axis: str = "retriever") -> Any:
     """The CrossVerdict of several retrievers' folders, or None for one retriever or when a folder has no verdict yet
     (the verdict section then names the command)."""
-    from ragstudy.verdict_across import CrossVerdict
+    from ragstudy.scoring.verdict_across import CrossVerdict
 
     try:
         return CrossVerdict.scored(folders, axis)
@@ -207,7 +207,7 @@ def load(results_dir: Path, oracle: str | Path | None = None, retrieval_dir: str
     if not d.is_dir():
         raise common.DataError(f"results folder {d} not found; run ragstudy answer (--output-dir {d}) first, "
                                "or pass --results-dir")
-    groups = read_groups(d)  # several LLMs (ragstudy.llm_axis): the first one's tables, the verdict across them all
+    groups = read_groups(d)  # several LLMs (ragstudy.answering.llm_axis): the first one's tables, the verdict across them all
     if groups:
         inputs = load(groups[0][2], oracle, retrieval_dir)
         across_md = results.ANSWER_VERDICT_ACROSS_MD.path(d)

@@ -20,8 +20,8 @@ from Postprocessing.reportkit.blocks import (Block, Bullets, Cell, Details, Figu
                                              Table, Text, Tiles, estimate, num, pvalue)
 from Postprocessing.reportkit.inputs import Inputs, Strategies
 from ragstudy import results
-from ragstudy.budget_metrics import CONTEXT_CHARS, HIT
-from ragstudy.stats import ci_label, recorded_confidence
+from ragstudy.scoring.budget_metrics import CONTEXT_CHARS, HIT
+from ragstudy.scoring.stats import ci_label, recorded_confidence
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ def verdict_section(inp: Inputs, styles: Strategies) -> Section:
     """The box at the top, from retrieval_verdict.csv: the verdict in one sentence (its chart beside it), the check
     across groups when there are several, a strategy × budget matrix per group with its legend; the long prose and
     the table of differences behind a toggle."""
-    from ragstudy.verdict import all_verdicts
+    from ragstudy.scoring.verdict import all_verdicts
 
     s = Section("verdict", "Verdict")
     if inp.retrieval_verdict is None or not len(inp.retrieval_verdict):
@@ -141,14 +141,15 @@ def verdict_details(verdicts: Sequence[Any], cross: Any) -> list[Block]:
 
 def decomposition_blocks(inp: Inputs, unit: str) -> list[Block]:
     """Cleaning vs segmentation (retrieval_decomposition.csv, runs with both text layers): per metric, the sentences
-    ragstudy.decomposition writes and a table budget × part; nothing when the run has one text layer."""
-    from ragstudy import budget_metrics, decomposition, results
+    ragstudy.scoring.decomposition writes and a table budget × part; nothing when the run has one text layer."""
+    from ragstudy.scoring import budget_metrics, decomposition
+    from ragstudy import results
 
     folder = inp.retrieval_dir or inp.results_dir
     frame = results.read_table(folder, results.RETRIEVAL_DECOMPOSITION)
     if frame is None:
         return []
-    from ragstudy.variants import varying_axes
+    from ragstudy.grid.variants import varying_axes
 
     if "text_layer" not in varying_axes(results.open_run(folder).variants()):  # a stale file: not this run's split
         logger.warning("%s: not shown: the run has one text layer now; re-score the folder (ragstudy score-retrieval "
@@ -171,7 +172,7 @@ def decomposition_blocks(inp: Inputs, unit: str) -> list[Block]:
 def verdict_lead(inp: Inputs, styles: Strategies, verdict) -> Lead:
     """The verdict's one sentence (under the retrieval run's retriever and embedder) and a compact chart of the
     verdict's metric against the budget beside it."""
-    from ragstudy.verdict import verdict_setting
+    from ragstudy.scoring.verdict import verdict_setting
 
     config = inp.retrieval_config if inp.retrieval_config is not None else inp.config
     fig, caption = None, ""

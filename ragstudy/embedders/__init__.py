@@ -19,14 +19,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from ..errors import StudyInputError
-from ..plugins import Registry, members_of
+from ragstudy.errors import StudyInputError
+from ragstudy.plugins import Registry, members_of
 
 if TYPE_CHECKING:
     import numpy as np
     from customembedding import CustomEmbedding, Encoder
 
-    from ..vectorcheck import VectorCheck
+    from ragstudy.stores.vectorcheck import VectorCheck
 
 E5_PREFIXES = ("query: ", "passage: ")
 FLOAT32 = "float32"  # --embedding-dtype's default: customembedding.FLOAT32 (not imported: that module loads LangChain)
@@ -81,7 +81,7 @@ class Embedder(ABC):
 
     def label(self) -> str:
         """The label the vector cache stores the vectors under (without the variant)."""
-        from ..models import model_label
+        from ragstudy.models import model_label
 
         return model_label(self.config.profile.embedding)
 
@@ -93,7 +93,7 @@ class Embedder(ABC):
 
     def threads(self) -> int:
         """`embedding_threads`, else the backend's rule (one per core, or `threads` as torch)."""
-        from ..io import cpu_cores
+        from ragstudy.io import cpu_cores
 
         if self.config.embedding_threads:
             return self.config.embedding_threads
@@ -107,14 +107,14 @@ class Embedder(ABC):
         """The VectorCheck every vector passes before it is cached or indexed."""
         from customembedding import CACHE_FILE
 
-        from ..io import cache_dir
-        from ..vectorcheck import VectorCheck
+        from ragstudy.io import cache_dir
+        from ragstudy.stores.vectorcheck import VectorCheck
 
         return VectorCheck(self.source(), cache_dir() / "vectors" / CACHE_FILE)
 
     def model_path(self) -> str:
         """The profile's embedding model as a hub id, a folder or a wheel's file (a bad path: StudyInputError)."""
-        from ..models import resolve_embedding
+        from ragstudy.models import resolve_embedding
 
         return resolve_embedding(self.config.profile.embedding, self._origin())
 
@@ -123,7 +123,7 @@ class Embedder(ABC):
 
     def load(self) -> "CustomEmbedding":
         """The study's embedding model with its persistent vector cache (`<project cache>/vectors`); every vector is
-        checked before it is kept (ragstudy.vectorcheck)."""
+        checked before it is kept (ragstudy.stores.vectorcheck)."""
         path = self.model_path()
         try:
             return self.embedding(path, self.make_encoder(path))
@@ -134,7 +134,7 @@ class Embedder(ABC):
     def load_deferred(self, prepare: Callable[[], None] | None = None) -> "CustomEmbedding":
         """`load()`, with the model itself loaded on its first `encode` only (`prepare()` run just before, e.g. to
         set torch's threads): a process that finds every vector it needs in the vector cache (a grid's variants after
-        the embed-ahead phase, ragstudy.embedahead) never loads it. A member with its own `load` (a server, a
+        the embed-ahead phase, ragstudy.grid.embedahead) never loads it. A member with its own `load` (a server, a
         backend from outside) loads its own way, at once."""
         if type(self).load is not Embedder.load:
             return self.load()
@@ -156,8 +156,8 @@ class Embedder(ABC):
         the persistent vector cache and `check` (default: vector_check())."""
         from customembedding import CustomEmbedding
 
-        from ..cachefile import vector_cache_damaged
-        from ..io import cache_dir
+        from ragstudy.stores.cachefile import vector_cache_damaged
+        from ragstudy.io import cache_dir
 
         return CustomEmbedding(model, encoder, model_id=self.label(), cache_dir=cache_dir() / "vectors",
                                check=check or self.vector_check(), on_damaged_cache=vector_cache_damaged)
@@ -287,7 +287,7 @@ def default_backend(profile, values: Mapping[str, Any]) -> tuple[str, str]:
 
 def validate(config, named: Callable[[str], str]) -> None:
     """The backend settings of a resolved config (a misspelt name is refused with the valid names listed)."""
-    from ..models import check_wheel_embedding
+    from ragstudy.models import check_wheel_embedding
 
     member = get(config.embedding_backend, named("embedding_backend"))
     claimer = _claimer(config.profile.embedding, vars(config))
@@ -321,6 +321,6 @@ def normalise(vectors: "np.ndarray") -> "np.ndarray":
     import numpy as np
 
     vectors = np.asarray(vectors, dtype=np.float32)
-    with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf rows are named by ragstudy.vectorcheck
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf rows are named by ragstudy.stores.vectorcheck
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return vectors / np.maximum(norms, 1e-12)

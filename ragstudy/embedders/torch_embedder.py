@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import Embedder, register_embedder
+from ragstudy.embedders import Embedder, register_embedder
 
 if TYPE_CHECKING:
     import numpy as np

@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import StudyInputError
-from ..plugins import Registry, members_of
-from ..records import AnsweringModel
-from .cache import AnswerCache, CachingGeneratorBase, GenerationParams, clean_answer, length_batches
-from .in_process import CachedGenerator
+from ragstudy.errors import StudyInputError
+from ragstudy.plugins import Registry, members_of
+from ragstudy.grid.records import AnsweringModel
+from ragstudy.llms.cache import AnswerCache, CachingGeneratorBase, GenerationParams, clean_answer, length_batches
+from ragstudy.llms.in_process import CachedGenerator
 
 __all__ = ["AnswerCache", "CachedGenerator", "CachingGeneratorBase", "EngineSpec", "GenerationParams",
            "answering_model", "check_generator", "clean_answer", "get", "length_batches", "make_generator", "names",
@@ -97,7 +97,7 @@ def answering_model(config, listed: bool = False) -> AnsweringModel:
     title, e.g. Qwen2.5-Coder-0.5B-Instruct; else `--llm` as given) and its label (models.model_label). `listed`:
     also ask each server for its GET /v1/models list (one request each; a server that does not answer is a
     StudyInputError naming it)."""
-    from ..models import model_label, wheel_llm
+    from ragstudy.models import model_label, wheel_llm
 
     spec = get(resolved_engine(config))
     if spec.model_name is not None:
@@ -120,8 +120,8 @@ def make_generator(config) -> CachingGeneratorBase:
     generate_many interface."""
     from customembedding import resolve_device
 
-    from ..io import cache_dir
-    from ..models import model_label, resolve_llm
+    from ragstudy.io import cache_dir
+    from ragstudy.models import model_label, resolve_llm
 
     profile = config.profile
     params = GenerationParams(max_new_tokens=profile.max_new_tokens)
@@ -143,7 +143,7 @@ def check_generator(config) -> None:
     exist or is not a model folder, a missing lite-model wheel, an engine that is not installed, or a server that
     is down or does not serve --llm-server-model. Hub ids are not checked here (loading them reports a clear
     error)."""
-    from ..models import check_llm_model
+    from ragstudy.models import check_llm_model
 
     spec = get(resolved_engine(config))
     if spec.load is not None:

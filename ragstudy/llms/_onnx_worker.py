@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from ._genai import greedy_tokens, load_genai_model
+from ragstudy.llms._genai import greedy_tokens, load_genai_model
 
 
 def _serve(folder: str, threads: int) -> None:

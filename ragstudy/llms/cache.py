@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import excerpt, store_error
+from ragstudy.errors import excerpt, store_error
 
 logger = logging.getLogger(__name__)
 

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any, Callable
 
-from ..errors import StudyInputError
-from ..io import sha256_text, stable_json
-from .cache import AnswerCache, CachingGeneratorBase, GenerationParams, length_batches
+from ragstudy.errors import StudyInputError
+from ragstudy.io import sha256_text, stable_json
+from ragstudy.llms.cache import AnswerCache, CachingGeneratorBase, GenerationParams, length_batches
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class CachedGenerator(CachingGeneratorBase):
         super().__init__(model_label, params, cache)
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        from . import get
+        from ragstudy.llms import get
 
         self.spec = get(engine)
         if self.spec.load is None:

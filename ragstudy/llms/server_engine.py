@@ -30,10 +30,10 @@ from dataclasses import asdict
 from typing import Any
 from urllib.parse import urlparse
 
-from ..errors import StudyInputError, excerpt
-from ..io import sha256_text, stable_json
-from . import register_engine, server_urls
-from .cache import AnswerCache, CachingGeneratorBase, GenerationParams, clean_answer
+from ragstudy.errors import StudyInputError, excerpt
+from ragstudy.io import sha256_text, stable_json
+from ragstudy.llms import register_engine, server_urls
+from ragstudy.llms.cache import AnswerCache, CachingGeneratorBase, GenerationParams, clean_answer
 
 logger = logging.getLogger(__name__)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from . import register_engine
-from .cache import GenerationParams, clean_answer
-from .in_process import ChatTemplate
+from ragstudy.llms import register_engine
+from ragstudy.llms.cache import GenerationParams, clean_answer
+from ragstudy.llms.in_process import ChatTemplate
 
 
 class ChatModel(ChatTemplate):

@@ -8,7 +8,7 @@ the passage, so that a small model only has to ask about a short text and never 
   crosses it as the sampler intended (the last sentence before the break and the first after it, or the one
   sentence that runs across it); None when they do not fit the limits.
 
-Sentences are the study's Italian sentence spans (`ragstudy.sentences.ItalianSentenceSplitter`); the limits are the
+Sentences are the study's Italian sentence spans (`ragstudy.text.sentences.ItalianSentenceSplitter`); the limits are the
 evidence_length filter's, so a chosen evidence never fails it.
 """
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..sentences import ItalianSentenceSplitter, Span
-from .sampling import Passage
+from ragstudy.text.sentences import ItalianSentenceSplitter, Span
+from ragstudy.qagen.sampling import Passage
 
 
 # a list item's marker: a bullet or dash, or an enumerator ("a)", "3.", "iv)"), then the item (lower case allowed)

@@ -16,9 +16,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..io import tell
-from ..results import Written, written_by
-from .filters import Thresholds
+from ragstudy.io import tell
+from ragstudy.results import Written, written_by
+from ragstudy.qagen.filters import Thresholds
 
 DEFAULTS = Thresholds()
 NONE_KEPT = 3
@@ -73,8 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--reference", action="append", metavar="QUESTIONS.csv:EVIDENCE",
                         help="a human-written set whose question/evidence overlap the report shows beside the "
                              "generated one (repeatable; default: the bundled Questions.csv:sample/evidence.json)")
-    from ..config import study_settings
-    from ..settings import add_arguments
+    from ragstudy.config import study_settings
+    from ragstudy.settings import add_arguments
 
     # the study's own declarations (ragstudy.config), so these flags read and check exactly as evaluation_chain.py's
     add_arguments(parser, [item for item in study_settings() if item.name in STUDY_FLAGS], defer=True)
@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _references(given: list[str] | None) -> list[tuple[Path, Path]] | None:
     """--reference values as (questions, evidence) pairs; None (the bundled sample) when none is given."""
-    from ..errors import StudyInputError
+    from ragstudy.errors import StudyInputError
 
     if not given:
         return None
@@ -118,8 +118,8 @@ def _references(given: list[str] | None) -> list[tuple[Path, Path]] | None:
 
 def _generator(args: argparse.Namespace):
     """(generator, model name, backend) from the study's config resolution."""
-    from ..config import StudyConfig
-    from ..llms import answering_model, check_generator, make_generator
+    from ragstudy.config import StudyConfig
+    from ragstudy.llms import answering_model, check_generator, make_generator
 
     flags = {name: getattr(args, name) for name in STUDY_FLAGS if name != "profile"}
     flags["documents"] = flags["documents"] or DEFAULT_DOCUMENTS
@@ -143,8 +143,8 @@ def _generator(args: argparse.Namespace):
 def make_qa_set(args: argparse.Namespace) -> Written:
     """`ragstudy make-qa`: draft the question set (or read its review back) into --out; what it wrote, with exit code
     NONE_KEPT when no candidate passed the filters."""
-    from ..results import QA_REPORT
-    from .run import QaSettings, make_qa, read_review
+    from ragstudy.results import QA_REPORT
+    from ragstudy.qagen.run import QaSettings, make_qa, read_review
 
     out = Path(args.out)
     if args.read_review is not None:

@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Sequence
 
-from .prompt import passage_parts
+from ragstudy.qagen.prompt import passage_parts
 
 EXTRACTIVE_MODEL = "extractive-template-v1"
 _SENTENCE_END = re.compile(r"(?<=[.;:])\s+")

@@ -2,7 +2,7 @@
 all of them; `FILTERS` lists them in the order they are checked (the report counts each candidate under the first
 rule it fails, and also every rule it fails).
 
-Texts are compared on the project's evidence normalisation (`ragstudy.evidence.normalize_for_match`: NFKC, accents
+Texts are compared on the project's evidence normalisation (`ragstudy.scoring.evidence.normalize_for_match`: NFKC, accents
 and case folded, only letters and digits kept) and, for word overlaps, on the Italian analyzer's content terms
 (`ragstudy.lexical.ItalianAnalyzer`: stopwords dropped, Snowball-stemmed).
 """
@@ -13,10 +13,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..evidence import NormalizedText, normalize_for_match
-from ..lexical import ItalianAnalyzer
-from .prompt import FROM_EVIDENCE, SINGLE, SPANNING, Generated, parse_generation
-from .sampling import Passage
+from ragstudy.scoring.evidence import NormalizedText, normalize_for_match
+from ragstudy.lexical import ItalianAnalyzer
+from ragstudy.qagen.prompt import FROM_EVIDENCE, SINGLE, SPANNING, Generated, parse_generation
+from ragstudy.qagen.sampling import Passage
 
 # name -> what it means (the report's wording)
 FILTERS: dict[str, str] = {

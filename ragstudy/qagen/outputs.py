@@ -3,7 +3,7 @@
 - `Questions.csv` (`questions`), `Oracle.csv` (`oracle`): the kept items, in the study's formats, same row order;
 - `evidence.csv`: one row per question, the hand-written evidence format the study reads (question_index, question,
   pdf, page, boundary, evidence) plus `start_end_idx` (JSON [start, end] of the evidence in the PDF's shared text
-  layer, `ragstudy.textlayer`; for a page-crossing item it covers the furniture between the two parts) and
+  layer, `ragstudy.text.textlayer`; for a page-crossing item it covers the furniture between the two parts) and
   `passage_kind`;
 - `make_qa.json` (SIDECAR): the generator's model, backend, prompt hash, seed and settings, the documents' sha256,
   the counts, the sha256 of the Questions.csv written, and after a review what the reviewer decided. Runs whose
@@ -25,13 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import StudyInputError
-from ..io import atomic_save, atomic_write_json, atomic_write_text, sha256_file
-from .. import results
-from ..records import normalize_ws
-from ..workbook import set_text, write_instructions
-from .filters import locate_in_passage
-from .sampling import Passage
+from ragstudy.errors import StudyInputError
+from ragstudy.io import atomic_save, atomic_write_json, atomic_write_text, sha256_file
+from ragstudy import results
+from ragstudy.grid.records import normalize_ws
+from ragstudy.workbook import set_text, write_instructions
+from ragstudy.qagen.filters import locate_in_passage
+from ragstudy.qagen.sampling import Passage
 
 logger = logging.getLogger(__name__)
 
@@ -218,7 +218,7 @@ class Review:
 
 def read_workbook(path: Path, candidates: dict[str, dict]) -> Review:
     """The reviewed workbook -> the accepted items, in workbook order. Errors name the workbook cell and the fix."""
-    from ..workbook import open_workbook
+    from ragstudy.workbook import open_workbook
 
     path = Path(path)
     if not path.is_file():

@@ -16,8 +16,8 @@ import json
 import re
 from dataclasses import dataclass, replace
 
-from ..io import sha256_text, stable_json
-from .sampling import Passage
+from ragstudy.io import sha256_text, stable_json
+from ragstudy.qagen.sampling import Passage
 
 PROMPT_VERSION = "make-qa-it-v1"
 

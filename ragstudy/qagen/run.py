@@ -16,15 +16,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..errors import StudyInputError
-from ..io import sha256_file, sha256_text, stable_json
-from ..textlayer import PdfDocument, load_documents
-from . import outputs
-from .choose import choose_evidence
-from .filters import FILTERS, CandidateFilter, Checked, Thresholds, overlap_distribution, unfit_generator
-from .prompt import (EVIDENCE_BY, ROUND_TRIP_TOKENS, build_evidence_prompt, build_prompt, prompt_hash, prompt_version,
+from ragstudy.errors import StudyInputError
+from ragstudy.io import sha256_file, sha256_text, stable_json
+from ragstudy.text.textlayer import PdfDocument, load_documents
+from ragstudy.qagen import outputs
+from ragstudy.qagen.choose import choose_evidence
+from ragstudy.qagen.filters import FILTERS, CandidateFilter, Checked, Thresholds, overlap_distribution, unfit_generator
+from ragstudy.qagen.prompt import (EVIDENCE_BY, ROUND_TRIP_TOKENS, build_evidence_prompt, build_prompt, prompt_hash, prompt_version,
                      round_trip_prompt)
-from .sampling import Passage, Sample, sample_passages
+from ragstudy.qagen.sampling import Passage, Sample, sample_passages
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ class Draft:
 def drafts_of(passages: Sequence[Passage], evidence_by: str, thresholds: Thresholds) -> list[Draft]:
     if evidence_by == "model":
         return [Draft(p, None, build_prompt(p)) for p in passages]
-    from ..sentences import ItalianSentenceSplitter
+    from ragstudy.text.sentences import ItalianSentenceSplitter
 
     splitter = ItalianSentenceSplitter()
     out = []
@@ -271,7 +271,7 @@ def make_qa(settings: QaSettings, generator, model: str, backend: str,
     outputs.write_sidecar(out, sidecar)
     report = report_markdown(settings, sample, records, items, model, backend, unfit,
                              bundled_reference() if settings.reference is None else settings.reference)
-    from ..io import atomic_write_text
+    from ragstudy.io import atomic_write_text
 
     atomic_write_text(out / outputs.REPORT, report, "output file")
     return QaResult(out, len(items), len(records), generator.generated, generator.cached, counts, model, bool(unfit),
@@ -281,7 +281,7 @@ def make_qa(settings: QaSettings, generator, model: str, backend: str,
 def read_review(out: Path, workbook: Path | None = None) -> outputs.Review:
     """Write the set the reviewed workbook accepts into `out` (Questions.csv, Oracle.csv, evidence.csv), record the
     review in the sidecar and the report."""
-    from ..io import atomic_write_text
+    from ragstudy.io import atomic_write_text
 
     out = Path(out)
     sidecar = outputs.read_sidecar(out)
@@ -313,7 +313,7 @@ def read_review(out: Path, workbook: Path | None = None) -> outputs.Review:
 
 def bundled_reference() -> list[tuple[Path, Path]]:
     """The repository's own hand-written set (Questions.csv + sample/evidence.json), when present."""
-    from ..evidence import BUNDLED_EVIDENCE, BUNDLED_QUESTIONS
+    from ragstudy.scoring.evidence import BUNDLED_EVIDENCE, BUNDLED_QUESTIONS
 
     pair = (BUNDLED_QUESTIONS, BUNDLED_EVIDENCE)
     return [pair] if all(p.is_file() for p in pair) else []
@@ -321,10 +321,10 @@ def bundled_reference() -> list[tuple[Path, Path]]:
 
 def reference_overlaps(questions: Path, evidence: Path) -> list[float]:
     """Question <-> evidence overlap (share of question content terms in the evidence) of a human-written set."""
-    from ..evidence import load_evidence_file
-    from ..lexical import ItalianAnalyzer
-    from ..results import read_questions
-    from .filters import share_in, terms
+    from ragstudy.scoring.evidence import load_evidence_file
+    from ragstudy.lexical import ItalianAnalyzer
+    from ragstudy.results import read_questions
+    from ragstudy.qagen.filters import share_in, terms
 
     analyzer = ItalianAnalyzer()
     texts = read_questions(questions)
@@ -354,9 +354,9 @@ class Grounding:
 def grounding_against_floor(records: Sequence[dict], seed: int, n_resamples: int = 2000) -> list[Grounding]:
     """For every parsed candidate: the share of its question's (answer's) content terms found in its own passage,
     against the same share in another candidate's passage; empty when fewer than 2 candidates parsed."""
-    from ..lexical import ItalianAnalyzer
-    from ..stats import derangement, paired_bootstrap
-    from .filters import share_in, terms
+    from ragstudy.lexical import ItalianAnalyzer
+    from ragstudy.scoring.stats import derangement, paired_bootstrap
+    from ragstudy.qagen.filters import share_in, terms
 
     parsed = [r for r in records if r.get("question") and r.get("answer")]
     if len(parsed) < 2:

@@ -1,4 +1,4 @@
-"""Passages to ask questions about, drawn from the shared PyMuPDF text layer (`ragstudy.textlayer`), which every
+"""Passages to ask questions about, drawn from the shared PyMuPDF text layer (`ragstudy.text.textlayer`), which every
 strategy reads: no strategy's chunk boundaries decide what is asked, so none is favoured.
 
 A document's text layer is its blocks (separated by a blank line) page after page. Blocks are classified by general
@@ -32,8 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import StudyInputError
-from ..textlayer import BLOCK_SEPARATOR, PdfDocument
+from ragstudy.errors import StudyInputError
+from ragstudy.text.textlayer import BLOCK_SEPARATOR, PdfDocument
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ caches their rankings and writes `retrieval_<strategy>.csv`. A retriever from ou
 same way (ragstudy.plugins, docs/architecture-plugins.md).
 
 A run may rank with several retrievers (`--retriever dense,bm25`): each is one axis of the run's grid
-(ragstudy.variants), every variant a complete results folder of its own in `<output-dir>/variants/<id>/`.
+(ragstudy.grid.variants), every variant a complete results folder of its own in `<output-dir>/variants/<id>/`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from ..plugins import Registry, members_of
+from ragstudy.plugins import Registry, members_of
 
 Unit = Literal["children", "parents"]
 

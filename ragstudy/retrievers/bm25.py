@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from . import register_retriever
-from .units import UnitRetriever
+from ragstudy.retrievers import register_retriever
+from ragstudy.retrievers.units import UnitRetriever
 
 
 @register_retriever("bm25", unit="children", lexical=True, order=2)

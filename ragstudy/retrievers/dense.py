@@ -7,7 +7,7 @@ import logging
 from itertools import islice
 from typing import Any
 
-from . import IndexReport, RetrievalInputs, register_retriever
+from ragstudy.retrievers import IndexReport, RetrievalInputs, register_retriever
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ class ChromaDense:
         return None
 
     def index(self) -> IndexReport:
-        from ..knowledge_base import KnowledgeBase
+        from ragstudy.stores.knowledge_base import KnowledgeBase
 
         self.kb = KnowledgeBase.of_run(self.inputs.config, self.inputs.strategy, self.inputs.embedding())
         self.chain_retriever, stats = self.kb.build(self.inputs.chunked)
@@ -36,7 +36,7 @@ class ChromaDense:
     def rank(self, question: str, question_index: int, largest: int, measure: Any) -> list[Any]:
         """Parents in rank order, deep enough that the largest budget is overfilled (or every parent is ranked),
         with `in_k` set from the chain's own retriever."""
-        from ..records import RetrievedParent
+        from ragstudy.grid.records import RetrievedParent
 
         kb = self.kb
         parents = kb.ranked_parents(kb.embedding.embed_query(question))  # lazy: the windows are searched once

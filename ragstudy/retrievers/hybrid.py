@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from . import register_retriever
-from .units import UnitRetriever
+from ragstudy.retrievers import register_retriever
+from ragstudy.retrievers.units import UnitRetriever
 
 DENSE_WEIGHT = 0.5  # equal weights: fixed a priori (see the module docstring), never fitted to the scored data
 RULE = "parent-minmax-convex-0.5-v1"  # names the rule in cache keys; change it when the rule changes
@@ -75,7 +75,7 @@ class Hybrid(UnitRetriever):
         """Parents by the fused score, deep enough to overfill `largest`; `in_k` marks the fused ranking's first
         parents, as many as the dense k best child windows belong to (so the own-k budget holds as many parents as
         the dense retriever's). Scores are negated fused scores (lower is better)."""
-        from ..lexical import UnitRanked, fill_depth, paper_k_parents, parents_by_best_unit, to_retrieved
+        from ragstudy.lexical import UnitRanked, fill_depth, paper_k_parents, parents_by_best_unit, to_retrieved
 
         owners = self.corpus.parents
         dense = self.dense_ranking(question)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import StudyInputError
-from . import IndexReport, RetrievalInputs, RetrieverSpec
+from ragstudy.errors import StudyInputError
+from ragstudy.retrievers import IndexReport, RetrievalInputs, RetrieverSpec
 
 EMBED_BATCH = 256  # units per embed_documents call (one progress step)
 
@@ -20,8 +20,8 @@ class UnitRetriever:
     spec: RetrieverSpec  # set by @register_retriever
 
     def __init__(self, inputs: RetrievalInputs) -> None:
-        from ..knowledge_base import child_splitter, child_windows
-        from ..lexical import LexicalIndex, ParentInfo, UnitCorpus
+        from ragstudy.stores.knowledge_base import child_splitter, child_windows
+        from ragstudy.lexical import LexicalIndex, ParentInfo, UnitCorpus
 
         self.inputs = inputs
         documents = [chunk.to_document() for item in inputs.chunked for chunk in item.chunks]
@@ -47,7 +47,7 @@ class UnitRetriever:
         """The units' vectors (through the model's vector cache) for the members that score them densely."""
         from tqdm.auto import tqdm
 
-        from ..knowledge_base import ExactWindows
+        from ragstudy.stores.knowledge_base import ExactWindows
 
         units = len(self.corpus.texts)
         if not self.spec.vectors:
@@ -79,7 +79,7 @@ class UnitRetriever:
         """Parents ranked by their best unit, deep enough to overfill `largest`; `in_k` marks the parents of the
         k best units (the paper's k child windows; k whole parents for the -parents members). Scores are negated
         (lower is better, as the dense rankings' distances)."""
-        from ..lexical import fill_depth, paper_k_parents, parents_by_best_unit, to_retrieved
+        from ragstudy.lexical import fill_depth, paper_k_parents, parents_by_best_unit, to_retrieved
 
         units = checked_units(self.unit_ranking(question), len(self.corpus.texts), self.spec.name, question_index,
                               self.inputs.strategy)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ragstudy.groundtruth import UNANSWERABLE_ORACLE
+from ragstudy.scoring.groundtruth import UNANSWERABLE_ORACLE
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,725 @@
+"""Run a grid's variants: in this process (the default), in N worker processes on this machine, or as Ray tasks.
+
+A `Task` is one variant: a module-level function `fn(spec, output_dir, inputs)` that writes the variant's files into
+`output_dir`, reading the files or folders named in `inputs`. `run_tasks` runs them with an `Executor` and returns
+one `Outcome` per task, in task order. The rules, the same for every executor:
+
+- **Done means the marker, under the task's key.** When `fn` returns, the executor writes `variant.done.json`
+  (VARIANT_DONE) into the task's folder, atomically and last, with the task's `key` (the grid's: a sha256 of what
+  determines the variant's files, runidentity.variant_key). `run_tasks` skips every task whose folder holds a
+  marker with its key (`pending` lists the others): a re-run computes only what is missing, a folder without the
+  marker (a variant that failed or was killed) is computed again from the start, and so is one whose marker carries
+  another key (settings, questions, documents or code changed since): its stale marker is removed first.
+- **A failure is one task's.** A task that raises, or whose worker process dies (killed, out of memory), gives an
+  Outcome naming its id and the error in one line; the other tasks go on and their folders are kept.
+- **Files land the same.** In-process and worker runs call `fn` with the task's own `output_dir` and `inputs` (one
+  filesystem). Ray workers may have no shared filesystem: the inputs' bytes go to the object store once
+  (`ray.put`, shared by every task), each worker writes them into a local folder named by their sha256 (once per
+  machine), calls `fn` with those paths and a temporary output folder, and returns that folder's files (relative
+  path -> bytes). In those files' text, the worker's input and output paths are replaced by the driver's, so a
+  config.json records the same paths as an in-process run (`translate`; a task whose files record hashes of its
+  other files gives its own `relocate`, which translates and then hashes again). The driver writes the files into
+  a temporary folder beside `output_dir` and renames it into place (the marker inside): a half-shipped variant
+  never looks whole.
+- **Phases share the processes.** Inside `session(executor)`, successive run_tasks calls (a grid's embed-ahead
+  batches, then its variants: ragstudy.grid.embedahead) run on the same worker processes, or the same local Ray, so each
+  process imports the project and loads its models once.
+- **One progress bar** over the grid (tqdm, `label`); worker processes run with their own bars off
+  (TQDM_DISABLE) and their logging at WARNING.
+- **Caches** (vectors, chunks, rankings, built models) are content-keyed and safe under concurrent writers: the
+  vector cache is SQLite in WAL mode with a busy timeout, JSON caches are written to a temporary file and renamed,
+  model folders are built under a lock (io.build_lock). A Chroma folder admits one process at a time, so a worker
+  process uses its own (io.PER_WORKER_ENV, knowledge_base.chroma_folder): `<folder>-worker-<k>`, the first slot
+  whose lock it can take, kept for the worker's lifetime and reused by later runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import secrets
+import shutil
+import signal
+import tempfile
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ragstudy.errors import StudyInputError
+from ragstudy.io import INTERRUPTED, PER_WORKER_ENV, atomic_write_json, exit_process
+from ragstudy.results import VARIANT_DONE_FILE
+
+logger = logging.getLogger(__name__)
+
+KINDS = ("inprocess", "workers", "ray")
+VARIANT_DONE = VARIANT_DONE_FILE.name  # written last into a finished variant's folder
+RAY_PIN = "ray==2.60.0"  # requirements.txt
+WORKER_ENV = {PER_WORKER_ENV: "1", "TQDM_DISABLE": "1"}  # what a worker process runs with
+
+
+@dataclass(frozen=True)
+class Task:
+    """One variant. `fn` is a module-level function (pickled by reference); `spec` is plain picklable data."""
+
+    id: str  # the variant id; errors name it
+    fn: Callable[..., None]  # fn(spec, output_dir: Path, inputs: dict[str, Path]) -> None
+    spec: Any
+    output_dir: Path  # where fn's files must end up on the driver
+    inputs: dict[str, Path]  # logical name -> the local file or folder fn reads
+    key: str = ""  # what the files depend on (a hash); a done marker under another key is stale
+    # Ray: how the files written on a worker get the driver's paths (default `translate`); a module-level function
+    # (files, {worker path: driver path}) -> files, for tasks whose files also record hashes of the others
+    relocate: Callable[[dict[str, bytes], dict[str, str]], dict[str, bytes]] | None = None
+
+
+@dataclass(frozen=True)
+class Executor:
+    """Where tasks run. `workers`: processes at once (kind "workers"); for "ray", the CPUs of a Ray started here
+    (1, the default: every core). `address`: a Ray cluster to join (None: start a local Ray)."""
+
+    kind: str = "inprocess"  # "inprocess" | "workers" | "ray"
+    workers: int = 1
+    address: str | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    id: str
+    error: str | None  # None when it worked; else one line naming the variant and the error
+
+
+# ---------------------------------------------------------------------------------------------- the rule for done
+
+MARKER_FORMAT = 2  # 1: no key (read as the key "")
+
+
+def is_done(task: Task) -> bool:
+    """True when the task's folder holds the completion marker (written last, after fn returned) with its key; a
+    damaged marker is not done."""
+    path = Path(task.output_dir) / VARIANT_DONE
+    if not path.is_file():
+        return False
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        logger.warning("%s: unreadable; the variant is computed again", path)
+        return False
+    return isinstance(data, dict) and str(data.get("key", "")) == task.key
+
+
+def pending(tasks: Sequence[Task]) -> list[Task]:
+    """The tasks still to compute: those whose folder has no completion marker under their key."""
+    return [task for task in tasks if not is_done(task)]
+
+
+def _mark_done(folder: Path, task: Task) -> None:
+    atomic_write_json(folder / VARIANT_DONE, {"variant": task.id, "format": MARKER_FORMAT, "key": task.key},
+                      "variant folder")
+
+
+def _drop_stale(tasks: Sequence[Task], label: str) -> None:
+    """Remove the markers of the tasks about to run (their key changed): a variant recomputed in its folder never
+    looks finished before its new marker is written."""
+    stale = [task for task in tasks if (Path(task.output_dir) / VARIANT_DONE).is_file()]
+    for task in stale:
+        (Path(task.output_dir) / VARIANT_DONE).unlink(missing_ok=True)
+    if stale:
+        logger.info("%d %s were done under other settings, questions, documents or code (%s): computing them again "
+                    "(their stages come from the caches where nothing they depend on changed)", len(stale), label,
+                    ", ".join(task.id for task in stale[:5]) + (" ..." if len(stale) > 5 else ""))
+
+
+# ---------------------------------------------------------------------------------------------- the entry point
+
+def run_tasks(tasks: Sequence[Task], executor: Executor, label: str = "variants", unit: str = "variant"
+              ) -> list[Outcome]:
+    """Run every task not yet done with `executor`; one Outcome per task, in task order (a task already done is an
+    Outcome without error). A bad executor, duplicate ids, or a Ray that cannot start or be joined raise one
+    StudyInputError; a failing task does not raise."""
+    from tqdm.auto import tqdm
+
+    _check(tasks, executor)
+    todo = pending(tasks)
+    if len(todo) < len(tasks):
+        logger.info("%d of %d %s already done (their %s): computing %d", len(tasks) - len(todo), len(tasks), label,
+                    VARIANT_DONE, len(todo))
+    _drop_stale(todo, label)
+    results: dict[str, Outcome] = {}
+    if todo:
+        run = {"inprocess": _run_inprocess, "workers": _run_workers, "ray": _run_ray}[executor.kind]
+        with tqdm(total=len(todo), desc=label, unit=unit) as bar:
+            for outcome in run(todo, executor):
+                results[outcome.id] = outcome
+                if outcome.error:
+                    logger.error("%s", outcome.error)
+                bar.update(1)
+    failed = sum(1 for o in results.values() if o.error)
+    if failed:
+        logger.warning("%d of %d %s failed; the others are kept, and a re-run computes only the missing ones",
+                       failed, len(tasks), label)
+    return [results.get(task.id, Outcome(task.id, None)) for task in tasks]
+
+
+def check_executor(executor: Executor) -> None:
+    """Refuse, in one StudyInputError, an executor that cannot run: a bad kind or --workers, Ray not installed, or a
+    `--ray ADDRESS` where no Ray head node answers. A grid calls it before it writes anything; run_tasks checks the
+    same again."""
+    _check((), executor)
+    if executor.kind == "ray":
+        _import_ray()
+        if executor.address:
+            _check_reachable(executor.address)
+
+
+def capped(executor: Executor, tasks: int, label: str = "variants") -> Executor:
+    """`executor` with no more worker processes than `tasks` to compute (at least one): each process loads the
+    project and its models, so --workers 24 for 2 variants would start 22 for nothing, and --workers 1000 would
+    exhaust memory. Says so in one line when it lowers the number."""
+    wanted = max(tasks, 1)
+    if executor.kind != "workers" or not isinstance(executor.workers, int) or executor.workers <= wanted:
+        return executor
+    logger.info("--workers %d: %d %s to compute, so %d worker process%s", executor.workers, tasks, label, wanted,
+                "" if wanted == 1 else "es")
+    return replace(executor, workers=wanted)
+
+
+def _check(tasks: Sequence[Task], executor: Executor) -> None:
+    if executor.kind not in KINDS:
+        raise StudyInputError(f"executor {executor.kind!r} is not one of {', '.join(KINDS)}")
+    if not isinstance(executor.workers, int) or executor.workers < 1:
+        raise StudyInputError(f"--workers {executor.workers!r}: give a whole number of processes, 1 or more")
+    seen: set[str] = set()
+    for task in tasks:
+        if task.id in seen:
+            raise StudyInputError(f"variant id {task.id!r} is given twice: every variant needs its own id")
+        seen.add(task.id)
+
+
+def _failure(task_id: str, what: str) -> Outcome:
+    return Outcome(task_id, f"variant {task_id}: {' '.join(what.split())}")
+
+
+def _describe(exc: BaseException) -> str:
+    """An exception in one line: a StudyInputError's own message, else its type and message."""
+    text = str(exc).strip() or "(no message)"
+    return text if isinstance(exc, StudyInputError) else f"{type(exc).__name__}: {text}"
+
+
+# ---------------------------------------------------------------------------------------------- in this process
+
+def _run_inprocess(tasks: Sequence[Task], executor: Executor) -> Iterator[Outcome]:
+    for task in tasks:
+        try:
+            task.fn(task.spec, Path(task.output_dir), dict(task.inputs))
+        except Exception as exc:  # one variant's failure; KeyboardInterrupt stops the grid
+            logger.debug("variant %s failed:\n%s", task.id, traceback.format_exc())
+            yield _failure(task.id, _describe(exc))
+            continue
+        _mark_done(Path(task.output_dir), task)
+        yield Outcome(task.id, None)
+
+
+# ---------------------------------------------------------------------------------------------- worker processes
+
+def _setup_worker() -> None:
+    """What a worker process (local or Ray) runs with: its own Chroma folders, no inner progress bars. Their lock is
+    a thread lock: tqdm's default one is a named semaphore, which a worker ended at once by Ctrl-C never releases
+    (the resource tracker then warns of "leaked semaphore objects" after the run)."""
+    import threading
+
+    from tqdm import tqdm
+
+    os.environ.update(WORKER_ENV)
+    logging.getLogger().setLevel(logging.WARNING)
+    tqdm.set_lock(threading.RLock())
+
+
+def _worker_main(conn: Any, cores: tuple[int, ...] = ()) -> None:
+    """A worker process on its share of the cores: run each task received until None; send back (id, None) or
+    (id, error, traceback)."""
+    if cores and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, cores)  # the ONNX backends run one thread per core of the affinity mask
+    _setup_worker()
+    try:
+        while True:
+            try:
+                task = conn.recv()
+            except EOFError:
+                return
+            if task is None:
+                return
+            try:
+                task.fn(task.spec, Path(task.output_dir), dict(task.inputs))
+            except Exception as exc:
+                conn.send((task.id, _describe(exc), traceback.format_exc()))
+            else:
+                conn.send((task.id, None, ""))
+    except KeyboardInterrupt:  # Ctrl-C reaches the whole process group: the driver reports it, once
+        exit_process(INTERRUPTED)
+
+
+@dataclass
+class _Worker:
+    process: Any
+    conn: Any
+    slot: int
+    task: Task | None = None
+
+
+def core_share(slot: int, workers: int, cores: Sequence[int]) -> tuple[int, ...]:
+    """The cores worker `slot` of `workers` runs on: an equal share of `cores` (one core each when there are more
+    workers than cores), so N workers do not each start one thread per core of the machine."""
+    if not cores:
+        return ()
+    if workers >= len(cores):
+        return (cores[slot % len(cores)],)
+    size = len(cores) // workers
+    return tuple(cores[slot * size:(slot + 1) * size]) if slot < workers - 1 else tuple(cores[slot * size:])
+
+
+def _death(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"its worker process was killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"its worker process was killed by signal {-exitcode}"
+    return f"its worker process exited with code {exitcode} before the variant finished"
+
+
+class _Pool:
+    """`executor.workers` spawned processes, one task each at a time; a worker that dies costs only its own task
+    (reported with how it died) and is replaced for the tasks still to run. Kept alive across the run_tasks calls
+    of a `session` (a grid's embed-ahead phase, then its variants): each process imports the project and loads its
+    models once."""
+
+    def __init__(self, executor: Executor) -> None:
+        import multiprocessing
+
+        self.executor = executor
+        self.context = multiprocessing.get_context("spawn")
+        self.workers: list[_Worker] = []
+        self.cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+
+    def _start(self) -> _Worker:
+        count = self.executor.workers
+        slot = min(set(range(count)) - {w.slot for w in self.workers})  # a dead worker's share is reused
+        driver_end, worker_end = self.context.Pipe()
+        process = self.context.Process(target=_worker_main, args=(worker_end, core_share(slot, count, self.cores)),
+                                       daemon=True, name=f"ragstudy-worker-{slot}")
+        process.start()
+        worker_end.close()
+        return _Worker(process, driver_end, slot)
+
+    def prestart(self) -> None:
+        """Start every worker process now: they spawn and import while the driver prepares the first tasks."""
+        while len(self.workers) < self.executor.workers:
+            self.workers.append(self._start())
+
+    def run(self, tasks: Sequence[Task]) -> Iterator[Outcome]:
+        from multiprocessing.connection import wait
+
+        queue = deque(tasks)
+        try:
+            while queue or any(w.task for w in self.workers):
+                while queue and len(self.workers) < self.executor.workers:
+                    self.workers.append(self._start())
+                for worker in self.workers:
+                    if worker.task is None and queue:
+                        task = queue.popleft()
+                        try:
+                            worker.conn.send(task)
+                        except Exception as exc:  # fn or spec cannot be pickled
+                            yield _failure(task.id, f"cannot be sent to a worker process ({_describe(exc)}); its fn "
+                                           "must be a module-level function and its spec plain data")
+                            continue
+                        worker.task = task
+                busy = [w for w in self.workers if w.task is not None]
+                if not busy:
+                    continue
+                ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy])
+                for worker in busy:
+                    if worker.conn not in ready and worker.process.sentinel not in ready:
+                        continue
+                    outcome = _collect(worker)
+                    if outcome is None:
+                        continue
+                    yield outcome
+                    if not worker.process.is_alive():
+                        worker.conn.close()
+                        self.workers.remove(worker)
+        finally:  # stopped early (Ctrl-C, an error in the driver): the workers still running a task go
+            running = [w for w in self.workers if w.task is not None]
+            if running:
+                _stop(running)
+                self.workers = [w for w in self.workers if w not in running]
+
+    def close(self) -> None:
+        _stop(self.workers)
+        self.workers = []
+
+
+_SESSIONS: dict[Executor, _Pool] = {}
+
+
+@contextmanager
+def session(executor: Executor) -> Iterator[None]:
+    """Keep `executor`'s processes alive across the run_tasks calls inside the block: the same worker processes
+    (`--workers N`) or the same local Ray (`--ray`) run every phase of a grid, instead of each call starting its
+    own. The worker processes start at once (they spawn and import while the driver plans the first phase). In
+    this process, and inside a session already open for the executor, it does nothing."""
+    if executor.kind == "workers" and executor not in _SESSIONS:
+        _check((), executor)
+        pool = _SESSIONS[executor] = _Pool(executor)
+        try:
+            pool.prestart()
+            yield
+        finally:
+            del _SESSIONS[executor]
+            pool.close()
+    elif executor.kind == "ray":
+        with _ray_session(executor):
+            yield
+    else:
+        yield
+
+
+def _run_workers(tasks: Sequence[Task], executor: Executor) -> Iterator[Outcome]:
+    """The tasks on the session's worker processes (`session`), or on processes started for this call only."""
+    shared = _SESSIONS.get(executor)
+    pool = shared or _Pool(executor)
+    try:
+        yield from pool.run(tasks)
+    finally:
+        if shared is None:
+            pool.close()
+
+
+def _collect(worker: _Worker) -> Outcome | None:
+    """The outcome of the worker's task once it answered or died; None while it is still running."""
+    task = worker.task
+    assert task is not None
+    message = None
+    if worker.conn.poll():
+        try:
+            message = worker.conn.recv()
+        except (EOFError, OSError):
+            message = None
+    if message is None:
+        worker.process.join(5)
+        if worker.process.is_alive():
+            return None  # the pipe woke us up spuriously; the task is still running
+        worker.task = None
+        return _failure(task.id, _death(worker.process.exitcode))
+    worker.task = None
+    task_id, error, trace = message
+    if error is not None:
+        logger.debug("variant %s failed in its worker process:\n%s", task_id, trace)
+        return _failure(task.id, error)
+    _mark_done(Path(task.output_dir), task)
+    return Outcome(task.id, None)
+
+
+def _stop(workers: list[_Worker]) -> None:
+    """Tell idle workers to stop; terminate any still running a task (Ctrl-C, an error in the driver)."""
+    for worker in workers:
+        try:
+            if worker.task is None:
+                worker.conn.send(None)
+        except OSError:
+            pass
+    deadline = time.monotonic() + 10
+    for worker in workers:
+        if worker.task is not None:
+            worker.process.terminate()
+        worker.process.join(max(0.1, deadline - time.monotonic()))
+        if worker.process.is_alive():
+            worker.process.kill()
+            worker.process.join()
+        worker.conn.close()
+
+
+# ---------------------------------------------------------------------------------------------- Ray
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise StudyInputError(f"--ray needs Ray, which is not installed: pip install {RAY_PIN} (requirements.txt "
+                              "pins it; tools/setup.sh installs it), or run with --workers N instead") from None
+    return ray
+
+
+@contextmanager
+def _ray_session(executor: Executor) -> Iterator[Any]:
+    """Ray, started here (no address; stopped at the end) or joined (`address`), or the one already running in this
+    process (left running). A Ray that cannot start or be joined is one StudyInputError naming it and the fix."""
+    ray = _import_ray()
+    if ray.is_initialized():
+        yield ray
+        return
+    if executor.address:
+        _check_reachable(executor.address)
+    try:
+        if executor.address:
+            ray.init(address=executor.address, logging_level=logging.WARNING)
+        else:
+            ray.init(num_cpus=executor.workers if executor.workers > 1 else None, include_dashboard=False,
+                     logging_level=logging.WARNING, runtime_env={"env_vars": _local_env()})
+    except Exception as exc:  # ConnectionError, RuntimeError, ValueError...: Ray raises several kinds
+        reason = " ".join(str(exc).split())[:300] or type(exc).__name__
+        if executor.address:
+            raise StudyInputError(f"--ray {executor.address}: cannot join that Ray cluster ({reason}). Give the "
+                                  "head node's address as `ray status` on it prints it (host:6379, or "
+                                  f"ray://host:10001), check the cluster runs {RAY_PIN} on this Python, or leave the "
+                                  "address out to start a local Ray") from None
+        raise StudyInputError(f"--ray: cannot start a local Ray ({reason}). Check `ray start --head` works on this "
+                              "machine, or run with --workers N instead") from None
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """A cluster address `host:port` (or `ray://host:port`) must accept a connection within `timeout` seconds and
+    answer as Ray (`_check_speaks_ray`): Ray itself retries an unreachable address for minutes, and one where
+    something else listens (an HTTP server such as the dashboard's port 8265, a silent service) for ever. "auto" and
+    addresses without a port are left to Ray."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host, port = None, None
+    if not host or not port:
+        return
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        raise StudyInputError(f"--ray {address}: nothing answers at {host}:{port} ({exc.strerror or exc}). Start the "
+                              "head node there (`ray start --head`; `ray status` on it prints the address), or leave "
+                              "the address out to start a local Ray") from None
+    _check_speaks_ray(address, f"{host}:{port}", client=parts.scheme == "ray")
+
+
+GCS_PROBE = "/ray.rpc.NodeInfoGcsService/GetClusterId"  # the call a driver makes first to a head node's GCS
+RAY_PROBE_SECONDS = 5.0  # a head node answers it in milliseconds (Ray gives its own GCS connection 5 s)
+
+
+def _check_speaks_ray(address: str, target: str, client: bool = False, timeout: float = RAY_PROBE_SECONDS) -> None:
+    """The listener at `target` must be Ray's: a head node's GCS answers GCS_PROBE (gRPC), a Ray Client server
+    (`ray://`) completes a gRPC handshake, within `timeout` seconds. Skipped where it cannot be checked: without the
+    grpc package (chromadb brings it), or on a cluster with TLS (RAY_USE_TLS, which Ray's own channels handle)."""
+    try:
+        import grpc
+    except ImportError:
+        return
+    if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+        return
+    with grpc.insecure_channel(target) as channel:
+        try:
+            if client:
+                grpc.channel_ready_future(channel).result(timeout=timeout)
+            else:
+                channel.unary_unary(GCS_PROBE)(b"", timeout=timeout)  # an empty request is a valid GetClusterId
+            return
+        except grpc.FutureTimeoutError:
+            answer = f"no gRPC handshake within {timeout:.0f} s"
+        except grpc.RpcError as exc:
+            code = exc.code()
+            if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+                return  # a GCS with token authentication: Ray itself sends the token
+            answer = _probe_answer(code, exc.details() or "", timeout)
+    what = ("Ray Client server (ray://host:10001)" if client
+            else "Ray head node's GCS (`ray start --head --port`, 6379 by default)")
+    raise StudyInputError(f"--ray {address}: {target} accepts connections but is not a {what}: {answer}. Give the "
+                          "address `ray status` on the head node prints (not the dashboard's port, 8265), or leave "
+                          "the address out to start a local Ray")
+
+
+def _probe_answer(code: Any, details: str, timeout: float) -> str:
+    """What a listener that is not Ray's answered the gRPC probe, in a few words."""
+    import grpc
+
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return f"no gRPC answer within {timeout:.0f} s"
+    if code == grpc.StatusCode.UNIMPLEMENTED:
+        return "a gRPC server without Ray's GCS service"
+    last = " ".join(details.split()).rsplit(": ", 1)[-1][:160]
+    return f"not gRPC ({last})" if "HTTP/2" in details else f"{code.name.lower()} ({last})"
+
+
+def _local_env() -> dict[str, str]:
+    """The driver's import path and the project's variables, for the workers of a Ray started here."""
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    import sys
+
+    paths += [p for p in sys.path if p and os.path.isdir(p) and p not in paths]
+    env = {k: v for k, v in os.environ.items() if k.startswith("RAGSTUDY_") or k in ("HF_HOME", "HF_HUB_OFFLINE")}
+    return {**env, "PYTHONPATH": os.pathsep.join(paths)}
+
+
+def pack(path: Path) -> dict[str, bytes]:
+    """The files of a folder (relative POSIX path -> bytes; symlinks followed, empty folders left out), or of one
+    file (its name -> bytes)."""
+    path = Path(path)
+    if path.is_file():
+        return {path.name: path.read_bytes()}
+    return {p.relative_to(path).as_posix(): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def _pack_inputs(inputs: dict[str, Path]) -> tuple[str, dict[str, tuple[str, bool, dict[str, bytes]]]]:
+    """(sha256 of everything, {name: (basename, is a folder, files)}) of a task's inputs."""
+    packed: dict[str, tuple[str, bool, dict[str, bytes]]] = {}
+    digest = hashlib.sha256()
+    for name in sorted(inputs):
+        path = Path(inputs[name])
+        if not path.exists():
+            raise StudyInputError(f"{path}: the {name} to send to the Ray workers does not exist")
+        files = pack(path)
+        packed[name] = (path.name, path.is_dir(), files)
+        digest.update(f"{name}\0{path.name}\0{path.is_dir()}\0".encode())
+        for rel in sorted(files):
+            digest.update(f"{rel}\0{len(files[rel])}\0".encode())
+            digest.update(files[rel])
+    return digest.hexdigest(), packed
+
+
+def materialise(key: str, packed: dict[str, tuple[str, bool, dict[str, bytes]]], root: Path | None = None
+                ) -> dict[str, Path]:
+    """Write shipped inputs into `<root>/ragstudy-inputs-<key>/<name>/<basename>` once per machine (built in a
+    temporary folder, then renamed); returns name -> local path."""
+    base = Path(root or tempfile.gettempdir()) / f"ragstudy-inputs-{key[:24]}"
+    if not base.is_dir():
+        tmp = base.with_name(f".{base.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        try:
+            tmp.mkdir(parents=True)
+            for name, (basename, is_folder, files) in packed.items():
+                place = tmp / name / basename if is_folder else tmp / name  # a file's one entry is its name
+                place.mkdir(parents=True, exist_ok=True)
+                for rel, data in files.items():
+                    (place / rel).parent.mkdir(parents=True, exist_ok=True)
+                    (place / rel).write_bytes(data)
+            try:
+                tmp.rename(base)
+            except OSError:  # another worker on this machine finished first: use its folder
+                if not base.is_dir():
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return {name: base / name / basename for name, (basename, _, _) in packed.items()}
+
+
+def translate(files: dict[str, bytes], paths: dict[str, str]) -> dict[str, bytes]:
+    """Replace each worker path (key) by the driver's (value) in the text files among `files` (UTF-8, no NUL);
+    longest first, so a folder's path never cuts into a longer one."""
+    pairs = [(old.encode(), new.encode()) for old, new in sorted(paths.items(), key=lambda kv: -len(kv[0]))
+             if old != new]
+    out = {}
+    for rel, data in files.items():
+        if pairs and b"\0" not in data:
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+            else:
+                for old, new in pairs:
+                    data = data.replace(old, new)
+        out[rel] = data
+    return out
+
+
+def _ray_task(task: Task, key: str, packed: dict) -> dict[str, bytes]:
+    """On a Ray worker: the inputs written locally, fn run into a temporary folder, its files returned."""
+    _setup_worker()
+    local = materialise(key, packed)
+    out = Path(tempfile.mkdtemp(prefix=f"ragstudy-{task.id}-"))
+    try:
+        task.fn(task.spec, out, local)
+        paths = {str(local[name]): str(Path(task.inputs[name])) for name in local}
+        paths[str(out)] = str(Path(task.output_dir))
+        return (task.relocate or translate)(pack(out), paths)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def land(files: dict[str, bytes], output_dir: Path, task: Task) -> None:
+    """Write a variant's files into a temporary folder beside `output_dir`, the marker last, then rename it into
+    place (an earlier, unfinished folder is replaced)."""
+    output_dir = Path(output_dir)
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output_dir.with_name(f".{output_dir.name}.{secrets.token_hex(4)}.partial")
+    try:
+        for rel, data in files.items():
+            target = tmp / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        tmp.mkdir(parents=True, exist_ok=True)
+        _mark_done(tmp, task)
+        old = None
+        if output_dir.exists():
+            old = output_dir.with_name(f".{output_dir.name}.{secrets.token_hex(4)}.old")
+            output_dir.rename(old)
+        tmp.rename(output_dir)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _ray_error(ray: Any, exc: BaseException) -> str:
+    """A Ray failure in one line: the task's own exception, or how its worker died."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(exc, ray.exceptions.RayTaskError) and isinstance(cause, BaseException):
+        return _describe(cause)
+    if isinstance(exc, (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError)):
+        return f"its Ray worker died ({type(exc).__name__})"
+    first = next((line for line in str(exc).splitlines() if line.strip()), "")
+    return f"{type(exc).__name__}: {first.strip()}"[:400]
+
+
+RAY_RETRIES = 2  # a task whose worker or node died (a node lost from the cluster) runs again, on another node
+
+
+def _run_ray(tasks: Sequence[Task], executor: Executor) -> Iterator[Outcome]:
+    """Ray tasks, one CPU each. A task whose worker process or node dies is run again by Ray (RAY_RETRIES times, on
+    any node: its files come back to the driver whichever ran it); a task that raises is not (a failure is reported
+    like any other). Inputs shared by several tasks are put in the object store once."""
+    with _ray_session(executor) as ray:
+        remote = ray.remote(num_cpus=1, max_retries=RAY_RETRIES, retry_exceptions=False)(_ray_task)
+        refs: dict[tuple, tuple[str, Any]] = {}
+        running: dict[Any, Task] = {}
+        for task in tasks:
+            signature = tuple(sorted((k, str(Path(v).resolve())) for k, v in task.inputs.items()))
+            if signature not in refs:
+                key, packed = _pack_inputs(task.inputs)
+                refs[signature] = (key, ray.put(packed))
+            key, ref = refs[signature]
+            try:
+                running[remote.remote(task, key, ref)] = task
+            except Exception as exc:  # fn or spec cannot be serialised
+                yield _failure(task.id, f"cannot be sent to Ray ({_describe(exc)})")
+        while running:
+            done, _ = ray.wait(list(running), num_returns=1)
+            task = running.pop(done[0])
+            try:
+                files = ray.get(done[0])
+            except Exception as exc:
+                logger.debug("variant %s failed on Ray: %s", task.id, exc)
+                yield _failure(task.id, _ray_error(ray, exc))
+                continue
+            try:
+                land(files, Path(task.output_dir), task)
+            except OSError as exc:
+                yield _failure(task.id, f"its files could not be written into {task.output_dir} ({exc})")
+                continue
+            yield Outcome(task.id, None)

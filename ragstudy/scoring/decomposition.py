@@ -1,0 +1,179 @@
+"""Cleaning measured apart from segmentation: paragraph minus fixed-size, split in two at every budget.
+
+The paragraph strategy reads a cleaned text (no running heads, page numbers or TOC pages, sentences joined across
+page breaks, hyphenation undone) while the baselines chunk the raw text layer, so its lead over fixed-size mixes two
+effects. With fixed-size also run on the clean text layer (`text_layer: clean`), on the same questions, the lead
+
+    paragraph − fixed-size(raw)  =  [fixed-size(clean) − fixed-size(raw)]  +  [paragraph − fixed-size(clean)]
+           total                              cleaning                               segmentation
+
+splits exactly into what the cleaning gives a naive chunker and what layout-aware segmentation adds on top of the
+same cleaning. Each part is a paired difference over the same questions with its paired bootstrap CI
+(ragstudy.scoring.stats.compare_paired, as the verdict's differences).
+
+Where the runs are: a retrieval-only run with `--text-layer raw,clean` has the text layer as one axis of its grid
+(ragstudy.grid.variants); the decomposition is a group-by over it: each pair of groups of variants that differ only in
+the text layer (Postprocessing/retrieval_eval.py text_layer_pairs). The paragraph strategy does not read the text
+layer: its one variant belongs to both groups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from ragstudy.scoring import budget_metrics
+from ragstudy.scoring.verdict import UNIT_WORDS
+
+SEGMENTED, BASELINE = "paragraph", "fixed-size"  # the study's question: layout-aware paragraphs against naive chunks
+PARTS = ("total", "cleaning", "segmentation")
+PART_WORDS = {"total": "paragraph − fixed-size (raw)", "cleaning": "cleaning: fixed-size clean − raw",
+              "segmentation": "segmentation: paragraph − fixed-size clean"}
+
+
+INTRO = ("Paragraph minus fixed-size on the raw text layer = cleaning (fixed-size on the clean text layer minus "
+         "fixed-size on the raw one) + segmentation (paragraph minus fixed-size on the clean text layer), over the same "
+         "questions; each part with its paired bootstrap CI.")
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of the decomposition at one budget: the paired mean difference and its CI."""
+
+    budget: str
+    metric: str
+    part: str  # total | cleaning | segmentation
+    n: int
+    mean_diff: float
+    ci_low: float
+    ci_high: float
+    p_wilcoxon: float
+
+
+def decompose(raw, clean, labels: Sequence[str], metric: str = budget_metrics.HIT, n_resamples: int = 10_000,
+              seed: int = 0, confidence: float = 0.95) -> list[Part]:
+    """The three parts at every budget label, from the per-question frames of the raw and the clean run
+    (budget_eval.evaluate_folder's rows: strategy, budget, question_index, the metric's column). Paragraph is read
+    from the raw run (its input does not depend on the text layer); only questions scored in all three are used."""
+    from ragstudy.scoring.stats import compare_paired
+
+    column = budget_metrics.get(metric).column
+    out: list[Part] = []
+    for label in labels:
+        series = {"paragraph": _values(raw, SEGMENTED, label, column), "raw": _values(raw, BASELINE, label, column),
+                  "clean": _values(clean, BASELINE, label, column)}
+        if any(s is None for s in series.values()):
+            continue
+        common = sorted(set.intersection(*(set(s.index) for s in series.values())))
+        if len(common) < 2:
+            continue
+        p, r, c = (series[name].loc[common].to_numpy(float) for name in ("paragraph", "raw", "clean"))
+        for part, (a, b) in (("total", (p, r)), ("cleaning", (c, r)), ("segmentation", (p, c))):
+            result = compare_paired(a, b, n_resamples, seed, confidence)
+            out.append(Part(label, metric, part, result.n, result.mean_diff, result.ci_low, result.ci_high,
+                            result.p_wilcoxon))
+    return out
+
+
+def _values(frame, strategy: str, label: str, column: str):
+    part = frame[(frame["strategy"] == strategy) & (frame["budget"].astype(str) == label)]
+    if part.empty:
+        return None
+    return part.set_index("question_index")[column].dropna()
+
+
+def to_frame(parts: Sequence[Part]):
+    """The retrieval_decomposition.csv table (ragstudy.results.RETRIEVAL_DECOMPOSITION)."""
+    import pandas as pd
+
+    from ragstudy.results import RETRIEVAL_DECOMPOSITION
+
+    return pd.DataFrame([asdict(p) for p in parts], columns=list(RETRIEVAL_DECOMPOSITION.columns))
+
+
+def _estimate(mean: float, low: float, high: float) -> str:
+    """"+0.133 [0.022, 0.244]", minus signs typeset, as the verdict writes differences."""
+    return f"{mean:+.3f} [{low:.3f}, {high:.3f}]".replace("-", "−")
+
+
+def _effect(low: float, high: float) -> str:
+    return "it helps" if low > 0 else "it hurts" if high < 0 else "no clear effect, the CI spans 0"
+
+
+def _budget_words(label: str, unit: str) -> str:
+    if not str(label).isdigit():
+        return "each strategy's own k"
+    return f"{int(label):,} {UNIT_WORDS.get(unit, unit)}"
+
+
+def sentences(frame, unit: str = "chars", metric_words: str | None = None) -> list[str]:
+    """The decomposition in plain words, one sentence per budget (frame: to_frame's columns, or the CSV; the
+    metric named as the verdict names it unless `metric_words` is given)."""
+    if metric_words is None:
+        metric_words = budget_metrics.get(str(frame["metric"].iloc[0]) if len(frame) else budget_metrics.HIT).words
+    lines = []
+    for label, part in frame.groupby("budget", sort=False):
+        rows = {r.part: r for r in part.itertuples()}
+        if not all(name in rows for name in PARTS):
+            continue
+        total, cleaning, segmentation = (rows[name] for name in PARTS)
+        # a share only where the lead itself is clear and both parts go its way (else it reads as nonsense)
+        clear = total.ci_low > 0 or total.ci_high < 0
+        same_way = cleaning.mean_diff * total.mean_diff >= 0 and segmentation.mean_diff * total.mean_diff >= 0
+        caveat = "" if str(label).isdigit() else "; contexts of different sizes, not an equal budget"
+        share = (f" Cleaning accounts for {cleaning.mean_diff / total.mean_diff:.0%} of the difference."
+                 if clear and same_way else "")
+        lines.append(
+            f"At {_budget_words(label, unit)} (n = {total.n} questions{caveat}): paragraph − fixed-size on the raw text "
+            f"layer is {_estimate(total.mean_diff, total.ci_low, total.ci_high)} in {metric_words}. Cleaning alone "
+            f"(fixed-size clean − raw) gives {_estimate(cleaning.mean_diff, cleaning.ci_low, cleaning.ci_high)} "
+            f"({_effect(cleaning.ci_low, cleaning.ci_high)}); segmenting into paragraphs on the same cleaning "
+            f"(paragraph − fixed-size clean) gives "
+            f"{_estimate(segmentation.mean_diff, segmentation.ci_low, segmentation.ci_high)} "
+            f"({_effect(segmentation.ci_low, segmentation.ci_high)}).{share}")
+    return lines
+
+
+def by_metric(frame):
+    """(metric, its rows) of a decomposition table, in the order the metrics come (hit first)."""
+    return [(str(metric), part) for metric, part in frame.groupby("metric", sort=False)]
+
+
+def table_rows(frame, unit: str) -> list[list[str]]:
+    """One row per budget of one metric's rows: the budget, then each part's difference [CI]."""
+    rows = []
+    for label, part in frame.groupby("budget", sort=False):
+        cells = {r.part: _estimate(r.mean_diff, r.ci_low, r.ci_high) for r in part.itertuples()}
+        shown = f"{int(label):,} {unit}" if str(label).isdigit() else "own k"
+        rows.append([shown, *(cells.get(p, "–") for p in PARTS)])
+    return rows
+
+
+GROUP = "group"  # the column naming the pair of groups (every axis but the text layer) in a run's top-level table
+
+
+def group_rows(frame, unit: str) -> list[list[str]]:
+    """One row per group and budget of one metric's rows of a table over several pairs of groups."""
+    return [[str(label), *row] for label, part in frame.groupby(GROUP, sort=False) for row in table_rows(part, unit)]
+
+
+def markdown(frame, unit: str = "chars", confidence: float = 0.95, details: str = "") -> str:
+    """The decomposition section: per metric, the sentences, then a table budget × part with the paired CIs. A table
+    over several pairs of groups (a `group` column) gets one table per metric with a row per group and budget; its
+    sentences are in each group's own summary (`details` says where)."""
+    if frame is None or frame.empty:
+        return ""
+    level = f"{confidence:.0%}".replace("%", " %")
+    out = f"## Cleaning or segmentation? (paired differences with {level} bootstrap CIs)\n\n{INTRO}\n\n"
+    grouped = GROUP in frame.columns
+    if grouped and details:
+        out += f"{details}\n\n"
+    header = ("| group " if grouped else "") + "| budget | " + " | ".join(PART_WORDS[p] for p in PARTS) + " |\n|---|" \
+        + ("---|" if grouped else "") + "---:|" * len(PARTS) + "\n"
+    for metric, part in by_metric(frame):
+        out += f"### On the {budget_metrics.get(metric).words}\n\n"
+        if not grouped:
+            out += "".join(f"- {line}\n" for line in sentences(part, unit)) + "\n"
+        rows = group_rows(part, unit) if grouped else table_rows(part, unit)
+        out += header + "".join("| " + " | ".join(row) + " |\n" for row in rows) + "\n"
+    return out

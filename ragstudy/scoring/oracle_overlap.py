@@ -1,0 +1,69 @@
+"""A retrieval score that needs no hand-written evidence: how much of the oracle answer the packed context contains.
+
+oracle overlap = |terms(answer) ∩ terms(context)| / |terms(answer)|, where terms are the distinct index terms of
+`ragstudy.lexical.ItalianAnalyzer` (folded, \\w+ tokens, Italian stopwords removed, Snowball-stemmed). It is
+computed per question and budget on the context `ragstudy.scoring.budgets.pack_all` fills, as one of the budget
+metrics (ragstudy.scoring.budget_metrics: the budget loop packs each question once for all of them). Questions whose oracle is
+the paper's unanswerable phrase ("Il contesto fornito non contiene la risposta.") are left out, as are oracles
+without a single content term; both are counted. The score rewards contexts that mention the answer's words, not
+contexts that state the answer: short answers made of common words overlap by chance, so check its agreement with
+an evidence-based hit before trusting it (benchmarks/oracle_agreement.py).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ragstudy.scoring.groundtruth import UNANSWERABLE_ORACLE
+from ragstudy.lexical import ItalianAnalyzer, fold
+
+
+def is_unanswerable(oracle: str) -> bool:
+    """The paper's 'no answer in the context' oracle, ignoring case, accents, punctuation and spacing."""
+    return re.findall(r"\w+", fold(oracle)) == re.findall(r"\w+", fold(UNANSWERABLE_ORACLE))
+
+
+def answer_terms(answer: str, analyzer: ItalianAnalyzer) -> frozenset[str]:
+    """Distinct content terms (stemmed, no stopwords) of an answer."""
+    return frozenset(analyzer.tokens(answer))
+
+
+def overlap(terms: frozenset[str], context: str, analyzer: ItalianAnalyzer) -> float:
+    """Share of `terms` that occur among the context's terms (0 for an empty context)."""
+    if not terms:
+        raise ValueError("overlap needs at least one answer term")
+    return len(terms & set(analyzer.tokens(context))) / len(terms)
+
+
+@dataclass(frozen=True)
+class OracleTerms:
+    """The content terms of every oracle answer a run's questions have, and why the others have none."""
+
+    terms: dict[int, frozenset[str]]  # question_index -> its answer's content terms
+    unanswerable: frozenset[int]  # the oracle is the unanswerable phrase
+    no_terms: frozenset[int]  # the oracle has no content term
+    answers: int  # rows of the oracle file
+
+    def note(self, strategy: str, scored: int, no_oracle: int) -> str:
+        """What the oracle overlap scored for one strategy, in one line."""
+        line = (f"{strategy}: oracle overlap of {scored} questions; left out {len(self.unanswerable)} with the "
+                f"unanswerable oracle, {len(self.no_terms)} without content terms")
+        return line + (f", {no_oracle} ranked beyond the oracle file's rows" if no_oracle else "")
+
+
+def oracle_terms(oracle: Sequence[str], analyzer: ItalianAnalyzer) -> OracleTerms:
+    """Each answerable oracle answer's content terms (the paper's unanswerable phrase and answers without a
+    content term have none, and are counted)."""
+    terms, unanswerable, no_terms = {}, set(), set()
+    for index, answer in enumerate(oracle):
+        if is_unanswerable(answer):
+            unanswerable.add(index)
+            continue
+        found = answer_terms(answer, analyzer)
+        if found:
+            terms[index] = found
+        else:
+            no_terms.add(index)
+    return OracleTerms(terms, frozenset(unanswerable), frozenset(no_terms), len(oracle))

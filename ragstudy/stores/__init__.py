@@ -1,0 +1,1 @@
+"""Stores and caches: the knowledge base (Chroma and the parent store), verified cache files, vector checks."""
