@@ -95,35 +95,36 @@ def test_backslashes_a_model_did_not_escape_are_read_as_written() -> None:
     assert parse_generation(r'{"risposta": "\leftmargin"', "E") is None  # still not an object
 
 
-def test_a_question_about_something_else_is_dropped(bundled) -> None:
+def _first_passage_reasons(bundled):
+    """The first sampled passage's code-chosen evidence, its first content words, and the filter's reasons for a
+    draft of (question, answer) about it."""
     passage = sample_passages(bundled, 6, seed=0).passages[0]
     t = Thresholds()
     start, end = choose_evidence(passage, t.min_evidence, t.max_evidence)
     evidence = passage.text[start:end]
     filt = CandidateFilter({Path(d.path).name: d.text_layer.text for d in bundled})
-    words = re.findall(r"[^\W\d_]{6,}", evidence)[:3]
-    raw = json.dumps({"risposta": " ".join(words), "domanda": "Quanto costa allacciare il frigorifero al contatore?"})
-    assert filt.check(raw, passage, evidence).reasons == ["question_off_evidence"]
+
+    def reasons(question: str, answer: str) -> list[str]:
+        return filt.check(json.dumps({"risposta": answer, "domanda": question}), passage, evidence).reasons
+
+    return re.findall(r"[^\W\d_]{6,}", evidence)[:4], reasons
+
+
+def test_a_question_about_something_else_is_dropped(bundled) -> None:
+    words, reasons = _first_passage_reasons(bundled)
+    assert reasons("Quanto costa allacciare il frigorifero al contatore?", " ".join(words[:3])) == [
+        "question_off_evidence"]
 
 
 def test_a_question_that_points_at_its_own_passage_is_dropped(bundled) -> None:
     """Real 1.5B drafts ("... in questo documento?", "... nel testo?"): no answer in a collection. A domain noun
     followed by what it is of ("il testo della", "il documento amministrativo") is a question like any other."""
-    passage = sample_passages(bundled, 6, seed=0).passages[0]
-    t = Thresholds()
-    start, end = choose_evidence(passage, t.min_evidence, t.max_evidence)
-    evidence = passage.text[start:end]
-    filt = CandidateFilter({Path(d.path).name: d.text_layer.text for d in bundled})
-    words = re.findall(r"[^\W\d_]{6,}", evidence)[:4]
+    words, reasons = _first_passage_reasons(bundled)
     answer = " ".join(words[:3])
-
-    def reasons(question: str) -> list[str]:
-        return filt.check(json.dumps({"risposta": answer, "domanda": question}), passage, evidence).reasons
-
     for pointing in (f"Che cosa dice questo documento su {words[3]}?", f"Quale {words[3]} è indicato nel testo?",
                      f"Cosa significa {words[3]} in questo contesto?"):
-        assert "question_not_standalone" in reasons(pointing), pointing
-    assert "question_not_standalone" not in reasons(f"Cosa riporta il testo della {words[3]}?")
+        assert "question_not_standalone" in reasons(pointing, answer), pointing
+    assert "question_not_standalone" not in reasons(f"Cosa riporta il testo della {words[3]}?", answer)
 
 
 @pytest.fixture(scope="module")
@@ -212,8 +213,15 @@ def test_a_question_whose_answer_does_not_come_back_is_dropped(tmp_path: Path) -
     assert result.kept == len(kept) == 6 and len(dropped) >= 5
     assert all(r["recovered"] == 1.0 for r in kept) and all(r["recovered"] == 0.0 for r in dropped)
     assert all(f"Domanda: {r['question']}" in "".join(generator.round_trips) for r in kept + dropped)
+    assert all(r["round_trip_reply"] == "Non lo so." for r in dropped)
     sidecar = json.loads((tmp_path / "qa" / "make_qa.json").read_text())
     assert sidecar["counts"]["filters"]["answer_not_recovered"]["dropped_first"] == len(dropped)
+    from openpyxl import load_workbook  # the reviewer sees what the model replied beside the filter that used it
+
+    sheet = load_workbook(tmp_path / "qa" / "review.xlsx").active
+    filters = {row[0]: row[8] for row in sheet.iter_rows(min_row=2, values_only=True)}
+    assert sum("answer_not_recovered\nRisposta del modello con la sola evidenza: «Non lo so.»" in (cell or "")
+               for cell in filters.values()) == len(dropped)
     make_qa(QaSettings(documents=DOCUMENTS, out=tmp_path / "plain", n=2, candidates=8, seed=0), ExtractiveGenerator(),
             "scripted-test-model", "test")
     assert "The round trip (answer_not_recovered) was not asked" in (tmp_path / "plain" / "qa_report.md").read_text()

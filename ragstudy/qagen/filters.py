@@ -121,6 +121,7 @@ class Checked:
     question_overlap: float | None = None  # share of the question's content terms in the evidence
     answer_support: float | None = None  # share of the answer's content terms in the evidence
     recovered: float | None = None  # round trip: the larger share of answer/reply content terms in the other
+    reply: str | None = None  # round trip: the model's reply to the question asked with only the evidence
     reasons: list[str] = field(default_factory=list)
 
     @property
@@ -254,6 +255,7 @@ class CandidateFilter:
     def round_trip(self, checked: Checked, reply: str) -> None:
         """Record the round trip of a candidate that passed `check`: the model, asked the candidate's question with
         only its evidence (prompt.round_trip_prompt), replied `reply`; it must give back the drafted answer."""
+        checked.reply = reply
         answer, replied = terms(checked.generated.answer, self.analyzer), terms(reply, self.analyzer)
         # either way round: a reply that is part of a longer drafted answer gives it back as well as one that holds it
         checked.recovered = max(share_in(answer, replied), share_in(replied, answer))

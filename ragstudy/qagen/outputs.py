@@ -154,6 +154,13 @@ def _set_clean_text(cell, text: str) -> None:
     set_text(cell, ILLEGAL_CHARACTERS_RE.sub("", text)[:32_767])
 
 
+def _filters_cell(record: dict) -> str:
+    """The filters a candidate failed (or "superati"), and the round trip's reply where the model was asked."""
+    cell = ", ".join(record["reasons"]) or "superati"
+    reply = record.get("round_trip_reply")
+    return cell if reply is None else f"{cell}\nRisposta del modello con la sola evidenza: «{reply.strip()}»"
+
+
 def write_workbook(path: Path, records: Sequence[dict]) -> int:
     """review.xlsx: one row per parsed candidate, the filters' suggestion prefilled (accetta / rifiuta); returns
     the number of rows."""
@@ -175,8 +182,8 @@ def write_workbook(path: Path, records: Sequence[dict]) -> int:
     for r, record in enumerate(rows, start=2):
         values = [f"D{r - 1}", "accetta" if record["kept"] else "rifiuta", record["question"], record["answer"],
                   record.get("evidence_located") or record["evidence"], record["pdf"],
-                  str(record.get("page") or ""), record.get("boundary") or "", ", ".join(record["reasons"]) or
-                  "superati", record["passage"]["text"], record["id"]]
+                  str(record.get("page") or ""), record.get("boundary") or "", _filters_cell(record),
+                  record["passage"]["text"], record["id"]]
         for col, text in enumerate(values, start=1):
             cell = ws.cell(row=r, column=col)
             _set_clean_text(cell, str(text))

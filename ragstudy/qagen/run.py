@@ -146,7 +146,7 @@ def candidate_record(passage: Passage, raw: str, checked: Checked, model: str, e
     if loc is not None:
         page = outputs._page(passage, loc.passage_start)
     texts, cut = _stored({"raw": raw, "question": g.question if g else None, "answer": g.answer if g else None,
-                          "evidence": g.evidence if g else None})
+                          "evidence": g.evidence if g else None, "round_trip_reply": checked.reply})
     return {"id": candidate_id(passage, model, evidence_by), "pdf": passage.pdf, "passage": passage.to_record(), **texts,
             "evidence_located": loc.text if loc else None,
             "source_start_end": [loc.source_start, loc.source_end] if loc else None, "page": page,
