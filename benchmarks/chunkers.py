@@ -59,7 +59,7 @@ def main() -> int:
 
     from ragstudy import registry
     from ragstudy.config import StudyConfig
-    from ragstudy.pipeline import chunker_context
+    from ragstudy.pipeline import StageSettings, chunker_context
     from ragstudy.text.textlayer import list_pdfs, read_pdf
 
     torch.set_num_threads(args.threads)
@@ -69,7 +69,7 @@ def main() -> int:
     raw_s, _ = best_of(args.repeat, lambda: raw_extraction(paths))
     read_s, documents = best_of(args.repeat, lambda: [read_pdf(path) for path in paths])
     pages = sum(doc.page_count for doc in documents)
-    context = chunker_context(config)
+    context = chunker_context(StageSettings.of(config, config.strategies[0]))  # the embedding model's: one for all
 
     rows = [("raw PyMuPDF get_text", 0.0, raw_s, None, None), ("text layer (read_pdf)", 0.0, read_s, None, None)]
     semantic_rows = []

@@ -47,21 +47,22 @@ def distinct_windows(config, documents) -> list[str]:
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
     from ragstudy.stores.knowledge_base import child_windows
-    from ragstudy.pipeline import chunk_cached
+    from ragstudy.pipeline import StageSettings, chunk_cached
 
     texts: dict[str, None] = {}
     for strategy in config.strategies:
         params = config.strategy_params[strategy]
         splitter = RecursiveCharacterTextSplitter(chunk_size=params.child_chunk_size,
                                                   chunk_overlap=params.child_chunk_overlap)
-        parents = [chunk.to_document() for item in chunk_cached(config, strategy, documents) for chunk in item.chunks]
+        chunked = chunk_cached(StageSettings.of(config, strategy), documents)
+        parents = [chunk.to_document() for item in chunked for chunk in item.chunks]
         texts.update(dict.fromkeys(child.page_content for child in child_windows(parents, splitter)[0]))
     return list(texts)
 
 
 def cold_run(config, work: Path) -> dict:
     """(a): the retrieval-only run, stage by stage, from an empty cache."""
-    from ragstudy.pipeline import chunking_ahead, lazy_embedding
+    from ragstudy.pipeline import StageSettings, chunking_ahead, lazy_embedding
     from ragstudy.ranking import retrieve_strategy
     from ragstudy.results import ResultsFolder, read_questions
     from ragstudy.text.textlayer import load_documents
@@ -72,7 +73,7 @@ def cold_run(config, work: Path) -> dict:
     stages = {"read PDFs": since(start)}
     questions = read_questions(config.questions, config.limit)
     output_dir = ResultsFolder(config.output_dir).prepare().path
-    embedding = lazy_embedding(config)
+    embedding = lazy_embedding(config.embedder, config.resolved_threads())
     loading = clock()
     model = embedding()
     stages["load model"] = since(loading)
@@ -80,7 +81,7 @@ def cold_run(config, work: Path) -> dict:
     # as run_retrieval: the markdown strategy's conversion starts in the background, beside the other strategies
     with chunking_ahead(config, documents):
         for strategy in config.strategies:
-            run = retrieve_strategy(config, strategy, documents, questions, embedding, output_dir)
+            run = retrieve_strategy(StageSettings.of(config, strategy), documents, questions, embedding, output_dir)
             strategies[strategy] = {"stages": run.stages, "embedded": run.embedded, "reused": run.reused,
                                     "parents": run.chunks}
             done = ", ".join(f"{name} {wall:.1f} s ({cpu:.1f} CPU s)" for name, (wall, cpu) in run.stages.items())

@@ -47,7 +47,7 @@ def child_windows(folders: list[str], strategies: str) -> list[str]:
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
     from ragstudy.config import StudyConfig
-    from ragstudy.pipeline import chunk_documents
+    from ragstudy.pipeline import StageSettings, chunk_documents
     from ragstudy.text.textlayer import list_pdfs, read_pdf
 
     config = StudyConfig.resolve(profile="lite", strategies=strategies)
@@ -58,7 +58,7 @@ def child_windows(folders: list[str], strategies: str) -> list[str]:
         params = config.strategy_params[strategy]
         splitter = RecursiveCharacterTextSplitter(chunk_size=params.child_chunk_size,
                                                   chunk_overlap=params.child_chunk_overlap)
-        for item in chunk_documents(documents, strategy, config):
+        for item in chunk_documents(documents, StageSettings.of(config, strategy)):
             for chunk in item.chunks:
                 texts.update(dict.fromkeys(splitter.split_text(chunk.contents)))
     return list(texts)

@@ -31,50 +31,75 @@ from ragstudy.text.textlayer import PdfDocument, SourceText, load_documents, wit
 logger = logging.getLogger(__name__)
 
 
-def lazy_embedding(config: StudyConfig, deferred: bool = False) -> Callable[[], Any]:
-    """The study's embedding model, loaded (and torch's threads set) on the first call only: a warm retrieval-only
-    run whose rankings are cached imports neither torch nor sentence-transformers nor Chroma. `deferred`: the first
-    call opens the vector cache only, and the model is loaded on its first cache miss (Embedder.load_deferred)."""
+@dataclass(frozen=True)
+class StageSettings:
+    """One strategy's values under one run, resolved once from its StudyConfig (`of`): what the chunk, index and rank
+    stages read (a grid variant's, ranking.run_variant, or one strategy's of the answering chain)."""
+
+    strategy: str
+    params: Any  # registry.StrategyParams: chunking, child windows, k
+    text_layer: str  # raw or clean, read by the strategies that chunk the PDF text layer
+    retriever: str
+    embedding: str  # the embedding model as the run names it
+    embedder: Any  # embedders.Embedder: that model's ids, tokenizer and loading
+    embedding_dtype: str
+    largest: int  # the largest context budget
+    threads: int  # torch's CPU threads
+    config: StudyConfig  # the whole, for the retriever plug-ins only (retrievers.RetrievalInputs takes it)
+
+    @classmethod
+    def of(cls, config: StudyConfig, strategy: str) -> "StageSettings":
+        return cls(strategy, config.strategy_params[strategy], axes.get("text_layer").values(config)[0],
+                   config.retriever, config.profile.embedding, config.embedder, config.embedding_dtype,
+                   max(config.budgets), config.resolved_threads(), config)
+
+
+def lazy_embedding(embedder: Any, threads: int, deferred: bool = False) -> Callable[[], Any]:
+    """The study's embedding model (`embedder`: an embedders.Embedder), loaded (and torch's threads set) on the first
+    call only: a warm retrieval-only run whose rankings are cached imports neither torch nor sentence-transformers
+    nor Chroma. `deferred`: the first call opens the vector cache only, and the model is loaded on its first cache
+    miss (Embedder.load_deferred)."""
     loaded: list[Any] = []
 
-    def threads() -> None:
+    def set_threads() -> None:
         import torch
 
-        torch.set_num_threads(config.resolved_threads())
+        torch.set_num_threads(threads)
 
     def get():
         if not loaded:
             if deferred:
-                loaded.append(config.embedder.load_deferred(threads))
+                loaded.append(embedder.load_deferred(set_threads))
             else:
-                threads()
-                loaded.append(config.embedder.load())
+                set_threads()
+                loaded.append(embedder.load())
         return loaded[0]
 
     return get
 
 
-def chunker_context(config: StudyConfig, embedding: Callable[[], Any] | None = None) -> registry.ChunkerContext:
+def chunker_context(stage: StageSettings, embedding: Callable[[], Any] | None = None) -> registry.ChunkerContext:
     """What chunkers may ask for: the study's embedding model (`embedding`, a shared lazy_embedding loader, so that
     chunking and indexing use one model; else a new one) and its tokenizer, each loaded on first request."""
     tokenizers: list[Any] = []
 
     def tokenizer():
         if not tokenizers:
-            tokenizers.append(config.embedder.tokenizer())
+            tokenizers.append(stage.embedder.tokenizer())
         return tokenizers[0]
 
-    return registry.ChunkerContext(embedding=embedding or lazy_embedding(config), tokenizer=tokenizer,
-                                   embedding_label=model_label(config.profile.embedding))
+    return registry.ChunkerContext(embedding=embedding or lazy_embedding(stage.embedder, stage.threads),
+                                   tokenizer=tokenizer, embedding_label=model_label(stage.embedding))
 
 
-def chunk_documents(documents: Sequence[PdfDocument], strategy: str, config: StudyConfig,
+def chunk_documents(documents: Sequence[PdfDocument], stage: StageSettings,
                     context: registry.ChunkerContext | None = None) -> list[ChunkedDocument]:
     from tqdm.auto import tqdm
 
+    strategy = stage.strategy
     spec = registry.get(strategy)
-    documents = layered(documents, spec, config)
-    chunker = spec.make_chunker(config.strategy_params[strategy], context or chunker_context(config))
+    documents = layered(documents, stage)
+    chunker = spec.make_chunker(stage.params, context or chunker_context(stage))
     prepare_chunker(chunker, documents)  # the chunker's optional bulk step (markdown: PDFs converted in parallel)
     chunked = [chunker.chunk(doc, strategy) for doc in tqdm(documents, desc=f"Chunking {strategy}", unit="pdf",
                                                              disable=len(documents) < 2)]
@@ -98,14 +123,12 @@ def check_chunked(documents: Sequence[PdfDocument], chunked: Sequence[ChunkedDoc
                        "question can be answered from it under %s", path, strategy, chars, why, strategy, strategy)
 
 
-def layered(documents: Sequence[PdfDocument], spec: registry.StrategySpec, config: StudyConfig
-            ) -> Sequence[PdfDocument]:
-    """The documents as the strategy reads them: with the run's text layer (config.text_layer) for the strategies
-    that read it, unchanged for the others (paragraphs, Markdown)."""
-    layer = axes.get("text_layer").values(config)[0]  # a grid's first (chunking_ahead), a variant's one
-    if not axes.reads_text_layer(spec.name) or layer == "raw":
+def layered(documents: Sequence[PdfDocument], stage: StageSettings) -> Sequence[PdfDocument]:
+    """The documents as the strategy reads them: with the run's text layer for the strategies that read it,
+    unchanged for the others (paragraphs, Markdown)."""
+    if not axes.reads_text_layer(stage.strategy) or stage.text_layer == "raw":
         return documents
-    return [with_text_layer(doc, layer) for doc in documents]
+    return [with_text_layer(doc, stage.text_layer) for doc in documents]
 
 
 def code_hash_of(*paths: Path) -> str:
@@ -159,23 +182,23 @@ def chunked_from_json(text: str) -> list[ChunkedDocument]:
     return result
 
 
-def chunk_cache_path(config, strategy: str, documents) -> Path:
+def chunk_cache_path(stage: StageSettings, documents) -> Path:
     """Where the chunks of (strategy, its parameters, these PDFs, the embedding model, the chunking code) live."""
-    spec = registry.get(strategy)
-    code = code_hash_of(PROJECT_ROOT / spec.folder, *(PROJECT_ROOT / entry for entry in CHUNKING_CODE))
-    layer = {"text_layer": config.text_layer} if axes.reads_text_layer(strategy) else {}  # raw, clean: two caches
-    key = sha256_text(stable_json({"strategy": strategy, "params": asdict(config.strategy_params[strategy]),
+    strategy = stage.strategy
+    code = code_hash_of(PROJECT_ROOT / registry.get(strategy).folder, *(PROJECT_ROOT / e for e in CHUNKING_CODE))
+    layer = {"text_layer": stage.text_layer} if axes.reads_text_layer(strategy) else {}  # raw, clean: two caches
+    key = sha256_text(stable_json({"strategy": strategy, "params": asdict(stage.params),
                                    "pdfs": [doc.sha256 for doc in documents], "code": code,
-                                   "embedding": config.embedder.model_id(),
-                                   "embedding_dtype": config.embedding_dtype, **layer}))
+                                   "embedding": stage.embedder.model_id(), "embedding_dtype": stage.embedding_dtype,
+                                   **layer}))
     return cache_dir() / "chunks" / f"{strategy}-{key[:32]}.json"
 
 
-def chunk_cached(config, strategy: str, documents, embedding: Callable[[], Any] | None = None) -> list:
+def chunk_cached(stage: StageSettings, documents, embedding: Callable[[], Any] | None = None) -> list:
     """chunk_documents, cached as JSON (chunk_cache_path): a warm run (answering, retrieval-only, a sweep) re-chunks
     nothing (the markdown and semantic chunkers take seconds per PDF). A cache file that does not parse, or was
     made for PDFs at other paths, is recomputed and replaced."""
-    path = chunk_cache_path(config, strategy, documents)
+    path = chunk_cache_path(stage, documents)
     if path.is_file():
         try:
             chunked = chunked_from_json(path.read_text(encoding="utf-8"))
@@ -183,9 +206,9 @@ def chunk_cached(config, strategy: str, documents, embedding: Callable[[], Any] 
             logger.warning("%s: unreadable chunk cache (%s); chunking again and replacing it", path, exc)
         else:
             if [item.source.path for item in chunked] == [doc.path for doc in documents]:
-                check_chunked(documents, chunked, strategy)  # as chunk_documents does: a PDF without chunks is named
+                check_chunked(documents, chunked, stage.strategy)  # as chunk_documents: a PDF without chunks is named
                 return chunked
-    chunked = chunk_documents(documents, strategy, config, chunker_context(config, embedding))
+    chunked = chunk_documents(documents, stage, chunker_context(stage, embedding))
     atomic_write_text(path, chunked_to_json(chunked))
     return chunked
 
@@ -225,8 +248,8 @@ def build_retriever(config: StudyConfig, strategy: str):
     """Read the documents, chunk and index them with one strategy; returns (ParentDocumentRetriever, IndexStats)."""
     from ragstudy.stores.knowledge_base import KnowledgeBase
 
-    embedding = lazy_embedding(config)
-    chunked = chunk_cached(config, strategy, load_documents(Path(config.documents)), embedding)
+    embedding = lazy_embedding(config.embedder, config.resolved_threads())
+    chunked = chunk_cached(StageSettings.of(config, strategy), load_documents(Path(config.documents)), embedding)
     return KnowledgeBase.of_run(config, strategy, embedding()).build(chunked)
 
 
@@ -340,15 +363,15 @@ def run_study(config: StudyConfig) -> list[StrategyReport]:
     runidentity.check_output_folder(output_dir, config, questions)  # never beside another configuration's files
     facts = run_facts(config, documents)
     write_config(output_dir, config, facts)
-    context = chunker_context(config)  # one embedding model for the semantic chunker and the index
+    embedding = lazy_embedding(config.embedder, config.resolved_threads())  # one model for chunkers and the index
     from ragstudy.stores.knowledge_base import chroma_clients_closed
 
     with chunking_ahead(config, documents), chroma_clients_closed():
-        return _run_strategies(config, documents, questions, output_dir, context, facts.get("answering_model"))
+        return _run_strategies(config, documents, questions, output_dir, embedding, facts.get("answering_model"))
 
 
 def _run_strategies(config: StudyConfig, documents: Sequence[PdfDocument], questions: Sequence[str],
-                    output_dir: Path, context: registry.ChunkerContext, answered_by: dict | None = None
+                    output_dir: Path, embedding: Callable[[], Any], answered_by: dict | None = None
                     ) -> list[StrategyReport]:
     """Each strategy chunked, indexed and answered; each file recorded in run_identity.json, the Dataset files with
     `answered_by` (the model that answered, as config.json records it)."""
@@ -358,12 +381,12 @@ def _run_strategies(config: StudyConfig, documents: Sequence[PdfDocument], quest
     generator = None
     reports = []
     for strategy in config.strategies:
-        chunked = chunk_cached(config, strategy, documents, context.embedding)
+        chunked = chunk_cached(StageSettings.of(config, strategy), documents, embedding)
         report = StrategyReport(strategy, len(documents), sum(len(c.chunks) for c in chunked))
         report.outputs += [str(p) for p in write_chunks(chunked, strategy, output_dir)]
         if not config.chunks_only:
             generator = generator or make_generator(config)
-            retriever, stats = KnowledgeBase.of_run(config, strategy, context.embedding()).build(chunked)
+            retriever, stats = KnowledgeBase.of_run(config, strategy, embedding()).build(chunked)
             report.embedded, report.reused = stats.embedded, stats.reused
             before = (generator.generated, generator.cached)
             rows = answer_questions(retriever, generator, questions, config.prompt_template, strategy)

@@ -32,8 +32,8 @@ from ragstudy.grid import axes
 from ragstudy.scoring.budgets import CHARS, Measure, llm_measure
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
-from ragstudy.pipeline import (StrategyReport, check_question_lengths, check_vector_store, chunk_cache_path, chunk_cached,
-                       chunking_ahead, code_hash_of, model_labels, run_facts)
+from ragstudy.pipeline import (StageSettings, StrategyReport, check_question_lengths, check_vector_store,
+                               chunk_cache_path, chunk_cached, chunking_ahead, code_hash_of, model_labels, run_facts)
 from ragstudy.grid.records import RetrievedParent, Variant
 from ragstudy.grid.executors import Executor, Task, capped, check_executor, pending, run_tasks
 from ragstudy.results import VARIANT_RUN, ResultsFolder, read_questions, write_config, write_retrieval
@@ -123,9 +123,9 @@ def _read_rankings(path: Path, count_key: str, questions: int) -> tuple[list[Ret
     return read_json(path, parse, "ranking cache")
 
 
-def retrieve_strategy(config, strategy: str, documents, questions: Sequence[str], embedding: Callable[[], Any],
+def retrieve_strategy(stage: StageSettings, documents, questions: Sequence[str], embedding: Callable[[], Any],
                       output_dir: Path, measure: Measure = CHARS) -> RetrievalRun:
-    """Chunk, export, index and rank one strategy with `config.retriever` (one name); write
+    """Chunk, export, index and rank one strategy with `stage.retriever` (one name); write
     chunks_/sources_/retrieval_<strategy> into output_dir. `embedding()` returns the study's embedding model (see
     lazy_embedding). Rankings are cached under a hash of (Chroma collection name — itself a hash of the parents,
     child windows and embedding model —, retriever and its index key, k, questions, largest budget and its unit,
@@ -138,17 +138,16 @@ def retrieve_strategy(config, strategy: str, documents, questions: Sequence[str]
     from ragstudy.stores.knowledge_base import collection_name
     from ragstudy.results import write_chunks
 
+    strategy, params, largest = stage.strategy, stage.params, stage.largest
     spec = registry.get(strategy)
-    member = retrievers.get(config.retriever)
-    params = config.strategy_params[strategy]
+    member = retrievers.get(stage.retriever)
     started = time.perf_counter()
     clock = stage_clock()
-    chunked = chunk_cached(config, strategy, documents, embedding)
+    chunked = chunk_cached(stage, documents, embedding)
     stages = {"chunk": stage_since(clock)}
     outputs = [str(p) for p in write_chunks(chunked, strategy, output_dir)]
-    largest = max(config.budgets)
-    collection = collection_name(spec, params, chunked, config.embedder.model_id())
-    ranker = member.make(retrievers.RetrievalInputs(config, strategy, params, chunked, embedding))
+    collection = collection_name(spec, params, chunked, stage.embedder.model_id())
+    ranker = member.make(retrievers.RetrievalInputs(stage.config, strategy, params, chunked, embedding))
     cache = _ranking_cache_path(collection, params, questions, largest, measure, member.name, ranker.cache_key())
     cached = _read_rankings(cache, "units", len(questions))
     if cached is not None:
@@ -242,8 +241,8 @@ def run_variant(spec: VariantSpec, output_dir: Path, inputs: dict[str, Path]) ->
 
     try:
         with chroma_clients_closed():
-            run = retrieve_strategy(config, strategy, documents, questions, shared_embedding(config), output_dir,
-                                    llm_measure(config))
+            run = retrieve_strategy(StageSettings.of(config, strategy), documents, questions,
+                                    shared_embedding(config), output_dir, llm_measure(config))
     except StudyInputError:
         raise
     except (OSError, sqlite3.Error) as exc:  # a store that failed without naming itself: still one line, by id
@@ -419,12 +418,13 @@ def _run_grid(config: StudyConfig, grid: Sequence[Variant], documents, questions
 
     def not_cached(strategy: str) -> bool:  # the slow bulk step (markdown's PDF conversion) of a variant to compute
         return any(v.strategy == strategy and v.id in todo and
-                   not chunk_cache_path(configs[v.id], strategy, documents).is_file() for v in grid)
+                   not chunk_cache_path(StageSettings.of(configs[v.id], strategy), documents).is_file() for v in grid)
 
     with chunking_ahead(config, documents, not_cached) if executor.kind == "inprocess" else nullcontext(), \
             session(executor) if todo else nullcontext():  # the same processes embed ahead, then run the variants
         ahead = embedahead.run([v for v in grid if v.id in todo], configs, questions, executor,
-                               lambda cfg, strategy: chunk_cached(cfg, strategy, documents, shared_embedding(cfg)))
+                               lambda cfg, strategy: chunk_cached(StageSettings.of(cfg, strategy), documents,
+                                                                  shared_embedding(cfg)))
         outcomes = run_tasks(tasks, executor)
     failed = [o for o in outcomes if o.error is not None]
     if failed:

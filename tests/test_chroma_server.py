@@ -18,7 +18,7 @@ from ragstudy import registry
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
 from ragstudy.stores.knowledge_base import KnowledgeBase, check_chroma_server
-from ragstudy.pipeline import chunk_documents
+from ragstudy.pipeline import StageSettings, chunk_documents
 from ragstudy.text.textlayer import load_documents
 
 QUERIES = ["Come ci si autentica per accedere al portale? SPID", "Per quanti anni si conservano i fascicoli?",
@@ -74,7 +74,8 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory):
 
 def newline_chunks(pdf_dir: Path):
     config = StudyConfig.resolve(profile="lite", strategies="newline")
-    return config.strategy_params["newline"], chunk_documents(load_documents(pdf_dir), "newline", config)
+    return config.strategy_params["newline"], chunk_documents(load_documents(pdf_dir),
+                                                              StageSettings.of(config, "newline"))
 
 
 def test_server_retrieval_equals_the_local_folder(chroma_server: str, pdf_dir: Path, tmp_path: Path,

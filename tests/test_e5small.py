@@ -200,7 +200,7 @@ def test_a_hybrid_run_ranks_parents_by_the_fused_scores(pdf_dir, tmp_path, minil
     from ragstudy.retrievers.hybrid import fuse_parents
     from ragstudy.lexical import LexicalIndex
     from ragstudy import retrievers
-    from ragstudy.pipeline import chunk_cached
+    from ragstudy.pipeline import StageSettings, chunk_cached
     from ragstudy.results import open_run, read_retrieval, retrieval_path
     from ragstudy.text.textlayer import load_documents
 
@@ -216,7 +216,7 @@ def test_a_hybrid_run_ranks_parents_by_the_fused_scores(pdf_dir, tmp_path, minil
                                   "--retriever", "hybrid", *flags])) == 0
     rankings = read_retrieval(retrieval_path(open_run(tmp_path / "out").strategy_folder("fixed-size"), "fixed-size"))
     config = StudyConfig.resolve(profile="lite", strategies="fixed-size", set_params=flags[1::2])
-    chunked = chunk_cached(config, "fixed-size", load_documents(pdf_dir))
+    chunked = chunk_cached(StageSettings.of(config, "fixed-size"), load_documents(pdf_dir))
     ranker = retrievers.get("hybrid").make(retrievers.RetrievalInputs(config, "fixed-size",
                                                                       config.strategy_params["fixed-size"], chunked,
                                                                       None))

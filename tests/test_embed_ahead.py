@@ -74,7 +74,8 @@ def test_each_distinct_window_is_embedded_once_and_rankings_are_unchanged(tmp_pa
     from ragstudy.results import read_questions
 
     monkeypatch.setenv("RAGSTUDY_CACHE", str(tmp_path / "cache-inprocess"))
-    model = lazy_embedding(runs["inprocess"][3], deferred=True)()
+    config = runs["inprocess"][3]
+    model = lazy_embedding(config.embedder, config.resolved_threads(), deferred=True)()
     model.embed_queries(read_questions(str(questions_csv)))
     assert model.encoder.encoder is None and model.cache_hits == 3 and model.texts_embedded == 0
     model.embed_query("Una domanda che nessuno ha ancora posto?")

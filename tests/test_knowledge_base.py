@@ -13,7 +13,7 @@ import pytest
 from ragstudy import registry
 from ragstudy.config import StudyConfig
 from ragstudy.stores.knowledge_base import KnowledgeBase, TIE_DECIMALS, child_windows, collection_name
-from ragstudy.pipeline import chunk_documents
+from ragstudy.pipeline import StageSettings, chunk_documents
 from ragstudy.text.textlayer import load_documents
 
 QUERIES = ["Come ci si autentica per accedere al portale? SPID", "Per quanti anni si conservano i fascicoli?",
@@ -32,7 +32,8 @@ def cached(embedding, folder: Path):
 
 def chunks(pdf_dir: Path, strategy: str, *set_params: str):
     config = StudyConfig.resolve(profile="lite", strategies=strategy, set_params=list(set_params))
-    return config.strategy_params[strategy], chunk_documents(load_documents(pdf_dir), strategy, config)
+    return config.strategy_params[strategy], chunk_documents(load_documents(pdf_dir),
+                                                             StageSettings.of(config, strategy))
 
 
 def knowledge_base(strategy: str, params, embedding, db: Path) -> KnowledgeBase:
@@ -88,9 +89,9 @@ def test_identical_child_windows_in_other_collections_are_not_embedded_again(pdf
     twin = registry.register(replace(registry.get("newline"), name="newline-twin", folder="RAGNewLineTwin",
                                          dataset_name="DatasetNewLineTwin"))
     try:
-        twin_chunked = chunk_documents(load_documents(pdf_dir), "newline-twin",
-                                       StudyConfig.resolve(profile="lite", strategies="newline-twin",
-                                                           set_params=["newline-twin.child_chunk_size=1000"]))
+        twin_chunked = chunk_documents(load_documents(pdf_dir), StageSettings.of(
+            StudyConfig.resolve(profile="lite", strategies="newline-twin",
+                                set_params=["newline-twin.child_chunk_size=1000"]), "newline-twin"))
         kb_twin = KnowledgeBase(twin, narrow, embedding, embedding.model_id, db_dir=tmp_path / "db")
         assert child_texts(kb_twin, twin_chunked) == texts
         _, other = kb_twin.build(twin_chunked)

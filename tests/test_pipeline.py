@@ -18,14 +18,14 @@ from ragstudy.errors import StudyInputError
 from ragstudy.llms import AnswerCache, CachedGenerator, GenerationParams
 from ragstudy.llms.torch_engine import ChatModel
 from ragstudy.stores.knowledge_base import KnowledgeBase
-from ragstudy.pipeline import build_prompt, chunk_documents, run_study
+from ragstudy.pipeline import StageSettings, build_prompt, chunk_documents, run_study
 from ragstudy.results import read_questions
 from ragstudy.text.textlayer import load_documents
 
 
 def _index(pdf_dir: Path, db: Path, embedding, strategy: str = "newline"):
     config = StudyConfig.resolve(profile="lite", strategies=strategy)
-    chunked = chunk_documents(load_documents(pdf_dir), strategy, config)
+    chunked = chunk_documents(load_documents(pdf_dir), StageSettings.of(config, strategy))
     kb = KnowledgeBase(registry.get(strategy), config.strategy_params[strategy], embedding, "minilm", db_dir=db)
     return kb, chunked
 

@@ -174,13 +174,13 @@ def test_chunk_cache_is_json_and_a_bad_file_is_replaced_never_run(pdf_dir, tmp_p
     import pickle
 
     from ragstudy.config import StudyConfig
-    from ragstudy.pipeline import chunk_cache_path, chunk_cached, chunk_documents, chunked_from_json
+    from ragstudy.pipeline import StageSettings, chunk_cache_path, chunk_cached, chunk_documents, chunked_from_json
     from ragstudy.text.textlayer import load_documents
 
     monkeypatch.setenv("RAGSTUDY_CACHE", str(tmp_path / "cache"))
-    config = StudyConfig.resolve(profile="lite", strategies="newline")
+    stage = StageSettings.of(StudyConfig.resolve(profile="lite", strategies="newline"), "newline")
     documents = load_documents(pdf_dir)
-    path = chunk_cache_path(config, "newline", documents)
+    path = chunk_cache_path(stage, documents)
     assert path.suffix == ".json"
     marker = tmp_path / "executed"
     path.parent.mkdir(parents=True)
@@ -193,17 +193,17 @@ def test_chunk_cache_is_json_and_a_bad_file_is_replaced_never_run(pdf_dir, tmp_p
                                       "page_start": 1, "page_end": 1, "strategy": "newline", "extra": {}}]}]}
                                                 ).encode()}[planted])
     with caplog.at_level(logging.WARNING, logger="ragstudy.pipeline"):
-        chunked = chunk_cached(config, "newline", documents)
+        chunked = chunk_cached(stage, documents)
     assert not marker.exists()
     assert str(path) in caplog.text and "unreadable chunk cache" in caplog.text
-    fresh = chunk_documents(documents, "newline", config)
+    fresh = chunk_documents(documents, stage)
     assert [c.chunks for c in chunked] == [c.chunks for c in fresh]
     again = chunked_from_json(path.read_text(encoding="utf-8"))  # replaced by a readable cache
     assert [c.chunks for c in again] == [c.chunks for c in fresh] and [c.source for c in again] == [
         c.source for c in fresh]
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="ragstudy.pipeline"):
-        assert [c.chunks for c in chunk_cached(config, "newline", documents)] == [c.chunks for c in fresh]
+        assert [c.chunks for c in chunk_cached(stage, documents)] == [c.chunks for c in fresh]
     assert "unreadable" not in caplog.text
 
 
@@ -228,7 +228,7 @@ def test_the_answering_chain_chunks_through_the_same_cache(pdf_dir, tmp_path, mo
     args = ["chunks", "--profile", "lite", "--documents", str(pdf_dir), "--strategies", "newline"]
     assert app.main([*args, "--output-dir", str(tmp_path / "one")]) == 0
     config = StudyConfig.resolve(profile="lite", strategies="newline")
-    path = pipeline.chunk_cache_path(config, "newline", load_documents(pdf_dir))
+    path = pipeline.chunk_cache_path(pipeline.StageSettings.of(config, "newline"), load_documents(pdf_dir))
     assert path.is_file()
     chunked = []
     monkeypatch.setattr(pipeline, "chunk_documents", lambda *a, **k: chunked.append(a) or [])

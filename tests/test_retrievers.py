@@ -45,12 +45,12 @@ def bm25_run(pdf_dir, inputs, tmp_path_factory):
 
 def chunked_fixed_size(pdf_dir):
     from ragstudy.config import StudyConfig
-    from ragstudy.pipeline import chunk_cached
+    from ragstudy.pipeline import StageSettings, chunk_cached
     from ragstudy.text.textlayer import load_documents
 
     config = StudyConfig.resolve(profile="lite", strategies="fixed-size", set_params=["fixed-size.chunk_size=200",
                                                                                       "fixed-size.chunk_overlap=0"])
-    return config, chunk_cached(config, "fixed-size", load_documents(pdf_dir))
+    return config, chunk_cached(StageSettings.of(config, "fixed-size"), load_documents(pdf_dir))
 
 
 def test_bm25_scores_the_knowledge_bases_child_windows_and_hybrid_too(pdf_dir):

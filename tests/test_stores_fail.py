@@ -26,7 +26,7 @@ from ragstudy.errors import StoreError
 from ragstudy.llms import AnswerCache
 from ragstudy.io import atomic_write_text, lock_folder, release_folder
 from ragstudy.stores.knowledge_base import KnowledgeBase
-from ragstudy.pipeline import chunk_documents
+from ragstudy.pipeline import StageSettings, chunk_documents
 from ragstudy.text.textlayer import load_documents
 
 
@@ -175,7 +175,8 @@ def test_one_folder_lock_for_every_store(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def newline_chunked(pdf_dir: Path):
     config = StudyConfig.resolve(profile="lite", strategies="newline")
-    return config.strategy_params["newline"], chunk_documents(load_documents(pdf_dir), "newline", config)
+    return config.strategy_params["newline"], chunk_documents(load_documents(pdf_dir),
+                                                              StageSettings.of(config, "newline"))
 
 
 def test_a_corrupt_chroma_folder_is_set_aside_and_rebuilt(tmp_path: Path, newline_chunked, minilm_embedding,

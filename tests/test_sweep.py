@@ -70,7 +70,7 @@ def test_a_bm25_sweep_entry_runs_without_the_embedding_model(pdf_dir, questions_
     from ragstudy.config import StudyConfig
     from ragstudy.grid.sweep import run_sweep
 
-    def no_model(config):
+    def no_model(embedder, threads, deferred=False):
         return lambda: pytest.fail("a BM25 sweep entry loaded the embedding model")
 
     monkeypatch.setattr(pipeline, "lazy_embedding", no_model)

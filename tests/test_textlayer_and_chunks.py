@@ -13,7 +13,7 @@ from ragstudy import registry
 from ragstudy.results import read_chunks as load_chunk_export, write_chunks as export_chunks
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
-from ragstudy.pipeline import chunk_documents
+from ragstudy.pipeline import StageSettings, chunk_documents
 from ragstudy.text.textlayer import list_pdfs, load_documents, read_pdf
 
 
@@ -53,7 +53,7 @@ def test_documents_are_read_in_name_order_and_other_files_skipped(tmp_path: Path
 def test_every_strategy_round_trips_start_end_idx(strategy: str, pdf_dir: Path, tmp_path: Path) -> None:
     config = StudyConfig.resolve(profile="lite", strategies=strategy, documents=str(pdf_dir))
     documents = load_documents(pdf_dir)
-    chunked = chunk_documents(documents, strategy, config)
+    chunked = chunk_documents(documents, StageSettings.of(config, strategy))
     assert all(item.chunks for item in chunked)
     for item in chunked:
         # every page repeats the same paragraphs: each chunk must point at its own occurrence, in reading order
@@ -65,7 +65,7 @@ def test_every_strategy_round_trips_start_end_idx(strategy: str, pdf_dir: Path, 
             assert chunk.path == item.source.path
     ids = [c.doc_id for item in chunked for c in item.chunks]
     assert len(ids) == len(set(ids))
-    again = chunk_documents(load_documents(pdf_dir), strategy, config)
+    again = chunk_documents(load_documents(pdf_dir), StageSettings.of(config, strategy))
     assert ids == [c.doc_id for item in again for c in item.chunks]  # content-derived, stable
     export_chunks(chunked, strategy, tmp_path)
     rows, sources = load_chunk_export(tmp_path, strategy)
@@ -99,7 +99,7 @@ def test_located_offsets_point_at_the_right_occurrence_of_repeated_text() -> Non
 def test_fixed_size_parents_respect_size_and_overlap(pdf_dir: Path) -> None:
     config = StudyConfig.resolve(profile="lite", strategies="fixed-size", set_params=[
         "fixed-size.chunk_size=300", "fixed-size.chunk_overlap=50"])
-    chunked = chunk_documents(load_documents(pdf_dir), "fixed-size", config)
+    chunked = chunk_documents(load_documents(pdf_dir), StageSettings.of(config, "fixed-size"))
     chunks = [c for item in chunked for c in item.chunks]
     assert len(chunks) > 5 and max(len(c.contents) for c in chunks) <= 300
     pairs = [(a, b) for item in chunked for a, b in zip(item.chunks, item.chunks[1:])]
@@ -110,7 +110,7 @@ def test_fixed_size_parents_respect_size_and_overlap(pdf_dir: Path) -> None:
 def test_newline_parents_are_exactly_the_blank_line_blocks(pdf_dir: Path) -> None:
     config = StudyConfig.resolve(profile="lite", strategies="newline")
     doc = load_documents(pdf_dir)[0]
-    chunks = chunk_documents([doc], "newline", config)[0].chunks
+    chunks = chunk_documents([doc], StageSettings.of(config, "newline"))[0].chunks
     assert [c.contents for c in chunks] == [b.strip() for b in doc.text_layer.text.split("\n\n")]
     assert any(c.contents == "Conservazione" for c in chunks)
     assert any(c.contents.startswith("Il sistema di gestione") for c in chunks)
@@ -119,7 +119,7 @@ def test_newline_parents_are_exactly_the_blank_line_blocks(pdf_dir: Path) -> Non
 
 def test_chunk_pages_follow_the_pdf_pages(pdf_dir: Path) -> None:
     config = StudyConfig.resolve(profile="lite", strategies="newline")
-    chunks = chunk_documents(load_documents(pdf_dir), "newline", config)[1].chunks
+    chunks = chunk_documents(load_documents(pdf_dir), StageSettings.of(config, "newline"))[1].chunks
     headers = [c for c in chunks if c.contents.startswith("Manuale di prova - pagina")]
     assert [(c.contents[-1], c.page_start, c.page_end) for c in headers] == [("1", 1, 1), ("2", 2, 2), ("3", 3, 3)]
 
@@ -223,7 +223,7 @@ def test_paragraph_strategy_modes_and_settings(pdf_dir: Path) -> None:
     assert layout.strategy_params["paragraph"].k == 1
     assert layout.strategy_params["paragraph"].child_chunk_size == 250
     for config in (layout, paper):
-        chunks = chunk_documents(documents, "paragraph", config)[0].chunks
+        chunks = chunk_documents(documents, StageSettings.of(config, "paragraph"))[0].chunks
         assert any("SPID" in c.contents for c in chunks)
         assert all(c.extra["kind"] in {"paragraph", "list", "table", "title"} for c in chunks)
     with pytest.raises(StudyInputError, match=r"--set paragraph: SegmenterConfig.max_chars must be at least 100"):

@@ -132,7 +132,7 @@ def shared_embedding(config: Any) -> Callable[[], Any]:
                        config.embedding_dtype, config.embedding_batch_size, config.embedding_server,
                        config.embedding_server_model, config.threads, config.embedding_threads])
     if key not in _EMBEDDINGS:
-        _EMBEDDINGS[key] = lazy_embedding(config, deferred=True)
+        _EMBEDDINGS[key] = lazy_embedding(config.embedder, config.resolved_threads(), deferred=True)
     return _EMBEDDINGS[key]
 
 
