@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ragstudy.errors import StudyInputError
-from ragstudy.io import sha256_file, sha256_text, stable_json
+from ragstudy.io import atomic_write_text, sha256_file, sha256_text, stable_json
 from ragstudy.text.textlayer import PdfDocument, load_documents
 from ragstudy.qagen import outputs
 from ragstudy.qagen.choose import choose_evidence
@@ -142,9 +142,7 @@ def candidate_record(passage: Passage, raw: str, checked: Checked, model: str, e
     """One candidate as candidates.jsonl keeps it; a runaway text (a 5 MB answer) is kept cut, its length in
     `cut` (such a candidate is dropped as too_long: kept ones are far shorter)."""
     g, loc = checked.generated, checked.located
-    page = None
-    if loc is not None:
-        page = outputs._page(passage, loc.passage_start)
+    page = outputs._page(passage, loc.passage_start) if loc is not None else None
     texts, cut = _stored({"raw": raw, "question": g.question if g else None, "answer": g.answer if g else None,
                           "evidence": g.evidence if g else None, "round_trip_reply": checked.reply})
     return {"id": candidate_id(passage, model, evidence_by), "pdf": passage.pdf, "passage": passage.to_record(), **texts,
@@ -271,8 +269,6 @@ def make_qa(settings: QaSettings, generator, model: str, backend: str,
     outputs.write_sidecar(out, sidecar)
     report = report_markdown(settings, sample, records, items, model, backend, unfit,
                              bundled_reference() if settings.reference is None else settings.reference)
-    from ragstudy.io import atomic_write_text
-
     atomic_write_text(out / outputs.REPORT, report, "output file")
     return QaResult(out, len(items), len(records), generator.generated, generator.cached, counts, model, bool(unfit),
                     filter_cascade(records))
@@ -281,8 +277,6 @@ def make_qa(settings: QaSettings, generator, model: str, backend: str,
 def read_review(out: Path, workbook: Path | None = None) -> outputs.Review:
     """Write the set the reviewed workbook accepts into `out` (Questions.csv, Oracle.csv, evidence.csv), record the
     review in the sidecar and the report."""
-    from ragstudy.io import atomic_write_text
-
     out = Path(out)
     sidecar = outputs.read_sidecar(out)
     if sidecar is None:

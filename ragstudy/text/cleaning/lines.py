@@ -136,12 +136,7 @@ def lines_from_dict(index: int, data: dict) -> PageLines:
                 raw = span["text"] if _is_mono(span) else compose_latex_accents(span["text"])
             else:
                 raw = _span_text(spans)
-                span = spans[0]
-                best = -1
-                for s in spans:  # the span holding most characters gives the line's font
-                    n = len(s["text"])
-                    if n > best:
-                        span, best = s, n
+                span = max(spans, key=lambda s: len(s["text"]))  # the span holding most characters: the line's font
                 if spans[0]["text"].strip() == "o" and spans[1]["text"][:1].isspace():
                     raw = "•" + raw.lstrip()[1:]  # Word's second-level bullet: an 'o' in its own span
             text = clean_line(raw)
