@@ -297,17 +297,14 @@ def local_server(folder: str, device: str = "cpu", dtype: str | None = None, thr
                 process.wait()
 
 
-def _server_generator(config, params: GenerationParams, cache: AnswerCache) -> ServerGenerator:
-    return ServerGenerator(server_urls(config), config.llm_server_model, params, cache,
-                           concurrency=config.concurrency, timeout=config.llm_timeout)
-
-
 def _listing(config) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """(URL, the model names its GET /v1/models lists) for each server, recorded beside the answers."""
     return tuple((url, tuple(served_models(url))) for url in server_urls(config))
 
 
-SPEC = register_engine("server", None, generator=_server_generator,
+SPEC = register_engine("server", None, generator=lambda config, params, cache: ServerGenerator(
+                           server_urls(config), config.llm_server_model, params, cache,
+                           concurrency=config.concurrency, timeout=config.llm_timeout),
                        check=lambda config: check_servers(server_urls(config), config.llm_server_model),
                        model_name=lambda config: config.llm_server_model, listing=_listing,
                        claims=lambda config: bool(config.llm_servers), needs="--llm-server URL", order=2,

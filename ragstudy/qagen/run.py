@@ -170,8 +170,7 @@ def draft_and_filter(drafts: Sequence[Draft], generator, params, filt: Candidate
     batch = max(1, int(getattr(generator, "concurrency", 0) or getattr(generator, "batch_size", 1) or 1))
     records: list[dict] = []
     kept = 0
-    bar = tqdm(total=len(drafts), desc="Writing questions", unit="passage")
-    try:
+    with tqdm(total=len(drafts), desc="Writing questions", unit="passage") as bar:
         for start in range(0, len(drafts), batch):
             if kept >= n:
                 break
@@ -190,8 +189,6 @@ def draft_and_filter(drafts: Sequence[Draft], generator, params, filt: Candidate
                 records.append(candidate_record(draft.passage, raw, checked, model, evidence_by))
                 bar.update(1)
             bar.set_postfix(kept=kept)
-    finally:
-        bar.close()
     return [r for r in records if "not_needed" not in r["reasons"]]
 
 
@@ -414,7 +411,7 @@ def report_markdown(settings: QaSettings, sample: Sample, records: Sequence[dict
                  "spread over documents (shares proportional to the square root of each one's eligible passages) "
                  f"and over equal page strata within each. Stated share of passages that cross a block or a page "
                  f"break: {settings.span_share:.0%}.\n")
-    counts = sample.block_counts()
+    counts = {Path(f.document.path).name: f.counts() for f in sample.found}
     sampled = Counter(p.pdf for p in sample.passages)
     asked = Counter(r["pdf"] for r in records)
     kept_by = Counter(i.pdf for i in items)

@@ -311,9 +311,6 @@ class Sample:
     span_share: float
     seed: int
 
-    def block_counts(self) -> dict[str, Counter]:
-        return {Path(f.document.path).name: f.counts() for f in self.found}
-
 
 def sample_passages(documents: Sequence[PdfDocument], n: int, seed: int, span_share: float = 0.25,
                     required: int | None = None) -> Sample:

@@ -423,10 +423,6 @@ def _read_differences(part, role: str) -> tuple[VerdictDifference, ...]:
                  for r in part[part["role"] == role].itertuples())
 
 
-def _budget_key(label: str) -> tuple[int, int]:
-    return (1, 0) if not label.isdigit() else (0, int(label))
-
-
 def verdict(summary, paired, reference: str = DEFAULT_REFERENCE, metric: str = budget_metrics.HIT, unit: str = "chars",
             alpha: float = ALPHA, confidence: float = 0.95) -> Verdict:
     """The verdict from the tables `summarize` and `compare` made (retrieval_summary.csv, retrieval_paired.csv):
@@ -438,7 +434,8 @@ def verdict(summary, paired, reference: str = DEFAULT_REFERENCE, metric: str = b
         raise ValueError(f"no '{metric}' rows in the summary (metrics: {sorted(set(summary['metric']))})")
     pairs = paired[paired["metric"] == metric] if len(paired) else paired
     budgets = []
-    for label in sorted(dict.fromkeys(str(b) for b in part["budget"]), key=_budget_key):
+    for label in sorted(dict.fromkeys(str(b) for b in part["budget"]),
+                        key=lambda label: (0, int(label)) if label.isdigit() else (1, 0)):  # own k last
         rows = part[part["budget"].astype(str) == label]
         scores = [VerdictScore(str(r.strategy), str(r.strategy_display), int(r.n), float(r.mean), float(r.ci_low),
                                float(r.ci_high)) for r in rows.itertuples()]

@@ -447,15 +447,12 @@ class KnowledgeBase:
         counted = hasattr(self.embedding, "texts_embedded")
         before = self.embedding.texts_embedded if counted else 0
         replaced = self._replace_damaged(vectorstore, children, child_ids, stored, name)
-        bar = tqdm(total=len(missing), desc=f"Embedding {self.spec.name}", unit="window", disable=not missing)
-        try:
+        with tqdm(total=len(missing), desc=f"Embedding {self.spec.name}", unit="window", disable=not missing) as bar:
             for start in range(0, len(missing), ADD_BATCH):
                 batch = missing[start:start + ADD_BATCH]
                 with self._store(f"adding child windows to collection {name}"):
                     vectorstore.add_documents([children[i] for i in batch], ids=[child_ids[i] for i in batch])
                 bar.update(len(batch))
-        finally:
-            bar.close()
         embedded = self.embedding.texts_embedded - before if counted else len(missing)
         stats = IndexStats(collection=name, parents=len(parents), children=len(children), embedded=embedded,
                            reused=len(children) - embedded, added=len(missing), replaced=len(replaced))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import groupby
 
 import pymupdf
 
@@ -73,19 +74,8 @@ def _is_mono(span: dict) -> bool:
 
 def _span_text(spans: list[dict]) -> str:
     """The spans' text joined, with LaTeX's separate accent glyphs composed outside monospace runs."""
-    parts: list[str] = []
-    run: list[str] = []
-    for span in spans:
-        if _is_mono(span):
-            if run:
-                parts.append(compose_latex_accents("".join(run)))
-                run = []
-            parts.append(span["text"])
-        else:
-            run.append(span["text"])
-    if run:
-        parts.append(compose_latex_accents("".join(run)))
-    return "".join(parts)
+    runs = (("".join(span["text"] for span in run), mono) for mono, run in groupby(spans, key=_is_mono))
+    return "".join(text if mono else compose_latex_accents(text) for text, mono in runs)
 
 
 @dataclass(slots=True)
