@@ -102,10 +102,9 @@ class ServerEncoder:
         try:
             return np.concatenate(list(pool.map(lambda batch: self._post(self.client, batch), batches)))
         except openai.APITimeoutError as exc:  # a hung server: bounded by timeout x tries, then one line
-            raise StudyInputError(
-                f"embedding server {self.url} did not answer within {self.timeout:g} s ({self.retries + 1} tries); "
-                "is it overloaded or hung? Restart it, or raise --embedding-timeout; vectors embedded so far are "
-                "cached, re-run to resume") from None
+            raise StudyInputError(f"embedding server {self.url} did not answer within {self.timeout:g} s "
+                                  f"({self.retries + 1} tries); is it overloaded or hung? Restart it, or raise "
+                                  "--embedding-timeout; vectors embedded so far are cached, re-run to resume") from None
         except openai.APIError as exc:  # after the client's retries; what was embedded before is in the cache
             raise StudyInputError(f"embedding server {self.url} failed after {self.retries + 1} tries ({exc}); "
                                   "vectors embedded so far are cached, re-run when it is back") from None

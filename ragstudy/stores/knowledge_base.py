@@ -535,12 +535,9 @@ class KnowledgeBase:
 
     def ranked_parents(self, vector: Sequence[float]) -> Iterator[RankedParent]:
         """Every parent, best first, lazily: a caller that reads deeper and deeper (dense's budget fill) searches
-        the windows once per query."""
+        the windows once per query. Before `build`, a RuntimeError at the first parent read."""
         if self.windows is None or self.docstore is None:
             raise RuntimeError("KnowledgeBase.rank needs build(chunked) first")
-        return self._ranked_parents(vector)
-
-    def _ranked_parents(self, vector: Sequence[float]) -> Iterator[RankedParent]:
         seen: set[str] = set()
         number = 0
         for cid, distance in self.windows.nearest(vector):
