@@ -320,8 +320,7 @@ class Verdict:
 
     def others(self) -> list[tuple[str, str]]:
         """(name, display) of every strategy compared with the reference, in first-met order."""
-        seen = {d.strategy: d.display for b in self.budgets for d in b.differences}
-        return list(seen.items())
+        return list({d.strategy: d.display for b in self.budgets for d in b.differences}.items())
 
     def table(self) -> tuple[list[str], list[list[VerdictCell]]]:
         """Headers and rows (one per budget): budget, n, best, then reference − each other strategy."""
