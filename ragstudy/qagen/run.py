@@ -404,32 +404,29 @@ def report_markdown(settings: QaSettings, sample: Sample, records: Sequence[dict
              f"**{len(items)}** of {len(records)} candidates (asked for {settings.n}).\n"]
     if unfit:
         lines.append(f"**Plumbing only.** {LITE_LIMITS}\n")
-    lines.append("Nothing here is reviewed yet: open review.xlsx, accept, edit or reject each item, then run "
-                 "`make-qa --read-review` (see docs/make-qa.md).\n")
-    lines.append("## Sampling\n")
-    lines.append(f"Passages come from the shared PyMuPDF text layer (no strategy's chunks), seeded ({settings.seed}), "
-                 "spread over documents (shares proportional to the square root of each one's eligible passages) "
-                 f"and over equal page strata within each. Stated share of passages that cross a block or a page "
-                 f"break: {settings.span_share:.0%}.\n")
+    lines += ["Nothing here is reviewed yet: open review.xlsx, accept, edit or reject each item, then run "
+              "`make-qa --read-review` (see docs/make-qa.md).\n", "## Sampling\n",
+              f"Passages come from the shared PyMuPDF text layer (no strategy's chunks), seeded ({settings.seed}), "
+              "spread over documents (shares proportional to the square root of each one's eligible passages) "
+              f"and over equal page strata within each. Stated share of passages that cross a block or a page "
+              f"break: {settings.span_share:.0%}.\n"]
     counts = {Path(f.document.path).name: f.counts() for f in sample.found}
     sampled = Counter(p.pdf for p in sample.passages)
     asked = Counter(r["pdf"] for r in records)
     kept_by = Counter(i.pdf for i in items)
     kinds = ("body", "furniture", "toc", "low-text", "short")
     rows = [[pdf, *(c.get(k, 0) for k in kinds), sampled[pdf], asked[pdf], kept_by[pdf]] for pdf, c in counts.items()]
-    lines.append("Text blocks by class (only body blocks make passages; furniture = running headers/footers and page "
-                 "numbers, toc = table-of-contents and index lines, low-text = mostly non-letters, short = headings "
-                 "and labels):\n")
-    lines.append(_table(["pdf", *kinds, "passages sampled", "asked", "kept"], rows))
+    lines += ["Text blocks by class (only body blocks make passages; furniture = running headers/footers and page "
+              "numbers, toc = table-of-contents and index lines, low-text = mostly non-letters, short = headings "
+              "and labels):\n", _table(["pdf", *kinds, "passages sampled", "asked", "kept"], rows)]
     span_sampled = sum(p.spans_boundary for p in sample.passages)
     kinds_asked = Counter(r["passage"]["kind"] for r in records)
     boundary_kept = Counter(i.boundary for i in items)
     lines.append(f"Passages sampled: {len(sample.passages)}, {span_sampled} ({span_sampled / max(1, len(sample.passages)):.0%}) "
                  f"crossing a break; asked: {dict(kinds_asked)}. Kept items by where their evidence lies: "
                  f"{dict(boundary_kept) or 'none'}.\n")
-    lines.append("## Filters\n")
-    lines.append(f"{len(records)} drafts (one per passage tried), filtered in this order; `left` is how many drafts "
-                 "were still kept after each filter.\n")
+    lines += ["## Filters\n", f"{len(records)} drafts (one per passage tried), filtered in this order; `left` is how "
+              "many drafts were still kept after each filter.\n"]
     described = t.describe(unfit or "")
     rows = [[name, described[name], first, failed, left] for name, first, failed, left in filter_cascade(records)]
     rows.append(["kept", "passed every filter", "", "", len(items)])
@@ -442,13 +439,12 @@ def report_markdown(settings: QaSettings, sample: Sample, records: Sequence[dict
     if any(r["passage"] and r.get("recovered") is None and r["kept"] for r in records):
         lines.append(f"The round trip (answer_not_recovered) was not asked: {model} writes templates and answers no "
                      "question, so its kept items are not checked for it.\n")
-    lines.append("## Against a floor\n")
-    lines.extend(grounding_lines(grounding_against_floor(records, settings.seed), model,
-                                 grounding_against_floor([r for r in records if r["kept"]], settings.seed)))
-    lines.append("## Question ↔ evidence overlap\n")
-    lines.append("Share of the question's content words (Italian stopwords dropped, Snowball stems) that occur in its "
-                 "evidence. High overlap means the question copies the evidence, which favours lexical retrievers "
-                 f"(BM25); candidates above {t.copy_threshold:.2f} are dropped.\n")
+    floor_all, floor_kept = (grounding_against_floor(part, settings.seed)
+                             for part in (records, [r for r in records if r["kept"]]))
+    lines += ["## Against a floor\n", *grounding_lines(floor_all, model, floor_kept),
+              "## Question ↔ evidence overlap\n", "Share of the question's content words (Italian stopwords dropped, "
+              "Snowball stems) that occur in its evidence. High overlap means the question copies the evidence, which "
+              f"favours lexical retrievers (BM25); candidates above {t.copy_threshold:.2f} are dropped.\n"]
     parsed = [r["question_overlap"] for r in records if r.get("question_overlap") is not None]
     kept_overlap = [r["question_overlap"] for r in records if r["kept"]]
     dists = [("generated, every parsed candidate", overlap_distribution(parsed)),
@@ -460,10 +456,10 @@ def report_markdown(settings: QaSettings, sample: Sample, records: Sequence[dict
             lines.append(f"- reference set {evidence} could not be read: {exc}\n")
     keys = ("n", "min", "q1", "median", "q3", "p90", "max")
     lines.append(_table(["set", *keys], [[name, *(d.get(k, "–") for k in keys)] for name, d in dists]))
-    lines.append("## Outputs\n")
-    lines.append("Questions.csv, Oracle.csv, evidence.csv (the kept items; start_end_idx in the PDF's text layer), "
-                 "make_qa.json (model, prompt hash, seed, counts), candidates.jsonl (every candidate and why it was "
-                 "dropped), review.xlsx.\n" if items else
-                 "No candidate was kept: Questions.csv, Oracle.csv and evidence.csv are not written. candidates.jsonl "
-                 "and review.xlsx hold every candidate and why it was dropped.\n")
+    lines += ["## Outputs\n",
+              "Questions.csv, Oracle.csv, evidence.csv (the kept items; start_end_idx in the PDF's text layer), "
+              "make_qa.json (model, prompt hash, seed, counts), candidates.jsonl (every candidate and why it was "
+              "dropped), review.xlsx.\n" if items else
+              "No candidate was kept: Questions.csv, Oracle.csv and evidence.csv are not written. candidates.jsonl "
+              "and review.xlsx hold every candidate and why it was dropped.\n"]
     return "\n".join(lines)
