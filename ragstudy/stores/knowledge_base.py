@@ -94,12 +94,11 @@ SEARCH_BLOCK = 8192  # windows whose distances are computed at once (bounds the 
 class ExactWindows:
     """A collection's child windows, searched exhaustively: every window's distance to the query, exact.
 
-    Chroma's HNSW index is approximate, and its graph depends on the threads that inserted the windows. Measured on
-    the shared PDFs (newline, 7,843 windows, 1,389 of them duplicate vectors): two builds of the same collection at
-    search_ef 512 disagreed, one of them missing a rank-5 parent, so the same settings gave other rankings run to
-    run and executor to executor. Distance is Chroma's "l2" (squared Euclidean; 2 - 2 cos between normalised
-    vectors), computed in float64 from the float32 vectors the collection stores; ties to TIE_DECIMALS are broken by
-    child id. Memory: windows x dimensions x 4 bytes (13,000 windows of 384: 20 MB); time: one pass per query.
+    Why not HNSW: see the module doc (measured on the shared PDFs, newline, 7,843 windows, 1,389 of them duplicate
+    vectors: two builds of the same collection at search_ef 512 disagreed, one missing a rank-5 parent). Distance
+    is Chroma's "l2" (squared Euclidean; 2 - 2 cos between normalised vectors), computed in float64 from the float32
+    vectors the collection stores; ties to TIE_DECIMALS are broken by child id. Memory: windows x dimensions x 4
+    bytes (13,000 windows of 384: 20 MB); time: one pass per query.
     """
 
     ids: tuple[str, ...]

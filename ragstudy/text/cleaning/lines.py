@@ -132,10 +132,8 @@ def lines_from_dict(index: int, data: dict) -> PageLines:
             text = clean_line(raw)
             if not text:
                 continue
-            x0, y0, x1, y1 = line["bbox"]
-            font = span["font"]
-            bold = bool(span["flags"] & _BOLD_FLAG) or "bold" in font.lower()
-            out.append(Line(index, x0, y0, x1, y1, text, round(span["size"], 1), font, bold, bno))
+            bold = bool(span["flags"] & _BOLD_FLAG) or "bold" in span["font"].lower()
+            out.append(Line(index, *line["bbox"], text, round(span["size"], 1), span["font"], bold, bno))
     return PageLines(index, data["width"], data["height"], out)
 
 
