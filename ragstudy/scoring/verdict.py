@@ -434,7 +434,7 @@ def verdict(summary, paired, reference: str = DEFAULT_REFERENCE, metric: str = b
     pairs = paired[paired["metric"] == metric] if len(paired) else paired
     budgets = []
     for label in sorted(dict.fromkeys(str(b) for b in part["budget"]),
-                        key=lambda label: (0, int(label)) if label.isdigit() else (1, 0)):  # own k last
+                        key=lambda budget: (0, int(budget)) if budget.isdigit() else (1, 0)):  # own k last
         rows = part[part["budget"].astype(str) == label]
         scores = [VerdictScore(str(r.strategy), str(r.strategy_display), int(r.n), float(r.mean), float(r.ci_low),
                                float(r.ci_high)) for r in rows.itertuples()]

@@ -274,8 +274,9 @@ class CrossVerdict:
                 for other, _ in others:
                     d = by_name.get(other)
                     compared = d is not None and d.compared
-                    row.update({f"{field}:{other}": getattr(d, attr) if compared else math.nan for field, attr in
-                                (("diff", "mean_diff"), *((f, f) for f in ("ci_low", "ci_high", "p_holm")))})
+                    for field, attr in (("diff", "mean_diff"), ("ci_low", "ci_low"), ("ci_high", "ci_high"),
+                                        ("p_holm", "p_holm")):
+                        row[f"{field}:{other}"] = getattr(d, attr) if compared else math.nan
                     row[f"significant:{other}"] = int(compared and d.significant)
                 records.append(row)
         frame = pd.DataFrame(records)
