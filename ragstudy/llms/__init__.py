@@ -129,13 +129,11 @@ def make_generator(config) -> CachingGeneratorBase:
     spec = get(resolved_engine(config))
     if spec.generator is not None:
         return spec.generator(config, params, cache)
-    return CachedGenerator(
-        model_spec=profile.llm, model_label=model_label(profile.llm), device=resolve_device(profile.device),
-        dtype=profile.dtype, params=params, cache=cache,
-        loader=lambda: resolve_llm(profile.llm, config.origins.get("llm", "config")),
-        origin=config.origins.get("llm", "config"), batch_size=config.llm_batch_size,
-        engine=spec.name, threads=config.resolved_threads(),
-    )
+    return CachedGenerator(model_spec=profile.llm, model_label=model_label(profile.llm),
+                           device=resolve_device(profile.device), dtype=profile.dtype, params=params, cache=cache,
+                           loader=lambda: resolve_llm(profile.llm, config.origins.get("llm", "config")),
+                           origin=config.origins.get("llm", "config"), batch_size=config.llm_batch_size,
+                           engine=spec.name, threads=config.resolved_threads())
 
 
 def check_generator(config) -> None:

@@ -161,7 +161,6 @@ class CachingGeneratorBase:
         if missing:
             keys = list(missing)
             todo = [prompts[missing[key][0]] for key in keys]
-            bar = tqdm(total=len(todo), desc=desc or "Generating", unit="answer", disable=len(prompts) < 2)
 
             def done(position: int, answer: str) -> None:
                 key = keys[position]
@@ -176,10 +175,8 @@ class CachingGeneratorBase:
                     answers[index] = answer
                 bar.update(1)
 
-            try:
+            with tqdm(total=len(todo), desc=desc or "Generating", unit="answer", disable=len(prompts) < 2) as bar:
                 self._generate_missing(todo, params, batch_size, done)
-            finally:
-                bar.close()
         return [answer if answer is not None else "" for answer in answers]
 
 

@@ -12,8 +12,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import selectors
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -88,8 +91,6 @@ class OnnxChatModel(ChatTemplate):
                     position, prompt = todo.pop()
                     worker.send(self.prompt_ids(prompt), params.max_new_tokens)
                     busy[worker.stdout] = (worker, position)
-            import selectors
-
             with selectors.DefaultSelector() as selector:
                 for worker in pool:
                     selector.register(worker.stdout, selectors.EVENT_READ)
@@ -114,8 +115,6 @@ class _Worker:
     (the answering process is gone)."""
 
     def __init__(self, folder: Path, threads: int) -> None:
-        import tempfile
-
         root = str(Path(__file__).resolve().parents[2])  # this checkout's ragstudy, whatever is installed
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
         self.errors = tempfile.TemporaryFile(mode="w+", encoding="utf-8")  # never a pipe that could fill up
@@ -200,8 +199,6 @@ def onnx_model_folder(model_path: str) -> Path:
         return target
     import_onnx_genai()
     tmp = target.with_name(target.name + ".partial")
-    import shutil
-
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     logger.info("exporting %s to ONNX Runtime GenAI in %s (once, ~20 s)", source, target)

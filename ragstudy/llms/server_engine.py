@@ -43,11 +43,12 @@ MAX_RETRIES = 2  # the openai client's own backoff (~0.5 s, then ~1 s, with jitt
 CHECK_TIMEOUT_S = 10.0
 
 
-def api_base(url: str) -> str:
-    """`http://host:port` or `http://host:port/v1` -> the client's base URL (`.../v1`)."""
+def api_base(url: str, flag: str = "--llm-server") -> str:
+    """`http://host:port` or `http://host:port/v1` -> the client's base URL (`.../v1`); a StudyInputError naming
+    `flag` (the setting that gave it) when it is not an http(s) URL."""
     parsed = urlparse(url.strip())
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise StudyInputError(f"--llm-server {url!r} is not an http(s) URL; pass e.g. http://127.0.0.1:8000")
+        raise StudyInputError(f"{flag} {url!r} is not an http(s) URL; pass e.g. http://127.0.0.1:8000")
     base = url.strip().rstrip("/")
     return base if base.endswith("/v1") else base + "/v1"
 
@@ -296,17 +297,14 @@ def local_server(folder: str, device: str = "cpu", dtype: str | None = None, thr
                 process.wait()
 
 
-def _server_generator(config, params: GenerationParams, cache: AnswerCache) -> ServerGenerator:
-    return ServerGenerator(server_urls(config), config.llm_server_model, params, cache,
-                           concurrency=config.concurrency, timeout=config.llm_timeout)
-
-
 def _listing(config) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """(URL, the model names its GET /v1/models lists) for each server, recorded beside the answers."""
     return tuple((url, tuple(served_models(url))) for url in server_urls(config))
 
 
-SPEC = register_engine("server", None, generator=_server_generator,
+SPEC = register_engine("server", None, generator=lambda config, params, cache: ServerGenerator(
+                           server_urls(config), config.llm_server_model, params, cache,
+                           concurrency=config.concurrency, timeout=config.llm_timeout),
                        check=lambda config: check_servers(server_urls(config), config.llm_server_model),
                        model_name=lambda config: config.llm_server_model, listing=_listing,
                        claims=lambda config: bool(config.llm_servers), needs="--llm-server URL", order=2,

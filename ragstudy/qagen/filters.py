@@ -208,48 +208,33 @@ class CandidateFilter:
         checked like a quoted one."""
         t = self.thresholds
         if len(raw) > t.max_output:  # not parsed: a runaway generation, dropped before any work on it
-            checked = Checked(None)
-            checked.reasons.append("too_long")
-            return self._unfit(checked)
+            return self._unfit(Checked(None, reasons=["too_long"]))
         generated = parse_generation(raw, evidence)
-        checked = Checked(generated)
         if generated is None:
-            checked.reasons.append("not_json")
-            return self._unfit(checked)
+            return self._unfit(Checked(None, reasons=["not_json"]))
         if max(len(generated.question), len(generated.answer)) > t.max_text:
-            checked.reasons.append("too_long")
-            return self._unfit(checked)
+            return self._unfit(Checked(generated, reasons=["too_long"]))
+        question, answer = generated.question, generated.answer
         evidence_terms = terms(generated.evidence, self.analyzer)
-        checked.question_overlap = share_in(terms(generated.question, self.analyzer), evidence_terms)
-        answer_terms = terms(generated.answer, self.analyzer)
-        checked.answer_support = share_in(answer_terms, evidence_terms)
         located = locate_in_passage(generated.evidence, passage)
-        checked.located = located
-        if located is None:
-            checked.reasons.append("evidence_not_verbatim")
-        else:
-            if not t.min_evidence <= len(located.text.strip()) <= t.max_evidence:
-                checked.reasons.append("evidence_length")
-            if self.occurrences(located.text) > 1:
-                checked.reasons.append("evidence_not_unique")
-        if _FURNITURE_QUESTION.search(generated.question):
-            checked.reasons.append("about_furniture")
-        if not generated.question.rstrip().endswith("?"):
-            checked.reasons.append("question_not_a_question")
-        if word_ngrams(generated.question, t.echo_words) & self._instructions:
-            checked.reasons.append("question_echoes_prompt")
-        if _NOT_STANDALONE.search(generated.question):
-            checked.reasons.append("question_not_standalone")
-        if checked.answer_support < t.answer_support:
-            checked.reasons.append("answer_unsupported")
-        if generated.answer.rstrip().endswith("?"):
-            checked.reasons.append("answer_is_a_question")
-        if numbers_missing(generated.answer, generated.evidence):
-            checked.reasons.append("answer_number_not_in_evidence")
-        if checked.question_overlap == 0.0:
-            checked.reasons.append("question_off_evidence")
-        if checked.question_overlap > t.copy_threshold:
-            checked.reasons.append("question_copies_evidence")
+        checked = Checked(generated, located, share_in(terms(question, self.analyzer), evidence_terms),
+                          share_in(terms(answer, self.analyzer), evidence_terms))
+        failed = {  # in FILTERS order
+            "evidence_not_verbatim": located is None,
+            "evidence_length": located is not None
+                               and not t.min_evidence <= len(located.text.strip()) <= t.max_evidence,
+            "evidence_not_unique": located is not None and self.occurrences(located.text) > 1,
+            "about_furniture": _FURNITURE_QUESTION.search(question),
+            "question_not_a_question": not question.rstrip().endswith("?"),
+            "question_echoes_prompt": word_ngrams(question, t.echo_words) & self._instructions,
+            "question_not_standalone": _NOT_STANDALONE.search(question),
+            "answer_unsupported": checked.answer_support < t.answer_support,
+            "answer_is_a_question": answer.rstrip().endswith("?"),
+            "answer_number_not_in_evidence": numbers_missing(answer, generated.evidence),
+            "question_off_evidence": checked.question_overlap == 0.0,
+            "question_copies_evidence": checked.question_overlap > t.copy_threshold,
+        }
+        checked.reasons += [name for name, fails in failed.items() if fails]
         return self._unfit(checked)
 
     def round_trip(self, checked: Checked, reply: str) -> None:

@@ -198,8 +198,7 @@ def write_workbook(path: Path, records: Sequence[dict]) -> int:
         validation.add(f"B2:B{len(rows) + 1}")
         ws.add_data_validation(validation)
     ws.freeze_panes = "C2"
-    info = wb.create_sheet("Istruzioni")
-    lines_it = [
+    write_instructions(wb.create_sheet("Istruzioni"), [
         "Revisione delle domande generate",
         "",
         "Per ogni riga leggete il passaggio (colonna «Passaggio»), la domanda, la risposta e l'evidenza.",
@@ -208,8 +207,7 @@ def write_workbook(path: Path, records: Sequence[dict]) -> int:
         "L'evidenza deve restare una citazione esatta del passaggio (spazi, a capo e punteggiatura non contano).",
         "La decisione proposta viene dai filtri automatici (colonna «Filtri»); cambiatela dove non siete d'accordo.",
         "Poi: make-qa --read-review <questo file> scrive il set accettato nella stessa cartella.",
-    ]
-    write_instructions(info, lines_it)
+    ])
     atomic_save(path, wb.save, "review workbook")
     return len(rows)
 

@@ -142,21 +142,15 @@ def parse_generation(text: str, evidence: str | None = None) -> Generated | None
 
 def _first_object(text: str, evidence: str | None) -> Generated | None:
     fenced = _FENCE.search(text)
-    candidates = [fenced.group(1)] if fenced else []
-    candidates.append(text)
     decoder = json.JSONDecoder()
-    for body in candidates:
-        start = body.find("{")
-        while start >= 0:
+    for body in ([fenced.group(1)] if fenced else []) + [text]:
+        for start in (i for i, ch in enumerate(body) if ch == "{"):
             try:
-                value, _ = decoder.raw_decode(body, start)
+                found = _fields(decoder.raw_decode(body, start)[0], evidence)
             except ValueError:
-                start = body.find("{", start + 1)
                 continue
-            found = _fields(value, evidence)
             if found is not None:
                 return found
-            start = body.find("{", start + 1)
     return None
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ragstudy.errors import StudyInputError
-from ragstudy.io import sha256_file, sha256_text, stable_json
+from ragstudy.io import atomic_write_text, sha256_file, sha256_text, stable_json
 from ragstudy.text.textlayer import PdfDocument, load_documents
 from ragstudy.qagen import outputs
 from ragstudy.qagen.choose import choose_evidence
@@ -142,9 +142,7 @@ def candidate_record(passage: Passage, raw: str, checked: Checked, model: str, e
     """One candidate as candidates.jsonl keeps it; a runaway text (a 5 MB answer) is kept cut, its length in
     `cut` (such a candidate is dropped as too_long: kept ones are far shorter)."""
     g, loc = checked.generated, checked.located
-    page = None
-    if loc is not None:
-        page = outputs._page(passage, loc.passage_start)
+    page = outputs._page(passage, loc.passage_start) if loc is not None else None
     texts, cut = _stored({"raw": raw, "question": g.question if g else None, "answer": g.answer if g else None,
                           "evidence": g.evidence if g else None, "round_trip_reply": checked.reply})
     return {"id": candidate_id(passage, model, evidence_by), "pdf": passage.pdf, "passage": passage.to_record(), **texts,
@@ -172,8 +170,7 @@ def draft_and_filter(drafts: Sequence[Draft], generator, params, filt: Candidate
     batch = max(1, int(getattr(generator, "concurrency", 0) or getattr(generator, "batch_size", 1) or 1))
     records: list[dict] = []
     kept = 0
-    bar = tqdm(total=len(drafts), desc="Writing questions", unit="passage")
-    try:
+    with tqdm(total=len(drafts), desc="Writing questions", unit="passage") as bar:
         for start in range(0, len(drafts), batch):
             if kept >= n:
                 break
@@ -192,8 +189,6 @@ def draft_and_filter(drafts: Sequence[Draft], generator, params, filt: Candidate
                 records.append(candidate_record(draft.passage, raw, checked, model, evidence_by))
                 bar.update(1)
             bar.set_postfix(kept=kept)
-    finally:
-        bar.close()
     return [r for r in records if "not_needed" not in r["reasons"]]
 
 
@@ -271,8 +266,6 @@ def make_qa(settings: QaSettings, generator, model: str, backend: str,
     outputs.write_sidecar(out, sidecar)
     report = report_markdown(settings, sample, records, items, model, backend, unfit,
                              bundled_reference() if settings.reference is None else settings.reference)
-    from ragstudy.io import atomic_write_text
-
     atomic_write_text(out / outputs.REPORT, report, "output file")
     return QaResult(out, len(items), len(records), generator.generated, generator.cached, counts, model, bool(unfit),
                     filter_cascade(records))
@@ -281,8 +274,6 @@ def make_qa(settings: QaSettings, generator, model: str, backend: str,
 def read_review(out: Path, workbook: Path | None = None) -> outputs.Review:
     """Write the set the reviewed workbook accepts into `out` (Questions.csv, Oracle.csv, evidence.csv), record the
     review in the sidecar and the report."""
-    from ragstudy.io import atomic_write_text
-
     out = Path(out)
     sidecar = outputs.read_sidecar(out)
     if sidecar is None:
@@ -413,32 +404,29 @@ def report_markdown(settings: QaSettings, sample: Sample, records: Sequence[dict
              f"**{len(items)}** of {len(records)} candidates (asked for {settings.n}).\n"]
     if unfit:
         lines.append(f"**Plumbing only.** {LITE_LIMITS}\n")
-    lines.append("Nothing here is reviewed yet: open review.xlsx, accept, edit or reject each item, then run "
-                 "`make-qa --read-review` (see docs/make-qa.md).\n")
-    lines.append("## Sampling\n")
-    lines.append(f"Passages come from the shared PyMuPDF text layer (no strategy's chunks), seeded ({settings.seed}), "
-                 "spread over documents (shares proportional to the square root of each one's eligible passages) "
-                 f"and over equal page strata within each. Stated share of passages that cross a block or a page "
-                 f"break: {settings.span_share:.0%}.\n")
-    counts = sample.block_counts()
+    lines += ["Nothing here is reviewed yet: open review.xlsx, accept, edit or reject each item, then run "
+              "`make-qa --read-review` (see docs/make-qa.md).\n", "## Sampling\n",
+              f"Passages come from the shared PyMuPDF text layer (no strategy's chunks), seeded ({settings.seed}), "
+              "spread over documents (shares proportional to the square root of each one's eligible passages) "
+              f"and over equal page strata within each. Stated share of passages that cross a block or a page "
+              f"break: {settings.span_share:.0%}.\n"]
+    counts = {Path(f.document.path).name: f.counts() for f in sample.found}
     sampled = Counter(p.pdf for p in sample.passages)
     asked = Counter(r["pdf"] for r in records)
     kept_by = Counter(i.pdf for i in items)
     kinds = ("body", "furniture", "toc", "low-text", "short")
     rows = [[pdf, *(c.get(k, 0) for k in kinds), sampled[pdf], asked[pdf], kept_by[pdf]] for pdf, c in counts.items()]
-    lines.append("Text blocks by class (only body blocks make passages; furniture = running headers/footers and page "
-                 "numbers, toc = table-of-contents and index lines, low-text = mostly non-letters, short = headings "
-                 "and labels):\n")
-    lines.append(_table(["pdf", *kinds, "passages sampled", "asked", "kept"], rows))
+    lines += ["Text blocks by class (only body blocks make passages; furniture = running headers/footers and page "
+              "numbers, toc = table-of-contents and index lines, low-text = mostly non-letters, short = headings "
+              "and labels):\n", _table(["pdf", *kinds, "passages sampled", "asked", "kept"], rows)]
     span_sampled = sum(p.spans_boundary for p in sample.passages)
     kinds_asked = Counter(r["passage"]["kind"] for r in records)
     boundary_kept = Counter(i.boundary for i in items)
     lines.append(f"Passages sampled: {len(sample.passages)}, {span_sampled} ({span_sampled / max(1, len(sample.passages)):.0%}) "
                  f"crossing a break; asked: {dict(kinds_asked)}. Kept items by where their evidence lies: "
                  f"{dict(boundary_kept) or 'none'}.\n")
-    lines.append("## Filters\n")
-    lines.append(f"{len(records)} drafts (one per passage tried), filtered in this order; `left` is how many drafts "
-                 "were still kept after each filter.\n")
+    lines += ["## Filters\n", f"{len(records)} drafts (one per passage tried), filtered in this order; `left` is how "
+              "many drafts were still kept after each filter.\n"]
     described = t.describe(unfit or "")
     rows = [[name, described[name], first, failed, left] for name, first, failed, left in filter_cascade(records)]
     rows.append(["kept", "passed every filter", "", "", len(items)])
@@ -451,13 +439,12 @@ def report_markdown(settings: QaSettings, sample: Sample, records: Sequence[dict
     if any(r["passage"] and r.get("recovered") is None and r["kept"] for r in records):
         lines.append(f"The round trip (answer_not_recovered) was not asked: {model} writes templates and answers no "
                      "question, so its kept items are not checked for it.\n")
-    lines.append("## Against a floor\n")
-    lines.extend(grounding_lines(grounding_against_floor(records, settings.seed), model,
-                                 grounding_against_floor([r for r in records if r["kept"]], settings.seed)))
-    lines.append("## Question ↔ evidence overlap\n")
-    lines.append("Share of the question's content words (Italian stopwords dropped, Snowball stems) that occur in its "
-                 "evidence. High overlap means the question copies the evidence, which favours lexical retrievers "
-                 f"(BM25); candidates above {t.copy_threshold:.2f} are dropped.\n")
+    floor_all, floor_kept = (grounding_against_floor(part, settings.seed)
+                             for part in (records, [r for r in records if r["kept"]]))
+    lines += ["## Against a floor\n", *grounding_lines(floor_all, model, floor_kept),
+              "## Question ↔ evidence overlap\n", "Share of the question's content words (Italian stopwords dropped, "
+              "Snowball stems) that occur in its evidence. High overlap means the question copies the evidence, which "
+              f"favours lexical retrievers (BM25); candidates above {t.copy_threshold:.2f} are dropped.\n"]
     parsed = [r["question_overlap"] for r in records if r.get("question_overlap") is not None]
     kept_overlap = [r["question_overlap"] for r in records if r["kept"]]
     dists = [("generated, every parsed candidate", overlap_distribution(parsed)),
@@ -469,10 +456,10 @@ def report_markdown(settings: QaSettings, sample: Sample, records: Sequence[dict
             lines.append(f"- reference set {evidence} could not be read: {exc}\n")
     keys = ("n", "min", "q1", "median", "q3", "p90", "max")
     lines.append(_table(["set", *keys], [[name, *(d.get(k, "–") for k in keys)] for name, d in dists]))
-    lines.append("## Outputs\n")
-    lines.append("Questions.csv, Oracle.csv, evidence.csv (the kept items; start_end_idx in the PDF's text layer), "
-                 "make_qa.json (model, prompt hash, seed, counts), candidates.jsonl (every candidate and why it was "
-                 "dropped), review.xlsx.\n" if items else
-                 "No candidate was kept: Questions.csv, Oracle.csv and evidence.csv are not written. candidates.jsonl "
-                 "and review.xlsx hold every candidate and why it was dropped.\n")
+    lines += ["## Outputs\n",
+              "Questions.csv, Oracle.csv, evidence.csv (the kept items; start_end_idx in the PDF's text layer), "
+              "make_qa.json (model, prompt hash, seed, counts), candidates.jsonl (every candidate and why it was "
+              "dropped), review.xlsx.\n" if items else
+              "No candidate was kept: Questions.csv, Oracle.csv and evidence.csv are not written. candidates.jsonl "
+              "and review.xlsx hold every candidate and why it was dropped.\n"]
     return "\n".join(lines)

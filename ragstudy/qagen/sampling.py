@@ -311,9 +311,6 @@ class Sample:
     span_share: float
     seed: int
 
-    def block_counts(self) -> dict[str, Counter]:
-        return {Path(f.document.path).name: f.counts() for f in self.found}
-
 
 def sample_passages(documents: Sequence[PdfDocument], n: int, seed: int, span_share: float = 0.25,
                     required: int | None = None) -> Sample:
@@ -353,11 +350,9 @@ def sample_passages(documents: Sequence[PdfDocument], n: int, seed: int, span_sh
         picked += [("block", c) for c in _stratified(f.by_kind["block"], share - len(picked), f.blocks, used, rng)]
         picked.sort(key=lambda item: f.blocks[item[1][0]].start)
         per_document.append([make_passage(f, kind, c, rng) for kind, c in picked])
-    order: list[Passage] = []
     rng = np.random.default_rng([seed, len(found)])
     # interleave by relative position in each document's page order, so that every prefix is stratified
     keyed = [((i + 0.5) / len(ps), d, i) for d, ps in enumerate(per_document) for i in range(len(ps))]
     jitter = rng.random(len(keyed))
-    for (_, d, i), _j in sorted(zip(keyed, jitter), key=lambda kj: (kj[0][0], kj[1])):
-        order.append(per_document[d][i])
+    order = [per_document[d][i] for (_, d, i), _j in sorted(zip(keyed, jitter), key=lambda kj: (kj[0][0], kj[1]))]
     return Sample(tuple(order), tuple(found), span_share, seed)

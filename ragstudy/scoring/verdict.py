@@ -205,8 +205,7 @@ class Verdict:
         best's lead is significant at each budget (the matrix's † marks; each difference is in `lines`)."""
         under = [f"the {retriever} retriever" if retriever else "", f"the {embedder} embedder" if embedder else ""]
         setting = " and ".join(u for u in under if u)
-        n = [n for b in self.budgets for n in b.n_range]
-        count = f"{min(n)}" + (f"–{max(n)}" if max(n) != min(n) else "") if n else ""
+        count = self._n_range()
         if setting:
             lead = f"With {setting} " + (f"(n = {count} questions), " if count else "")
         else:
@@ -214,6 +213,11 @@ class Verdict:
         sentence = f"{lead}the best {self.metric_words} is {self.winners()}"
         sentence = sentence[0].upper() + sentence[1:]
         return f"{sentence}; {self._how_sure()}."
+
+    def _n_range(self) -> str:
+        """'49' or '40–49': the fewest and most questions scored, over every budget ('' without budgets)."""
+        n = [n for b in self.budgets for n in b.n_range]
+        return f"{min(n)}" + (f"–{max(n)}" if max(n) != min(n) else "") if n else ""
 
     def also_on(self) -> str:
         """The headline of a second verdict (the contiguous hit rate after the hit rate), as one sentence."""
@@ -305,8 +309,7 @@ class Verdict:
         """The matrix in one line: what the numbers are, what bold and the mark say."""
         from ragstudy.scoring.stats import ci_label
 
-        n = [n for b in self.budgets for n in b.n_range]
-        questions = f"n = {min(n)}" + (f"–{max(n)}" if max(n) != min(n) else "") + " questions" if n else ""
+        questions = f"n = {self._n_range()} questions" if self.budgets else ""
         own_k = (" Own k: each strategy's own k, contexts of different sizes."
                  if any(b.budget == PAPER_K_LABEL for b in self.budgets) else "")
         return (f"{self.metric_words[0].upper()}{self.metric_words[1:]} per strategy and context budget "
@@ -317,8 +320,7 @@ class Verdict:
 
     def others(self) -> list[tuple[str, str]]:
         """(name, display) of every strategy compared with the reference, in first-met order."""
-        seen = {d.strategy: d.display for b in self.budgets for d in b.differences}
-        return list(seen.items())
+        return list({d.strategy: d.display for b in self.budgets for d in b.differences}.items())
 
     def table(self) -> tuple[list[str], list[list[VerdictCell]]]:
         """Headers and rows (one per budget): budget, n, best, then reference − each other strategy."""
@@ -340,8 +342,7 @@ class Verdict:
                 if d is None or not d.compared:
                     cells.append(VerdictCell("–"))
                     continue
-                text = (f"{self._estimate(d.mean_diff, d.ci_low, d.ci_high, signed=True)}, "
-                        f"{self._p(d.p_holm).replace('Holm ', '')}{' *' if d.significant else ''}")
+                text = f"{self._signed(d)}, {self._p(d.p_holm).replace('Holm ', '')}{' *' if d.significant else ''}"
                 cells.append(VerdictCell(text, d.mean_diff, (d.ci_low, d.ci_high)))
             rows.append(cells)
         return headers, rows
@@ -359,20 +360,16 @@ class Verdict:
                  "confidence": self.confidence}
         records = []
         for b in self.budgets:
-            scores = [("best", s) for s in b.best] + ([("reference", b.reference)] if b.reference else []) + [
-                ("score", s) for s in b.scores]
-            for role, s in scores:
-                records.append({**fixed, "budget": b.budget, "role": role, "strategy": s.strategy,
-                                "strategy_display": s.display, "n": s.n, "value": s.mean, "ci_low": s.ci_low,
-                                "ci_high": s.ci_high, "p_holm": math.nan, "significant": 0,
-                                "n_min": b.n_range[0], "n_max": b.n_range[1]})
-            for role, differences in (("difference", b.differences), ("versus_best", b.versus_best)):
-                for d in differences:
-                    records.append({**fixed, "budget": b.budget, "role": role, "strategy": d.strategy,
-                                    "strategy_display": d.display, "n": d.n, "value": d.mean_diff,
-                                    "ci_low": d.ci_low, "ci_high": d.ci_high, "p_holm": d.p_holm,
-                                    "significant": int(d.significant), "n_min": b.n_range[0],
-                                    "n_max": b.n_range[1]})
+            facts = [("best", s) for s in b.best] + ([("reference", b.reference)] if b.reference else []) + [
+                ("score", s) for s in b.scores] + [("difference", d) for d in b.differences] + [
+                ("versus_best", d) for d in b.versus_best]
+            for role, f in facts:
+                score = isinstance(f, VerdictScore)
+                records.append({**fixed, "budget": b.budget, "role": role, "strategy": f.strategy,
+                                "strategy_display": f.display, "n": f.n, "value": f.mean if score else f.mean_diff,
+                                "ci_low": f.ci_low, "ci_high": f.ci_high, "p_holm": math.nan if score else f.p_holm,
+                                "significant": 0 if score else int(f.significant), "n_min": b.n_range[0],
+                                "n_max": b.n_range[1]})
         return pd.DataFrame(records, columns=list(RETRIEVAL_VERDICT.columns))
 
     @classmethod
@@ -425,10 +422,6 @@ def _read_differences(part, role: str) -> tuple[VerdictDifference, ...]:
                  for r in part[part["role"] == role].itertuples())
 
 
-def _budget_key(label: str) -> tuple[int, int]:
-    return (1, 0) if not label.isdigit() else (0, int(label))
-
-
 def verdict(summary, paired, reference: str = DEFAULT_REFERENCE, metric: str = budget_metrics.HIT, unit: str = "chars",
             alpha: float = ALPHA, confidence: float = 0.95) -> Verdict:
     """The verdict from the tables `summarize` and `compare` made (retrieval_summary.csv, retrieval_paired.csv):
@@ -440,7 +433,8 @@ def verdict(summary, paired, reference: str = DEFAULT_REFERENCE, metric: str = b
         raise ValueError(f"no '{metric}' rows in the summary (metrics: {sorted(set(summary['metric']))})")
     pairs = paired[paired["metric"] == metric] if len(paired) else paired
     budgets = []
-    for label in sorted(dict.fromkeys(str(b) for b in part["budget"]), key=_budget_key):
+    for label in sorted(dict.fromkeys(str(b) for b in part["budget"]),
+                        key=lambda budget: (0, int(budget)) if budget.isdigit() else (1, 0)):  # own k last
         rows = part[part["budget"].astype(str) == label]
         scores = [VerdictScore(str(r.strategy), str(r.strategy_display), int(r.n), float(r.mean), float(r.ci_low),
                                float(r.ci_high)) for r in rows.itertuples()]

@@ -274,10 +274,9 @@ class CrossVerdict:
                 for other, _ in others:
                     d = by_name.get(other)
                     compared = d is not None and d.compared
-                    row[f"diff:{other}"] = d.mean_diff if compared else math.nan
-                    row[f"ci_low:{other}"] = d.ci_low if compared else math.nan
-                    row[f"ci_high:{other}"] = d.ci_high if compared else math.nan
-                    row[f"p_holm:{other}"] = d.p_holm if compared else math.nan
+                    for field, attr in (("diff", "mean_diff"), ("ci_low", "ci_low"), ("ci_high", "ci_high"),
+                                        ("p_holm", "p_holm")):
+                        row[f"{field}:{other}"] = getattr(d, attr) if compared else math.nan
                     row[f"significant:{other}"] = int(compared and d.significant)
                 records.append(row)
         frame = pd.DataFrame(records)

@@ -94,12 +94,11 @@ SEARCH_BLOCK = 8192  # windows whose distances are computed at once (bounds the 
 class ExactWindows:
     """A collection's child windows, searched exhaustively: every window's distance to the query, exact.
 
-    Chroma's HNSW index is approximate, and its graph depends on the threads that inserted the windows. Measured on
-    the shared PDFs (newline, 7,843 windows, 1,389 of them duplicate vectors): two builds of the same collection at
-    search_ef 512 disagreed, one of them missing a rank-5 parent, so the same settings gave other rankings run to
-    run and executor to executor. Distance is Chroma's "l2" (squared Euclidean; 2 - 2 cos between normalised
-    vectors), computed in float64 from the float32 vectors the collection stores; ties to TIE_DECIMALS are broken by
-    child id. Memory: windows x dimensions x 4 bytes (13,000 windows of 384: 20 MB); time: one pass per query.
+    Why not HNSW: see the module doc (measured on the shared PDFs, newline, 7,843 windows, 1,389 of them duplicate
+    vectors: two builds of the same collection at search_ef 512 disagreed, one missing a rank-5 parent). Distance
+    is Chroma's "l2" (squared Euclidean; 2 - 2 cos between normalised vectors), computed in float64 from the float32
+    vectors the collection stores; ties to TIE_DECIMALS are broken by child id. Memory: windows x dimensions x 4
+    bytes (13,000 windows of 384: 20 MB); time: one pass per query.
     """
 
     ids: tuple[str, ...]
@@ -447,15 +446,12 @@ class KnowledgeBase:
         counted = hasattr(self.embedding, "texts_embedded")
         before = self.embedding.texts_embedded if counted else 0
         replaced = self._replace_damaged(vectorstore, children, child_ids, stored, name)
-        bar = tqdm(total=len(missing), desc=f"Embedding {self.spec.name}", unit="window", disable=not missing)
-        try:
+        with tqdm(total=len(missing), desc=f"Embedding {self.spec.name}", unit="window", disable=not missing) as bar:
             for start in range(0, len(missing), ADD_BATCH):
                 batch = missing[start:start + ADD_BATCH]
                 with self._store(f"adding child windows to collection {name}"):
                     vectorstore.add_documents([children[i] for i in batch], ids=[child_ids[i] for i in batch])
                 bar.update(len(batch))
-        finally:
-            bar.close()
         embedded = self.embedding.texts_embedded - before if counted else len(missing)
         stats = IndexStats(collection=name, parents=len(parents), children=len(children), embedded=embedded,
                            reused=len(children) - embedded, added=len(missing), replaced=len(replaced))
@@ -529,13 +525,6 @@ class KnowledgeBase:
         window; ties (equal to TIE_DECIMALS) broken by child id, as the retriever does."""
         return self.rank_vector(self.embedding.embed_query(query), depth)
 
-    def rank_many(self, queries: Sequence[str], depth: int) -> list[list[RankedParent]]:
-        """`rank` for each query. Queries are embedded one at a time on purpose (see CustomEmbedding.embed_query):
-        batching them would save < 1 s for the study's 49 questions but shift vectors in the 7th decimal."""
-        embed = getattr(self.embedding, "embed_queries", None)
-        vectors = embed(list(queries)) if embed else [self.embedding.embed_query(q) for q in queries]
-        return [self.rank_vector(vector, depth) for vector in vectors]
-
     def rank_vector(self, vector: Sequence[float], depth: int) -> list[RankedParent]:
         """Rank parents for an already embedded query by their nearest child window (an exact search of every
         window, see ExactWindows): the first `depth` of ranked_parents."""
@@ -545,12 +534,9 @@ class KnowledgeBase:
 
     def ranked_parents(self, vector: Sequence[float]) -> Iterator[RankedParent]:
         """Every parent, best first, lazily: a caller that reads deeper and deeper (dense's budget fill) searches
-        the windows once per query."""
+        the windows once per query. Before `build`, a RuntimeError at the first parent read."""
         if self.windows is None or self.docstore is None:
             raise RuntimeError("KnowledgeBase.rank needs build(chunked) first")
-        return self._ranked_parents(vector)
-
-    def _ranked_parents(self, vector: Sequence[float]) -> Iterator[RankedParent]:
         seen: set[str] = set()
         number = 0
         for cid, distance in self.windows.nearest(vector):

@@ -125,17 +125,14 @@ def read_pdf(path: Path) -> PdfDocument:
     try:
         doc = pymupdf.open(path)
     except (pymupdf.FileDataError, RuntimeError, ValueError) as exc:
-        raise StudyInputError(
-            f"{path}: cannot be opened as a PDF ({exc}). Replace it with a valid PDF or remove it from the folder."
-        ) from exc
+        raise StudyInputError(f"{path}: cannot be opened as a PDF ({exc}). Replace it with a valid PDF or remove it "
+                              "from the folder.") from exc
     damaged = ("the file is damaged (truncated or corrupt; PyMuPDF had to repair it): replace it with a complete "
                "copy, or repair it (e.g. `qpdf in.pdf out.pdf`), or remove it from the folder.")
     with doc:
         if doc.needs_pass:
-            raise StudyInputError(
-                f"{path}: the PDF is password-protected. Decrypt it (e.g. `qpdf --decrypt in.pdf out.pdf`) "
-                "or remove it from the folder."
-            )
+            raise StudyInputError(f"{path}: the PDF is password-protected. Decrypt it (e.g. `qpdf --decrypt in.pdf "
+                                  "out.pdf`) or remove it from the folder.")
         if doc.page_count == 0:
             if doc.is_repaired:
                 raise StudyInputError(f"{path}: no page could be recovered: {damaged}")
@@ -145,30 +142,22 @@ def read_pdf(path: Path) -> PdfDocument:
             for page in doc:
                 pages.append(_page_text(page))
         except RuntimeError as exc:
-            raise StudyInputError(
-                f"{path}: page {len(pages) + 1} cannot be read ({exc}). The file is damaged: repair it "
-                "(e.g. `qpdf in.pdf out.pdf`) or remove it."
-            ) from exc
+            raise StudyInputError(f"{path}: page {len(pages) + 1} cannot be read ({exc}). The file is damaged: "
+                                  "repair it (e.g. `qpdf in.pdf out.pdf`) or remove it.") from exc
         page_count = doc.page_count
         repaired = doc.is_repaired  # read after the pages: repair can happen while they load
     empty = [i + 1 for i, text in enumerate(pages) if not text]
     if not any(pages):
         if repaired:
             raise StudyInputError(f"{path}: none of the {page_count} recovered page(s) has text: {damaged}")
-        raise StudyInputError(
-            f"{path}: no page has a text layer (a scanned PDF?). Run OCR first (e.g. `ocrmypdf in.pdf out.pdf`) "
-            "or remove it from the folder."
-        )
+        raise StudyInputError(f"{path}: no page has a text layer (a scanned PDF?). Run OCR first (e.g. `ocrmypdf "
+                              "in.pdf out.pdf`) or remove it from the folder.")
     if repaired:
-        logger.warning(
-            "%s: %d page(s) recovered, %d of them with text; pages may be missing or empty: %s",
-            path, page_count, page_count - len(empty), damaged,
-        )
+        logger.warning("%s: %d page(s) recovered, %d of them with text; pages may be missing or empty: %s",
+                       path, page_count, page_count - len(empty), damaged)
     if empty:
-        logger.warning(
-            "%s: %d of %d page(s) without text (%s): %s", path, len(empty), page_count,
-            "lost to the damage, or images only" if repaired else "images only?", _page_list(empty),
-        )
+        logger.warning("%s: %d of %d page(s) without text (%s): %s", path, len(empty), page_count,
+                       "lost to the damage, or images only" if repaired else "images only?", _page_list(empty))
     text, starts = "", []
     for page_text in pages:
         if text and page_text:
@@ -176,10 +165,8 @@ def read_pdf(path: Path) -> PdfDocument:
         starts.append(len(text))
         text += page_text
     digest = sha256_file(path)
-    return PdfDocument(
-        path=str(path), sha256=digest, page_count=page_count,
-        text_layer=SourceText(path=str(path), sha256=digest, text=text, page_starts=tuple(starts)),
-    )
+    return PdfDocument(path=str(path), sha256=digest, page_count=page_count,
+                       text_layer=SourceText(path=str(path), sha256=digest, text=text, page_starts=tuple(starts)))
 
 
 def _page_list(pages: list[int], limit: int = 10) -> str:
@@ -196,9 +183,8 @@ def list_pdfs(folder: Path) -> list[Path]:
     """
     folder = Path(folder)
     if not folder.is_dir():
-        raise StudyInputError(
-            f"{folder}: documents folder not found. Create it and put your PDFs in it, or pass --documents DIR."
-        )
+        raise StudyInputError(f"{folder}: documents folder not found. Create it and put your PDFs in it, or pass "
+                              "--documents DIR.")
     pdfs: list[Path] = []
     nested: list[str] = []
     for entry in sorted(folder.iterdir()):
@@ -214,16 +200,13 @@ def list_pdfs(folder: Path) -> list[Path]:
         else:
             logger.warning("%s: not a .pdf file, skipped", entry)
     if nested:
-        logger.warning(
-            "%s: subfolder(s) with PDFs not read: %s. Only the PDFs directly in the documents folder are used; "
-            "move the others up (or pass --documents SUBFOLDER) to include them.",
-            folder, ", ".join(nested),
-        )
+        logger.warning("%s: subfolder(s) with PDFs not read: %s. Only the PDFs directly in the documents folder are "
+                       "used; move the others up (or pass --documents SUBFOLDER) to include them.", folder,
+                       ", ".join(nested))
     if not pdfs:
         where = f" (its subfolders hold some: {', '.join(nested)}; subfolders are not read)" if nested else ""
-        raise StudyInputError(
-            f"{folder}: no PDF files in the documents folder{where}. Add .pdf files or pass --documents DIR."
-        )
+        raise StudyInputError(f"{folder}: no PDF files in the documents folder{where}. Add .pdf files or pass "
+                              "--documents DIR.")
     return pdfs
 
 

@@ -49,14 +49,12 @@ class FurnitureConfig:
 _DIGITS = re.compile(r"\d+")
 _SPACES = re.compile(r"\s+")
 # A line that is only a page number: "12", "Pagina 3", "pag. 4 di 20", "7 - 53", "iii", "Page 2 of 9".
-PAGE_NUMBER = re.compile(
-    r"^(?:pag(?:ina|\.)?|page|p\.)?\s*(?:\d{1,4}|[ivxlc]{1,7})(?:\s*(?:di|of|/|-|–|de)\s*\d{1,4})?$", re.IGNORECASE
-)
+PAGE_NUMBER = re.compile(r"^(?:pag(?:ina|\.)?|page|p\.)?\s*(?:\d{1,4}|[ivxlc]{1,7})"
+                         r"(?:\s*(?:di|of|/|-|–|de)\s*\d{1,4})?$", re.IGNORECASE)
 # Dotted (or dashed/underscored) leaders, as in a TOC entry "Introduzione ........ 5", or a bare rule line.
 LEADER = re.compile(r"(?:\.\s?){5,}|…{2,}|(?:_\s?){5,}|(?:-\s?){5,}|(?:·\s?){5,}")
-_TOC_TITLE = re.compile(
-    r"^(?:indice(?: generale| dei contenuti)?|sommario|contents|table of contents|index)$", re.IGNORECASE
-)
+_TOC_TITLE = re.compile(r"^(?:indice(?: generale| dei contenuti)?|sommario|contents|table of contents|index)$",
+                        re.IGNORECASE)
 _ENDS_WITH_PAGE = re.compile(r"\s(?:\d{1,4}|[ivxlc]{1,7})$", re.IGNORECASE)
 
 
@@ -90,8 +88,7 @@ def repeated_band_keys(pages: list[PageLines], header_band: float, footer_band: 
     counts: Counter = Counter()
     edge_counts: Counter = Counter()
     for page in pages:
-        seen = set()
-        edge = set()
+        seen, edge = set(), set()
         lines = [ln for ln in page.lines if PAGE_NUMBER.match(ln.text) is None]
         top = min((ln.y0 for ln in lines), default=0.0)
         bottom = max((ln.y1 for ln in lines), default=0.0)
@@ -282,10 +279,8 @@ def running_head_mask(pages: list[PageLines], masks: list[list[bool]], config: F
     """
     out = [list(mask) for mask in masks]
     for band in ("top", "bottom"):
-        keeps = [
-            [i for i, (line, drop) in enumerate(zip(page.lines, mask)) if not drop or PAGE_NUMBER.match(line.text)]
-            for page, mask in zip(pages, out)
-        ]
+        keeps = [[i for i, (line, drop) in enumerate(zip(page.lines, mask)) if not drop or PAGE_NUMBER.match(line.text)]
+                 for page, mask in zip(pages, out)]
         for row in _pattern_rows(pages, keeps, band, config):
             for i in row.lines:
                 out[row.page][i] = True
@@ -314,31 +309,19 @@ def toc_mask(lines: list[Line], min_frac: float) -> list[bool]:
     right = max(line.x1 for line, flag in zip(lines, leaders) if flag)
     # LaTeX sets the page number as its own text right of the leader: the number column is then the margin.
     rows = [(line.y0, line.y1) for line, flag in zip(lines, leaders) if flag]
-    numbers = [
-        line.x1 for line in lines
-        if PAGE_NUMBER.match(line.text) is not None and line.x0 >= right
-        and any(min(y1, line.y1) - max(y0, line.y0) > 0 for y0, y1 in rows)
-    ]
+    numbers = [line.x1 for line in lines if PAGE_NUMBER.match(line.text) is not None and line.x0 >= right
+               and any(min(y1, line.y1) - max(y0, line.y0) > 0 for y0, y1 in rows)]
     edges = (right, median(numbers)) if numbers else (right,)
-    entries = [
-        flag
-        or (
-            any(abs(line.x1 - edge) < 3.0 for edge in edges)
-            and (_ENDS_WITH_PAGE.search(line.text) is not None or PAGE_NUMBER.match(line.text) is not None)
-        )
-        for line, flag in zip(lines, leaders)
-    ]
+    entries = [flag or (any(abs(line.x1 - edge) < 3.0 for edge in edges)
+                        and (_ENDS_WITH_PAGE.search(line.text) is not None or PAGE_NUMBER.match(line.text) is not None))
+               for line, flag in zip(lines, leaders)]
     n_entries = sum(entries)
     if n_entries < 3 or n_entries < min_frac * len(lines):
         return leaders
     top = min(line.y0 for line, flag in zip(lines, entries) if flag)
     bottom = max(line.y1 for line, flag in zip(lines, entries) if flag)
-    mask = []
-    for line in lines:
-        centre = (line.y0 + line.y1) / 2
-        in_toc = top <= centre <= bottom or (centre < top and _TOC_TITLE.match(line.text.strip(" :.")) is not None)
-        mask.append(in_toc)
-    return mask
+    return [top <= c <= bottom or (c < top and _TOC_TITLE.match(line.text.strip(" :.")) is not None)
+            for line, c in ((line, _centre(line)) for line in lines)]
 
 
 def body_lines(pages: list[PageLines], config: FurnitureConfig) -> list[list[Line]]:

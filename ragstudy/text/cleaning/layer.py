@@ -123,14 +123,11 @@ def clean_text(pages: list[list[CleanBlock]]) -> tuple[str, tuple[int, ...]]:
         for number, block in enumerate(blocks):
             piece = block.text
             if last is not None:
-                if runs_on(last, block) and is_line_end_hyphen(parts[-1], piece):
+                separator = " " if runs_on(last, block) else BLOCK_SEPARATOR
+                if separator == " " and is_line_end_hyphen(parts[-1], piece):
                     parts[-1] = parts[-1][:-1]  # "... conserva-" + "zione" -> "conservazione"
                     length -= 1
                     separator = ""
-                elif runs_on(last, block):
-                    separator = " "
-                else:
-                    separator = BLOCK_SEPARATOR
                 parts.append(separator)
                 length += len(separator)
             if number == 0:

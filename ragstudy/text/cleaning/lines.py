@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import groupby
 
 import pymupdf
 
@@ -73,19 +74,8 @@ def _is_mono(span: dict) -> bool:
 
 def _span_text(spans: list[dict]) -> str:
     """The spans' text joined, with LaTeX's separate accent glyphs composed outside monospace runs."""
-    parts: list[str] = []
-    run: list[str] = []
-    for span in spans:
-        if _is_mono(span):
-            if run:
-                parts.append(compose_latex_accents("".join(run)))
-                run = []
-            parts.append(span["text"])
-        else:
-            run.append(span["text"])
-    if run:
-        parts.append(compose_latex_accents("".join(run)))
-    return "".join(parts)
+    runs = (("".join(span["text"] for span in run), mono) for mono, run in groupby(spans, key=_is_mono))
+    return "".join(text if mono else compose_latex_accents(text) for text, mono in runs)
 
 
 @dataclass(slots=True)
@@ -136,21 +126,14 @@ def lines_from_dict(index: int, data: dict) -> PageLines:
                 raw = span["text"] if _is_mono(span) else compose_latex_accents(span["text"])
             else:
                 raw = _span_text(spans)
-                span = spans[0]
-                best = -1
-                for s in spans:  # the span holding most characters gives the line's font
-                    n = len(s["text"])
-                    if n > best:
-                        span, best = s, n
+                span = max(spans, key=lambda s: len(s["text"]))  # the span holding most characters: the line's font
                 if spans[0]["text"].strip() == "o" and spans[1]["text"][:1].isspace():
                     raw = "•" + raw.lstrip()[1:]  # Word's second-level bullet: an 'o' in its own span
             text = clean_line(raw)
             if not text:
                 continue
-            x0, y0, x1, y1 = line["bbox"]
-            font = span["font"]
-            bold = bool(span["flags"] & _BOLD_FLAG) or "bold" in font.lower()
-            out.append(Line(index, x0, y0, x1, y1, text, round(span["size"], 1), font, bold, bno))
+            bold = bool(span["flags"] & _BOLD_FLAG) or "bold" in span["font"].lower()
+            out.append(Line(index, *line["bbox"], text, round(span["size"], 1), span["font"], bold, bno))
     return PageLines(index, data["width"], data["height"], out)
 
 
