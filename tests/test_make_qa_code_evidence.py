@@ -93,6 +93,14 @@ def test_backslashes_a_model_did_not_escape_are_read_as_written() -> None:
     found = parse_generation(r'{"risposta": "Riga uno\nRiga due \u00e8.", "domanda": "Quale?"}', "E")
     assert found.answer == "Riga uno\nRiga due è." and not found.backslashes_as_written
     assert parse_generation(r'{"risposta": "\leftmargin"', "E") is None  # still not an object
+    # the 1.5B on amsldoc-it: "\notag" is a valid escape (a line break and "otag"); the evidence quotes the command
+    raw = r'{"risposta": "Nessuna riga va segnata con \notag.", "domanda": "Cosa non si usa in multline?"}'
+    found = parse_generation(raw, r"nessuna delle singole linee dovrebbe essere segnata con \notag")
+    assert found.answer == r"Nessuna riga va segnata con \notag." and found.backslashes_as_written
+    assert parse_generation(raw, "un'altra evidenza").answer == "Nessuna riga va segnata con \notag."
+    escaped = r'{"risposta": "Si usa \\notag.", "domanda": "Quale?"}'  # escaped as JSON asks: read as written
+    found = parse_generation(escaped, r"segnata con \notag")
+    assert found.answer == r"Si usa \notag." and not found.backslashes_as_written
 
 
 def _first_passage_reasons(bundled):

@@ -116,6 +116,7 @@ class Generated:
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
 _ESCAPE = re.compile(r'\\(.)', re.S)
 _CONTROL = re.compile(r"[\t\b\f\r]")  # what `\thispagestyle`, `\begin`, `\fbox` or `\ref` become when read as JSON escapes
+_COMMAND = re.compile(r"\\[A-Za-z]{2,}")  # `\notag`, `\newpage`: a JSON reader makes them a line break and a word
 
 
 def literal_backslashes(text: str) -> str:
@@ -129,13 +130,16 @@ def parse_generation(text: str, evidence: str | None = None) -> Generated | None
     question, answer and evidence (Italian or English keys); None when there is none. With `evidence` (chosen by
     the code) the object needs only question and answer, and the evidence is that text whatever the model wrote.
     When nothing parses as written, or what parses holds a tab, backspace, form feed or carriage return (no
-    question or answer means one: it is a LaTeX command read as an escape), the backslashes are read as the
+    question or answer means one: it is a LaTeX command read as an escape), or the text quotes a backslash command
+    that the evidence holds as written (`\\notag` read as a line break and "otag"), the backslashes are read as the
     characters themselves (`literal_backslashes`) and the result says so (`backslashes_as_written`); what it parsed
     still goes through every filter (verbatim evidence, support, round trip)."""
     found = _first_object(text, evidence)
-    if "\\" in text and (found is None or _CONTROL.search(found.question + found.answer)):
+    quoted = evidence is not None and any(command in evidence for command in _COMMAND.findall(text))
+    if "\\" in text and (found is None or quoted or _CONTROL.search(found.question + found.answer)):
         literal = _first_object(literal_backslashes(text), evidence)
-        if literal is not None:
+        if literal is not None and (found is None or (literal.question, literal.answer) != (found.question,
+                                                                                            found.answer)):
             found = replace(literal, backslashes_as_written=True)
     return found
 
