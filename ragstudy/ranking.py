@@ -88,17 +88,17 @@ def chunk_length_stats(chunked) -> tuple[int, float, float]:
 def _ranking_cache_path(collection: str, params, questions: Sequence[str], largest: int, measure: Measure,
                         retriever: str = "dense", lexical_key: str | None = None) -> Path:
     """Where the rankings of (collection, retriever, its index key, k, questions, largest budget, code) live."""
-    from ragstudy import retrievers
-    from ragstudy.io import PROJECT_ROOT, cache_dir, sha256_text, stable_json
-    from ragstudy.stores.knowledge_base import TIE_DECIMALS
+    from ragstudy import lexical, retrievers
+    from ragstudy.io import cache_dir, sha256_text, stable_json
     from ragstudy.retrievers.dense import INITIAL_DEPTH
+    from ragstudy.stores import knowledge_base
 
     member = Path(inspect.getsourcefile(retrievers.get(retriever).make) or __file__)
-    code = code_hash_of(PROJECT_ROOT / "ragstudy" / "stores" / "knowledge_base.py", PROJECT_ROOT / "ragstudy" / "lexical.py",
-                      Path(__file__), Path(retrievers.__file__).parent, member)
+    code = code_hash_of(Path(knowledge_base.__file__), Path(lexical.__file__), Path(__file__),
+                        Path(retrievers.__file__).parent, member)
     key = sha256_text(stable_json({"collection": collection, "k": params.k, "largest": largest,
                                    "unit": [measure.unit, measure.name], "questions": list(questions), "code": code,
-                                   "tie": TIE_DECIMALS, "search": "exact", "depth": INITIAL_DEPTH,
+                                   "tie": knowledge_base.TIE_DECIMALS, "search": "exact", "depth": INITIAL_DEPTH,
                                    "retriever": retriever, "lexical": lexical_key}))
     suffix = "" if retriever == "dense" else f"-{retriever}"
     return cache_dir() / "rankings" / f"{collection}{suffix}-{key[:24]}.json"

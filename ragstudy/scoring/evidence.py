@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from ragstudy.errors import StudyInputError
+from ragstudy.io import PROJECT_ROOT
 
 logger = logging.getLogger(__name__)
 
@@ -227,8 +228,8 @@ def locate(evidence: str, text: str) -> tuple[list[tuple[int, int]], int]:
 
 # ----------------------------------------------------------------------------------------------- evidence
 
-BUNDLED_QUESTIONS = Path(__file__).resolve().parents[2] / "Questions.csv"
-BUNDLED_EVIDENCE = Path(__file__).resolve().parents[2] / "sample" / "evidence.json"
+BUNDLED_QUESTIONS = PROJECT_ROOT / "Questions.csv"
+BUNDLED_EVIDENCE = PROJECT_ROOT / "sample" / "evidence.json"
 
 
 def default_evidence(run: Mapping | str | Path | None) -> Path | None:
