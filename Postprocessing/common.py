@@ -15,9 +15,9 @@ from typing import Any
 
 import pandas as pd
 
-from ragstudy.grid import records
 from ragstudy import registry, results
 from ragstudy.errors import StudyInputError
+from ragstudy.grid import records
 from ragstudy.io import atomic_write_text, tell
 from ragstudy.results import Dataset
 

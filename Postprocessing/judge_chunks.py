@@ -33,8 +33,8 @@ from Postprocessing import cli, common
 from Postprocessing.answer_metrics import BERTSCORE, METEOR, ROUGE_KEYS
 from Postprocessing.common import DataError
 from ragstudy import registry, results
-from ragstudy.scoring.budget_metrics import CONTEXT_CHARS, SPAN_METRICS
 from ragstudy.io import PROJECT_ROOT as REPO_ROOT, torch_threads
+from ragstudy.scoring.budget_metrics import CONTEXT_CHARS, SPAN_METRICS
 from ragstudy.settings import Setting, record
 
 logger = logging.getLogger(__name__)

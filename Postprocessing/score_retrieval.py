@@ -47,15 +47,15 @@ import pandas as pd
 
 from Postprocessing import cli, common, formatting
 from Postprocessing.common import DataError
-from ragstudy.scoring import budget_metrics
 from ragstudy import results
+from ragstudy.scoring import budget_metrics
 from ragstudy.scoring import evidence as evidence_mod
 from ragstudy.scoring.budget_eval import StrategyEvaluation, per_question_columns
 from ragstudy.scoring.budgets import Measure, budget_labels
-from ragstudy.settings import Setting, record
 from ragstudy.scoring.stats import HOLM_COLUMN, ci_label
 from ragstudy.scoring.verdict import DEFAULT_REFERENCE, Verdict
 from ragstudy.scoring.verdict_across import CrossVerdict
+from ragstudy.settings import Setting, record
 
 logger = logging.getLogger(__name__)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ragstudy.text.chunks import SplitterChunker
 from ragstudy.params import WindowParams
 from ragstudy.registry import ChunkerContext, register_strategy
+from ragstudy.text.chunks import SplitterChunker
 
 
 @dataclass(frozen=True)

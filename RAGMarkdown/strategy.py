@@ -35,10 +35,10 @@ from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any, Sequence
 
-from ragstudy.text.chunks import HEADING_PATH, HEADING_SEPARATOR, ChunkedDocument, build_chunks, locate_pieces
 from ragstudy.errors import StudyInputError
 from ragstudy.io import atomic_write_json, cache_dir, cpu_cores, sha256_text, stable_json
 from ragstudy.registry import ChunkerContext, register_strategy
+from ragstudy.text.chunks import HEADING_PATH, HEADING_SEPARATOR, ChunkedDocument, build_chunks, locate_pieces
 from ragstudy.text.sentences import strip_span
 from ragstudy.text.textlayer import BLOCK_SEPARATOR, PdfDocument, SourceText
 

@@ -6,8 +6,8 @@ import re
 
 from langchain_text_splitters import TextSplitter
 
-from ragstudy.text.chunks import SplitterChunker
 from ragstudy.registry import ChunkerContext, register_strategy
+from ragstudy.text.chunks import SplitterChunker
 
 _BLANK_LINE = re.compile(r"\n[ \t\r\f\v]*\n")
 

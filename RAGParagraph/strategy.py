@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ragstudy.text.chunks import HEADING_PATH, HEADING_SEPARATOR, ChunkedDocument, build_chunks
 from ragstudy.registry import ChunkerContext, register_strategy
+from ragstudy.text.chunks import HEADING_PATH, HEADING_SEPARATOR, ChunkedDocument, build_chunks
 from ragstudy.text.textlayer import BLOCK_SEPARATOR, PdfDocument, SourceText
 
 from .segmenter import Paragraph, SegmenterConfig, segment_pdf

@@ -27,8 +27,8 @@ from typing import Any, Callable, Literal
 
 import numpy as np
 
-from ragstudy.text.chunks import SpanChunker
 from ragstudy.registry import ChunkerContext, register_strategy
+from ragstudy.text.chunks import SpanChunker
 from ragstudy.text.sentences import ItalianSentenceSplitter, SentenceUnits, Span
 
 ThresholdType = Literal["percentile", "standard_deviation", "interquartile", "gradient"]

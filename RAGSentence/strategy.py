@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from langchain_text_splitters import TextSplitter
 
-from ragstudy.text.chunks import SpanChunker
 from ragstudy.registry import ChunkerContext, register_strategy
+from ragstudy.text.chunks import SpanChunker
 
 from ragstudy.text.sentences import ItalianSentenceSplitter, SentenceUnits, Span, pack
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragstudy.text.chunks import SpanChunker
 from ragstudy.errors import StudyInputError
 from ragstudy.params import WindowParams
 from ragstudy.registry import ChunkerContext, register_strategy
+from ragstudy.text.chunks import SpanChunker
 
 Span = tuple[int, int]
 _UNBOUNDED = 1_000_000  # transformers' stand-in for "no limit" is ~1e30; anything above this means "unknown"

@@ -56,10 +56,10 @@ def study_prompts(results_dir: Path, strategies: list[str], questions: int, temp
                   ) -> list[str]:
     """The chain's prompts for the first `questions` questions of each strategy (its k parents as context), from a
     retrieval-only run: a grid's dense variant of each strategy (variants.csv), else the folder's own rankings."""
-    from ragstudy.scoring.budgets import pack_paper_k
     from ragstudy.config import PAPER_PROMPT, StudyConfig
     from ragstudy.pipeline import build_prompt
     from ragstudy.results import open_run, read_config, read_questions, read_retrieval, retrieval_path, variant_folder
+    from ragstudy.scoring.budgets import pack_paper_k
 
     grid = {v.strategy: variant_folder(results_dir, v.id) for v in reversed(open_run(results_dir).variants())
             if v.value("retriever") == "dense"}

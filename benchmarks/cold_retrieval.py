@@ -46,8 +46,8 @@ def distinct_windows(config, documents) -> list[str]:
     """Distinct child windows of every strategy's parents (read back from the run's chunk cache)."""
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-    from ragstudy.stores.knowledge_base import child_windows
     from ragstudy.pipeline import StageSettings, chunk_cached
+    from ragstudy.stores.knowledge_base import child_windows
 
     texts: dict[str, None] = {}
     for strategy in config.strategies:

@@ -97,10 +97,10 @@ def hit_tables(runs: list[str], evidence_file: str) -> str:
     from ragstudy.scoring.budget_metrics import HIT
 
     from Postprocessing import common
+    from ragstudy.grid.variants import run_groups
+    from ragstudy.results import open_run
     from ragstudy.scoring.budget_eval import evaluate_members, run_measure
     from ragstudy.scoring.evidence import load_evidence_file
-    from ragstudy.results import open_run
-    from ragstudy.grid.variants import run_groups
 
     evidence = load_evidence_file(Path(evidence_file))
     frames = []

@@ -36,11 +36,11 @@ def cohen_kappa(a: np.ndarray, b: np.ndarray) -> float:
 def score_folder(results_dir: Path, evidence_path: Path, oracle_path: Path) -> tuple[pd.DataFrame, list[str]]:
     """Rows (strategy, budget, question_index, hit, oracle_overlap) of questions scored both ways, and notes."""
     from Postprocessing import common
-    from ragstudy.scoring.budget_eval import evaluate_members, run_measure
     from ragstudy.config import DEFAULT_BUDGETS
-    from ragstudy.scoring.evidence import load_evidence_file
-    from ragstudy.results import open_run, run_oracle
     from ragstudy.grid.variants import run_groups
+    from ragstudy.results import open_run, run_oracle
+    from ragstudy.scoring.budget_eval import evaluate_members, run_measure
+    from ragstudy.scoring.evidence import load_evidence_file
 
     run_config = common.read_run_config(results_dir)
     budgets = list(run_config.get("budgets") or DEFAULT_BUDGETS)

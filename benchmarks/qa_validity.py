@@ -28,9 +28,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ragstudy.scoring.budget_metrics import HIT
 from ragstudy.io import PROJECT_ROOT, atomic_write_json, atomic_write_text
 from ragstudy.results import QA_SIDECAR, RETRIEVAL_PER_QUESTION, RETRIEVAL_SUMMARY, RETRIEVAL_SUMMARY_MD, read_table
+from ragstudy.scoring.budget_metrics import HIT
 
 
 def build_parser() -> argparse.ArgumentParser:

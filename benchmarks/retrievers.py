@@ -50,8 +50,8 @@ def evaluate_run(results_dir: Path, evidence: dict) -> pd.DataFrame:
     dense), `embedding` (the model's short name, `-` for a retriever that embeds nothing) and `text_layer`."""
     from Postprocessing import common
     from ragstudy import retrievers
-    from ragstudy.scoring.budget_eval import evaluate_folder, run_measure
     from ragstudy.results import ranked_strategies
+    from ragstudy.scoring.budget_eval import evaluate_folder, run_measure
 
     run_config = common.read_run_config(results_dir)
     hits, _ = evaluate_folder(results_dir, evidence, list(run_config["budgets"]),

@@ -35,8 +35,8 @@ from pathlib import Path
 
 import pymupdf
 
-from ragstudy.text.cleaning.lines import EXTRACT_FLAGS, extract_lines
 from ragstudy.text.cleaning.furniture import LEADER, furniture_key
+from ragstudy.text.cleaning.lines import EXTRACT_FLAGS, extract_lines
 from RAGParagraph.segmenter import SegmenterConfig, segment_pdf
 from ragstudy.text.textnorm import compose_latex_accents
 

@@ -15,10 +15,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from ragstudy.grid import axes
 from ragstudy import embedders, llms, registry, retrievers
 from ragstudy.answering import llm_axis
 from ragstudy.errors import StudyInputError
+from ragstudy.grid import axes
 from ragstudy.io import TORCH_THREADS_DOC, decode_user_text, read_user_text, torch_threads
 from ragstudy.models import WHEEL_E5SMALL, WHEEL_QWEN05
 from ragstudy.registry import StrategyParams

@@ -31,9 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ragstudy.stores.cachefile import record_folder, usable_folder, weights_read_back
 from ragstudy.errors import StudyInputError, store_error
 from ragstudy.io import build_lock, cache_dir, sha256_file
+from ragstudy.stores.cachefile import record_folder, usable_folder, weights_read_back
 
 logger = logging.getLogger(__name__)
 

@@ -14,18 +14,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from ragstudy.grid import axes
 from ragstudy import registry
-from ragstudy.stores.cachefile import json_object
-from ragstudy.text.chunks import Chunk, ChunkedDocument, prepare_chunker
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
+from ragstudy.grid import axes
+from ragstudy.grid.records import DatasetRow, Source
 from ragstudy.io import PROJECT_ROOT, atomic_write_text, cache_dir, sha256_file, sha256_text, stable_json
 from ragstudy.llms import answering_model, check_generator, make_generator
 from ragstudy.models import model_label
-from ragstudy.grid.records import DatasetRow, Source
 from ragstudy.results import (ResultsFolder, read_questions, warn_long_questions, write_chunks, write_config,
-    write_dataset)
+                              write_dataset)
+from ragstudy.stores.cachefile import json_object
+from ragstudy.text.chunks import Chunk, ChunkedDocument, prepare_chunker
 from ragstudy.text.textlayer import PdfDocument, SourceText, load_documents, with_text_layer
 
 logger = logging.getLogger(__name__)
@@ -141,8 +141,8 @@ CHUNK_CACHE_FORMAT = 1
 # The code that shapes chunks besides the strategy's own folder, hashed into the chunk cache's key: an edit to any
 # of it makes the cached chunks stale. Every ragstudy module a strategy (or this code) imports is here or in
 # CHUNKING_PLUMBING, modules that shape no chunk (tests/test_chunk_cache_key.py checks every import).
-CHUNKING_CODE = ("ragstudy/text/chunks.py", "ragstudy/text/textlayer.py", "ragstudy/text/textnorm.py", "ragstudy/text/cleaning",
-                 "ragstudy/text/sentences.py", "ragstudy/params.py")
+CHUNKING_CODE = ("ragstudy/text/chunks.py", "ragstudy/text/textlayer.py", "ragstudy/text/textnorm.py",
+                 "ragstudy/text/cleaning", "ragstudy/text/sentences.py", "ragstudy/params.py")
 CHUNKING_PLUMBING = ("ragstudy/registry.py", "ragstudy/errors.py", "ragstudy/io.py", "ragstudy/stores/cachefile.py")
 
 
@@ -293,7 +293,8 @@ def answer_questions(retriever, generator, questions: Sequence[str], template: s
 def run_facts(config: StudyConfig, documents: Sequence[PdfDocument]) -> dict:
     """What config.json records besides the settings: PDF hashes and pages, model labels, the model that answers
     (an answering run: llms.answering_model, with each server's /v1/models list), resolved paths."""
-    from ragstudy.qagen.outputs import generated_questions_info  # a questions file make-qa wrote (its sidecar beside it)
+    # a questions file make-qa wrote (its sidecar beside it)
+    from ragstudy.qagen.outputs import generated_questions_info
 
     answers = not (config.chunks_only or config.retrieval_only)
     return {
@@ -375,8 +376,8 @@ def _run_strategies(config: StudyConfig, documents: Sequence[PdfDocument], quest
                     ) -> list[StrategyReport]:
     """Each strategy chunked, indexed and answered; each file recorded in run_identity.json, the Dataset files with
     `answered_by` (the model that answered, as config.json records it)."""
-    from ragstudy.stores.knowledge_base import KnowledgeBase
     from ragstudy.grid.runidentity import record
+    from ragstudy.stores.knowledge_base import KnowledgeBase
 
     generator = None
     reports = []

@@ -28,18 +28,18 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ragstudy.grid import axes
-from ragstudy.scoring.budgets import CHARS, Measure, llm_measure
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
+from ragstudy.grid import axes
+from ragstudy.grid.embedahead import AheadReport, shared_embedding
+from ragstudy.grid.executors import Executor, Task, capped, check_executor, pending, run_tasks
+from ragstudy.grid.records import RetrievedParent, Variant
+from ragstudy.grid.variants import variant_config
 from ragstudy.pipeline import (StageSettings, StrategyReport, check_question_lengths, check_vector_store,
                                chunk_cache_path, chunk_cached, chunking_ahead, code_hash_of, model_labels, run_facts)
-from ragstudy.grid.records import RetrievedParent, Variant
-from ragstudy.grid.executors import Executor, Task, capped, check_executor, pending, run_tasks
 from ragstudy.results import VARIANT_RUN, ResultsFolder, read_questions, write_config, write_retrieval
+from ragstudy.scoring.budgets import CHARS, Measure, llm_measure
 from ragstudy.text.textlayer import load_documents
-from ragstudy.grid.embedahead import AheadReport, shared_embedding
-from ragstudy.grid.variants import variant_config
 
 logger = logging.getLogger(__name__)
 
@@ -106,8 +106,8 @@ def _ranking_cache_path(collection: str, params, questions: Sequence[str], large
 
 def _read_rankings(path: Path, count_key: str, questions: int) -> tuple[list[RetrievedParent], int] | None:
     """(rows, children or units) of a ranking cache, None when absent; a damaged one is set aside and rebuilt."""
-    from ragstudy.stores.cachefile import json_object, read_json
     from ragstudy.results import RETRIEVAL_COLUMNS
+    from ragstudy.stores.cachefile import json_object, read_json
 
     def parse(data: Any) -> tuple[list[RetrievedParent], int]:
         data = json_object(data, ("rows", count_key), "the file")
@@ -135,8 +135,8 @@ def retrieve_strategy(stage: StageSettings, documents, questions: Sequence[str],
 
     from ragstudy import registry, retrievers
     from ragstudy.io import atomic_write_text
-    from ragstudy.stores.knowledge_base import collection_name
     from ragstudy.results import write_chunks
+    from ragstudy.stores.knowledge_base import collection_name
 
     strategy, params, largest = stage.strategy, stage.params, stage.largest
     spec = registry.get(strategy)
@@ -345,8 +345,8 @@ def merged_grid(output_dir: Path, grid: Sequence[Variant], config: StudyConfig,
     results.recorded_documents reads them back), and a row its variant's own record contradicts
     (results.check_variant_records: the labels kept must be true)."""
     from ragstudy.config import option_of
-    from ragstudy.results import VARIANTS, check_variant_records, read_variants
     from ragstudy.grid.variants import run_axes
+    from ragstudy.results import VARIANTS, check_variant_records, read_variants
 
     listed = read_variants(output_dir)
     ids = {v.id for v in grid}
@@ -391,8 +391,8 @@ def _run_grid(config: StudyConfig, grid: Sequence[Variant], documents, questions
     """run_retrieval's work once the output folder is locked: one executors.Task per variant, keyed by what
     determines its files (runidentity.variant_key), so that a finished variant is skipped only under the same key."""
     from ragstudy.grid import runidentity
-    from ragstudy.results import VARIANTS, check_layout, variant_folder, write_table
     from ragstudy.grid.variants import variant_config as config_of
+    from ragstudy.results import VARIANTS, check_layout, variant_folder, write_table
 
     check_layout(output_dir)  # an earlier version's layout is never mixed into this one
     listed = merged_grid(output_dir, grid, config, {Path(d.path).name: d.sha256 for d in documents})

@@ -16,11 +16,11 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Literal, Sequence
 
-from ragstudy.text.chunks import Chunker
 from ragstudy.errors import StudyInputError
 from ragstudy.io import PROJECT_ROOT, check_name
 from ragstudy.params import build_params
 from ragstudy.plugins import PLUGIN_PACKAGES_ENV, RegistrationError, Registry, guarded_import
+from ragstudy.text.chunks import Chunker
 
 STRATEGY_FOLDER_PREFIX = "RAG"
 EXTRA_PACKAGES_ENV = PLUGIN_PACKAGES_ENV  # the one variable of every family

@@ -33,14 +33,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable, Protocol, Sequence
 
-from ragstudy.scoring import budget_metrics
 from ragstudy import registry
-from ragstudy.text.chunks import ChunkedDocument
 from ragstudy.errors import StudyInputError
+from ragstudy.grid.records import (NOT_APPLICABLE, VARIANT_KEYS, AnsweringModel, DatasetRow, RetrievedParent, Source,
+                                   Variant, normalize_ws, read_csv_text, read_text_csv, short)
 from ragstudy.io import atomic_write_json, atomic_write_text, lock_folder, release_folder
-from ragstudy.grid.records import (NOT_APPLICABLE, VARIANT_KEYS, AnsweringModel, DatasetRow, RetrievedParent, Source, Variant,
-                      normalize_ws, read_csv_text, read_text_csv, short)
+from ragstudy.scoring import budget_metrics
 from ragstudy.scoring.stats import CI_COLUMNS, HOLM_COLUMN
+from ragstudy.text.chunks import ChunkedDocument
 from ragstudy.text.textlayer import SourceText
 
 logger = logging.getLogger(__name__)
@@ -670,8 +670,9 @@ RETRIEVAL_PAIRED = Table("retrieval_paired.csv", (
 RETRIEVAL_VERDICT = Table("retrieval_verdict.csv", (
     "metric", "unit", "reference", "alpha", "confidence", "budget", "role", "strategy", "strategy_display", "n",
     "value", "ci_low", "ci_high", HOLM_COLUMN, "significant", "n_min", "n_max"), _RETRIEVAL_EVAL,
-    ("budget", "reference", "strategy", "strategy_display"))  # ragstudy.scoring.verdict.Verdict.to_frame/from_frame; roles
-# best / reference / score (every strategy: the matrix) / difference (reference − strategy) / versus_best (best − one)
+    ("budget", "reference", "strategy", "strategy_display"))  # ragstudy.scoring.verdict.Verdict.to_frame/from_frame;
+# roles best / reference / score (every strategy: the matrix) / difference (reference − strategy) / versus_best
+# (best − one)
 RETRIEVAL_VERDICT_ACROSS = Table("retrieval_verdict_across.csv", (
     "group", "metric", "unit", "reference", "budget", "n_min", "n_max", "best", "best_display", "best_value",
     "best_ci_low", "best_ci_high", "reference_value", "changes"), _RETRIEVAL_EVAL,
@@ -681,8 +682,8 @@ RETRIEVAL_VERDICT_ACROSS = Table("retrieval_verdict_across.csv", (
 # one row per group of variants (ragstudy.grid.variants: its label in `group`) x budget
 RETRIEVAL_DECOMPOSITION = Table("retrieval_decomposition.csv", (
     "budget", "metric", "part", "n", "mean_diff", "ci_low", "ci_high", "p_wilcoxon"), _RETRIEVAL_EVAL,
-    ("budget",))  # ragstudy.scoring.decomposition: runs with both text layers (--text-layer raw,clean), per raw/clean pair;
-# in the folder of a run with several such pairs, a first column `group` names each pair by its other axes
+    ("budget",))  # ragstudy.scoring.decomposition: runs with both text layers (--text-layer raw,clean), per raw/clean
+# pair; in the folder of a run with several such pairs, a first column `group` names each pair by its other axes
 VARIANTS = Table("variants.csv", VARIANT_KEYS, "ragstudy retrieve --output-dir RESULTS",
                  then_axes=True, all_text=True, damaged="move it away (e.g. to variants.csv.bad), then re-run the "
                  "`ragstudy retrieve` that made RESULTS, with the settings its config.json records: it lists that "
@@ -802,10 +803,11 @@ RUN_CONFIG = Output(CONFIG_NAME, _CHAIN, "the resolved settings and the run's fa
                     "server's GET /v1/models list); a retrieval-only run writes one in its folder and one in each "
                     "`variants/<id>/` folder")
 RUN_IDENTITY = Output("run_identity.json", _CHAIN, "the identity of the configuration that wrote each file of the "
-                      "folder (ragstudy.grid.runidentity): a run refuses to write beside another configuration's files; "
-                      "each Dataset file's entry also names the model that answered (`answering_model`)")
+                      "folder (ragstudy.grid.runidentity): a run refuses to write beside another configuration's "
+                      "files; each Dataset file's entry also names the model that answered (`answering_model`)")
 RUN_LOCK = Output(".ragstudy-run.lock", _CHAIN, "held while a run writes into the folder (one run at a time)")
-VARIANT_DONE_FILE = Output("variant.done.json", "ragstudy.grid.executors (every executor: in-process, --workers, --ray)",
+VARIANT_DONE_FILE = Output("variant.done.json",
+                           "ragstudy.grid.executors (every executor: in-process, --workers, --ray)",
                            "written last into a variant's folder once its run finished, with the variant's key (a "
                            "sha256 of its settings, questions, documents and code); a re-run skips the variants whose "
                            "marker carries their key and computes the others again")

@@ -115,8 +115,8 @@ def _function(where: str) -> Callable:
     return getattr(importlib.import_module(module), name)
 
 
-CHAIN = ("ragstudy.answering.chain:build_parser", "ragstudy.answering.chain:run_chain", "ragstudy_cli.jobs:run_chain_job",
-         "evaluation_chain.py")
+CHAIN = ("ragstudy.answering.chain:build_parser", "ragstudy.answering.chain:run_chain",
+         "ragstudy_cli.jobs:run_chain_job", "evaluation_chain.py")
 SCRIPT_JOB = "ragstudy_cli.jobs:run_script_job"
 COMMANDS: tuple[Command, ...] = (
     Command("study", "the whole study in order: answers, retrieval at equal budgets, scores, chunk quality, the "

@@ -187,10 +187,10 @@ def plan(args: argparse.Namespace, chain_args: argparse.Namespace, root: Path) -
     from Postprocessing.score_answers import ScoreAnswersSettings, score_answers
     from Postprocessing.score_retrieval import ScoreRetrievalSettings, score_retrieval
     from Postprocessing.write_report import ReportSettings, write_report
-    from ragstudy.grid import axes
-    from ragstudy.config import config_from_args
-    from ragstudy.scoring.evidence import default_evidence
     from ragstudy.answering.llm_axis import GROUPS_DIR, group_id, llm_specs
+    from ragstudy.config import config_from_args
+    from ragstudy.grid import axes
+    from ragstudy.scoring.evidence import default_evidence
 
     answers, retrieval = root / "answers", root / "retrieval"
     retrieval_config = ranked_config(chain_args, output_dir=str(retrieval))  # a bad setting stops here, exit 2

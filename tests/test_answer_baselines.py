@@ -17,8 +17,8 @@ from Postprocessing.reportkit import inputs as report_inputs
 from Postprocessing.reportkit.blocks import Table, Text
 from Postprocessing.reportkit.report_sections import answers_section
 from ragstudy import results
-from ragstudy.scoring.evidence import load_evidence_file
 from ragstudy.grid.records import DatasetRow
+from ragstudy.scoring.evidence import load_evidence_file
 from ragstudy_cli import app
 
 REPO = Path(__file__).resolve().parents[1]

@@ -113,9 +113,9 @@ def test_a_damaged_answering_model_record_is_named() -> None:
 
 def test_the_one_function_names_the_served_model_and_asks_each_server_for_its_list(stub_server) -> None:
     from ragstudy.config import StudyConfig
+    from ragstudy.grid.runidentity import run_identity
     from ragstudy.llms import answering_model
     from ragstudy.models import model_label
-    from ragstudy.grid.runidentity import run_identity
 
     config = StudyConfig.resolve(profile="lite", strategies="newline", llm_servers=(stub_server.url,),
                                  llm_server_model=SERVED)

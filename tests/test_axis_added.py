@@ -12,10 +12,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ragstudy.grid import axes
 from ragstudy import retrievers
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
+from ragstudy.grid import axes
 from ragstudy.scoring.evidence import default_evidence
 from ragstudy_cli import app
 

@@ -12,9 +12,9 @@ import pytest
 
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
+from ragstudy.grid.sweep import load_sweep
 from ragstudy.io import decode_user_text
 from ragstudy.results import read_questions
-from ragstudy.grid.sweep import load_sweep
 from ragstudy_cli import app
 
 

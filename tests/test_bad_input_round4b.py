@@ -56,8 +56,8 @@ def test_an_answering_run_with_other_questions_never_replaces_the_dataset_files(
                                                                                 capsys) -> None:
     """`ragstudy answer` into a folder whose DatasetNewLine files an answering run over other questions wrote (its
     run_identity.json says so): refused before anything is chunked, answered or written."""
-    from ragstudy.grid import runidentity
     from ragstudy.config import StudyConfig
+    from ragstudy.grid import runidentity
 
     out = tmp_path / "answers"
     out.mkdir()

@@ -134,8 +134,8 @@ def test_a_truncated_genai_export_is_exported_again(tiny_llama: str, own_cache: 
                                                     caplog: pytest.LogCaptureFixture) -> None:
     pytest.importorskip("onnxruntime_genai")
     from ragstudy.llms import GenerationParams
-    from ragstudy.stores.cachefile import FOLDER_MANIFEST
     from ragstudy.llms.onnxruntime_engine import OnnxChatModel, onnx_model_folder
+    from ragstudy.stores.cachefile import FOLDER_MANIFEST
 
     params = GenerationParams(max_new_tokens=8)
     answer = OnnxChatModel(tiny_llama, threads=1).generate("Ciao", params)

@@ -17,8 +17,8 @@ import pytest
 from ragstudy import registry
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
-from ragstudy.stores.knowledge_base import KnowledgeBase, check_chroma_server
 from ragstudy.pipeline import StageSettings, chunk_documents
+from ragstudy.stores.knowledge_base import KnowledgeBase, check_chroma_server
 from ragstudy.text.textlayer import load_documents
 
 QUERIES = ["Come ci si autentica per accedere al portale? SPID", "Per quanti anni si conservano i fascicoli?",

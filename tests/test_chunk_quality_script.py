@@ -30,8 +30,8 @@ PDF = "/data/manuale.pdf"
 
 
 def _export(results: Path, strategy: str, text: str, pieces: list[str]) -> list:
-    from ragstudy.text.chunks import build_chunks, locate_pieces
     from ragstudy.results import write_chunks as export_chunks
+    from ragstudy.text.chunks import build_chunks, locate_pieces
     from ragstudy.text.textlayer import SourceText
 
     source = SourceText(PDF, "0" * 64, text, (0,))

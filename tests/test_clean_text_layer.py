@@ -16,9 +16,9 @@ import pytest
 from conftest import REPO_ROOT
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
-from ragstudy.scoring.evidence import NormalizedText, normalize_for_match
 from ragstudy.pipeline import StageSettings, chunk_documents
 from ragstudy.results import read_chunks, write_chunks
+from ragstudy.scoring.evidence import NormalizedText, normalize_for_match
 from ragstudy.text.textlayer import CLEAN, load_documents, read_pdf, with_text_layer
 from ragstudy_cli import app
 
@@ -208,8 +208,8 @@ def test_a_run_over_several_pairs_of_text_layers_splits_each_pair_and_names_it(t
     first pair's split alone, unnamed, was all it showed)."""
     from Postprocessing.score_retrieval import pairs_decomposition, text_layer_pairs
     from ragstudy import results
-    from ragstudy.scoring.decomposition import markdown
     from ragstudy.grid.variants import Group
+    from ragstudy.scoring.decomposition import markdown
 
     def group(retriever: str, layer: str) -> Group:
         return Group({"retriever": retriever, "text_layer": layer, "embedding": "wheel:multilingual-e5-small"}, {},

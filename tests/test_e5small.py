@@ -196,12 +196,12 @@ def test_min_max_and_the_fused_order_by_hand() -> None:
 def test_a_hybrid_run_ranks_parents_by_the_fused_scores(pdf_dir, tmp_path, minilm_embedding) -> None:
     """End to end (MiniLM pinned, for speed): the hybrid ranking is the rule applied to the exact dense cosines
     and the BM25 scores of the child windows, each parent by its best window."""
-    from ragstudy.config import StudyConfig
-    from ragstudy.retrievers.hybrid import fuse_parents
-    from ragstudy.lexical import LexicalIndex
     from ragstudy import retrievers
+    from ragstudy.config import StudyConfig
+    from ragstudy.lexical import LexicalIndex
     from ragstudy.pipeline import StageSettings, chunk_cached
     from ragstudy.results import open_run, read_retrieval, retrieval_path
+    from ragstudy.retrievers.hybrid import fuse_parents
     from ragstudy.text.textlayer import load_documents
 
     questions = ["Per quanti anni si conservano i fascicoli?", "Come si accede al portale?"]

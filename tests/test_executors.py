@@ -315,8 +315,8 @@ class ChromaSpec:
 
 def claim_chroma_folder(spec: ChromaSpec, output_dir: Path, inputs: dict[str, Path]) -> None:
     """Which Chroma folder this worker process gets for the paragraph strategy, while the other holds one too."""
-    from ragstudy.stores.knowledge_base import chroma_folder, prepare_db_dir
     from ragstudy.registry import get
+    from ragstudy.stores.knowledge_base import chroma_folder, prepare_db_dir
 
     folder = chroma_folder(Path(spec.db_dir), get("paragraph"))
     prepare_db_dir(folder)  # what indexing does first: lock it (it must not be the other worker's)

@@ -11,9 +11,9 @@ import pytest
 
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
+from ragstudy.io import sha256_text, stable_json
 from ragstudy.llms import AnswerCache, CachedGenerator, GenerationParams, length_batches
 from ragstudy.llms.torch_engine import ChatModel
-from ragstudy.io import sha256_text, stable_json
 
 # different lengths on purpose: batches are left-padded
 PROMPTS = ["Come si accede al portale?", "Chi verifica l'integrità dei file?",
@@ -111,8 +111,8 @@ def test_length_batches_group_similar_lengths_longest_first() -> None:
 
 
 def test_make_generator_follows_the_config(tmp_path) -> None:
-    from ragstudy.llms.server_engine import ServerGenerator
     from ragstudy.llms import make_generator
+    from ragstudy.llms.server_engine import ServerGenerator
 
     local = make_generator(StudyConfig.resolve(profile="lite", strategies="newline", llm_batch_size=4))
     assert isinstance(local, CachedGenerator) and local.batch_size == 4

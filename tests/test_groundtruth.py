@@ -7,12 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ragstudy.scoring.groundtruth import (
-    load_evidence,
-    load_groundtruth,
-    load_groundtruth_dir,
-    fold_layout_text,
-)
+from ragstudy.scoring.groundtruth import load_evidence, load_groundtruth, load_groundtruth_dir, fold_layout_text
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,8 +12,8 @@ import pytest
 
 from ragstudy import registry
 from ragstudy.config import StudyConfig
-from ragstudy.stores.knowledge_base import KnowledgeBase, TIE_DECIMALS, child_windows, collection_name
 from ragstudy.pipeline import StageSettings, chunk_documents
+from ragstudy.stores.knowledge_base import KnowledgeBase, TIE_DECIMALS, child_windows, collection_name
 from ragstudy.text.textlayer import load_documents
 
 QUERIES = ["Come ci si autentica per accedere al portale? SPID", "Per quanti anni si conservano i fascicoli?",

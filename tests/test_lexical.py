@@ -8,9 +8,8 @@ import pytest
 from conftest import REPO_ROOT, TEST_PARAGRAPHS
 
 from ragstudy.errors import StudyInputError
-from ragstudy.lexical import (STOPWORDS_IT, ItalianAnalyzer, LexicalIndex, ParentInfo, UnitRanked, fill_depth,
-                              fold, italian_stopwords, paper_k_parents, parents_by_best_unit,
-                              to_retrieved)
+from ragstudy.lexical import (STOPWORDS_IT, ItalianAnalyzer, LexicalIndex, ParentInfo, UnitRanked, fill_depth, fold,
+                              italian_stopwords, paper_k_parents, parents_by_best_unit, to_retrieved)
 
 needs_stopwords = pytest.mark.skipif(not STOPWORDS_IT.is_file(), reason=f"{STOPWORDS_IT} absent (tools/setup.sh "
                                      "installs liblingua-stopwords-perl)")
@@ -98,8 +97,8 @@ def test_parents_ranked_by_best_unit_and_depth_fills_the_largest_budget():
 
 
 def test_lexical_rankings_round_trip_through_the_retrieval_file(tmp_path: Path):
-    from ragstudy.scoring.budgets import pack_budget
     from ragstudy.results import read_retrieval, write_retrieval
+    from ragstudy.scoring.budgets import pack_budget
 
     info = {f"p{i}": ParentInfo("Documents/x.pdf", i + 1, i + 1, text) for i, text in enumerate(TEXTS)}
     ranked = [UnitRanked("p3", 7.5, 9, 1), UnitRanked("p0", 2.0, 0, 2)]

@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ragstudy.answering import llm_axis
 from ragstudy import results
+from ragstudy.answering import llm_axis
 from ragstudy.config import PROFILES, StudyConfig
 from ragstudy.errors import StudyInputError
 from ragstudy.grid.records import DatasetRow

@@ -15,7 +15,6 @@ import pytest
 
 from conftest import SHARED_DIR
 from ragstudy.errors import StudyInputError
-from ragstudy.scoring.evidence import load_evidence_file, normalize_for_match
 from ragstudy.qagen import outputs
 from ragstudy.qagen.extractive import ExtractiveGenerator
 from ragstudy.qagen.filters import CandidateFilter, Thresholds, unfit_generator
@@ -23,6 +22,7 @@ from ragstudy.qagen.prompt import build_prompt, parse_generation, passage_parts,
 from ragstudy.qagen.run import QaSettings, make_qa, read_review
 from ragstudy.qagen.sampling import eligible_passages, sample_passages, split_blocks
 from ragstudy.results import read_oracle, read_questions
+from ragstudy.scoring.evidence import load_evidence_file, normalize_for_match
 from ragstudy.text.textlayer import read_pdf
 from ragstudy_cli import app
 

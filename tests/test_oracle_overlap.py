@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from conftest import TEST_PARAGRAPHS
 
-from ragstudy.scoring.groundtruth import UNANSWERABLE_ORACLE
 from ragstudy.lexical import STOPWORDS_IT, ItalianAnalyzer
-from ragstudy.scoring.oracle_overlap import answer_terms, is_unanswerable, overlap
 from ragstudy.results import RetrievedParent
+from ragstudy.scoring.groundtruth import UNANSWERABLE_ORACLE
+from ragstudy.scoring.oracle_overlap import answer_terms, is_unanswerable, overlap
 
 pytestmark = pytest.mark.skipif(not STOPWORDS_IT.is_file(), reason=f"{STOPWORDS_IT} absent (tools/setup.sh "
                                 "installs liblingua-stopwords-perl)")

@@ -17,9 +17,9 @@ from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
 from ragstudy.llms import AnswerCache, CachedGenerator, GenerationParams
 from ragstudy.llms.torch_engine import ChatModel
-from ragstudy.stores.knowledge_base import KnowledgeBase
 from ragstudy.pipeline import StageSettings, build_prompt, chunk_documents, run_study
 from ragstudy.results import read_questions
+from ragstudy.stores.knowledge_base import KnowledgeBase
 from ragstudy.text.textlayer import load_documents
 
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ragstudy.grid import axes
-from ragstudy.answering import chain
 from ragstudy import embedders, llms, plugins, registry, retrievers
+from ragstudy.answering import chain
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
+from ragstudy.grid import axes
 from ragstudy.results import read_retrieval, retrieval_path
 from ragstudy_cli import app
 

@@ -100,8 +100,8 @@ def test_cli_a_plugin_taking_the_paragraph_dataset_stops_before_anything_runs(pl
 
 def test_every_family_is_one_registry_refusing_a_wrong_record_and_a_name_taken_in_another_case() -> None:
     from Postprocessing import metric_catalogue
-    from ragstudy.scoring import budget_metrics
     from ragstudy import embedders, llms, plugins, retrievers
+    from ragstudy.scoring import budget_metrics
 
     families = (registry.STRATEGIES, retrievers.RETRIEVERS, embedders.EMBEDDERS, llms.ENGINES,
                 budget_metrics.METRICS, metric_catalogue.SCORERS)

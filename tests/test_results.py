@@ -269,8 +269,8 @@ def test_each_results_file_and_metric_name_is_declared_in_one_module():
     Questions.csv, Oracle.csv and evidence.csv are the names of the study's inputs, which many places read: not
     checked.)"""
     from Postprocessing import metric_catalogue
-    from ragstudy.scoring import budget_metrics
     from ragstudy import results
+    from ragstudy.scoring import budget_metrics
 
     literals = _string_literals()
     inputs = {results.CONFIG_NAME, results.QA_QUESTIONS.name, results.QA_ORACLE.name, results.QA_EVIDENCE.name}

@@ -172,9 +172,9 @@ def test_dataset_files_of_two_configurations_are_not_scored_together(tmp_path: P
     """Answer runs: two Dataset files, each recorded by the run that wrote it (different LLMs)."""
     from Postprocessing import common
     from ragstudy import registry
-    from ragstudy.grid import runidentity
     from ragstudy.config import StudyConfig
     from ragstudy.errors import StudyInputError
+    from ragstudy.grid import runidentity
     from ragstudy.results import DatasetRow, write_dataset
 
     questions_path = tmp_path / "Questions.csv"

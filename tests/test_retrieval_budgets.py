@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from ragstudy.errors import StudyInputError
-from ragstudy.scoring.budgets import PackedContext, budget_labels, pack_all, pack_budget, pack_paper_k, token_measure
 from ragstudy.config import validate_budgets
+from ragstudy.errors import StudyInputError
 from ragstudy.grid.records import RetrievedParent
 from ragstudy.results import open_run, read_retrieval, retrieval_path, write_retrieval
+from ragstudy.scoring.budgets import PackedContext, budget_labels, pack_all, pack_budget, pack_paper_k, token_measure
 from ragstudy_cli import app
 
 

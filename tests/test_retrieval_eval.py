@@ -11,7 +11,7 @@ import pytest
 
 from ragstudy.errors import StudyInputError
 from ragstudy.scoring.evidence import (EvidenceError, EvidenceText, QuestionEvidence, SourceIndex, context_scores,
-                               load_evidence_file, locate, normalize_for_match, score_spans)
+                                       load_evidence_file, locate, normalize_for_match, score_spans)
 from ragstudy_cli import app
 
 
@@ -128,9 +128,9 @@ def test_shared_qa_evidence_loads(shared_pdfs):
 def _results_folder(tmp_path):
     """Two strategies over one document: fixed-size parents of one sentence (S characters), newline parents of
     three; budgets S and 3S."""
-    from ragstudy.text.chunks import build_chunks
     from ragstudy.results import write_chunks
     from ragstudy.results import RetrievedParent, write_retrieval
+    from ragstudy.text.chunks import build_chunks
     from ragstudy.text.textlayer import SourceText
 
     sentences = [f"Frase numero {i:02d} del manuale tecnico. " for i in range(12)]
@@ -219,8 +219,8 @@ def _page_break_folder(tmp_path):
     """One two-page document whose evidence crosses the page break (a running footer between its halves), chunked
     two ways: fixed-size parents [page one | footer + page two] hold the halves in two adjacent parents; newline
     parents [page one | footer | page two] hold them in parents 1 and 3, and the ranking packs only those two."""
-    from ragstudy.text.chunks import build_chunks
     from ragstudy.results import RetrievedParent, write_chunks, write_retrieval
+    from ragstudy.text.chunks import build_chunks
     from ragstudy.text.textlayer import SourceText
 
     text = PAGE_ONE + FOOTER + PAGE_TWO

@@ -13,14 +13,8 @@ from pathlib import Path
 import pymupdf
 import pytest
 
-from ragstudy.scoring.groundtruth import (
-    DROPPED_KINDS,
-    UNANSWERABLE_ORACLE,
-    GroundTruth,
-    load_evidence,
-    load_groundtruth_dir,
-    fold_layout_text,
-)
+from ragstudy.scoring.groundtruth import (DROPPED_KINDS, UNANSWERABLE_ORACLE, GroundTruth, load_evidence,
+                                          load_groundtruth_dir, fold_layout_text)
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from ragstudy import registry
-from ragstudy.text.chunks import HEADING_PATH, HEADING_SEPARATOR, prepare_chunker, window_text
 from ragstudy.errors import StudyInputError
-from ragstudy.stores.knowledge_base import child_windows, collection_name
 from ragstudy.registry import ChunkerContext
+from ragstudy.stores.knowledge_base import child_windows, collection_name
+from ragstudy.text.chunks import HEADING_PATH, HEADING_SEPARATOR, prepare_chunker, window_text
 from ragstudy.text.textlayer import read_pdf
 from RAGParagraph.sections import Heading, HeadingPath, section_number
 

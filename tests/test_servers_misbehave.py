@@ -21,8 +21,8 @@ from conftest import (REPO_ROOT, assert_stopped_by_ctrl_c, own_db_dir, tiny_llm,
     write_test_pdf)
 from ragstudy.errors import StudyInputError
 from ragstudy.llms import AnswerCache, GenerationParams
-from ragstudy.stores.knowledge_base import check_chroma_server
 from ragstudy.llms.server_engine import ServerGenerator, check_servers, served_models
+from ragstudy.stores.knowledge_base import check_chroma_server
 
 MODEL = "fake-model"
 MODELS_OK = (200, "application/json", json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model"}]}))

@@ -14,9 +14,9 @@ import yaml
 
 from Postprocessing import cli
 from ragstudy import config as cfg
+from ragstudy.answering import chain
 from ragstudy.config import PROFILES, StudyConfig, config_from_args, study_settings
 from ragstudy.errors import StudyInputError
-from ragstudy.answering import chain
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = ("score_retrieval", "score_answers", "judge_chunks", "write_report", "build_review",

@@ -23,10 +23,10 @@ from test_servers_misbehave import assert_one_error_line, run_chain
 from ragstudy import registry
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StoreError
-from ragstudy.llms import AnswerCache
 from ragstudy.io import atomic_write_text, lock_folder, release_folder
-from ragstudy.stores.knowledge_base import KnowledgeBase
+from ragstudy.llms import AnswerCache
 from ragstudy.pipeline import StageSettings, chunk_documents
+from ragstudy.stores.knowledge_base import KnowledgeBase
 from ragstudy.text.textlayer import load_documents
 
 

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 from ragstudy import registry
-from ragstudy.text.chunks import ChunkedDocument
 from ragstudy.errors import StudyInputError
 from ragstudy.registry import ChunkerContext
 from ragstudy.results import read_chunks, write_chunks
+from ragstudy.text.chunks import ChunkedDocument
 from ragstudy.text.sentences import ItalianSentenceSplitter, ends_with_abbreviation, pack, split_oversize
 from ragstudy.text.textlayer import PdfDocument, read_pdf
 from RAGSemantic.strategy import SemanticParams, breakpoints

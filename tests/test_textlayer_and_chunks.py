@@ -10,10 +10,10 @@ import pytest
 
 from conftest import TEST_PARAGRAPHS, write_test_pdf
 from ragstudy import registry
-from ragstudy.results import read_chunks as load_chunk_export, write_chunks as export_chunks
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
 from ragstudy.pipeline import StageSettings, chunk_documents
+from ragstudy.results import read_chunks as load_chunk_export, write_chunks as export_chunks
 from ragstudy.text.textlayer import list_pdfs, load_documents, read_pdf
 
 

@@ -4,16 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ragstudy.text.textnorm import (
-    LINE_BREAK_HYPHEN,
-    SENTENCE_FINAL,
-    compose_latex_accents,
-    continues_sentence,
-    ends_sentence,
-    is_line_end_hyphen,
-    join_lines,
-    split_sentences,
-)
+from ragstudy.text.textnorm import (LINE_BREAK_HYPHEN, SENTENCE_FINAL, compose_latex_accents, continues_sentence,
+                                    ends_sentence, is_line_end_hyphen, join_lines, split_sentences)
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from ragstudy.grid import variants
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
+from ragstudy.grid import variants
 from ragstudy.grid.records import NOT_APPLICABLE, Variant
 from ragstudy.grid.sweep import load_sweep
 

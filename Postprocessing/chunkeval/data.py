@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from Postprocessing.common import DataError, csv_row
-from ragstudy.grid.records import normalize_ws
 from ragstudy import registry, results
+from ragstudy.grid.records import normalize_ws
 
 from .align import AlignedChunk, ReferenceDoc, align_document, document_name, groundtruth_reference, \
     textlayer_reference

@@ -207,7 +207,8 @@ def load(results_dir: Path, oracle: str | Path | None = None, retrieval_dir: str
     if not d.is_dir():
         raise common.DataError(f"results folder {d} not found; run ragstudy answer (--output-dir {d}) first, "
                                "or pass --results-dir")
-    groups = read_groups(d)  # several LLMs (ragstudy.answering.llm_axis): the first one's tables, the verdict across them all
+    # several LLMs (ragstudy.answering.llm_axis): the first one's tables, the verdict across them all
+    groups = read_groups(d)
     if groups:
         inputs = load(groups[0][2], oracle, retrieval_dir)
         across_md = results.ANSWER_VERDICT_ACROSS_MD.path(d)

@@ -142,8 +142,8 @@ def verdict_details(verdicts: Sequence[Any], cross: Any) -> list[Block]:
 def decomposition_blocks(inp: Inputs, unit: str) -> list[Block]:
     """Cleaning vs segmentation (retrieval_decomposition.csv, runs with both text layers): per metric, the sentences
     ragstudy.scoring.decomposition writes and a table budget × part; nothing when the run has one text layer."""
-    from ragstudy.scoring import budget_metrics, decomposition
     from ragstudy import results
+    from ragstudy.scoring import budget_metrics, decomposition
 
     folder = inp.retrieval_dir or inp.results_dir
     frame = results.read_table(folder, results.RETRIEVAL_DECOMPOSITION)

@@ -78,8 +78,8 @@ def run_llm_groups(config: "StudyConfig") -> list:
     import pandas as pd
 
     from ragstudy import results
-    from ragstudy.errors import StudyInputError
     from ragstudy.answering.llm_axis import GROUPS_DIR, group_configs
+    from ragstudy.errors import StudyInputError
     from ragstudy.llms import answering_model, check_generator
     from ragstudy.pipeline import run_study
 

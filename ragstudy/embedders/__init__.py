@@ -156,8 +156,8 @@ class Embedder(ABC):
         the persistent vector cache and `check` (default: vector_check())."""
         from customembedding import CustomEmbedding
 
-        from ragstudy.stores.cachefile import vector_cache_damaged
         from ragstudy.io import cache_dir
+        from ragstudy.stores.cachefile import vector_cache_damaged
 
         return CustomEmbedding(model, encoder, model_id=self.label(), cache_dir=cache_dir() / "vectors",
                                check=check or self.vector_check(), on_damaged_cache=vector_cache_damaged)

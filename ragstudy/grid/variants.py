@@ -18,10 +18,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ragstudy.grid import axes
 from ragstudy.errors import StudyInputError
-from ragstudy.io import sha256_text
+from ragstudy.grid import axes
 from ragstudy.grid.records import NOT_APPLICABLE, Variant
+from ragstudy.io import sha256_text
 
 
 # ------------------------------------------------------------------------------------------------ the grid

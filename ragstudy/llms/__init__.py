@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragstudy.errors import StudyInputError
-from ragstudy.plugins import Registry, members_of
 from ragstudy.grid.records import AnsweringModel
 from ragstudy.llms.cache import AnswerCache, CachingGeneratorBase, GenerationParams, clean_answer, length_batches
 from ragstudy.llms.in_process import CachedGenerator
+from ragstudy.plugins import Registry, members_of
 
 __all__ = ["AnswerCache", "CachedGenerator", "CachingGeneratorBase", "EngineSpec", "GenerationParams",
            "answering_model", "check_generator", "clean_answer", "get", "length_batches", "make_generator", "names",

@@ -21,14 +21,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ragstudy.stores.cachefile import FOLDER_MANIFEST, record_folder, usable_folder
 from ragstudy.errors import StudyInputError
 from ragstudy.io import cache_dir, sha256_text, stable_json
-from ragstudy.models import wheel_llm
 from ragstudy.llms import register_engine
-from ragstudy.llms.cache import GenerationParams, clean_answer
 from ragstudy.llms._genai import greedy_tokens, load_genai_model
+from ragstudy.llms.cache import GenerationParams, clean_answer
 from ragstudy.llms.in_process import ChatTemplate
+from ragstudy.models import wheel_llm
+from ragstudy.stores.cachefile import FOLDER_MANIFEST, record_folder, usable_folder
 
 logger = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ragstudy.text.sentences import ItalianSentenceSplitter, Span
 from ragstudy.qagen.sampling import Passage
+from ragstudy.text.sentences import ItalianSentenceSplitter, Span
 
 
 # a list item's marker: a bullet or dash, or an enumerator ("a)", "3.", "iv)"), then the item (lower case allowed)

@@ -17,8 +17,8 @@ import argparse
 from pathlib import Path
 
 from ragstudy.io import tell
-from ragstudy.results import Written, written_by
 from ragstudy.qagen.filters import Thresholds
+from ragstudy.results import Written, written_by
 
 DEFAULTS = Thresholds()
 NONE_KEPT = 3
@@ -143,8 +143,8 @@ def _generator(args: argparse.Namespace):
 def make_qa_set(args: argparse.Namespace) -> Written:
     """`ragstudy make-qa`: draft the question set (or read its review back) into --out; what it wrote, with exit code
     NONE_KEPT when no candidate passed the filters."""
-    from ragstudy.results import QA_REPORT
     from ragstudy.qagen.run import QaSettings, make_qa, read_review
+    from ragstudy.results import QA_REPORT
 
     out = Path(args.out)
     if args.read_review is not None:

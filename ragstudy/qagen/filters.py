@@ -13,10 +13,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ragstudy.scoring.evidence import NormalizedText, normalize_for_match
 from ragstudy.lexical import ItalianAnalyzer
 from ragstudy.qagen.prompt import FROM_EVIDENCE, SINGLE, SPANNING, Generated, parse_generation
 from ragstudy.qagen.sampling import Passage
+from ragstudy.scoring.evidence import NormalizedText, normalize_for_match
 
 # name -> what it means (the report's wording)
 FILTERS: dict[str, str] = {

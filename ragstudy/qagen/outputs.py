@@ -25,13 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragstudy.errors import StudyInputError
-from ragstudy.io import atomic_save, atomic_write_json, atomic_write_text, sha256_file
 from ragstudy import results
+from ragstudy.errors import StudyInputError
 from ragstudy.grid.records import normalize_ws
-from ragstudy.workbook import set_text, write_instructions
+from ragstudy.io import atomic_save, atomic_write_json, atomic_write_text, sha256_file
 from ragstudy.qagen.filters import locate_in_passage
 from ragstudy.qagen.sampling import Passage
+from ragstudy.workbook import set_text, write_instructions
 
 logger = logging.getLogger(__name__)
 

@@ -115,7 +115,8 @@ class Generated:
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
 _ESCAPE = re.compile(r'\\(.)', re.S)
-_CONTROL = re.compile(r"[\t\b\f\r]")  # what `\thispagestyle`, `\begin`, `\fbox` or `\ref` become when read as JSON escapes
+# what `\thispagestyle`, `\begin`, `\fbox` or `\ref` become when read as JSON escapes
+_CONTROL = re.compile(r"[\t\b\f\r]")
 _COMMAND = re.compile(r"\\[A-Za-z]{2,}")  # `\notag`, `\newpage`: a JSON reader makes them a line break and a word
 
 

@@ -18,13 +18,13 @@ from typing import Any
 
 from ragstudy.errors import StudyInputError
 from ragstudy.io import atomic_write_text, sha256_file, sha256_text, stable_json
-from ragstudy.text.textlayer import PdfDocument, load_documents
 from ragstudy.qagen import outputs
 from ragstudy.qagen.choose import choose_evidence
 from ragstudy.qagen.filters import FILTERS, CandidateFilter, Checked, Thresholds, overlap_distribution, unfit_generator
-from ragstudy.qagen.prompt import (EVIDENCE_BY, ROUND_TRIP_TOKENS, build_evidence_prompt, build_prompt, prompt_hash, prompt_version,
-                     round_trip_prompt)
+from ragstudy.qagen.prompt import (EVIDENCE_BY, ROUND_TRIP_TOKENS, build_evidence_prompt, build_prompt, prompt_hash,
+                                   prompt_version, round_trip_prompt)
 from ragstudy.qagen.sampling import Passage, Sample, sample_passages
+from ragstudy.text.textlayer import PdfDocument, load_documents
 
 logger = logging.getLogger(__name__)
 
@@ -312,10 +312,10 @@ def bundled_reference() -> list[tuple[Path, Path]]:
 
 def reference_overlaps(questions: Path, evidence: Path) -> list[float]:
     """Question <-> evidence overlap (share of question content terms in the evidence) of a human-written set."""
-    from ragstudy.scoring.evidence import load_evidence_file
     from ragstudy.lexical import ItalianAnalyzer
-    from ragstudy.results import read_questions
     from ragstudy.qagen.filters import share_in, terms
+    from ragstudy.results import read_questions
+    from ragstudy.scoring.evidence import load_evidence_file
 
     analyzer = ItalianAnalyzer()
     texts = read_questions(questions)
@@ -346,8 +346,8 @@ def grounding_against_floor(records: Sequence[dict], seed: int, n_resamples: int
     """For every parsed candidate: the share of its question's (answer's) content terms found in its own passage,
     against the same share in another candidate's passage; empty when fewer than 2 candidates parsed."""
     from ragstudy.lexical import ItalianAnalyzer
-    from ragstudy.scoring.stats import derangement, paired_bootstrap
     from ragstudy.qagen.filters import share_in, terms
+    from ragstudy.scoring.stats import derangement, paired_bootstrap
 
     parsed = [r for r in records if r.get("question") and r.get("answer")]
     if len(parsed) < 2:
@@ -433,9 +433,9 @@ def report_markdown(settings: QaSettings, sample: Sample, records: Sequence[dict
     lines.append(_table(["filter", "drops a candidate when", "first failed", "failed (any)", "left"], rows))
     literal = [r for r in records if r.get("backslashes_as_written")]
     if literal:
-        lines.append(f"{len(literal)} drafts ({sum(r['kept'] for r in literal)} kept) parsed only with their backslashes "
-                     "read as the characters themselves: the model quoted commands such as `\\leftmargin` without "
-                     "JSON's escaping; they went through every filter like the others.\n")
+        lines.append(f"{len(literal)} drafts ({sum(r['kept'] for r in literal)} kept) parsed only with their "
+                     "backslashes read as the characters themselves: the model quoted commands such as "
+                     "`\\leftmargin` without JSON's escaping; they went through every filter like the others.\n")
     if any(r["passage"] and r.get("recovered") is None and r["kept"] for r in records):
         lines.append(f"The round trip (answer_not_recovered) was not asked: {model} writes templates and answers no "
                      "question, so its kept items are not checked for it.\n")

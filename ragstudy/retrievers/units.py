@@ -20,8 +20,8 @@ class UnitRetriever:
     spec: RetrieverSpec  # set by @register_retriever
 
     def __init__(self, inputs: RetrievalInputs) -> None:
-        from ragstudy.stores.knowledge_base import child_splitter, child_windows
         from ragstudy.lexical import LexicalIndex, ParentInfo, UnitCorpus
+        from ragstudy.stores.knowledge_base import child_splitter, child_windows
 
         self.inputs = inputs
         documents = [chunk.to_document() for item in inputs.chunked for chunk in item.chunks]

@@ -14,9 +14,9 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any, Callable
 
+from ragstudy.errors import StudyInputError
 from ragstudy.scoring import budget_metrics
 from ragstudy.scoring.budgets import CHARS, Measure, llm_measure, pack_all
-from ragstudy.errors import StudyInputError
 
 logger = logging.getLogger(__name__)
 
@@ -103,8 +103,8 @@ def evaluate_strategy(results_dir: Path, strategy: str, evidence: Mapping, budge
     ragstudy.scoring.evidence.QuestionEvidence (load_evidence_file); `oracle` is an OracleTerms (ragstudy.scoring.oracle_overlap)
     or None. A question with neither evidence nor oracle terms is left out; the metrics whose input a question
     lacks are NaN in its rows."""
-    from ragstudy.scoring.evidence import SourceIndex
     from ragstudy.results import read_chunks, read_retrieval, retrieval_path
+    from ragstudy.scoring.evidence import SourceIndex
 
     rankings = read_retrieval(retrieval_path(results_dir, strategy))
     chunk_rows, sources = read_chunks(Path(results_dir), strategy)

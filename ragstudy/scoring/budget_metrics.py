@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
-from ragstudy.scoring.evidence import ContextScores, LocatedEvidence, Span, context_scores, score_spans
 from ragstudy.plugins import Registry
+from ragstudy.scoring.evidence import ContextScores, LocatedEvidence, Span, context_scores, score_spans
 
 Needs = Literal["evidence", "oracle", "context"]
 

@@ -16,8 +16,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ragstudy.scoring.groundtruth import UNANSWERABLE_ORACLE
 from ragstudy.lexical import ItalianAnalyzer, fold
+from ragstudy.scoring.groundtruth import UNANSWERABLE_ORACLE
 
 
 def is_unanswerable(oracle: str) -> bool:

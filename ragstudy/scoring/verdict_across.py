@@ -68,8 +68,8 @@ class CrossVerdict:
         """The main verdict (the first of retrieval_verdict.csv) of each group's results folder (label -> folder);
         a folder without one is an error naming it and the command that writes it."""
         from ragstudy import results
-        from ragstudy.scoring.verdict import all_verdicts
         from ragstudy.errors import StudyInputError
+        from ragstudy.scoring.verdict import all_verdicts
 
         verdicts = {}
         for name, folder in folders.items():

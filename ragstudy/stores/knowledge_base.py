@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 from urllib.parse import urlsplit
 
-from ragstudy.text.chunks import ChunkedDocument, window_text
 from ragstudy.errors import StoreError, StudyInputError, excerpt, store_error
-from ragstudy.io import (PROJECT_ROOT, build_lock, cache_dir, lock_folder, release_folder, set_aside, sha256_text, stable_json,
-                 worker_folder)
+from ragstudy.io import (PROJECT_ROOT, build_lock, cache_dir, lock_folder, release_folder, set_aside, sha256_text,
+                         stable_json, worker_folder)
 from ragstudy.registry import StrategyParams, StrategySpec, get as strategy_spec
+from ragstudy.text.chunks import ChunkedDocument, window_text
 
 logger = logging.getLogger(__name__)
 

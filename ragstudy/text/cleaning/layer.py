@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, replace
 
-from ragstudy.text.textnorm import continues_sentence, ends_sentence, is_line_end_hyphen, join_lines
 from ragstudy.text.cleaning.furniture import FurnitureConfig, body_lines, trailing_notes
 from ragstudy.text.cleaning.lines import Line, PageLines, extract_lines, is_bullet_glyph, starts_item
+from ragstudy.text.textnorm import continues_sentence, ends_sentence, is_line_end_hyphen, join_lines
 
 BLOCK_SEPARATOR = "\n\n"  # the raw layer's (ragstudy.text.textlayer.BLOCK_SEPARATOR)
 
