@@ -26,11 +26,12 @@ ragstudy.scoring.decomposition; docs/text-layer.md).
 A run whose grid has several groups (`--retriever dense,bm25`, `--text-layer raw,clean`, `--embedding a,b`, ...:
 the variants that differ only in strategy are a group): each group is scored as above into groups/<group>/, then the
 parent gets retrieval_verdict_across.csv and a retrieval_summary.md saying, per group, the best strategy per budget
-and paragraph's differences, and in words where the conclusion changes across the groups (ragstudy.scoring.verdict_across;
-docs/retrieval.md). A sweep's group compares its configurations (variant ids) instead of strategies.
+and paragraph's differences, and in words where the conclusion changes across the groups
+(ragstudy.scoring.verdict_across; docs/retrieval.md). A sweep's group compares its configurations (variant ids) instead
+of strategies.
 
-Oracle overlap (ragstudy.scoring.oracle_overlap): with --oracle FILE, or Oracle.csv beside the run's questions file, also the
-share of each oracle answer's content terms in the context; without evidence it is the only score.
+Oracle overlap (ragstudy.scoring.oracle_overlap): with --oracle FILE, or Oracle.csv beside the run's questions file,
+also the share of each oracle answer's content terms in the context; without evidence it is the only score.
 """
 
 from __future__ import annotations
@@ -143,9 +144,9 @@ def text_layer_pairs(groups: Sequence[Any]) -> list[tuple[Any, Any]]:
 
 def text_layer_decomposition(raw: pd.DataFrame, clean: pd.DataFrame, labels: Sequence[str], metrics: Sequence[str],
                              scoring: ScoreRetrievalSettings) -> pd.DataFrame | None:
-    """Paragraph − fixed-size split into cleaning and segmentation (ragstudy.scoring.decomposition) on each of the verdict's
-    evidence `metrics`, from the per-question rows of a raw and a clean group; None when either lacks what it needs
-    (paragraph and fixed-size in the raw group, fixed-size in the clean one)."""
+    """Paragraph − fixed-size split into cleaning and segmentation (ragstudy.scoring.decomposition) on each of the
+    verdict's evidence `metrics`, from the per-question rows of a raw and a clean group; None when either lacks what it
+    needs (paragraph and fixed-size in the raw group, fixed-size in the clean one)."""
     from ragstudy.scoring.decomposition import BASELINE, SEGMENTED, decompose, to_frame
 
     if not metrics or not {SEGMENTED, BASELINE} <= set(raw["strategy"]) or BASELINE not in set(clean["strategy"]):
@@ -247,8 +248,8 @@ def out_folder(scoring: ScoreRetrievalSettings) -> Path:
 
 def score_retrieval(scoring: ScoreRetrievalSettings) -> results.Written:
     """`ragstudy score-retrieval`: score the run in --results-dir, one verdict per group of variants that differ only
-    in strategy (ragstudy.grid.variants.run_groups; a folder without variants.csv is one group), checked across the groups
-    when there are several (run_across); the files it wrote."""
+    in strategy (ragstudy.grid.variants.run_groups; a folder without variants.csv is one group), checked across the
+    groups when there are several (run_across); the files it wrote."""
     from ragstudy.grid.variants import run_groups
 
     top = results.open_run(scoring.results_dir)  # config.json is read once, here

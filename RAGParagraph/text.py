@@ -1,7 +1,7 @@
 """Text rules of segmentation: the paper mode's bullets and separators, ASCII folding, splitting long paragraphs.
 
-The per-line cleaning (ligatures, odd spaces, symbol bullets) lives in ragstudy.text.cleaning.lines, shared with the clean
-text layer; the line-join and sentence rules in ragstudy.text.textnorm.
+The per-line cleaning (ligatures, odd spaces, symbol bullets) lives in ragstudy.text.cleaning.lines, shared with the
+clean text layer; the line-join and sentence rules in ragstudy.text.textnorm.
 """
 
 from __future__ import annotations

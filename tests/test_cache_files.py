@@ -1,6 +1,6 @@
-"""A damaged cache file is set aside with a warning naming it and rebuilt (ragstudy.stores.cachefile), never a crash of every
-later run: ranking caches truncated or of the wrong shape, exported ONNX embedding models truncated or with the int8
-model copied over the float32 one (their sizes and hashes are recorded at export), the ONNX Runtime GenAI export
+"""A damaged cache file is set aside with a warning naming it and rebuilt (ragstudy.stores.cachefile), never a crash of
+every later run: ranking caches truncated or of the wrong shape, exported ONNX embedding models truncated or with the
+int8 model copied over the float32 one (their sizes and hashes are recorded at export), the ONNX Runtime GenAI export
 of an LLM, the model folders the project cache builds (multilingual-e5-small rebuilt, SmolLM2 converted), and
 the vector cache's SQLite file. Each fault is injected for real into the file a real run wrote."""
 

@@ -143,8 +143,8 @@ def test_text_layer_reference_without_ground_truth(results: Path) -> None:
 
 
 def test_without_evidence_a_run_on_other_questions_is_not_scored_against_the_samples(results: Path) -> None:
-    """The one evidence-default rule (ragstudy.scoring.evidence.default_evidence): sample/evidence.json only for a run on
-    the bundled Questions.csv; this run's config.json names no questions, so no --evidence means no evidence."""
+    """The one evidence-default rule (ragstudy.scoring.evidence.default_evidence): sample/evidence.json only for a run
+    on the bundled Questions.csv; this run's config.json names no questions, so no --evidence means no evidence."""
     from ragstudy.results import CHUNK_QUALITY_RUN
 
     args = [a for a in _args(results, "--no-hope") if a not in ("--evidence", str(FIXTURES / "evidence.json"))]

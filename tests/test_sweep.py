@@ -94,9 +94,9 @@ configs:
 
 
 def test_a_sweep_without_evidence_on_other_questions_stops_before_running(pdf_dir, questions_csv, tmp_path):
-    """The bundled sample's evidence belongs to the bundled Questions.csv only (ragstudy.scoring.evidence.default_evidence):
-    a sweep of other questions with no --evidence and no `evidence:` key is one error naming the fix, and writes
-    nothing."""
+    """The bundled sample's evidence belongs to the bundled Questions.csv only
+    (ragstudy.scoring.evidence.default_evidence): a sweep of other questions with no --evidence and no `evidence:` key
+    is one error naming the fix, and writes nothing."""
     from ragstudy.config import StudyConfig
     from ragstudy.grid.sweep import run_sweep
 

@@ -73,8 +73,8 @@ def run_chain(config: "StudyConfig") -> ChainRun:
 
 
 def run_llm_groups(config: "StudyConfig") -> list:
-    """The LLM axis (ragstudy.answering.llm_axis): answer with each LLM into its group folder, every LLM checked before the
-    first answers."""
+    """The LLM axis (ragstudy.answering.llm_axis): answer with each LLM into its group folder, every LLM checked before
+    the first answers."""
     import pandas as pd
 
     from ragstudy import results

@@ -1,6 +1,6 @@
 """The record types of the study's files and the strict CSV reader, at the bottom of the core: the modules that
-match evidence, rank and score (ragstudy.scoring.evidence, ragstudy.lexical, ragstudy.scoring.budget_metrics) and ragstudy.results,
-which names and writes the files, all read them from here.
+match evidence, rank and score (ragstudy.scoring.evidence, ragstudy.lexical, ragstudy.scoring.budget_metrics) and
+ragstudy.results, which names and writes the files, all read them from here.
 
 - `read_strict_csv` / `read_text_csv`: a UTF-8 CSV read strictly (a row with more or fewer fields than the header
   is an error naming the file and line, never an index guess; `,`, `;` and tab separators are detected from the

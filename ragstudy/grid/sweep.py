@@ -5,8 +5,8 @@
 A sweep file (YAML; docs/retrieval.md#sweeps) has `configs:` (each `{id, strategy, params}` and optionally one
 value per axis of the grid, ragstudy.grid.axes: `retriever:`, `text_layer:`, `embedding:`, ...) and/or `grid:` (each
 `{strategy, params: {name: [values]}}` and optionally a list per axis: the product of every listed value), and
-optionally `evidence:` (relative to the file) and `budgets:`. It is a grid like any run's (ragstudy.grid.variants: an axis
-an entry does not set takes the run's list): every variant writes its complete retrieval run into
+optionally `evidence:` (relative to the file) and `budgets:`. It is a grid like any run's (ragstudy.grid.variants: an
+axis an entry does not set takes the run's list): every variant writes its complete retrieval run into
 `<output-dir>/variants/<id>/`, and the sweep writes `sweep_summary.csv` (one row per variant: chunk statistics,
 indexing time and cost, one column per axis, the metrics at each budget as `hit@500`, ..., `hit@k`) and
 `sweep_best.csv` (the best configuration per metric and budget), like AutoRAG's summary.csv per node; `ragstudy
@@ -42,8 +42,8 @@ def sweep_metrics() -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class SweepConfig:
-    """One configuration of a sweep file; ragstudy.grid.variants.expand turns it into the run's variants (an axis it does
-    not set takes the run's list: --retriever, --text-layer, --embedding, ...)."""
+    """One configuration of a sweep file; ragstudy.grid.variants.expand turns it into the run's variants (an axis it
+    does not set takes the run's list: --retriever, --text-layer, --embedding, ...)."""
 
     id: str | None  # the entry's `id:`; None: derived from its values (ragstudy.grid.variants.derived_id)
     strategy: str

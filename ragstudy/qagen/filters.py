@@ -2,8 +2,8 @@
 all of them; `FILTERS` lists them in the order they are checked (the report counts each candidate under the first
 rule it fails, and also every rule it fails).
 
-Texts are compared on the project's evidence normalisation (`ragstudy.scoring.evidence.normalize_for_match`: NFKC, accents
-and case folded, only letters and digits kept) and, for word overlaps, on the Italian analyzer's content terms
+Texts are compared on the project's evidence normalisation (`ragstudy.scoring.evidence.normalize_for_match`: NFKC,
+accents and case folded, only letters and digits kept) and, for word overlaps, on the Italian analyzer's content terms
 (`ragstudy.lexical.ItalianAnalyzer`: stopwords dropped, Snowball-stemmed).
 """
 

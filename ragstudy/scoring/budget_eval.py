@@ -1,7 +1,8 @@
-"""Retrieval at equal context budgets: every context a strategy's ranking fills (ragstudy.scoring.budgets) scored against
-the question's evidence by every budget metric (ragstudy.scoring.budget_metrics), per question and budget; per strategy and
-budget, means with seeded bootstrap CIs (`summarize`); between strategies, paired bootstrap CIs and Wilcoxon p,
-Holm-adjusted over the pairs of one budget and metric (`compare`). ragstudy.scoring.verdict reads the two tables.
+"""Retrieval at equal context budgets: every context a strategy's ranking fills (ragstudy.scoring.budgets) scored
+against the question's evidence by every budget metric (ragstudy.scoring.budget_metrics), per question and budget; per
+strategy and budget, means with seeded bootstrap CIs (`summarize`); between strategies, paired bootstrap CIs and
+Wilcoxon p, Holm-adjusted over the pairs of one budget and metric (`compare`). ragstudy.scoring.verdict reads the two
+tables.
 """
 
 from __future__ import annotations
@@ -98,11 +99,11 @@ def _reading_order(chunk_rows: Sequence[Mapping]) -> dict[str, int]:
 
 def evaluate_strategy(results_dir: Path, strategy: str, evidence: Mapping, budgets: Sequence[int],
                       measure: Measure = CHARS, oracle: Any = None, analyzer: Any = None) -> StrategyEvaluation:
-    """Score every ranked question of `strategy` at every budget with every budget metric (ragstudy.scoring.budget_metrics):
-    each question's ranking is packed once per budget. `evidence` maps question_index to
-    ragstudy.scoring.evidence.QuestionEvidence (load_evidence_file); `oracle` is an OracleTerms (ragstudy.scoring.oracle_overlap)
-    or None. A question with neither evidence nor oracle terms is left out; the metrics whose input a question
-    lacks are NaN in its rows."""
+    """Score every ranked question of `strategy` at every budget with every budget metric
+    (ragstudy.scoring.budget_metrics): each question's ranking is packed once per budget. `evidence` maps question_index
+    to ragstudy.scoring.evidence.QuestionEvidence (load_evidence_file); `oracle` is an OracleTerms
+    (ragstudy.scoring.oracle_overlap) or None. A question with neither evidence nor oracle terms is left out; the
+    metrics whose input a question lacks are NaN in its rows."""
     from ragstudy.results import read_chunks, read_retrieval, retrieval_path
     from ragstudy.scoring.evidence import SourceIndex
 
@@ -207,9 +208,9 @@ def evaluate_folder(results_dir: Path, evidence: Mapping, budgets: Sequence[int]
 
 def evaluate_members(members: Mapping[str, Path], evidence: Mapping, budgets: Sequence[int], measure: Measure,
                      oracle: Sequence[str] | None = None, strategy_of: Callable[[str], str] = str):
-    """evaluate_folder over a group of variants (ragstudy.grid.variants.Group.members: compared name -> the folder holding
-    its rankings; `strategy_of(name)` the strategy whose rankings they are, for a sweep's variant ids), in `members`'
-    order: the per-question rows of every name and their StrategyEvaluations."""
+    """evaluate_folder over a group of variants (ragstudy.grid.variants.Group.members: compared name -> the folder
+    holding its rankings; `strategy_of(name)` the strategy whose rankings they are, for a sweep's variant ids), in
+    `members`' order: the per-question rows of every name and their StrategyEvaluations."""
     import pandas as pd
 
     parts = []

@@ -259,8 +259,8 @@ class QuestionEvidence:
 
 
 def load_evidence_records(path: str | Path) -> list:
-    """`sample/evidence.json` as ragstudy.scoring.groundtruth.EvidenceRecord's (one per Questions.csv row, offsets on the
-    ground-truth text)."""
+    """`sample/evidence.json` as ragstudy.scoring.groundtruth.EvidenceRecord's (one per Questions.csv row, offsets on
+    the ground-truth text)."""
     from ragstudy.scoring.groundtruth import load_evidence
 
     path = Path(path)
@@ -316,8 +316,8 @@ EVIDENCE_OUTSIDE_NAMED = 5  # questions a warning about evidence in PDFs outside
 def check_evidence_pdfs(evidence: Mapping[int, QuestionEvidence], pdf_names: Iterable[str], evidence_path: str | Path,
                         run: str) -> list[int]:
     """The questions whose evidence names a PDF that is not among the run's `pdf_names` (such a question is left out
-    of the evidence metrics: ragstudy.scoring.budget_eval), after one warning naming the evidence file, those questions and
-    the PDFs. When that is every question with evidence, an EvidenceError: nothing could be scored."""
+    of the evidence metrics: ragstudy.scoring.budget_eval), after one warning naming the evidence file, those questions
+    and the PDFs. When that is every question with evidence, an EvidenceError: nothing could be scored."""
     names = {Path(name).name for name in pdf_names}
     outside = {index: sorted({t.document for t in item.texts if t.document and t.document not in names})
                for index, item in sorted(evidence.items())}

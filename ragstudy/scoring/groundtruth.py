@@ -53,8 +53,8 @@ BODY_BLOCK_SEP = "\n\n"
 
 def fold_layout_text(text: str) -> str:
     """Fold ligatures, join line-break hyphens, drop table cell separators and collapse whitespace (not
-    ragstudy.scoring.evidence.normalize_for_match, which keeps letters and digits only): to compare ground-truth text with
-    text extracted from the PDFs (PyMuPDF `page.get_text()`)."""
+    ragstudy.scoring.evidence.normalize_for_match, which keeps letters and digits only): to compare ground-truth text
+    with text extracted from the PDFs (PyMuPDF `page.get_text()`)."""
     for lig, plain in LIGATURES.items():
         text = text.replace(lig, plain)
     text = LINE_BREAK_HYPHEN.sub("", text)

@@ -6,8 +6,8 @@ block separated by single newlines. Baselines chunk this text; the paragraph str
 PDFs through its layout analysis.
 
 Two text layers (`text_layer`, TEXT_LAYERS): `raw` (the paper's: what PyMuPDF extracts, furniture and all) and
-`clean` (`with_text_layer`: the paragraph strategy's cleaning rules applied, ragstudy.text.cleaning.layer); the strategies
-whose source kind is "text-layer" chunk the one the run chose.
+`clean` (`with_text_layer`: the paragraph strategy's cleaning rules applied, ragstudy.text.cleaning.layer); the
+strategies whose source kind is "text-layer" chunk the one the run chose.
 """
 
 from __future__ import annotations
