@@ -188,7 +188,7 @@ def write_workbook(path: Path, records: Sequence[dict]) -> int:
             cell = ws.cell(row=r, column=col)
             _set_clean_text(cell, str(text))
             cell.alignment, cell.border = wrap, rule
-        lines = max(len(str(values[i])) // max(1, int(WIDTHS[i] * 1.1)) + 1 for i in (2, 4, 9))
+        lines = max(len(str(values[i])) // max(1, int(WIDTHS[i] * 1.1)) + 1 for i in (2, 4, 8, 9))
         ws.row_dimensions[r].height = min(409.0, 15.0 * lines + 4)
     ws.column_dimensions["K"].hidden = True
     if rows:
