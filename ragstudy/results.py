@@ -1,22 +1,12 @@
 """The results folder and the study's input tables: one owner for every file the chain writes and the scripts read.
 
-- Questions.csv / Oracle.csv: `read_text_csv` (strict: a row with more or fewer fields than the header is an
-  error naming the file and line, never an index guess; `,`, `;` and tab separators are detected from the header).
-- Dataset files (`<DatasetName>.csv/.json`): `write_dataset` / `read_dataset`. `read_dataset` also accepts the
-  paper's own files (columns `question, answer, contexts`, written by Hugging Face `datasets`), matched to
-  Questions.csv by position after checking that the question texts agree.
-- `config.json`: `write_config` / `read_config` (a `StudyConfig` round-trips through it: `StudyConfig.of_run`
-  parses what `read_config` read; this module does not import the configuration, so reading a file loads no
-  plug-in family). `RunRecord.answering_model` is the model that wrote the answers, for every consumer.
-- Chunk exports (`chunks_<strategy>.csv`, `sources_<strategy>.jsonl`): `write_chunks` / `read_chunks`.
-- Rankings of retrieval-only runs (`retrieval_<strategy>.csv`): `write_retrieval` / `read_retrieval`.
-- Derived tables (`retrieval_summary.csv`, `metrics_summary.csv`, `sweep_summary.csv`, ...): one `Table` each in
-  `TABLES` (file name, the columns it must have, the columns read as text), written by `write_table` and read by
-  `read_table` (None when absent; missing columns are an error naming the file and the script that writes it).
-- Every other file a command writes (run records, summaries, plots, workbooks, the answer key, study.json,
-  make-qa's set): one `Output` each in `OUTPUT_GROUPS`, whose writers take the name from there; docs/outputs.md
-  is generated from them and `TABLES` (`python -m ragstudy_cli.reference`).
-- `ResultsFolder.prepare()`: one run writes into a folder at a time; the lock is taken before anything is written.
+Each file has its reader and writer here: Questions.csv and Oracle.csv (`read_questions`, `read_oracle`), the
+Dataset files (`write_dataset` / `read_dataset`, which also reads the paper's own), `config.json` (`write_config` /
+`read_config`; this module does not import the configuration, so reading one loads no plug-in family), chunk
+exports, rankings, the derived tables (`TABLES`: `write_table` / `read_table`) and every other output
+(`OUTPUT_GROUPS`, from which docs/outputs.md is generated). `open_run` opens a folder once; `ResultsFolder.prepare()`
+takes a folder's lock before anything is written. See docs/metrics.md ("Results files"), docs/evaluation.md (the
+paper's Dataset files) and docs/troubleshooting.md (how Questions.csv and Oracle.csv are read).
 """
 
 from __future__ import annotations
@@ -128,13 +118,30 @@ def write_dataset(rows: Sequence[DatasetRow], output_dir: Path, dataset_name: st
     """Write `<dataset_name>.json` and `.csv` (lists JSON-encoded in CSV cells), atomically."""
     json_path, csv_path = Path(output_dir) / f"{dataset_name}.json", Path(output_dir) / f"{dataset_name}.csv"
     records = [row.to_record() for row in rows]
+    atomic_write_json(json_path, records)
+    _write_csv(csv_path, [{**record, "contexts": json.dumps(record["contexts"], ensure_ascii=False),
+                           "sources": json.dumps(record["sources"], ensure_ascii=False)} for record in records],
+               DATASET_COLUMNS)
+    return [csv_path, json_path]
+
+
+def _write_csv(path: Path, rows: list[dict], columns: Sequence[str]) -> None:
+    """`rows` as a CSV of `columns`, in order (UTF-8, atomic)."""
     import pandas as pd
 
-    atomic_write_json(json_path, records)
-    flat = [{**record, "contexts": json.dumps(record["contexts"], ensure_ascii=False),
-             "sources": json.dumps(record["sources"], ensure_ascii=False)} for record in records]
-    atomic_write_text(csv_path, pd.DataFrame(flat, columns=list(DATASET_COLUMNS)).to_csv(index=False))
-    return [csv_path, json_path]
+    atomic_write_text(path, pd.DataFrame(rows, columns=list(columns)).to_csv(index=False))
+
+
+def _read_text_rows(path: Path, columns: Sequence[str], missing: str) -> list[dict]:
+    """The rows of a CSV export, every cell as text; `missing` (naming `{missing}`) says what a file without one of
+    `columns` is not."""
+    import pandas as pd
+
+    frame = pd.read_csv(path, keep_default_na=False, dtype=str)
+    lacking = [c for c in columns if c not in frame.columns]
+    if lacking:
+        raise StudyInputError(f"{path}: {missing.format(missing=lacking)}")
+    return frame.to_dict("records")
 
 
 def parse_list_cell(value: Any, where: str) -> list[str]:
@@ -228,7 +235,7 @@ def read_dataset(path: str | Path, strategy: str | None, questions: Sequence[str
     records, kind = _read_records(path)
     if not records:
         raise StudyInputError(f"{path} has no rows")
-    if strategy is None:  # the registry's owner of the file name, else the rows' strategy, else the file stem
+    if strategy is None:
         spec = registry.by_dataset_name(path.stem)
         named = {str(r["strategy"]) for r in records if r.get("strategy")}
         strategy = spec.name if spec else named.pop() if len(named) == 1 else path.stem
@@ -276,13 +283,10 @@ def read_dataset(path: str | Path, strategy: str | None, questions: Sequence[str
 
 
 def _question_index(raw: Any, where: str) -> int:
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        raise StudyInputError(f"{where}: question_index {raw!r} is not an integer") from None
-    if str(raw).strip() != str(value):
+    text = str(raw).strip()
+    if not text.removeprefix("-").isdecimal() or text != str(int(text)):  # no "1.0", "+1" or "01"
         raise StudyInputError(f"{where}: question_index {raw!r} is not an integer")
-    return value
+    return int(text)
 
 
 def dataset_files(results_dir: str | Path, stale: str = "warn", record: "RunRecord | None" = None) -> list[Path]:
@@ -506,13 +510,8 @@ def chunks_table(chunked: Iterable[ChunkedDocument]) -> list[dict]:
 
 def write_chunks(chunked: Sequence[ChunkedDocument], strategy: str, output_dir: Path) -> tuple[Path, Path]:
     """Write `chunks_<strategy>.csv` and `sources_<strategy>.jsonl` (the texts start_end_idx points into)."""
-    import pandas as pd
-
-    output_dir = Path(output_dir)
-    csv_path = output_dir / f"chunks_{strategy}.csv"
-    sources_path = output_dir / f"sources_{strategy}.jsonl"
-    frame = pd.DataFrame(chunks_table(chunked), columns=list(CHUNK_COLUMNS))
-    atomic_write_text(csv_path, frame.to_csv(index=False))
+    csv_path, sources_path = Path(output_dir) / f"chunks_{strategy}.csv", Path(output_dir) / f"sources_{strategy}.jsonl"
+    _write_csv(csv_path, chunks_table(chunked), CHUNK_COLUMNS)
     atomic_write_text(sources_path, "".join(
         json.dumps(item.source.to_record(), ensure_ascii=False) + "\n" for item in chunked))
     return csv_path, sources_path
@@ -529,19 +528,13 @@ def chunks_folder(output_dir: str | Path, strategy: str) -> Path:
 
 def read_chunk_rows(output_dir: Path, strategy: str) -> list[dict]:
     """`chunks_<strategy>.csv` alone: rows with start_end_idx and metadata decoded (no source texts)."""
-    import pandas as pd
-
     output_dir = chunks_folder(output_dir, strategy)
     csv_path = output_dir / f"chunks_{strategy}.csv"
     if not csv_path.is_file():
-        raise StudyInputError(f"{csv_path} not found: run `ragstudy chunks --output-dir "
-                              f"{output_dir}` first")
-    frame = pd.read_csv(csv_path, keep_default_na=False, dtype=str)
-    missing = [c for c in CHUNK_COLUMNS if c not in frame.columns]
-    if missing:
-        raise StudyInputError(f"{csv_path}: no column(s) {missing}; not a chunk export of `ragstudy chunks`")
-    rows = []
-    for i, record in enumerate(frame.to_dict("records")):
+        raise StudyInputError(f"{csv_path} not found: run `ragstudy chunks --output-dir {output_dir}` first")
+    records = _read_text_rows(csv_path, CHUNK_COLUMNS, "no column(s) {missing}; not a chunk export of "
+                              "`ragstudy chunks`")
+    for i, record in enumerate(records):
         try:
             record["start_end_idx"] = tuple(json.loads(record["start_end_idx"]))
             record["metadata"] = json.loads(record["metadata"])
@@ -550,25 +543,29 @@ def read_chunk_rows(output_dir: Path, strategy: str) -> list[dict]:
         if not isinstance(record["metadata"], dict) or len(record["start_end_idx"]) != 2:
             raise StudyInputError(f"{csv_path} row {i + 2}: metadata must be a JSON object and start_end_idx a "
                                   "[start, end] pair; not a chunk export of `ragstudy chunks`")
-        rows.append(record)
-    return rows
+    return records
 
 
 def read_chunks(output_dir: Path, strategy: str) -> tuple[list[dict], dict[str, SourceText]]:
     """Read back an export: rows (with start_end_idx and metadata decoded) and source texts by path."""
     output_dir = chunks_folder(output_dir, strategy)
     rows = read_chunk_rows(output_dir, strategy)
-    sources = {}
     with open(output_dir / f"sources_{strategy}.jsonl", encoding="utf-8") as handle:
-        for line in handle:
-            rec = json.loads(line)
-            sources[rec["path"]] = SourceText.from_record(rec)
-    return rows, sources
+        sources = [SourceText.from_record(json.loads(line)) for line in handle]
+    return rows, {source.path: source for source in sources}
 
 
 def exported_strategies(results_dir: str | Path) -> list[str]:
     """Strategies with a chunk export in `results_dir`: registered ones in registry order, then others by name."""
-    names = [p.name[len("chunks_"):-len(".csv")] for p in sorted(Path(results_dir).glob("chunks_*.csv"))]
+    return _named_strategies(results_dir, "chunks_")
+
+
+def _named_strategies(results_dir: str | Path, prefix: str, leave_out: Iterable[str] = ()) -> list[str]:
+    """The `<strategy>` of each `<prefix><strategy>.csv` in `results_dir` (but the files `leave_out` names):
+    registered strategies in registry order, then others by name."""
+    leave_out = set(leave_out)
+    names = [p.name[len(prefix):-len(".csv")] for p in Path(results_dir).glob(f"{prefix}*.csv")
+             if p.name not in leave_out]
     order = {name: i for i, name in enumerate(registry.available())}
     return sorted(names, key=lambda n: (order.get(n, len(order)), n))
 
@@ -577,35 +574,28 @@ def exported_strategies(results_dir: str | Path) -> list[str]:
 
 RETRIEVAL_COLUMNS = ("question_index", "rank", "doc_id", "path", "page_start", "page_end", "score", "in_k",
                      "contents")
-# retrieval_<these>.csv are tables, not rankings
+
+
 def retrieval_path(output_dir: str | Path, strategy: str) -> Path:
     return Path(output_dir) / f"retrieval_{strategy}.csv"
 
 
 def write_retrieval(rows: Sequence[RetrievedParent], output_dir: str | Path, strategy: str) -> Path:
     """Write `retrieval_<strategy>.csv` (RETRIEVAL_COLUMNS, one row per ranked parent)."""
-    import pandas as pd
-
     path = retrieval_path(output_dir, strategy)
-    frame = pd.DataFrame([row.to_dict() for row in rows], columns=list(RETRIEVAL_COLUMNS))
-    atomic_write_text(path, frame.to_csv(index=False))
+    _write_csv(path, [row.to_dict() for row in rows], RETRIEVAL_COLUMNS)
     return path
 
 
 def read_retrieval(path: str | Path) -> dict[int, list[RetrievedParent]]:
     """`retrieval_<strategy>.csv` -> question_index -> parents in rank order; errors name the file and row."""
-    import pandas as pd
-
     path = Path(path)
     if not path.is_file():
         raise StudyInputError(f"{path}: not found; run `ragstudy retrieve` first")
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    missing = [c for c in RETRIEVAL_COLUMNS if c not in frame.columns]
-    if missing:
-        raise StudyInputError(f"{path}: missing columns {missing}; is it a retrieval file of "
-                              "`ragstudy retrieve`?")
     result: dict[int, list[RetrievedParent]] = {}
-    for i, row in enumerate(frame.to_dict("records")):
+    records = _read_text_rows(path, RETRIEVAL_COLUMNS, "missing columns {missing}; is it a retrieval file of "
+                              "`ragstudy retrieve`?")
+    for i, row in enumerate(records):
         try:
             parent = RetrievedParent.from_dict(row)
         except ValueError as exc:  # every cell is read as text: a bad number is a ValueError
@@ -620,13 +610,10 @@ def read_retrieval(path: str | Path) -> dict[int, list[RetrievedParent]]:
 
 
 def ranked_strategies(results_dir: str | Path) -> list[str]:
-    """Strategies with a `retrieval_<strategy>.csv` in `results_dir`, registered ones in registry order first."""
-    # the declared tables (retrieval_summary.csv, retrieval_verdict_across.csv, ...) and their former names
-    derived = {*TABLES, *(t.formerly[0] for t in TABLES.values() if t.formerly)}
-    names = [p.name[len("retrieval_"):-len(".csv")] for p in sorted(Path(results_dir).glob("retrieval_*.csv"))
-             if p.name not in derived]
-    order = {name: i for i, name in enumerate(registry.available())}
-    return sorted(names, key=lambda n: (order.get(n, len(order)), n))
+    """Strategies with a `retrieval_<strategy>.csv` in `results_dir`, registered ones in registry order first; the
+    declared tables (retrieval_summary.csv, ...) and their former names are not rankings."""
+    return _named_strategies(results_dir, "retrieval_",
+                             [*TABLES, *(t.formerly[0] for t in TABLES.values() if t.formerly)])
 
 
 # ------------------------------------------------------------------------------------------------ derived tables
@@ -735,14 +722,7 @@ SURVEY_CHOICES = Table("survey_choices.csv", ("rater", "question_id", "question_
 SURVEY_PAIRWISE = Table("survey_pairwise_tests.csv", ("strategy_a", "strategy_b", "count_a", "count_b", "n",
                                                       "share_a", "p_sign", HOLM_COLUMN), _SURVEY, subdir="survey")
 
-TABLES = {t.name: t for t in (VARIANTS, RETRIEVAL_PER_QUESTION, RETRIEVAL_SUMMARY, RETRIEVAL_PAIRED, RETRIEVAL_VERDICT,
-                              RETRIEVAL_VERDICT_ACROSS,
-                              RETRIEVAL_DECOMPOSITION,
-                              SWEEP_SUMMARY, SWEEP_BEST, METRICS_SUMMARY, METRICS_PAIRED, METRICS_BASELINES,
-                              METRICS_PER_QUESTION, ANSWER_GROUPS, ANSWER_VERDICT_ACROSS,
-                              CHUNK_QUALITY, CHUNK_QUALITY_CHUNKS, CHUNK_QUALITY_QUESTIONS, CHUNK_QUALITY_HOPE,
-                              CHUNK_QUALITY_CORRELATION, SURVEY_OVERALL, SURVEY_PER_QUESTION, SURVEY_PER_RATER,
-                              SURVEY_CHOICES, SURVEY_PAIRWISE)}
+TABLES = {t.name: t for t in list(globals().values()) if isinstance(t, Table)}  # every Table declared above
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,8 @@
 """Settings declared once: a `Setting` holds what a user can set (its flag, YAML key, help, group, type, choices
 and default), and command-line parsers, the accepted YAML keys and the reference docs are generated from it.
 
-A dataclass declares its settings on its fields with `setting(...)` (read back with `declared(cls)`); inputs that
-are no field (a file to read, a shortcut) are `Setting(...)` values. `add_arguments` turns a list of them into
-argparse options; help strings get their default appended from the declaration, never written by hand; `record`
-turns it into a job's typed, frozen settings (docs/python.md). See docs/settings.md.
+A dataclass declares its settings on its fields with `setting(...)` (read back with `declared(cls)`); `add_arguments`
+makes argparse options of them and `record` a job's typed settings. See docs/settings.md.
 """
 
 from __future__ import annotations
@@ -24,28 +22,8 @@ _METADATA_KEY = "ragstudy.setting"
 
 @dataclass(frozen=True)
 class Setting:
-    """One setting. `kind`: value (one flag value), switch (a flag without value, true when given), append (a
-    repeatable flag collecting a list), list (comma-separated on the command line, a list or a string in YAML),
-    mapping (YAML only, e.g. strategy_params).
-
-    `default` is the value used when nothing sets it; `default_doc` says in words what a computed default is (e.g.
-    "half the cores") where the value cannot. `flag`: "" derives ``--name-with-dashes``, None means no flag.
-    `yaml`: accepted as a key of the config file (what `setting(...)` fields are unless they say otherwise).
-    `check(value)` returns a problem with a parsed flag value (the parser then exits 2 naming the flag) or None.
-    `list_choices=False`: choices that need plug-ins imported (the strategies') are listed in the docs, not in
-    --help (which imports none); a single value is still checked when the flag is given. A list setting with
-    listed choices shows them as its metavar, ``{a,b}[,...]``.
-    `several`: the value may name several of the choices, comma-separated (one string, e.g. ``dense,bm25``); the
-    choices then document it (the metavar ``{a,b}[,...]``) and the config's validation checks each name, argparse
-    and the config file's choice check do not.
-    `applies(config)`: whether the setting changes what a run with this resolved config does (None: always). A run
-    given a setting that does not apply to it (an LLM setting in a retrieval-only run) says so once
-    (ragstudy.config.unused_settings).
-    `bare`: the value of the flag given without one (``--ray`` alone means ``--ray local``); None: the flag takes a
-    value. `changes_results=False`: the setting chooses how a run runs (threads, worker processes, timeouts), never
-    what it writes; a variant's key (ragstudy.grid.runidentity.variant_key) leaves it out, so changing it recomputes
-    nothing.
-    """
+    """One setting: what a user can set, and how. docs/settings.md ("A declaration holds") says what each fact
+    means; `kind` is one of KINDS, `flag` "" derives ``--name-with-dashes`` and None means no flag."""
 
     name: str
     help: Text
