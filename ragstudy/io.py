@@ -50,9 +50,8 @@ NAME_MAX = 100  # characters of a name: with what is added to it (a variant's ax
 
 
 def check_name(value: object, where: str) -> str:
-    """`value` as a name that becomes part of a file or folder name (a sweep id, a strategy or Dataset name):
-    letters, digits, `-`, `_` and `.`, not `.` or `..`, so it can never point outside its folder (`../x`, `/abs`),
-    and at most NAME_MAX characters. A StudyInputError naming `where` (the file and key, or the flag) otherwise."""
+    """`value` as a name that becomes part of a file or folder name (a sweep id, a strategy or Dataset name), so it
+    can never point outside its folder (`../x`, `/abs`); `where`: the file and key, or the flag, for the error."""
     text = str(value) if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
     if text is None or not _NAME.fullmatch(text) or text in (".", ".."):
         raise StudyInputError(f"{where}: {value!r} is not a name: use letters, digits, '-', '_' and '.' only (not "
@@ -71,12 +70,9 @@ _BOMS = ((codecs.BOM_UTF32_LE, "utf-32-le", "UTF-32"), (codecs.BOM_UTF32_BE, "ut
 
 
 def decode_user_text(raw: bytes, path: str | Path, advice: str) -> str:
-    """The text of a user's file: UTF-8 (a BOM is dropped), or UTF-16/32 with its BOM.
-
-    Bytes that are not valid in that encoding are one StudyInputError naming the file, the line and the byte offset
-    of the first bad byte, then `advice` (the caller's fix: how to save a CSV from Excel, a YAML from an editor):
-    "FILE line 3: not UTF-8 text (byte 41 is 0xe9); ADVICE". The offset counts from the file's first byte (the BOM
-    included), as a hex editor shows it."""
+    """The text of a user's file: UTF-8 (a BOM is dropped), or UTF-16/32 with its BOM. A bad byte is an error naming
+    the line and its offset, counted from the file's first byte (the BOM included) as a hex editor shows it, then
+    `advice` (the caller's fix: how to save a CSV from Excel, a YAML from an editor)."""
     bom, codec, name = next(((b, c, n) for b, c, n in _BOMS if raw.startswith(b)), (b"", "utf-8", "UTF-8"))
     body = raw[len(bom):]
     try:
@@ -108,11 +104,8 @@ def sha256_text(*parts: str) -> str:
 
 
 def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def cpu_cores() -> int:
@@ -136,12 +129,9 @@ def cache_dir() -> Path:
 
 
 def _new_file_beside(path: Path, suffix: str) -> tuple[int, Path]:
-    """Create a new empty hidden file beside `path` and return (fd, its path).
-
-    Unlike tempfile.mkstemp (always 0600), the file gets the mode of any file the user writes: 0666 less the
-    umask, applied by the kernel at creation, so the umask is never read or changed (os.umask is process-wide and
-    racy between threads).
-    """
+    """A new empty hidden file beside `path`: (fd, its path). Unlike tempfile.mkstemp (always 0600) it gets the mode
+    of any file the user writes, 0666 less the umask, applied by the kernel: the umask is never read or changed
+    (os.umask is process-wide and racy between threads)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
     for _ in range(100):
         tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}{suffix}"
@@ -212,13 +202,9 @@ _HELD_LOCKS: dict[Path, int] = {}
 
 
 def lock_folder(folder: Path, lock_name: str, what: str, flag: str) -> None:
-    """Hold an exclusive lock on `folder` (flock on `folder/lock_name`) for this process's lifetime.
-
-    A second process asking for the same folder gets StudyInputError at once, naming the folder (`what`, e.g.
-    "output folder"), the pid of the process holding it (written into the lock file) and the flag that gives the
-    run its own one (`flag`, e.g. "--output-dir"). The kernel drops the lock when the process ends, however it
-    ends.
-    """
+    """Hold an exclusive lock on `folder` (flock on `folder/lock_name`) for this process's lifetime; the kernel drops
+    it when the process ends, however it ends. A second process is refused at once, naming the folder (`what`), the
+    holder's pid and the flag that gives a run its own folder (`flag`)."""
     import fcntl
 
     key = Path(folder).resolve() / lock_name

@@ -222,15 +222,11 @@ def _sources(value: Any, where: str) -> tuple[Source, ...]:
 
 def read_dataset(path: str | Path, strategy: str | None, questions: Sequence[str] | None, questions_path: str | Path = "",
                  require_answers: bool = True) -> Dataset:
-    """Read and check one Dataset file, in this project's format or the paper's.
-
-    This project's rows carry `question_index`; the paper's (`question, answer, contexts`) are matched to
-    Questions.csv by position. Either way every question must equal its Questions.csv row (whitespace
-    normalised); errors name the file and row: missing field, bad or repeated index, other question, empty answer,
-    foreign strategy. With `questions` None (a reader that checks questions against another file, e.g. an evidence
-    file) only the file's own consistency is checked. With `strategy` None the strategy is the registry's owner of
-    the file name, else the one its rows name, else the file stem.
-    """
+    """Read and check one Dataset file, in this project's format or the paper's (`question, answer, contexts`,
+    matched to Questions.csv by position). Every question must equal its Questions.csv row (whitespace normalised);
+    with `questions` None (a reader that checks questions against another file, e.g. an evidence file) only the
+    file's own consistency is checked. With `strategy` None the strategy is the registry's owner of the file name,
+    else the one its rows name, else the file stem."""
     path = Path(path)
     records, kind = _read_records(path)
     if not records:
@@ -466,8 +462,7 @@ def run_oracle(results_dir: str | Path, oracle: str | Path | None = None, record
                ) -> tuple[list[str], Path] | None:
     """The oracle answers of a run and their file: `oracle` (an --oracle flag), else `Oracle.csv` beside the
     questions file config.json names (never a file elsewhere, such as the repository's sample); None when there is
-    none. Its row count must equal the number of questions in the run's questions file (an error naming both).
-    `record`: the folder's config.json already read (a Run's)."""
+    none. `record`: the folder's config.json already read (a Run's)."""
     record = record or read_config(results_dir)
     questions_path = record.questions_path
     if oracle:
@@ -946,8 +941,7 @@ def read_table(folder: str | Path, table: Table):
 
 def check_finite(frame, table: Table, path: Path, writer: str) -> None:
     """The columns `table` declares finite (and, with `finite_after`, its numeric columns after the declared ones)
-    hold finite numbers: a StudyInputError naming the file, the row and the column of the first that does not (a
-    hand-edited inf or NaN would be shown as a result)."""
+    hold finite numbers: a hand-edited inf or NaN would be shown as a result."""
     import numpy as np
     import pandas as pd
 
@@ -1002,11 +996,10 @@ class Run:
         return read_table(self.path, table)
 
     def variants(self) -> list[Variant]:
-        """The variants of a retrieval-only run's grid (variants.csv), in order; [] for a folder without one (an
-        answering run, one variant's own folder, or a folder an earlier version wrote: `check_layout`). The one
-        finder of variant folders: nothing else lists them. Each row is checked against its variant's own record
-        (check_variant_records) and the variants against each other's documents (check_variant_documents), so a
-        hand-edited or mixed folder is never scored under labels that did not make it. Read once per handle."""
+        """The variants of a retrieval-only run's grid (variants.csv), in order, read once per handle; [] for a folder
+        without one (`check_layout` refuses a folder an earlier version wrote). The one finder of variant folders;
+        each is checked against its own record and documents, so a hand-edited or mixed folder is never scored
+        under labels that did not make it."""
         if self._variants is None:
             found = read_variants(self.path)
             if not found:
@@ -1048,10 +1041,9 @@ def variant_folder(output_dir: str | Path, variant_id: str) -> Path:
 
 
 def read_variants(output_dir: str | Path) -> list[Variant]:
-    """variants.csv's variants, in order ([] when there is none), each id checked as the name it was made as
-    (io.check_name: letters, digits, `-`, `_`, `.`; never `.`, `..` or a path) and its folder inside
-    `<output-dir>/variants/` (a symbolic link leading elsewhere is refused too): a row never makes a run read another
-    run's files. A StudyInputError naming the file and row otherwise."""
+    """variants.csv's variants, in order ([] when there is none), each id a name (io.check_name) whose folder lies
+    inside `<output-dir>/variants/` (a symbolic link leading elsewhere is refused too): a row never makes a run read
+    another run's files."""
     from ragstudy.io import check_name
 
     output_dir = Path(output_dir)
@@ -1088,12 +1080,9 @@ def recorded_variant(folder: str | Path) -> Variant | None:
 
 
 def check_variant_records(output_dir: str | Path, variants: Sequence[Variant], skip: Iterable[str] = ()) -> None:
-    """Every value a variants.csv row claims (its id, strategy, parameters and every axis of ragstudy.grid.axes:
-    retriever, text layer, embedder, ...) is the one its variant's own run recorded (recorded_variant): a
-    StudyInputError naming the row, the column and both values otherwise (a hand-edited variants.csv would put one
-    variant's scores under another's label, and every sentence comparing them would say the opposite of the truth).
-    `variants`: every row of the file (read_variants), `skip`: ids not checked (a run about to write those variants
-    again)."""
+    """Every value a variants.csv row claims (id, strategy, parameters, every axis) is the one its variant's own run
+    recorded (recorded_variant): a hand-edited variants.csv would put one variant's scores under another's label.
+    `variants`: every row of the file, `skip`: ids not checked (a run about to write those variants again)."""
     path, skip = VARIANTS.path(output_dir), set(skip)
     for number, variant in enumerate(variants, start=2):
         folder = variant_folder(output_dir, variant.id)
@@ -1193,10 +1182,9 @@ def open_run(path: str | Path) -> Run:
 # ---------------------------------------------------------------------------------------------- the folder lock
 
 def check_output_location(output: str | Path, documents: str | Path | None, flag: str = "--output-dir") -> None:
-    """A StudyInputError when results would be written where they do not belong: the filesystem root or the home
-    folder itself (the results would lie among the system's or the user's own folders), or the --documents folder,
-    a folder inside it, or a folder holding it (the results would lie among, or around, the PDFs). Symbolic links
-    are followed, so another spelling of the same folder is caught too."""
+    """A StudyInputError when results would be written where they do not belong: the filesystem root, the home
+    folder, or in or around the --documents folder. Symbolic links are followed, so another spelling of the same
+    folder is caught too."""
     where = Path(output).expanduser().resolve()
     fix = f"Pass a folder of its own, e.g. {flag} results-mine"
     if where == Path(where.anchor):

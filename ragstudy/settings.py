@@ -86,8 +86,7 @@ class Setting:
         return f"list of {name}" if self.kind in ("append", "list") else name
 
     def describe(self) -> dict[str, Any]:
-        """The declaration as one row (for generated docs): name, flag, yaml_key, type, default, choices, help,
-        group."""
+        """The declaration as one row (for generated docs)."""
         return {"name": self.name, "flag": self.option, "yaml_key": self.yaml_key, "type": self.type_name(),
                 "default": self.default_text(), "choices": self.choice_values(), "help": _text(self.help),
                 "group": self.group}

@@ -1,10 +1,6 @@
-"""The LLM as an axis of the answer comparison: `--llm a,b` answers every question with each strategy once per LLM.
-
-Each LLM's answers are a group of their own, a complete answering run (its Dataset files, config.json and run
-identity) in `<output>/groups/<id>/`, the id named by the model (`qwen2.5-coder-0.5b`); `answer_groups.csv` in
-`<output>` lists them. Chunks and vectors are cached by content, so the second LLM's run chunks and embeds nothing
-again. `score-answers` scores each group with its floors and signal check and then checks the verdict across the
-LLMs (Postprocessing.answer_across). One LLM: the run is as it always was, its files in `<output>` itself.
+"""The LLM as an axis of the answer comparison: `--llm a,b` answers every question with each strategy once per LLM,
+each LLM's answers a complete answering run in `<output>/groups/<id>/` (docs/running.md, "Several LLMs"). One LLM:
+the run is as it always was, its files in `<output>` itself.
 """
 
 from __future__ import annotations
