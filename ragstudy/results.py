@@ -652,27 +652,20 @@ RETRIEVAL_PAIRED = Table("retrieval_paired.csv", (
 RETRIEVAL_VERDICT = Table("retrieval_verdict.csv", (
     "metric", "unit", "reference", "alpha", "confidence", "budget", "role", "strategy", "strategy_display", "n",
     "value", "ci_low", "ci_high", HOLM_COLUMN, "significant", "n_min", "n_max"), _RETRIEVAL_EVAL,
-    ("budget", "reference", "strategy", "strategy_display"))  # ragstudy.scoring.verdict.Verdict.to_frame/from_frame;
-# roles best / reference / score (every strategy: the matrix) / difference (reference − strategy) / versus_best
-# (best − one)
+    ("budget", "reference", "strategy", "strategy_display"))  # its roles: ragstudy.scoring.verdict.Verdict.to_frame
 RETRIEVAL_VERDICT_ACROSS = Table("retrieval_verdict_across.csv", (
     "group", "metric", "unit", "reference", "budget", "n_min", "n_max", "best", "best_display", "best_value",
     "best_ci_low", "best_ci_high", "reference_value", "changes"), _RETRIEVAL_EVAL,
     ("group", "budget", "reference", "best", "best_display", "changes"),
-    formerly=("retrieval_verdict_by_retriever.csv", "retriever", "group"))  # then diff / ci_low / ci_high / p_holm
-# / significant :<strategy> per strategy compared with the reference
-# (ragstudy.scoring.verdict_across.CrossVerdict.to_frame), one row per group of variants (ragstudy.grid.variants: its
-# label in `group`) x budget
+    formerly=("retrieval_verdict_by_retriever.csv", "retriever", "group"))  # then `<field>:<strategy>` per other
+# strategy (ragstudy.scoring.verdict_across.CrossVerdict.to_frame); one row per group of variants x budget
 RETRIEVAL_DECOMPOSITION = Table("retrieval_decomposition.csv", (
     "budget", "metric", "part", "n", "mean_diff", "ci_low", "ci_high", "p_wilcoxon"), _RETRIEVAL_EVAL,
-    ("budget",))  # ragstudy.scoring.decomposition: runs with both text layers (--text-layer raw,clean), per raw/clean
-# pair; in the folder of a run with several such pairs, a first column `group` names each pair by its other axes
+    ("budget",))  # ragstudy.scoring.decomposition (--text-layer raw,clean; a first column `group` with several pairs)
 VARIANTS = Table("variants.csv", VARIANT_KEYS, "ragstudy retrieve --output-dir RESULTS",
                  then_axes=True, all_text=True, damaged="move it away (e.g. to variants.csv.bad), then re-run the "
                  "`ragstudy retrieve` that made RESULTS, with the settings its config.json records: it lists that "
-                 "grid's variants again and computes none that finished")  # one row per variant of a run's grid
-# (ragstudy.grid.variants), then one column per axis (ragstudy.grid.axes), n/a where an axis does not apply; each
-# variant's complete run is in <RESULTS>/variants/<id>/
+                 "grid's variants again and computes none that finished")  # a row per variant (ragstudy.grid.variants)
 SWEEP_FIXED_COLUMNS = ("config", "strategy", "params", "chunks", "chars_mean", "chars_cv", "index_seconds",
                        "embedded", "reused")  # then one column per axis (ragstudy.grid.axes), <metric>@<budget>
 SWEEP_SUMMARY = Table("sweep_summary.csv", SWEEP_FIXED_COLUMNS, _SWEEP, then_axes=True)
@@ -693,8 +686,7 @@ METRICS_BASELINES = Table("metrics_baselines.csv", (
 METRICS_PER_QUESTION = Table("metrics_per_question.csv", ("strategy", "strategy_display", "question_index"),
                              _METRICS, finite=("question_index",), finite_after=True)  # then one per answer metric
 ANSWER_GROUPS = Table("answer_groups.csv", ("group", "llm", "model", "folder"), "ragstudy answer --llm A,B "
-                      "--output-dir RESULTS", ("group", "llm", "model", "folder"))  # one row per LLM of an answering
-# run with several (`--llm a,b`: the LLM axis); each LLM's complete answering run is in <RESULTS>/groups/<group>/
+                      "--output-dir RESULTS", ("group", "llm", "model", "folder"))  # one row per LLM (llm_axis)
 ANSWER_VERDICT_ACROSS = Table("answer_verdict_across.csv", (
     "group", "model", "metric", "signal", "best", "best_display", "best_mean", "best_ci_low", "best_ci_high",
     "runner_up", "diff", "diff_ci_low", "diff_ci_high", "p_holm", "significant"), _METRICS,

@@ -55,10 +55,6 @@ class Setting:
             return None
         return self.flag or "--" + self.name.replace("_", "-")
 
-    @property
-    def yaml_key(self) -> str | None:
-        return self.name if self.yaml else None
-
     def choice_values(self) -> tuple[str, ...] | None:
         values = self.choices() if self.choices is not None else None
         return tuple(values) if values is not None else None
@@ -78,18 +74,14 @@ class Setting:
         return f"{text} (default: {default})" if default is not None else text
 
     def type_name(self) -> str:
-        if self.kind == "switch":
-            return "flag"
-        if self.kind == "mapping":
-            return "mapping"
-        name = self.type.__name__
+        name = {"switch": "flag", "mapping": "mapping"}.get(self.kind, self.type.__name__)
         return f"list of {name}" if self.kind in ("append", "list") else name
 
     def describe(self) -> dict[str, Any]:
         """The declaration as one row (for generated docs)."""
-        return {"name": self.name, "flag": self.option, "yaml_key": self.yaml_key, "type": self.type_name(),
-                "default": self.default_text(), "choices": self.choice_values(), "help": _text(self.help),
-                "group": self.group}
+        return {"name": self.name, "flag": self.option, "yaml_key": self.name if self.yaml else None,
+                "type": self.type_name(), "default": self.default_text(), "choices": self.choice_values(),
+                "help": _text(self.help), "group": self.group}
 
     def but(self, **changes: Any) -> "Setting":
         """The same setting with some facts changed (a script's own default or wording of a shared flag)."""
