@@ -163,8 +163,8 @@ def _write_beside(path: Path, suffix: str, write, store: str) -> None:
 
 
 def atomic_write_bytes(path: Path, data: bytes, store: str = "file") -> None:
-    """Write to a temporary file beside `path`, then rename: readers never see a half-written file. A failed write
-    leaves any earlier `path` as it was (StoreError naming `store`, e.g. "output file", "chunk cache")."""
+    """`data` into `path` through a temporary file beside it: readers never see a half-written file (`store`, e.g.
+    "chunk cache", names it in a StoreError)."""
 
     def write(fd: int, tmp: Path) -> None:
         with os.fdopen(fd, "wb") as handle:

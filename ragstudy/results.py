@@ -145,10 +145,8 @@ def _read_text_rows(path: Path, columns: Sequence[str], missing: str) -> list[di
 
 
 def parse_list_cell(value: Any, where: str) -> list[str]:
-    """A list cell: a JSON list, a Python list literal, or the NumPy-style `['a' 'b']` that `datasets` writes.
-
-    Python's own parser would silently join `'a' 'b'` into one string, so each string literal is read alone.
-    """
+    """A list cell: a JSON list, a Python list literal, or the NumPy-style `['a' 'b']` that `datasets` writes;
+    Python's own parser would silently join `'a' 'b'` into one string, so each string literal is read alone."""
     if isinstance(value, list):
         return [str(v) for v in value]
     text = str(value).strip()
@@ -429,9 +427,8 @@ def run_questions(results_dir: str | Path, questions: str | Path | None = None, 
                   flag: str = "--allow-questions-mismatch", record: RunRecord | None = None
                   ) -> tuple[list[str] | None, Path | None]:
     """Every question of the file a run's rows are numbered by, and that file: `questions` (a --questions flag) or
-    the one config.json names; (None, None), with a warning, when neither names one (a hand-made folder). When
-    config.json records the file's sha256 (`questions_sha256`) and the file read now differs (another file, or the
-    same file edited since the run), scores would be silently wrong: that is an error naming both, unless
+    the one config.json names; (None, None), with a warning, when neither names one (a hand-made folder). A file
+    whose sha256 differs from config.json's `questions_sha256` would make scores silently wrong: an error unless
     `allow_mismatch` (then a warning). `record`: the folder's config.json already read (a Run's)."""
     from ragstudy.io import sha256_file
 
@@ -1208,8 +1205,7 @@ class ResultsFolder:
         self.documents = documents  # the run's --documents folder: the results never go in or around it
 
     def prepare(self) -> "ResultsFolder":
-        """Check where the folder is, create it (or check it), check it is writable and take its lock; before any
-        write."""
+        """Before any write: check where the folder is, create or check it, check it is writable, take its lock."""
         check_output_location(self.path, self.documents)
         if self.path.exists() and not self.path.is_dir():
             raise StudyInputError(f"{self.path}: --output-dir is an existing file, not a folder. Pass a folder "

@@ -258,11 +258,8 @@ def _group(parser: argparse.ArgumentParser, title: str):
 
 
 def add_arguments(parser: argparse.ArgumentParser, settings: Iterable[Setting], *, defer: bool = False) -> None:
-    """Add each setting that has a flag to `parser`, in its group.
-
-    defer=True: an absent flag stores None (a switch too), so that a later layer (the config file, the
-    declaration's default) decides; defer=False: it stores the setting's default.
-    """
+    """Add each setting that has a flag to `parser`, in its group. defer=True: an absent flag stores None (a switch
+    too), so that a later layer (the config file, the declaration's default) decides; else the setting's default."""
     for item in settings:
         if item.option is None:
             continue
