@@ -50,8 +50,7 @@ def read_questions(path: str | Path, limit: int | None = None) -> list[str]:
     """Questions from the `questions` column; errors name the file and line. Rows that repeat an earlier question
     (whitespace and case aside) are kept, with one warning that counts them and names the first few."""
     table = read_text_csv(path, QUESTION_COLUMN, "a CSV with a 'questions' column (pass --questions FILE)")
-    questions = list(table.values)
-    questions = questions[:limit] if limit else questions
+    questions = list(table.values[:limit] if limit else table.values)
     first_line: dict[str, int] = {}
     repeats: list[tuple[int, int, str]] = []  # (line, the earlier line it repeats, the question)
     for value, line in zip(questions, table.lines):  # a repeated row is answered and scored twice: say so
