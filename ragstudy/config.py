@@ -45,10 +45,6 @@ def retriever_names() -> tuple[str, ...]:
     return retrievers.names()
 
 
-def embedding_backend_names() -> tuple[str, ...]:
-    return embedders.names()
-
-
 def llm_engine_names() -> tuple[str, ...]:
     return llms.names()
 
@@ -218,7 +214,7 @@ class StudyConfig:
                                        metavar="SECONDS", changes_results=False)
     embedding_backend: str = setting(
         "torch", "how the embedding model runs (torch, the paper's; onnx and onnx-int8: ONNX Runtime, CPU; see "
-        "ragstudy.embedders)", group=G_SCALE, choices=lambda: embedding_backend_names(),
+        "ragstudy.embedders)", group=G_SCALE, choices=embedders.names,
         default_doc=lambda: _profile_values("embedding_backend"))
     embedding_server: str | None = setting(None, "OpenAI-compatible /v1/embeddings server instead of the local "
                                            "model", group=G_SCALE, metavar="URL")
@@ -383,14 +379,6 @@ class StudyConfig:
         this config: what the run asks for its model, ids, threads, tokenizer and checks."""
         return embedders.resolve(self)
 
-    def resolved_embedding_threads(self) -> int:
-        """Threads of the embedding backend (its rule: Embedder.threads)."""
-        return self.embedder.threads()
-
-    def resolved_llm_engine(self) -> str:
-        """The LLM engine that answers (its rule: ragstudy.llms.resolved_engine)."""
-        return llms.resolved_engine(self)
-
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["profile"] = self.profile.name
@@ -400,8 +388,8 @@ class StudyConfig:
         for key in _TUPLE_KEYS:
             data[key] = list(data[key])
         data["threads"] = self.resolved_threads()
-        data["embedding_threads"] = self.resolved_embedding_threads()
-        data["llm_engine"] = None if self.llm_servers else self.resolved_llm_engine()  # only what was used
+        data["embedding_threads"] = self.embedder.threads()
+        data["llm_engine"] = None if self.llm_servers else llms.resolved_engine(self)  # only what was used
         return data
 
     @classmethod
@@ -523,22 +511,17 @@ def config_from_args(args: argparse.Namespace, warn_unused: bool = True) -> "Stu
     return StudyConfig.resolve(set_params=set_params, warn_unused=warn_unused, **flags)
 
 
-def run_kind(config: StudyConfig) -> str:
-    """What a run does, as messages name it: answering, retrieval-only or chunks-only."""
-    return "chunks-only" if config.chunks_only else "retrieval-only" if config.retrieval_only else "answering"
-
-
 def warn_unused_settings(config: StudyConfig, unused: list[str], where: dict[str, str]) -> None:
     """One warning naming the given settings that have no effect on this run (unused_settings): the LLM's in a run
     that loads none, the executor's in a run without a grid of variants."""
     grid = [key for key in unused if key in EXECUTOR_SETTINGS]
+    kind = "chunks-only" if config.chunks_only else "retrieval-only" if config.retrieval_only else "answering"
     for keys, why, fix in (([k for k in unused if k not in grid], "which loads no LLM", "`ragstudy answer`"),
                            (grid, "whose strategies run one after another in this process",
                             "`ragstudy retrieve`, `ragstudy sweep` or `ragstudy study` (their variants)")):
         if keys:
             shown = [where.get(key) or option_of(key) for key in keys]
             has, them = ("has", "it") if len(shown) == 1 else ("have", "them")
-            kind = run_kind(config)
             logger.warning("%s %s no effect on %s %s run, %s (config.json records %s all the same); drop %s, or "
                            "give %s to %s", ", ".join(shown), has, "an" if kind[0] in "aeiou" else "a", kind, why,
                            them, them, them, fix)
