@@ -79,8 +79,6 @@ def _paragraph_modes() -> tuple[str, ...] | None:
     return None
 
 
-# When a setting changes what a run does (Setting.applies): the LLM's settings only where the LLM answers; the LLM
-# itself also where a retrieval-only run counts its budgets in the LLM's tokens.
 def answering(config: Any) -> bool:
     """Whether the run answers questions with the LLM (neither retrieval-only, nor chunks-only, nor a sweep)."""
     return not (config.retrieval_only or config.chunks_only)
@@ -92,8 +90,7 @@ def uses_llm_tokenizer(config: Any) -> bool:
 
 
 def runs_a_grid(config: Any) -> bool:
-    """Whether the run is a grid of variants an executor runs (retrieval-only runs and sweeps,
-    ragstudy.grid.variants)."""
+    """Whether the run is a grid of variants an executor runs (retrieval-only runs and sweeps)."""
     return bool(config.retrieval_only)
 
 
@@ -254,13 +251,10 @@ class StudyConfig:
     def resolve(cls, *, config_file: str | None = None, profile: str | None = None, strategies: str | None = None,
                 set_params: list[str] | None = None, sweep: str | None = None, warn_unused: bool = True,
                 **flags: Any) -> "StudyConfig":
-        """Build the config from defaults, an optional YAML file and CLI flags (None means 'not given').
-
-        Flags always win over the file, the file over the defaults. `sweep` (the --sweep file) makes the run
-        retrieval-only. Settings given (flag or file key) that have no effect on this run (an LLM setting in a
-        retrieval-only run) are named in one warning, unless `warn_unused` is False (the study hands the same
-        flags to its answering and its retrieval run, where each applies to one of them).
-        """
+        """The config from defaults, an optional YAML file and CLI flags (None: not given), in the module's order.
+        `sweep` (the --sweep file) makes the run retrieval-only. Settings given that have no effect on this run are
+        named in one warning, unless `warn_unused` is False (the study hands the same flags to its answering and its
+        retrieval run, where each applies to one of them)."""
         file_values = read_yaml_mapping(config_file, "the config file", "a mapping of settings") if config_file else {}
         _check_file_choices(file_values, config_file)
         origins: dict[str, str] = {}
@@ -333,8 +327,7 @@ class StudyConfig:
                                       "{context} (the retrieved text) and {query} (the question)")
 
     def executor(self) -> Any:
-        """Where the grid's variants run (an executors.Executor): --ray [ADDRESS], --workers N, else in this
-        process."""
+        """Where the grid's variants run (an executors.Executor): --ray [ADDRESS], --workers N, else here."""
         from ragstudy.grid.executors import Executor
 
         if self.ray is not None:
@@ -383,9 +376,7 @@ class StudyConfig:
         data = asdict(self)
         data["profile"] = self.profile.name
         data["models"] = {key: getattr(self.profile, key) for key in _MODEL_KEYS}
-        data["strategy_params"] = {name: asdict(p) for name, p in self.strategy_params.items()}
-        data["strategies"] = list(self.strategies)
-        for key in _TUPLE_KEYS:
+        for key in ("strategies", *_TUPLE_KEYS):
             data[key] = list(data[key])
         data["threads"] = self.resolved_threads()
         data["embedding_threads"] = self.embedder.threads()
@@ -596,11 +587,8 @@ def _answers(file_values: dict[str, Any], flags: dict[str, Any]) -> bool:
 
 def _resolve_strategies(strategies: str | None, set_params: list[str], file_values: dict[str, Any], answers: bool,
                         origins: dict[str, str], config_file: str | None = None):
-    """Strategy names and their validated parameters (defaults -> file's strategy_params -> --set).
-
-    Default strategies: a run that answers with the LLM runs the paper's three (registered paper=True; answering is
-    most of a run's time), chunks-only and retrieval-only runs every registered strategy; `all` names every one.
-    """
+    """Strategy names and their validated parameters (defaults -> file's strategy_params -> --set); by default the
+    paper's strategies where the run answers (answering is most of its time), else every registered one."""
     file_strategies = file_values.pop("strategies", None)
     chosen = strategies if strategies is not None else file_strategies  # an empty flag is an error, never "all"
     if chosen is None:

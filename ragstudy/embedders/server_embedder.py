@@ -148,8 +148,7 @@ class ServerEmbedder(Embedder):
         return self.embedding(self.label(), encoder, check)
 
     def check(self) -> None:
-        ServerEncoder(self.config.embedding_server, self.config.embedding_server_model,
-                      timeout=self.config.embedding_timeout)
+        self.make_encoder()  # the encoder checks the server when it is made
 
     def query_reader(self) -> None:
         """None: the served model's tokenizer is not read here."""
