@@ -668,10 +668,6 @@ YAML_MAX_NODES = 100_000  # values once every alias is expanded (a billion-laugh
 YAML_MAX_DEPTH = 64  # nesting of mappings and lists
 
 
-# what a YAML file (config, sweep) that is not UTF-8 should become
-YAML_ENCODING_ADVICE = "save it as UTF-8 (an editor's 'Save as... UTF-8'), then re-run"
-
-
 def _check_yaml_size(node: Any, path: str | Path) -> None:
     """Refuse a composed YAML document that expands to more than YAML_MAX_NODES values, nests deeper than
     YAML_MAX_DEPTH or refers to itself; aliases are counted as often as they are used, without expanding them."""
@@ -708,9 +704,8 @@ def _check_yaml_size(node: Any, path: str | Path) -> None:
 
 
 def read_yaml_mapping(path: str | Path, what: str, shape: str) -> dict[str, Any]:
-    """A YAML file whose top level is a mapping (an empty file is {}); errors name the file, `what` it is (e.g.
-    "the config file") and the expected `shape`. The file is bounded before it is expanded: at most YAML_MAX_BYTES,
-    YAML_MAX_NODES values with aliases expanded, YAML_MAX_DEPTH levels; UTF-8 or UTF-16/32 with a BOM."""
+    """A YAML file whose top level is a mapping (an empty file is {}), bounded by the YAML_MAX_* limits before it is
+    expanded; errors name the file, `what` it is (e.g. "the config file") and the expected `shape`."""
     import yaml
 
     try:
@@ -721,7 +716,7 @@ def read_yaml_mapping(path: str | Path, what: str, shape: str) -> dict[str, Any]
     if len(raw) > YAML_MAX_BYTES:
         raise StudyInputError(f"{path}: {what} is larger than {YAML_MAX_BYTES >> 20} MiB; a config or sweep file "
                               "is a few kilobytes, check that this is the right file")
-    text = decode_user_text(raw, path, YAML_ENCODING_ADVICE)
+    text = decode_user_text(raw, path, "save it as UTF-8 (an editor's 'Save as... UTF-8'), then re-run")
     loader = yaml.SafeLoader(text)  # one parse: the composed node is checked, then built (what safe_load does)
     try:
         node = loader.get_single_node()
