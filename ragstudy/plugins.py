@@ -1,16 +1,9 @@
 """Plug-in families: one registry implementation for every kind of interchangeable part.
 
-Six families are `Registry` instances: strategies (`ragstudy.registry.STRATEGIES`, the top-level `RAG*` folders),
-retrievers (`ragstudy/retrievers/`), embedding backends (`ragstudy/embedders/`), LLM engines (`ragstudy/llms/`),
-budget metrics (`ragstudy.scoring.budget_metrics.METRICS`) and answer metrics
-(`Postprocessing.metric_catalogue.SCORERS`). Each registry checks a registration's type (its record class), keeps names
-unique case-insensitively, loads its built-in members lazily on the first lookup, and parses a list of names (`all`
-everywhere). Then it imports the packages outside the repository named in $RAGSTUDY_PLUGIN_PACKAGES (each package and
-every module of it whose name does not start with `_`): the one list of outside packages for every family, so one
-package may hold members of several. An outside member registers with the same call as a built-in one and appears like
-it in the CLI's choices, in config validation, in cache keys and in config.json.
-$RAGSTUDY_STRATEGY_PACKAGES, the strategies' older variable, is still read, with a deprecation warning.
-See docs/architecture-plugins.md.
+Six families are `Registry` instances (strategies, retrievers, embedding backends, LLM engines, budget and answer
+metrics). Each checks a registration's type, keeps names unique case-insensitively, loads its built-in members on the
+first lookup, then the packages outside the repository named in $RAGSTUDY_PLUGIN_PACKAGES (the one list for every
+family; the deprecated $RAGSTUDY_STRATEGY_PACKAGES is still read, with a warning). See docs/architecture-plugins.md.
 """
 
 from __future__ import annotations
@@ -169,28 +162,26 @@ class Registry(Generic[T]):
 
     # ---------------------------------------------------------------------------------------------- loading
 
-    def _load_builtins(self) -> None:
-        if self._builtins_loaded:
+    def _once(self, flag: str, step: Callable[[], None] | None) -> None:
+        """Run `step` unless `flag` is set. The flag is set before the imports (a registration that asks the registry
+        must not loop) and cleared when they fail (tried again, and failing again naming the module, next lookup)."""
+        if getattr(self, flag):
             return
-        self._builtins_loaded = True  # before the imports: a registration that asks the registry must not loop
+        setattr(self, flag, True)
         try:
-            if self._builtins is not None:
-                self._builtins()
+            if step is not None:
+                step()
         except BaseException:
-            self._builtins_loaded = False  # tried again (and failing again, naming the module) by the next lookup
+            setattr(self, flag, False)
             raise
+
+    def _load_builtins(self) -> None:
+        self._once("_builtins_loaded", self._builtins)
 
     def load(self) -> None:
         """Load the built-in members, then the outside packages, once per process (or again after `forget()`)."""
         self._load_builtins()
-        if self._outside_loaded:
-            return
-        self._outside_loaded = True
-        try:
-            import_outside_packages()
-        except BaseException:
-            self._outside_loaded = False
-            raise
+        self._once("_outside_loaded", import_outside_packages)
 
     def forget(self) -> None:
         """Discover again on the next lookup, as a fresh process would (members already registered stay)."""

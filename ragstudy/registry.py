@@ -1,12 +1,8 @@
 """Strategy registry: everything the study knows about a chunking strategy lives in its registration.
 
-A strategy is a top-level folder whose name starts with `RAG` (RAGParagraph/, RAGFixedSize/, …) holding its
-chunker, its parameters dataclass and one `register_strategy(...)` call. The registry imports every such folder on
-first use, so adding a strategy is one new folder: the chain, `--chunks-only`, retrieval-only runs, sweeps and every
-Postprocessing table and plot pick it up from here (name, display name, order, colour, Dataset file name,
-source-text kind).
-Packages outside the repository are registered with `RAGSTUDY_PLUGIN_PACKAGES=pkg1,pkg2`, the one list of outside
-packages of every plug-in family (ragstudy.plugins, whose `Registry` this family is: `STRATEGIES`).
+A strategy is a top-level `RAG*` folder holding its chunker, its parameters dataclass and one
+`register_strategy(...)` call; the registry imports every such folder on first use, and everything else finds the
+strategy here (docs/strategies.md, "Adding a strategy"). `STRATEGIES` is a ragstudy.plugins `Registry`.
 """
 
 from __future__ import annotations
@@ -19,12 +15,11 @@ from typing import Any, Callable, Literal, Sequence
 from ragstudy.errors import StudyInputError
 from ragstudy.io import PROJECT_ROOT, check_name
 from ragstudy.params import build_params
-from ragstudy.plugins import PLUGIN_PACKAGES_ENV, RegistrationError, Registry, guarded_import
+from ragstudy.plugins import PLUGIN_PACKAGES_ENV, Registry, guarded_import
 from ragstudy.text.chunks import Chunker
 
 STRATEGY_FOLDER_PREFIX = "RAG"
 EXTRA_PACKAGES_ENV = PLUGIN_PACKAGES_ENV  # the one variable of every family
-__all__ = ["RegistrationError"]  # re-exported: the strategies' clash error is the registries' one
 _TOP_LEVEL = ("child_chunk_size", "child_chunk_overlap", "k")
 
 # What a strategy's `start_end_idx` indexes: the shared PyMuPDF text layer (baselines), the strategy's own text

@@ -177,10 +177,10 @@ def test_onnx_vectors_do_not_depend_on_the_thread_count(minilm_path: str, onnx_c
                     for n in (1, 2))
         assert np.array_equal(one, two), f"quantize={quantize}"
     lite = StudyConfig.resolve(profile="lite", retrieval_only=True)
-    assert lite.resolved_embedding_threads() == len(os.sched_getaffinity(0))  # every core this process has
+    assert lite.embedder.threads() == len(os.sched_getaffinity(0))  # every core this process has
     with pytest.raises(StudyInputError, match="--embedding-threads must be a positive integer"):
         StudyConfig.resolve(profile="lite", retrieval_only=True, embedding_threads=0)
     three = StudyConfig.resolve(profile="lite", retrieval_only=True, embedding_threads=3)
-    assert three.resolved_embedding_threads() == 3
+    assert three.embedder.threads() == 3
     torch_backend = StudyConfig.resolve(profile="lite", retrieval_only=True, embedding_backend="torch", threads=1)
-    assert torch_backend.resolved_embedding_threads() == 1  # torch embedding keeps --threads
+    assert torch_backend.embedder.threads() == 1  # torch embedding keeps --threads

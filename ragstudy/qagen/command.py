@@ -119,7 +119,7 @@ def _references(given: list[str] | None) -> list[tuple[Path, Path]] | None:
 def _generator(args: argparse.Namespace):
     """(generator, model name, backend) from the study's config resolution."""
     from ragstudy.config import StudyConfig
-    from ragstudy.llms import answering_model, check_generator, make_generator
+    from ragstudy.llms import answering_model, check_generator, make_generator, resolved_engine
 
     flags = {name: getattr(args, name) for name in STUDY_FLAGS if name != "profile"}
     flags["documents"] = flags["documents"] or DEFAULT_DOCUMENTS
@@ -137,7 +137,7 @@ def _generator(args: argparse.Namespace):
     transformers.utils.logging.set_verbosity_error()
     torch.set_num_threads(config.resolved_threads())
     torch.manual_seed(0)
-    return generator, label, f"in-process:{config.resolved_llm_engine()}"
+    return generator, label, f"in-process:{resolved_engine(config)}"
 
 
 def make_qa_set(args: argparse.Namespace) -> Written:
