@@ -1,21 +1,10 @@
 """Embed ahead: before a grid's variants run, every distinct text they will embed is embedded once per embedder.
 
-Variants of one grid share most of their texts: the same strategy under two retrievers indexes the same child
-windows, two strategies cut some identical windows, every variant with vectors embeds the same questions. Run one
-after another in a process, the vector cache (customembedding.VectorCache) makes the later ones read what the earlier
-ones embedded; run side by side (`--workers N`, `--ray`), two variants reach a shared window at the same moment and
-both embed it, and every process loads the model. So the driver first plans the grid's embedding work
-(`plan`): it chunks each distinct strategy once (pipeline.chunk_cached: the variants then read those chunks from the
-chunk cache), cuts each pending variant with vectors into the texts its retriever embeds (child windows as
-knowledge_base.child_windows cuts them, or whole parents), and keeps each distinct text once per embedder, plus the
-questions. `run` hands those batches to the grid's executor as tasks (`embed_batch`, through executors.run_tasks);
-each puts its vectors into the vector cache, where the variants find them: they embed nothing and report
-embedded 0, and a process that never meets a cache miss never loads the model (pipeline.lazy_embedding, deferred).
-
-The batches are exactly those an in-process run gives the model (BATCH texts of one strategy in order, less the
-texts an earlier batch already holds; each question on its own, as CustomEmbedding.embed_query encodes it): an ONNX
-batch's padding moves a vector's 7th decimal, so the same batches give the same vectors, to the bit, as a run
-without this phase, whatever executor ran them.
+The driver plans the batches (`plan`: each distinct strategy chunked once, each pending variant with vectors cut into
+the texts its retriever embeds, each distinct text kept once per embedder, then the questions) and `run` hands them
+to the grid's executor (`embed_batch`); the variants then find their vectors in the vector cache. The batches are
+exactly those an in-process run gives the model, so the vectors are the same to the bit (docs/scale.md, "Embedding
+ahead").
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
 """The record types of the study's files and the strict CSV reader, at the bottom of the core: the modules that
 match evidence, rank and score (ragstudy.scoring.evidence, ragstudy.lexical, ragstudy.scoring.budget_metrics) and
-ragstudy.results, which names and writes the files, all read them from here.
-
-- `read_strict_csv` / `read_text_csv`: a UTF-8 CSV read strictly (a row with more or fewer fields than the header
-  is an error naming the file and line, never an index guess; `,`, `;` and tab separators are detected from the
-  header).
-- `Source`, `DatasetRow`: one answered question of a Dataset file and where its contexts came from.
-- `AnsweringModel`: the model that wrote a run's answers (served or in-process), as config.json records it.
-- `RetrievedParent`: one ranked parent of one question (a row of `retrieval_<strategy>.csv`).
-"""
+ragstudy.results, which names and writes the files, all read them from here."""
 
 from __future__ import annotations
 
@@ -205,14 +197,9 @@ class DatasetRow:
 
 @dataclass(frozen=True)
 class AnsweringModel:
-    """The model that wrote a run's answers. config.json (`answering_model`) and each Dataset file's record in
-    run_identity.json keep it, and the signal sentence, the metrics summary and the report's Setup table read
-    it from there (ragstudy.llms.answering_model makes it).
-
-    `name` is the model's name for readers: the served model name (`--llm-server-model`, which every server's
-    GET /v1/models lists), or the in-process model's own (a wheel: model's title, else `--llm` as given). `label`
-    is its stable name for caches and run identities (models.model_label). `servers` holds each server URL with the
-    model names its /v1/models listed (none for an in-process model)."""
+    """The model that wrote a run's answers (ragstudy.llms.answering_model makes it), as config.json and each Dataset
+    file's record in run_identity.json keep it. `name`: for readers (the served model name, `--llm-server-model`, or
+    the in-process model's own); `label`: its stable name for caches and run identities (models.model_label)."""
 
     name: str
     label: str
@@ -220,14 +207,13 @@ class AnsweringModel:
     servers: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (URL, the names its GET /v1/models listed), in order
 
     def served_by(self) -> str:
-        """"served by http://h:1 (its GET /v1/models lists: m, n)" for each server; "" for an in-process model."""
+        """"served by http://h:1 (its GET /v1/models lists: m, n)"; "" for an in-process model."""
         if not self.servers:
             return ""
         return "served by " + "; ".join(
             f"{url} (its GET /v1/models lists: {', '.join(names)})" if names else url for url, names in self.servers)
 
     def describe(self) -> str:
-        """The model in a few words: its name, its label when it differs, and the servers that served it."""
         words = self.name + (f" ({self.label})" if self.label != self.name else "")
         return f"{words}, {self.served_by()}" if self.servers else words
 
@@ -303,8 +289,7 @@ class Variant:
     def params_json(self) -> str:
         return json.dumps(dict(self.params), sort_keys=True, ensure_ascii=False)
 
-    def to_row(self) -> dict[str, str]:
-        """Its row of variants.csv."""
+    def to_row(self) -> dict[str, str]:  # its row of variants.csv
         return {"id": self.id, "strategy": self.strategy, "params": self.params_json(), **dict(self.values)}
 
     @classmethod

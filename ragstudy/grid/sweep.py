@@ -2,15 +2,8 @@
 
     ragstudy sweep sweeps/hope_eight.yaml --output-dir results-sweep
 
-A sweep file (YAML; docs/retrieval.md#sweeps) has `configs:` (each `{id, strategy, params}` and optionally one
-value per axis of the grid, ragstudy.grid.axes: `retriever:`, `text_layer:`, `embedding:`, ...) and/or `grid:` (each
-`{strategy, params: {name: [values]}}` and optionally a list per axis: the product of every listed value), and
-optionally `evidence:` (relative to the file) and `budgets:`. It is a grid like any run's (ragstudy.grid.variants: an
-axis an entry does not set takes the run's list): every variant writes its complete retrieval run into
-`<output-dir>/variants/<id>/`, and the sweep writes `sweep_summary.csv` (one row per variant: chunk statistics,
-indexing time and cost, one column per axis, the metrics at each budget as `hit@500`, ..., `hit@k`) and
-`sweep_best.csv` (the best configuration per metric and budget), like AutoRAG's summary.csv per node; `ragstudy
-sweep` prints the table and draws `sweep_hit_rate.{html,png,pdf}`. Scores come from ragstudy.scoring.budget_eval.
+A sweep file's entries go through the run's grid (ragstudy.grid.variants), one variant each; its keys and the tables
+it writes (sweep_summary.csv, sweep_best.csv) are in docs/retrieval.md#sweeps. Scores: ragstudy.scoring.budget_eval.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """One run, many variants: the strategies (and their parameters) times the axes of ragstudy.grid.axes are one grid.
 
-`expand(config, sweep)` turns the run's lists (`--strategies` and each axis's setting, or a sweep file's entries,
-ragstudy.grid.sweep.load_sweep) into one list of `records.Variant`s with stable, readable ids (`paragraph__bm25`,
-`fixed-size__dense__clean__multilingual-e5-small`; a sweep entry's `id:` wins). An axis a variant does not depend
-on is "n/a" and its variants collapse (bm25 with a chunker that embeds nothing needs no embedder; paragraph reads
-no text layer). Each variant is a complete retrieval run in `<out>/variants/<id>/` (ragstudy.ranking.run_variant);
-`<out>/variants.csv` lists them (results.Run.variants reads it back). `groups` puts the variants that differ only
-in strategy together: the verdict compares strategies inside each group and is checked across the groups.
+`expand` turns the run's lists (or a sweep file's entries) into `records.Variant`s with stable, readable ids, an axis
+a variant does not depend on being n/a; `groups` puts the variants that differ only in strategy together: the verdict
+compares strategies inside each group (docs/retrieval.md, "One run, many variants").
 """
 
 from __future__ import annotations
