@@ -6,11 +6,12 @@ it, and replaced): the answering chain, retrieval-only runs and sweeps chunk a s
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -59,37 +60,27 @@ def lazy_embedding(embedder: Any, threads: int, deferred: bool = False) -> Calla
     call only: a warm retrieval-only run whose rankings are cached imports neither torch nor sentence-transformers
     nor Chroma. `deferred`: the first call opens the vector cache only, and the model is loaded on its first cache
     miss (Embedder.load_deferred)."""
-    loaded: list[Any] = []
 
     def set_threads() -> None:
         import torch
 
         torch.set_num_threads(threads)
 
-    def get():
-        if not loaded:
-            if deferred:
-                loaded.append(embedder.load_deferred(set_threads))
-            else:
-                set_threads()
-                loaded.append(embedder.load())
-        return loaded[0]
+    def load() -> Any:
+        if deferred:
+            return embedder.load_deferred(set_threads)
+        set_threads()
+        return embedder.load()
 
-    return get
+    return functools.cache(load)
 
 
 def chunker_context(stage: StageSettings, embedding: Callable[[], Any] | None = None) -> registry.ChunkerContext:
     """What chunkers may ask for: the study's embedding model (`embedding`, a shared lazy_embedding loader, so that
     chunking and indexing use one model; else a new one) and its tokenizer, each loaded on first request."""
-    tokenizers: list[Any] = []
-
-    def tokenizer():
-        if not tokenizers:
-            tokenizers.append(stage.embedder.tokenizer())
-        return tokenizers[0]
-
     return registry.ChunkerContext(embedding=embedding or lazy_embedding(stage.embedder, stage.threads),
-                                   tokenizer=tokenizer, embedding_label=model_label(stage.embedding))
+                                   tokenizer=functools.cache(stage.embedder.tokenizer),
+                                   embedding_label=model_label(stage.embedding))
 
 
 def chunk_documents(documents: Sequence[PdfDocument], stage: StageSettings,
@@ -97,9 +88,9 @@ def chunk_documents(documents: Sequence[PdfDocument], stage: StageSettings,
     from tqdm.auto import tqdm
 
     strategy = stage.strategy
-    spec = registry.get(strategy)
-    documents = layered(documents, stage)
-    chunker = spec.make_chunker(stage.params, context or chunker_context(stage))
+    if axes.reads_text_layer(strategy) and stage.text_layer != "raw":  # paragraphs and Markdown read their own text
+        documents = [with_text_layer(doc, stage.text_layer) for doc in documents]
+    chunker = registry.get(strategy).make_chunker(stage.params, context or chunker_context(stage))
     prepare_chunker(chunker, documents)  # the chunker's optional bulk step (markdown: PDFs converted in parallel)
     chunked = [chunker.chunk(doc, strategy) for doc in tqdm(documents, desc=f"Chunking {strategy}", unit="pdf",
                                                              disable=len(documents) < 2)]
@@ -123,14 +114,6 @@ def check_chunked(documents: Sequence[PdfDocument], chunked: Sequence[ChunkedDoc
                        "question can be answered from it under %s", path, strategy, chars, why, strategy, strategy)
 
 
-def layered(documents: Sequence[PdfDocument], stage: StageSettings) -> Sequence[PdfDocument]:
-    """The documents as the strategy reads them: with the run's text layer for the strategies that read it,
-    unchanged for the others (paragraphs, Markdown)."""
-    if not axes.reads_text_layer(stage.strategy) or stage.text_layer == "raw":
-        return documents
-    return [with_text_layer(doc, stage.text_layer) for doc in documents]
-
-
 def code_hash_of(*paths: Path) -> str:
     """Hash of the Python sources that determine a cached stage, so that editing them invalidates the cache."""
     files = sorted(f for p in paths for f in ([p] if p.is_file() else p.rglob("*.py")))
@@ -138,6 +121,7 @@ def code_hash_of(*paths: Path) -> str:
 
 
 CHUNK_CACHE_FORMAT = 1
+_CHUNK_TEXTS, _CHUNK_OFFSETS = ("doc_id", "contents", "path", "strategy"), ("start", "end", "page_start", "page_end")
 # The code that shapes chunks besides the strategy's own folder, hashed into the chunk cache's key: an edit to any
 # of it makes the cached chunks stale. Every ragstudy module a strategy (or this code) imports is here or in
 # CHUNKING_PLUMBING, modules that shape no chunk (tests/test_chunk_cache_key.py checks every import).
@@ -167,14 +151,11 @@ def chunked_from_json(text: str) -> list[ChunkedDocument]:
         source = SourceText.from_record(raw)
         chunks = []
         for c in item["chunks"]:
-            c = json_object(c, ("doc_id", "contents", "path", "start", "end", "page_start", "page_end", "strategy",
-                                "extra"), "a chunk")
-            if not isinstance(c["extra"], dict) or not all(isinstance(c[k], int) for k in
-                                                           ("start", "end", "page_start", "page_end")):
+            c = json_object(c, (f.name for f in fields(Chunk)), "a chunk")
+            if not isinstance(c["extra"], dict) or not all(isinstance(c[k], int) for k in _CHUNK_OFFSETS):
                 raise ValueError(f"chunk {c['doc_id']!r}: extra must be an object and offsets and pages integers")
-            chunk = Chunk(doc_id=str(c["doc_id"]), contents=str(c["contents"]), path=str(c["path"]),
-                          start=c["start"], end=c["end"], page_start=c["page_start"],
-                          page_end=c["page_end"], strategy=str(c["strategy"]), extra=dict(c["extra"]))
+            chunk = Chunk(**{k: str(c[k]) for k in _CHUNK_TEXTS}, **{k: c[k] for k in _CHUNK_OFFSETS},
+                          extra=dict(c["extra"]))
             if source.text[chunk.start:chunk.end] != chunk.contents:
                 raise ValueError(f"chunk {chunk.doc_id} does not match its source text")
             chunks.append(chunk)

@@ -8,6 +8,7 @@ import csv
 import io
 import json
 import logging
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -54,16 +55,11 @@ def read_csv_text(path: Path) -> str:
 
 def _delimiter(header: str, path: Path) -> str:
     """The separator used by the header line: the one of `,` `;` tab it contains (outside quotes)."""
-    unquoted, quoted = [], False
-    for char in header:
-        if char == '"':
-            quoted = not quoted
-        elif not quoted:
-            unquoted.append(char)
+    unquoted = re.sub(r'"[^"]*(?:"|$)', "", header)  # a quoted span (to the next quote, or the end) is one cell
     found = [d for d in _DELIMITERS if d in unquoted]
     if len(found) > 1:
-        raise StudyInputError(f"{path} line 1: the header mixes separators ({', '.join(_DELIMITER_NAMES[d] for d in found)}); "
-                              "use one (comma, semicolon or tab)")
+        raise StudyInputError(f"{path} line 1: the header mixes separators "
+                              f"({', '.join(_DELIMITER_NAMES[d] for d in found)}); use one (comma, semicolon or tab)")
     if found and found[0] != ",":
         logger.info("%s: read as %s-separated (from its header)", path, _DELIMITER_NAMES[found[0]])
     return found[0] if found else ","

@@ -1,11 +1,7 @@
 """A results folder never mixes configurations: each file a run writes is recorded, in `run_identity.json` beside
 it, with the identity of the configuration that wrote it; a run refuses to write beside another configuration's
-files, scoring refuses to compare them (unless asked), and hand-edited retrieval files are checked.
-
-The run identity is what makes two strategies' files comparable: the retriever, the embedding model (id with its
-backend variant) and backend, the questions (sha256 of their texts), the budget unit and the largest budget ranked
-for (retrieval-only runs), the LLM and prompt (answer runs). The strategy identity (its name and parameters) is
-recorded beside it for each file. Folders written before this file existed are named as unrecorded, not refused.
+files, scoring refuses to compare them (unless asked), and hand-edited retrieval files are checked. What the identity
+holds, and each refusal: docs/troubleshooting.md, "Results folders".
 """
 
 from __future__ import annotations
