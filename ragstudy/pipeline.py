@@ -176,9 +176,8 @@ def chunk_cache_path(stage: StageSettings, documents) -> Path:
 
 
 def chunk_cached(stage: StageSettings, documents, embedding: Callable[[], Any] | None = None) -> list:
-    """chunk_documents, cached as JSON (chunk_cache_path): a warm run (answering, retrieval-only, a sweep) re-chunks
-    nothing (the markdown and semantic chunkers take seconds per PDF). A cache file that does not parse, or was
-    made for PDFs at other paths, is recomputed and replaced."""
+    """chunk_documents, cached as JSON (chunk_cache_path); a cache file that does not parse, or was made for PDFs at
+    other paths, is recomputed and replaced."""
     path = chunk_cache_path(stage, documents)
     if path.is_file():
         try:
@@ -313,9 +312,8 @@ def code_version() -> str | None:
 
 
 def check_question_lengths(config: StudyConfig) -> list[int]:
-    """Warn once about the questions the embedding model would cut (longer than the tokens it reads), naming their
-    rows and the limit, when the run embeds its questions (answering, or a retriever with vectors) and the local
-    model's limit is known (ragstudy.embedders.Embedder.query_reader). Returns their 0-based indices."""
+    """Warn once about the questions the embedding model would cut (longer than the tokens it reads), when the run
+    embeds its questions and the local model's limit is known (Embedder.query_reader). Returns their 0-based indices."""
     from ragstudy import retrievers
 
     if config.chunks_only or (config.retrieval_only and not any(

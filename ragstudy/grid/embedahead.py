@@ -41,9 +41,8 @@ class EmbedBatch:
 @dataclass(frozen=True)
 class AheadReport:
     """What the phase did: the distinct passages (windows, parents) and questions it saw, those it ran through a
-    model (cache misses), its batches and its wall seconds. `by_variant`: passages embedded for each variant (the
-    first variant of the grid that embeds them: what it would have embedded itself, run in-process without this
-    phase)."""
+    model (cache misses), its batches and wall seconds; `by_variant`: passages embedded for the variant that would
+    have embedded them first (run in-process without this phase)."""
 
     passages: int = 0
     questions: int = 0
@@ -81,9 +80,7 @@ def plan(variants: Sequence[Variant], configs: Mapping[str, Any], questions: Seq
          chunked: Callable[[Any, str], Sequence[Any]]) -> list[EmbedBatch]:
     """The batches of `variants` (those still to compute, in grid order; `configs`: variant id -> its StudyConfig):
     per embedder, the texts of each variant whose retriever has vectors, BATCH at a time, each distinct text in the
-    first batch that holds it, then the questions. `chunked(config, strategy)` gives a strategy's chunks (the
-    grid's: pipeline.chunk_cached, so every strategy involved is chunked once, into the chunk cache the variants
-    read). A grid without vectors gives no batch and loads nothing."""
+    first batch that holds it, then the questions. `chunked(config, strategy)`: the grid's pipeline.chunk_cached."""
     from ragstudy import retrievers
 
     seen: dict[str, set[str]] = {}
@@ -112,9 +109,8 @@ _EMBEDDINGS: dict[str, Callable[[], Any]] = {}
 
 
 def shared_embedding(config: Any) -> Callable[[], Any]:
-    """One lazily loaded embedding model per process and model settings: the variants and embed-ahead batches an
-    executor runs one after another in a process load it once, on the first vector missing from the vector cache
-    (a process that finds every vector there never loads it)."""
+    """One lazily loaded embedding model per process and model settings, shared by the variants and batches it runs:
+    loaded once, on the first vector missing from the vector cache (a process that finds every vector never does)."""
     from ragstudy.io import cache_dir
 
     key = stable_json([str(cache_dir()), config.profile.embedding, config.profile.device, config.embedding_backend,
@@ -142,9 +138,8 @@ def embed_batch(batch: EmbedBatch, output_dir: Path, inputs: dict[str, Path]) ->
 
 def run(variants: Sequence[Variant], configs: Mapping[str, Any], questions: Sequence[str], executor: Any,
         chunked: Callable[[Any, str], Sequence[Any]]) -> AheadReport:
-    """Plan the grid's embedding and run its batches with `executor` (ragstudy.grid.executors; inside the grid's
-    executors.session, the workers that then run the variants). A batch that fails is logged and left to the
-    variants, which embed what the cache lacks, as they would without this phase."""
+    """Plan the grid's embedding and run its batches with `executor` (inside the grid's executors.session). A batch
+    that fails is logged and left to the variants, which embed what the cache lacks, as without this phase."""
     from ragstudy.grid.executors import Task, run_tasks
 
     began = time.perf_counter()

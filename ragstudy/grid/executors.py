@@ -17,6 +17,7 @@ import os
 import secrets
 import shutil
 import signal
+import sys
 import tempfile
 import time
 import traceback
@@ -457,8 +458,7 @@ def _ray_session(executor: Executor) -> Iterator[Any]:
 def _check_reachable(address: str, timeout: float = 5.0) -> None:
     """A cluster address `host:port` (or `ray://host:port`) must accept a connection within `timeout` seconds and
     answer as Ray (`_check_speaks_ray`): Ray itself retries an unreachable address for minutes, and one where
-    something else listens (an HTTP server such as the dashboard's port 8265, a silent service) for ever. "auto" and
-    addresses without a port are left to Ray."""
+    something else listens for ever. "auto" and addresses without a port are left to Ray."""
     import socket
     from urllib.parse import urlsplit
 
@@ -528,8 +528,6 @@ def _probe_answer(code: Any, details: str, timeout: float) -> str:
 def _local_env() -> dict[str, str]:
     """The driver's import path and the project's variables, for the workers of a Ray started here."""
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    import sys
-
     paths += [p for p in sys.path if p and os.path.isdir(p) and p not in paths]
     env = {k: v for k, v in os.environ.items() if k.startswith("RAGSTUDY_") or k in ("HF_HOME", "HF_HUB_OFFLINE")}
     return {**env, "PYTHONPATH": os.pathsep.join(paths)}
@@ -658,8 +656,7 @@ RAY_RETRIES = 2  # a task whose worker or node died (a node lost from the cluste
 
 def _run_ray(tasks: Sequence[Task], executor: Executor) -> Iterator[Outcome]:
     """Ray tasks, one CPU each. A task whose worker process or node dies is run again by Ray (RAY_RETRIES times, on
-    any node: its files come back to the driver whichever ran it); a task that raises is not (a failure is reported
-    like any other). Inputs shared by several tasks are put in the object store once."""
+    any node); a task that raises is not. Inputs shared by several tasks are put in the object store once."""
     with _ray_session(executor) as ray:
         remote = ray.remote(num_cpus=1, max_retries=RAY_RETRIES, retry_exceptions=False)(_ray_task)
         refs: dict[tuple, tuple[str, Any]] = {}

@@ -96,12 +96,8 @@ def _comma_hint(row: list[str], header: list[str], column: str, delimiter: str) 
 
 
 def read_strict_csv(path: str | Path, columns: Sequence[str], what: str) -> StrictCsv:
-    """A UTF-8 CSV with at least `columns`, strictly.
-
-    Errors name the file and line: missing file, not UTF-8, empty file, no such column, a row whose number of
-    fields differs from the header's (an unquoted separator inside a cell: the message shows that cell quoted),
-    a blank line between rows, repeated column names. Trailing blank lines are ignored.
-    """
+    """A UTF-8 CSV with at least `columns`, strictly: every error names the file and line (a row whose number of
+    fields differs from the header's shows the cell to quote); trailing blank lines are ignored."""
     path = Path(path)
     if not path.is_file():
         raise StudyInputError(f"{path}: file not found; expected {what}")

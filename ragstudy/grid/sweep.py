@@ -94,12 +94,8 @@ def load_sweep(path: str | Path) -> SweepFile:
     if cased:
         raise StudyInputError(f"{path}: configuration ids {cased} differ only in case, and name one folder on macOS "
                               "and Windows; give each entry an id of its own")
-    budgets = data.get("budgets")
-    if budgets is not None:
-        budgets = validate_budgets(budgets, f"{path}: budgets")
-    evidence_path = Path(data["evidence"]) if data.get("evidence") else None
-    if evidence_path is not None and not evidence_path.is_absolute():
-        evidence_path = path.parent / evidence_path  # relative to the sweep file
+    budgets = validate_budgets(data["budgets"], f"{path}: budgets") if data.get("budgets") is not None else None
+    evidence_path = path.parent / data["evidence"] if data.get("evidence") else None  # an absolute one stays as it is
     return SweepFile(path, tuple(configs), evidence_path, budgets)
 
 

@@ -223,12 +223,9 @@ def groups(variants: Sequence[Variant], folder_of: Mapping[str, Path]) -> list[G
                    for n, axis in enumerate(names)}
         context = {axis: value if any(m.value(axis) != NOT_APPLICABLE for m in members) else NOT_APPLICABLE
                    for axis, value in context.items()}
-        strategies = [m.strategy for m in members]
-        if len(set(strategies)) < len(strategies):  # a parameter sweep: one strategy under several settings
-            out.append(Group(context, {m.id: folder_of[m.id] for m in members}, tuple(members),
-                             strategies={m.id: m.strategy for m in members}))
-        else:
-            out.append(Group(context, {m.strategy: folder_of[m.id] for m in members}, tuple(members)))
+        swept = len({m.strategy for m in members}) < len(members)  # a sweep: one strategy under several settings
+        out.append(Group(context, {m.id if swept else m.strategy: folder_of[m.id] for m in members}, tuple(members),
+                         strategies={m.id: m.strategy for m in members} if swept else {}))
     shown = tuple(axis for axis in names if len({g.context[axis] for g in out} - {NOT_APPLICABLE}) > 1)
     return [replace(g, shown=shown) for g in out]
 
@@ -244,8 +241,7 @@ def scores_folder(out_dir: str | Path, group: Group, groups_count: int) -> Path:
 
 def run_groups(run: Any) -> list[Group]:
     """The groups of a results folder (a results.Run): its grid's (variants.csv), or, for a folder without one (one
-    variant's folder, or a folder of rankings written by hand or by an earlier version with one retriever and one
-    text layer), one group of the strategies ranked in it, with the settings its config.json records."""
+    variant's, or one written by hand), one group of the strategies ranked in it, as its config.json records them."""
     grid = run.variants()
     if grid:
         return groups(grid, run.variant_folders())
