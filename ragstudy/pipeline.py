@@ -20,6 +20,7 @@ from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
 from ragstudy.grid import axes
 from ragstudy.grid.records import DatasetRow, Source
+from ragstudy.grid.runidentity import check_output_folder, record
 from ragstudy.io import PROJECT_ROOT, atomic_write_text, cache_dir, sha256_file, sha256_text, stable_json
 from ragstudy.llms import answering_model, check_generator, make_generator
 from ragstudy.models import model_label
@@ -292,8 +293,7 @@ def run_facts(config: StudyConfig, documents: Sequence[PdfDocument]) -> dict:
 
 
 def model_labels(config: StudyConfig) -> dict[str, str]:
-    """The models' stable names (models.model_label) as config.json records them; a grid variant records its own.
-    The LLM's is the model that answers (llms.answering_model: the served model's name with --llm-server)."""
+    """The models' stable names (models.model_label) as config.json records them; the LLM's: llms.answering_model."""
     return {"llm": answering_model(config).label, "embedding": model_label(config.profile.embedding)}
 
 
@@ -330,6 +330,8 @@ def run_study(config: StudyConfig) -> list[StrategyReport]:
     """Run every configured strategy end to end; returns what each did (for the summary and tests)."""
     import torch
 
+    from ragstudy.stores.knowledge_base import chroma_clients_closed
+
     torch.set_num_threads(config.resolved_threads())
     if not config.chunks_only:
         check_generator(config)  # also an engine that is not installed, before chunking
@@ -338,14 +340,10 @@ def run_study(config: StudyConfig) -> list[StrategyReport]:
     questions = [] if config.chunks_only else read_questions(config.questions, config.limit)
     check_question_lengths(config)
     output_dir = ResultsFolder(config.output_dir, config.documents).prepare().path  # locked before anything is written
-    from ragstudy.grid import runidentity
-
-    runidentity.check_output_folder(output_dir, config, questions)  # never beside another configuration's files
+    check_output_folder(output_dir, config, questions)  # never beside another configuration's files
     facts = run_facts(config, documents)
     write_config(output_dir, config, facts)
     embedding = lazy_embedding(config.embedder, config.resolved_threads())  # one model for chunkers and the index
-    from ragstudy.stores.knowledge_base import chroma_clients_closed
-
     with chunking_ahead(config, documents), chroma_clients_closed():
         return _run_strategies(config, documents, questions, output_dir, embedding, facts.get("answering_model"))
 
@@ -355,7 +353,6 @@ def _run_strategies(config: StudyConfig, documents: Sequence[PdfDocument], quest
                     ) -> list[StrategyReport]:
     """Each strategy chunked, indexed and answered; each file recorded in run_identity.json, the Dataset files with
     `answered_by` (the model that answered, as config.json records it)."""
-    from ragstudy.grid.runidentity import record
     from ragstudy.stores.knowledge_base import KnowledgeBase
 
     generator = None

@@ -122,8 +122,7 @@ def shared_embedding(config: Any) -> Callable[[], Any]:
 
 
 def embed_batch(batch: EmbedBatch, output_dir: Path, inputs: dict[str, Path]) -> None:
-    """One batch into the vector cache (a task: in this process, a worker process or on Ray), through the model
-    the variants of this process use (shared_embedding); writes how many texts it ran through the model."""
+    """One batch into the vector cache (a task), through shared_embedding; writes how many texts the model ran."""
     embedding = shared_embedding(batch.config)()
     before = getattr(embedding, "texts_embedded", 0)
     if batch.queries:

@@ -100,8 +100,7 @@ def _mark_done(folder: Path, task: Task) -> None:
 
 
 def _drop_stale(tasks: Sequence[Task], label: str) -> None:
-    """Remove the markers of the tasks about to run (their key changed): a variant recomputed in its folder never
-    looks finished before its new marker is written."""
+    """Remove the markers of the tasks about to run (their key changed), so that none looks finished meanwhile."""
     stale = [task for task in tasks if (Path(task.output_dir) / VARIANT_DONE).is_file()]
     for task in stale:
         (Path(task.output_dir) / VARIANT_DONE).unlink(missing_ok=True)

@@ -48,8 +48,7 @@ CSV_ENCODING_ADVICE = ("a file saved by Excel as Windows-1252? Save it as 'CSV U
 
 
 def read_csv_text(path: Path) -> str:
-    """The text of a user's CSV (UTF-8, or UTF-16/32 with a BOM: ragstudy.io.decode_user_text); bytes in another
-    encoding name the file, line and byte, and how to convert it."""
+    """The text of a user's CSV (ragstudy.io.decode_user_text), or an error that says how to convert it."""
     return read_user_text(path, CSV_ENCODING_ADVICE, "CSV file")
 
 
@@ -67,8 +66,7 @@ def _delimiter(header: str, path: Path) -> str:
 
 @dataclass(frozen=True)
 class StrictCsv:
-    """A CSV read strictly: its header, its rows (each as many fields as the header) and the 1-based file line
-    each row starts on."""
+    """A CSV read strictly: its header, its rows (as many fields each) and the 1-based file line each starts on."""
 
     path: Path
     header: tuple[str, ...]
@@ -286,8 +284,7 @@ class Variant:
 
     @classmethod
     def from_row(cls, row: dict[str, Any], where: str) -> "Variant":
-        """Inverse of to_row (every column but id, strategy and params is an axis); a StudyInputError naming `where`
-        (file and row) when a cell is missing or malformed."""
+        """Inverse of to_row (every other column is an axis); a StudyInputError naming `where` for a bad cell."""
         missing = [key for key in VARIANT_KEYS if key not in row or row[key] is None]
         if missing:
             raise StudyInputError(f"{where}: no {', '.join(missing)}; re-run `ragstudy retrieve` into a fresh "

@@ -35,8 +35,7 @@ def sweep_metrics() -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class SweepConfig:
-    """One configuration of a sweep file; ragstudy.grid.variants.expand turns it into the run's variants (an axis it
-    does not set takes the run's list: --retriever, --text-layer, --embedding, ...)."""
+    """One configuration of a sweep file; ragstudy.grid.variants.expand turns it into the run's variants."""
 
     id: str | None  # the entry's `id:`; None: derived from its values (ragstudy.grid.variants.derived_id)
     strategy: str
@@ -122,8 +121,7 @@ def _config_entry(entry: Any, where: str) -> SweepConfig:
 
 
 def _grid_entry(entry: Any, where: str) -> list[SweepConfig]:
-    """One `grid:` entry: the product of its axes' values (a list is a grid axis like a parameter) and of its
-    parameters' values."""
+    """One `grid:` entry: the product of its axes' values (a list is a grid axis) and of its parameters' values."""
     _entry_keys(entry, where, ("strategy", "params"), "and `params:` {name: [values]}")
     grid = _params(entry, where, "params: {chunk_size: [256, 512]}")
     names = sorted(grid)

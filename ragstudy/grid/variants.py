@@ -24,8 +24,7 @@ from ragstudy.io import sha256_text
 
 @dataclass(frozen=True)
 class Entry:
-    """One line of the grid before expansion: a strategy with its parameter overrides and, per axis, the values to
-    run it with (the run's list where the entry names none)."""
+    """One line of the grid before expansion: a strategy, its parameter overrides and each axis's values."""
 
     strategy: str
     params: Mapping[str, Any] = field(default_factory=dict)
@@ -34,8 +33,7 @@ class Entry:
 
 
 def derived_id(variant: Variant) -> str:
-    """`strategy[_param-value...]__<each axis's value>` (n/a axes left out, each axis in its short form),
-    filesystem-safe."""
+    """`strategy[_param-value...]__<each axis's value in its short form>` (n/a axes left out), filesystem-safe."""
     head = "_".join([variant.strategy, *(f"{key}-{value}" for key, value in variant.params)])
     return "__".join([axes.safe(head), *(axes.safe(axes.shown(name, value)) for name, value in variant.values
                                          if value != NOT_APPLICABLE)])
@@ -47,8 +45,7 @@ def run_axes(config: Any) -> dict[str, tuple[str, ...]]:
 
 
 def entries_of(config: Any, sweep: Any = None) -> list[Entry]:
-    """The grid's entries: one per configured strategy, or one per configuration of a sweep file (its axes where it
-    sets them, the run's lists otherwise)."""
+    """The grid's entries: one per configured strategy, or per sweep configuration (its axes over the run's lists)."""
     lists = run_axes(config)
     if sweep is None:
         return [Entry(strategy, {}, lists) for strategy in config.strategies]
@@ -157,8 +154,7 @@ class Group:
         return retrieval_path(self.members[name], self.strategy_of(name))
 
     def parts(self, leave: str = "") -> list[str]:
-        """The values of the axes that tell the run's groups apart (n/a and the axis `leave` left out), each in its
-        short form."""
+        """The short values of the axes that tell the run's groups apart (n/a and the axis `leave` left out)."""
         return [axes.shown(axis, v) for axis, v in self.context.items()
                 if v != NOT_APPLICABLE and axis in self.shown and axis != leave]
 
@@ -210,8 +206,7 @@ def _group_keys(variants: Sequence[Variant], names: Sequence[str]) -> dict[tuple
 
 
 def groups(variants: Sequence[Variant], folder_of: Mapping[str, Path]) -> list[Group]:
-    """The groups of `variants` (folder_of: variant id -> its folder); groups with the same members are one. Order:
-    the first variant's group first."""
+    """The groups of `variants` (folder_of: variant id -> its folder), the first variant's first; same members: one."""
     names = _axes_of(variants)
     merged: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
     for key, members in _group_keys(variants, names).items():
