@@ -57,10 +57,9 @@ class StageSettings:
 
 
 def lazy_embedding(embedder: Any, threads: int, deferred: bool = False) -> Callable[[], Any]:
-    """The study's embedding model (`embedder`: an embedders.Embedder), loaded (and torch's threads set) on the first
-    call only: a warm retrieval-only run whose rankings are cached imports neither torch nor sentence-transformers
-    nor Chroma. `deferred`: the first call opens the vector cache only, and the model is loaded on its first cache
-    miss (Embedder.load_deferred)."""
+    """The study's embedding model (an embedders.Embedder), loaded with torch's threads set on the first call only (a
+    warm run whose rankings are cached imports neither torch nor Chroma). `deferred`: the first call opens the vector
+    cache only, and the model is loaded on its first cache miss (Embedder.load_deferred)."""
 
     def set_threads() -> None:
         import torch
@@ -197,10 +196,9 @@ def chunk_cached(stage: StageSettings, documents, embedding: Callable[[], Any] |
 @contextmanager
 def chunking_ahead(config: StudyConfig, documents: Sequence[PdfDocument],
                    needed: Callable[[str], bool] = lambda strategy: True) -> Iterator[None]:
-    """Start, in the background, the slow bulk step of every configured strategy whose registration has a
-    `prefetch` (the markdown strategy's PDF conversion) and for which `needed(strategy)` (e.g. its chunks are not
-    cached), so that it runs beside the other strategies' chunking, embedding and answering; each strategy's chunker
-    waits for its own in `prepare`. Whatever is still running when the block ends (an error, Ctrl-C) is stopped."""
+    """Start in the background the `prefetch` (the markdown strategy's PDF conversion) of every configured strategy
+    that has one and is `needed` (e.g. its chunks are not cached); its chunker waits for it in `prepare`. Whatever is
+    still running when the block ends (an error, Ctrl-C) is stopped."""
     stops = []
     try:
         for strategy in config.strategies:
@@ -220,8 +218,7 @@ def check_vector_store(config: StudyConfig) -> None:
     if config.chroma_server:
         check_chroma_server(config.chroma_server)
         return
-    for strategy in config.strategies:
-        spec = registry.get(strategy)
+    for spec in map(registry.get, config.strategies):
         prepare_db_dir(chroma_folder(db_dir_of(config, spec), spec))
 
 

@@ -241,9 +241,7 @@ class RetrievedParent:
     contents: str
 
     def to_dict(self) -> dict[str, Any]:
-        row = asdict(self)
-        row["in_k"] = int(self.in_k)
-        return row
+        return {**asdict(self), "in_k": int(self.in_k)}
 
     @classmethod
     def from_dict(cls, row: dict[str, Any]) -> "RetrievedParent":

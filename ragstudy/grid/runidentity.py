@@ -178,10 +178,9 @@ def record(folder: str | Path, config: Any, questions: Sequence[str], strategy: 
 
 def check_compared(folder: str | Path, strategies: Sequence[str], file_of, allow: bool = False,
                    unshared: Collection[str] = ()) -> list[str]:
-    """Before scoring `strategies` of `folder` together (`file_of(strategy)` is the file compared, in `folder` or in
-    its variant's folder; each file's identity is read beside it, but its `unshared` fields): DataError
-    when their files were written by different configurations, unless `allow` (then a warning). Returns notes
-    for the report: the configuration compared, or one per strategy when they differ, and the unrecorded files."""
+    """Before scoring `strategies` together (`file_of(strategy)`: the file compared, its identity read beside it, but
+    its `unshared` fields): a StudyInputError when different configurations wrote them, unless `allow` (a warning).
+    Returns notes for the report: the configuration compared (or each one), and the unrecorded files."""
     parents = {Path(file_of(s)).parent for s in strategies}  # `folder`, or each variant's folder of a group
     identities = {parent: read_identities(parent) for parent in parents}
     recorded = any(identities.values())
