@@ -6,11 +6,12 @@ it, and replaced): the answering chain, retrieval-only runs and sweeps chunk a s
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -19,6 +20,7 @@ from ragstudy.config import StudyConfig
 from ragstudy.errors import StudyInputError
 from ragstudy.grid import axes
 from ragstudy.grid.records import DatasetRow, Source
+from ragstudy.grid.runidentity import check_output_folder, record
 from ragstudy.io import PROJECT_ROOT, atomic_write_text, cache_dir, sha256_file, sha256_text, stable_json
 from ragstudy.llms import answering_model, check_generator, make_generator
 from ragstudy.models import model_label
@@ -55,41 +57,30 @@ class StageSettings:
 
 
 def lazy_embedding(embedder: Any, threads: int, deferred: bool = False) -> Callable[[], Any]:
-    """The study's embedding model (`embedder`: an embedders.Embedder), loaded (and torch's threads set) on the first
-    call only: a warm retrieval-only run whose rankings are cached imports neither torch nor sentence-transformers
-    nor Chroma. `deferred`: the first call opens the vector cache only, and the model is loaded on its first cache
-    miss (Embedder.load_deferred)."""
-    loaded: list[Any] = []
+    """The study's embedding model (an embedders.Embedder), loaded with torch's threads set on the first call only (a
+    warm run whose rankings are cached imports neither torch nor Chroma). `deferred`: the first call opens the vector
+    cache only, and the model is loaded on its first cache miss (Embedder.load_deferred)."""
 
     def set_threads() -> None:
         import torch
 
         torch.set_num_threads(threads)
 
-    def get():
-        if not loaded:
-            if deferred:
-                loaded.append(embedder.load_deferred(set_threads))
-            else:
-                set_threads()
-                loaded.append(embedder.load())
-        return loaded[0]
+    def load() -> Any:
+        if deferred:
+            return embedder.load_deferred(set_threads)
+        set_threads()
+        return embedder.load()
 
-    return get
+    return functools.cache(load)
 
 
 def chunker_context(stage: StageSettings, embedding: Callable[[], Any] | None = None) -> registry.ChunkerContext:
     """What chunkers may ask for: the study's embedding model (`embedding`, a shared lazy_embedding loader, so that
     chunking and indexing use one model; else a new one) and its tokenizer, each loaded on first request."""
-    tokenizers: list[Any] = []
-
-    def tokenizer():
-        if not tokenizers:
-            tokenizers.append(stage.embedder.tokenizer())
-        return tokenizers[0]
-
     return registry.ChunkerContext(embedding=embedding or lazy_embedding(stage.embedder, stage.threads),
-                                   tokenizer=tokenizer, embedding_label=model_label(stage.embedding))
+                                   tokenizer=functools.cache(stage.embedder.tokenizer),
+                                   embedding_label=model_label(stage.embedding))
 
 
 def chunk_documents(documents: Sequence[PdfDocument], stage: StageSettings,
@@ -97,9 +88,9 @@ def chunk_documents(documents: Sequence[PdfDocument], stage: StageSettings,
     from tqdm.auto import tqdm
 
     strategy = stage.strategy
-    spec = registry.get(strategy)
-    documents = layered(documents, stage)
-    chunker = spec.make_chunker(stage.params, context or chunker_context(stage))
+    if axes.reads_text_layer(strategy) and stage.text_layer != "raw":  # paragraphs and Markdown read their own text
+        documents = [with_text_layer(doc, stage.text_layer) for doc in documents]
+    chunker = registry.get(strategy).make_chunker(stage.params, context or chunker_context(stage))
     prepare_chunker(chunker, documents)  # the chunker's optional bulk step (markdown: PDFs converted in parallel)
     chunked = [chunker.chunk(doc, strategy) for doc in tqdm(documents, desc=f"Chunking {strategy}", unit="pdf",
                                                              disable=len(documents) < 2)]
@@ -123,14 +114,6 @@ def check_chunked(documents: Sequence[PdfDocument], chunked: Sequence[ChunkedDoc
                        "question can be answered from it under %s", path, strategy, chars, why, strategy, strategy)
 
 
-def layered(documents: Sequence[PdfDocument], stage: StageSettings) -> Sequence[PdfDocument]:
-    """The documents as the strategy reads them: with the run's text layer for the strategies that read it,
-    unchanged for the others (paragraphs, Markdown)."""
-    if not axes.reads_text_layer(stage.strategy) or stage.text_layer == "raw":
-        return documents
-    return [with_text_layer(doc, stage.text_layer) for doc in documents]
-
-
 def code_hash_of(*paths: Path) -> str:
     """Hash of the Python sources that determine a cached stage, so that editing them invalidates the cache."""
     files = sorted(f for p in paths for f in ([p] if p.is_file() else p.rglob("*.py")))
@@ -138,6 +121,7 @@ def code_hash_of(*paths: Path) -> str:
 
 
 CHUNK_CACHE_FORMAT = 1
+_CHUNK_TEXTS, _CHUNK_OFFSETS = ("doc_id", "contents", "path", "strategy"), ("start", "end", "page_start", "page_end")
 # The code that shapes chunks besides the strategy's own folder, hashed into the chunk cache's key: an edit to any
 # of it makes the cached chunks stale. Every ragstudy module a strategy (or this code) imports is here or in
 # CHUNKING_PLUMBING, modules that shape no chunk (tests/test_chunk_cache_key.py checks every import).
@@ -167,14 +151,11 @@ def chunked_from_json(text: str) -> list[ChunkedDocument]:
         source = SourceText.from_record(raw)
         chunks = []
         for c in item["chunks"]:
-            c = json_object(c, ("doc_id", "contents", "path", "start", "end", "page_start", "page_end", "strategy",
-                                "extra"), "a chunk")
-            if not isinstance(c["extra"], dict) or not all(isinstance(c[k], int) for k in
-                                                           ("start", "end", "page_start", "page_end")):
+            c = json_object(c, (f.name for f in fields(Chunk)), "a chunk")
+            if not isinstance(c["extra"], dict) or not all(isinstance(c[k], int) for k in _CHUNK_OFFSETS):
                 raise ValueError(f"chunk {c['doc_id']!r}: extra must be an object and offsets and pages integers")
-            chunk = Chunk(doc_id=str(c["doc_id"]), contents=str(c["contents"]), path=str(c["path"]),
-                          start=c["start"], end=c["end"], page_start=c["page_start"],
-                          page_end=c["page_end"], strategy=str(c["strategy"]), extra=dict(c["extra"]))
+            chunk = Chunk(**{k: str(c[k]) for k in _CHUNK_TEXTS}, **{k: c[k] for k in _CHUNK_OFFSETS},
+                          extra=dict(c["extra"]))
             if source.text[chunk.start:chunk.end] != chunk.contents:
                 raise ValueError(f"chunk {chunk.doc_id} does not match its source text")
             chunks.append(chunk)
@@ -195,9 +176,8 @@ def chunk_cache_path(stage: StageSettings, documents) -> Path:
 
 
 def chunk_cached(stage: StageSettings, documents, embedding: Callable[[], Any] | None = None) -> list:
-    """chunk_documents, cached as JSON (chunk_cache_path): a warm run (answering, retrieval-only, a sweep) re-chunks
-    nothing (the markdown and semantic chunkers take seconds per PDF). A cache file that does not parse, or was
-    made for PDFs at other paths, is recomputed and replaced."""
+    """chunk_documents, cached as JSON (chunk_cache_path); a cache file that does not parse, or was made for PDFs at
+    other paths, is recomputed and replaced."""
     path = chunk_cache_path(stage, documents)
     if path.is_file():
         try:
@@ -216,10 +196,9 @@ def chunk_cached(stage: StageSettings, documents, embedding: Callable[[], Any] |
 @contextmanager
 def chunking_ahead(config: StudyConfig, documents: Sequence[PdfDocument],
                    needed: Callable[[str], bool] = lambda strategy: True) -> Iterator[None]:
-    """Start, in the background, the slow bulk step of every configured strategy whose registration has a
-    `prefetch` (the markdown strategy's PDF conversion) and for which `needed(strategy)` (e.g. its chunks are not
-    cached), so that it runs beside the other strategies' chunking, embedding and answering; each strategy's chunker
-    waits for its own in `prepare`. Whatever is still running when the block ends (an error, Ctrl-C) is stopped."""
+    """Start in the background the `prefetch` (the markdown strategy's PDF conversion) of every configured strategy
+    that has one and is `needed` (e.g. its chunks are not cached); its chunker waits for it in `prepare`. Whatever is
+    still running when the block ends (an error, Ctrl-C) is stopped."""
     stops = []
     try:
         for strategy in config.strategies:
@@ -239,8 +218,7 @@ def check_vector_store(config: StudyConfig) -> None:
     if config.chroma_server:
         check_chroma_server(config.chroma_server)
         return
-    for strategy in config.strategies:
-        spec = registry.get(strategy)
+    for spec in map(registry.get, config.strategies):
         prepare_db_dir(chroma_folder(db_dir_of(config, spec), spec))
 
 
@@ -312,8 +290,7 @@ def run_facts(config: StudyConfig, documents: Sequence[PdfDocument]) -> dict:
 
 
 def model_labels(config: StudyConfig) -> dict[str, str]:
-    """The models' stable names (models.model_label) as config.json records them; a grid variant records its own.
-    The LLM's is the model that answers (llms.answering_model: the served model's name with --llm-server)."""
+    """The models' stable names (models.model_label) as config.json records them; the LLM's: llms.answering_model."""
     return {"llm": answering_model(config).label, "embedding": model_label(config.profile.embedding)}
 
 
@@ -332,9 +309,8 @@ def code_version() -> str | None:
 
 
 def check_question_lengths(config: StudyConfig) -> list[int]:
-    """Warn once about the questions the embedding model would cut (longer than the tokens it reads), naming their
-    rows and the limit, when the run embeds its questions (answering, or a retriever with vectors) and the local
-    model's limit is known (ragstudy.embedders.Embedder.query_reader). Returns their 0-based indices."""
+    """Warn once about the questions the embedding model would cut (longer than the tokens it reads), when the run
+    embeds its questions and the local model's limit is known (Embedder.query_reader). Returns their 0-based indices."""
     from ragstudy import retrievers
 
     if config.chunks_only or (config.retrieval_only and not any(
@@ -351,6 +327,8 @@ def run_study(config: StudyConfig) -> list[StrategyReport]:
     """Run every configured strategy end to end; returns what each did (for the summary and tests)."""
     import torch
 
+    from ragstudy.stores.knowledge_base import chroma_clients_closed
+
     torch.set_num_threads(config.resolved_threads())
     if not config.chunks_only:
         check_generator(config)  # also an engine that is not installed, before chunking
@@ -359,14 +337,10 @@ def run_study(config: StudyConfig) -> list[StrategyReport]:
     questions = [] if config.chunks_only else read_questions(config.questions, config.limit)
     check_question_lengths(config)
     output_dir = ResultsFolder(config.output_dir, config.documents).prepare().path  # locked before anything is written
-    from ragstudy.grid import runidentity
-
-    runidentity.check_output_folder(output_dir, config, questions)  # never beside another configuration's files
+    check_output_folder(output_dir, config, questions)  # never beside another configuration's files
     facts = run_facts(config, documents)
     write_config(output_dir, config, facts)
     embedding = lazy_embedding(config.embedder, config.resolved_threads())  # one model for chunkers and the index
-    from ragstudy.stores.knowledge_base import chroma_clients_closed
-
     with chunking_ahead(config, documents), chroma_clients_closed():
         return _run_strategies(config, documents, questions, output_dir, embedding, facts.get("answering_model"))
 
@@ -376,7 +350,6 @@ def _run_strategies(config: StudyConfig, documents: Sequence[PdfDocument], quest
                     ) -> list[StrategyReport]:
     """Each strategy chunked, indexed and answered; each file recorded in run_identity.json, the Dataset files with
     `answered_by` (the model that answered, as config.json records it)."""
-    from ragstudy.grid.runidentity import record
     from ragstudy.stores.knowledge_base import KnowledgeBase
 
     generator = None

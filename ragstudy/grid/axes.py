@@ -1,9 +1,7 @@
 """The axes of the grid, each declared once: an `Axis` holds everything the grid needs about one thing a run compares
 besides the strategy and its parameters: the retriever, the text layer and the embedding model, compared by the
-retrieval stage, and the LLM, compared by the answering stage. The name of a retrieval axis is a `records.Variant`
-value's key, a column of variants.csv and sweep_summary.csv and a sweep entry's key; ragstudy.grid.variants expands the
-product of the retrieval axes (`grid_axes`), ragstudy.answering.llm_axis runs one answering run per value of the
-answering axis, and ragstudy.config checks them all with one rule (`check_run`). A new axis is one
+retrieval stage, and the LLM, compared by the answering stage. ragstudy.grid.variants expands the product of the
+retrieval axes (`grid_axes`); ragstudy.config checks them all with one rule (`check_run`). A new axis is one
 `register_axis(Axis(...))` plus the code that reads its value (tests/test_axis_added.py).
 """
 

@@ -1,21 +1,10 @@
 """Embed ahead: before a grid's variants run, every distinct text they will embed is embedded once per embedder.
 
-Variants of one grid share most of their texts: the same strategy under two retrievers indexes the same child
-windows, two strategies cut some identical windows, every variant with vectors embeds the same questions. Run one
-after another in a process, the vector cache (customembedding.VectorCache) makes the later ones read what the earlier
-ones embedded; run side by side (`--workers N`, `--ray`), two variants reach a shared window at the same moment and
-both embed it, and every process loads the model. So the driver first plans the grid's embedding work
-(`plan`): it chunks each distinct strategy once (pipeline.chunk_cached: the variants then read those chunks from the
-chunk cache), cuts each pending variant with vectors into the texts its retriever embeds (child windows as
-knowledge_base.child_windows cuts them, or whole parents), and keeps each distinct text once per embedder, plus the
-questions. `run` hands those batches to the grid's executor as tasks (`embed_batch`, through executors.run_tasks);
-each puts its vectors into the vector cache, where the variants find them: they embed nothing and report
-embedded 0, and a process that never meets a cache miss never loads the model (pipeline.lazy_embedding, deferred).
-
-The batches are exactly those an in-process run gives the model (BATCH texts of one strategy in order, less the
-texts an earlier batch already holds; each question on its own, as CustomEmbedding.embed_query encodes it): an ONNX
-batch's padding moves a vector's 7th decimal, so the same batches give the same vectors, to the bit, as a run
-without this phase, whatever executor ran them.
+The driver plans the batches (`plan`: each distinct strategy chunked once, each pending variant with vectors cut into
+the texts its retriever embeds, each distinct text kept once per embedder, then the questions) and `run` hands them
+to the grid's executor (`embed_batch`); the variants then find their vectors in the vector cache. The batches are
+exactly those an in-process run gives the model, so the vectors are the same to the bit (docs/scale.md, "Embedding
+ahead").
 """
 
 from __future__ import annotations
@@ -52,9 +41,8 @@ class EmbedBatch:
 @dataclass(frozen=True)
 class AheadReport:
     """What the phase did: the distinct passages (windows, parents) and questions it saw, those it ran through a
-    model (cache misses), its batches and its wall seconds. `by_variant`: passages embedded for each variant (the
-    first variant of the grid that embeds them: what it would have embedded itself, run in-process without this
-    phase)."""
+    model (cache misses), its batches and wall seconds; `by_variant`: passages embedded for the variant that would
+    have embedded them first (run in-process without this phase)."""
 
     passages: int = 0
     questions: int = 0
@@ -92,9 +80,7 @@ def plan(variants: Sequence[Variant], configs: Mapping[str, Any], questions: Seq
          chunked: Callable[[Any, str], Sequence[Any]]) -> list[EmbedBatch]:
     """The batches of `variants` (those still to compute, in grid order; `configs`: variant id -> its StudyConfig):
     per embedder, the texts of each variant whose retriever has vectors, BATCH at a time, each distinct text in the
-    first batch that holds it, then the questions. `chunked(config, strategy)` gives a strategy's chunks (the
-    grid's: pipeline.chunk_cached, so every strategy involved is chunked once, into the chunk cache the variants
-    read). A grid without vectors gives no batch and loads nothing."""
+    first batch that holds it, then the questions. `chunked(config, strategy)`: the grid's pipeline.chunk_cached."""
     from ragstudy import retrievers
 
     seen: dict[str, set[str]] = {}
@@ -123,9 +109,8 @@ _EMBEDDINGS: dict[str, Callable[[], Any]] = {}
 
 
 def shared_embedding(config: Any) -> Callable[[], Any]:
-    """One lazily loaded embedding model per process and model settings: the variants and embed-ahead batches an
-    executor runs one after another in a process load it once, on the first vector missing from the vector cache
-    (a process that finds every vector there never loads it)."""
+    """One lazily loaded embedding model per process and model settings, shared by the variants and batches it runs:
+    loaded once, on the first vector missing from the vector cache (a process that finds every vector never does)."""
     from ragstudy.io import cache_dir
 
     key = stable_json([str(cache_dir()), config.profile.embedding, config.profile.device, config.embedding_backend,
@@ -137,8 +122,7 @@ def shared_embedding(config: Any) -> Callable[[], Any]:
 
 
 def embed_batch(batch: EmbedBatch, output_dir: Path, inputs: dict[str, Path]) -> None:
-    """One batch into the vector cache (a task: in this process, a worker process or on Ray), through the model
-    the variants of this process use (shared_embedding); writes how many texts it ran through the model."""
+    """One batch into the vector cache (a task), through shared_embedding; writes how many texts the model ran."""
     embedding = shared_embedding(batch.config)()
     before = getattr(embedding, "texts_embedded", 0)
     if batch.queries:
@@ -153,9 +137,8 @@ def embed_batch(batch: EmbedBatch, output_dir: Path, inputs: dict[str, Path]) ->
 
 def run(variants: Sequence[Variant], configs: Mapping[str, Any], questions: Sequence[str], executor: Any,
         chunked: Callable[[Any, str], Sequence[Any]]) -> AheadReport:
-    """Plan the grid's embedding and run its batches with `executor` (ragstudy.grid.executors; inside the grid's
-    executors.session, the workers that then run the variants). A batch that fails is logged and left to the
-    variants, which embed what the cache lacks, as they would without this phase."""
+    """Plan the grid's embedding and run its batches with `executor` (inside the grid's executors.session). A batch
+    that fails is logged and left to the variants, which embed what the cache lacks, as without this phase."""
     from ragstudy.grid.executors import Task, run_tasks
 
     began = time.perf_counter()

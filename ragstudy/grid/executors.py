@@ -1,36 +1,11 @@
 """Run a grid's variants: in this process (the default), in N worker processes on this machine, or as Ray tasks.
 
 A `Task` is one variant: a module-level function `fn(spec, output_dir, inputs)` that writes the variant's files into
-`output_dir`, reading the files or folders named in `inputs`. `run_tasks` runs them with an `Executor` and returns
-one `Outcome` per task, in task order. The rules, the same for every executor:
-
-- **Done means the marker, under the task's key.** When `fn` returns, the executor writes `variant.done.json`
-  (VARIANT_DONE) into the task's folder, atomically and last, with the task's `key` (the grid's: a sha256 of what
-  determines the variant's files, runidentity.variant_key). `run_tasks` skips every task whose folder holds a
-  marker with its key (`pending` lists the others): a re-run computes only what is missing, a folder without the
-  marker (a variant that failed or was killed) is computed again from the start, and so is one whose marker carries
-  another key (settings, questions, documents or code changed since): its stale marker is removed first.
-- **A failure is one task's.** A task that raises, or whose worker process dies (killed, out of memory), gives an
-  Outcome naming its id and the error in one line; the other tasks go on and their folders are kept.
-- **Files land the same.** In-process and worker runs call `fn` with the task's own `output_dir` and `inputs` (one
-  filesystem). Ray workers may have no shared filesystem: the inputs' bytes go to the object store once
-  (`ray.put`, shared by every task), each worker writes them into a local folder named by their sha256 (once per
-  machine), calls `fn` with those paths and a temporary output folder, and returns that folder's files (relative
-  path -> bytes). In those files' text, the worker's input and output paths are replaced by the driver's, so a
-  config.json records the same paths as an in-process run (`translate`; a task whose files record hashes of its
-  other files gives its own `relocate`, which translates and then hashes again). The driver writes the files into
-  a temporary folder beside `output_dir` and renames it into place (the marker inside): a half-shipped variant
-  never looks whole.
-- **Phases share the processes.** Inside `session(executor)`, successive run_tasks calls (a grid's embed-ahead
-  batches, then its variants: ragstudy.grid.embedahead) run on the same worker processes, or the same local Ray, so each
-  process imports the project and loads its models once.
-- **One progress bar** over the grid (tqdm, `label`); worker processes run with their own bars off
-  (TQDM_DISABLE) and their logging at WARNING.
-- **Caches** (vectors, chunks, rankings, built models) are content-keyed and safe under concurrent writers: the
-  vector cache is SQLite in WAL mode with a busy timeout, JSON caches are written to a temporary file and renamed,
-  model folders are built under a lock (io.build_lock). A Chroma folder admits one process at a time, so a worker
-  process uses its own (io.PER_WORKER_ENV, knowledge_base.chroma_folder): `<folder>-worker-<k>`, the first slot
-  whose lock it can take, kept for the worker's lifetime and reused by later runs.
+`output_dir`, reading the files or folders named in `inputs`. `run_tasks` runs those not done yet (`pending`: no
+`variant.done.json` under the task's key) with an `Executor` and returns one `Outcome` per task, in task order; a
+failure is one task's, and the files land the same whatever ran them (a Ray worker's are shipped back, their paths
+made the driver's: `translate`). docs/scale.md, "Running a grid's variants in parallel", gives the rules every
+executor keeps: the done marker, failures, `session`, the one progress bar, the caches under concurrent writers.
 """
 
 from __future__ import annotations
@@ -42,12 +17,13 @@ import os
 import secrets
 import shutil
 import signal
+import sys
 import tempfile
 import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -101,8 +77,7 @@ MARKER_FORMAT = 2  # 1: no key (read as the key "")
 
 
 def is_done(task: Task) -> bool:
-    """True when the task's folder holds the completion marker (written last, after fn returned) with its key; a
-    damaged marker is not done."""
+    """Whether the task's folder holds the done marker (written last) under its key; a damaged one is not."""
     path = Path(task.output_dir) / VARIANT_DONE
     if not path.is_file():
         return False
@@ -125,8 +100,7 @@ def _mark_done(folder: Path, task: Task) -> None:
 
 
 def _drop_stale(tasks: Sequence[Task], label: str) -> None:
-    """Remove the markers of the tasks about to run (their key changed): a variant recomputed in its folder never
-    looks finished before its new marker is written."""
+    """Remove the markers of the tasks about to run (their key changed), so that none looks finished meanwhile."""
     stale = [task for task in tasks if (Path(task.output_dir) / VARIANT_DONE).is_file()]
     for task in stale:
         (Path(task.output_dir) / VARIANT_DONE).unlink(missing_ok=True)
@@ -169,8 +143,7 @@ def run_tasks(tasks: Sequence[Task], executor: Executor, label: str = "variants"
 
 def check_executor(executor: Executor) -> None:
     """Refuse, in one StudyInputError, an executor that cannot run: a bad kind or --workers, Ray not installed, or a
-    `--ray ADDRESS` where no Ray head node answers. A grid calls it before it writes anything; run_tasks checks the
-    same again."""
+    `--ray ADDRESS` where no Ray head node answers (a grid calls it before it writes anything)."""
     _check((), executor)
     if executor.kind == "ray":
         _import_ray()
@@ -179,9 +152,8 @@ def check_executor(executor: Executor) -> None:
 
 
 def capped(executor: Executor, tasks: int, label: str = "variants") -> Executor:
-    """`executor` with no more worker processes than `tasks` to compute (at least one): each process loads the
-    project and its models, so --workers 24 for 2 variants would start 22 for nothing, and --workers 1000 would
-    exhaust memory. Says so in one line when it lowers the number."""
+    """`executor` with no more worker processes than `tasks` to compute (at least one; one log line when it lowers
+    the number): each process loads the project and its models, --workers 1000 would exhaust memory."""
     wanted = max(tasks, 1)
     if executor.kind != "workers" or not isinstance(executor.workers, int) or executor.workers <= wanted:
         return executor
@@ -214,16 +186,27 @@ def _describe(exc: BaseException) -> str:
 
 # ---------------------------------------------------------------------------------------------- in this process
 
+def _call(task: Task) -> tuple[str | None, str]:
+    """Run the task here: (None, "") when it worked, else (the error in one line, its traceback)."""
+    try:
+        task.fn(task.spec, Path(task.output_dir), dict(task.inputs))
+    except Exception as exc:  # one variant's failure; KeyboardInterrupt stops the grid
+        return _describe(exc), traceback.format_exc()
+    return None, ""
+
+
+def _finished(task: Task, error: str | None, trace: str, where: str = "") -> Outcome:
+    """The outcome of a task that ran in this filesystem: its failure, or its done marker written."""
+    if error is not None:
+        logger.debug("variant %s failed%s:\n%s", task.id, where, trace)
+        return _failure(task.id, error)
+    _mark_done(Path(task.output_dir), task)
+    return Outcome(task.id, None)
+
+
 def _run_inprocess(tasks: Sequence[Task], executor: Executor) -> Iterator[Outcome]:
     for task in tasks:
-        try:
-            task.fn(task.spec, Path(task.output_dir), dict(task.inputs))
-        except Exception as exc:  # one variant's failure; KeyboardInterrupt stops the grid
-            logger.debug("variant %s failed:\n%s", task.id, traceback.format_exc())
-            yield _failure(task.id, _describe(exc))
-            continue
-        _mark_done(Path(task.output_dir), task)
-        yield Outcome(task.id, None)
+        yield _finished(task, *_call(task))
 
 
 # ---------------------------------------------------------------------------------------------- worker processes
@@ -242,8 +225,7 @@ def _setup_worker() -> None:
 
 
 def _worker_main(conn: Any, cores: tuple[int, ...] = ()) -> None:
-    """A worker process on its share of the cores: run each task received until None; send back (id, None) or
-    (id, error, traceback)."""
+    """A worker process on its share of the cores: runs each task received until None, sends back (id, *_call)."""
     if cores and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, cores)  # the ONNX backends run one thread per core of the affinity mask
     _setup_worker()
@@ -255,12 +237,7 @@ def _worker_main(conn: Any, cores: tuple[int, ...] = ()) -> None:
                 return
             if task is None:
                 return
-            try:
-                task.fn(task.spec, Path(task.output_dir), dict(task.inputs))
-            except Exception as exc:
-                conn.send((task.id, _describe(exc), traceback.format_exc()))
-            else:
-                conn.send((task.id, None, ""))
+            conn.send((task.id, *_call(task)))
     except KeyboardInterrupt:  # Ctrl-C reaches the whole process group: the driver reports it, once
         exit_process(INTERRUPTED)
 
@@ -295,9 +272,7 @@ def _death(exitcode: int | None) -> str:
 
 class _Pool:
     """`executor.workers` spawned processes, one task each at a time; a worker that dies costs only its own task
-    (reported with how it died) and is replaced for the tasks still to run. Kept alive across the run_tasks calls
-    of a `session` (a grid's embed-ahead phase, then its variants): each process imports the project and loads its
-    models once."""
+    (reported with how it died) and is replaced. A `session` keeps them alive across its run_tasks calls."""
 
     def __init__(self, executor: Executor) -> None:
         import multiprocessing
@@ -370,10 +345,9 @@ _SESSIONS: dict[Executor, _Pool] = {}
 
 @contextmanager
 def session(executor: Executor) -> Iterator[None]:
-    """Keep `executor`'s processes alive across the run_tasks calls inside the block: the same worker processes
-    (`--workers N`) or the same local Ray (`--ray`) run every phase of a grid, instead of each call starting its
-    own. The worker processes start at once (they spawn and import while the driver plans the first phase). In
-    this process, and inside a session already open for the executor, it does nothing."""
+    """Keep `executor`'s worker processes (`--workers N`, started at once) or its local Ray (`--ray`) alive across
+    the run_tasks calls inside the block, so each process loads the project and its models once. In-process, and
+    inside a session already open for the executor, it does nothing."""
     if executor.kind == "workers" and executor not in _SESSIONS:
         _check((), executor)
         pool = _SESSIONS[executor] = _Pool(executor)
@@ -418,22 +392,15 @@ def _collect(worker: _Worker) -> Outcome | None:
         worker.task = None
         return _failure(task.id, _death(worker.process.exitcode))
     worker.task = None
-    task_id, error, trace = message
-    if error is not None:
-        logger.debug("variant %s failed in its worker process:\n%s", task_id, trace)
-        return _failure(task.id, error)
-    _mark_done(Path(task.output_dir), task)
-    return Outcome(task.id, None)
+    return _finished(task, *message[1:], where=" in its worker process")
 
 
 def _stop(workers: list[_Worker]) -> None:
     """Tell idle workers to stop; terminate any still running a task (Ctrl-C, an error in the driver)."""
     for worker in workers:
-        try:
-            if worker.task is None:
+        if worker.task is None:
+            with suppress(OSError):
                 worker.conn.send(None)
-        except OSError:
-            pass
     deadline = time.monotonic() + 10
     for worker in workers:
         if worker.task is not None:
@@ -490,8 +457,7 @@ def _ray_session(executor: Executor) -> Iterator[Any]:
 def _check_reachable(address: str, timeout: float = 5.0) -> None:
     """A cluster address `host:port` (or `ray://host:port`) must accept a connection within `timeout` seconds and
     answer as Ray (`_check_speaks_ray`): Ray itself retries an unreachable address for minutes, and one where
-    something else listens (an HTTP server such as the dashboard's port 8265, a silent service) for ever. "auto" and
-    addresses without a port are left to Ray."""
+    something else listens for ever. "auto" and addresses without a port are left to Ray."""
     import socket
     from urllib.parse import urlsplit
 
@@ -561,16 +527,13 @@ def _probe_answer(code: Any, details: str, timeout: float) -> str:
 def _local_env() -> dict[str, str]:
     """The driver's import path and the project's variables, for the workers of a Ray started here."""
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    import sys
-
     paths += [p for p in sys.path if p and os.path.isdir(p) and p not in paths]
     env = {k: v for k, v in os.environ.items() if k.startswith("RAGSTUDY_") or k in ("HF_HOME", "HF_HUB_OFFLINE")}
     return {**env, "PYTHONPATH": os.pathsep.join(paths)}
 
 
 def pack(path: Path) -> dict[str, bytes]:
-    """The files of a folder (relative POSIX path -> bytes; symlinks followed, empty folders left out), or of one
-    file (its name -> bytes)."""
+    """The files of a folder (relative POSIX path -> bytes; symlinks followed), or of one file (its name -> bytes)."""
     path = Path(path)
     if path.is_file():
         return {path.name: path.read_bytes()}
@@ -692,8 +655,7 @@ RAY_RETRIES = 2  # a task whose worker or node died (a node lost from the cluste
 
 def _run_ray(tasks: Sequence[Task], executor: Executor) -> Iterator[Outcome]:
     """Ray tasks, one CPU each. A task whose worker process or node dies is run again by Ray (RAY_RETRIES times, on
-    any node: its files come back to the driver whichever ran it); a task that raises is not (a failure is reported
-    like any other). Inputs shared by several tasks are put in the object store once."""
+    any node); a task that raises is not. Inputs shared by several tasks are put in the object store once."""
     with _ray_session(executor) as ray:
         remote = ray.remote(num_cpus=1, max_retries=RAY_RETRIES, retry_exceptions=False)(_ray_task)
         refs: dict[tuple, tuple[str, Any]] = {}

@@ -1,14 +1,6 @@
 """The record types of the study's files and the strict CSV reader, at the bottom of the core: the modules that
 match evidence, rank and score (ragstudy.scoring.evidence, ragstudy.lexical, ragstudy.scoring.budget_metrics) and
-ragstudy.results, which names and writes the files, all read them from here.
-
-- `read_strict_csv` / `read_text_csv`: a UTF-8 CSV read strictly (a row with more or fewer fields than the header
-  is an error naming the file and line, never an index guess; `,`, `;` and tab separators are detected from the
-  header).
-- `Source`, `DatasetRow`: one answered question of a Dataset file and where its contexts came from.
-- `AnsweringModel`: the model that wrote a run's answers (served or in-process), as config.json records it.
-- `RetrievedParent`: one ranked parent of one question (a row of `retrieval_<strategy>.csv`).
-"""
+ragstudy.results, which names and writes the files, all read them from here."""
 
 from __future__ import annotations
 
@@ -16,6 +8,7 @@ import csv
 import io
 import json
 import logging
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -55,23 +48,17 @@ CSV_ENCODING_ADVICE = ("a file saved by Excel as Windows-1252? Save it as 'CSV U
 
 
 def read_csv_text(path: Path) -> str:
-    """The text of a user's CSV (UTF-8, or UTF-16/32 with a BOM: ragstudy.io.decode_user_text); bytes in another
-    encoding name the file, line and byte, and how to convert it."""
+    """The text of a user's CSV (ragstudy.io.decode_user_text), or an error that says how to convert it."""
     return read_user_text(path, CSV_ENCODING_ADVICE, "CSV file")
 
 
 def _delimiter(header: str, path: Path) -> str:
     """The separator used by the header line: the one of `,` `;` tab it contains (outside quotes)."""
-    unquoted, quoted = [], False
-    for char in header:
-        if char == '"':
-            quoted = not quoted
-        elif not quoted:
-            unquoted.append(char)
+    unquoted = re.sub(r'"[^"]*(?:"|$)', "", header)  # a quoted span (to the next quote, or the end) is one cell
     found = [d for d in _DELIMITERS if d in unquoted]
     if len(found) > 1:
-        raise StudyInputError(f"{path} line 1: the header mixes separators ({', '.join(_DELIMITER_NAMES[d] for d in found)}); "
-                              "use one (comma, semicolon or tab)")
+        raise StudyInputError(f"{path} line 1: the header mixes separators "
+                              f"({', '.join(_DELIMITER_NAMES[d] for d in found)}); use one (comma, semicolon or tab)")
     if found and found[0] != ",":
         logger.info("%s: read as %s-separated (from its header)", path, _DELIMITER_NAMES[found[0]])
     return found[0] if found else ","
@@ -79,8 +66,7 @@ def _delimiter(header: str, path: Path) -> str:
 
 @dataclass(frozen=True)
 class StrictCsv:
-    """A CSV read strictly: its header, its rows (each as many fields as the header) and the 1-based file line
-    each row starts on."""
+    """A CSV read strictly: its header, its rows (as many fields each) and the 1-based file line each starts on."""
 
     path: Path
     header: tuple[str, ...]
@@ -108,12 +94,8 @@ def _comma_hint(row: list[str], header: list[str], column: str, delimiter: str) 
 
 
 def read_strict_csv(path: str | Path, columns: Sequence[str], what: str) -> StrictCsv:
-    """A UTF-8 CSV with at least `columns`, strictly.
-
-    Errors name the file and line: missing file, not UTF-8, empty file, no such column, a row whose number of
-    fields differs from the header's (an unquoted separator inside a cell: the message shows that cell quoted),
-    a blank line between rows, repeated column names. Trailing blank lines are ignored.
-    """
+    """A UTF-8 CSV with at least `columns`, strictly: every error names the file and line (a row whose number of
+    fields differs from the header's shows the cell to quote); trailing blank lines are ignored."""
     path = Path(path)
     if not path.is_file():
         raise StudyInputError(f"{path}: file not found; expected {what}")
@@ -205,14 +187,9 @@ class DatasetRow:
 
 @dataclass(frozen=True)
 class AnsweringModel:
-    """The model that wrote a run's answers. config.json (`answering_model`) and each Dataset file's record in
-    run_identity.json keep it, and the signal sentence, the metrics summary and the report's Setup table read
-    it from there (ragstudy.llms.answering_model makes it).
-
-    `name` is the model's name for readers: the served model name (`--llm-server-model`, which every server's
-    GET /v1/models lists), or the in-process model's own (a wheel: model's title, else `--llm` as given). `label`
-    is its stable name for caches and run identities (models.model_label). `servers` holds each server URL with the
-    model names its /v1/models listed (none for an in-process model)."""
+    """The model that wrote a run's answers (ragstudy.llms.answering_model makes it), as config.json and each Dataset
+    file's record in run_identity.json keep it. `name`: for readers (the served model name, `--llm-server-model`, or
+    the in-process model's own); `label`: its stable name for caches and run identities (models.model_label)."""
 
     name: str
     label: str
@@ -220,14 +197,13 @@ class AnsweringModel:
     servers: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (URL, the names its GET /v1/models listed), in order
 
     def served_by(self) -> str:
-        """"served by http://h:1 (its GET /v1/models lists: m, n)" for each server; "" for an in-process model."""
+        """"served by http://h:1 (its GET /v1/models lists: m, n)"; "" for an in-process model."""
         if not self.servers:
             return ""
         return "served by " + "; ".join(
             f"{url} (its GET /v1/models lists: {', '.join(names)})" if names else url for url, names in self.servers)
 
     def describe(self) -> str:
-        """The model in a few words: its name, its label when it differs, and the servers that served it."""
         words = self.name + (f" ({self.label})" if self.label != self.name else "")
         return f"{words}, {self.served_by()}" if self.servers else words
 
@@ -265,9 +241,7 @@ class RetrievedParent:
     contents: str
 
     def to_dict(self) -> dict[str, Any]:
-        row = asdict(self)
-        row["in_k"] = int(self.in_k)
-        return row
+        return {**asdict(self), "in_k": int(self.in_k)}
 
     @classmethod
     def from_dict(cls, row: dict[str, Any]) -> "RetrievedParent":
@@ -303,14 +277,12 @@ class Variant:
     def params_json(self) -> str:
         return json.dumps(dict(self.params), sort_keys=True, ensure_ascii=False)
 
-    def to_row(self) -> dict[str, str]:
-        """Its row of variants.csv."""
+    def to_row(self) -> dict[str, str]:  # its row of variants.csv
         return {"id": self.id, "strategy": self.strategy, "params": self.params_json(), **dict(self.values)}
 
     @classmethod
     def from_row(cls, row: dict[str, Any], where: str) -> "Variant":
-        """Inverse of to_row (every column but id, strategy and params is an axis); a StudyInputError naming `where`
-        (file and row) when a cell is missing or malformed."""
+        """Inverse of to_row (every other column is an axis); a StudyInputError naming `where` for a bad cell."""
         missing = [key for key in VARIANT_KEYS if key not in row or row[key] is None]
         if missing:
             raise StudyInputError(f"{where}: no {', '.join(missing)}; re-run `ragstudy retrieve` into a fresh "

@@ -1,11 +1,7 @@
 """A results folder never mixes configurations: each file a run writes is recorded, in `run_identity.json` beside
 it, with the identity of the configuration that wrote it; a run refuses to write beside another configuration's
-files, scoring refuses to compare them (unless asked), and hand-edited retrieval files are checked.
-
-The run identity is what makes two strategies' files comparable: the retriever, the embedding model (id with its
-backend variant) and backend, the questions (sha256 of their texts), the budget unit and the largest budget ranked
-for (retrieval-only runs), the LLM and prompt (answer runs). The strategy identity (its name and parameters) is
-recorded beside it for each file. Folders written before this file existed are named as unrecorded, not refused.
+files, scoring refuses to compare them (unless asked), and hand-edited retrieval files are checked. What the identity
+holds, and each refusal: docs/troubleshooting.md, "Results folders".
 """
 
 from __future__ import annotations
@@ -68,11 +64,9 @@ def code_hash() -> str:
 
 def variant_key(config: Any, questions: Sequence[str], facts: dict[str, Any], variant: dict[str, Any], code: str
                 ) -> str:
-    """sha256 of what determines one variant's files: its settings as config.json records them, but those that
-    never change results (config.result_settings: threads, workers, Ray, timeouts), its run identity (the questions'
-    sha256 among them), the documents' sha256 (`facts`, pipeline.run_facts), the variant's row and the code
-    (code_hash). A finished variant's done marker carries it (ragstudy.grid.executors): a re-run under another key
-    computes the variant again, from its content-keyed caches."""
+    """sha256 of what determines one variant's files, which its done marker carries (ragstudy.grid.executors): its
+    settings but those that never change results (config.result_settings), its run identity, the documents' sha256
+    (`facts`, pipeline.run_facts), the variant's row and the code (code_hash)."""
     from ragstudy.config import result_settings
 
     return sha256_text(stable_json({"settings": result_settings(config), "identity": run_identity(config, questions),
@@ -115,9 +109,8 @@ def read_identities(folder: str | Path) -> dict[str, dict[str, Any]]:
 
 
 def rehash(files: dict[str, bytes]) -> dict[str, bytes]:
-    """A folder's files (name -> bytes) with the sha256 its run_identity.json records for each file made from the
-    bytes given: after a Ray worker's paths were replaced by the driver's in the files' text (executors.translate),
-    the record matches the files as they land, as an in-process run's does."""
+    """A folder's files (name -> bytes) with the sha256 its run_identity.json records for each file made again from
+    the bytes given: the files of a Ray worker, after executors.translate, as they land."""
     if IDENTITY_FILE not in files:
         return files
     data = json.loads(files[IDENTITY_FILE])
@@ -128,10 +121,9 @@ def rehash(files: dict[str, bytes]) -> dict[str, bytes]:
 
 
 def check_output_folder(folder: str | Path, config: Any, questions: Sequence[str]) -> None:
-    """Before a run writes into `folder`: a StudyInputError naming the files another configuration wrote there,
-    both those this run would leave beside its own (strategies it does not run: they would be compared as one run)
-    and those it would replace (the same strategies: the earlier results would be lost). The same configuration
-    (run and strategy parameters) may write again: that is how an interrupted run resumes into its own folder."""
+    """Before a run writes into `folder`: a StudyInputError naming the files another configuration wrote there, those
+    this run would leave beside its own and those it would replace. The same configuration (run and strategy
+    parameters) may write again: that is how an interrupted run resumes into its own folder."""
     if config.chunks_only:
         return
     mine = identity_key(run_identity(config, questions))
@@ -169,9 +161,8 @@ def _same_params(entry: dict[str, Any], config: Any, strategy: str) -> bool:
 def record(folder: str | Path, config: Any, questions: Sequence[str], strategy: str, paths: Iterable[str | Path],
            answering_model: dict[str, Any] | None = None) -> None:
     """Record that this run's configuration wrote `paths` (files of `strategy`) in `folder`; for answer files,
-    `answering_model` is the model that wrote them (records.AnsweringModel.to_record, as config.json keeps it: the
-    served name and each server's /v1/models list), kept beside the run identity, not in it, so that the same model
-    served from another URL resumes the run."""
+    `answering_model` (records.AnsweringModel.to_record), kept beside the run identity, not in it, so that the same
+    model served from another URL resumes the run."""
     if config.chunks_only:
         return
     folder = Path(folder)
@@ -187,10 +178,9 @@ def record(folder: str | Path, config: Any, questions: Sequence[str], strategy: 
 
 def check_compared(folder: str | Path, strategies: Sequence[str], file_of, allow: bool = False,
                    unshared: Collection[str] = ()) -> list[str]:
-    """Before scoring `strategies` of `folder` together (`file_of(strategy)` is the file compared, in `folder` or in
-    its variant's folder; each file's identity is read beside it, but its `unshared` fields): DataError
-    when their files were written by different configurations, unless `allow` (then a warning). Returns notes
-    for the report: the configuration compared, or one per strategy when they differ, and the unrecorded files."""
+    """Before scoring `strategies` together (`file_of(strategy)`: the file compared, its identity read beside it, but
+    its `unshared` fields): a StudyInputError when different configurations wrote them, unless `allow` (a warning).
+    Returns notes for the report: the configuration compared (or each one), and the unrecorded files."""
     parents = {Path(file_of(s)).parent for s in strategies}  # `folder`, or each variant's folder of a group
     identities = {parent: read_identities(parent) for parent in parents}
     recorded = any(identities.values())
@@ -227,10 +217,9 @@ def check_compared(folder: str | Path, strategies: Sequence[str], file_of, allow
 
 def check_config(folder: str | Path, run_config: Any = None) -> None:
     """Before a folder is scored or reported: a StudyInputError naming both files when its config.json (what the
-    scripts and the report read: the retriever in the headline, k, the budgets) disagrees with the configuration
-    run_identity.json recorded for the files there (e.g. `retriever: bm25` written by hand over dense rankings).
-    A folder without run_identity.json, or a key config.json lacks, is not checked; nor is a folder whose files
-    were written by several configurations (check_compared refuses those, or compares them when asked)."""
+    scripts and the report read) disagrees with the configuration run_identity.json recorded for the files there.
+    Not checked: a folder without run_identity.json or of several configurations (check_compared's), a key
+    config.json lacks."""
     folder = Path(folder)
     recorded = {name: entry for name, entry in read_identities(folder).items() if (folder / name).is_file()}
     if len({identity_key(entry["run"]) for entry in recorded.values()}) != 1:

@@ -2,15 +2,8 @@
 
     ragstudy sweep sweeps/hope_eight.yaml --output-dir results-sweep
 
-A sweep file (YAML; docs/retrieval.md#sweeps) has `configs:` (each `{id, strategy, params}` and optionally one
-value per axis of the grid, ragstudy.grid.axes: `retriever:`, `text_layer:`, `embedding:`, ...) and/or `grid:` (each
-`{strategy, params: {name: [values]}}` and optionally a list per axis: the product of every listed value), and
-optionally `evidence:` (relative to the file) and `budgets:`. It is a grid like any run's (ragstudy.grid.variants: an
-axis an entry does not set takes the run's list): every variant writes its complete retrieval run into
-`<output-dir>/variants/<id>/`, and the sweep writes `sweep_summary.csv` (one row per variant: chunk statistics,
-indexing time and cost, one column per axis, the metrics at each budget as `hit@500`, ..., `hit@k`) and
-`sweep_best.csv` (the best configuration per metric and budget), like AutoRAG's summary.csv per node; `ragstudy
-sweep` prints the table and draws `sweep_hit_rate.{html,png,pdf}`. Scores come from ragstudy.scoring.budget_eval.
+A sweep file's entries go through the run's grid (ragstudy.grid.variants), one variant each; its keys and the tables
+it writes (sweep_summary.csv, sweep_best.csv) are in docs/retrieval.md#sweeps. Scores: ragstudy.scoring.budget_eval.
 """
 
 from __future__ import annotations
@@ -42,8 +35,7 @@ def sweep_metrics() -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class SweepConfig:
-    """One configuration of a sweep file; ragstudy.grid.variants.expand turns it into the run's variants (an axis it
-    does not set takes the run's list: --retriever, --text-layer, --embedding, ...)."""
+    """One configuration of a sweep file; ragstudy.grid.variants.expand turns it into the run's variants."""
 
     id: str | None  # the entry's `id:`; None: derived from its values (ragstudy.grid.variants.derived_id)
     strategy: str
@@ -101,12 +93,8 @@ def load_sweep(path: str | Path) -> SweepFile:
     if cased:
         raise StudyInputError(f"{path}: configuration ids {cased} differ only in case, and name one folder on macOS "
                               "and Windows; give each entry an id of its own")
-    budgets = data.get("budgets")
-    if budgets is not None:
-        budgets = validate_budgets(budgets, f"{path}: budgets")
-    evidence_path = Path(data["evidence"]) if data.get("evidence") else None
-    if evidence_path is not None and not evidence_path.is_absolute():
-        evidence_path = path.parent / evidence_path  # relative to the sweep file
+    budgets = validate_budgets(data["budgets"], f"{path}: budgets") if data.get("budgets") is not None else None
+    evidence_path = path.parent / data["evidence"] if data.get("evidence") else None  # an absolute one stays as it is
     return SweepFile(path, tuple(configs), evidence_path, budgets)
 
 
@@ -133,8 +121,7 @@ def _config_entry(entry: Any, where: str) -> SweepConfig:
 
 
 def _grid_entry(entry: Any, where: str) -> list[SweepConfig]:
-    """One `grid:` entry: the product of its axes' values (a list is a grid axis like a parameter) and of its
-    parameters' values."""
+    """One `grid:` entry: the product of its axes' values (a list is a grid axis) and of its parameters' values."""
     _entry_keys(entry, where, ("strategy", "params"), "and `params:` {name: [values]}")
     grid = _params(entry, where, "params: {chunk_size: [256, 512]}")
     names = sorted(grid)

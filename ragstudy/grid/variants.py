@@ -1,12 +1,8 @@
 """One run, many variants: the strategies (and their parameters) times the axes of ragstudy.grid.axes are one grid.
 
-`expand(config, sweep)` turns the run's lists (`--strategies` and each axis's setting, or a sweep file's entries,
-ragstudy.grid.sweep.load_sweep) into one list of `records.Variant`s with stable, readable ids (`paragraph__bm25`,
-`fixed-size__dense__clean__multilingual-e5-small`; a sweep entry's `id:` wins). An axis a variant does not depend
-on is "n/a" and its variants collapse (bm25 with a chunker that embeds nothing needs no embedder; paragraph reads
-no text layer). Each variant is a complete retrieval run in `<out>/variants/<id>/` (ragstudy.ranking.run_variant);
-`<out>/variants.csv` lists them (results.Run.variants reads it back). `groups` puts the variants that differ only
-in strategy together: the verdict compares strategies inside each group and is checked across the groups.
+`expand` turns the run's lists (or a sweep file's entries) into `records.Variant`s with stable, readable ids, an axis
+a variant does not depend on being n/a; `groups` puts the variants that differ only in strategy together: the verdict
+compares strategies inside each group (docs/retrieval.md, "One run, many variants").
 """
 
 from __future__ import annotations
@@ -28,8 +24,7 @@ from ragstudy.io import sha256_text
 
 @dataclass(frozen=True)
 class Entry:
-    """One line of the grid before expansion: a strategy with its parameter overrides and, per axis, the values to
-    run it with (the run's list where the entry names none)."""
+    """One line of the grid before expansion: a strategy, its parameter overrides and each axis's values."""
 
     strategy: str
     params: Mapping[str, Any] = field(default_factory=dict)
@@ -38,8 +33,7 @@ class Entry:
 
 
 def derived_id(variant: Variant) -> str:
-    """`strategy[_param-value...]__<each axis's value>` (n/a axes left out, each axis in its short form),
-    filesystem-safe."""
+    """`strategy[_param-value...]__<each axis's value in its short form>` (n/a axes left out), filesystem-safe."""
     head = "_".join([variant.strategy, *(f"{key}-{value}" for key, value in variant.params)])
     return "__".join([axes.safe(head), *(axes.safe(axes.shown(name, value)) for name, value in variant.values
                                          if value != NOT_APPLICABLE)])
@@ -51,8 +45,7 @@ def run_axes(config: Any) -> dict[str, tuple[str, ...]]:
 
 
 def entries_of(config: Any, sweep: Any = None) -> list[Entry]:
-    """The grid's entries: one per configured strategy, or one per configuration of a sweep file (its axes where it
-    sets them, the run's lists otherwise)."""
+    """The grid's entries: one per configured strategy, or per sweep configuration (its axes over the run's lists)."""
     lists = run_axes(config)
     if sweep is None:
         return [Entry(strategy, {}, lists) for strategy in config.strategies]
@@ -161,8 +154,7 @@ class Group:
         return retrieval_path(self.members[name], self.strategy_of(name))
 
     def parts(self, leave: str = "") -> list[str]:
-        """The values of the axes that tell the run's groups apart (n/a and the axis `leave` left out), each in its
-        short form."""
+        """The short values of the axes that tell the run's groups apart (n/a and the axis `leave` left out)."""
         return [axes.shown(axis, v) for axis, v in self.context.items()
                 if v != NOT_APPLICABLE and axis in self.shown and axis != leave]
 
@@ -214,8 +206,7 @@ def _group_keys(variants: Sequence[Variant], names: Sequence[str]) -> dict[tuple
 
 
 def groups(variants: Sequence[Variant], folder_of: Mapping[str, Path]) -> list[Group]:
-    """The groups of `variants` (folder_of: variant id -> its folder); groups with the same members are one. Order:
-    the first variant's group first."""
+    """The groups of `variants` (folder_of: variant id -> its folder), the first variant's first; same members: one."""
     names = _axes_of(variants)
     merged: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
     for key, members in _group_keys(variants, names).items():
@@ -227,12 +218,9 @@ def groups(variants: Sequence[Variant], folder_of: Mapping[str, Path]) -> list[G
                    for n, axis in enumerate(names)}
         context = {axis: value if any(m.value(axis) != NOT_APPLICABLE for m in members) else NOT_APPLICABLE
                    for axis, value in context.items()}
-        strategies = [m.strategy for m in members]
-        if len(set(strategies)) < len(strategies):  # a parameter sweep: one strategy under several settings
-            out.append(Group(context, {m.id: folder_of[m.id] for m in members}, tuple(members),
-                             strategies={m.id: m.strategy for m in members}))
-        else:
-            out.append(Group(context, {m.strategy: folder_of[m.id] for m in members}, tuple(members)))
+        swept = len({m.strategy for m in members}) < len(members)  # a sweep: one strategy under several settings
+        out.append(Group(context, {m.id if swept else m.strategy: folder_of[m.id] for m in members}, tuple(members),
+                         strategies={m.id: m.strategy for m in members} if swept else {}))
     shown = tuple(axis for axis in names if len({g.context[axis] for g in out} - {NOT_APPLICABLE}) > 1)
     return [replace(g, shown=shown) for g in out]
 
@@ -248,8 +236,7 @@ def scores_folder(out_dir: str | Path, group: Group, groups_count: int) -> Path:
 
 def run_groups(run: Any) -> list[Group]:
     """The groups of a results folder (a results.Run): its grid's (variants.csv), or, for a folder without one (one
-    variant's folder, or a folder of rankings written by hand or by an earlier version with one retriever and one
-    text layer), one group of the strategies ranked in it, with the settings its config.json records."""
+    variant's, or one written by hand), one group of the strategies ranked in it, as its config.json records them."""
     grid = run.variants()
     if grid:
         return groups(grid, run.variant_folders())
