@@ -1,19 +1,8 @@
 """The budget metrics: every score of one packed context, declared once, with the function that computes it.
 
-A context budget fills each question's context with the top-ranked parents (ragstudy.scoring.budgets.pack_all); each
-metric registered here scores one such context, once, from a `ContextCase` (the context's texts, its parents placed
-on the strategy's normalised source text, the question's located evidence and its oracle answer's terms). The
-budget loop (ragstudy.scoring.budget_eval.evaluate_strategy) packs every question once and asks every registered metric;
-retrieval_per_question.csv, retrieval_summary.csv / retrieval_paired.csv, the sweep's `<metric>@<budget>` columns,
-the verdict's choices, retrieval_eval.py's tables and the report all read their metrics, columns, titles and
-directions from `metrics()` (Postprocessing.metric_catalogue lists them beside the answer metrics).
-
-    @register_budget_metric("hit", needs="evidence", title="Hit rate: ...", ...)
-    def hit(case: ContextCase) -> float: ...
-
-A metric that `needs` evidence is NaN for a question without evidence (unanswerable, or evidence in a PDF the run
-did not index); one that needs the oracle is NaN where the oracle answer is the unanswerable phrase or has no
-content term. Definitions, directions, and which hit answers the paper's coherent-context claim: docs/metrics.md.
+Each registered metric scores one context (ragstudy.scoring.budgets.pack_all) from a `ContextCase`, and every table,
+sweep column, verdict choice and report reads metrics, columns, titles and directions from `metrics()`. Definitions,
+what each needs (NaN without it), hit vs contiguous hit, and how to add one: docs/metrics.md.
 """
 
 from __future__ import annotations

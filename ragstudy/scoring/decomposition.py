@@ -1,20 +1,10 @@
 """Cleaning measured apart from segmentation: paragraph minus fixed-size, split in two at every budget.
 
-The paragraph strategy reads a cleaned text (no running heads, page numbers or TOC pages, sentences joined across
-page breaks, hyphenation undone) while the baselines chunk the raw text layer, so its lead over fixed-size mixes two
-effects. With fixed-size also run on the clean text layer (`text_layer: clean`), on the same questions, the lead
-
     paragraph − fixed-size(raw)  =  [fixed-size(clean) − fixed-size(raw)]  +  [paragraph − fixed-size(clean)]
            total                              cleaning                               segmentation
 
-splits exactly into what the cleaning gives a naive chunker and what layout-aware segmentation adds on top of the
-same cleaning. Each part is a paired difference over the same questions with its paired bootstrap CI
-(ragstudy.scoring.stats.compare_paired, as the verdict's differences).
-
-Where the runs are: a retrieval-only run with `--text-layer raw,clean` has the text layer as one axis of its grid
-(ragstudy.grid.variants); the decomposition is a group-by over it: each pair of groups of variants that differ only in
-the text layer (Postprocessing/retrieval_eval.py text_layer_pairs). The paragraph strategy does not read the text
-layer: its one variant belongs to both groups.
+Each part is a paired difference over the same questions with its paired bootstrap CI. Why, how to read it and
+where the runs come from: docs/text-layer.md ("The decomposition").
 """
 
 from __future__ import annotations

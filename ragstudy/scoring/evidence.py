@@ -1,24 +1,8 @@
 """Evidence: the evidence files, the text normalisation evidence is matched under, locating evidence in a
 strategy's source text, and the character-span metrics of a context against it.
 
-Evidence files: `sample/evidence.json` (ragstudy.scoring.groundtruth's format: one record per Questions.csv row, with
-offsets on the ground-truth text) or a hand-written CSV (question_index, evidence (verbatim text), optional pdf;
-several rows per question allowed). Every reader here raises EvidenceError (a StudyInputError) naming the file and
-row.
-
-Matching: texts are compared after `normalize_for_match`: Unicode NFKC, then the shared QA set's rules (NFKD with
-combining marks dropped, case folded, only letters and digits kept), so line breaks, whitespace, line-break
-hyphenation ("configura-\\nzione"), ligatures, quotes and table-cell separators do not matter. Each evidence text
-is located in the strategy's normalised source text (the text its chunks' `start_end_idx` point into), whole, or
-else in pieces (evidence that crosses a page break has a running footer between its two parts in the text layer);
-a retrieved parent covers the normalised characters of its span.
-
-The character-span metrics follow chunking_evaluation (Chroma research, "Evaluating chunking strategies for
-retrieval"): with R the retrieved chunks and E the evidence spans of a question, both on one text,
-
-- recall    = |E ∩ R| / |E|
-- precision = |E ∩ R| / Σ len(r)            (every retrieved chunk's length counts, as the LLM reads it all)
-- IoU       = |E ∩ R| / (Σ len(r) + |E \\ R|)
+Every reader here raises EvidenceError (a StudyInputError) naming the file and row. The file formats and how
+evidence is matched and placed: docs/retrieval.md ("Evidence"); the span metrics' definitions: docs/metrics.md.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
-"""The verdict checked across groups of variants: a retrieval-only run ranked several ways (today `--retriever
-dense,bm25,hybrid`; any group label works, e.g. "dense · e5-small") has one verdict per group
-(ragstudy.scoring.verdict.Verdict, each read from its own folder's retrieval_verdict.csv); `CrossVerdict` sets them side
-by side and says in words what changes with the axis (`axis`: "retriever", "embedder", "setting", ...). What
-matters is said first and apart: whether the best strategy (or a tie) changes (`best_sentence`); then, compactly,
-which of the reference's differences reach significance under which group (`significance_sentence`), the
-differences themselves grouped by outcome (`sentences`, for the details). Nothing is re-estimated: every number is
-one a Verdict already holds.
-
-Written as retrieval_verdict_across.csv (`to_frame`, ragstudy.results.RETRIEVAL_VERDICT_ACROSS) and as a
-section of the parent folder's retrieval_summary.md; the report shows `headline` under the main group's sentence,
-each group's matrix (Verdict.matrix), and `sentences` and `per_group_lines` behind its details toggle.
+"""The verdict checked across groups of variants (retrievers, embedders, text layers, ...): `CrossVerdict` sets the
+groups' verdicts (ragstudy.scoring.verdict.Verdict, each from its own folder's retrieval_verdict.csv) side by side and
+says in words what changes with the axis, the best strategy first (`best_sentence`), then which of the reference's
+differences reach significance (`significance_sentence`, `sentences`). Nothing is re-estimated. What it writes and
+where the report shows it: docs/retrieval.md (the groups of a run).
 """
 
 from __future__ import annotations
