@@ -70,7 +70,8 @@ class StrategyEvaluation:
         contexts are smaller than the budget, so the strategies are not compared at equal budgets there."""
         if not self.ran_out:
             return None
-        counts = ", ".join(f"{n} of {self.ranked_questions} questions at {b} {self.unit}" for b, n in self.ran_out.items())
+        counts = ", ".join(f"{n} of {self.ranked_questions} questions at {b} {self.unit}"
+                           for b, n in self.ran_out.items())
         return (f"{self.strategy}: the retriever's ranking ended before filling the budget ({counts}) although the "
                 "strategy's text could fill it; those contexts are smaller than the budget, so the comparison is "
                 "not at equal budgets there (a retriever must rank parents until the largest budget is overfilled)")

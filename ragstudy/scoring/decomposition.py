@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from ragstudy.scoring import budget_metrics
-from ragstudy.scoring.verdict import UNIT_WORDS
+from ragstudy.scoring.verdict import budget_label, budget_words, estimate
 
 SEGMENTED, BASELINE = "paragraph", "fixed-size"  # the study's question: layout-aware paragraphs against naive chunks
 PARTS = ("total", "cleaning", "segmentation")
@@ -22,8 +22,8 @@ PART_WORDS = {"total": "paragraph − fixed-size (raw)", "cleaning": "cleaning: 
 
 
 INTRO = ("Paragraph minus fixed-size on the raw text layer = cleaning (fixed-size on the clean text layer minus "
-         "fixed-size on the raw one) + segmentation (paragraph minus fixed-size on the clean text layer), over the same "
-         "questions; each part with its paired bootstrap CI.")
+         "fixed-size on the raw one) + segmentation (paragraph minus fixed-size on the clean text layer), over the "
+         "same questions; each part with its paired bootstrap CI.")
 
 
 @dataclass(frozen=True)
@@ -81,19 +81,8 @@ def to_frame(parts: Sequence[Part]):
     return pd.DataFrame([asdict(p) for p in parts], columns=list(RETRIEVAL_DECOMPOSITION.columns))
 
 
-def _estimate(mean: float, low: float, high: float) -> str:
-    """"+0.133 [0.022, 0.244]", minus signs typeset, as the verdict writes differences."""
-    return f"{mean:+.3f} [{low:.3f}, {high:.3f}]".replace("-", "−")
-
-
 def _effect(low: float, high: float) -> str:
     return "it helps" if low > 0 else "it hurts" if high < 0 else "no clear effect, the CI spans 0"
-
-
-def _budget_words(label: str, unit: str) -> str:
-    if not str(label).isdigit():
-        return "each strategy's own k"
-    return f"{int(label):,} {UNIT_WORDS.get(unit, unit)}"
 
 
 def sentences(frame, unit: str = "chars", metric_words: str | None = None) -> list[str]:
@@ -113,13 +102,13 @@ def sentences(frame, unit: str = "chars", metric_words: str | None = None) -> li
         caveat = "" if str(label).isdigit() else "; contexts of different sizes, not an equal budget"
         share = (f" Cleaning accounts for {cleaning.mean_diff / total.mean_diff:.0%} of the difference."
                  if clear and same_way else "")
+        shown = {r.part: estimate(r.mean_diff, r.ci_low, r.ci_high, signed=True)
+                 for r in (total, cleaning, segmentation)}
         lines.append(
-            f"At {_budget_words(label, unit)} (n = {total.n} questions{caveat}): paragraph − fixed-size on the raw text "
-            f"layer is {_estimate(total.mean_diff, total.ci_low, total.ci_high)} in {metric_words}. Cleaning alone "
-            f"(fixed-size clean − raw) gives {_estimate(cleaning.mean_diff, cleaning.ci_low, cleaning.ci_high)} "
-            f"({_effect(cleaning.ci_low, cleaning.ci_high)}); segmenting into paragraphs on the same cleaning "
-            f"(paragraph − fixed-size clean) gives "
-            f"{_estimate(segmentation.mean_diff, segmentation.ci_low, segmentation.ci_high)} "
+            f"At {budget_words(label, unit)} (n = {total.n} questions{caveat}): paragraph − fixed-size on the raw text "
+            f"layer is {shown['total']} in {metric_words}. Cleaning alone (fixed-size clean − raw) gives "
+            f"{shown['cleaning']} ({_effect(cleaning.ci_low, cleaning.ci_high)}); segmenting into paragraphs on the "
+            f"same cleaning (paragraph − fixed-size clean) gives {shown['segmentation']} "
             f"({_effect(segmentation.ci_low, segmentation.ci_high)}).{share}")
     return lines
 
@@ -133,9 +122,8 @@ def table_rows(frame, unit: str) -> list[list[str]]:
     """One row per budget of one metric's rows: the budget, then each part's difference [CI]."""
     rows = []
     for label, part in frame.groupby("budget", sort=False):
-        cells = {r.part: _estimate(r.mean_diff, r.ci_low, r.ci_high) for r in part.itertuples()}
-        shown = f"{int(label):,} {unit}" if str(label).isdigit() else "own k"
-        rows.append([shown, *(cells.get(p, "–") for p in PARTS)])
+        cells = {r.part: estimate(r.mean_diff, r.ci_low, r.ci_high, signed=True) for r in part.itertuples()}
+        rows.append([budget_label(label, unit), *(cells.get(p, "–") for p in PARTS)])
     return rows
 
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragstudy.scoring.verdict import BudgetVerdict, Verdict, VerdictDifference, _joined
+from ragstudy.scoring.verdict import BudgetVerdict, Verdict, VerdictDifference, _joined, budget_words
 
 
 def _outcome(d: VerdictDifference | None) -> str:
@@ -160,7 +160,7 @@ class CrossVerdict:
         """In words what changes with the axis at `budget` (None when nothing does): the best strategy first, then
         the reference's differences whose significance changes, those with the same outcomes named together."""
         first = self.first
-        words = first.budget_words(budget)
+        words = budget_words(budget, first.unit)
         parts = []
         best = self.best_changes(budget)
         if best:
@@ -182,9 +182,6 @@ class CrossVerdict:
         """One sentence per budget where the conclusion changes with the axis (the details)."""
         return [s for s in (self.budget_sentence(b) for b in self.budgets()) if s]
 
-    def _where(self, budgets: Sequence[str]) -> str:
-        return self.first.budgets_words(budgets)
-
     def best_sentence(self) -> str:
         """Whether the best strategy (or a tie) changes with the axis, and where: what matters, said first."""
         names, axis = self.labels, self.axis
@@ -195,7 +192,7 @@ class CrossVerdict:
         if not changed:
             return lead + (f"the best strategy is the same under every {axis} at every budget "
                            f"({self.first.winners()}).")
-        split = "; ".join(f"at {self.first.budget_words(b)} "
+        split = "; ".join(f"at {budget_words(b, self.first.unit)} "
                           + ", ".join(f"{_named(best)} {_under(under)}" for best, under in self.best_changes(b).items())
                           for b in changed)
         same = " and is the same at the other budgets" if len(changed) < len(self.budgets()) else ""
@@ -219,7 +216,8 @@ class CrossVerdict:
         disagree = sum(len(self.difference_changes(b)) for b in changed)
         tally = _joined([f"{k} of {n} under {label}" for k, n, label in counts])
         return (f"Which of {r}'s differences reach significance (Holm p < {self.first.alpha:g} with a CI that "
-                f"excludes 0) depends on the {axis}: {tally}; they disagree on {disagree}, at {self._where(changed)}.")
+                f"excludes 0) depends on the {axis}: {tally}; they disagree on {disagree}, at "
+                f"{self.first.budgets_words(changed)}.")
 
     def headline(self) -> str:
         """Under how many groups the verdict was checked and what holds: whether the best strategy (or a tie)
