@@ -88,14 +88,11 @@ class StrategyEvaluation:
 
 def _reading_order(chunk_rows: Sequence[Mapping]) -> dict[str, int]:
     """doc_id -> position of the parent among its source's parents in reading order (start, then end)."""
-    order: dict[str, int] = {}
     by_path: dict[str, list[Mapping]] = {}
     for row in chunk_rows:
         by_path.setdefault(row["path"], []).append(row)
-    for rows in by_path.values():
-        for position, row in enumerate(sorted(rows, key=lambda r: tuple(r["start_end_idx"]))):
-            order[row["doc_id"]] = position
-    return order
+    return {row["doc_id"]: position for rows in by_path.values()
+            for position, row in enumerate(sorted(rows, key=lambda r: tuple(r["start_end_idx"])))}
 
 
 def evaluate_strategy(results_dir: Path, strategy: str, evidence: Mapping, budgets: Sequence[int],
@@ -252,10 +249,9 @@ def summarize(frame, display: Mapping[str, str], n_resamples: int, seed: int, co
     records = []
     for (strategy, budget), part in frame.groupby(["strategy", "budget"], sort=False):
         for metric in budget_metrics.metrics():
-            column = metric.column
-            if column not in part:
+            if metric.column not in part:
                 continue
-            values = part[column].dropna().astype(float).to_numpy()  # evidence or oracle missing: not scored
+            values = part[metric.column].dropna().astype(float).to_numpy()  # evidence or oracle missing: not scored
             if not len(values):
                 continue
             mean, low, high = bootstrap_ci(values, n_resamples, seed, confidence)

@@ -119,13 +119,16 @@ SPAN_METRICS = ("span_recall", "span_precision", "span_iou")
 CONTEXT_CHARS = "context_chars"
 
 
-@register_budget_metric(HIT, needs="evidence", higher_is_better=True, words="hit rate",
-                        title="Hit rate: the whole evidence inside the context",
-                        description="1 when every character of the question's evidence is inside the packed "
-                                    "context, in any of its parents and in any order (pieces split across "
-                                    "parents count)")
-def hit(case: ContextCase) -> float:
-    return case.scores.hit
+def _span_score(field_name: str) -> Callable[[ContextCase], float]:
+    """The metric that reads one of the context's character-span scores (`ContextCase.scores`, computed once)."""
+    return lambda case: getattr(case.scores, field_name)
+
+
+register_budget_metric(HIT, needs="evidence", higher_is_better=True, words="hit rate",
+                       title="Hit rate: the whole evidence inside the context",
+                       description="1 when every character of the question's evidence is inside the packed "
+                                   "context, in any of its parents and in any order (pieces split across "
+                                   "parents count)")(_span_score("hit"))
 
 
 def contiguous_hit(evidence: LocatedEvidence, parents: Sequence[ContextParent]) -> float:
@@ -160,32 +163,23 @@ def hit_contiguous(case: ContextCase) -> float:
     return contiguous_hit(case.evidence, case.parents)
 
 
-@register_budget_metric(SPAN_METRICS[0], needs="evidence", higher_is_better=True, words="span recall",
-                        title="Span recall: evidence characters in the context / evidence characters",
-                        description="evidence characters retrieved / evidence characters")
-def span_recall(case: ContextCase) -> float:
-    return case.scores.span_recall
+register_budget_metric(SPAN_METRICS[0], needs="evidence", higher_is_better=True, words="span recall",
+                       title="Span recall: evidence characters in the context / evidence characters",
+                       description="evidence characters retrieved / evidence characters")(_span_score("span_recall"))
 
+register_budget_metric(SPAN_METRICS[1], needs="evidence", higher_is_better=True, words="span precision",
+                       title="Span precision: evidence characters in the context / context characters",
+                       description="evidence characters retrieved / retrieved characters"
+                       )(_span_score("span_precision"))
 
-@register_budget_metric(SPAN_METRICS[1], needs="evidence", higher_is_better=True, words="span precision",
-                        title="Span precision: evidence characters in the context / context characters",
-                        description="evidence characters retrieved / retrieved characters")
-def span_precision(case: ContextCase) -> float:
-    return case.scores.span_precision
+register_budget_metric(SPAN_METRICS[2], needs="evidence", higher_is_better=True, words="span IoU", title="Span IoU",
+                       description="intersection over union of evidence and retrieved characters"
+                       )(_span_score("span_iou"))
 
-
-@register_budget_metric(SPAN_METRICS[2], needs="evidence", higher_is_better=True, words="span IoU", title="Span IoU",
-                        description="intersection over union of evidence and retrieved characters")
-def span_iou(case: ContextCase) -> float:
-    return case.scores.span_iou
-
-
-@register_budget_metric("mrr", column="reciprocal_rank", needs="evidence", higher_is_better=True, words="MRR",
-                        title="MRR: 1 / rank of the parent that completes the evidence",
-                        description="1 / rank of the parent that completes the evidence (0: never complete), "
-                                    "averaged over questions")
-def reciprocal_rank(case: ContextCase) -> float:
-    return case.scores.reciprocal_rank
+register_budget_metric("mrr", column="reciprocal_rank", needs="evidence", higher_is_better=True, words="MRR",
+                       title="MRR: 1 / rank of the parent that completes the evidence",
+                       description="1 / rank of the parent that completes the evidence (0: never complete), "
+                                   "averaged over questions")(_span_score("reciprocal_rank"))
 
 
 @register_budget_metric(CONTEXT_CHARS, needs="context", higher_is_better=None, compared=False, scale=None,

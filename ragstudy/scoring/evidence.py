@@ -8,6 +8,7 @@ evidence is matched and placed: docs/retrieval.md ("Evidence"); the span metrics
 from __future__ import annotations
 
 import logging
+import math
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,18 +38,11 @@ class EvidenceError(StudyInputError):
 
 def merged_length(spans: Iterable[tuple[int, int]]) -> int:
     """Characters covered by the union of [start, end) spans."""
-    total, cur_start, cur_end = 0, None, None
+    total, reach = 0, -math.inf  # reach: the furthest end counted so far (spans come sorted by start)
     for start, end in sorted(spans):
-        if end <= start:
-            continue
-        if cur_end is None or start > cur_end:
-            if cur_end is not None:
-                total += cur_end - cur_start
-            cur_start, cur_end = start, end
-        else:
-            cur_end = max(cur_end, end)
-    if cur_end is not None:
-        total += cur_end - cur_start
+        if end > max(start, reach):
+            total += end - max(start, reach)
+            reach = end
     return total
 
 
@@ -80,8 +74,7 @@ def score_spans(evidence: Sequence[Span], retrieved: Sequence[Span], retrieved_c
     `retrieved_chars` is Σ len(r) in the same unit as the spans; `unlocated_chars` is evidence that could not be
     placed on the text: it counts in |E| and is never retrieved."""
     documents = {doc for doc, _, _ in evidence}
-    intersection = 0
-    evidence_chars = unlocated_chars
+    intersection, evidence_chars = 0, unlocated_chars
     for doc in documents:
         ev = [(s, e) for d, s, e in evidence if d == doc]
         evidence_chars += merged_length(ev)
@@ -134,14 +127,7 @@ def _fold_char(ch: str) -> str:
     """One character -> its letters and digits after NFKC, NFKD without combining marks, case folding."""
     ch = _QUOTES.get(ch, ch)
     decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", ch))
-    out = []
-    for c in decomposed:
-        if unicodedata.combining(c):
-            continue
-        for f in c.casefold():
-            if f.isalnum():
-                out.append(f)
-    return "".join(out)
+    return "".join(f for c in decomposed if not unicodedata.combining(c) for f in c.casefold() if f.isalnum())
 
 
 def normalize_for_match(text: str) -> str:
@@ -169,9 +155,8 @@ class NormalizedText:
 
     def span(self, start: int, end: int) -> tuple[int, int]:
         """Normalised interval of the original [start, end)."""
-        lo = int(np.searchsorted(self.offsets, start, side="left"))
-        hi = int(np.searchsorted(self.offsets, end, side="left"))
-        return lo, hi
+        lo, hi = np.searchsorted(self.offsets, [start, end], side="left")
+        return int(lo), int(hi)
 
 
 def _longest_prefix(needle: str, haystack: str, start: int) -> tuple[int, int]:

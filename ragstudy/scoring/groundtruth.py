@@ -58,10 +58,9 @@ class GroundTruth:
         offsets: dict[int, int] = {}
         pos = 0
         for i, b in enumerate(self.blocks):
-            if b.kind in DROPPED_KINDS:
-                continue
-            offsets[i] = pos
-            pos += len(b.text) + len(BODY_BLOCK_SEP)
+            if b.kind not in DROPPED_KINDS:
+                offsets[i] = pos
+                pos += len(b.text) + len(BODY_BLOCK_SEP)
         return offsets
 
 

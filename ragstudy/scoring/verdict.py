@@ -270,11 +270,14 @@ class Verdict:
         """How many of the reference's differences are significant (files without `versus_best`)."""
         if not self.reference_present:
             return f"{self.reference} is not in this run, so no difference is tested"
-        compared = [d for b in self.budgets for d in b.differences if d.compared]
-        significant = sum(d.significant for d in compared)
-        r = self.reference_display
-        return (f"{significant} of {r}'s {len(compared)} differences with the other strategies "
+        significant, compared = self.reference_tally()
+        return (f"{significant} of {self.reference_display}'s {compared} differences with the other strategies "
                 f"{'is' if significant == 1 else 'are'} significant ({rule})")
+
+    def reference_tally(self) -> tuple[int, int]:
+        """(significant, compared): the reference's differences over every budget."""
+        compared = [d for b in self.budgets for d in b.differences if d.compared]
+        return sum(d.significant for d in compared), len(compared)
 
     # ---- the matrix: strategy x budget, the best bold, † below it
 
@@ -416,9 +419,14 @@ def verdict_metrics(metric: str, evidence: bool) -> list[str]:
     return [metric, budget_metrics.HIT_CONTIGUOUS] if metric == budget_metrics.HIT and evidence else [metric]
 
 
+def _scores(rows, column: str) -> tuple[VerdictScore, ...]:
+    """The VerdictScore of each row, its mean in `column` (retrieval_summary.csv's mean, the verdict file's value)."""
+    return tuple(VerdictScore(str(r.strategy), str(r.strategy_display), int(r.n), float(getattr(r, column)),
+                              float(r.ci_low), float(r.ci_high)) for r in rows.itertuples())
+
+
 def _read_scores(part, role: str) -> tuple[VerdictScore, ...]:
-    return tuple(VerdictScore(str(r.strategy), str(r.strategy_display), int(r.n), float(r.value), float(r.ci_low),
-                              float(r.ci_high)) for r in part[part["role"] == role].itertuples())
+    return _scores(part[part["role"] == role], "value")
 
 
 def _read_differences(part, role: str) -> tuple[VerdictDifference, ...]:
@@ -440,9 +448,7 @@ def verdict(summary, paired, reference: str = DEFAULT_REFERENCE, metric: str = b
     budgets = []
     for label in sorted(dict.fromkeys(str(b) for b in part["budget"]),
                         key=lambda budget: (0, int(budget)) if budget.isdigit() else (1, 0)):  # own k last
-        rows = part[part["budget"].astype(str) == label]
-        scores = [VerdictScore(str(r.strategy), str(r.strategy_display), int(r.n), float(r.mean), float(r.ci_low),
-                               float(r.ci_high)) for r in rows.itertuples()]
+        scores = _scores(part[part["budget"].astype(str) == label], "mean")
         top = max(s.mean for s in scores)
         best = tuple(s for s in scores if s.mean >= top - _TIE)
         ref = next((s for s in scores if s.strategy == reference), None)
@@ -455,7 +461,7 @@ def verdict(summary, paired, reference: str = DEFAULT_REFERENCE, metric: str = b
         ns = [s.n for s in scores]
         budgets.append(BudgetVerdict(label, best, ref, tuple(differences), (min(ns), max(ns)), tuple(scores),
                                      tuple(d for d in versus_best if d.compared)))
-    display = next((s.display for b in budgets for s in ([b.reference] if b.reference else [])), reference)
+    display = next((b.reference.display for b in budgets if b.reference), reference)
     return Verdict(metric, reference, display, unit, alpha, confidence, tuple(budgets))
 
 

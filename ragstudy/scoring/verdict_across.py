@@ -204,10 +204,7 @@ class CrossVerdict:
         if len(self.labels) < 2 or not any(v.reference_present for v in self.verdicts.values()):
             return None
         r, axis = self.first.reference_display, self.axis
-        counts = []
-        for label, v in self.verdicts.items():
-            compared = [d for b in v.budgets for d in b.differences if d.compared]
-            counts.append((sum(d.significant for d in compared), len(compared), label))
+        counts = [(*v.reference_tally(), label) for label, v in self.verdicts.items()]
         changed = [b for b in self.budgets() if self.difference_changes(b)]
         if not changed:
             each = {(k, n) for k, n, _ in counts}
