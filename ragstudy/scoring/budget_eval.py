@@ -18,6 +18,8 @@ from typing import Any, Callable
 from ragstudy.errors import StudyInputError
 from ragstudy.scoring import budget_metrics
 from ragstudy.scoring.budgets import CHARS, Measure, llm_measure, pack_all
+from ragstudy.scoring.evidence import SourceIndex
+from ragstudy.scoring.stats import HOLM_COLUMN, CiSettings, bootstrap_ci, compare_paired, holm
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +105,6 @@ def evaluate_strategy(results_dir: Path, strategy: str, evidence: Mapping, budge
     (ragstudy.scoring.oracle_overlap) or None. A question with neither evidence nor oracle terms is left out; the
     metrics whose input a question lacks are NaN in its rows."""
     from ragstudy.results import read_chunks, read_retrieval, retrieval_path
-    from ragstudy.scoring.evidence import SourceIndex
 
     rankings = read_retrieval(retrieval_path(results_dir, strategy))
     chunk_rows, sources = read_chunks(Path(results_dir), strategy)
@@ -243,7 +244,6 @@ def summarize(frame, display: Mapping[str, str], n_resamples: int, seed: int, co
     import pandas as pd
 
     from ragstudy.results import RETRIEVAL_SUMMARY
-    from ragstudy.scoring.stats import CiSettings, bootstrap_ci
 
     ci = CiSettings(n_resamples, seed, confidence).columns()  # recorded in every row
     records = []
@@ -268,7 +268,6 @@ def compare(frame, strategies: Sequence[str], labels: Sequence[str], n_resamples
     import pandas as pd
 
     from ragstudy.results import RETRIEVAL_PAIRED
-    from ragstudy.scoring.stats import HOLM_COLUMN, CiSettings, compare_paired, holm
 
     ci = CiSettings(n_resamples, seed, confidence).columns()  # recorded in every row
     records = []

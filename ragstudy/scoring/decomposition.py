@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from ragstudy.scoring import budget_metrics
+from ragstudy.scoring.stats import compare_paired
 from ragstudy.scoring.verdict import budget_label, budget_words, estimate
 
 SEGMENTED, BASELINE = "paragraph", "fixed-size"  # the study's question: layout-aware paragraphs against naive chunks
@@ -45,8 +46,6 @@ def decompose(raw, clean, labels: Sequence[str], metric: str = budget_metrics.HI
     """The three parts at every budget label, from the per-question frames of the raw and the clean run
     (budget_eval.evaluate_folder's rows: strategy, budget, question_index, the metric's column). Paragraph is read
     from the raw run (its input does not depend on the text layer); only questions scored in all three are used."""
-    from ragstudy.scoring.stats import compare_paired
-
     column = budget_metrics.get(metric).column
     out: list[Part] = []
     for label in labels:

@@ -19,6 +19,7 @@ import numpy as np
 
 from ragstudy.errors import StudyInputError
 from ragstudy.io import PROJECT_ROOT
+from ragstudy.scoring.groundtruth import load_evidence
 
 logger = logging.getLogger(__name__)
 
@@ -230,8 +231,6 @@ class QuestionEvidence:
 def load_evidence_records(path: str | Path) -> list:
     """`sample/evidence.json` as ragstudy.scoring.groundtruth.EvidenceRecord's (one per Questions.csv row, offsets on
     the ground-truth text)."""
-    from ragstudy.scoring.groundtruth import load_evidence
-
     path = Path(path)
     if not path.is_file():
         raise EvidenceError(f"{path}: evidence file not found; pass --evidence FILE")

@@ -21,11 +21,6 @@ def is_unanswerable(oracle: str) -> bool:
     return re.findall(r"\w+", fold(oracle)) == re.findall(r"\w+", fold(UNANSWERABLE_ORACLE))
 
 
-def answer_terms(answer: str, analyzer: ItalianAnalyzer) -> frozenset[str]:
-    """Distinct content terms (stemmed, no stopwords) of an answer."""
-    return frozenset(analyzer.tokens(answer))
-
-
 def overlap(terms: frozenset[str], context: str, analyzer: ItalianAnalyzer) -> float:
     """Share of `terms` that occur among the context's terms (0 for an empty context)."""
     if not terms:
@@ -57,7 +52,7 @@ def oracle_terms(oracle: Sequence[str], analyzer: ItalianAnalyzer) -> OracleTerm
         if is_unanswerable(answer):
             unanswerable.add(index)
             continue
-        found = answer_terms(answer, analyzer)
+        found = frozenset(analyzer.tokens(answer))  # distinct content terms: stemmed, no stopwords
         if found:
             terms[index] = found
         else:

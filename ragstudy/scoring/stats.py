@@ -188,10 +188,6 @@ class CiSettings:
     def columns(self) -> dict[str, float | int]:
         return {"confidence": self.confidence, "n_resamples": self.n_resamples, "seed": self.seed}
 
-    @property
-    def label(self) -> str:
-        return ci_label(self.confidence)
-
 
 def ci_label(confidence: float) -> str:
     """'95 %' for 0.95, '97.5 %' for 0.975: the level as tables and sentences print it."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ragstudy.scoring import budget_metrics
 from ragstudy.scoring.budgets import PAPER_K_LABEL
+from ragstudy.scoring.stats import ci_label
 
 DEFAULT_REFERENCE = "paragraph"  # the study's question: paragraph chunking against every other strategy
 ALPHA = 0.05
@@ -132,8 +133,6 @@ class Verdict:
         return "Holm p < 0.001" if p < 0.001 else f"Holm p = {p:.3f}"
 
     def header(self) -> str:
-        from ragstudy.scoring.stats import ci_label
-
         ci = ci_label(self.confidence)
         if not self.reference_present:
             return (f"Verdict on {self.metric_words}: the reference strategy '{self.reference}' is "
@@ -315,8 +314,6 @@ class Verdict:
 
     def legend(self) -> str:
         """The matrix in one line: what the numbers are, what bold and the mark say."""
-        from ragstudy.scoring.stats import ci_label
-
         questions = f"n = {self._n_range()} questions" if self.budgets else ""
         own_k = (" Own k: each strategy's own k, contexts of different sizes."
                  if any(b.budget == PAPER_K_LABEL for b in self.budgets) else "")

@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragstudy.scoring.verdict import BudgetVerdict, Verdict, VerdictDifference, _joined, budget_words
+from ragstudy.errors import StudyInputError
+from ragstudy.scoring.verdict import BudgetVerdict, Verdict, VerdictDifference, _joined, all_verdicts, budget_words
 
 
 def _outcome(d: VerdictDifference | None) -> str:
@@ -61,8 +62,6 @@ class CrossVerdict:
         """The main verdict (the first of retrieval_verdict.csv) of each group's results folder (label -> folder);
         a folder without one is an error naming it and the command that writes it."""
         from ragstudy import results
-        from ragstudy.errors import StudyInputError
-        from ragstudy.scoring.verdict import all_verdicts
 
         verdicts = {}
         for name, folder in folders.items():
