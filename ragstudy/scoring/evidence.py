@@ -71,7 +71,7 @@ def intersection_length(a: Iterable[tuple[int, int]], b: Iterable[tuple[int, int
 
 def score_spans(evidence: Sequence[Span], retrieved: Sequence[Span], retrieved_chars: int,
                 unlocated_chars: int = 0) -> SpanScores:
-    """Recall, precision and IoU of `retrieved` spans against `evidence` spans (see the module docstring).
+    """Recall, precision and IoU of `retrieved` spans against `evidence` spans (definitions: docs/metrics.md).
     `retrieved_chars` is Σ len(r) in the same unit as the spans; `unlocated_chars` is evidence that could not be
     placed on the text: it counts in |E| and is never retrieved."""
     documents = {doc for doc, _, _ in evidence}
@@ -132,7 +132,7 @@ def _fold_char(ch: str) -> str:
 
 
 def normalize_for_match(text: str) -> str:
-    """What evidence and contexts are compared on (see the module docstring)."""
+    """What evidence and contexts are compared on (the rule: docs/retrieval.md, "Evidence")."""
     return "".join(_fold_char(ch) for ch in text)
 
 
