@@ -396,8 +396,7 @@ class Verdict:
                                          _read_differences(part, "difference"),
                                          (int(part["n_min"].iloc[0]), int(part["n_max"].iloc[0])),
                                          _read_scores(part, "score"), _read_differences(part, "versus_best")))
-        reference_rows = frame[frame["role"] == "reference"]
-        display = str(reference_rows["strategy_display"].iloc[0]) if len(reference_rows) else str(first["reference"])
+        display = next((b.reference.display for b in budgets if b.reference), str(first["reference"]))
         return cls(str(first["metric"]), str(first["reference"]), display, str(first["unit"]),
                    float(first["alpha"]), float(first["confidence"]), tuple(budgets))
 
