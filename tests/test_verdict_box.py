@@ -14,6 +14,7 @@ import pytest
 
 from Postprocessing.reportkit import browser
 from ragstudy import registry, results
+from ragstudy.scoring.verdict import budget_label
 from ragstudy_cli import app
 
 NO_CHROMIUM = "no Chromium on this machine (Debian package 'chromium'; tools/setup.sh installs it)"
@@ -68,7 +69,7 @@ def test_the_verdict_box_is_one_sentence_then_a_matrix_per_group_within_1280_px(
     strategies = [registry.get(name).display_name for name in registry.available()]
     for matrix, folder in zip(box["matrices"], folders.values(), strict=True):
         v = all_verdicts(results.read_table(folder, results.RETRIEVAL_VERDICT))[0]
-        assert matrix["headers"] == ["strategy", *(v.budget_label(b.budget) for b in v.budgets)]
+        assert matrix["headers"] == ["strategy", *(budget_label(b.budget, v.unit) for b in v.budgets)]
         assert [row[0]["text"] for row in matrix["rows"]] == strategies  # one row per strategy
         for column, b in enumerate(v.budgets, start=1):  # the best of each budget, and only it, in bold
             bold = {row[0]["text"] for row in matrix["rows"] if row[column]["bold"]}

@@ -18,6 +18,8 @@ from typing import Any, Callable
 from ragstudy.errors import StudyInputError
 from ragstudy.scoring import budget_metrics
 from ragstudy.scoring.budgets import CHARS, Measure, llm_measure, pack_all
+from ragstudy.scoring.evidence import SourceIndex
+from ragstudy.scoring.stats import HOLM_COLUMN, CiSettings, bootstrap_ci, compare_paired, holm
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +72,8 @@ class StrategyEvaluation:
         contexts are smaller than the budget, so the strategies are not compared at equal budgets there."""
         if not self.ran_out:
             return None
-        counts = ", ".join(f"{n} of {self.ranked_questions} questions at {b} {self.unit}" for b, n in self.ran_out.items())
+        counts = ", ".join(f"{n} of {self.ranked_questions} questions at {b} {self.unit}"
+                           for b, n in self.ran_out.items())
         return (f"{self.strategy}: the retriever's ranking ended before filling the budget ({counts}) although the "
                 "strategy's text could fill it; those contexts are smaller than the budget, so the comparison is "
                 "not at equal budgets there (a retriever must rank parents until the largest budget is overfilled)")
@@ -87,14 +90,11 @@ class StrategyEvaluation:
 
 def _reading_order(chunk_rows: Sequence[Mapping]) -> dict[str, int]:
     """doc_id -> position of the parent among its source's parents in reading order (start, then end)."""
-    order: dict[str, int] = {}
     by_path: dict[str, list[Mapping]] = {}
     for row in chunk_rows:
         by_path.setdefault(row["path"], []).append(row)
-    for rows in by_path.values():
-        for position, row in enumerate(sorted(rows, key=lambda r: tuple(r["start_end_idx"]))):
-            order[row["doc_id"]] = position
-    return order
+    return {row["doc_id"]: position for rows in by_path.values()
+            for position, row in enumerate(sorted(rows, key=lambda r: tuple(r["start_end_idx"])))}
 
 
 def evaluate_strategy(results_dir: Path, strategy: str, evidence: Mapping, budgets: Sequence[int],
@@ -105,7 +105,6 @@ def evaluate_strategy(results_dir: Path, strategy: str, evidence: Mapping, budge
     (ragstudy.scoring.oracle_overlap) or None. A question with neither evidence nor oracle terms is left out; the
     metrics whose input a question lacks are NaN in its rows."""
     from ragstudy.results import read_chunks, read_retrieval, retrieval_path
-    from ragstudy.scoring.evidence import SourceIndex
 
     rankings = read_retrieval(retrieval_path(results_dir, strategy))
     chunk_rows, sources = read_chunks(Path(results_dir), strategy)
@@ -245,16 +244,14 @@ def summarize(frame, display: Mapping[str, str], n_resamples: int, seed: int, co
     import pandas as pd
 
     from ragstudy.results import RETRIEVAL_SUMMARY
-    from ragstudy.scoring.stats import CiSettings, bootstrap_ci
 
     ci = CiSettings(n_resamples, seed, confidence).columns()  # recorded in every row
     records = []
     for (strategy, budget), part in frame.groupby(["strategy", "budget"], sort=False):
         for metric in budget_metrics.metrics():
-            column = metric.column
-            if column not in part:
+            if metric.column not in part:
                 continue
-            values = part[column].dropna().astype(float).to_numpy()  # evidence or oracle missing: not scored
+            values = part[metric.column].dropna().astype(float).to_numpy()  # evidence or oracle missing: not scored
             if not len(values):
                 continue
             mean, low, high = bootstrap_ci(values, n_resamples, seed, confidence)
@@ -271,7 +268,6 @@ def compare(frame, strategies: Sequence[str], labels: Sequence[str], n_resamples
     import pandas as pd
 
     from ragstudy.results import RETRIEVAL_PAIRED
-    from ragstudy.scoring.stats import HOLM_COLUMN, CiSettings, compare_paired, holm
 
     ci = CiSettings(n_resamples, seed, confidence).columns()  # recorded in every row
     records = []

@@ -1,19 +1,8 @@
 """The budget metrics: every score of one packed context, declared once, with the function that computes it.
 
-A context budget fills each question's context with the top-ranked parents (ragstudy.scoring.budgets.pack_all); each
-metric registered here scores one such context, once, from a `ContextCase` (the context's texts, its parents placed
-on the strategy's normalised source text, the question's located evidence and its oracle answer's terms). The
-budget loop (ragstudy.scoring.budget_eval.evaluate_strategy) packs every question once and asks every registered metric;
-retrieval_per_question.csv, retrieval_summary.csv / retrieval_paired.csv, the sweep's `<metric>@<budget>` columns,
-the verdict's choices, retrieval_eval.py's tables and the report all read their metrics, columns, titles and
-directions from `metrics()` (Postprocessing.metric_catalogue lists them beside the answer metrics).
-
-    @register_budget_metric("hit", needs="evidence", title="Hit rate: ...", ...)
-    def hit(case: ContextCase) -> float: ...
-
-A metric that `needs` evidence is NaN for a question without evidence (unanswerable, or evidence in a PDF the run
-did not index); one that needs the oracle is NaN where the oracle answer is the unanswerable phrase or has no
-content term. Definitions, directions, and which hit answers the paper's coherent-context claim: docs/metrics.md.
+Each registered metric scores one context (ragstudy.scoring.budgets.pack_all) from a `ContextCase`, and every table,
+sweep column, verdict choice and report reads metrics, columns, titles and directions from `metrics()`. Definitions,
+what each needs (NaN without it), hit vs contiguous hit, and how to add one: docs/metrics.md.
 """
 
 from __future__ import annotations
@@ -130,13 +119,16 @@ SPAN_METRICS = ("span_recall", "span_precision", "span_iou")
 CONTEXT_CHARS = "context_chars"
 
 
-@register_budget_metric(HIT, needs="evidence", higher_is_better=True, words="hit rate",
-                        title="Hit rate: the whole evidence inside the context",
-                        description="1 when every character of the question's evidence is inside the packed "
-                                    "context, in any of its parents and in any order (pieces split across "
-                                    "parents count)")
-def hit(case: ContextCase) -> float:
-    return case.scores.hit
+def _span_score(field_name: str) -> Callable[[ContextCase], float]:
+    """The metric that reads one of the context's character-span scores (`ContextCase.scores`, computed once)."""
+    return lambda case: getattr(case.scores, field_name)
+
+
+register_budget_metric(HIT, needs="evidence", higher_is_better=True, words="hit rate",
+                       title="Hit rate: the whole evidence inside the context",
+                       description="1 when every character of the question's evidence is inside the packed "
+                                   "context, in any of its parents and in any order (pieces split across "
+                                   "parents count)")(_span_score("hit"))
 
 
 def contiguous_hit(evidence: LocatedEvidence, parents: Sequence[ContextParent]) -> float:
@@ -171,32 +163,23 @@ def hit_contiguous(case: ContextCase) -> float:
     return contiguous_hit(case.evidence, case.parents)
 
 
-@register_budget_metric(SPAN_METRICS[0], needs="evidence", higher_is_better=True, words="span recall",
-                        title="Span recall: evidence characters in the context / evidence characters",
-                        description="evidence characters retrieved / evidence characters")
-def span_recall(case: ContextCase) -> float:
-    return case.scores.span_recall
+register_budget_metric(SPAN_METRICS[0], needs="evidence", higher_is_better=True, words="span recall",
+                       title="Span recall: evidence characters in the context / evidence characters",
+                       description="evidence characters retrieved / evidence characters")(_span_score("span_recall"))
 
+register_budget_metric(SPAN_METRICS[1], needs="evidence", higher_is_better=True, words="span precision",
+                       title="Span precision: evidence characters in the context / context characters",
+                       description="evidence characters retrieved / retrieved characters"
+                       )(_span_score("span_precision"))
 
-@register_budget_metric(SPAN_METRICS[1], needs="evidence", higher_is_better=True, words="span precision",
-                        title="Span precision: evidence characters in the context / context characters",
-                        description="evidence characters retrieved / retrieved characters")
-def span_precision(case: ContextCase) -> float:
-    return case.scores.span_precision
+register_budget_metric(SPAN_METRICS[2], needs="evidence", higher_is_better=True, words="span IoU", title="Span IoU",
+                       description="intersection over union of evidence and retrieved characters"
+                       )(_span_score("span_iou"))
 
-
-@register_budget_metric(SPAN_METRICS[2], needs="evidence", higher_is_better=True, words="span IoU", title="Span IoU",
-                        description="intersection over union of evidence and retrieved characters")
-def span_iou(case: ContextCase) -> float:
-    return case.scores.span_iou
-
-
-@register_budget_metric("mrr", column="reciprocal_rank", needs="evidence", higher_is_better=True, words="MRR",
-                        title="MRR: 1 / rank of the parent that completes the evidence",
-                        description="1 / rank of the parent that completes the evidence (0: never complete), "
-                                    "averaged over questions")
-def reciprocal_rank(case: ContextCase) -> float:
-    return case.scores.reciprocal_rank
+register_budget_metric("mrr", column="reciprocal_rank", needs="evidence", higher_is_better=True, words="MRR",
+                       title="MRR: 1 / rank of the parent that completes the evidence",
+                       description="1 / rank of the parent that completes the evidence (0: never complete), "
+                                   "averaged over questions")(_span_score("reciprocal_rank"))
 
 
 @register_budget_metric(CONTEXT_CHARS, needs="context", higher_is_better=None, compared=False, scale=None,

@@ -1,20 +1,10 @@
 """Cleaning measured apart from segmentation: paragraph minus fixed-size, split in two at every budget.
 
-The paragraph strategy reads a cleaned text (no running heads, page numbers or TOC pages, sentences joined across
-page breaks, hyphenation undone) while the baselines chunk the raw text layer, so its lead over fixed-size mixes two
-effects. With fixed-size also run on the clean text layer (`text_layer: clean`), on the same questions, the lead
-
     paragraph − fixed-size(raw)  =  [fixed-size(clean) − fixed-size(raw)]  +  [paragraph − fixed-size(clean)]
            total                              cleaning                               segmentation
 
-splits exactly into what the cleaning gives a naive chunker and what layout-aware segmentation adds on top of the
-same cleaning. Each part is a paired difference over the same questions with its paired bootstrap CI
-(ragstudy.scoring.stats.compare_paired, as the verdict's differences).
-
-Where the runs are: a retrieval-only run with `--text-layer raw,clean` has the text layer as one axis of its grid
-(ragstudy.grid.variants); the decomposition is a group-by over it: each pair of groups of variants that differ only in
-the text layer (Postprocessing/retrieval_eval.py text_layer_pairs). The paragraph strategy does not read the text
-layer: its one variant belongs to both groups.
+Each part is a paired difference over the same questions with its paired bootstrap CI. Why, how to read it and
+where the runs come from: docs/text-layer.md ("The decomposition").
 """
 
 from __future__ import annotations
@@ -23,7 +13,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from ragstudy.scoring import budget_metrics
-from ragstudy.scoring.verdict import UNIT_WORDS
+from ragstudy.scoring.stats import compare_paired
+from ragstudy.scoring.verdict import budget_label, budget_words, estimate
 
 SEGMENTED, BASELINE = "paragraph", "fixed-size"  # the study's question: layout-aware paragraphs against naive chunks
 PARTS = ("total", "cleaning", "segmentation")
@@ -32,8 +23,8 @@ PART_WORDS = {"total": "paragraph − fixed-size (raw)", "cleaning": "cleaning: 
 
 
 INTRO = ("Paragraph minus fixed-size on the raw text layer = cleaning (fixed-size on the clean text layer minus "
-         "fixed-size on the raw one) + segmentation (paragraph minus fixed-size on the clean text layer), over the same "
-         "questions; each part with its paired bootstrap CI.")
+         "fixed-size on the raw one) + segmentation (paragraph minus fixed-size on the clean text layer), over the "
+         "same questions; each part with its paired bootstrap CI.")
 
 
 @dataclass(frozen=True)
@@ -55,8 +46,6 @@ def decompose(raw, clean, labels: Sequence[str], metric: str = budget_metrics.HI
     """The three parts at every budget label, from the per-question frames of the raw and the clean run
     (budget_eval.evaluate_folder's rows: strategy, budget, question_index, the metric's column). Paragraph is read
     from the raw run (its input does not depend on the text layer); only questions scored in all three are used."""
-    from ragstudy.scoring.stats import compare_paired
-
     column = budget_metrics.get(metric).column
     out: list[Part] = []
     for label in labels:
@@ -91,19 +80,8 @@ def to_frame(parts: Sequence[Part]):
     return pd.DataFrame([asdict(p) for p in parts], columns=list(RETRIEVAL_DECOMPOSITION.columns))
 
 
-def _estimate(mean: float, low: float, high: float) -> str:
-    """"+0.133 [0.022, 0.244]", minus signs typeset, as the verdict writes differences."""
-    return f"{mean:+.3f} [{low:.3f}, {high:.3f}]".replace("-", "−")
-
-
 def _effect(low: float, high: float) -> str:
     return "it helps" if low > 0 else "it hurts" if high < 0 else "no clear effect, the CI spans 0"
-
-
-def _budget_words(label: str, unit: str) -> str:
-    if not str(label).isdigit():
-        return "each strategy's own k"
-    return f"{int(label):,} {UNIT_WORDS.get(unit, unit)}"
 
 
 def sentences(frame, unit: str = "chars", metric_words: str | None = None) -> list[str]:
@@ -123,13 +101,13 @@ def sentences(frame, unit: str = "chars", metric_words: str | None = None) -> li
         caveat = "" if str(label).isdigit() else "; contexts of different sizes, not an equal budget"
         share = (f" Cleaning accounts for {cleaning.mean_diff / total.mean_diff:.0%} of the difference."
                  if clear and same_way else "")
+        shown = {r.part: estimate(r.mean_diff, r.ci_low, r.ci_high, signed=True)
+                 for r in (total, cleaning, segmentation)}
         lines.append(
-            f"At {_budget_words(label, unit)} (n = {total.n} questions{caveat}): paragraph − fixed-size on the raw text "
-            f"layer is {_estimate(total.mean_diff, total.ci_low, total.ci_high)} in {metric_words}. Cleaning alone "
-            f"(fixed-size clean − raw) gives {_estimate(cleaning.mean_diff, cleaning.ci_low, cleaning.ci_high)} "
-            f"({_effect(cleaning.ci_low, cleaning.ci_high)}); segmenting into paragraphs on the same cleaning "
-            f"(paragraph − fixed-size clean) gives "
-            f"{_estimate(segmentation.mean_diff, segmentation.ci_low, segmentation.ci_high)} "
+            f"At {budget_words(label, unit)} (n = {total.n} questions{caveat}): paragraph − fixed-size on the raw text "
+            f"layer is {shown['total']} in {metric_words}. Cleaning alone (fixed-size clean − raw) gives "
+            f"{shown['cleaning']} ({_effect(cleaning.ci_low, cleaning.ci_high)}); segmenting into paragraphs on the "
+            f"same cleaning (paragraph − fixed-size clean) gives {shown['segmentation']} "
             f"({_effect(segmentation.ci_low, segmentation.ci_high)}).{share}")
     return lines
 
@@ -143,9 +121,8 @@ def table_rows(frame, unit: str) -> list[list[str]]:
     """One row per budget of one metric's rows: the budget, then each part's difference [CI]."""
     rows = []
     for label, part in frame.groupby("budget", sort=False):
-        cells = {r.part: _estimate(r.mean_diff, r.ci_low, r.ci_high) for r in part.itertuples()}
-        shown = f"{int(label):,} {unit}" if str(label).isdigit() else "own k"
-        rows.append([shown, *(cells.get(p, "–") for p in PARTS)])
+        cells = {r.part: estimate(r.mean_diff, r.ci_low, r.ci_high, signed=True) for r in part.itertuples()}
+        rows.append([budget_label(label, unit), *(cells.get(p, "–") for p in PARTS)])
     return rows
 
 

@@ -1,29 +1,14 @@
 """Evidence: the evidence files, the text normalisation evidence is matched under, locating evidence in a
 strategy's source text, and the character-span metrics of a context against it.
 
-Evidence files: `sample/evidence.json` (ragstudy.scoring.groundtruth's format: one record per Questions.csv row, with
-offsets on the ground-truth text) or a hand-written CSV (question_index, evidence (verbatim text), optional pdf;
-several rows per question allowed). Every reader here raises EvidenceError (a StudyInputError) naming the file and
-row.
-
-Matching: texts are compared after `normalize_for_match`: Unicode NFKC, then the shared QA set's rules (NFKD with
-combining marks dropped, case folded, only letters and digits kept), so line breaks, whitespace, line-break
-hyphenation ("configura-\\nzione"), ligatures, quotes and table-cell separators do not matter. Each evidence text
-is located in the strategy's normalised source text (the text its chunks' `start_end_idx` point into), whole, or
-else in pieces (evidence that crosses a page break has a running footer between its two parts in the text layer);
-a retrieved parent covers the normalised characters of its span.
-
-The character-span metrics follow chunking_evaluation (Chroma research, "Evaluating chunking strategies for
-retrieval"): with R the retrieved chunks and E the evidence spans of a question, both on one text,
-
-- recall    = |E ∩ R| / |E|
-- precision = |E ∩ R| / Σ len(r)            (every retrieved chunk's length counts, as the LLM reads it all)
-- IoU       = |E ∩ R| / (Σ len(r) + |E \\ R|)
+Every reader here raises EvidenceError (a StudyInputError) naming the file and row. The file formats and how
+evidence is matched and placed: docs/retrieval.md ("Evidence"); the span metrics' definitions: docs/metrics.md.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,6 +19,7 @@ import numpy as np
 
 from ragstudy.errors import StudyInputError
 from ragstudy.io import PROJECT_ROOT
+from ragstudy.scoring.groundtruth import load_evidence
 
 logger = logging.getLogger(__name__)
 
@@ -53,18 +39,11 @@ class EvidenceError(StudyInputError):
 
 def merged_length(spans: Iterable[tuple[int, int]]) -> int:
     """Characters covered by the union of [start, end) spans."""
-    total, cur_start, cur_end = 0, None, None
+    total, reach = 0, -math.inf  # reach: the furthest end counted so far (spans come sorted by start)
     for start, end in sorted(spans):
-        if end <= start:
-            continue
-        if cur_end is None or start > cur_end:
-            if cur_end is not None:
-                total += cur_end - cur_start
-            cur_start, cur_end = start, end
-        else:
-            cur_end = max(cur_end, end)
-    if cur_end is not None:
-        total += cur_end - cur_start
+        if end > max(start, reach):
+            total += end - max(start, reach)
+            reach = end
     return total
 
 
@@ -92,12 +71,11 @@ def intersection_length(a: Iterable[tuple[int, int]], b: Iterable[tuple[int, int
 
 def score_spans(evidence: Sequence[Span], retrieved: Sequence[Span], retrieved_chars: int,
                 unlocated_chars: int = 0) -> SpanScores:
-    """Recall, precision and IoU of `retrieved` spans against `evidence` spans (see the module docstring).
+    """Recall, precision and IoU of `retrieved` spans against `evidence` spans (definitions: docs/metrics.md).
     `retrieved_chars` is Σ len(r) in the same unit as the spans; `unlocated_chars` is evidence that could not be
     placed on the text: it counts in |E| and is never retrieved."""
     documents = {doc for doc, _, _ in evidence}
-    intersection = 0
-    evidence_chars = unlocated_chars
+    intersection, evidence_chars = 0, unlocated_chars
     for doc in documents:
         ev = [(s, e) for d, s, e in evidence if d == doc]
         evidence_chars += merged_length(ev)
@@ -150,18 +128,11 @@ def _fold_char(ch: str) -> str:
     """One character -> its letters and digits after NFKC, NFKD without combining marks, case folding."""
     ch = _QUOTES.get(ch, ch)
     decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", ch))
-    out = []
-    for c in decomposed:
-        if unicodedata.combining(c):
-            continue
-        for f in c.casefold():
-            if f.isalnum():
-                out.append(f)
-    return "".join(out)
+    return "".join(f for c in decomposed if not unicodedata.combining(c) for f in c.casefold() if f.isalnum())
 
 
 def normalize_for_match(text: str) -> str:
-    """What evidence and contexts are compared on (see the module docstring)."""
+    """What evidence and contexts are compared on (the rule: docs/retrieval.md, "Evidence")."""
     return "".join(_fold_char(ch) for ch in text)
 
 
@@ -185,9 +156,8 @@ class NormalizedText:
 
     def span(self, start: int, end: int) -> tuple[int, int]:
         """Normalised interval of the original [start, end)."""
-        lo = int(np.searchsorted(self.offsets, start, side="left"))
-        hi = int(np.searchsorted(self.offsets, end, side="left"))
-        return lo, hi
+        lo, hi = np.searchsorted(self.offsets, [start, end], side="left")
+        return int(lo), int(hi)
 
 
 def _longest_prefix(needle: str, haystack: str, start: int) -> tuple[int, int]:
@@ -261,8 +231,6 @@ class QuestionEvidence:
 def load_evidence_records(path: str | Path) -> list:
     """`sample/evidence.json` as ragstudy.scoring.groundtruth.EvidenceRecord's (one per Questions.csv row, offsets on
     the ground-truth text)."""
-    from ragstudy.scoring.groundtruth import load_evidence
-
     path = Path(path)
     if not path.is_file():
         raise EvidenceError(f"{path}: evidence file not found; pass --evidence FILE")

@@ -1,37 +1,7 @@
 """Ground truth of the bundled sample corpus: logical blocks of each PDF and the evidence of each question.
 
-Formats (written by `tools/make_sample_corpus.py`, described in README):
-
-`sample/groundtruth/<pdf stem>.json`::
-
-    {"document": "<name>.pdf", "page_count": N,
-     "blocks": [{"kind": "title|paragraph|list_item|table|header|footer|toc",
-                 "pages": [first_page, last_page], "text": "..."}, ...]}
-
-Blocks are in reading order; a block that crosses a page or column break is listed where it starts, and the
-running footer/header of the pages it crosses follow it. Pages are 1-based. A block's text is its logical text:
-
-- lines joined by single spaces, line-break hyphens removed ("configura-" + "zione" -> "configurazione");
-- ligature code points (U+FB01 "ﬁ", U+FB02 "ﬂ", ...) that the PDF text layer has are plain letters here;
-- list items: bullet glyphs (•, –, ▪, and the detached Symbol "•") are NOT part of the text, enumeration labels
-  ("1.", "a)") ARE ("2. Compilare il modulo"), because they carry meaning ("the second step");
-- tables: one block per table, rows joined by "\\n", cells joined by TABLE_CELL_SEP (" | "), header row first;
-- code lines (API guide) are joined by single spaces like any other lines;
-- decorative separator lines made of dots, dashes or underscores are not blocks;
-- header / footer: the running text of that page (several lines joined by a space), e.g. "Pagina 3 di 12";
-  toc: the TOC title and each TOC entry as rendered, e.g. "3.2 Requisiti .......... 7".
-
-Header, footer and toc blocks are what a good segmenter drops. The document's body text is
-`"\\n\\n".join(b.text for b in blocks if b.kind not in DROPPED_KINDS)` (`GroundTruth.body_text`).
-
-`sample/evidence.json` is a list with one record per row of Questions.csv, same order::
-
-    {"question_index": i, "question": "...", "answerable": true, "document": "<name>.pdf", "pages": [..],
-     "evidence": [{"block": k, "text": "...", "start": s, "end": e}]}
-
-`block` indexes the document's full `blocks` list; `start`/`end` are offsets into its body text
-(`body_text[start:end] == text`); `pages` are the 1-based pages the evidence text lies on. Unanswerable questions
-have answerable false, document null, pages [] and evidence []; their oracle answer is UNANSWERABLE_ORACLE.
+Both formats (written by `tools/make_sample_corpus.py`) are described in docs/running.md, "Ground-truth and evidence
+formats"; the loaders here validate them and name the file, block or record at fault.
 """
 
 from __future__ import annotations
@@ -88,10 +58,9 @@ class GroundTruth:
         offsets: dict[int, int] = {}
         pos = 0
         for i, b in enumerate(self.blocks):
-            if b.kind in DROPPED_KINDS:
-                continue
-            offsets[i] = pos
-            pos += len(b.text) + len(BODY_BLOCK_SEP)
+            if b.kind not in DROPPED_KINDS:
+                offsets[i] = pos
+                pos += len(b.text) + len(BODY_BLOCK_SEP)
         return offsets
 
 

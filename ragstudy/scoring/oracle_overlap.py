@@ -1,13 +1,9 @@
 """A retrieval score that needs no hand-written evidence: how much of the oracle answer the packed context contains.
 
-oracle overlap = |terms(answer) ∩ terms(context)| / |terms(answer)|, where terms are the distinct index terms of
-`ragstudy.lexical.ItalianAnalyzer` (folded, \\w+ tokens, Italian stopwords removed, Snowball-stemmed). It is
-computed per question and budget on the context `ragstudy.scoring.budgets.pack_all` fills, as one of the budget
-metrics (ragstudy.scoring.budget_metrics: the budget loop packs each question once for all of them). Questions whose
-oracle is the paper's unanswerable phrase ("Il contesto fornito non contiene la risposta.") are left out, as are oracles
-without a single content term; both are counted. The score rewards contexts that mention the answer's words, not
-contexts that state the answer: short answers made of common words overlap by chance, so check its agreement with
-an evidence-based hit before trusting it (benchmarks/oracle_agreement.py).
+oracle overlap = |terms(answer) ∩ terms(context)| / |terms(answer)|, terms being the distinct index terms of
+`ragstudy.lexical.ItalianAnalyzer`; one of the budget metrics (ragstudy.scoring.budget_metrics). It rewards contexts
+that mention the answer's words, not contexts that state the answer: check its agreement with an evidence-based hit
+before trusting it (benchmarks/oracle_agreement.py). More: docs/retrieval.md ("Oracle overlap").
 """
 
 from __future__ import annotations
@@ -23,11 +19,6 @@ from ragstudy.scoring.groundtruth import UNANSWERABLE_ORACLE
 def is_unanswerable(oracle: str) -> bool:
     """The paper's 'no answer in the context' oracle, ignoring case, accents, punctuation and spacing."""
     return re.findall(r"\w+", fold(oracle)) == re.findall(r"\w+", fold(UNANSWERABLE_ORACLE))
-
-
-def answer_terms(answer: str, analyzer: ItalianAnalyzer) -> frozenset[str]:
-    """Distinct content terms (stemmed, no stopwords) of an answer."""
-    return frozenset(analyzer.tokens(answer))
 
 
 def overlap(terms: frozenset[str], context: str, analyzer: ItalianAnalyzer) -> float:
@@ -61,7 +52,7 @@ def oracle_terms(oracle: Sequence[str], analyzer: ItalianAnalyzer) -> OracleTerm
         if is_unanswerable(answer):
             unanswerable.add(index)
             continue
-        found = answer_terms(answer, analyzer)
+        found = frozenset(analyzer.tokens(answer))  # distinct content terms: stemmed, no stopwords
         if found:
             terms[index] = found
         else:

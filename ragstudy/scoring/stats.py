@@ -45,6 +45,18 @@ def bootstrap_distribution(n: int, statistic: Callable[[np.ndarray], np.ndarray]
     return out
 
 
+def _mean_distribution(values: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
+    return bootstrap_distribution(values.size, lambda idx: values[idx].mean(axis=1), n_resamples, seed)
+
+
+def _paired(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> np.ndarray:
+    """The differences ``a - b`` of two paired samples (ValueError when they differ in length)."""
+    x, y = _as_values(a, "a"), _as_values(b, "b")
+    if x.shape != y.shape:
+        raise ValueError(f"paired samples differ in length: {x.size} vs {y.size}")
+    return x - y
+
+
 def _percentile_interval(dist: np.ndarray, confidence: float) -> tuple[float, float]:
     alpha = (1.0 - confidence) / 2.0
     low, high = np.quantile(dist, [alpha, 1.0 - alpha])
@@ -56,8 +68,7 @@ def bootstrap_ci(values: Sequence[float] | np.ndarray, n_resamples: int = 10_000
     """Mean of ``values`` and its percentile-bootstrap confidence interval: ``(mean, low, high)``."""
     _check(n_resamples, confidence)
     arr = _as_values(values)
-    dist = bootstrap_distribution(arr.size, lambda idx: arr[idx].mean(axis=1), n_resamples, seed)
-    low, high = _percentile_interval(dist, confidence)
+    low, high = _percentile_interval(_mean_distribution(arr, n_resamples, seed), confidence)
     return float(arr.mean()), low, high
 
 
@@ -95,11 +106,8 @@ def paired_bootstrap(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.nd
     the share of resampled differences at least as far from the observed one as the observed one is from 0.
     """
     _check(n_resamples, confidence)
-    x, y = _as_values(a, "a"), _as_values(b, "b")
-    if x.shape != y.shape:
-        raise ValueError(f"paired samples differ in length: {x.size} vs {y.size}")
-    d = x - y
-    dist = bootstrap_distribution(d.size, lambda idx: d[idx].mean(axis=1), n_resamples, seed)
+    d = _paired(a, b)
+    dist = _mean_distribution(d, n_resamples, seed)
     low, high = _percentile_interval(dist, confidence)
     observed = float(d.mean())
     extreme = np.abs(dist - observed) >= abs(observed) - 1e-12
@@ -113,9 +121,8 @@ def two_sample_bootstrap(a: Sequence[float] | np.ndarray, b: Sequence[float] | n
     (each sample resampled on its own): ``(diff, low, high)``."""
     _check(n_resamples, confidence)
     x, y = _as_values(a, "a"), _as_values(b, "b")
-    dist_a = bootstrap_distribution(x.size, lambda idx: x[idx].mean(axis=1), n_resamples, seed)
-    dist_b = bootstrap_distribution(y.size, lambda idx: y[idx].mean(axis=1), n_resamples, seed + 1)
-    low, high = _percentile_interval(dist_a - dist_b, confidence)
+    dist = _mean_distribution(x, n_resamples, seed) - _mean_distribution(y, n_resamples, seed + 1)
+    low, high = _percentile_interval(dist, confidence)
     return float(x.mean() - y.mean()), low, high
 
 
@@ -126,10 +133,7 @@ def wilcoxon_p(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray)
     """
     from scipy.stats import wilcoxon
 
-    x, y = _as_values(a, "a"), _as_values(b, "b")
-    if x.shape != y.shape:
-        raise ValueError(f"paired samples differ in length: {x.size} vs {y.size}")
-    d = x - y
+    d = _paired(a, b)
     if np.all(np.abs(d) < 1e-12):
         return 1.0
     return float(wilcoxon(d, zero_method="wilcox", alternative="two-sided").pvalue)
@@ -157,13 +161,9 @@ def derangement(n: int, seed: int) -> list[int]:
 def holm(pvalues: Sequence[float]) -> list[float]:
     """Holm–Bonferroni adjusted p-values (same order as given)."""
     p = np.asarray(pvalues, dtype=float)
-    m = p.size
     order = np.argsort(p, kind="stable")
-    adjusted = np.empty(m)
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * p[i]))
-        adjusted[i] = running
+    adjusted = np.empty(p.size)
+    adjusted[order] = np.maximum.accumulate(np.minimum(1.0, (p.size - np.arange(p.size)) * p[order]))
     return adjusted.tolist()
 
 
@@ -187,10 +187,6 @@ class CiSettings:
 
     def columns(self) -> dict[str, float | int]:
         return {"confidence": self.confidence, "n_resamples": self.n_resamples, "seed": self.seed}
-
-    @property
-    def label(self) -> str:
-        return ci_label(self.confidence)
 
 
 def ci_label(confidence: float) -> str:

@@ -12,11 +12,29 @@ from dataclasses import dataclass
 
 from ragstudy.scoring import budget_metrics
 from ragstudy.scoring.budgets import PAPER_K_LABEL
+from ragstudy.scoring.stats import ci_label
 
 DEFAULT_REFERENCE = "paragraph"  # the study's question: paragraph chunking against every other strategy
 ALPHA = 0.05
 UNIT_WORDS = {"chars": "characters", "tokens": "tokens"}
 _TIE = 1e-9  # means closer than this are a tie
+
+
+def budget_words(budget: str, unit: str) -> str:
+    """'1,000 characters', or "each strategy's own k": a budget as a sentence names it."""
+    if budget == PAPER_K_LABEL:
+        return "each strategy's own k"
+    return f"{int(budget):,} {UNIT_WORDS.get(unit, unit)}"
+
+
+def budget_label(budget: str, unit: str) -> str:
+    """'500 chars', 'own k': a budget as a column or row label."""
+    return "own k" if budget == PAPER_K_LABEL else f"{int(budget):,} {unit}"
+
+
+def estimate(mean: float, low: float, high: float, signed: bool = False) -> str:
+    """'0.733 [0.600, 0.867]' ('+0.133 [...]' when `signed`), minus signs typeset."""
+    return f"{mean:{'+' if signed else ''}.3f} [{low:.3f}, {high:.3f}]".replace("-", "−")
 
 
 @dataclass(frozen=True)
@@ -105,26 +123,16 @@ class Verdict:
 
     # ---- words
 
-    def budget_words(self, budget: str) -> str:
-        if budget == PAPER_K_LABEL:
-            return "each strategy's own k"
-        return f"{int(budget):,} {UNIT_WORDS.get(self.unit, self.unit)}"
-
     def budgets_words(self, budgets: Sequence[str]) -> str:
         """Several budgets with the unit said once: '500, 1,000 and 2,000 characters and each strategy's own k'."""
         numbers = [f"{int(b):,}" for b in budgets if b != PAPER_K_LABEL]
         parts = [f"{_joined(numbers)} {UNIT_WORDS.get(self.unit, self.unit)}"] if numbers else []
-        return " and ".join(parts + [self.budget_words(PAPER_K_LABEL)] * (PAPER_K_LABEL in budgets))
-
-    def _estimate(self, mean: float, low: float, high: float, signed: bool = False) -> str:
-        return f"{mean:{'+' if signed else ''}.3f} [{low:.3f}, {high:.3f}]".replace("-", "−")
+        return " and ".join(parts + [budget_words(PAPER_K_LABEL, self.unit)] * (PAPER_K_LABEL in budgets))
 
     def _p(self, p: float) -> str:
         return "Holm p < 0.001" if p < 0.001 else f"Holm p = {p:.3f}"
 
     def header(self) -> str:
-        from ragstudy.scoring.stats import ci_label
-
         ci = ci_label(self.confidence)
         if not self.reference_present:
             return (f"Verdict on {self.metric_words}: the reference strategy '{self.reference}' is "
@@ -143,17 +151,17 @@ class Verdict:
         n = f"n = {low}" if low == high else f"n = {low}–{high}"
         if len(b.best) == 1:
             s = b.best[0]
-            best = f"best {self.metric_words} {s.display}, {self._estimate(s.mean, s.ci_low, s.ci_high)}."
+            best = f"best {self.metric_words} {s.display}, {estimate(s.mean, s.ci_low, s.ci_high)}."
         else:
             names = [s.display for s in b.best]
             best = (f"best {self.metric_words} {b.best[0].mean:.3f}, tied between {', '.join(names[:-1])} and "
                     f"{names[-1]}.")
         caveat = "; contexts of different sizes, not an equal budget" if b.budget == PAPER_K_LABEL else ""
-        line = f"At {self.budget_words(b.budget)} ({n} questions scored{caveat}): {best}"
+        line = f"At {budget_words(b.budget, self.unit)} ({n} questions scored{caveat}): {best}"
         return " ".join([line, *self._reference_sentences(b)]) if self.reference_present else line
 
     def _signed(self, d: VerdictDifference) -> str:
-        return self._estimate(d.mean_diff, d.ci_low, d.ci_high, signed=True)
+        return estimate(d.mean_diff, d.ci_low, d.ci_high, signed=True)
 
     def _reference_sentences(self, b: BudgetVerdict) -> list[str]:
         """The reference's score and its differences at one budget: each significant one, then the rest."""
@@ -162,7 +170,7 @@ class Verdict:
             return [f"{r} was not scored at this budget."]
         parts = []
         if b.reference not in b.best or len(b.best) > 1:
-            parts.append(f"{r}: {self._estimate(b.reference.mean, b.reference.ci_low, b.reference.ci_high)}.")
+            parts.append(f"{r}: {estimate(b.reference.mean, b.reference.ci_low, b.reference.ci_high)}.")
         compared = [d for d in b.differences if d.compared]
         significant = [d for d in compared if d.significant]
         rest = [d for d in compared if not d.significant]
@@ -261,27 +269,26 @@ class Verdict:
         """How many of the reference's differences are significant (files without `versus_best`)."""
         if not self.reference_present:
             return f"{self.reference} is not in this run, so no difference is tested"
-        compared = [d for b in self.budgets for d in b.differences if d.compared]
-        significant = sum(d.significant for d in compared)
-        r = self.reference_display
-        return (f"{significant} of {r}'s {len(compared)} differences with the other strategies "
+        significant, compared = self.reference_tally()
+        return (f"{significant} of {self.reference_display}'s {compared} differences with the other strategies "
                 f"{'is' if significant == 1 else 'are'} significant ({rule})")
+
+    def reference_tally(self) -> tuple[int, int]:
+        """(significant, compared): the reference's differences over every budget."""
+        compared = [d for b in self.budgets for d in b.differences if d.compared]
+        return sum(d.significant for d in compared), len(compared)
 
     # ---- the matrix: strategy x budget, the best bold, † below it
 
     def has_matrix(self) -> bool:
         return any(b.scores for b in self.budgets)
 
-    def budget_label(self, budget: str) -> str:
-        """'500 chars', 'own k': a budget as a column or row label."""
-        return "own k" if budget == PAPER_K_LABEL else f"{int(budget):,} {self.unit}"
-
     def matrix(self) -> tuple[list[str], list[list[VerdictCell]]]:
         """One row per strategy, one column per budget: the strategy's mean, `best` set on the best of the budget
         and BELOW_BEST_MARK after a mean significantly below it; '–' where the strategy was not scored. No rows for
         a verdict file written before every strategy's score was kept (`has_matrix`)."""
         names = dict.fromkeys((s.strategy, s.display) for b in self.budgets for s in b.scores)
-        headers = ["strategy", *(self.budget_label(b.budget) for b in self.budgets)]
+        headers = ["strategy", *(budget_label(b.budget, self.unit) for b in self.budgets)]
         rows = []
         for name, display in names:
             row = [VerdictCell(display)]
@@ -307,8 +314,6 @@ class Verdict:
 
     def legend(self) -> str:
         """The matrix in one line: what the numbers are, what bold and the mark say."""
-        from ragstudy.scoring.stats import ci_label
-
         questions = f"n = {self._n_range()} questions" if self.budgets else ""
         own_k = (" Own k: each strategy's own k, contexts of different sizes."
                  if any(b.budget == PAPER_K_LABEL for b in self.budgets) else "")
@@ -329,12 +334,12 @@ class Verdict:
                    *(f"{self.reference_display} − {display}" for _, display in others)]
         rows = []
         for b in self.budgets:
-            label = self.budget_label(b.budget)
             low, high = b.n_range
             best = b.best[0]
-            cells = [VerdictCell(label), VerdictCell(str(low) if low == high else f"{low}–{high}", float(high)),
+            cells = [VerdictCell(budget_label(b.budget, self.unit)),
+                     VerdictCell(str(low) if low == high else f"{low}–{high}", float(high)),
                      VerdictCell(f"{' = '.join(s.display for s in b.best)} "
-                                 f"{self._estimate(best.mean, best.ci_low, best.ci_high)}", best.mean,
+                                 f"{estimate(best.mean, best.ci_low, best.ci_high)}", best.mean,
                                  (best.ci_low, best.ci_high))]
             by_name = {d.strategy: d for d in b.differences}
             for name, _ in others:
@@ -391,8 +396,7 @@ class Verdict:
                                          _read_differences(part, "difference"),
                                          (int(part["n_min"].iloc[0]), int(part["n_max"].iloc[0])),
                                          _read_scores(part, "score"), _read_differences(part, "versus_best")))
-        reference_rows = frame[frame["role"] == "reference"]
-        display = str(reference_rows["strategy_display"].iloc[0]) if len(reference_rows) else str(first["reference"])
+        display = next((b.reference.display for b in budgets if b.reference), str(first["reference"]))
         return cls(str(first["metric"]), str(first["reference"]), display, str(first["unit"]),
                    float(first["alpha"]), float(first["confidence"]), tuple(budgets))
 
@@ -411,9 +415,14 @@ def verdict_metrics(metric: str, evidence: bool) -> list[str]:
     return [metric, budget_metrics.HIT_CONTIGUOUS] if metric == budget_metrics.HIT and evidence else [metric]
 
 
+def _scores(rows, column: str) -> tuple[VerdictScore, ...]:
+    """The VerdictScore of each row, its mean in `column` (retrieval_summary.csv's mean, the verdict file's value)."""
+    return tuple(VerdictScore(str(r.strategy), str(r.strategy_display), int(r.n), float(getattr(r, column)),
+                              float(r.ci_low), float(r.ci_high)) for r in rows.itertuples())
+
+
 def _read_scores(part, role: str) -> tuple[VerdictScore, ...]:
-    return tuple(VerdictScore(str(r.strategy), str(r.strategy_display), int(r.n), float(r.value), float(r.ci_low),
-                              float(r.ci_high)) for r in part[part["role"] == role].itertuples())
+    return _scores(part[part["role"] == role], "value")
 
 
 def _read_differences(part, role: str) -> tuple[VerdictDifference, ...]:
@@ -435,24 +444,20 @@ def verdict(summary, paired, reference: str = DEFAULT_REFERENCE, metric: str = b
     budgets = []
     for label in sorted(dict.fromkeys(str(b) for b in part["budget"]),
                         key=lambda budget: (0, int(budget)) if budget.isdigit() else (1, 0)):  # own k last
-        rows = part[part["budget"].astype(str) == label]
-        scores = [VerdictScore(str(r.strategy), str(r.strategy_display), int(r.n), float(r.mean), float(r.ci_low),
-                               float(r.ci_high)) for r in rows.itertuples()]
+        scores = _scores(part[part["budget"].astype(str) == label], "mean")
         top = max(s.mean for s in scores)
         best = tuple(s for s in scores if s.mean >= top - _TIE)
         ref = next((s for s in scores if s.strategy == reference), None)
         at = pairs[pairs["budget"].astype(str) == label] if len(pairs) else pairs
-        differences = []
-        if ref is not None:
-            for other in (s for s in scores if s.strategy != reference):
-                differences.append(_difference(at, reference, other, alpha))
+        differences = [_difference(at, reference, other, alpha)
+                       for other in scores if other.strategy != reference] if ref is not None else []
         tied = {s.strategy for s in best}
         versus_best = [_difference(at, best[0].strategy, other, alpha)
                        for other in scores if other.strategy not in tied]
         ns = [s.n for s in scores]
         budgets.append(BudgetVerdict(label, best, ref, tuple(differences), (min(ns), max(ns)), tuple(scores),
                                      tuple(d for d in versus_best if d.compared)))
-    display = next((s.display for b in budgets for s in ([b.reference] if b.reference else [])), reference)
+    display = next((b.reference.display for b in budgets if b.reference), reference)
     return Verdict(metric, reference, display, unit, alpha, confidence, tuple(budgets))
 
 

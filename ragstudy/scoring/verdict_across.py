@@ -1,15 +1,8 @@
-"""The verdict checked across groups of variants: a retrieval-only run ranked several ways (today `--retriever
-dense,bm25,hybrid`; any group label works, e.g. "dense · e5-small") has one verdict per group
-(ragstudy.scoring.verdict.Verdict, each read from its own folder's retrieval_verdict.csv); `CrossVerdict` sets them side
-by side and says in words what changes with the axis (`axis`: "retriever", "embedder", "setting", ...). What
-matters is said first and apart: whether the best strategy (or a tie) changes (`best_sentence`); then, compactly,
-which of the reference's differences reach significance under which group (`significance_sentence`), the
-differences themselves grouped by outcome (`sentences`, for the details). Nothing is re-estimated: every number is
-one a Verdict already holds.
-
-Written as retrieval_verdict_across.csv (`to_frame`, ragstudy.results.RETRIEVAL_VERDICT_ACROSS) and as a
-section of the parent folder's retrieval_summary.md; the report shows `headline` under the main group's sentence,
-each group's matrix (Verdict.matrix), and `sentences` and `per_group_lines` behind its details toggle.
+"""The verdict checked across groups of variants (retrievers, embedders, text layers, ...): `CrossVerdict` sets the
+groups' verdicts (ragstudy.scoring.verdict.Verdict, each from its own folder's retrieval_verdict.csv) side by side and
+says in words what changes with the axis, the best strategy first (`best_sentence`), then which of the reference's
+differences reach significance (`significance_sentence`, `sentences`). Nothing is re-estimated. What it writes and
+where the report shows it: docs/retrieval.md (the groups of a run).
 """
 
 from __future__ import annotations
@@ -19,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragstudy.scoring.verdict import BudgetVerdict, Verdict, VerdictDifference, _joined
+from ragstudy.errors import StudyInputError
+from ragstudy.scoring.verdict import BudgetVerdict, Verdict, VerdictDifference, _joined, all_verdicts, budget_words
 
 
 def _outcome(d: VerdictDifference | None) -> str:
@@ -68,8 +62,6 @@ class CrossVerdict:
         """The main verdict (the first of retrieval_verdict.csv) of each group's results folder (label -> folder);
         a folder without one is an error naming it and the command that writes it."""
         from ragstudy import results
-        from ragstudy.errors import StudyInputError
-        from ragstudy.scoring.verdict import all_verdicts
 
         verdicts = {}
         for name, folder in folders.items():
@@ -167,7 +159,7 @@ class CrossVerdict:
         """In words what changes with the axis at `budget` (None when nothing does): the best strategy first, then
         the reference's differences whose significance changes, those with the same outcomes named together."""
         first = self.first
-        words = first.budget_words(budget)
+        words = budget_words(budget, first.unit)
         parts = []
         best = self.best_changes(budget)
         if best:
@@ -189,9 +181,6 @@ class CrossVerdict:
         """One sentence per budget where the conclusion changes with the axis (the details)."""
         return [s for s in (self.budget_sentence(b) for b in self.budgets()) if s]
 
-    def _where(self, budgets: Sequence[str]) -> str:
-        return self.first.budgets_words(budgets)
-
     def best_sentence(self) -> str:
         """Whether the best strategy (or a tie) changes with the axis, and where: what matters, said first."""
         names, axis = self.labels, self.axis
@@ -202,7 +191,7 @@ class CrossVerdict:
         if not changed:
             return lead + (f"the best strategy is the same under every {axis} at every budget "
                            f"({self.first.winners()}).")
-        split = "; ".join(f"at {self.first.budget_words(b)} "
+        split = "; ".join(f"at {budget_words(b, self.first.unit)} "
                           + ", ".join(f"{_named(best)} {_under(under)}" for best, under in self.best_changes(b).items())
                           for b in changed)
         same = " and is the same at the other budgets" if len(changed) < len(self.budgets()) else ""
@@ -214,10 +203,7 @@ class CrossVerdict:
         if len(self.labels) < 2 or not any(v.reference_present for v in self.verdicts.values()):
             return None
         r, axis = self.first.reference_display, self.axis
-        counts = []
-        for label, v in self.verdicts.items():
-            compared = [d for b in v.budgets for d in b.differences if d.compared]
-            counts.append((sum(d.significant for d in compared), len(compared), label))
+        counts = [(*v.reference_tally(), label) for label, v in self.verdicts.items()]
         changed = [b for b in self.budgets() if self.difference_changes(b)]
         if not changed:
             each = {(k, n) for k, n, _ in counts}
@@ -226,7 +212,8 @@ class CrossVerdict:
         disagree = sum(len(self.difference_changes(b)) for b in changed)
         tally = _joined([f"{k} of {n} under {label}" for k, n, label in counts])
         return (f"Which of {r}'s differences reach significance (Holm p < {self.first.alpha:g} with a CI that "
-                f"excludes 0) depends on the {axis}: {tally}; they disagree on {disagree}, at {self._where(changed)}.")
+                f"excludes 0) depends on the {axis}: {tally}; they disagree on {disagree}, at "
+                f"{self.first.budgets_words(changed)}.")
 
     def headline(self) -> str:
         """Under how many groups the verdict was checked and what holds: whether the best strategy (or a tie)
