@@ -148,7 +148,7 @@ def retrieve_strategy(stage: StageSettings, documents, questions: Sequence[str],
     stages = {"chunk": stage_since(clock)}
     outputs = [str(p) for p in write_chunks(chunked, strategy, output_dir)]
     collection = collection_name(spec, params, chunked, stage.embedder.model_id())
-    ranker = member.make(retrievers.RetrievalInputs(stage.config, strategy, params, chunked, embedding))
+    ranker = member.make(retrievers.RetrievalInputs(stage, chunked, embedding))
     cache = _ranking_cache_path(collection, params, questions, largest, measure, member.name, ranker.cache_key())
     cached = _read_rankings(cache, "units", len(questions))
     if cached is not None:

@@ -25,11 +25,9 @@ Unit = Literal["children", "parents"]
 
 @dataclass(frozen=True)
 class RetrievalInputs:
-    """What a retriever is made from: one strategy's chunks under one run's config."""
+    """What a retriever is made from: one strategy's chunks under one run's settings."""
 
-    config: Any  # ragstudy.config.StudyConfig
-    strategy: str
-    params: Any  # registry.StrategyParams of the strategy (child windows, k)
+    stage: Any  # pipeline.StageSettings: strategy, params (child windows, k), embedding, db_dir, chroma_server, ...
     chunked: Sequence[Any]  # chunks.ChunkedDocument
     embedding: Callable[[], Any]  # the study's embedding model, loaded on the first call (pipeline.lazy_embedding)
 

@@ -82,7 +82,7 @@ class Hybrid(UnitRetriever):
         fused = fuse_parents(best_per_parent(dense, owners), best_per_parent(self.lexical.ranking(question), owners))
         best_unit = {item.parent: item.unit for item in parents_by_best_unit(dense, owners)}
         ranked = [UnitRanked(parent, score, best_unit[parent], rank) for rank, (parent, score) in enumerate(fused, 1)]
-        count = len(paper_k_parents(dense, owners, self.inputs.params.k))
+        count = len(paper_k_parents(dense, owners, self.inputs.stage.params.k))
         lengths = {pid: measure.length(info.contents) for pid, info in self.parents.items()}
         return to_retrieved(question_index, fill_depth(ranked, lengths, largest), self.parents,
                             {parent for parent, _ in fused[:count]})

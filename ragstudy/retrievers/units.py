@@ -33,7 +33,7 @@ class UnitRetriever:
             for doc in documents:
                 self.corpus.add(str(doc.id), [doc.page_content])
         else:
-            windows, _ = child_windows(documents, child_splitter(inputs.params))
+            windows, _ = child_windows(documents, child_splitter(inputs.stage.params))
             for window in windows:
                 self.corpus.add(str(window.metadata["doc_id"]), [window.page_content])
         self.lexical = LexicalIndex(self.corpus.texts) if self.spec.lexical else None
@@ -57,8 +57,8 @@ class UnitRetriever:
         texts = list(self.corpus.texts)
         rows: list[Any] = []
         # in batches, with a bar: whole parents of a few hundred pages take minutes to embed cold
-        with tqdm(total=units, desc=f"Embedding {self.inputs.strategy} {self.spec.unit}", unit=self.spec.unit[:-1],
-                  disable=not units) as bar:
+        with tqdm(total=units, desc=f"Embedding {self.inputs.stage.strategy} {self.spec.unit}",
+                  unit=self.spec.unit[:-1], disable=not units) as bar:
             for start in range(0, units, EMBED_BATCH):
                 rows.extend(self.model.embed_documents(texts[start:start + EMBED_BATCH]))
                 bar.update(min(EMBED_BATCH, units - start))
@@ -82,11 +82,11 @@ class UnitRetriever:
         from ragstudy.lexical import fill_depth, paper_k_parents, parents_by_best_unit, to_retrieved
 
         units = checked_units(self.unit_ranking(question), len(self.corpus.texts), self.spec.name, question_index,
-                              self.inputs.strategy)
+                              self.inputs.stage.strategy)
         ranked = parents_by_best_unit(units, self.corpus.parents)
         lengths = {pid: measure.length(info.contents) for pid, info in self.parents.items()}
         return to_retrieved(question_index, fill_depth(ranked, lengths, largest), self.parents,
-                            paper_k_parents(units, self.corpus.parents, self.inputs.params.k))
+                            paper_k_parents(units, self.corpus.parents, self.inputs.stage.params.k))
 
 
 def checked_units(units: Any, count: int, retriever: str, question_index: int, strategy: str

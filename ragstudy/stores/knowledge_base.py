@@ -370,13 +370,11 @@ class KnowledgeBase:
         self.windows: ExactWindows | None = None  # the child windows' vectors as the collection stores them
 
     @classmethod
-    def of_run(cls, config: Any, strategy: str, embedding) -> "KnowledgeBase":
-        """The strategy's knowledge base under a run's settings (`config`: a config.StudyConfig; its parameters,
-        --db-dir or --chroma-server), for the chain and for a retriever member alike: a member makes its own from
-        RetrievalInputs instead of reaching up into the run stages."""
-        spec = strategy_spec(strategy)
-        return cls(spec, config.strategy_params[strategy], embedding, embedding.model_id,
-                   db_dir=db_dir_of(config, spec), chroma_server=config.chroma_server)
+    def of_stage(cls, stage: Any, embedding) -> "KnowledgeBase":
+        """The strategy's knowledge base under one run's settings (`stage`: a pipeline.StageSettings), for the chain
+        and for a retriever member alike (RetrievalInputs.stage: a member does not reach up into the run stages)."""
+        return cls(strategy_spec(stage.strategy), stage.params, embedding, embedding.model_id, db_dir=stage.db_dir,
+                   chroma_server=stage.chroma_server)
 
     @staticmethod
     def default_db_dir(spec: StrategySpec) -> Path:
