@@ -56,7 +56,7 @@ def chunked_fixed_size(pdf_dir):
 def test_bm25_scores_the_knowledge_bases_child_windows_and_hybrid_too(pdf_dir):
     from ragstudy import retrievers
     from ragstudy.pipeline import StageSettings
-    from ragstudy.stores.knowledge_base import KnowledgeBase, child_windows
+    from ragstudy.stores.knowledge_base import child_splitter, child_windows
 
     config, chunked = chunked_fixed_size(pdf_dir)
     params = config.strategy_params["fixed-size"]
@@ -66,9 +66,7 @@ def test_bm25_scores_the_knowledge_bases_child_windows_and_hybrid_too(pdf_dir):
                                                                     None))
 
     parents = [chunk.to_document() for item in chunked for chunk in item.chunks]
-    kb = KnowledgeBase.__new__(KnowledgeBase)
-    kb.params = params
-    windows, _ = child_windows(parents, kb.child_splitter())
+    windows, _ = child_windows(parents, child_splitter(params))
     for retriever in ("bm25", "hybrid"):
         ranker = unit_ranker(retriever, chunked)
         assert ranker.corpus.texts == [w.page_content for w in windows]

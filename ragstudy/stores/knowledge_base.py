@@ -8,13 +8,9 @@ only the windows that are missing: nothing when nothing changed, the rest after 
 also shared across collections through the embedding's own cache (customembedding.VectorCache).
 
 Besides the retriever (k child windows -> their parents, as in the paper), `KnowledgeBase.rank` orders parents by
-their best child window for retrieval-only runs. Both search the child windows exhaustively (ExactWindows), over
-the vectors Chroma stores, not through Chroma's approximate HNSW index: which neighbours that index finds depends
-on how its graph happened to be built (its insertion threads), so rankings would differ between two builds of the
-same collection, between executors and between machines. The vectors a collection already held are compared with the
-vector cache's vectors of their windows' texts first (vectorcheck.differing_vectors): a window holding another
-vector (a damaged store, or another model's of the same size under this model's name) is written again from the
-cache, with a warning, before anything is ranked.
+their best child window for retrieval-only runs. Both search the child windows exhaustively (ExactWindows), not
+through Chroma's approximate HNSW index (why: docs/retrieval.md, Retrievers); stored vectors that are not the vector
+cache's are written again first (docs/troubleshooting.md).
 """
 
 from __future__ import annotations
@@ -92,14 +88,9 @@ SEARCH_BLOCK = 8192  # windows whose distances are computed at once (bounds the 
 
 @dataclass(frozen=True)
 class ExactWindows:
-    """A collection's child windows, searched exhaustively: every window's distance to the query, exact.
-
-    Why not HNSW: see the module doc (measured on the shared PDFs, newline, 7,843 windows, 1,389 of them duplicate
-    vectors: two builds of the same collection at search_ef 512 disagreed, one missing a rank-5 parent). Distance
-    is Chroma's "l2" (squared Euclidean; 2 - 2 cos between normalised vectors), computed in float64 from the float32
-    vectors the collection stores; ties to TIE_DECIMALS are broken by child id. Memory: windows x dimensions x 4
-    bytes (13,000 windows of 384: 20 MB); time: one pass per query.
-    """
+    """A collection's child windows, searched exhaustively (why not HNSW: the module doc). Distance is Chroma's "l2"
+    (squared Euclidean; 2 - 2 cos between normalised vectors), in float64 from the stored float32 vectors; ties to
+    TIE_DECIMALS broken by child id. Memory: windows x dimensions x 4 bytes (13,000 windows of 384: 20 MB)."""
 
     ids: tuple[str, ...]
     matrix: Any  # numpy float32, one row per window, in `ids` order
@@ -151,12 +142,9 @@ class ExactWindows:
 
 
 def stable_retriever_class():
-    """ParentDocumentRetriever whose child search is exact and reproducible (`windows`: the knowledge base's
-    ExactWindows): the k nearest child windows, ties broken by child id, then their parents, as the paper's retriever
-    reads them. Chroma's own search is approximate and, among identical windows (running headers, repeated table
-    rows), orders them differently in a freshly built index and the same index reloaded from disk; a warm re-run
-    would then put other parents in the prompt and regenerate answers.
-    """
+    """ParentDocumentRetriever whose child search is exact (`windows`: ExactWindows): the k nearest child windows,
+    ties by child id, then their parents. Chroma's own search orders identical windows (running headers) differently
+    in a fresh index and the same index reloaded: a warm re-run would put other parents in the prompt."""
     from langchain_classic.retrievers import ParentDocumentRetriever
 
     class StableParentDocumentRetriever(ParentDocumentRetriever):
@@ -211,11 +199,9 @@ def _open_chroma_folder(path: Path):
 
 @contextmanager
 def chroma_clients_closed() -> Iterator[None]:
-    """Close, when the block ends (normally, on an error or on Ctrl-C), the local Chroma clients opened inside it.
-    chromadb keeps each folder's System (its SQLite connections, HNSW readers, about six threads and eleven open
-    files) until its last client is closed, so a process that runs many variants (an in-process grid) or runs
-    again after Ctrl-C kept every earlier run's Systems open, and one interrupted run's System then served its
-    re-run. The folder locks stay (io.lock_folder keeps them for the life of the process)."""
+    """Close, when the block ends (also on an error or Ctrl-C), the local Chroma clients opened inside it: chromadb
+    keeps each folder's System (SQLite connections, threads, open files) until its last client closes, so an
+    in-process grid, or a re-run after Ctrl-C, kept every earlier run's open. The folder locks stay."""
     start = len(_OPEN_CLIENTS)
     try:
         yield
@@ -334,8 +320,7 @@ def child_splitter(params: StrategyParams):
 
 
 def db_dir_of(config: Any, spec: StrategySpec) -> Path | None:
-    """The strategy's Chroma folder under a run's --db-dir (None: its own folder's db/). `config`: a
-    config.StudyConfig (its `db_dir`)."""
+    """The strategy's Chroma folder under a config.StudyConfig's --db-dir (None: its own folder's db/)."""
     return Path(config.db_dir) / spec.folder if config.db_dir else None
 
 
@@ -378,7 +363,6 @@ class KnowledgeBase:
 
     @staticmethod
     def default_db_dir(spec: StrategySpec) -> Path:
-        """`<strategy folder>/db` in the repository."""
         return PROJECT_ROOT / spec.folder / "db"
 
     @property
@@ -408,9 +392,6 @@ class KnowledgeBase:
                                  "it and re-run: windows already added are kept and not embedded again") from None
             raise store_error("Chroma folder", self.db_dir, f"{action} failed", exc, REBUILD_DB) from None
 
-    def child_splitter(self):
-        return child_splitter(self.params)
-
     def build(self, chunked: Sequence[ChunkedDocument]):
         """Return (retriever, stats), embedding only the child windows not already stored (nor cached).
 
@@ -431,7 +412,7 @@ class KnowledgeBase:
             vectorstore = Chroma(client=client, collection_name=name, embedding_function=self.embedding,
                                  collection_metadata=HNSW_SETTINGS)
         docstore = InMemoryStore()
-        splitter = self.child_splitter()
+        splitter = child_splitter(self.params)
         parents = [chunk.to_document() for item in chunked for chunk in item.chunks]
         docstore.mset([(doc.id, doc) for doc in parents])
         children, child_ids = child_windows(parents, splitter)
@@ -519,20 +500,14 @@ class KnowledgeBase:
         return ExactWindows.of(list(child_ids), [stored[cid] for cid in child_ids])
 
     def rank(self, query: str, depth: int) -> list[RankedParent]:
-        """The `depth` best parents for `query` (fewer if the collection has fewer), ordered by their best child
-        window; ties (equal to TIE_DECIMALS) broken by child id, as the retriever does."""
-        return self.rank_vector(self.embedding.embed_query(query), depth)
-
-    def rank_vector(self, vector: Sequence[float], depth: int) -> list[RankedParent]:
-        """Rank parents for an already embedded query by their nearest child window (an exact search of every
-        window, see ExactWindows): the first `depth` of ranked_parents."""
+        """The `depth` best parents for `query` (fewer if the collection has fewer): the first of ranked_parents."""
         if depth <= 0:
             raise StudyInputError(f"ranking depth must be positive, got {depth}")
-        return list(islice(self.ranked_parents(vector), depth))
+        return list(islice(self.ranked_parents(self.embedding.embed_query(query)), depth))
 
     def ranked_parents(self, vector: Sequence[float]) -> Iterator[RankedParent]:
-        """Every parent, best first, lazily: a caller that reads deeper and deeper (dense's budget fill) searches
-        the windows once per query. Before `build`, a RuntimeError at the first parent read."""
+        """Every parent, best first by its nearest child window (ties to TIE_DECIMALS by child id, as the retriever),
+        lazily: reading deeper and deeper (dense's budget fill) searches the windows once per query."""
         if self.windows is None or self.docstore is None:
             raise RuntimeError("KnowledgeBase.rank needs build(chunked) first")
         seen: set[str] = set()

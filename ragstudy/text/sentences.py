@@ -1,17 +1,7 @@
 """Italian sentence spans of a PDF text layer, and greedy packing of spans into size-bounded chunks.
 
-Splitter choice: NLTK's Punkt algorithm (`PunktSentenceTokenizer`, nltk is already a dependency) with an explicit
-list of Italian technical abbreviations instead of trained parameters. The trained Italian model (`punkt_tab`)
-cannot be downloaded here, and the rule-based splitters on PyPI were checked on technical Italian and cut inside
-sentences: pysbd 0.3.4 (`language="it"`) and sentencex 1.0.32 both split "l'art. 5", "D.Lgs. 82/2005",
-"pagg. 3-4" and "n. 12" before the number (pysbd also took 0.13 s for seven sentences). Punkt keeps numbers such
-as "1.000" and "v. 1.2" whole, handles closing brackets and quotes after a full stop, and gives character spans
-(`span_tokenize`), so chunks index the text layer exactly. A second pass with the same abbreviation list glues a
-span that still ends with an abbreviation (e.g. the elided "dall'art.", which Punkt sees as one word) to the next.
-
-Block boundaries (blank lines in the text layer) always end a sentence: a heading or table cell has no full stop.
-The list is Italian: in English text a sentence that ends in e.g. "all." or "ed." is joined to the next one (a
-longer sentence, never a cut one).
+NLTK's Punkt with an explicit list of Italian abbreviations, then a pass that glues a span ending with one to the
+next; block boundaries always end a sentence. Why Punkt and not pysbd or sentencex: docs/strategies.md.
 """
 
 from __future__ import annotations
@@ -89,7 +79,7 @@ def _glue(text: str, spans: Sequence[Span], keep_enumerators: bool = False) -> l
 
 
 class ItalianSentenceSplitter:
-    """Sentence spans of Italian technical text (see the module docstring for the rules and why)."""
+    """Sentence spans of Italian technical text (the rules and why: docs/strategies.md)."""
 
     def __init__(self) -> None:
         self._tokenizer = _punkt()

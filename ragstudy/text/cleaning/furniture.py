@@ -1,12 +1,11 @@
 """Page furniture: running headers/footers, page numbers and table-of-contents pages (one implementation, used by
-the paragraph segmenter and by the clean text layer).
+the paragraph segmenter and by the clean text layer; the rules: docs/text-layer.md).
 
-Headers and footers are found two ways, neither by one string. By repetition: a line in the top or bottom band
-whose text (digits ignored) recurs on a share of the pages is furniture, wherever the content stream put it. By
-pattern, for running heads that change with the chapter or section ("CAPITOLO 1. INTRODUZIONE" on the left page,
-"1.2 VALUTAZIONE 7" on the right): the outermost row of a page, set off from the text by a gap, in the position
-and font that the outermost rows of many pages share, most of which carry the page number or repeat their text.
-TOC pages are found by their dotted leaders and page-number column, not by bookmarks.
+Headers and footers are found by repetition (a band line whose text, digits ignored, recurs on a share of the
+pages) and by pattern, for running heads that change with the chapter ("CAPITOLO 1. INTRODUZIONE" on the left page,
+"1.2 VALUTAZIONE 7" on the right): the outermost row of a page, set off by a gap, in the position and font that the
+outermost rows of many pages share, most of which carry the page number or repeat their text. TOC pages are found
+by their dotted leaders and page-number column, not by bookmarks.
 """
 
 from __future__ import annotations
@@ -30,10 +29,7 @@ class FurnitureConfig:
     footer_band: float = 0.15  # bottom share of the page height where running footers are looked for
     repeat_min_frac: float = 0.25  # a band line repeating (digits ignored) on this share of pages is furniture
     toc_page_min_frac: float = 0.4  # a page whose lines are at least this share TOC entries is a TOC page
-    # running heads/feet that change with the chapter ("CAPITOLO 1. INTRODUZIONE", "1.2 VALUTAZIONE 7") are found
-    # by pattern, not by repeated text: the outermost row of the page, set off by a gap, in a position and font
-    # shared by the outermost rows of many pages, most of which carry the page number or repeat their text on
-    # another page.
+    # running heads/feet by pattern (the module doc):
     head_min_frac: float = 0.3  # share of pages whose outermost row shares the position and font
     head_evidence_frac: float = 0.5  # share of those rows that must carry the page number or repeat their text
     head_clash_frac: float = 0.25  # ... unless this many other pages (per head page) start their text there
