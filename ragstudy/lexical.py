@@ -1,15 +1,9 @@
-"""Lexical retrieval for Italian text: an analyzer, a BM25 index over text units, and parents ranked by their best
-unit (the shape of `KnowledgeBase.rank`, for the retrieval-only path).
+"""Lexical retrieval for Italian text: an analyzer (folding, Debian's Snowball stopwords, Snowball stemmer), a BM25
+index over text units (bm25s, Lucene k1 1.5, b 0.75; equal scores by unit position, never the library's sort), and
+parents ranked by their best unit (docs/retrieval.md, Retrievers).
 
-- Analyzer: NFKD accent folding and case folding, tokens are `\\w+` runs, the Snowball Italian stopwords (Debian
-  liblingua-stopwords-perl, /usr/share/perl5/Lingua/StopWords/IT.pm, folded the same way) are dropped, the rest
-  is stemmed by the Snowball Italian stemmer (PyStemmer).
-- BM25: bm25s (Lucene variant, k1 1.5, b 0.75), built from token ids the analyzer produced; every unit is scored
-  for every query, and equal scores are ordered by unit position, so a ranking never depends on the library's sort.
-  Building is cheap (7,000 child windows of 250 characters: 2.2-3.4 s, 1.1 s of it the analyzer, on a 2-core
-  machine at load 11; 36 queries 0.5 s), so the index is rebuilt rather than cached; `LexicalIndex.key` is a
-  content hash (units + analyzer + BM25 settings) to cache rankings under, as the dense rankings are.
-- Fusing dense and BM25 is the hybrid retriever's (retrievers/hybrid.py: normalised scores at the parent level).
+Building is cheap (7,000 child windows of 250 characters: 2.2-3.4 s on a loaded 2-core machine; 36 queries 0.5 s),
+so the index is rebuilt rather than cached; `LexicalIndex.key`, a content hash, keys the cached rankings.
 """
 
 from __future__ import annotations
@@ -18,7 +12,7 @@ import logging
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -191,13 +185,8 @@ def fill_depth(ranked: Sequence[UnitRanked], lengths: Mapping[str, int], largest
 class UnitCorpus:
     """Text units of a set of parents: unit i is `texts[i]` of parent `parents[i]`."""
 
-    texts: list[str] = field(default_factory=list)
-    parents: list[str] = field(default_factory=list)
-
-    def add(self, parent: str, texts: Iterable[str]) -> None:
-        for text in texts:
-            self.texts.append(text)
-            self.parents.append(parent)
+    texts: list[str]
+    parents: list[str]
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,9 @@
 """Retrievers: how a retrieval-only run ranks a strategy's parents for a question (config `retriever`).
 
-One module per member, each one `@register_retriever(...)` on its class: `dense` (Chroma child windows, the paper's
-design and the answering chain's retriever), `dense-parents`, `bm25`, `bm25-parents`, `hybrid`. A member is made
-once per strategy from `RetrievalInputs`, builds its index (`index()`), then ranks every question
-(`rank(question, question_index, largest, measure)`: parents best first, deep enough that `largest` units of
-`measure` are overfilled, `in_k` marking the parents of the paper's k best units). ragstudy.ranking runs them,
-caches their rankings and writes `retrieval_<strategy>.csv`. A retriever from outside the repository registers the
-same way (ragstudy.plugins, docs/architecture-plugins.md).
-
-A run may rank with several retrievers (`--retriever dense,bm25`): each is one axis of the run's grid
-(ragstudy.grid.variants), every variant a complete results folder of its own in `<output-dir>/variants/<id>/`.
+One module per member, each one `@register_retriever(...)` on its class (`dense`, the paper's and the chain's,
+`dense-parents`, `bm25`, `bm25-parents`, `hybrid`); a member is made once per strategy from `RetrievalInputs`,
+builds its index, then ranks every question; ragstudy.ranking runs and caches them. The protocol and members from
+outside the repository: docs/architecture-plugins.md.
 """
 
 from __future__ import annotations

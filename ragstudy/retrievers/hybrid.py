@@ -1,23 +1,9 @@
 """hybrid: a convex combination of min-max normalised dense and BM25 scores, at the parent level.
 
-The rule, fixed before any hybrid run was scored with it, and with no weight fitted to data:
-
-1. Each component ranks parents exactly as it does alone: a parent's score is its best child window's score
-   (cosine similarity for dense, BM25 for lexical), so hybrid fuses the two rankings the study reports.
-2. Per question, each component's parent scores are min-max normalised to [0, 1] over all the strategy's parents.
-   A component whose scores are all equal (BM25 when no query term occurs in any window) carries no information
-   for that question and contributes 0 to every parent, so the other component decides alone.
-3. fused = w * dense + (1 - w) * lexical with w = 0.5: equal weights, the only choice that favours neither
-   component without looking at data. Ties: the better dense rank first.
-
-Why not plain reciprocal rank fusion (the previous hybrid, over child windows): RRF looks at ranks only, so a
-component's confident first place (a BM25 window matching rare query terms far above every other) weighs no more
-than the other component's first place among near-equal cosines; on outside Italian manuals that dragged hybrid
-(.41 at 1,000 characters) far below BM25 alone (.58) when the dense side was weak. Normalised scores keep each
-component's margins: a parent far ahead in one ranking stays ahead unless the other component ranks it near its
-own bottom. Bruch, Gai & Ingber, "An Analysis of Fusion Functions for Hybrid Retrieval" (ACM TOIS 42(1), 2023)
-found this convex combination at least as good as RRF in and out of domain, and less sensitive to its one parameter
-than RRF is to its k.
+Each component scores a parent by its best child window, as it does alone; per question its parent scores are
+min-max normalised (all equal: no information, 0 for every parent); fused = 0.5 dense + 0.5 BM25, ties to the better
+dense score. The rule was fixed before any run was scored with it; why not reciprocal rank fusion:
+docs/results-embedders.md (the hybrid retriever).
 """
 
 from __future__ import annotations

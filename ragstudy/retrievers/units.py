@@ -28,14 +28,12 @@ class UnitRetriever:
         self.parents = {str(doc.id): ParentInfo(str(doc.metadata["path"]), int(doc.metadata["page_start"]),
                                                 int(doc.metadata["page_end"]), doc.page_content)
                         for doc in documents}
-        self.corpus = UnitCorpus()
         if self.spec.unit == "parents":
-            for doc in documents:
-                self.corpus.add(str(doc.id), [doc.page_content])
+            units = [(str(doc.id), doc.page_content) for doc in documents]
         else:
             windows, _ = child_windows(documents, child_splitter(inputs.stage.params))
-            for window in windows:
-                self.corpus.add(str(window.metadata["doc_id"]), [window.page_content])
+            units = [(str(window.metadata["doc_id"]), window.page_content) for window in windows]
+        self.corpus = UnitCorpus([text for _, text in units], [parent for parent, _ in units])
         self.lexical = LexicalIndex(self.corpus.texts) if self.spec.lexical else None
         self.search: Any = None  # knowledge_base.ExactWindows over the units' vectors, after `index()`
         self.model: Any = None

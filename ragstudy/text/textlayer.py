@@ -1,13 +1,8 @@
 """One PDF text layer for every strategy.
 
-PyMuPDF reads each PDF in the documents folder once. The text of a document is its text blocks in content-stream
-order, separated by a blank line (so the blank-line strategy sees real block boundaries), with the lines of a
-block separated by single newlines. Baselines chunk this text; the paragraph strategy reads the same validated
-PDFs through its layout analysis.
-
-Two text layers (`text_layer`, TEXT_LAYERS): `raw` (the paper's: what PyMuPDF extracts, furniture and all) and
-`clean` (`with_text_layer`: the paragraph strategy's cleaning rules applied, ragstudy.text.cleaning.layer); the
-strategies whose source kind is "text-layer" chunk the one the run chose.
+PyMuPDF reads each PDF in the documents folder once: its text blocks in content-stream order, separated by a blank
+line (so the blank-line strategy sees real block boundaries), a block's lines by single newlines. `raw` is that text
+(the paper's); `clean` applies the paragraph strategy's cleaning (`with_text_layer`, docs/text-layer.md).
 """
 
 from __future__ import annotations
@@ -115,10 +110,8 @@ def _page_text(page) -> str:
 
 
 def read_pdf(path: Path) -> PdfDocument:
-    """Open, validate and extract one PDF; raise StudyInputError naming the file and the fix.
-
-    A damaged file that PyMuPDF repairs on opening (e.g. a truncated download) is read, with a warning: pages may
-    be missing or empty, and nothing else would say so.
+    """Open, validate and extract one PDF; raise StudyInputError naming the file and the fix. A damaged file that
+    PyMuPDF repairs (a truncated download) is read with a warning: pages may be missing, and nothing else would say so.
     """
     import pymupdf
 
@@ -176,11 +169,8 @@ def _page_list(pages: list[int], limit: int = 10) -> str:
 
 
 def list_pdfs(folder: Path) -> list[Path]:
-    """PDF files directly inside `folder`, sorted by name; other files are skipped with a warning.
-
-    Subfolders are not read (a results or archive folder inside Documents/ must not join the corpus silently);
-    those that hold PDFs are named in a warning.
-    """
+    """PDF files directly inside `folder`, sorted by name; other files are skipped with a warning. Subfolders are
+    not read (a results folder inside Documents/ must not join the corpus silently): those holding PDFs are named."""
     folder = Path(folder)
     if not folder.is_dir():
         raise StudyInputError(f"{folder}: documents folder not found. Create it and put your PDFs in it, or pass "
