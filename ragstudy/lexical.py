@@ -27,8 +27,6 @@ STOPWORDS_PACKAGE = "liblingua-stopwords-perl"
 _TOKEN = re.compile(r"\w+")
 
 
-# ------------------------------------------------------------------------------------------------ analyzer
-
 def fold(text: str) -> str:
     """Lower-case and strip accents: NFKD, combining marks dropped, case folded ("Più" -> "piu")."""
     decomposed = unicodedata.normalize("NFKD", text)
@@ -89,8 +87,6 @@ class ItalianAnalyzer:
         return _stemmer("italian").stemWords(words) if self.stem and words else words
 
 
-# ------------------------------------------------------------------------------------------------ BM25
-
 @dataclass(frozen=True)
 class BM25Settings:
     k1: float = 1.5
@@ -145,8 +141,6 @@ def index_key(units: Sequence[str], analyzer: ItalianAnalyzer, settings: BM25Set
                                     "bm25": asdict(settings)}))
 
 
-# ------------------------------------------------------------------------------------------------ parents
-
 @dataclass(frozen=True)
 class UnitRanked:
     """A parent ranked by its best unit: `score` is that unit's score, `unit` its position, `rank` 1-based."""
@@ -170,9 +164,8 @@ def parents_by_best_unit(ranking: Iterable[tuple[int, float]], unit_parent: Sequ
 
 
 def fill_depth(ranked: Sequence[UnitRanked], lengths: Mapping[str, int], largest: int) -> list[UnitRanked]:
-    """The shortest prefix of `ranked` whose parents overfill `largest` (the whole list if they cannot), as
-    the dense retriever (retrievers/dense.py) keeps: every budget up to `largest` is then packed from the prefix
-    alone."""
+    """The shortest prefix of `ranked` whose parents overfill `largest` (the whole list if they cannot), as dense
+    keeps: every budget up to `largest` is then packed from the prefix alone."""
     total = 0
     for i, item in enumerate(ranked):
         total += lengths[item.parent]

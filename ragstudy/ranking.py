@@ -199,8 +199,6 @@ def checked_rows(rows: Any, known: set[str], retriever: str, index: int, strateg
     return list(rows)
 
 
-# ------------------------------------------------------------------------------------- retrieval-only runs
-
 @dataclass(frozen=True)
 class VariantSpec:
     """What one variant's run needs besides its inputs (documents, questions): the variant, its StudyConfig (the
@@ -298,10 +296,9 @@ class GridRun:
 
 
 def run_retrieval(config: StudyConfig, sweep: Any = None, executor: Executor | None = None) -> GridRun:
-    """Every variant of the run's grid (ragstudy.grid.variants.expand, or a sweep file's configurations) ranked
-    retrieval-only, each a complete run in `<output-dir>/variants/<id>/`; no LLM is loaded. `executor`: default the
-    config's (--workers N / --ray [ADDRESS], else in this process). A variant that fails is named with its error
-    after the others have run (they are kept; a re-run computes only what is missing or was done under another key)."""
+    """Every variant of the run's grid (grid.variants.expand) ranked retrieval-only into `<output-dir>/variants/<id>/`
+    by `executor` (default: the config's). A variant that fails is named after the others have run (they are kept;
+    a re-run computes only what is missing or was done under another key)."""
     from ragstudy.grid.variants import expand
 
     grid = expand(config, sweep)
@@ -321,13 +318,10 @@ def run_retrieval(config: StudyConfig, sweep: Any = None, executor: Executor | N
 
 def merged_grid(output_dir: Path, grid: Sequence[Variant], config: StudyConfig,
                 documents: dict[str, str] | None = None) -> list[Variant]:
-    """The folder's variants after this run. A run whose variants the folder lists already (a narrower re-run) keeps
-    the folder's list; another adds its variants to those listed whose every axis value is n/a or one this run has
-    (a run of other strategies under the same settings). A listed variant under a value this run lacks is a
-    StudyInputError naming it, the axis and the values: it would be compared with this run's, or mistaken for one;
-    so is a listed variant kept beside this run's that ran over other documents (`documents`: PDF name -> sha256, as
-    results.recorded_documents reads them back), and a row its variant's own record contradicts
-    (results.check_variant_records: the labels kept must be true)."""
+    """The folder's variants after this run: its own list when that holds this run's variants (a narrower re-run),
+    else this run's plus those listed whose every axis value is n/a or one this run has. A StudyInputError names a
+    listed variant under a value this run lacks (it would be compared with this run's), one kept that ran over other
+    documents (`documents`: PDF name -> sha256), and a row its own record contradicts (check_variant_records)."""
     from ragstudy.config import option_of
     from ragstudy.grid.variants import run_axes
     from ragstudy.results import VARIANTS, check_variant_records, read_variants

@@ -58,9 +58,8 @@ class Hybrid(UnitRetriever):
         return f"{self.lexical.key}/{RULE}"
 
     def rank(self, question: str, question_index: int, largest: int, measure: Any) -> list[Any]:
-        """Parents by the fused score, deep enough to overfill `largest`; `in_k` marks the fused ranking's first
-        parents, as many as the dense k best child windows belong to (so the own-k budget holds as many parents as
-        the dense retriever's). Scores are negated fused scores (lower is better)."""
+        """Parents by the fused score, deep enough to overfill `largest`; `in_k` marks as many of its first parents
+        as the dense k best child windows belong to (the own-k budget of dense). Scores are negated fused scores."""
         from ragstudy.lexical import UnitRanked, fill_depth, paper_k_parents, parents_by_best_unit, to_retrieved
 
         owners = self.corpus.parents

@@ -52,13 +52,12 @@ class UnitRetriever:
             return IndexReport(units)
         self.model = self.inputs.embedding()
         before = getattr(self.model, "texts_embedded", 0)
-        texts = list(self.corpus.texts)
         rows: list[Any] = []
         # in batches, with a bar: whole parents of a few hundred pages take minutes to embed cold
         with tqdm(total=units, desc=f"Embedding {self.inputs.stage.strategy} {self.spec.unit}",
                   unit=self.spec.unit[:-1], disable=not units) as bar:
             for start in range(0, units, EMBED_BATCH):
-                rows.extend(self.model.embed_documents(texts[start:start + EMBED_BATCH]))
+                rows.extend(self.model.embed_documents(self.corpus.texts[start:start + EMBED_BATCH]))
                 bar.update(min(EMBED_BATCH, units - start))
         self.search = ExactWindows.of([str(i) for i in range(units)], rows, tie_order=range(units))
         embedded = getattr(self.model, "texts_embedded", before + units) - before
@@ -74,9 +73,8 @@ class UnitRetriever:
         return [(row, -distance) for row, distance in self.search.nearest_rows(self.model.embed_query(question))]
 
     def rank(self, question: str, question_index: int, largest: int, measure: Any) -> list[Any]:
-        """Parents ranked by their best unit, deep enough to overfill `largest`; `in_k` marks the parents of the
-        k best units (the paper's k child windows; k whole parents for the -parents members). Scores are negated
-        (lower is better, as the dense rankings' distances)."""
+        """Parents ranked by their best unit, deep enough to overfill `largest`; `in_k` marks the parents of the k
+        best units (the paper's k child windows; k whole parents for the -parents members). Scores are negated."""
         from ragstudy.lexical import fill_depth, paper_k_parents, parents_by_best_unit, to_retrieved
 
         units = checked_units(self.unit_ranking(question), len(self.corpus.texts), self.spec.name, question_index,
@@ -90,8 +88,7 @@ class UnitRetriever:
 def checked_units(units: Any, count: int, retriever: str, question_index: int, strategy: str
                   ) -> list[tuple[int, float]]:
     """`unit_ranking`'s answer as (unit position, score) pairs, or a StudyInputError naming the retriever, the
-    question and the fix: a position that is not one of the `count` units, or a score that is not a finite number
-    (NaN cannot be ranked, and it would leave empty score cells)."""
+    question and the fix: a position not one of the `count` units, or a score that is not finite (NaN cannot rank)."""
     import math
 
     where = f"retriever {retriever!r}, question {question_index} ({strategy})"

@@ -135,11 +135,9 @@ def record_folder(folder: Path, **facts: Any) -> None:
 
 
 def usable_folder(folder: Path, what: str, whole: Callable[[Path], Any] | None = None) -> bool:
-    """Whether a built model folder (an export, a rebuilt or converted model in the project cache) can be used as is:
-    a folder with a manifest must match it (`verify`). One without (built before manifests existed) is adopted when
-    `whole(folder)` passes (it loads or parses the folder's files and raises when one is truncated or not what it
-    should be), and its manifest is written then; with no `whole`, it is not adopted. A folder that fails is set
-    aside with a warning and False is returned: the caller builds it again. An absent folder is False, silently."""
+    """Whether a built model folder in the project cache can be used as is: one with a manifest must match it
+    (`verify`); one without (older) is adopted, its manifest written, when `whole(folder)` (loads the files, raises
+    on a bad one) passes. A folder that fails is set aside with a warning: False, the caller builds it again."""
     folder = Path(folder)
     if not folder.is_dir():
         return False

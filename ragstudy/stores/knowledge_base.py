@@ -33,10 +33,9 @@ logger = logging.getLogger(__name__)
 
 ADD_BATCH = 256
 READ_BATCH = 5000  # ids per Chroma get
-# Chroma builds an HNSW graph for every collection; the study's searches do not read it (ExactWindows: even these
-# large beams left one rank-5 parent out in 2 of 3 builds of a 7,843-window collection). The settings stay because
-# collection names hash them: Chroma's defaults would build faster (4.6 s instead of 6.3 s for those windows) but
-# re-add every existing collection's windows once.
+# Chroma builds an HNSW graph for every collection; the study's searches do not read it (ExactWindows). The settings
+# stay because collection names hash them: Chroma's defaults would build faster (4.6 s instead of 6.3 s for 7,843
+# windows) but re-add every existing collection's windows once.
 HNSW_SETTINGS = {"hnsw:search_ef": 512, "hnsw:construction_ef": 512, "hnsw:M": 32}
 
 
@@ -66,12 +65,9 @@ CHILD_SPLITTER = "RecursiveCharacterTextSplitter"
 
 def collection_name(spec: StrategySpec, params: StrategyParams, chunked: Sequence[ChunkedDocument],
                     embedding_id: str) -> str:
-    """Chroma collection named by a hash of what determines its vectors and ids (not `k`: see the module doc).
-
-    Parent doc_ids are content hashes (strategy, PDF sha256, offsets, text), so they stand for the strategy's
-    parameters and the PDF bytes; path and pages are the child windows' metadata; a heading path (section
-    context) is part of the windows' text.
-    """
+    """Chroma collection named by a hash of what determines its vectors and ids (not `k`). Parent doc_ids hash the
+    strategy, PDF sha256, offsets and text, so they stand for the parameters and the PDF bytes; path and pages are
+    the windows' metadata; a heading path (section context) is part of the windows' text."""
     key = sha256_text(stable_json({
         "embedding": embedding_id, "hnsw": HNSW_SETTINGS,
         "children": {"splitter": CHILD_SPLITTER, "chunk_size": params.child_chunk_size,
@@ -332,11 +328,8 @@ def chroma_folder(db_dir: Path | None, spec: StrategySpec) -> Path:
 
 
 class KnowledgeBase:
-    """Index a strategy's parent chunks; expose them as a ParentDocumentRetriever and as parent rankings.
-
-    Child windows go to a local Chroma folder (`db_dir`, default `<strategy folder>/db`, locked against a second
-    process) or, with `chroma_server="http://host:port"`, to that server, under the same collection names and ids.
-    """
+    """Index a strategy's parent chunks; expose them as a ParentDocumentRetriever and as parent rankings. Child
+    windows go to a local, locked Chroma folder (`db_dir`) or to `chroma_server`, under the same names and ids."""
 
     def __init__(self, spec: StrategySpec, params: StrategyParams, embedding, embedding_id: str,
                  db_dir: Path | None = None, *, chroma_server: str | None = None) -> None:
@@ -393,11 +386,9 @@ class KnowledgeBase:
             raise store_error("Chroma folder", self.db_dir, f"{action} failed", exc, REBUILD_DB) from None
 
     def build(self, chunked: Sequence[ChunkedDocument]):
-        """Return (retriever, stats), embedding only the child windows not already stored (nor cached).
-
-        Under a lock named by the collection (io.build_lock in the project cache): two processes indexing the same
-        collection at once (parallel variants that differ only in retriever) take turns, and the second finds every
-        vector in the embedding cache, so no window is embedded twice."""
+        """Return (retriever, stats), embedding only the child windows not already stored (nor cached). Under a lock
+        named by the collection: two processes indexing it at once (variants that differ only in retriever) take
+        turns, and the second finds every vector in the embedding cache."""
         name = collection_name(self.spec, self.params, chunked, self.embedding_id)
         with build_lock(cache_dir() / "index-locks" / name):
             return self._build(chunked, name)
@@ -452,10 +443,9 @@ class KnowledgeBase:
 
     def _replace_damaged(self, vectorstore, children: Sequence, child_ids: Sequence[str], stored: dict[str, Any],
                          name: str) -> list[int]:
-        """Write again, from the vector cache, the stored windows whose vector is not the cache's vector of their text
-        (a damaged collection, or one another model of the same size filled under this model's name: the exact
-        search would rank with those vectors); returns their indexes. Windows the cache holds no vector for are not
-        checked (said once); an embedding without `cached_documents` (no vector cache) checks nothing."""
+        """Write again, from the vector cache, the stored windows whose vector is not the cache's for their text (a
+        damaged collection, or another model's under this name); returns their indexes. Windows the cache lacks are
+        not checked (said once), nor anything without a vector cache (`cached_documents`)."""
         from ragstudy.stores.vectorcheck import differing_vectors
 
         cached_of = getattr(self.embedding, "cached_documents", None)

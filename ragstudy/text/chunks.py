@@ -56,11 +56,9 @@ class ChunkedDocument:
 
 
 class Chunker(Protocol):
-    """What a strategy provides: turn a validated PDF into chunk records. A chunker may also define
-    `prepare(documents)`, called once with all the documents before they are chunked one by one (see
-    `prepare_chunker`): the place for work that runs better in bulk, such as converting every PDF in parallel worker
-    processes. Such work can also be started ahead, in the background, by the registration's `prefetch` (see
-    `ragstudy.pipeline.chunking_ahead`); `prepare` then waits for it."""
+    """What a strategy provides: turn a validated PDF into chunk records. An optional `prepare(documents)`, called
+    once before the documents are chunked one by one, does work that runs better in bulk (every PDF converted in
+    parallel); the registration's `prefetch` may start it ahead (pipeline.chunking_ahead), and `prepare` waits."""
 
     def chunk(self, document: PdfDocument, strategy: str) -> ChunkedDocument: ...
 

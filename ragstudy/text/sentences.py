@@ -42,14 +42,6 @@ def ends_with_abbreviation(text: str) -> bool:
     return bool(_ABBREVIATION_END.search(text.rstrip()))
 
 
-def _punkt():
-    from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
-
-    params = PunktParameters()
-    params.abbrev_types = set(ITALIAN_ABBREVIATIONS)
-    return PunktSentenceTokenizer(params)
-
-
 def strip_span(text: str, start: int, end: int) -> Span | None:
     """`(start, end)` narrowed to exclude surrounding whitespace, or None when only whitespace is inside."""
     while start < end and text[start].isspace():
@@ -82,7 +74,11 @@ class ItalianSentenceSplitter:
     """Sentence spans of Italian technical text (the rules and why: docs/strategies.md)."""
 
     def __init__(self) -> None:
-        self._tokenizer = _punkt()
+        from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
+
+        params = PunktParameters()
+        params.abbrev_types = set(ITALIAN_ABBREVIATIONS)
+        self._tokenizer = PunktSentenceTokenizer(params)
 
     def spans(self, text: str) -> list[Span]:
         """Character spans of the sentences of `text`, in order, stripped of surrounding whitespace."""

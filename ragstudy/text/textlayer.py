@@ -111,8 +111,7 @@ def _page_text(page) -> str:
 
 def read_pdf(path: Path) -> PdfDocument:
     """Open, validate and extract one PDF; raise StudyInputError naming the file and the fix. A damaged file that
-    PyMuPDF repairs (a truncated download) is read with a warning: pages may be missing, and nothing else would say so.
-    """
+    PyMuPDF repairs (a truncated download) is read with a warning: pages may be missing, nothing else would say so."""
     import pymupdf
 
     try:

@@ -75,10 +75,8 @@ def _substantial(key: str) -> bool:
 
 
 def repeated_band_keys(pages: list[PageLines], header_band: float, footer_band: float, min_frac: float) -> set:
-    """Keys of band lines that recur, in either band, on at least max(2, min_frac of the pages) pages, or
-    that are the outermost text of at least max(2, 10 %) of the pages (a footer used on some pages only).
-
-    Either band: journals print on page 1 at the top what later pages carry in the footer."""
+    """Keys of band lines that recur, in either band (journals print on page 1 at the top what later pages carry in
+    the footer), on max(2, min_frac of the pages) pages, or are the outermost text of max(2, 10 %) of them."""
     if len(pages) < 2:
         return set()
     counts: Counter = Counter()
@@ -105,11 +103,8 @@ def repeated_band_keys(pages: list[PageLines], header_band: float, footer_band: 
 
 
 def furniture_mask(pages: list[PageLines], header_band: float, footer_band: float, min_frac: float) -> list[list[bool]]:
-    """Per page, per line: True where the line is a running header/footer or a page number.
-
-    A band line also counts when it starts with a repeated key at least 8 characters long (a running string
-    extended on one page).
-    """
+    """Per page, per line: True where the line is a running header/footer or a page number (also a band line that
+    starts with a repeated key of 8 characters or more: a running string extended on one page)."""
     keys = repeated_band_keys(pages, header_band, footer_band, min_frac)
     prefixes = tuple(k for k in keys if len(k) >= 8)
     masks: list[list[bool]] = []
@@ -125,8 +120,6 @@ def furniture_mask(pages: list[PageLines], header_band: float, footer_band: floa
         masks.append(mask)
     return masks
 
-
-# ----------------------------------------------------------------------------- running heads by pattern
 
 _ROMAN = {"i": 1, "v": 5, "x": 10, "l": 50, "c": 100}
 _FIRST_NUMBER = re.compile(r"\d{1,4}")
@@ -268,11 +261,8 @@ def _outermost_centres(pages: list[PageLines], keeps: list[list[int]], band: str
 
 
 def running_head_mask(pages: list[PageLines], masks: list[list[bool]], config: FurnitureConfig) -> list[list[bool]]:
-    """`masks` (repetition-based furniture) extended with the running heads and feet found by pattern.
-
-    Rows are looked for among the lines not yet dropped, so a head under a repeated logo line is still seen;
-    page-number lines stay in, as they are the rows' main evidence.
-    """
+    """`masks` (repetition-based furniture) extended with the running heads and feet found by pattern, looked for
+    among the lines not yet dropped (a head under a repeated logo is still seen) and the page numbers (evidence)."""
     out = [list(mask) for mask in masks]
     for band in ("top", "bottom"):
         keeps = [[i for i, (line, drop) in enumerate(zip(page.lines, mask)) if not drop or PAGE_NUMBER.match(line.text)]
@@ -292,12 +282,9 @@ def is_toc_entry(text: str) -> bool:
 
 
 def toc_mask(lines: list[Line], min_frac: float) -> list[bool]:
-    """On a TOC page, mark the TOC (title, entries, wrapped entry text); elsewhere mark only leader lines.
-
-    A page is a TOC page when at least 3 of its lines, and `min_frac` of them, are entries (leaders, or text
-    ending in a page number right-aligned with the leaders). Everything from the first to the last entry is
-    dropped, so the entries' wrapped first lines go too; text above or below the TOC on that page is kept.
-    """
+    """On a TOC page, mark the TOC (title, entries, wrapped entry text); elsewhere only leader lines. A TOC page has
+    3 or more entries, `min_frac` of its lines (leaders, or text ending in a page number aligned with them). All from
+    the first to the last entry goes, so wrapped entry lines too; text above or below the TOC is kept."""
     leaders = [is_toc_entry(line.text) for line in lines]
     n_leaders = sum(leaders)
     if n_leaders == 0:
@@ -338,11 +325,9 @@ NOTE_MARK = re.compile(r"^(?:\d{1,3}|[*†‡§¹²³⁴⁵⁶⁷⁸⁹⁰]+)\s*
 
 
 def trailing_notes(items: Sequence, height: float, body: float) -> int:
-    """Index of the first footnote among a page's items in reading order (len(items) when there is none).
-
-    Footnotes are the page's trailing small print: items (with `size`, `y0` and `text`; an item without a size,
-    such as a table, ends the search) smaller than the body size by a point or more, in the lower 40 % of the
-    page, from the first one that opens with a note mark; small lines before that mark are not notes."""
+    """Index of the first footnote among a page's items in reading order (len(items): none). Footnotes are the
+    page's trailing small print: items (`size`, `y0`, `text`; one without a size, a table, ends the search) a point
+    or more below the body size, in the lower 40 % of the page, from the first that opens with a note mark."""
     start = len(items)
     while start > 0:
         item = items[start - 1]

@@ -88,10 +88,8 @@ def clean_pages(doc, config: FurnitureConfig | None = None) -> list[list[CleanBl
 
 
 def reading_order(pages: list[list[CleanBlock]]) -> list[list[CleanBlock]]:
-    """Each page's blocks in the order the layer writes them: as printed, except that a page's footnotes come just
-    before its last body block, so that the body text goes on from one page to the next without a footnote in
-    between (a sentence or a passage that crosses the page break stays contiguous), and every footnote stays on
-    its own page, before the next page's first character."""
+    """Each page's blocks as printed, except that its footnotes come just before its last body block: the body
+    text goes on to the next page without a footnote between, and every footnote stays on its own page."""
     out = []
     for blocks in pages:
         body = [b for b in blocks if not b.note]
