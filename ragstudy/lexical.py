@@ -76,14 +76,10 @@ class ItalianAnalyzer:
     def stopwords(self) -> frozenset[str]:
         return italian_stopwords(Path(self.stopwords_path)) if self.remove_stopwords else frozenset()
 
-    def words(self, text: str) -> list[str]:
-        """Folded tokens without stopwords, not stemmed (in text order)."""
-        stop = self.stopwords()
-        return [t for t in _TOKEN.findall(fold(text)) if t not in stop]
-
     def tokens(self, text: str) -> list[str]:
         """Index terms of `text`, in text order (repeats kept: BM25 counts them)."""
-        words = self.words(text)
+        stop = self.stopwords()
+        words = [t for t in _TOKEN.findall(fold(text)) if t not in stop]
         return _stemmer("italian").stemWords(words) if self.stem and words else words
 
 

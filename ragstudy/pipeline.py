@@ -34,8 +34,7 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class StageSettings:
     """One strategy's values under one run, resolved once from its StudyConfig (`of`): what the chunk, index and rank
-    stages and the retriever members (retrievers.RetrievalInputs) read (a grid variant's, ranking.run_variant, or
-    one strategy's of the answering chain)."""
+    stages and the retriever members (RetrievalInputs.stage) read, for a grid variant or the answering chain."""
 
     strategy: str
     params: Any  # registry.StrategyParams: chunking, child windows, k

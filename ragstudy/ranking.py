@@ -238,8 +238,7 @@ def run_variant(spec: VariantSpec, output_dir: Path, inputs: dict[str, Path]) ->
 
 
 def relocate_variant(files: dict[str, bytes], paths: dict[str, str]) -> dict[str, bytes]:
-    """A variant's files from a Ray worker with the driver's paths (executors.translate), and run_identity.json's
-    sha256 of each file made again from the files so translated (runidentity.rehash)."""
+    """A variant's files from a Ray worker with the driver's paths, run_identity.json's sha256s made again for them."""
     from ragstudy.grid.executors import translate
     from ragstudy.grid.runidentity import rehash
 

@@ -39,15 +39,13 @@ class Retriever(Protocol):
     """A member's ranking of one strategy's parents (made by `RetrieverSpec.make(inputs)`)."""
 
     def cache_key(self) -> str | None:
-        """What the ranking cache key needs besides the collection, k, questions and budget (e.g. the BM25 index's
-        content key), computed without embedding anything; None when nothing."""
+        """What the ranking cache key needs besides collection, k, questions and budget (BM25's index key); or None."""
 
     def index(self) -> IndexReport:
         """Build (or open) the index: Chroma collection, unit vectors, BM25 index."""
 
     def rank(self, question: str, question_index: int, largest: int, measure: Any) -> list[Any]:
-        """`records.RetrievedParent` rows of one question, best first, overfilling `largest` units of `measure`
-        (budgets.Measure) or every parent."""
+        """`records.RetrievedParent` rows, best first, overfilling `largest` units of `measure` (or every parent)."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +84,5 @@ def get(name: str, where: str | None = None) -> RetrieverSpec:
 
 
 def parse(value: Any, where: str = "--retriever") -> tuple[str, ...]:
-    """`"dense,bm25"`, a YAML list or `all` -> validated names (duplicates dropped, order kept); empty is an
-    error."""
+    """`"dense,bm25"`, a YAML list or `all` -> validated names (duplicates dropped, order kept; empty: an error)."""
     return RETRIEVERS.parse(value, where)

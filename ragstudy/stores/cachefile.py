@@ -1,11 +1,7 @@
 """Cache files are data that can be rebuilt: each is written with enough to verify it when read, and one that fails
-is set aside (renamed `<name>.corrupt-<UTC time>`, so nothing is lost) with a warning naming it, then rebuilt.
-
-- JSON caches (rankings): parsed and checked by the reader's own schema check (`read_json`).
-- Built model files (ONNX embedding exports, the ONNX Runtime GenAI export of the LLM): a manifest beside them
-  records each file's size and sha256 when it is built (`record`); `verify` compares them before use, so a
-  truncated file, or another file copied over it (an int8 model over the fp32 export), is found and rebuilt.
-- SQLite (the vector cache): a file SQLite cannot read is set aside with its -wal/-shm files (`set_aside_sqlite`).
+is set aside (renamed `<name>.corrupt-<UTC time>`, so nothing is lost) with a warning naming it, then rebuilt:
+JSON caches by their reader's schema check (`read_json`), built model files by a manifest of each file's size and
+sha256 (`record`, `verify`), the SQLite vector cache with its -wal/-shm files. Each cache: docs/troubleshooting.md.
 """
 
 from __future__ import annotations
@@ -62,8 +58,7 @@ def manifest_of(path: Path) -> Path:
 
 
 def record(manifest: Path, files: Iterable[Path], **facts: Any) -> None:
-    """Write `manifest`: the size and sha256 of each of `files` (by name relative to the manifest's folder) and
-    `facts` (e.g. the export's precision), atomically."""
+    """Write `manifest`: the size and sha256 of each of `files` (named relative to it) and `facts`, atomically."""
     entries = {str(file.relative_to(manifest.parent)): {"size": file.stat().st_size, "sha256": sha256_file(file)}
                for file in sorted(Path(f) for f in files)}
     atomic_write_json(manifest, {"format": MANIFEST_FORMAT, "files": entries, **facts}, "cache manifest")

@@ -211,9 +211,8 @@ def chroma_clients_closed() -> Iterator[None]:
 
 
 def _chroma_client(path: Path):
-    """A client on the locked Chroma folder `path`. A folder Chroma cannot open as a database (a corrupt or foreign
-    chroma.sqlite3) is set aside as `<folder>.corrupt-<timestamp>` and rebuilt, with a warning; any other failure
-    (disk full, read-only) is a StoreError naming the folder."""
+    """A client on the locked Chroma folder `path`; one Chroma cannot open as a database is set aside and rebuilt,
+    with a warning; any other failure (disk full, read-only) is a StoreError naming the folder."""
     from chromadb.api.shared_system_client import SharedSystemClient
     from chromadb.errors import ChromaError
 
@@ -321,9 +320,8 @@ def db_dir_of(config: Any, spec: StrategySpec) -> Path | None:
 
 
 def chroma_folder(db_dir: Path | None, spec: StrategySpec) -> Path:
-    """The strategy's local Chroma folder: `db_dir` (a run's --db-dir/<strategy folder>, see db_dir_of), else
-    `<strategy folder>/db`. In a worker process of ragstudy.grid.executors, that folder's own `-worker-<k>` slot
-    (io.worker_folder): a Chroma folder admits one process, and parallel variants may index the same strategy."""
+    """The strategy's local Chroma folder (`db_dir`, see db_dir_of, else `<strategy folder>/db`); in a grid worker
+    process its own `-worker-<k>` slot: a Chroma folder admits one process, and variants may share a strategy."""
     return worker_folder(Path(db_dir) if db_dir is not None else KnowledgeBase.default_db_dir(spec), DB_LOCK)
 
 
@@ -349,8 +347,7 @@ class KnowledgeBase:
 
     @classmethod
     def of_stage(cls, stage: Any, embedding) -> "KnowledgeBase":
-        """The strategy's knowledge base under one run's settings (`stage`: a pipeline.StageSettings), for the chain
-        and for a retriever member alike (RetrievalInputs.stage: a member does not reach up into the run stages)."""
+        """The strategy's knowledge base under a run's settings (`stage`: pipeline.StageSettings), chain and member."""
         return cls(strategy_spec(stage.strategy), stage.params, embedding, embedding.model_id, db_dir=stage.db_dir,
                    chroma_server=stage.chroma_server)
 

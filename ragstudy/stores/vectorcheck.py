@@ -139,9 +139,8 @@ STORED_TOLERANCE = 1e-6  # a stored float32 copy of a vector equals it; another 
 
 
 def differing_vectors(stored: dict[str, Any], reference: dict[str, Sequence[float]]) -> list[str]:
-    """Ids of `reference` whose `stored` vector is another one: a component further than STORED_TOLERANCE from the
-    reference's (the vector cache's vector of the window's text), or of another dimension. A Chroma collection whose
-    windows were given other windows' vectors, or another model's under the same name, ranks with them otherwise."""
+    """Ids of `reference` (the vector cache's vectors of the windows' texts) whose `stored` vector is another one: a
+    component further than STORED_TOLERANCE from the reference's, or of another dimension."""
     ids = sorted(cid for cid in reference if cid in stored)
     if not ids:
         return []

@@ -95,9 +95,8 @@ def locate_pieces(text: str, pieces: Sequence[str], overlap_hint: int = 0) -> li
 
 def build_chunks(source: SourceText, spans: Iterable[tuple[int, int]], strategy: str,
                  pages: Sequence[tuple[int, int]] | None = None) -> ChunkedDocument:
-    """Chunk records for `spans` of `source` (pages from the source's page offsets unless given). A chunk's id is
-    content-derived: the same PDF bytes (SourceText.identity: the PDF's hash, plus the text layer when it is not the
-    raw one), strategy and span give the same id on every run."""
+    """Chunk records for `spans` of `source` (pages from its page offsets unless given), with content-derived ids: the
+    same PDF bytes and text layer (SourceText.identity), strategy and span give the same id on every run."""
     chunks = []
     for i, (start, end) in enumerate(spans):
         contents = source.text[start:end]
@@ -124,8 +123,7 @@ class SplitterChunker:
 
 @dataclass(frozen=True)
 class SpanChunker:
-    """Chunks the shared text layer with a splitter that returns character spans (`spans(text)`): the offsets are
-    exact, no search for the pieces is needed (token, sentence and semantic strategies)."""
+    """Chunks the shared text layer with a splitter that returns exact character spans (`spans(text)`)."""
 
     splitter: object  # has spans(text: str) -> list[tuple[int, int]]
 

@@ -97,9 +97,8 @@ class ItalianSentenceSplitter:
 
 
 def split_oversize(text: str, span: Span, limit: int) -> list[Span]:
-    """Pieces of at most `limit` characters of a span longer than `limit` (in PDFs: a table or a list without
-    full stops): cut at line breaks, then between words, never right after an abbreviation; a single word longer
-    than `limit` (a URL, a hash) is cut every `limit` characters."""
+    """Pieces of at most `limit` characters of a longer span (a table, a list without full stops): cut at line breaks,
+    then between words, never right after an abbreviation; a longer word (a URL) every `limit` characters."""
     start, end = span
     if end - start <= limit:
         return [span]

@@ -87,8 +87,7 @@ def with_text_layer(document: PdfDocument, layer: str) -> PdfDocument:
 
 @lru_cache(maxsize=256)
 def clean_text_layer(path: str, sha256: str) -> SourceText:
-    """The clean text layer of the PDF at `path` (whose bytes hash to `sha256`: the cache key), computed once a
-    process (ragstudy.text.cleaning.layer)."""
+    """The clean text layer of the PDF at `path` (`sha256`: its bytes' hash, the cache key), once a process."""
     import pymupdf
 
     from ragstudy.text.cleaning.layer import clean_pages, clean_text
@@ -148,8 +147,9 @@ def read_pdf(path: Path) -> PdfDocument:
         logger.warning("%s: %d page(s) recovered, %d of them with text; pages may be missing or empty: %s",
                        path, page_count, page_count - len(empty), damaged)
     if empty:
+        shown = ", ".join(map(str, empty[:10])) + (f" … (and {len(empty) - 10} more)" if len(empty) > 10 else "")
         logger.warning("%s: %d of %d page(s) without text (%s): %s", path, len(empty), page_count,
-                       "lost to the damage, or images only" if repaired else "images only?", _page_list(empty))
+                       "lost to the damage, or images only" if repaired else "images only?", shown)
     text, starts = "", []
     for page_text in pages:
         if text and page_text:
@@ -159,12 +159,6 @@ def read_pdf(path: Path) -> PdfDocument:
     digest = sha256_file(path)
     return PdfDocument(path=str(path), sha256=digest, page_count=page_count,
                        text_layer=SourceText(path=str(path), sha256=digest, text=text, page_starts=tuple(starts)))
-
-
-def _page_list(pages: list[int], limit: int = 10) -> str:
-    """Page numbers for a message: all of them, or the first `limit` then '… (and N more)'."""
-    shown = ", ".join(str(page) for page in pages[:limit])
-    return shown if len(pages) <= limit else f"{shown} … (and {len(pages) - limit} more)"
 
 
 def list_pdfs(folder: Path) -> list[Path]:

@@ -107,18 +107,14 @@ def furniture_mask(pages: list[PageLines], header_band: float, footer_band: floa
     starts with a repeated key of 8 characters or more: a running string extended on one page)."""
     keys = repeated_band_keys(pages, header_band, footer_band, min_frac)
     prefixes = tuple(k for k in keys if len(k) >= 8)
-    masks: list[list[bool]] = []
-    for page in pages:
-        mask = []
-        for line in page.lines:
-            band = band_of(line, page, header_band, footer_band)
-            if band is None:
-                mask.append(False)
-                continue
-            key = furniture_key(line.text)
-            mask.append(key in keys or key.startswith(prefixes) or PAGE_NUMBER.match(line.text) is not None)
-        masks.append(mask)
-    return masks
+
+    def furniture(line: Line, page: PageLines) -> bool:
+        if band_of(line, page, header_band, footer_band) is None:
+            return False
+        key = furniture_key(line.text)
+        return key in keys or key.startswith(prefixes) or PAGE_NUMBER.match(line.text) is not None
+
+    return [[furniture(line, page) for line in page.lines] for page in pages]
 
 
 _ROMAN = {"i": 1, "v": 5, "x": 10, "l": 50, "c": 100}

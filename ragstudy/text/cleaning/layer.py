@@ -71,9 +71,8 @@ def page_blocks(page: PageLines, lines: list[Line]) -> list[CleanBlock]:
 
 
 def runs_on(before: CleanBlock, after: CleanBlock) -> bool:
-    """Whether `after` continues the sentence `before` leaves open across a page break or a column break (it starts
-    above where `before` ends, right of it): the paragraph segmenter's rule, without its layout evidence. Footnotes
-    never run on."""
+    """Whether `after` continues the sentence `before` leaves open across a page or column break (it starts above
+    where `before` ends, right of it): the segmenter's rule without its layout evidence; footnotes never run on."""
     if before.note or after.note:
         return False
     moved = after.page != before.page or (after.y0 < before.y1 and after.x0 >= before.x1 - 1.0)
