@@ -118,15 +118,11 @@ FOLDER_MANIFEST = "ragstudy-files.json"  # in a built model folder: its files' s
 _verified: set[tuple] = set()  # folders found whole in this process, by the size and mtime of each of their files
 
 
-def folder_files(folder: Path) -> list[Path]:
-    """Every file of a built folder (its subfolders too), the manifest left out."""
-    return [p for p in sorted(Path(folder).rglob("*")) if p.is_file() and p.name != FOLDER_MANIFEST]
-
-
 def record_folder(folder: Path, **facts: Any) -> None:
-    """Write the folder's manifest (FOLDER_MANIFEST) over all its files: call it last, before the folder is renamed
-    into place."""
-    record(Path(folder) / FOLDER_MANIFEST, folder_files(folder), **facts)
+    """Write the folder's manifest (FOLDER_MANIFEST) over all its files, subfolders' too: call it last, before the
+    folder is renamed into place."""
+    files = [p for p in sorted(Path(folder).rglob("*")) if p.is_file() and p.name != FOLDER_MANIFEST]
+    record(Path(folder) / FOLDER_MANIFEST, files, **facts)
 
 
 def usable_folder(folder: Path, what: str, whole: Callable[[Path], Any] | None = None) -> bool:

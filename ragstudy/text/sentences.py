@@ -142,7 +142,4 @@ class SentenceUnits:
     limit: int
 
     def __call__(self, text: str) -> list[Span]:
-        units: list[Span] = []
-        for span in self.splitter.spans(text):
-            units.extend(split_oversize(text, span, self.limit))
-        return units
+        return [unit for span in self.splitter.spans(text) for unit in split_oversize(text, span, self.limit)]
