@@ -1,15 +1,9 @@
-"""Lexical retrieval for Italian text: an analyzer, a BM25 index over text units, and parents ranked by their best
-unit (the shape of `KnowledgeBase.rank`, for the retrieval-only path).
+"""Lexical retrieval for Italian text: an analyzer (folding, Debian's Snowball stopwords, Snowball stemmer), a BM25
+index over text units (bm25s, Lucene k1 1.5, b 0.75; equal scores by unit position, never the library's sort), and
+parents ranked by their best unit (docs/retrieval.md, Retrievers).
 
-- Analyzer: NFKD accent folding and case folding, tokens are `\\w+` runs, the Snowball Italian stopwords (Debian
-  liblingua-stopwords-perl, /usr/share/perl5/Lingua/StopWords/IT.pm, folded the same way) are dropped, the rest
-  is stemmed by the Snowball Italian stemmer (PyStemmer).
-- BM25: bm25s (Lucene variant, k1 1.5, b 0.75), built from token ids the analyzer produced; every unit is scored
-  for every query, and equal scores are ordered by unit position, so a ranking never depends on the library's sort.
-  Building is cheap (7,000 child windows of 250 characters: 2.2-3.4 s, 1.1 s of it the analyzer, on a 2-core
-  machine at load 11; 36 queries 0.5 s), so the index is rebuilt rather than cached; `LexicalIndex.key` is a
-  content hash (units + analyzer + BM25 settings) to cache rankings under, as the dense rankings are.
-- Fusing dense and BM25 is the hybrid retriever's (retrievers/hybrid.py: normalised scores at the parent level).
+Building is cheap (7,000 child windows of 250 characters: 2.2-3.4 s on a loaded 2-core machine; 36 queries 0.5 s),
+so the index is rebuilt rather than cached; `LexicalIndex.key`, a content hash, keys the cached rankings.
 """
 
 from __future__ import annotations
@@ -18,7 +12,7 @@ import logging
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -32,8 +26,6 @@ STOPWORDS_IT = Path("/usr/share/perl5/Lingua/StopWords/IT.pm")
 STOPWORDS_PACKAGE = "liblingua-stopwords-perl"
 _TOKEN = re.compile(r"\w+")
 
-
-# ------------------------------------------------------------------------------------------------ analyzer
 
 def fold(text: str) -> str:
     """Lower-case and strip accents: NFKD, combining marks dropped, case folded ("Più" -> "piu")."""
@@ -84,18 +76,12 @@ class ItalianAnalyzer:
     def stopwords(self) -> frozenset[str]:
         return italian_stopwords(Path(self.stopwords_path)) if self.remove_stopwords else frozenset()
 
-    def words(self, text: str) -> list[str]:
-        """Folded tokens without stopwords, not stemmed (in text order)."""
-        stop = self.stopwords()
-        return [t for t in _TOKEN.findall(fold(text)) if t not in stop]
-
     def tokens(self, text: str) -> list[str]:
         """Index terms of `text`, in text order (repeats kept: BM25 counts them)."""
-        words = self.words(text)
+        stop = self.stopwords()
+        words = [t for t in _TOKEN.findall(fold(text)) if t not in stop]
         return _stemmer("italian").stemWords(words) if self.stem and words else words
 
-
-# ------------------------------------------------------------------------------------------------ BM25
 
 @dataclass(frozen=True)
 class BM25Settings:
@@ -151,8 +137,6 @@ def index_key(units: Sequence[str], analyzer: ItalianAnalyzer, settings: BM25Set
                                     "bm25": asdict(settings)}))
 
 
-# ------------------------------------------------------------------------------------------------ parents
-
 @dataclass(frozen=True)
 class UnitRanked:
     """A parent ranked by its best unit: `score` is that unit's score, `unit` its position, `rank` 1-based."""
@@ -176,9 +160,8 @@ def parents_by_best_unit(ranking: Iterable[tuple[int, float]], unit_parent: Sequ
 
 
 def fill_depth(ranked: Sequence[UnitRanked], lengths: Mapping[str, int], largest: int) -> list[UnitRanked]:
-    """The shortest prefix of `ranked` whose parents overfill `largest` (the whole list if they cannot), as
-    the dense retriever (retrievers/dense.py) keeps: every budget up to `largest` is then packed from the prefix
-    alone."""
+    """The shortest prefix of `ranked` whose parents overfill `largest` (the whole list if they cannot), as dense
+    keeps: every budget up to `largest` is then packed from the prefix alone."""
     total = 0
     for i, item in enumerate(ranked):
         total += lengths[item.parent]
@@ -191,13 +174,8 @@ def fill_depth(ranked: Sequence[UnitRanked], lengths: Mapping[str, int], largest
 class UnitCorpus:
     """Text units of a set of parents: unit i is `texts[i]` of parent `parents[i]`."""
 
-    texts: list[str] = field(default_factory=list)
-    parents: list[str] = field(default_factory=list)
-
-    def add(self, parent: str, texts: Iterable[str]) -> None:
-        for text in texts:
-            self.texts.append(text)
-            self.parents.append(parent)
+    texts: list[str]
+    parents: list[str]
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class StageSettings:
     """One strategy's values under one run, resolved once from its StudyConfig (`of`): what the chunk, index and rank
-    stages read (a grid variant's, ranking.run_variant, or one strategy's of the answering chain)."""
+    stages and the retriever members (RetrievalInputs.stage) read, for a grid variant or the answering chain."""
 
     strategy: str
     params: Any  # registry.StrategyParams: chunking, child windows, k
@@ -47,13 +47,17 @@ class StageSettings:
     embedding_dtype: str
     largest: int  # the largest context budget
     threads: int  # torch's CPU threads
-    config: StudyConfig  # the whole, for the retriever plug-ins only (retrievers.RetrievalInputs takes it)
+    db_dir: Path | None  # the strategy's Chroma folder under --db-dir (None: its own folder's db/)
+    chroma_server: str | None  # --chroma-server, which replaces the local folders
 
     @classmethod
     def of(cls, config: StudyConfig, strategy: str) -> "StageSettings":
+        from ragstudy.stores.knowledge_base import db_dir_of
+
         return cls(strategy, config.strategy_params[strategy], axes.get("text_layer").values(config)[0],
                    config.retriever, config.profile.embedding, config.embedder, config.embedding_dtype,
-                   max(config.budgets), config.resolved_threads(), config)
+                   max(config.budgets), config.resolved_threads(), db_dir_of(config, registry.get(strategy)),
+                   config.chroma_server or None)
 
 
 def lazy_embedding(embedder: Any, threads: int, deferred: bool = False) -> Callable[[], Any]:
@@ -228,7 +232,7 @@ def build_retriever(config: StudyConfig, strategy: str):
 
     embedding = lazy_embedding(config.embedder, config.resolved_threads())
     chunked = chunk_cached(StageSettings.of(config, strategy), load_documents(Path(config.documents)), embedding)
-    return KnowledgeBase.of_run(config, strategy, embedding()).build(chunked)
+    return KnowledgeBase.of_stage(StageSettings.of(config, strategy), embedding()).build(chunked)
 
 
 def build_prompt(template: str, context: str, query: str) -> str:
@@ -360,7 +364,7 @@ def _run_strategies(config: StudyConfig, documents: Sequence[PdfDocument], quest
         report.outputs += [str(p) for p in write_chunks(chunked, strategy, output_dir)]
         if not config.chunks_only:
             generator = generator or make_generator(config)
-            retriever, stats = KnowledgeBase.of_run(config, strategy, embedding()).build(chunked)
+            retriever, stats = KnowledgeBase.of_stage(StageSettings.of(config, strategy), embedding()).build(chunked)
             report.embedded, report.reused = stats.embedded, stats.reused
             before = (generator.generated, generator.cached)
             rows = answer_questions(retriever, generator, questions, config.prompt_template, strategy)

@@ -1,18 +1,8 @@
-"""Retrieval-only runs: chunk (cached), index and rank the parents of every question, and write
-`retrieval_<strategy>.csv` (ragstudy.results owns the file).
-
-A retrieval-only run ranks the parents of every question (by their best child window, `KnowledgeBase.rank`) deep
-enough to fill the largest context budget, and marks the parents the paper's k child windows retrieve (`in_k`, from
-the strategy's own retriever, exactly as the chain does). ragstudy.scoring.budget_eval then packs and scores the
-budgets.
-
-`config.retriever` chooses the ranking, a member of the retriever registry (ragstudy/retrievers/: `dense`, above:
-Chroma, the paper's design; `dense-parents`, `bm25`, `bm25-parents`, `hybrid` and any registered from outside).
-A run is a grid of variants (ragstudy.grid.variants: strategies x retrievers x text layers x embedders, or a sweep
-file's configurations): run_retrieval runs each variant (run_variant, through an executor) into its own folder,
-`<output-dir>/variants/<id>/`, and lists them in `<output-dir>/variants.csv`.
-
-Chunks come from the chunk cache the answering chain shares (pipeline.chunk_cached).
+"""Retrieval-only runs: chunk (cached, pipeline.chunk_cached), index and rank the parents of every question deep
+enough to fill the largest context budget with the variant's retriever (ragstudy/retrievers/), marking the parents
+of the paper's k (`in_k`), and write `retrieval_<strategy>.csv`; ragstudy.scoring.budget_eval packs and scores the
+budgets (docs/retrieval.md). run_retrieval runs each variant of the grid (ragstudy.grid.variants) through an
+executor into `<output-dir>/variants/<id>/` and lists them in `<output-dir>/variants.csv`.
 """
 
 from __future__ import annotations
@@ -88,7 +78,8 @@ def chunk_length_stats(chunked) -> tuple[int, float, float]:
 
 def _ranking_cache_path(collection: str, params, questions: Sequence[str], largest: int, measure: Measure,
                         retriever: str = "dense", lexical_key: str | None = None) -> Path:
-    """Where the rankings of (collection, retriever, its index key, k, questions, largest budget, code) live."""
+    """Where the rankings of (collection: a hash of the parents, child windows and embedding model; retriever, its
+    index key, k, questions, largest budget and its unit, ranking code) live."""
     from ragstudy import lexical, retrievers
     from ragstudy.io import cache_dir, sha256_text, stable_json
     from ragstudy.retrievers.dense import INITIAL_DEPTH
@@ -126,12 +117,9 @@ def _read_rankings(path: Path, count_key: str, questions: int) -> tuple[list[Ret
 
 def retrieve_strategy(stage: StageSettings, documents, questions: Sequence[str], embedding: Callable[[], Any],
                       output_dir: Path, measure: Measure = CHARS) -> RetrievalRun:
-    """Chunk, export, index and rank one strategy with `stage.retriever` (one name); write
-    chunks_/sources_/retrieval_<strategy> into output_dir. `embedding()` returns the study's embedding model (see
-    lazy_embedding). Rankings are cached under a hash of (Chroma collection name — itself a hash of the parents,
-    child windows and embedding model —, retriever and its index key, k, questions, largest budget and its unit,
-    ranking code): a warm re-run neither opens Chroma nor loads the model, and reports every unit as reused (where
-    the retriever embeds)."""
+    """Chunk, export, index and rank one strategy with `stage.retriever`; write chunks_/sources_/retrieval_<strategy>
+    into output_dir. Rankings are cached (_ranking_cache_path): a warm re-run neither opens Chroma nor loads the
+    model, and reports every unit as reused (where the retriever embeds)."""
     from tqdm.auto import tqdm
 
     from ragstudy import registry, retrievers
@@ -148,7 +136,7 @@ def retrieve_strategy(stage: StageSettings, documents, questions: Sequence[str],
     stages = {"chunk": stage_since(clock)}
     outputs = [str(p) for p in write_chunks(chunked, strategy, output_dir)]
     collection = collection_name(spec, params, chunked, stage.embedder.model_id())
-    ranker = member.make(retrievers.RetrievalInputs(stage.config, strategy, params, chunked, embedding))
+    ranker = member.make(retrievers.RetrievalInputs(stage, chunked, embedding))
     cache = _ranking_cache_path(collection, params, questions, largest, measure, member.name, ranker.cache_key())
     cached = _read_rankings(cache, "units", len(questions))
     if cached is not None:
@@ -211,8 +199,6 @@ def checked_rows(rows: Any, known: set[str], retriever: str, index: int, strateg
     return list(rows)
 
 
-# ------------------------------------------------------------------------------------- retrieval-only runs
-
 @dataclass(frozen=True)
 class VariantSpec:
     """What one variant's run needs besides its inputs (documents, questions): the variant, its StudyConfig (the
@@ -225,8 +211,7 @@ class VariantSpec:
 
 def run_variant(spec: VariantSpec, output_dir: Path, inputs: dict[str, Path]) -> None:
     """One variant's complete retrieval run into `output_dir` (config.json, run identity, chunk tables, rankings and
-    variant_run.json), from `inputs["documents"]` and `inputs["questions"]` only: an executor runs it in this
-    process, in a worker process or as a Ray task (ragstudy.grid.executors)."""
+    variant_run.json), from `inputs` only: an executor runs it here, in a worker or as a Ray task."""
     from ragstudy.grid import runidentity
     from ragstudy.io import atomic_write_json
 
@@ -253,8 +238,7 @@ def run_variant(spec: VariantSpec, output_dir: Path, inputs: dict[str, Path]) ->
 
 
 def relocate_variant(files: dict[str, bytes], paths: dict[str, str]) -> dict[str, bytes]:
-    """A variant's files from a Ray worker with the driver's paths (executors.translate), and run_identity.json's
-    sha256 of each file made again from the files so translated (runidentity.rehash)."""
+    """A variant's files from a Ray worker with the driver's paths, run_identity.json's sha256s made again for them."""
     from ragstudy.grid.executors import translate
     from ragstudy.grid.runidentity import rehash
 
@@ -311,14 +295,9 @@ class GridRun:
 
 
 def run_retrieval(config: StudyConfig, sweep: Any = None, executor: Executor | None = None) -> GridRun:
-    """Every variant of the run's grid (ragstudy.grid.variants.expand: --strategies x --retriever x --text-layer x
-    --embedding, or a sweep file's configurations) ranked retrieval-only, each a complete run in
-    `<output-dir>/variants/<id>/`, listed in `<output-dir>/variants.csv`; no LLM is loaded. `executor` runs the
-    variants (ragstudy.grid.executors; default: the config's, --workers N / --ray [ADDRESS], else in this process). A
-    variant that fails is named with its error after the others have run (they are kept; a re-run computes only
-    what is missing or was done under another key, every stage being cached by content). Postprocessing/
-    retrieval_eval.py then fills equal context budgets from these rankings (ragstudy.scoring.budget_eval), one verdict
-    per group of variants that differ only in strategy."""
+    """Every variant of the run's grid (grid.variants.expand) ranked retrieval-only into `<output-dir>/variants/<id>/`
+    by `executor` (default: the config's). A variant that fails is named after the others have run (they are kept;
+    a re-run computes only what is missing or was done under another key)."""
     from ragstudy.grid.variants import expand
 
     grid = expand(config, sweep)
@@ -338,13 +317,10 @@ def run_retrieval(config: StudyConfig, sweep: Any = None, executor: Executor | N
 
 def merged_grid(output_dir: Path, grid: Sequence[Variant], config: StudyConfig,
                 documents: dict[str, str] | None = None) -> list[Variant]:
-    """The folder's variants after this run. A run whose variants the folder lists already (a narrower re-run) keeps
-    the folder's list; another adds its variants to those listed whose every axis value is n/a or one this run has
-    (a run of other strategies under the same settings). A listed variant under a value this run lacks is a
-    StudyInputError naming it, the axis and the values: it would be compared with this run's, or mistaken for one;
-    so is a listed variant kept beside this run's that ran over other documents (`documents`: PDF name -> sha256, as
-    results.recorded_documents reads them back), and a row its variant's own record contradicts
-    (results.check_variant_records: the labels kept must be true)."""
+    """The folder's variants after this run: its own list when that holds this run's variants (a narrower re-run),
+    else this run's plus those listed whose every axis value is n/a or one this run has. A StudyInputError names a
+    listed variant under a value this run lacks (it would be compared with this run's), one kept that ran over other
+    documents (`documents`: PDF name -> sha256), and a row its own record contradicts (check_variant_records)."""
     from ragstudy.config import option_of
     from ragstudy.grid.variants import run_axes
     from ragstudy.results import VARIANTS, check_variant_records, read_variants

@@ -217,8 +217,7 @@ def test_a_hybrid_run_ranks_parents_by_the_fused_scores(pdf_dir, tmp_path, minil
     rankings = read_retrieval(retrieval_path(open_run(tmp_path / "out").strategy_folder("fixed-size"), "fixed-size"))
     config = StudyConfig.resolve(profile="lite", strategies="fixed-size", set_params=flags[1::2])
     chunked = chunk_cached(StageSettings.of(config, "fixed-size"), load_documents(pdf_dir))
-    ranker = retrievers.get("hybrid").make(retrievers.RetrievalInputs(config, "fixed-size",
-                                                                      config.strategy_params["fixed-size"], chunked,
+    ranker = retrievers.get("hybrid").make(retrievers.RetrievalInputs(StageSettings.of(config, "fixed-size"), chunked,
                                                                       None))
     windows = np.asarray(minilm_embedding.embed_documents(ranker.corpus.texts))
     lexical = LexicalIndex(ranker.corpus.texts)

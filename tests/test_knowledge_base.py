@@ -13,7 +13,7 @@ import pytest
 from ragstudy import registry
 from ragstudy.config import StudyConfig
 from ragstudy.pipeline import StageSettings, chunk_documents
-from ragstudy.stores.knowledge_base import KnowledgeBase, TIE_DECIMALS, child_windows, collection_name
+from ragstudy.stores.knowledge_base import KnowledgeBase, TIE_DECIMALS, child_splitter, child_windows, collection_name
 from ragstudy.text.textlayer import load_documents
 
 QUERIES = ["Come ci si autentica per accedere al portale? SPID", "Per quanti anni si conservano i fascicoli?",
@@ -42,7 +42,7 @@ def knowledge_base(strategy: str, params, embedding, db: Path) -> KnowledgeBase:
 
 def child_texts(kb: KnowledgeBase, chunked) -> list[str]:
     parents = [chunk.to_document() for item in chunked for chunk in item.chunks]
-    return [child.page_content for child in child_windows(parents, kb.child_splitter())[0]]
+    return [child.page_content for child in child_windows(parents, child_splitter(kb.params))[0]]
 
 
 def test_a_sweep_over_k_embeds_once(pdf_dir: Path, tmp_path: Path, minilm_embedding) -> None:
@@ -342,4 +342,4 @@ def test_ranked_parents_search_the_windows_once_however_deep_they_are_read(built
     read = list(islice(parents, 1)) + list(islice(parents, 2)) + list(islice(parents, 4))
     assert len(searches) == 1
     assert [(r.document.id, r.score, r.rank) for r in read] == [
-        (r.document.id, r.score, r.rank) for r in kb.rank_vector(vector, 7)]
+        (r.document.id, r.score, r.rank) for r in islice(kb.ranked_parents(vector), 7)]

@@ -55,25 +55,25 @@ def chunked_fixed_size(pdf_dir):
 
 def test_bm25_scores_the_knowledge_bases_child_windows_and_hybrid_too(pdf_dir):
     from ragstudy import retrievers
-    from ragstudy.stores.knowledge_base import KnowledgeBase, child_windows
+    from ragstudy.pipeline import StageSettings
+    from ragstudy.stores.knowledge_base import child_splitter, child_windows
 
     config, chunked = chunked_fixed_size(pdf_dir)
     params = config.strategy_params["fixed-size"]
 
-    def unit_ranker(name, params, chunked):
-        return retrievers.get(name).make(retrievers.RetrievalInputs(config, "fixed-size", params, chunked, None))
+    def unit_ranker(name, chunked):
+        return retrievers.get(name).make(retrievers.RetrievalInputs(StageSettings.of(config, "fixed-size"), chunked,
+                                                                    None))
 
     parents = [chunk.to_document() for item in chunked for chunk in item.chunks]
-    kb = KnowledgeBase.__new__(KnowledgeBase)
-    kb.params = params
-    windows, _ = child_windows(parents, kb.child_splitter())
+    windows, _ = child_windows(parents, child_splitter(params))
     for retriever in ("bm25", "hybrid"):
-        ranker = unit_ranker(retriever, params, chunked)
+        ranker = unit_ranker(retriever, chunked)
         assert ranker.corpus.texts == [w.page_content for w in windows]
         assert ranker.corpus.parents == [w.metadata["doc_id"] for w in windows]
         text_of = {p.id: p.page_content for p in parents}
         assert all(t in text_of[pid] for t, pid in zip(ranker.corpus.texts, ranker.corpus.parents))
-    whole = unit_ranker("bm25-parents", params, chunked)
+    whole = unit_ranker("bm25-parents", chunked)
     assert whole.corpus.texts == [p.page_content for p in parents]
 
 

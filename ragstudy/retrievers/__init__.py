@@ -1,15 +1,9 @@
 """Retrievers: how a retrieval-only run ranks a strategy's parents for a question (config `retriever`).
 
-One module per member, each one `@register_retriever(...)` on its class: `dense` (Chroma child windows, the paper's
-design and the answering chain's retriever), `dense-parents`, `bm25`, `bm25-parents`, `hybrid`. A member is made
-once per strategy from `RetrievalInputs`, builds its index (`index()`), then ranks every question
-(`rank(question, question_index, largest, measure)`: parents best first, deep enough that `largest` units of
-`measure` are overfilled, `in_k` marking the parents of the paper's k best units). ragstudy.ranking runs them,
-caches their rankings and writes `retrieval_<strategy>.csv`. A retriever from outside the repository registers the
-same way (ragstudy.plugins, docs/architecture-plugins.md).
-
-A run may rank with several retrievers (`--retriever dense,bm25`): each is one axis of the run's grid
-(ragstudy.grid.variants), every variant a complete results folder of its own in `<output-dir>/variants/<id>/`.
+One module per member, each one `@register_retriever(...)` on its class (`dense`, the paper's and the chain's,
+`dense-parents`, `bm25`, `bm25-parents`, `hybrid`); a member is made once per strategy from `RetrievalInputs`,
+builds its index, then ranks every question; ragstudy.ranking runs and caches them. The protocol and members from
+outside the repository: docs/architecture-plugins.md.
 """
 
 from __future__ import annotations
@@ -25,11 +19,9 @@ Unit = Literal["children", "parents"]
 
 @dataclass(frozen=True)
 class RetrievalInputs:
-    """What a retriever is made from: one strategy's chunks under one run's config."""
+    """What a retriever is made from: one strategy's chunks under one run's settings."""
 
-    config: Any  # ragstudy.config.StudyConfig
-    strategy: str
-    params: Any  # registry.StrategyParams of the strategy (child windows, k)
+    stage: Any  # pipeline.StageSettings: strategy, params (child windows, k), embedding, db_dir, chroma_server, ...
     chunked: Sequence[Any]  # chunks.ChunkedDocument
     embedding: Callable[[], Any]  # the study's embedding model, loaded on the first call (pipeline.lazy_embedding)
 
@@ -47,15 +39,13 @@ class Retriever(Protocol):
     """A member's ranking of one strategy's parents (made by `RetrieverSpec.make(inputs)`)."""
 
     def cache_key(self) -> str | None:
-        """What the ranking cache key needs besides the collection, k, questions and budget (e.g. the BM25 index's
-        content key), computed without embedding anything; None when nothing."""
+        """What the ranking cache key needs besides collection, k, questions and budget (BM25's index key); or None."""
 
     def index(self) -> IndexReport:
         """Build (or open) the index: Chroma collection, unit vectors, BM25 index."""
 
     def rank(self, question: str, question_index: int, largest: int, measure: Any) -> list[Any]:
-        """`records.RetrievedParent` rows of one question, best first, overfilling `largest` units of `measure`
-        (budgets.Measure) or every parent."""
+        """`records.RetrievedParent` rows, best first, overfilling `largest` units of `measure` (or every parent)."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +84,5 @@ def get(name: str, where: str | None = None) -> RetrieverSpec:
 
 
 def parse(value: Any, where: str = "--retriever") -> tuple[str, ...]:
-    """`"dense,bm25"`, a YAML list or `all` -> validated names (duplicates dropped, order kept); empty is an
-    error."""
+    """`"dense,bm25"`, a YAML list or `all` -> validated names (duplicates dropped, order kept; empty: an error)."""
     return RETRIEVERS.parse(value, where)

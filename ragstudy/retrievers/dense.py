@@ -29,7 +29,7 @@ class ChromaDense:
     def index(self) -> IndexReport:
         from ragstudy.stores.knowledge_base import KnowledgeBase
 
-        self.kb = KnowledgeBase.of_run(self.inputs.config, self.inputs.strategy, self.inputs.embedding())
+        self.kb = KnowledgeBase.of_stage(self.inputs.stage, self.inputs.embedding())
         self.chain_retriever, stats = self.kb.build(self.inputs.chunked)
         return IndexReport(stats.children, stats.embedded, stats.reused)
 

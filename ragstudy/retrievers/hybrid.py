@@ -1,23 +1,9 @@
 """hybrid: a convex combination of min-max normalised dense and BM25 scores, at the parent level.
 
-The rule, fixed before any hybrid run was scored with it, and with no weight fitted to data:
-
-1. Each component ranks parents exactly as it does alone: a parent's score is its best child window's score
-   (cosine similarity for dense, BM25 for lexical), so hybrid fuses the two rankings the study reports.
-2. Per question, each component's parent scores are min-max normalised to [0, 1] over all the strategy's parents.
-   A component whose scores are all equal (BM25 when no query term occurs in any window) carries no information
-   for that question and contributes 0 to every parent, so the other component decides alone.
-3. fused = w * dense + (1 - w) * lexical with w = 0.5: equal weights, the only choice that favours neither
-   component without looking at data. Ties: the better dense rank first.
-
-Why not plain reciprocal rank fusion (the previous hybrid, over child windows): RRF looks at ranks only, so a
-component's confident first place (a BM25 window matching rare query terms far above every other) weighs no more
-than the other component's first place among near-equal cosines; on outside Italian manuals that dragged hybrid
-(.41 at 1,000 characters) far below BM25 alone (.58) when the dense side was weak. Normalised scores keep each
-component's margins: a parent far ahead in one ranking stays ahead unless the other component ranks it near its
-own bottom. Bruch, Gai & Ingber, "An Analysis of Fusion Functions for Hybrid Retrieval" (ACM TOIS 42(1), 2023)
-found this convex combination at least as good as RRF in and out of domain, and less sensitive to its one parameter
-than RRF is to its k.
+Each component scores a parent by its best child window, as it does alone; per question its parent scores are
+min-max normalised (all equal: no information, 0 for every parent); fused = 0.5 dense + 0.5 BM25, ties to the better
+dense score. The rule was fixed before any run was scored with it; why not reciprocal rank fusion:
+docs/results-embedders.md (the hybrid retriever).
 """
 
 from __future__ import annotations
@@ -72,9 +58,8 @@ class Hybrid(UnitRetriever):
         return f"{self.lexical.key}/{RULE}"
 
     def rank(self, question: str, question_index: int, largest: int, measure: Any) -> list[Any]:
-        """Parents by the fused score, deep enough to overfill `largest`; `in_k` marks the fused ranking's first
-        parents, as many as the dense k best child windows belong to (so the own-k budget holds as many parents as
-        the dense retriever's). Scores are negated fused scores (lower is better)."""
+        """Parents by the fused score, deep enough to overfill `largest`; `in_k` marks as many of its first parents
+        as the dense k best child windows belong to (the own-k budget of dense). Scores are negated fused scores."""
         from ragstudy.lexical import UnitRanked, fill_depth, paper_k_parents, parents_by_best_unit, to_retrieved
 
         owners = self.corpus.parents
@@ -82,7 +67,7 @@ class Hybrid(UnitRetriever):
         fused = fuse_parents(best_per_parent(dense, owners), best_per_parent(self.lexical.ranking(question), owners))
         best_unit = {item.parent: item.unit for item in parents_by_best_unit(dense, owners)}
         ranked = [UnitRanked(parent, score, best_unit[parent], rank) for rank, (parent, score) in enumerate(fused, 1)]
-        count = len(paper_k_parents(dense, owners, self.inputs.params.k))
+        count = len(paper_k_parents(dense, owners, self.inputs.stage.params.k))
         lengths = {pid: measure.length(info.contents) for pid, info in self.parents.items()}
         return to_retrieved(question_index, fill_depth(ranked, lengths, largest), self.parents,
                             {parent for parent, _ in fused[:count]})

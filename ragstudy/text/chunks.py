@@ -56,11 +56,9 @@ class ChunkedDocument:
 
 
 class Chunker(Protocol):
-    """What a strategy provides: turn a validated PDF into chunk records. A chunker may also define
-    `prepare(documents)`, called once with all the documents before they are chunked one by one (see
-    `prepare_chunker`): the place for work that runs better in bulk, such as converting every PDF in parallel worker
-    processes. Such work can also be started ahead, in the background, by the registration's `prefetch` (see
-    `ragstudy.pipeline.chunking_ahead`); `prepare` then waits for it."""
+    """What a strategy provides: turn a validated PDF into chunk records. An optional `prepare(documents)`, called
+    once before the documents are chunked one by one, does work that runs better in bulk (every PDF converted in
+    parallel); the registration's `prefetch` may start it ahead (pipeline.chunking_ahead), and `prepare` waits."""
 
     def chunk(self, document: PdfDocument, strategy: str) -> ChunkedDocument: ...
 
@@ -97,9 +95,8 @@ def locate_pieces(text: str, pieces: Sequence[str], overlap_hint: int = 0) -> li
 
 def build_chunks(source: SourceText, spans: Iterable[tuple[int, int]], strategy: str,
                  pages: Sequence[tuple[int, int]] | None = None) -> ChunkedDocument:
-    """Chunk records for `spans` of `source` (pages from the source's page offsets unless given). A chunk's id is
-    content-derived: the same PDF bytes (SourceText.identity: the PDF's hash, plus the text layer when it is not the
-    raw one), strategy and span give the same id on every run."""
+    """Chunk records for `spans` of `source` (pages from its page offsets unless given), with content-derived ids: the
+    same PDF bytes and text layer (SourceText.identity), strategy and span give the same id on every run."""
     chunks = []
     for i, (start, end) in enumerate(spans):
         contents = source.text[start:end]
@@ -126,8 +123,7 @@ class SplitterChunker:
 
 @dataclass(frozen=True)
 class SpanChunker:
-    """Chunks the shared text layer with a splitter that returns character spans (`spans(text)`): the offsets are
-    exact, no search for the pieces is needed (token, sentence and semantic strategies)."""
+    """Chunks the shared text layer with a splitter that returns exact character spans (`spans(text)`)."""
 
     splitter: object  # has spans(text: str) -> list[tuple[int, int]]
 

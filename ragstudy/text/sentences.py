@@ -1,17 +1,7 @@
 """Italian sentence spans of a PDF text layer, and greedy packing of spans into size-bounded chunks.
 
-Splitter choice: NLTK's Punkt algorithm (`PunktSentenceTokenizer`, nltk is already a dependency) with an explicit
-list of Italian technical abbreviations instead of trained parameters. The trained Italian model (`punkt_tab`)
-cannot be downloaded here, and the rule-based splitters on PyPI were checked on technical Italian and cut inside
-sentences: pysbd 0.3.4 (`language="it"`) and sentencex 1.0.32 both split "l'art. 5", "D.Lgs. 82/2005",
-"pagg. 3-4" and "n. 12" before the number (pysbd also took 0.13 s for seven sentences). Punkt keeps numbers such
-as "1.000" and "v. 1.2" whole, handles closing brackets and quotes after a full stop, and gives character spans
-(`span_tokenize`), so chunks index the text layer exactly. A second pass with the same abbreviation list glues a
-span that still ends with an abbreviation (e.g. the elided "dall'art.", which Punkt sees as one word) to the next.
-
-Block boundaries (blank lines in the text layer) always end a sentence: a heading or table cell has no full stop.
-The list is Italian: in English text a sentence that ends in e.g. "all." or "ed." is joined to the next one (a
-longer sentence, never a cut one).
+NLTK's Punkt with an explicit list of Italian abbreviations, then a pass that glues a span ending with one to the
+next; block boundaries always end a sentence. Why Punkt and not pysbd or sentencex: docs/strategies.md.
 """
 
 from __future__ import annotations
@@ -52,14 +42,6 @@ def ends_with_abbreviation(text: str) -> bool:
     return bool(_ABBREVIATION_END.search(text.rstrip()))
 
 
-def _punkt():
-    from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
-
-    params = PunktParameters()
-    params.abbrev_types = set(ITALIAN_ABBREVIATIONS)
-    return PunktSentenceTokenizer(params)
-
-
 def strip_span(text: str, start: int, end: int) -> Span | None:
     """`(start, end)` narrowed to exclude surrounding whitespace, or None when only whitespace is inside."""
     while start < end and text[start].isspace():
@@ -89,10 +71,14 @@ def _glue(text: str, spans: Sequence[Span], keep_enumerators: bool = False) -> l
 
 
 class ItalianSentenceSplitter:
-    """Sentence spans of Italian technical text (see the module docstring for the rules and why)."""
+    """Sentence spans of Italian technical text (the rules and why: docs/strategies.md)."""
 
     def __init__(self) -> None:
-        self._tokenizer = _punkt()
+        from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
+
+        params = PunktParameters()
+        params.abbrev_types = set(ITALIAN_ABBREVIATIONS)
+        self._tokenizer = PunktSentenceTokenizer(params)
 
     def spans(self, text: str) -> list[Span]:
         """Character spans of the sentences of `text`, in order, stripped of surrounding whitespace."""
@@ -111,9 +97,8 @@ class ItalianSentenceSplitter:
 
 
 def split_oversize(text: str, span: Span, limit: int) -> list[Span]:
-    """Pieces of at most `limit` characters of a span longer than `limit` (in PDFs: a table or a list without
-    full stops): cut at line breaks, then between words, never right after an abbreviation; a single word longer
-    than `limit` (a URL, a hash) is cut every `limit` characters."""
+    """Pieces of at most `limit` characters of a longer span (a table, a list without full stops): cut at line breaks,
+    then between words, never right after an abbreviation; a longer word (a URL) every `limit` characters."""
     start, end = span
     if end - start <= limit:
         return [span]
@@ -157,7 +142,4 @@ class SentenceUnits:
     limit: int
 
     def __call__(self, text: str) -> list[Span]:
-        units: list[Span] = []
-        for span in self.splitter.spans(text):
-            units.extend(split_oversize(text, span, self.limit))
-        return units
+        return [unit for span in self.splitter.spans(text) for unit in split_oversize(text, span, self.limit)]

@@ -1,13 +1,8 @@
 """One PDF text layer for every strategy.
 
-PyMuPDF reads each PDF in the documents folder once. The text of a document is its text blocks in content-stream
-order, separated by a blank line (so the blank-line strategy sees real block boundaries), with the lines of a
-block separated by single newlines. Baselines chunk this text; the paragraph strategy reads the same validated
-PDFs through its layout analysis.
-
-Two text layers (`text_layer`, TEXT_LAYERS): `raw` (the paper's: what PyMuPDF extracts, furniture and all) and
-`clean` (`with_text_layer`: the paragraph strategy's cleaning rules applied, ragstudy.text.cleaning.layer); the
-strategies whose source kind is "text-layer" chunk the one the run chose.
+PyMuPDF reads each PDF in the documents folder once: its text blocks in content-stream order, separated by a blank
+line (so the blank-line strategy sees real block boundaries), a block's lines by single newlines. `raw` is that text
+(the paper's); `clean` applies the paragraph strategy's cleaning (`with_text_layer`, docs/text-layer.md).
 """
 
 from __future__ import annotations
@@ -92,8 +87,7 @@ def with_text_layer(document: PdfDocument, layer: str) -> PdfDocument:
 
 @lru_cache(maxsize=256)
 def clean_text_layer(path: str, sha256: str) -> SourceText:
-    """The clean text layer of the PDF at `path` (whose bytes hash to `sha256`: the cache key), computed once a
-    process (ragstudy.text.cleaning.layer)."""
+    """The clean text layer of the PDF at `path` (`sha256`: its bytes' hash, the cache key), once a process."""
     import pymupdf
 
     from ragstudy.text.cleaning.layer import clean_pages, clean_text
@@ -115,11 +109,8 @@ def _page_text(page) -> str:
 
 
 def read_pdf(path: Path) -> PdfDocument:
-    """Open, validate and extract one PDF; raise StudyInputError naming the file and the fix.
-
-    A damaged file that PyMuPDF repairs on opening (e.g. a truncated download) is read, with a warning: pages may
-    be missing or empty, and nothing else would say so.
-    """
+    """Open, validate and extract one PDF; raise StudyInputError naming the file and the fix. A damaged file that
+    PyMuPDF repairs (a truncated download) is read with a warning: pages may be missing, nothing else would say so."""
     import pymupdf
 
     try:
@@ -156,8 +147,9 @@ def read_pdf(path: Path) -> PdfDocument:
         logger.warning("%s: %d page(s) recovered, %d of them with text; pages may be missing or empty: %s",
                        path, page_count, page_count - len(empty), damaged)
     if empty:
+        shown = ", ".join(map(str, empty[:10])) + (f" … (and {len(empty) - 10} more)" if len(empty) > 10 else "")
         logger.warning("%s: %d of %d page(s) without text (%s): %s", path, len(empty), page_count,
-                       "lost to the damage, or images only" if repaired else "images only?", _page_list(empty))
+                       "lost to the damage, or images only" if repaired else "images only?", shown)
     text, starts = "", []
     for page_text in pages:
         if text and page_text:
@@ -169,18 +161,9 @@ def read_pdf(path: Path) -> PdfDocument:
                        text_layer=SourceText(path=str(path), sha256=digest, text=text, page_starts=tuple(starts)))
 
 
-def _page_list(pages: list[int], limit: int = 10) -> str:
-    """Page numbers for a message: all of them, or the first `limit` then '… (and N more)'."""
-    shown = ", ".join(str(page) for page in pages[:limit])
-    return shown if len(pages) <= limit else f"{shown} … (and {len(pages) - limit} more)"
-
-
 def list_pdfs(folder: Path) -> list[Path]:
-    """PDF files directly inside `folder`, sorted by name; other files are skipped with a warning.
-
-    Subfolders are not read (a results or archive folder inside Documents/ must not join the corpus silently);
-    those that hold PDFs are named in a warning.
-    """
+    """PDF files directly inside `folder`, sorted by name; other files are skipped with a warning. Subfolders are
+    not read (a results folder inside Documents/ must not join the corpus silently): those holding PDFs are named."""
     folder = Path(folder)
     if not folder.is_dir():
         raise StudyInputError(f"{folder}: documents folder not found. Create it and put your PDFs in it, or pass "

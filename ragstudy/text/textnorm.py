@@ -14,8 +14,6 @@ LIGATURES: dict[str, str] = {
     "\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl", "\ufb05": "st", "\ufb06": "st",
 }
 
-# --------------------------------------------------------------------------- sentences and wrapped lines
-
 # A line ending in one of these ends a sentence or a lead-in ("... i seguenti:").
 SENTENCE_END_CHARS = ".!?:;"
 # Closing quotes and brackets that may follow the sentence-ending mark: 'detto (vedi sopra).' or '«fine.»'.
@@ -65,8 +63,6 @@ def join_lines(left: str, right: str) -> str:
     return left + " " + right
 
 
-# --------------------------------------------------------------------------- LaTeX accents as separate glyphs
-
 # Spacing accents that TeX's \accent (OT1 fonts such as Computer Modern, or any accent without a precomposed
 # glyph) puts *before* the letter they sit on, and the combining marks they stand for; the cedilla and ogonek
 # come first too. ASCII '^' and '~' are left out: in text layers they are code, not accents.
@@ -88,13 +84,9 @@ def _composed(base: str, mark: str) -> str | None:
 
 def compose_latex_accents(text: str) -> str:
     """Compose spacing accents that precede their letter into one letter: 'sar`a' -> 'sarà', 'Poich´e' ->
-    'Poiché', '`E' -> 'È', 'cos`ı' -> 'così', 'fa¸cade' -> 'façade'.
-
-    Only where an accent is meant: a grave (backquote) is composed only on the last letter of a word and never
-    next to another backquote, so `ls`, ``quoted'' and '` ' stay as they are; an acute inside a word
-    ('l´utente', an apostrophe typed as an accent) is composed only at the word's start or end. Text without
-    any of these glyphs is returned unchanged (the same object).
-    """
+    'Poiché', '`E' -> 'È', 'cos`ı' -> 'così', 'fa¸cade' -> 'façade'. Only where an accent is meant: a backquote
+    only on a word's last letter and never next to another backquote (`ls`, ``quoted'' stay); an acute inside a
+    word ('l´utente', an apostrophe) is not composed. Text without these glyphs is returned as the same object."""
     if not any(ch in _PREFIX_ACCENTS for ch in text):
         return text
     out: list[str] = []

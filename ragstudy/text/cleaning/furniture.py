@@ -1,12 +1,11 @@
 """Page furniture: running headers/footers, page numbers and table-of-contents pages (one implementation, used by
-the paragraph segmenter and by the clean text layer).
+the paragraph segmenter and by the clean text layer; the rules: docs/text-layer.md).
 
-Headers and footers are found two ways, neither by one string. By repetition: a line in the top or bottom band
-whose text (digits ignored) recurs on a share of the pages is furniture, wherever the content stream put it. By
-pattern, for running heads that change with the chapter or section ("CAPITOLO 1. INTRODUZIONE" on the left page,
-"1.2 VALUTAZIONE 7" on the right): the outermost row of a page, set off from the text by a gap, in the position
-and font that the outermost rows of many pages share, most of which carry the page number or repeat their text.
-TOC pages are found by their dotted leaders and page-number column, not by bookmarks.
+Headers and footers are found by repetition (a band line whose text, digits ignored, recurs on a share of the
+pages) and by pattern, for running heads that change with the chapter ("CAPITOLO 1. INTRODUZIONE" on the left page,
+"1.2 VALUTAZIONE 7" on the right): the outermost row of a page, set off by a gap, in the position and font that the
+outermost rows of many pages share, most of which carry the page number or repeat their text. TOC pages are found
+by their dotted leaders and page-number column, not by bookmarks.
 """
 
 from __future__ import annotations
@@ -30,10 +29,7 @@ class FurnitureConfig:
     footer_band: float = 0.15  # bottom share of the page height where running footers are looked for
     repeat_min_frac: float = 0.25  # a band line repeating (digits ignored) on this share of pages is furniture
     toc_page_min_frac: float = 0.4  # a page whose lines are at least this share TOC entries is a TOC page
-    # running heads/feet that change with the chapter ("CAPITOLO 1. INTRODUZIONE", "1.2 VALUTAZIONE 7") are found
-    # by pattern, not by repeated text: the outermost row of the page, set off by a gap, in a position and font
-    # shared by the outermost rows of many pages, most of which carry the page number or repeat their text on
-    # another page.
+    # running heads/feet by pattern (the module doc):
     head_min_frac: float = 0.3  # share of pages whose outermost row shares the position and font
     head_evidence_frac: float = 0.5  # share of those rows that must carry the page number or repeat their text
     head_clash_frac: float = 0.25  # ... unless this many other pages (per head page) start their text there
@@ -79,10 +75,8 @@ def _substantial(key: str) -> bool:
 
 
 def repeated_band_keys(pages: list[PageLines], header_band: float, footer_band: float, min_frac: float) -> set:
-    """Keys of band lines that recur, in either band, on at least max(2, min_frac of the pages) pages, or
-    that are the outermost text of at least max(2, 10 %) of the pages (a footer used on some pages only).
-
-    Either band: journals print on page 1 at the top what later pages carry in the footer."""
+    """Keys of band lines that recur, in either band (journals print on page 1 at the top what later pages carry in
+    the footer), on max(2, min_frac of the pages) pages, or are the outermost text of max(2, 10 %) of them."""
     if len(pages) < 2:
         return set()
     counts: Counter = Counter()
@@ -109,28 +103,19 @@ def repeated_band_keys(pages: list[PageLines], header_band: float, footer_band: 
 
 
 def furniture_mask(pages: list[PageLines], header_band: float, footer_band: float, min_frac: float) -> list[list[bool]]:
-    """Per page, per line: True where the line is a running header/footer or a page number.
-
-    A band line also counts when it starts with a repeated key at least 8 characters long (a running string
-    extended on one page).
-    """
+    """Per page, per line: True where the line is a running header/footer or a page number (also a band line that
+    starts with a repeated key of 8 characters or more: a running string extended on one page)."""
     keys = repeated_band_keys(pages, header_band, footer_band, min_frac)
     prefixes = tuple(k for k in keys if len(k) >= 8)
-    masks: list[list[bool]] = []
-    for page in pages:
-        mask = []
-        for line in page.lines:
-            band = band_of(line, page, header_band, footer_band)
-            if band is None:
-                mask.append(False)
-                continue
-            key = furniture_key(line.text)
-            mask.append(key in keys or key.startswith(prefixes) or PAGE_NUMBER.match(line.text) is not None)
-        masks.append(mask)
-    return masks
 
+    def furniture(line: Line, page: PageLines) -> bool:
+        if band_of(line, page, header_band, footer_band) is None:
+            return False
+        key = furniture_key(line.text)
+        return key in keys or key.startswith(prefixes) or PAGE_NUMBER.match(line.text) is not None
 
-# ----------------------------------------------------------------------------- running heads by pattern
+    return [[furniture(line, page) for line in page.lines] for page in pages]
+
 
 _ROMAN = {"i": 1, "v": 5, "x": 10, "l": 50, "c": 100}
 _FIRST_NUMBER = re.compile(r"\d{1,4}")
@@ -272,11 +257,8 @@ def _outermost_centres(pages: list[PageLines], keeps: list[list[int]], band: str
 
 
 def running_head_mask(pages: list[PageLines], masks: list[list[bool]], config: FurnitureConfig) -> list[list[bool]]:
-    """`masks` (repetition-based furniture) extended with the running heads and feet found by pattern.
-
-    Rows are looked for among the lines not yet dropped, so a head under a repeated logo line is still seen;
-    page-number lines stay in, as they are the rows' main evidence.
-    """
+    """`masks` (repetition-based furniture) extended with the running heads and feet found by pattern, looked for
+    among the lines not yet dropped (a head under a repeated logo is still seen) and the page numbers (evidence)."""
     out = [list(mask) for mask in masks]
     for band in ("top", "bottom"):
         keeps = [[i for i, (line, drop) in enumerate(zip(page.lines, mask)) if not drop or PAGE_NUMBER.match(line.text)]
@@ -296,12 +278,9 @@ def is_toc_entry(text: str) -> bool:
 
 
 def toc_mask(lines: list[Line], min_frac: float) -> list[bool]:
-    """On a TOC page, mark the TOC (title, entries, wrapped entry text); elsewhere mark only leader lines.
-
-    A page is a TOC page when at least 3 of its lines, and `min_frac` of them, are entries (leaders, or text
-    ending in a page number right-aligned with the leaders). Everything from the first to the last entry is
-    dropped, so the entries' wrapped first lines go too; text above or below the TOC on that page is kept.
-    """
+    """On a TOC page, mark the TOC (title, entries, wrapped entry text); elsewhere only leader lines. A TOC page has
+    3 or more entries, `min_frac` of its lines (leaders, or text ending in a page number aligned with them). All from
+    the first to the last entry goes, so wrapped entry lines too; text above or below the TOC is kept."""
     leaders = [is_toc_entry(line.text) for line in lines]
     n_leaders = sum(leaders)
     if n_leaders == 0:
@@ -342,11 +321,9 @@ NOTE_MARK = re.compile(r"^(?:\d{1,3}|[*†‡§¹²³⁴⁵⁶⁷⁸⁹⁰]+)\s*
 
 
 def trailing_notes(items: Sequence, height: float, body: float) -> int:
-    """Index of the first footnote among a page's items in reading order (len(items) when there is none).
-
-    Footnotes are the page's trailing small print: items (with `size`, `y0` and `text`; an item without a size,
-    such as a table, ends the search) smaller than the body size by a point or more, in the lower 40 % of the
-    page, from the first one that opens with a note mark; small lines before that mark are not notes."""
+    """Index of the first footnote among a page's items in reading order (len(items): none). Footnotes are the
+    page's trailing small print: items (`size`, `y0`, `text`; one without a size, a table, ends the search) a point
+    or more below the body size, in the lower 40 % of the page, from the first that opens with a note mark."""
     start = len(items)
     while start > 0:
         item = items[start - 1]

@@ -1,18 +1,7 @@
 """The clean text layer (`text_layer: clean`): the shared text layer with the paragraph strategy's cleaning applied,
-so that a baseline chunked on it differs from paragraph chunking by the segmentation alone.
-
-Per document: the line records of every page (ragstudy.text.cleaning.lines: ligatures expanded, odd spaces and
-symbol-font bullets normalised, LaTeX accents composed, rotated margin text dropped) -> the page furniture removed
-(ragstudy.text.cleaning.furniture: running heads and feet, page numbers, table-of-contents pages) -> the remaining lines
-grouped by their MuPDF block, in content-stream order as in the raw layer. Inside a block, wrapped lines are joined
-into running text with a line-end hyphen undone (`textnorm.join_lines`), except that a line opening a list item stays
-on its own line. Blocks are separated by a blank line, as in the raw layer, except where a sentence runs on across
-a page break or a column break (the block before does not end a sentence and the next one continues it:
-`textnorm.ends_sentence`, `textnorm.continues_sentence`, the paragraph segmenter's rules): there the two are joined
-like wrapped lines. A page's footnotes (furniture.trailing_notes, the segmenter's rule) come just before its last
-body block, so that no footnote stands between the text at the foot of one page and the top of the next. Page
-offsets are kept: `page_starts[i]` is where page i+1's first kept character is, so every
-character of the clean text maps to the page it was printed on, also inside a block joined across a page break.
+so that a baseline chunked on it differs from paragraph chunking by the segmentation alone: line records (`lines`)
+-> furniture removed (`furniture`) -> MuPDF blocks as running text, joined where a sentence runs on across a page
+or column break, every character mapped to the page it was printed on. The rules: docs/text-layer.md.
 """
 
 from __future__ import annotations
@@ -82,9 +71,8 @@ def page_blocks(page: PageLines, lines: list[Line]) -> list[CleanBlock]:
 
 
 def runs_on(before: CleanBlock, after: CleanBlock) -> bool:
-    """Whether `after` continues the sentence `before` leaves open across a page break or a column break (it starts
-    above where `before` ends, right of it): the paragraph segmenter's rule, without its layout evidence. Footnotes
-    never run on."""
+    """Whether `after` continues the sentence `before` leaves open across a page or column break (it starts above
+    where `before` ends, right of it): the segmenter's rule without its layout evidence; footnotes never run on."""
     if before.note or after.note:
         return False
     moved = after.page != before.page or (after.y0 < before.y1 and after.x0 >= before.x1 - 1.0)
@@ -99,10 +87,8 @@ def clean_pages(doc, config: FurnitureConfig | None = None) -> list[list[CleanBl
 
 
 def reading_order(pages: list[list[CleanBlock]]) -> list[list[CleanBlock]]:
-    """Each page's blocks in the order the layer writes them: as printed, except that a page's footnotes come just
-    before its last body block, so that the body text goes on from one page to the next without a footnote in
-    between (a sentence or a passage that crosses the page break stays contiguous), and every footnote stays on
-    its own page, before the next page's first character."""
+    """Each page's blocks as printed, except that its footnotes come just before its last body block: the body
+    text goes on to the next page without a footnote between, and every footnote stays on its own page."""
     out = []
     for blocks in pages:
         body = [b for b in blocks if not b.note]

@@ -1,8 +1,7 @@
 """Line records of a PDF page and the per-line text rules: ligatures, odd spaces, symbol-font bullets, LaTeX accents.
 
-One `get_text("dict")` call per page, reduced to light line records with their box and dominant font. The paragraph
-segmenter (RAGParagraph) and the clean text layer (ragstudy.text.cleaning.layer) read pages only through here.
-"""
+One `get_text("dict")` call per page, reduced to line records with their box and dominant font: the paragraph
+segmenter and the clean text layer read pages only through here."""
 
 from __future__ import annotations
 
