@@ -1,15 +1,7 @@
 """The evidence of a passage, chosen by the code (make-qa's default, `--evidence-by code`): a run of whole sentences of
-the passage, so that a small model only has to ask about a short text and never has to quote it.
-
-- a passage of one block: the first run of consecutive sentences that starts a sentence (a capital letter, a digit
-  or a list item's marker: not the tail of a sentence cut by the passage's window) and fits the evidence limits,
-  packed greedily up to the longest length allowed (a paragraph's opening states its topic; later sentences lean on it);
-- a passage of two parts (a block or a page break between them): the sentences around the break, so the evidence
-  crosses it as the sampler intended (the last sentence before the break and the first after it, or the one
-  sentence that runs across it); None when they do not fit the limits.
-
-Sentences are the study's Italian sentence spans (`ragstudy.text.sentences.ItalianSentenceSplitter`); the limits are the
-evidence_length filter's, so a chosen evidence never fails it.
+the passage, so that a small model only has to ask about a short text and never has to quote it. Which run: see
+docs/make-qa.md (The evidence, chosen by the code); the limits are the evidence_length filter's, so a chosen
+evidence never fails it.
 """
 
 from __future__ import annotations
@@ -68,8 +60,7 @@ def _across_break(spans: Sequence[Span], cut: int, min_chars: int, max_chars: in
 
 def choose_evidence(passage: Passage, min_chars: int, max_chars: int,
                     splitter: ItalianSentenceSplitter | None = None) -> tuple[int, int] | None:
-    """[start, end) of `passage.text` to ask about, or None when no run of whole sentences fits (see the module
-    docstring)."""
+    """[start, end) of `passage.text` to ask about, or None when no run of whole sentences fits."""
     text = passage.text
     spans = (splitter or ItalianSentenceSplitter()).spans(text)
     if not spans:

@@ -1,13 +1,7 @@
-"""The Italian prompts that ask for one question, and the JSON they ask for.
-
-Two ways to draft (`--evidence-by`):
-- `code` (the default, FROM_EVIDENCE): the code chooses the evidence (`choose.choose_evidence`, a run of whole
-  sentences) and the prompt shows only that short text; the model writes {"domanda", "risposta"}, the question and a
-  short answer. What a small model does well: a short prompt, one passage, nothing to quote.
-- `model` (SINGLE, SPANNING): the prompt shows the whole passage (two parts for a passage that crosses a block or
-  page break) and the model also quotes the evidence, {"domanda", "risposta", "evidenza"}.
-The English keys {question, answer, evidence} are accepted too. `prompt_hash` identifies the templates of one way in
-the sidecar and in cache keys (any edit changes it).
+"""The Italian prompts that ask for one question, and the JSON they ask for: FROM_EVIDENCE (`--evidence-by code`,
+the model writes {"domanda", "risposta"} about the code-chosen evidence) and SINGLE, SPANNING (`--evidence-by
+model`, the model also quotes the evidence); see docs/make-qa.md (The prompt). `prompt_hash` identifies the templates
+of one way in the sidecar and in cache keys (any edit changes it).
 """
 
 from __future__ import annotations

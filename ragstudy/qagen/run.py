@@ -1,9 +1,6 @@
-"""The make-qa job: sample passages, generate one candidate per passage through the study's LLM (server or
-in-process, greedy, answers cached in the study's answer cache, so an interrupted run resumes and a re-run
-generates nothing), filter, write the set, the report and the review workbook; and read a reviewed workbook back.
-
-Passages are taken in their stratified order and generated in batches until `n` candidates are kept or the
-`candidates` passages are used up; the report says how many were kept.
+"""The make-qa job: sample passages, generate one candidate per passage through the study's LLM (cached), in
+batches until `n` are kept or the `candidates` passages are used up, filter, write the set, the report and the
+review workbook; and read a reviewed workbook back.
 """
 
 from __future__ import annotations
@@ -17,10 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from ragstudy.errors import StudyInputError
-from ragstudy.io import atomic_write_text, sha256_file, sha256_text, stable_json
+from ragstudy.io import atomic_write_json, atomic_write_text, sha256_file, sha256_text, stable_json
 from ragstudy.qagen import outputs
 from ragstudy.qagen.choose import choose_evidence
-from ragstudy.qagen.filters import FILTERS, CandidateFilter, Checked, Thresholds, overlap_distribution, unfit_generator
+from ragstudy.lexical import ItalianAnalyzer
+from ragstudy.qagen.filters import (FILTERS, CandidateFilter, Checked, Thresholds, overlap_distribution, share_in, terms,
+                                    unfit_generator)
 from ragstudy.qagen.prompt import (EVIDENCE_BY, ROUND_TRIP_TOKENS, build_evidence_prompt, build_prompt, prompt_hash,
                                    prompt_version, round_trip_prompt)
 from ragstudy.qagen.sampling import Passage, Sample, sample_passages
@@ -229,8 +228,7 @@ def round_trip(generator, params, filt: CandidateFilter, passed: Sequence[Checke
 
 
 def filter_cascade(records: Sequence[dict]) -> list[tuple[str, int, int, int]]:
-    """Per filter, in FILTERS order: (name, candidates it dropped first, candidates failing it at all, candidates
-    left after it): how many drafts were kept at each filter."""
+    """Per filter, in FILTERS order: (name, candidates it dropped first, candidates failing it at all, left after)."""
     first = Counter(r["reasons"][0] for r in records if r["reasons"])
     anyof = Counter(reason for r in records for reason in r["reasons"])
     left = len(records)
@@ -284,7 +282,7 @@ def make_qa(settings: QaSettings, generator, model: str, backend: str,
                           "filters": {name: {"dropped_first": first, "failed": failed, "left_after": left}
                                       for name, first, failed, left in cascade}},
                "questions_sha256": sha256_file(out / outputs.QUESTIONS) if items else None, "review": None}
-    outputs.write_sidecar(out, sidecar)
+    atomic_write_json(out / outputs.SIDECAR, sidecar, "output file")
     report = report_markdown(settings, sample, records, items, model, backend, unfit,
                              bundled_reference() if settings.reference is None else settings.reference, cascade)
     atomic_write_text(out / outputs.REPORT, report, "output file")
@@ -311,7 +309,7 @@ def read_review(out: Path, workbook: Path | None = None) -> outputs.Review:
                          "edited": review.edited, "rejected": review.rejected,
                          "accepted_despite_filters": review.overridden}
     sidecar["questions_sha256"] = sha256_file(out / outputs.QUESTIONS)
-    outputs.write_sidecar(out, sidecar)
+    atomic_write_json(out / outputs.SIDECAR, sidecar, "output file")
     report = (out / outputs.REPORT).read_text(encoding="utf-8") if (out / outputs.REPORT).is_file() else ""
     report = report.split("\n## Review\n")[0].rstrip() + "\n\n## Review\n\n" + (
         f"Read back from {sidecar['review']['workbook']} on {sidecar['review']['date']}: {review.accepted} accepted "
@@ -333,8 +331,6 @@ def bundled_reference() -> list[tuple[Path, Path]]:
 
 def reference_overlaps(questions: Path, evidence: Path) -> list[float]:
     """Question <-> evidence overlap (share of question content terms in the evidence) of a human-written set."""
-    from ragstudy.lexical import ItalianAnalyzer
-    from ragstudy.qagen.filters import share_in, terms
     from ragstudy.results import read_questions
     from ragstudy.scoring.evidence import load_evidence_file
 
@@ -366,8 +362,6 @@ class Grounding:
 def grounding_against_floor(records: Sequence[dict], seed: int, n_resamples: int = 2000) -> list[Grounding]:
     """For every parsed candidate: the share of its question's (answer's) content terms found in its own passage,
     against the same share in another candidate's passage; empty when fewer than 2 candidates parsed."""
-    from ragstudy.lexical import ItalianAnalyzer
-    from ragstudy.qagen.filters import share_in, terms
     from ragstudy.scoring.stats import derangement, paired_bootstrap
 
     parsed = [r for r in records if r.get("question") and r.get("answer")]
