@@ -75,15 +75,19 @@ class OnnxChatModel(ChatTemplate):
                 done(position, self.generate(prompt, params))
             return
         pool: list[_Worker] = []
+        todo = list(enumerate(prompts))[::-1]  # popped from the end: question order
+        busy: dict[Any, tuple[_Worker, int]] = {}
+
+        def feed(worker: _Worker) -> None:
+            if todo:
+                position, prompt = todo.pop()
+                worker.send(self.prompt_ids(prompt), params.max_new_tokens)
+                busy[worker.stdout] = (worker, position)
+
         try:
             pool.extend(_Worker(self.folder, self.threads) for _ in range(workers))
-            todo = list(enumerate(prompts))[::-1]  # popped from the end: question order
-            busy: dict[Any, tuple[_Worker, int]] = {}
             for worker in pool:
-                if todo:
-                    position, prompt = todo.pop()
-                    worker.send(self.prompt_ids(prompt), params.max_new_tokens)
-                    busy[worker.stdout] = (worker, position)
+                feed(worker)
             with selectors.DefaultSelector() as selector:
                 for worker in pool:
                     selector.register(worker.stdout, selectors.EVENT_READ)
@@ -91,10 +95,7 @@ class OnnxChatModel(ChatTemplate):
                     for key, _ in selector.select():
                         worker, position = busy.pop(key.fileobj)
                         tokens = worker.receive()
-                        if todo:
-                            following, prompt = todo.pop()
-                            worker.send(self.prompt_ids(prompt), params.max_new_tokens)
-                            busy[worker.stdout] = (worker, following)
+                        feed(worker)
                         done(position, self.decode(tokens))
         finally:
             for worker in pool:

@@ -24,21 +24,15 @@ def _starts_sentence(text: str, span: Span) -> bool:
     return first.isupper() or first.isdigit() or bool(_LIST_MARKER.match(piece))
 
 
-def _pack(spans: Sequence[Span], first: int, max_chars: int) -> Span:
-    """Sentences from `first` on, while the run stays within `max_chars`."""
-    start, end = spans[first]
-    for _, next_end in spans[first + 1:]:
-        if next_end - start > max_chars:
-            break
-        end = next_end
-    return start, end
-
-
 def _within_block(text: str, spans: Sequence[Span], min_chars: int, max_chars: int) -> Span | None:
     for i, span in enumerate(spans):
         if span[1] - span[0] > max_chars or not _starts_sentence(text, span):
             continue
-        start, end = _pack(spans, i, max_chars)
+        start, end = span
+        for _, next_end in spans[i + 1:]:  # packed greedily: the following sentences while the run fits
+            if next_end - start > max_chars:
+                break
+            end = next_end
         if end - start >= min_chars:
             return start, end
     return None

@@ -1,10 +1,7 @@
 """The rules that drop a generated candidate, each counted in qa_report.md. A candidate is kept only when it passes
 all of them; `FILTERS` lists them in the order they are checked (the report counts each candidate under the first
-rule it fails, and also every rule it fails).
-
-Texts are compared on the project's evidence normalisation (`ragstudy.scoring.evidence.normalize_for_match`: NFKC,
-accents and case folded, only letters and digits kept) and, for word overlaps, on the Italian analyzer's content terms
-(`ragstudy.lexical.ItalianAnalyzer`: stopwords dropped, Snowball-stemmed).
+rule it fails, and also every rule it fails). Texts are compared on the evidence normalisation and, for word
+overlaps, on the Italian analyzer's content terms (docs/make-qa.md, Filters).
 """
 
 from __future__ import annotations

@@ -15,11 +15,11 @@ from typing import Any
 
 from ragstudy.errors import StudyInputError
 from ragstudy.io import atomic_write_json, atomic_write_text, sha256_file, sha256_text, stable_json
+from ragstudy.lexical import ItalianAnalyzer
 from ragstudy.qagen import outputs
 from ragstudy.qagen.choose import choose_evidence
-from ragstudy.lexical import ItalianAnalyzer
-from ragstudy.qagen.filters import (FILTERS, CandidateFilter, Checked, Thresholds, overlap_distribution, share_in, terms,
-                                    unfit_generator)
+from ragstudy.qagen.filters import (FILTERS, CandidateFilter, Checked, Thresholds, overlap_distribution, share_in,
+                                    terms, unfit_generator)
 from ragstudy.qagen.prompt import (EVIDENCE_BY, ROUND_TRIP_TOKENS, build_evidence_prompt, build_prompt, prompt_hash,
                                    prompt_version, round_trip_prompt)
 from ragstudy.qagen.sampling import Passage, Sample, sample_passages
@@ -62,7 +62,6 @@ class QaResult:
     candidates: int
     generated: int
     cached: int
-    counts: Counter
     model: str
     unfit: bool
     cascade: list[tuple[str, int, int, int]] = field(default_factory=list)  # filter_cascade of the candidates
@@ -262,7 +261,6 @@ def make_qa(settings: QaSettings, generator, model: str, backend: str,
     out.mkdir(parents=True, exist_ok=True)
     items = [item_of(r) for r in records if r["kept"]]
     outputs.write_candidates(out, records)
-    counts = Counter(r["reasons"][0] if r["reasons"] else "kept" for r in records)
     if items:
         outputs.write_set(out, items)
     else:
@@ -286,8 +284,7 @@ def make_qa(settings: QaSettings, generator, model: str, backend: str,
     report = report_markdown(settings, sample, records, items, model, backend, unfit,
                              bundled_reference() if settings.reference is None else settings.reference, cascade)
     atomic_write_text(out / outputs.REPORT, report, "output file")
-    return QaResult(out, len(items), len(records), generator.generated, generator.cached, counts, model, bool(unfit),
-                    cascade)
+    return QaResult(out, len(items), len(records), generator.generated, generator.cached, model, bool(unfit), cascade)
 
 
 def read_review(out: Path, workbook: Path | None = None) -> outputs.Review:

@@ -265,24 +265,22 @@ def _stratified(candidates: Sequence[tuple[int, ...]], k: int, blocks: Sequence[
         return []
     ordered = sorted(candidates, key=lambda c: blocks[c[0]].start)
     picked: list[tuple[int, ...]] = []
+
+    def pick(pool: Sequence[tuple[int, ...]], limit: int) -> None:
+        """Up to `limit` of `pool`, in a seeded order, that share no block with one picked already."""
+        for j in rng.permutation(len(pool)):
+            if limit == 0:
+                break
+            if not used.intersection(pool[int(j)]):
+                picked.append(pool[int(j)])
+                used.update(pool[int(j)])
+                limit -= 1
+
     bounds = np.linspace(0, len(ordered), k + 1)
     for s in range(k):
-        stratum = list(ordered[int(bounds[s]):int(bounds[s + 1])])
-        for j in rng.permutation(len(stratum)):
-            choice = stratum[int(j)]
-            if not used.intersection(choice):
-                picked.append(choice)
-                used.update(choice)
-                break
-    if len(picked) < k:  # a stratum had only blocks already used: fill from anywhere, in a seeded order
-        rest = [c for c in ordered if not used.intersection(c)]
-        for j in rng.permutation(len(rest)):
-            if len(picked) == k:
-                break
-            choice = rest[int(j)]
-            if not used.intersection(choice):
-                picked.append(choice)
-                used.update(choice)
+        pick(ordered[int(bounds[s]):int(bounds[s + 1])], 1)
+    if len(picked) < k:  # a stratum had only blocks already used: fill from anywhere
+        pick([c for c in ordered if not used.intersection(c)], k - len(picked))
     return picked
 
 
