@@ -97,12 +97,11 @@ def completion_text(body: str) -> str | None:
     return content if isinstance(content, str) else None
 
 
-def check_servers(urls: Sequence[str], model: str | None) -> None:
-    """Fail before any work when a server is down or does not serve `model`."""
+def check_servers(urls: Sequence[str], model: str) -> None:
+    """Fail before any work when a server is down or does not serve `model` (config validation made sure a model
+    is named)."""
     if not urls:
         raise StudyInputError("no LLM server given (--llm-server URL)")
-    if not model:
-        raise StudyInputError("--llm-server needs --llm-server-model NAME (the model name the server serves)")
     for url in urls:
         names = served_models(url)
         if model not in names:
@@ -241,23 +240,20 @@ class ServerGenerator(CachingGeneratorBase):
             stop.set()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @contextmanager
 def local_server(folder: str, device: str = "cpu", dtype: str | None = None, threads: int = 1,
                  continuous: bool = False, wait_s: float = 300.0) -> Iterator[tuple[str, subprocess.Popen]]:
     """(url, process) of `transformers serve FOLDER` on a free port of 127.0.0.1, once its /health answers; stopped
     on leaving (the tests and benchmarks start theirs with it)."""
+    with socket.socket() as sock:  # a free port
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
     command = [sys.executable, "-m", "transformers.cli.transformers", "serve", folder, "--host", "127.0.0.1",
-               "--port", str(_free_port()), "--device", device]
+               "--port", str(port), "--device", device]
     command += ["--dtype", dtype] if dtype else []
     command += ["--continuous-batching"] if continuous else []
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(threads)}
-    url = f"http://127.0.0.1:{command[command.index('--port') + 1]}"
+    url = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryFile() as stderr:  # a file, not a pipe: a pipe nobody reads blocks a talkative server
         process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
         try:

@@ -65,11 +65,9 @@ def prompt_version(evidence_by: str = "code") -> str:
 
 def prompt_hash(evidence_by: str = "code") -> str:
     """sha256 (16 hex digits) of the prompt templates of one way to draft (EVIDENCE_BY) and their version."""
-    if evidence_by == "code":
-        return sha256_text(stable_json({"version": FROM_EVIDENCE_VERSION, "template": FROM_EVIDENCE,
-                                        "round_trip": ROUND_TRIP}))[:16]
-    return sha256_text(stable_json({"version": PROMPT_VERSION, "single": SINGLE, "spanning": SPANNING,
-                                    "round_trip": ROUND_TRIP}))[:16]
+    templates = ({"version": FROM_EVIDENCE_VERSION, "template": FROM_EVIDENCE} if evidence_by == "code" else
+                 {"version": PROMPT_VERSION, "single": SINGLE, "spanning": SPANNING})
+    return sha256_text(stable_json({**templates, "round_trip": ROUND_TRIP}))[:16]
 
 
 def round_trip_prompt(question: str, evidence: str) -> str:
@@ -124,11 +122,9 @@ def parse_generation(text: str, evidence: str | None = None) -> Generated | None
     """The first JSON object in the model's answer (a ```json fence allowed) with a non-empty string for each of
     question, answer and evidence (Italian or English keys); None when there is none. With `evidence` (chosen by
     the code) the object needs only question and answer, and the evidence is that text whatever the model wrote.
-    When nothing parses as written, or what parses holds a tab, backspace, form feed or carriage return (no
-    question or answer means one: it is a LaTeX command read as an escape), or the text quotes a backslash command
-    that the evidence holds as written (`\\notag` read as a line break and "otag"), the backslashes are read as the
-    characters themselves (`literal_backslashes`) and the result says so (`backslashes_as_written`); what it parsed
-    still goes through every filter (verbatim evidence, support, round trip)."""
+    When nothing parses as written, or what parses holds a tab, backspace, form feed or carriage return (a LaTeX
+    command read as an escape), or the text quotes a backslash command that the evidence holds as written
+    (`\\notag` read as a line break and "otag"), the backslashes are read as written (`backslashes_as_written`)."""
     found = _first_object(text, evidence)
     quoted = evidence is not None and any(command in evidence for command in _COMMAND.findall(text))
     if "\\" in text and (found is None or quoted or _CONTROL.search(found.question + found.answer)):
