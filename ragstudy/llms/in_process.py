@@ -26,7 +26,6 @@ class ChatTemplate:
         return self.tokenizer.eos_token_id if pad is None else pad
 
     def prompt_ids(self, prompt: str) -> list[int]:
-        """The token ids of `prompt` as one user message through the chat template, ready for the answer."""
         messages = [{"role": "user", "content": prompt}]
         encoded = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True)
         return list(encoded["input_ids"])
@@ -35,12 +34,9 @@ class ChatTemplate:
 class CachedGenerator(CachingGeneratorBase):
     """Answers prompts from the cache, loading and running the model in-process only for missing ones.
 
-    batch_size 1 generates one prompt at a time (the paper's way); batch_size > 1 generates prompts of similar
-    length together with left padding. Batched greedy decoding can differ from one-at-a-time decoding in the last
-    bits of the logits, so the batch size is part of the cache key when it is > 1 (the key of batch size 1 is the
-    key every earlier run used). `engine` names a registered LLM engine (ragstudy.llms): any but torch has its
-    answers cached under their own key (engine in it), as its arithmetic differs; an engine that does not batch
-    (onnxruntime) answers one prompt at a time and ignores batch_size.
+    Batched greedy decoding can differ from one-at-a-time decoding in the last bits of the logits, so a batch size
+    > 1 is part of the cache key (the key of batch size 1 is the one every earlier run used); so is any engine but
+    torch, whose arithmetic differs. An engine that does not batch (onnxruntime) ignores batch_size.
     """
 
     def __init__(self, model_spec: str, model_label: str, device: str, dtype: str, params: GenerationParams,

@@ -1,11 +1,10 @@
 """onnxruntime: the same weights exported once to ONNX Runtime GenAI (fp32, KV cache; CPU only), greedy, one prompt
 at a time. It answers the lite profile's prompts 2.1x faster per CPU second than torch one at a time and 1.5x its
 batches of 8, with the same answers (benchmarks/lite_study.py), so it is the default for the lite profile's own
-SmolLM2 when onnxruntime-genai is installed. Its answers are cached under their own key (the engine's name).
+SmolLM2 when onnxruntime-genai is installed.
 
-Several prompts are answered side by side in worker processes, one per `threads` cores (two on two cores with the
-default one thread): each runs its own copy of the exported model, one prompt at a time, so every answer is the
-one a single process gives. Processes, not threads: GenAI's Python binding holds the GIL while it generates."""
+Several prompts are answered side by side in worker processes, one per `threads` cores, each with its own copy of
+the model. Processes, not threads: GenAI's Python binding holds the GIL while it generates."""
 
 from __future__ import annotations
 
@@ -36,12 +35,7 @@ ONNX_GENAI_PIN = "onnxruntime-genai==0.18.0"
 
 
 class OnnxChatModel(ChatTemplate):
-    """The same chat model run by ONNX Runtime GenAI (fp32 on CPU, KV cache), greedily, one prompt at a time.
-
-    Prompts are encoded by the model folder's own tokenizer and chat template, exactly as `ChatModel` does, and the
-    answer is decoded the same way; `onnx_model_folder` exports the weights once. `generate_each` answers a list
-    of prompts in `workers` processes (one in this process when `workers` is 1).
-    """
+    """The same chat model run by ONNX Runtime GenAI, encoding and decoding as `ChatModel` does."""
 
     def __init__(self, model_path: str, threads: int, workers: int = 1) -> None:
         from transformers import AutoTokenizer
@@ -70,10 +64,9 @@ class OnnxChatModel(ChatTemplate):
 
     def generate_each(self, prompts: Sequence[str], params: GenerationParams,
                       done: Callable[[int, str], None]) -> None:
-        """Answer every prompt, calling `done(position, answer)` in this thread as each answer arrives (so it is
-        cached before the next is awaited). With more than one worker and prompt, `workers` processes answer side
-        by side, each one prompt at a time on its own copy of the model: the answers are those of `generate`. On an
-        error or Ctrl-C the workers are stopped at once; answers that arrived before were handed to `done`."""
+        """Answer every prompt, calling `done(position, answer)` in this thread as each answer arrives; with several
+        workers, each answers one prompt at a time on its own copy of the model, so the answers are those of
+        `generate`. On an error or Ctrl-C the workers are stopped at once."""
         if params.do_sample:
             raise ValueError("the onnxruntime engine decodes greedily only")
         workers = min(self.workers, len(prompts))
@@ -82,15 +75,19 @@ class OnnxChatModel(ChatTemplate):
                 done(position, self.generate(prompt, params))
             return
         pool: list[_Worker] = []
+        todo = list(enumerate(prompts))[::-1]  # popped from the end: question order
+        busy: dict[Any, tuple[_Worker, int]] = {}
+
+        def feed(worker: _Worker) -> None:
+            if todo:
+                position, prompt = todo.pop()
+                worker.send(self.prompt_ids(prompt), params.max_new_tokens)
+                busy[worker.stdout] = (worker, position)
+
         try:
             pool.extend(_Worker(self.folder, self.threads) for _ in range(workers))
-            todo = list(enumerate(prompts))[::-1]  # popped from the end: question order
-            busy: dict[Any, tuple[_Worker, int]] = {}
             for worker in pool:
-                if todo:
-                    position, prompt = todo.pop()
-                    worker.send(self.prompt_ids(prompt), params.max_new_tokens)
-                    busy[worker.stdout] = (worker, position)
+                feed(worker)
             with selectors.DefaultSelector() as selector:
                 for worker in pool:
                     selector.register(worker.stdout, selectors.EVENT_READ)
@@ -98,10 +95,7 @@ class OnnxChatModel(ChatTemplate):
                     for key, _ in selector.select():
                         worker, position = busy.pop(key.fileobj)
                         tokens = worker.receive()
-                        if todo:
-                            following, prompt = todo.pop()
-                            worker.send(self.prompt_ids(prompt), params.max_new_tokens)
-                            busy[worker.stdout] = (worker, following)
+                        feed(worker)
                         done(position, self.decode(tokens))
         finally:
             for worker in pool:
@@ -109,10 +103,8 @@ class OnnxChatModel(ChatTemplate):
 
 
 class _Worker:
-    """One worker process (`python -m ragstudy.llms._onnx_worker FOLDER THREADS`) answering token ids sent as
-    JSON lines on its stdin, one at a time, with JSON lines on its stdout. It runs in a session of its own, so a
-    terminal's Ctrl-C reaches only the answering process, which stops it; it exits by itself when its stdin closes
-    (the answering process is gone)."""
+    """One worker process (ragstudy.llms._onnx_worker). It runs in a session of its own, so a terminal's Ctrl-C
+    reaches only the answering process, which stops it; it exits by itself when its stdin closes."""
 
     def __init__(self, folder: Path, threads: int) -> None:
         root = str(Path(__file__).resolve().parents[2])  # this checkout's ragstudy, whatever is installed
@@ -173,7 +165,6 @@ def answer_workers(threads: int, folder: Path | None = None) -> int:
 
 
 def import_onnx_genai():
-    """The onnxruntime_genai module, or a StudyInputError saying how to install it or avoid it."""
     try:
         import onnxruntime_genai
     except ImportError as exc:
@@ -183,8 +174,8 @@ def import_onnx_genai():
 
 
 def onnx_model_folder(model_path: str) -> Path:
-    """Export a local transformers model folder once to an ONNX Runtime GenAI folder (fp32, CPU), cached under
-    <project cache>/models/onnx/ by the folder's name, config and weight file sizes; atomic (temp folder, rename)."""
+    """Export a local transformers model folder once to an ONNX Runtime GenAI folder, cached under
+    <project cache>/models/onnx/ by the folder's name, config and weight file sizes."""
     source = Path(model_path)
     if not (source / "config.json").is_file():
         raise StudyInputError(f"the onnxruntime LLM engine needs a local model folder, got {model_path!r}; pass "

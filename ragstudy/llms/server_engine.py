@@ -1,13 +1,6 @@
-"""server: answers from OpenAI-compatible servers (vLLM, `transformers serve`, ...) instead of an in-process model.
-
-The study's prompt is sent as one user chat message with temperature 0 and max_tokens = max_new_tokens, through
-the official `openai` client, which retries connection errors, timeouts, 408/409/429 and 5xx with exponential
-backoff, `MAX_RETRIES` times; each request may take `timeout` seconds (`--llm-timeout`), so a server that hangs
-fails the run after at most about (MAX_RETRIES + 1) x timeout. What a server answers is checked: anything but an
-OpenAI-shaped answer (HTML, garbage, another JSON shape) is an error naming the URL and quoting the answer.
-Requests are spread over one or several servers (each new request goes to the server with the fewest requests in
-flight) with `concurrency` requests in flight in all; servers that batch continuously (vLLM) answer them together.
-Answers are cached under the served model's name, not a local path, and apart from in-process answers.
+"""server: answers from OpenAI-compatible servers (vLLM, `transformers serve`, ...) instead of an in-process model,
+through the official `openai` client and its retries with backoff (docs/scale.md). What a server answers is checked:
+anything but an OpenAI-shaped answer (HTML, garbage, another JSON shape) is an error naming the URL and quoting it.
 """
 
 from __future__ import annotations
@@ -44,8 +37,7 @@ CHECK_TIMEOUT_S = 10.0
 
 
 def api_base(url: str, flag: str = "--llm-server") -> str:
-    """`http://host:port` or `http://host:port/v1` -> the client's base URL (`.../v1`); a StudyInputError naming
-    `flag` (the setting that gave it) when it is not an http(s) URL."""
+    """`http://host:port` or `http://host:port/v1` -> the client's base URL (`.../v1`)."""
     parsed = urlparse(url.strip())
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
         raise StudyInputError(f"{flag} {url!r} is not an http(s) URL; pass e.g. http://127.0.0.1:8000")
@@ -62,8 +54,7 @@ def make_client(url: str, timeout: float = REQUEST_TIMEOUT_S, max_retries: int =
 
 
 def served_models(url: str, timeout: float = CHECK_TIMEOUT_S) -> list[str]:
-    """The model names `GET /v1/models` lists; StudyInputError naming the URL when the server cannot answer or
-    answers something that is not an OpenAI model list."""
+    """The model names `GET /v1/models` lists."""
     import openai
 
     endpoint = f"{api_base(url)}/models"
@@ -106,12 +97,11 @@ def completion_text(body: str) -> str | None:
     return content if isinstance(content, str) else None
 
 
-def check_servers(urls: Sequence[str], model: str | None) -> None:
-    """Fail before any work when a server is down or does not serve `model`."""
+def check_servers(urls: Sequence[str], model: str) -> None:
+    """Fail before any work when a server is down or does not serve `model` (config validation made sure a model
+    is named)."""
     if not urls:
         raise StudyInputError("no LLM server given (--llm-server URL)")
-    if not model:
-        raise StudyInputError("--llm-server needs --llm-server-model NAME (the model name the server serves)")
     for url in urls:
         names = served_models(url)
         if model not in names:
@@ -173,8 +163,7 @@ class ServerGenerator(CachingGeneratorBase):
                 self.requests[url] += 1
 
     def complete(self, prompt: str, params: GenerationParams) -> str:
-        """One chat completion (greedy) on the least busy server; StudyInputError naming the server when it stops
-        answering, refuses, or answers something that is not a chat completion."""
+        """One chat completion (greedy) on the least busy server."""
         import openai
 
         url = self._acquire()
@@ -209,7 +198,6 @@ class ServerGenerator(CachingGeneratorBase):
     def _generate_missing(self, prompts: Sequence[str], params: GenerationParams, batch_size: int | None,
                           done: Callable[[int, str], None]) -> None:
         """Answer `prompts` with `concurrency` requests in flight, caching each answer in this thread as it comes.
-
         The workers are daemon threads: on an error or Ctrl-C the run stops at once (in-flight requests are
         abandoned, not waited for), and answers that arrived before are cached first."""
         self.check()
@@ -252,23 +240,20 @@ class ServerGenerator(CachingGeneratorBase):
             stop.set()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @contextmanager
 def local_server(folder: str, device: str = "cpu", dtype: str | None = None, threads: int = 1,
                  continuous: bool = False, wait_s: float = 300.0) -> Iterator[tuple[str, subprocess.Popen]]:
     """(url, process) of `transformers serve FOLDER` on a free port of 127.0.0.1, once its /health answers; stopped
-    on leaving. A server on this machine for `--llm-servers` (the tests and benchmarks start theirs with it)."""
+    on leaving (the tests and benchmarks start theirs with it)."""
+    with socket.socket() as sock:  # a free port
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
     command = [sys.executable, "-m", "transformers.cli.transformers", "serve", folder, "--host", "127.0.0.1",
-               "--port", str(_free_port()), "--device", device]
+               "--port", str(port), "--device", device]
     command += ["--dtype", dtype] if dtype else []
     command += ["--continuous-batching"] if continuous else []
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(threads)}
-    url = f"http://127.0.0.1:{command[command.index('--port') + 1]}"
+    url = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryFile() as stderr:  # a file, not a pipe: a pipe nobody reads blocks a talkative server
         process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
         try:
@@ -297,15 +282,11 @@ def local_server(folder: str, device: str = "cpu", dtype: str | None = None, thr
                 process.wait()
 
 
-def _listing(config) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """(URL, the model names its GET /v1/models lists) for each server, recorded beside the answers."""
-    return tuple((url, tuple(served_models(url))) for url in server_urls(config))
-
-
 SPEC = register_engine("server", None, generator=lambda config, params, cache: ServerGenerator(
                            server_urls(config), config.llm_server_model, params, cache,
                            concurrency=config.concurrency, timeout=config.llm_timeout),
                        check=lambda config: check_servers(server_urls(config), config.llm_server_model),
-                       model_name=lambda config: config.llm_server_model, listing=_listing,
+                       model_name=lambda config: config.llm_server_model,
+                       listing=lambda config: tuple((url, tuple(served_models(url))) for url in server_urls(config)),
                        claims=lambda config: bool(config.llm_servers), needs="--llm-server URL", order=2,
                        description="OpenAI-compatible chat-completions servers (--llm-server, e.g. vLLM)")

@@ -1,15 +1,7 @@
 """The evidence of a passage, chosen by the code (make-qa's default, `--evidence-by code`): a run of whole sentences of
-the passage, so that a small model only has to ask about a short text and never has to quote it.
-
-- a passage of one block: the first run of consecutive sentences that starts a sentence (a capital letter, a digit
-  or a list item's marker: not the tail of a sentence cut by the passage's window) and fits the evidence limits,
-  packed greedily up to the longest length allowed (a paragraph's opening states its topic; later sentences lean on it);
-- a passage of two parts (a block or a page break between them): the sentences around the break, so the evidence
-  crosses it as the sampler intended (the last sentence before the break and the first after it, or the one
-  sentence that runs across it); None when they do not fit the limits.
-
-Sentences are the study's Italian sentence spans (`ragstudy.text.sentences.ItalianSentenceSplitter`); the limits are the
-evidence_length filter's, so a chosen evidence never fails it.
+the passage, so that a small model only has to ask about a short text and never has to quote it. Which run: see
+docs/make-qa.md (The evidence, chosen by the code); the limits are the evidence_length filter's, so a chosen
+evidence never fails it.
 """
 
 from __future__ import annotations
@@ -32,21 +24,15 @@ def _starts_sentence(text: str, span: Span) -> bool:
     return first.isupper() or first.isdigit() or bool(_LIST_MARKER.match(piece))
 
 
-def _pack(spans: Sequence[Span], first: int, max_chars: int) -> Span:
-    """Sentences from `first` on, while the run stays within `max_chars`."""
-    start, end = spans[first]
-    for _, next_end in spans[first + 1:]:
-        if next_end - start > max_chars:
-            break
-        end = next_end
-    return start, end
-
-
 def _within_block(text: str, spans: Sequence[Span], min_chars: int, max_chars: int) -> Span | None:
     for i, span in enumerate(spans):
         if span[1] - span[0] > max_chars or not _starts_sentence(text, span):
             continue
-        start, end = _pack(spans, i, max_chars)
+        start, end = span
+        for _, next_end in spans[i + 1:]:  # packed greedily: the following sentences while the run fits
+            if next_end - start > max_chars:
+                break
+            end = next_end
         if end - start >= min_chars:
             return start, end
     return None
@@ -68,8 +54,7 @@ def _across_break(spans: Sequence[Span], cut: int, min_chars: int, max_chars: in
 
 def choose_evidence(passage: Passage, min_chars: int, max_chars: int,
                     splitter: ItalianSentenceSplitter | None = None) -> tuple[int, int] | None:
-    """[start, end) of `passage.text` to ask about, or None when no run of whole sentences fits (see the module
-    docstring)."""
+    """[start, end) of `passage.text` to ask about, or None when no run of whole sentences fits."""
     text = passage.text
     spans = (splitter or ItalianSentenceSplitter()).spans(text)
     if not spans:

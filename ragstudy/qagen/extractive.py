@@ -1,10 +1,8 @@
 """A deterministic, LLM-free candidate writer: quotes the first sentence of 60-300 characters of each passage and
 asks what the document says about two of its longer words. It is a baseline and a stand-in where no usable LLM
 runs (tests, the validity benchmark on CPU): its questions are templates, not the questions a user would ask, and
-every set it writes says so (its model name, EXTRACTIVE_MODEL, is in the sidecar and the report).
-
-It has the interface make-qa needs from a generator (`generate_many(prompts, params)`, `generated`, `cached`) and
-reads the passage back out of the prompt (`prompt.passage_parts`).
+every set it writes says so (its model name, EXTRACTIVE_MODEL, is in the sidecar and the report). It reads the
+passage back out of the prompt (`prompt.passage_parts`).
 """
 
 from __future__ import annotations

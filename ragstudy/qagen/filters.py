@@ -1,10 +1,7 @@
 """The rules that drop a generated candidate, each counted in qa_report.md. A candidate is kept only when it passes
 all of them; `FILTERS` lists them in the order they are checked (the report counts each candidate under the first
-rule it fails, and also every rule it fails).
-
-Texts are compared on the project's evidence normalisation (`ragstudy.scoring.evidence.normalize_for_match`: NFKC,
-accents and case folded, only letters and digits kept) and, for word overlaps, on the Italian analyzer's content terms
-(`ragstudy.lexical.ItalianAnalyzer`: stopwords dropped, Snowball-stemmed).
+rule it fails, and also every rule it fails). Texts are compared on the evidence normalisation and, for word
+overlaps, on the Italian analyzer's content terms (docs/make-qa.md, Filters).
 """
 
 from __future__ import annotations
@@ -190,8 +187,7 @@ class CandidateFilter:
         self.analyzer = analyzer or ItalianAnalyzer()
         self.normalized = {name: normalize_for_match(text) for name, text in corpus.items()}
         self.unfit_generator = unfit_generator
-        self._kept_terms: list[frozenset[str]] = []
-        self._kept_spans: list[tuple[str, int, int]] = []  # (pdf, start, end) of each kept item's evidence
+        self._kept: list[tuple[str, int, int, frozenset[str]]] = []  # each kept item's evidence span and question terms
         self._instructions = instruction_ngrams(thresholds.echo_words)
 
     def occurrences(self, evidence: str) -> int:
@@ -252,24 +248,33 @@ class CandidateFilter:
             checked.reasons.append("unfit_generator")
         return checked
 
-    def keep(self, checked: Checked) -> bool:
-        """Record a candidate that passed `check` unless its evidence overlaps an earlier kept one's or its question
-        nearly duplicates an earlier kept one."""
-        if checked.reasons:
-            return False
+    def _mark(self, checked: Checked) -> tuple[str, int, int, frozenset[str]]:
         located = checked.located
-        if any(pdf == located.pdf and start < located.source_end and located.source_start < end
-               for pdf, start, end in self._kept_spans):
-            checked.reasons.append("evidence_reused")
-            return False
-        question = terms(checked.generated.question, self.analyzer)
-        for earlier in self._kept_terms:
+        return located.pdf, located.source_start, located.source_end, terms(checked.generated.question, self.analyzer)
+
+    def clash(self, checked: Checked, others: Sequence[Checked] | None = None) -> str | None:
+        """Why `keep` would drop a candidate that passed every other filter: its evidence overlaps an earlier kept
+        item's (evidence_reused) or its question nearly duplicates one (near_duplicate); None when neither.
+        `others`: compare with those candidates instead of the kept items."""
+        pdf, start, end, question = self._mark(checked)
+        marks = self._kept if others is None else [self._mark(other) for other in others]
+        if any(pdf == p and start < e and s < end for p, s, e, _ in marks):
+            return "evidence_reused"
+        for *_, earlier in marks:
             union = question | earlier
             if union and len(question & earlier) / len(union) >= self.thresholds.duplicate_threshold:
-                checked.reasons.append("near_duplicate")
-                return False
-        self._kept_terms.append(question)
-        self._kept_spans.append((located.pdf, located.source_start, located.source_end))
+                return "near_duplicate"
+        return None
+
+    def keep(self, checked: Checked) -> bool:
+        """Record a candidate that passed every other filter as kept unless it clashes with an earlier kept one."""
+        if checked.reasons:
+            return False
+        reason = self.clash(checked)
+        if reason is not None:
+            checked.reasons.append(reason)
+            return False
+        self._kept.append(self._mark(checked))
         return True
 
 

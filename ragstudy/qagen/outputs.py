@@ -1,17 +1,5 @@
-"""What make-qa writes into its output folder, and reads back:
-
-- `Questions.csv` (`questions`), `Oracle.csv` (`oracle`): the kept items, in the study's formats, same row order;
-- `evidence.csv`: one row per question, the hand-written evidence format the study reads (question_index, question,
-  pdf, page, boundary, evidence) plus `start_end_idx` (JSON [start, end] of the evidence in the PDF's shared text
-  layer, `ragstudy.text.textlayer`; for a page-crossing item it covers the furniture between the two parts) and
-  `passage_kind`;
-- `make_qa.json` (SIDECAR): the generator's model, backend, prompt hash, seed and settings, the documents' sha256,
-  the counts, the sha256 of the Questions.csv written, and after a review what the reviewer decided. Runs whose
-  questions file has it beside them record it in config.json (`questions_generated`) and say so in their report;
-- `candidates.jsonl`: every candidate (passage, raw generation, measures, reasons), for the review and the report;
-- `qa_report.md`: sampling, every filter's count, the overlap distributions;
-- `review.xlsx`: one row per parsed candidate: a person accepts (accetta), edits (modifica) or rejects (rifiuta)
-  each; `read_review` writes the accepted set into the same files.
+"""What make-qa writes into its output folder (the set in the study's formats, the make_qa.json sidecar,
+candidates.jsonl, the review workbook), and reads back: see docs/make-qa.md (Outputs, Review).
 """
 
 from __future__ import annotations
@@ -28,7 +16,7 @@ from typing import Any
 from ragstudy import results
 from ragstudy.errors import StudyInputError
 from ragstudy.grid.records import normalize_ws
-from ragstudy.io import atomic_save, atomic_write_json, atomic_write_text, sha256_file
+from ragstudy.io import atomic_save, atomic_write_text, sha256_file
 from ragstudy.qagen.filters import locate_in_passage
 from ragstudy.qagen.sampling import Passage
 from ragstudy.workbook import set_text, write_instructions
@@ -277,7 +265,3 @@ def _page(passage: Passage, position: int) -> int:
     cut = passage.spans[0][1] - passage.spans[0][0]
     return passage.pages[-1] if len(passage.spans) == 2 and position > cut and passage.kind == "page" \
         else passage.pages[0]
-
-
-def write_sidecar(out: Path, sidecar: dict) -> None:
-    atomic_write_json(out / SIDECAR, sidecar, "output file")

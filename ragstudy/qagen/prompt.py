@@ -1,13 +1,7 @@
-"""The Italian prompts that ask for one question, and the JSON they ask for.
-
-Two ways to draft (`--evidence-by`):
-- `code` (the default, FROM_EVIDENCE): the code chooses the evidence (`choose.choose_evidence`, a run of whole
-  sentences) and the prompt shows only that short text; the model writes {"domanda", "risposta"}, the question and a
-  short answer. What a small model does well: a short prompt, one passage, nothing to quote.
-- `model` (SINGLE, SPANNING): the prompt shows the whole passage (two parts for a passage that crosses a block or
-  page break) and the model also quotes the evidence, {"domanda", "risposta", "evidenza"}.
-The English keys {question, answer, evidence} are accepted too. `prompt_hash` identifies the templates of one way in
-the sidecar and in cache keys (any edit changes it).
+"""The Italian prompts that ask for one question, and the JSON they ask for: FROM_EVIDENCE (`--evidence-by code`,
+the model writes {"domanda", "risposta"} about the code-chosen evidence) and SINGLE, SPANNING (`--evidence-by
+model`, the model also quotes the evidence); see docs/make-qa.md (The prompt). `prompt_hash` identifies the templates
+of one way in the sidecar and in cache keys (any edit changes it).
 """
 
 from __future__ import annotations
@@ -71,11 +65,9 @@ def prompt_version(evidence_by: str = "code") -> str:
 
 def prompt_hash(evidence_by: str = "code") -> str:
     """sha256 (16 hex digits) of the prompt templates of one way to draft (EVIDENCE_BY) and their version."""
-    if evidence_by == "code":
-        return sha256_text(stable_json({"version": FROM_EVIDENCE_VERSION, "template": FROM_EVIDENCE,
-                                        "round_trip": ROUND_TRIP}))[:16]
-    return sha256_text(stable_json({"version": PROMPT_VERSION, "single": SINGLE, "spanning": SPANNING,
-                                    "round_trip": ROUND_TRIP}))[:16]
+    templates = ({"version": FROM_EVIDENCE_VERSION, "template": FROM_EVIDENCE} if evidence_by == "code" else
+                 {"version": PROMPT_VERSION, "single": SINGLE, "spanning": SPANNING})
+    return sha256_text(stable_json({**templates, "round_trip": ROUND_TRIP}))[:16]
 
 
 def round_trip_prompt(question: str, evidence: str) -> str:
@@ -130,11 +122,9 @@ def parse_generation(text: str, evidence: str | None = None) -> Generated | None
     """The first JSON object in the model's answer (a ```json fence allowed) with a non-empty string for each of
     question, answer and evidence (Italian or English keys); None when there is none. With `evidence` (chosen by
     the code) the object needs only question and answer, and the evidence is that text whatever the model wrote.
-    When nothing parses as written, or what parses holds a tab, backspace, form feed or carriage return (no
-    question or answer means one: it is a LaTeX command read as an escape), or the text quotes a backslash command
-    that the evidence holds as written (`\\notag` read as a line break and "otag"), the backslashes are read as the
-    characters themselves (`literal_backslashes`) and the result says so (`backslashes_as_written`); what it parsed
-    still goes through every filter (verbatim evidence, support, round trip)."""
+    When nothing parses as written, or what parses holds a tab, backspace, form feed or carriage return (a LaTeX
+    command read as an escape), or the text quotes a backslash command that the evidence holds as written
+    (`\\notag` read as a line break and "otag"), the backslashes are read as written (`backslashes_as_written`)."""
     found = _first_object(text, evidence)
     quoted = evidence is not None and any(command in evidence for command in _COMMAND.findall(text))
     if "\\" in text and (found is None or quoted or _CONTROL.search(found.question + found.answer)):

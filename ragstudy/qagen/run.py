@@ -1,9 +1,6 @@
-"""The make-qa job: sample passages, generate one candidate per passage through the study's LLM (server or
-in-process, greedy, answers cached in the study's answer cache, so an interrupted run resumes and a re-run
-generates nothing), filter, write the set, the report and the review workbook; and read a reviewed workbook back.
-
-Passages are taken in their stratified order and generated in batches until `n` candidates are kept or the
-`candidates` passages are used up; the report says how many were kept.
+"""The make-qa job: sample passages, generate one candidate per passage through the study's LLM (cached), in
+batches until `n` are kept or the `candidates` passages are used up, filter, write the set, the report and the
+review workbook; and read a reviewed workbook back.
 """
 
 from __future__ import annotations
@@ -17,10 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from ragstudy.errors import StudyInputError
-from ragstudy.io import atomic_write_text, sha256_file, sha256_text, stable_json
+from ragstudy.io import atomic_write_json, atomic_write_text, sha256_file, sha256_text, stable_json
+from ragstudy.lexical import ItalianAnalyzer
 from ragstudy.qagen import outputs
 from ragstudy.qagen.choose import choose_evidence
-from ragstudy.qagen.filters import FILTERS, CandidateFilter, Checked, Thresholds, overlap_distribution, unfit_generator
+from ragstudy.qagen.filters import (FILTERS, CandidateFilter, Checked, Thresholds, overlap_distribution, share_in,
+                                    terms, unfit_generator)
 from ragstudy.qagen.prompt import (EVIDENCE_BY, ROUND_TRIP_TOKENS, build_evidence_prompt, build_prompt, prompt_hash,
                                    prompt_version, round_trip_prompt)
 from ragstudy.qagen.sampling import Passage, Sample, sample_passages
@@ -63,7 +62,6 @@ class QaResult:
     candidates: int
     generated: int
     cached: int
-    counts: Counter
     model: str
     unfit: bool
     cascade: list[tuple[str, int, int, int]] = field(default_factory=list)  # filter_cascade of the candidates
@@ -180,26 +178,46 @@ def draft_and_filter(drafts: Sequence[Draft], generator, params, filt: Candidate
             raws = [next(answers) if d.prompt is not None else "" for d in chunk]
             checks = [filt.check(raw, d.passage, d.evidence) if d.prompt is not None else filt.no_evidence()
                       for d, raw in zip(chunk, raws)]
-            round_trip(generator, params, filt, checks)
-            for draft, raw, checked in zip(chunk, raws, checks):
-                if kept < n and filt.keep(checked):
-                    kept += 1
-                elif kept >= n and checked.kept:
-                    checked.reasons.append("not_needed")
-                records.append(candidate_record(draft.passage, raw, checked, model, evidence_by))
-                bar.update(1)
+            kept = settle(generator, params, filt, [c for c in checks if c.kept], kept, n)
+            records += [candidate_record(d.passage, raw, c, model, evidence_by)
+                        for d, raw, c in zip(chunk, raws, checks)]
+            bar.update(len(chunk))
             bar.set_postfix(kept=kept)
     return [r for r in records if "not_needed" not in r["reasons"]]
 
 
-def round_trip(generator, params, filt: CandidateFilter, checks: Sequence[Checked]) -> None:
+def settle(generator, params, filt: CandidateFilter, passed: Sequence[Checked], kept: int, n: int) -> int:
+    """The round trip, then `keep`, for a batch's drafts that passed `check`, in order, until `n` are kept (a draft
+    after the n-th kept one that passes the round trip is not_needed); returns the kept count. A draft that `keep`
+    would drop whatever it replies (it clashes with an item kept already) is not asked; the others are asked
+    together, in waves that end where a draft's verdict waits on the round trip of the drafts before it."""
+    position = 0
+    while position < len(passed):
+        wave: list[Checked] = []
+        while position < len(passed):
+            checked = passed[position]
+            reason = filt.clash(checked) if kept < n else None
+            if kept < n and wave and (filt.clash(checked, wave) or reason and kept + len(wave) >= n):
+                break  # it clashes with a draft of the wave, or the wave may fill the set before keep judges it
+            position += 1
+            if reason is None:
+                wave.append(checked)
+            else:
+                checked.reasons.append(reason)
+        round_trip(generator, params, filt, wave)
+        for checked in wave:
+            if kept < n and filt.keep(checked):
+                kept += 1
+            elif kept >= n and checked.kept:
+                checked.reasons.append("not_needed")
+    return kept
+
+
+def round_trip(generator, params, filt: CandidateFilter, passed: Sequence[Checked]) -> None:
     """Ask the generator each question that passed `check` again, with only its evidence, and drop the ones whose
     drafted answer does not come back (filters answer_not_recovered). A writer that answers no question (the
     extractive baseline, `answers_questions = False`) is not asked: its records keep `recovered` None."""
-    if not getattr(generator, "answers_questions", True):
-        return
-    passed = [c for c in checks if c.kept]
-    if not passed:
+    if not passed or not getattr(generator, "answers_questions", True):
         return
     short = replace(params, max_new_tokens=ROUND_TRIP_TOKENS) if params is not None else None
     replies = generator.generate_many([round_trip_prompt(c.generated.question, c.located.text)
@@ -209,8 +227,7 @@ def round_trip(generator, params, filt: CandidateFilter, checks: Sequence[Checke
 
 
 def filter_cascade(records: Sequence[dict]) -> list[tuple[str, int, int, int]]:
-    """Per filter, in FILTERS order: (name, candidates it dropped first, candidates failing it at all, candidates
-    left after it): how many drafts were kept at each filter."""
+    """Per filter, in FILTERS order: (name, candidates it dropped first, candidates failing it at all, left after)."""
     first = Counter(r["reasons"][0] for r in records if r["reasons"])
     anyof = Counter(reason for r in records for reason in r["reasons"])
     left = len(records)
@@ -244,13 +261,13 @@ def make_qa(settings: QaSettings, generator, model: str, backend: str,
     out.mkdir(parents=True, exist_ok=True)
     items = [item_of(r) for r in records if r["kept"]]
     outputs.write_candidates(out, records)
-    counts = Counter(r["reasons"][0] if r["reasons"] else "kept" for r in records)
     if items:
         outputs.write_set(out, items)
     else:
         for name in (outputs.QUESTIONS, outputs.ORACLE, outputs.EVIDENCE):
             (out / name).unlink(missing_ok=True)  # files of an earlier run of this set must not stand for it
     rows = outputs.write_workbook(out / outputs.WORKBOOK, records)
+    cascade = filter_cascade(records)
     sidecar = {"tool": "make-qa", "identity": ident,
                "generator": {"model": model, "backend": backend, "evidence_by": settings.evidence_by,
                              "prompt_hash": prompt_hash(settings.evidence_by),
@@ -261,14 +278,13 @@ def make_qa(settings: QaSettings, generator, model: str, backend: str,
                "counts": {"passages_sampled": len(sample.passages), "candidates": len(records), "kept": len(items),
                           "workbook_rows": rows,
                           "filters": {name: {"dropped_first": first, "failed": failed, "left_after": left}
-                                      for name, first, failed, left in filter_cascade(records)}},
+                                      for name, first, failed, left in cascade}},
                "questions_sha256": sha256_file(out / outputs.QUESTIONS) if items else None, "review": None}
-    outputs.write_sidecar(out, sidecar)
+    atomic_write_json(out / outputs.SIDECAR, sidecar, "output file")
     report = report_markdown(settings, sample, records, items, model, backend, unfit,
-                             bundled_reference() if settings.reference is None else settings.reference)
+                             bundled_reference() if settings.reference is None else settings.reference, cascade)
     atomic_write_text(out / outputs.REPORT, report, "output file")
-    return QaResult(out, len(items), len(records), generator.generated, generator.cached, counts, model, bool(unfit),
-                    filter_cascade(records))
+    return QaResult(out, len(items), len(records), generator.generated, generator.cached, model, bool(unfit), cascade)
 
 
 def read_review(out: Path, workbook: Path | None = None) -> outputs.Review:
@@ -290,7 +306,7 @@ def read_review(out: Path, workbook: Path | None = None) -> outputs.Review:
                          "edited": review.edited, "rejected": review.rejected,
                          "accepted_despite_filters": review.overridden}
     sidecar["questions_sha256"] = sha256_file(out / outputs.QUESTIONS)
-    outputs.write_sidecar(out, sidecar)
+    atomic_write_json(out / outputs.SIDECAR, sidecar, "output file")
     report = (out / outputs.REPORT).read_text(encoding="utf-8") if (out / outputs.REPORT).is_file() else ""
     report = report.split("\n## Review\n")[0].rstrip() + "\n\n## Review\n\n" + (
         f"Read back from {sidecar['review']['workbook']} on {sidecar['review']['date']}: {review.accepted} accepted "
@@ -312,8 +328,6 @@ def bundled_reference() -> list[tuple[Path, Path]]:
 
 def reference_overlaps(questions: Path, evidence: Path) -> list[float]:
     """Question <-> evidence overlap (share of question content terms in the evidence) of a human-written set."""
-    from ragstudy.lexical import ItalianAnalyzer
-    from ragstudy.qagen.filters import share_in, terms
     from ragstudy.results import read_questions
     from ragstudy.scoring.evidence import load_evidence_file
 
@@ -345,8 +359,6 @@ class Grounding:
 def grounding_against_floor(records: Sequence[dict], seed: int, n_resamples: int = 2000) -> list[Grounding]:
     """For every parsed candidate: the share of its question's (answer's) content terms found in its own passage,
     against the same share in another candidate's passage; empty when fewer than 2 candidates parsed."""
-    from ragstudy.lexical import ItalianAnalyzer
-    from ragstudy.qagen.filters import share_in, terms
     from ragstudy.scoring.stats import derangement, paired_bootstrap
 
     parsed = [r for r in records if r.get("question") and r.get("answer")]
@@ -394,7 +406,8 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def report_markdown(settings: QaSettings, sample: Sample, records: Sequence[dict], items: Sequence[outputs.Item],
-                    model: str, backend: str, unfit: str | None, reference: Sequence[tuple[Path, Path]]) -> str:
+                    model: str, backend: str, unfit: str | None, reference: Sequence[tuple[Path, Path]],
+                    cascade: Sequence[tuple[str, int, int, int]]) -> str:
     t = settings.thresholds
     chosen = ("the code (a run of whole sentences; the model writes the answer and the question)"
               if settings.evidence_by == "code" else "the model (a quote of the passage)")
@@ -428,7 +441,7 @@ def report_markdown(settings: QaSettings, sample: Sample, records: Sequence[dict
     lines += ["## Filters\n", f"{len(records)} drafts (one per passage tried), filtered in this order; `left` is how "
               "many drafts were still kept after each filter.\n"]
     described = t.describe(unfit or "")
-    rows = [[name, described[name], first, failed, left] for name, first, failed, left in filter_cascade(records)]
+    rows = [[name, described[name], first, failed, left] for name, first, failed, left in cascade]
     rows.append(["kept", "passed every filter", "", "", len(items)])
     lines.append(_table(["filter", "drops a candidate when", "first failed", "failed (any)", "left"], rows))
     literal = [r for r in records if r.get("backslashes_as_written")]

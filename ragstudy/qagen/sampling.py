@@ -1,23 +1,6 @@
 """Passages to ask questions about, drawn from the shared PyMuPDF text layer (`ragstudy.text.textlayer`), which every
-strategy reads: no strategy's chunk boundaries decide what is asked, so none is favoured.
-
-A document's text layer is its blocks (separated by a blank line) page after page. Blocks are classified by general
-patterns, not by strings of one PDF:
-
-- furniture: a block whose text, with digits masked, recurs on many pages (running headers and footers, "Pagina 7",
-  "12 - 53"), or that is only a page number;
-- toc: a block most of whose lines are table-of-contents or index lines (dot leaders, or a line ending in a page
-  number list); pages most of whose lines are such lines are skipped whole;
-- low-text: a block whose non-space characters are mostly not letters (number tables, code, rules);
-- short: a block under MIN_BLOCK_CHARS or MIN_BLOCK_WORDS (headings, captions, labels);
-- body: everything else. Only body blocks make passages.
-
-Passages: one body block ("block"; a long one is cut to a window of whole lines), two consecutive body blocks on a
-page ("paragraph"), or the last body block of a page and the first of the next ("page", with the furniture between
-them left out and the two parts joined by one newline, as /work/shared/qa does). `sample_passages` draws a seeded,
-stratified sample: documents get shares proportional to the square root of their eligible passages, and within a
-document each share is spread over equal page strata; `span_share` of each document's passages cross a block or a
-page break (half each, where the document has them).
+strategy reads: no strategy's chunk boundaries decide what is asked, so none is favoured. The block classes, the
+passage kinds and the stratified sample are described in docs/make-qa.md (How passages are chosen).
 """
 
 from __future__ import annotations
@@ -45,7 +28,6 @@ MAX_SPAN_PART_CHARS = 700  # each part of a two-block passage is at most this lo
 REPEAT_PAGE_SHARE = 0.2  # a masked block text on at least this share of pages (and >= REPEAT_MIN_PAGES) is furniture
 REPEAT_MIN_PAGES = 3
 TOC_LINE_SHARE = 0.5  # a block (or a page) with at least this share of TOC/index lines is TOC
-KINDS = ("block", "paragraph", "page")
 
 _DIGITS = re.compile(r"\d+")
 _SPACES = re.compile(r"\s+")
@@ -145,7 +127,7 @@ def letter_ratio(text: str) -> float:
 
 
 def split_blocks(document: PdfDocument) -> list[Block]:
-    """Every block of the document's text layer, classified (see the module docstring)."""
+    """Every block of the document's text layer, classified (docs/make-qa.md)."""
     layer = document.text_layer
     text = layer.text
     raw: list[tuple[int, int, int]] = []
@@ -283,24 +265,22 @@ def _stratified(candidates: Sequence[tuple[int, ...]], k: int, blocks: Sequence[
         return []
     ordered = sorted(candidates, key=lambda c: blocks[c[0]].start)
     picked: list[tuple[int, ...]] = []
+
+    def pick(pool: Sequence[tuple[int, ...]], limit: int) -> None:
+        """Up to `limit` of `pool`, in a seeded order, that share no block with one picked already."""
+        for j in rng.permutation(len(pool)):
+            if limit == 0:
+                break
+            if not used.intersection(pool[int(j)]):
+                picked.append(pool[int(j)])
+                used.update(pool[int(j)])
+                limit -= 1
+
     bounds = np.linspace(0, len(ordered), k + 1)
     for s in range(k):
-        stratum = list(ordered[int(bounds[s]):int(bounds[s + 1])])
-        for j in rng.permutation(len(stratum)):
-            choice = stratum[int(j)]
-            if not used.intersection(choice):
-                picked.append(choice)
-                used.update(choice)
-                break
-    if len(picked) < k:  # a stratum had only blocks already used: fill from anywhere, in a seeded order
-        rest = [c for c in ordered if not used.intersection(c)]
-        for j in rng.permutation(len(rest)):
-            if len(picked) == k:
-                break
-            choice = rest[int(j)]
-            if not used.intersection(choice):
-                picked.append(choice)
-                used.update(choice)
+        pick(ordered[int(bounds[s]):int(bounds[s + 1])], 1)
+    if len(picked) < k:  # a stratum had only blocks already used: fill from anywhere
+        pick([c for c in ordered if not used.intersection(c)], k - len(picked))
     return picked
 
 
@@ -308,13 +288,11 @@ def _stratified(candidates: Sequence[tuple[int, ...]], k: int, blocks: Sequence[
 class Sample:
     passages: tuple[Passage, ...]
     found: tuple[DocumentPassages, ...]
-    span_share: float
-    seed: int
 
 
 def sample_passages(documents: Sequence[PdfDocument], n: int, seed: int, span_share: float = 0.25,
                     required: int | None = None) -> Sample:
-    """`n` passages, seeded and stratified (module docstring), in an order whose every prefix is spread over the
+    """`n` passages, seeded and stratified (docs/make-qa.md), in an order whose every prefix is spread over the
     documents (by relative position in each document's page order). StudyInputError when fewer than `required`
     (default `n`) are available; between `required` and `n`, all the available ones are drawn."""
     required = n if required is None else required
@@ -355,4 +333,4 @@ def sample_passages(documents: Sequence[PdfDocument], n: int, seed: int, span_sh
     keyed = [((i + 0.5) / len(ps), d, i) for d, ps in enumerate(per_document) for i in range(len(ps))]
     jitter = rng.random(len(keyed))
     order = [per_document[d][i] for (_, d, i), _j in sorted(zip(keyed, jitter), key=lambda kj: (kj[0][0], kj[1]))]
-    return Sample(tuple(order), tuple(found), span_share, seed)
+    return Sample(tuple(order), tuple(found))
