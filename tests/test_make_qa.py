@@ -232,6 +232,41 @@ def test_near_duplicates_are_dropped_in_order_and_the_lite_model_is_never_valid(
     assert checked.reasons == ["unfit_generator"] and not lite.keep(checked)
 
 
+class Recorder:
+    """Replies to each round-trip prompt with the answer it is given, and keeps every prompt it was asked."""
+
+    def __init__(self, answers: dict[str, str]) -> None:
+        self.answers, self.asked = answers, []
+
+    def generate_many(self, prompts, params=None, desc: str = ""):
+        self.asked += prompts
+        return [next(a for q, a in self.answers.items() if q in p) for p in prompts]
+
+
+def test_a_draft_keep_would_drop_is_not_sent_to_the_round_trip(docs) -> None:
+    """Two rewordings of a kept item clash with it whatever they reply: settle keeps the first and drops the others as
+    evidence_reused / near_duplicate without asking the model about them (one round-trip prompt, not three)."""
+    from ragstudy.qagen.run import settle
+
+    passage = _passage(docs, "licenze compatibili")
+    filt = CandidateFilter({name: d.text_layer.text for name, d in docs.items()})
+    question = "Perché la licenza europea va aggiornata per restare interoperabile?"
+    answer = "Per tener conto delle licenze con clausola SA più recenti."
+    reworded = question.replace("Perché", "Per quale motivo")
+    drafts = [filt.check(_gen(question, answer, GOOD_EVIDENCE), passage),
+              filt.check(_gen(reworded, answer, GOOD_EVIDENCE), passage),
+              filt.check(_gen(reworded, "Per tener conto delle licenze pertinenti più recenti.", "sono pertanto "
+                              "necessari alcuni aggiornamenti per tener conto delle licenze pertinenti più recenti"),
+                         passage)]
+    assert all(not d.reasons for d in drafts)
+    model = Recorder({question: answer, reworded: answer})
+    assert settle(model, None, filt, drafts, kept=0, n=10) == 1
+    assert len(model.asked) == 1 and question in model.asked[0]
+    assert drafts[0].recovered == 1.0 and not drafts[0].reasons
+    assert [d.reasons for d in drafts[1:]] == [["evidence_reused"], ["near_duplicate"]]
+    assert all(d.recovered is None and d.reply is None for d in drafts[1:])
+
+
 def test_the_prompt_is_italian_json_and_spanning_passages_are_shown_in_two_parts(docs) -> None:
     sample = sample_passages([docs[ALL2]], 20, seed=3, span_share=0.5)
     single = next(p for p in sample.passages if p.kind == "block")
