@@ -39,16 +39,6 @@ DTYPES = ("float32", "bfloat16", "float16")
 BUDGET_UNITS = ("chars", "tokens")  # characters, or tokens of the LLM's tokenizer
 
 
-# The names each plug-in setting accepts, read from the families' registries when a parser is built or a value is
-# checked (so a member registered from outside the repository is a valid choice).
-def retriever_names() -> tuple[str, ...]:
-    return retrievers.names()
-
-
-def llm_engine_names() -> tuple[str, ...]:
-    return llms.names()
-
-
 def profile_names() -> tuple[str, ...]:
     return tuple(PROFILES)
 
@@ -222,10 +212,10 @@ class StudyConfig:
                              "(an axis of the run's grid: one variant each): dense child windows (the paper's), dense "
                              "whole parents, BM25 over child windows or whole parents, hybrid (dense and BM25 child "
                              "windows fused); anything but dense is retrieval-only", group=G_RETRIEVAL,
-                             choices=lambda: retriever_names(), several=True)
+                             choices=lambda: retrievers.names(), several=True)
     # onnxruntime: ONNX Runtime GenAI, fp32 CPU, one prompt at a time; 1.5x the answers per CPU second of torch
     # batches of 8 on the study's prompts, answers identical
-    llm_engine: str | None = setting(None, "in-process LLM engine", group=G_SCALE, choices=lambda: llm_engine_names(),
+    llm_engine: str | None = setting(None, "in-process LLM engine", group=G_SCALE, choices=lambda: llms.names(),
                                      default_doc="onnxruntime for a wheel: LLM on the CPU in float32 when "
                                      "onnxruntime-genai is installed, else torch", applies=answering)
     # text_layer: the text the strategies of source kind "text-layer" chunk; split by ragstudy.scoring.decomposition

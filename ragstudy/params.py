@@ -8,6 +8,7 @@ own `__post_init__` checks ranges. Errors name the setting and what would be acc
 from __future__ import annotations
 
 import dataclasses
+import types
 import typing
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, get_args, get_origin
@@ -23,22 +24,16 @@ def _accepts(annotation: Any, value: Any) -> bool:
         return True
     if origin is Literal:
         return value in get_args(annotation)
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+    if origin in (typing.Union, types.UnionType):
         return any(_accepts(arg, value) for arg in get_args(annotation))
-    if annotation is type(None):
-        return value is None
     if origin in (tuple, list):
         return isinstance(value, (tuple, list)) and all(
             _accepts(get_args(annotation)[0], item) for item in value) if get_args(annotation) else True
     if origin is dict:
         return isinstance(value, dict)
-    if annotation is bool:
-        return isinstance(value, bool)
-    if annotation is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if annotation is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if isinstance(annotation, type):
+    if annotation in (int, float):  # a bool is no number here; an int is a float
+        return isinstance(value, (int, annotation)) and not isinstance(value, bool)
+    if isinstance(annotation, type):  # bool, str, None's type, a class
         return isinstance(value, annotation)
     return True
 

@@ -12,7 +12,7 @@ import importlib
 import logging
 import os
 import pkgutil
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
 from ragstudy.errors import StudyInputError
@@ -144,7 +144,7 @@ class Registry(Generic[T]):
             self._members[name] = member
             return member
         if _importing_outside and not self._builtins_loaded:
-            self._load_builtins()  # built-in members are registered first, so a clash is the outside member's
+            self._once("_builtins_loaded", self._builtins)  # built-in members are registered first, so a clash is the outside member's
         mine = [(f"{self.kind} name", name), *self._unique(member)]
         for other in self._members.values():
             theirs = dict([(f"{self.kind} name", other.name), *self._unique(other)])
@@ -175,12 +175,9 @@ class Registry(Generic[T]):
             setattr(self, flag, False)
             raise
 
-    def _load_builtins(self) -> None:
-        self._once("_builtins_loaded", self._builtins)
-
     def load(self) -> None:
         """Load the built-in members, then the outside packages, once per process (or again after `forget()`)."""
-        self._load_builtins()
+        self._once("_builtins_loaded", self._builtins)
         self._once("_outside_loaded", import_outside_packages)
 
     def forget(self) -> None:
@@ -207,9 +204,6 @@ class Registry(Generic[T]):
     def __contains__(self, name: object) -> bool:
         self.load()
         return name in self._members
-
-    def __iter__(self) -> Iterator[T]:
-        return iter(self.members())
 
     def get(self, name: str, where: str | None = None) -> T:
         """The member called `name`, or an UnknownName naming the setting (`where`, default --<setting>) and every

@@ -130,11 +130,12 @@ STRATEGIES: Registry[StrategySpec] = Registry(
     fix=lambda spec: (f": each strategy needs its own name, Dataset file and folder, or one would overwrite the "
                       f"other's files; rename it in {spec.folder}'s register_strategy call"))
 
-
-def register(spec: StrategySpec) -> StrategySpec:
-    """Add `spec` (see STRATEGIES: its name, Dataset file stem and folder must be its own). Registering the same
-    strategy again (a module imported twice) is allowed."""
-    return STRATEGIES.register(spec)
+# the family's look-ups
+register = STRATEGIES.register  # a module imported twice may register its strategy again
+unregister = STRATEGIES.unregister  # tests register throwaway strategies
+available = STRATEGIES.names  # in registered order, the paper's three first
+specs = STRATEGIES.members
+get = STRATEGIES.get
 
 
 def default_dataset_name(folder: str, name: str) -> str:
@@ -187,33 +188,15 @@ def register_strategy(name: str, chunker: Callable[[Any, ChunkerContext], Chunke
         prefetch=_WithParentRecord(name, parent_type, prefetch) if prefetch is not None else None))
 
 
-def unregister(name: str) -> None:
-    """Remove a registration (tests register throwaway strategies)."""
-    STRATEGIES.unregister(name)
-
-
 def strategy_folders() -> list[str]:
     """Top-level `RAG*` folders of the repository that are Python packages."""
     return sorted(p.name for p in PROJECT_ROOT.iterdir()
                   if p.is_dir() and p.name.startswith(STRATEGY_FOLDER_PREFIX) and (p / "__init__.py").is_file())
 
 
-def available() -> list[str]:
-    """Registered strategy names in their registered order (the paper's three first)."""
-    return STRATEGIES.names()
-
-
 def paper_strategies() -> list[str]:
     """The paper's strategies (registered with paper=True) in registered order."""
     return [spec.name for spec in STRATEGIES.members() if spec.paper]
-
-
-def specs() -> list[StrategySpec]:
-    return STRATEGIES.members()
-
-
-def get(name: str) -> StrategySpec:
-    return STRATEGIES.get(name)
 
 
 def by_dataset_name(stem: str) -> StrategySpec | None:

@@ -14,6 +14,7 @@ import yaml
 
 from Postprocessing import cli
 from ragstudy import config as cfg
+from ragstudy import llms, retrievers
 from ragstudy.answering import chain
 from ragstudy.config import PROFILES, StudyConfig, config_from_args, study_settings
 from ragstudy.errors import StudyInputError
@@ -248,9 +249,9 @@ def test_generated_help_keeps_a_percent_sign_and_formats_each_kind():
 
 
 def test_choices_come_from_one_place(monkeypatch):
-    retrievers, engines = cfg.retriever_names(), cfg.llm_engine_names()
-    monkeypatch.setattr(cfg, "retriever_names", lambda: (*retrievers, "splade"))
-    monkeypatch.setattr(cfg, "llm_engine_names", lambda: (*engines, "llamacpp"))
+    known_retrievers, known_engines = retrievers.names(), llms.names()
+    monkeypatch.setattr(retrievers, "names", lambda: (*known_retrievers, "splade"))
+    monkeypatch.setattr(llms, "names", lambda: (*known_engines, "llamacpp"))
     args = chain.build_parser().parse_args(["--retriever", "splade", "--llm-engine", "llamacpp"])
     assert (args.retriever, args.llm_engine) == ("splade", "llamacpp")
     assert "splade" in chain.build_parser().format_help()
@@ -352,4 +353,4 @@ def test_a_setting_of_several_names_is_one_string_from_a_flag_or_a_yaml_list(tmp
     with pytest.raises(StudyInputError, match="splade"):
         StudyConfig.resolve(config_file=str(study))
     usage = " ".join(chain.build_parser().format_usage().split())
-    assert "--retriever {" + ",".join(cfg.retriever_names()) + "}[,...]" in usage
+    assert "--retriever {" + ",".join(retrievers.names()) + "}[,...]" in usage

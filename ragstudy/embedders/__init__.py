@@ -187,6 +187,7 @@ class Embedder(ABC):
         included) and `limit` how many it reads (sentence_bert_config.json's max_seq_length, else its tokenizer's
         model_max_length); the model cuts the rest. None where that is not known here: a model without a tokenizer
         transformers loads, a hub id (its files are not read before the model loads)."""
+        import contextlib
         import json
         from pathlib import Path
 
@@ -196,12 +197,8 @@ class Embedder(ABC):
         if not folder.is_dir():
             return None
         limit = None
-        st_config = folder / "sentence_bert_config.json"
-        if st_config.is_file():
-            try:
-                limit = json.loads(st_config.read_text(encoding="utf-8")).get("max_seq_length")
-            except (OSError, ValueError):
-                limit = None
+        with contextlib.suppress(OSError, ValueError):  # none, unreadable or not JSON: the tokenizer's
+            limit = json.loads((folder / "sentence_bert_config.json").read_text(encoding="utf-8")).get("max_seq_length")
         try:
             tokenizer = self.tokenizer()
         except StudyInputError:  # loading the model itself says what is wrong, in its own words
@@ -244,12 +241,7 @@ def register_embedder(member: E) -> E:
     return member
 
 
-def names() -> list[str]:
-    return EMBEDDERS.names()
-
-
-def get(name: str, where: str | None = None) -> Embedder:
-    return EMBEDDERS.get(name, where)
+names, get = EMBEDDERS.names, EMBEDDERS.get  # the family's look-ups, as every plug-in family names them
 
 
 def _bound(name: str, config: Any) -> Embedder:

@@ -56,12 +56,7 @@ def register_engine(name: str, load: Callable[[str, str, str, int], Any] | None,
     return ENGINES.register(EngineSpec(name, load, description=description, order=order, **fields))
 
 
-def names() -> list[str]:
-    return ENGINES.names()
-
-
-def get(name: str, where: str | None = None) -> EngineSpec:
-    return ENGINES.get(name, where)
+names, get = ENGINES.names, ENGINES.get  # the family's look-ups, as every plug-in family names them
 
 
 def _claimer(config) -> EngineSpec | None:

@@ -75,14 +75,5 @@ def register_retriever(name: str, *, unit: Unit, vectors: bool = False, lexical:
     return register
 
 
-def names() -> list[str]:
-    return RETRIEVERS.names()
-
-
-def get(name: str, where: str | None = None) -> RetrieverSpec:
-    return RETRIEVERS.get(name, where)
-
-
-def parse(value: Any, where: str = "--retriever") -> tuple[str, ...]:
-    """`"dense,bm25"`, a YAML list or `all` -> validated names (duplicates dropped, order kept; empty: an error)."""
-    return RETRIEVERS.parse(value, where)
+# the family's look-ups, as every plug-in family names them (parse: `"dense,bm25"`, a YAML list or `all`)
+names, get, parse = RETRIEVERS.names, RETRIEVERS.get, RETRIEVERS.parse
