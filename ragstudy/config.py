@@ -340,8 +340,6 @@ class StudyConfig:
     def _validate_strategy_needs(self, named: Any) -> None:
         """Stop before anything runs when a strategy needs what the run lacks (a tokenizer for token windows), and
         name a setting that the run would ignore."""
-        from ragstudy import registry
-
         counting = [name for name in self.strategies if registry.get(name).needs_tokenizer]
         for one in self.each_embedding() if counting else []:
             missing = one.embedder.lacks_tokenizer()
@@ -609,12 +607,8 @@ def _resolve_strategies(strategies: str | None, set_params: list[str], file_valu
 
 def _resolve_run_values(file_values: dict[str, Any], flags: dict[str, Any],
                         config_file: str | None = None) -> dict[str, Any]:
-    values: dict[str, Any] = {}
-    for key in _RUN_KEYS:
-        if key in file_values:
-            values[key] = file_values.pop(key)
-        if flags.get(key) is not None:
-            values[key] = flags[key]
+    values = {key: file_values.pop(key) for key in _RUN_KEYS if key in file_values}
+    values.update({key: flags[key] for key in _RUN_KEYS if flags.get(key) is not None})  # flags win
     for key in (key for key in _TUPLE_KEYS if key in values):
         raw, flag = values[key], flags.get(key) is not None
         where = f"--{key.replace('_', '-')}" if flag else f"`{key}:` in {config_file}"

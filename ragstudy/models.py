@@ -287,21 +287,17 @@ def resolve_llm(spec: str, origin: str) -> str:
 
 
 def check_llm_model(config) -> None:
-    """Fail fast when the in-process LLM cannot be had: a local --llm path that does not exist or is not a model
-    folder, a missing lite-model wheel. Hub ids are not checked here (loading them reports a clear error)."""
-    spec, origin = config.profile.llm, config.origins.get("llm", "config")
-    if (model := wheel_llm(spec)) is not None:
-        check_wheel_llm(model)
-    elif _looks_like_path(spec):
-        _check_model_folder(spec, origin, "LLM")
-
-
-def check_wheel_llm(model: WheelLLM) -> None:
-    """Fail fast, before chunking: the parts are installed, whole, and (unless a converted folder is already in the
-    cache) their GGUF is the pinned file. The converted folder itself is verified against its manifest where it is
-    loaded (wheel_llm_folder), so a run whose answers are all cached hashes neither it nor the parts."""
+    """Fail fast, before chunking, when the in-process LLM cannot be had: a local --llm path that does not exist or
+    is not a model folder; a wheel LLM's parts not installed, not whole, or (unless a converted folder is already in
+    the cache) not the pinned GGUF. Hub ids are not checked here (loading them reports a clear error), nor is the
+    converted folder (wheel_llm_folder verifies it where it is loaded): a run whose answers are all cached hashes
+    neither it nor the parts."""
     from ragstudy.stores.cachefile import FOLDER_MANIFEST
 
-    files = part_files(model)
-    if not (cache_dir() / "models" / model.title / FOLDER_MANIFEST).is_file():
-        _verify(model, files)  # read, not assembled: a run whose answers are all cached converts nothing
+    spec, origin = config.profile.llm, config.origins.get("llm", "config")
+    if (model := wheel_llm(spec)) is not None:
+        files = part_files(model)
+        if not (cache_dir() / "models" / model.title / FOLDER_MANIFEST).is_file():
+            _verify(model, files)  # read, not assembled: a run whose answers are all cached converts nothing
+    elif _looks_like_path(spec):
+        _check_model_folder(spec, origin, "LLM")
