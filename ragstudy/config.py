@@ -122,8 +122,8 @@ PROFILES: dict[str, ModelProfile] = {
     "paper": ModelProfile("paper", "anakin87/Phi-3.5-mini-ITA", "intfloat/multilingual-e5-large-instruct",
                           "cuda", "bfloat16", 5000),
     # lite: models shipped inside PyPI wheels, CPU; short answers keep a laptop run in minutes. The LLM:
-    # Qwen2.5-Coder-0.5B-Instruct, whose answers score above the shuffled-oracle floor (docs/metrics.md). Embeddings: the
-    # multilingual e5-small (it reads Italian; MiniLM is English) through ONNX Runtime float32, as fast as MiniLM
+    # Qwen2.5-Coder-0.5B-Instruct, whose answers score above the shuffled-oracle floor (docs/metrics.md). Embeddings:
+    # the multilingual e5-small (it reads Italian; MiniLM is English) through ONNX Runtime float32, as fast as MiniLM
     # there on Italian windows (docs/results-embedders.md); the same vectors as torch float32
     "lite": ModelProfile("lite", WHEEL_QWEN05, WHEEL_E5SMALL, "cpu", "float32", 96, embedding_backend="onnx"),
 }

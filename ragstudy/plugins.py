@@ -144,7 +144,8 @@ class Registry(Generic[T]):
             self._members[name] = member
             return member
         if _importing_outside and not self._builtins_loaded:
-            self._once("_builtins_loaded", self._builtins)  # built-in members are registered first, so a clash is the outside member's
+            # built-in members are registered first, so a clash is the outside member's
+            self._once("_builtins_loaded", self._builtins)
         mine = [(f"{self.kind} name", name), *self._unique(member)]
         for other in self._members.values():
             theirs = dict([(f"{self.kind} name", other.name), *self._unique(other)])
@@ -189,9 +190,7 @@ class Registry(Generic[T]):
     def registered(self) -> list[T]:
         """The members registered so far, without loading anything (for declarations made at import time)."""
         members = list(self._members.values())
-        if self._ordered:
-            members.sort(key=lambda member: (getattr(member, "order", 100.0), member.name))
-        return members
+        return sorted(members, key=lambda m: (getattr(m, "order", 100.0), m.name)) if self._ordered else members
 
     def members(self) -> list[T]:
         """Every member, in the family's order."""

