@@ -15,11 +15,10 @@ from typing import Any, Callable, Literal, Sequence
 from ragstudy.errors import StudyInputError
 from ragstudy.io import PROJECT_ROOT, check_name
 from ragstudy.params import build_params
-from ragstudy.plugins import PLUGIN_PACKAGES_ENV, Registry, guarded_import
+from ragstudy.plugins import Registry, guarded_import
 from ragstudy.text.chunks import Chunker
 
 STRATEGY_FOLDER_PREFIX = "RAG"
-EXTRA_PACKAGES_ENV = PLUGIN_PACKAGES_ENV  # the one variable of every family
 _TOP_LEVEL = ("child_chunk_size", "child_chunk_overlap", "k")
 
 # What a strategy's `start_end_idx` indexes: the shared PyMuPDF text layer (baselines), the strategy's own text

@@ -15,6 +15,7 @@ import pytest
 from openpyxl import load_workbook
 
 from ragstudy import registry
+from ragstudy.plugins import PLUGIN_PACKAGES_ENV
 from ragstudy.results import open_run, read_retrieval, retrieval_path
 from ragstudy_cli import app
 from test_structure import LEAF_CORE
@@ -64,7 +65,7 @@ def eighth_strategy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     (packages / FOLDER).mkdir(parents=True)
     (packages / FOLDER / "__init__.py").write_text(STRATEGY_SOURCE, encoding="utf-8")
     monkeypatch.syspath_prepend(str(packages))
-    monkeypatch.setenv(registry.EXTRA_PACKAGES_ENV, FOLDER)
+    monkeypatch.setenv(PLUGIN_PACKAGES_ENV, FOLDER)
     registry.STRATEGIES.forget()  # discover again, as a fresh process would
     yield registry.get(NAME)
     registry.unregister(NAME)

@@ -14,6 +14,7 @@ import pytest
 from conftest import REPO_ROOT
 from ragstudy import registry
 from ragstudy.errors import StudyInputError
+from ragstudy.plugins import PLUGIN_PACKAGES_ENV
 
 HEADER = '''
 from ragstudy.registry import register_strategy
@@ -47,7 +48,7 @@ def plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     before = set(registry.available())  # the built-in strategies, registered before any plug-in
 
     def use(name: str) -> None:
-        monkeypatch.setenv(registry.EXTRA_PACKAGES_ENV, name)
+        monkeypatch.setenv(PLUGIN_PACKAGES_ENV, name)
         registry.STRATEGIES.forget()
 
     use.folder = folder
@@ -85,7 +86,7 @@ def test_cli_a_plugin_taking_the_paragraph_dataset_stops_before_anything_runs(pl
     out = tmp_path / "out"
     out.mkdir()
     (out / "DatasetCustom.csv").write_text("kept\n", encoding="utf-8")
-    env = {**os.environ, registry.EXTRA_PACKAGES_ENV: "rag_plugin_dataset_clash",
+    env = {**os.environ, PLUGIN_PACKAGES_ENV: "rag_plugin_dataset_clash",
            "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(plugins.folder)])}
     result = subprocess.run([sys.executable, "evaluation_chain.py", "--profile", "lite", "--strategies", "paragraph",
                              "--chunks-only", "--output-dir", str(out)], cwd=REPO_ROOT, capture_output=True,
@@ -132,7 +133,7 @@ def test_the_old_strategy_variable_still_works_with_a_deprecation_warning(plugin
     (plugins.folder / "rag_plugin_old_way" / "__init__.py").write_text(
         HEADER + 'register_strategy("old-way", make_chunker, display_name="Old", color="#222222")\n',
         encoding="utf-8")
-    monkeypatch.delenv(registry.EXTRA_PACKAGES_ENV, raising=False)
+    monkeypatch.delenv(PLUGIN_PACKAGES_ENV, raising=False)
     monkeypatch.setenv(plugin_module.STRATEGY_PACKAGES_ENV, "rag_plugin_old_way")
     monkeypatch.setattr(plugin_module, "_warned_deprecated", False)
     registry.STRATEGIES.forget()
