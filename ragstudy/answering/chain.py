@@ -52,9 +52,8 @@ class ChainRun:
 
 
 def run_chain(config: "StudyConfig") -> ChainRun:
-    """The run `config` names: the answering chain (Dataset files), a retrieval-only run (rankings, no LLM) or a
-    chunks-only export, into config.output_dir; each embedding model is checked first (a bad one stops the run
-    before anything is written)."""
+    """The run `config` names (answering, retrieval-only or chunks-only) into config.output_dir; a bad embedding
+    model stops it before anything is written."""
     from ragstudy.answering import llm_axis
     from ragstudy.pipeline import run_study
     from ragstudy.ranking import run_retrieval
