@@ -54,10 +54,9 @@ def read_questions(path: str | Path, limit: int | None = None) -> list[str]:
     first_line: dict[str, int] = {}
     repeats: list[tuple[int, int, str]] = []  # (line, the earlier line it repeats, the question)
     for value, line in zip(questions, table.lines):  # a repeated row is answered and scored twice: say so
-        key = " ".join(value.split()).casefold()
-        if key in first_line:
-            repeats.append((line, first_line[key], value))
-        first_line.setdefault(key, line)
+        earlier = first_line.setdefault(normalize_ws(value).casefold(), line)
+        if earlier != line:
+            repeats.append((line, earlier, value))
     if len(repeats) == 1:
         line, earlier, value = repeats[0]
         logger.warning("%s line %d repeats the question of line %d (%r): it is answered and scored twice; delete "
@@ -886,10 +885,9 @@ def read_table(folder: str | Path, table: Table):
     a readable CSV or lacks a column is an error naming it and the command that writes it."""
     import pandas as pd
 
-    candidates = [table.path(folder)] + ([table.path(Path(folder) / table.subdir)] if table.subdir else [])
-    if table.formerly:
-        candidates.append(Path(folder) / table.formerly[0])
-    path = next((p for p in candidates if p.is_file()), None)
+    candidates = (table.path(folder), table.subdir and table.path(Path(folder) / table.subdir),
+                  table.formerly and Path(folder) / table.formerly[0])
+    path = next((p for p in candidates if p and p.is_file()), None)
     if path is None:
         return None
     writer = table.writer.replace("RESULTS", str(folder))

@@ -29,9 +29,8 @@ def build_parser(leave_out: tuple[str, ...] = ()) -> argparse.ArgumentParser:
     settings without a flag here (`ragstudy answer` leaves out the other modes', ragstudy.config.MODE_SETTINGS)."""
     from ragstudy.config import add_study_arguments
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     allow_abbrev=False)
-    return add_study_arguments(parser, leave_out)
+    return add_study_arguments(argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False), leave_out)
 
 
 @dataclass(frozen=True)
