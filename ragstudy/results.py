@@ -1010,9 +1010,8 @@ def variant_folder(output_dir: str | Path, variant_id: str) -> Path:
 
 
 def read_variants(output_dir: str | Path) -> list[Variant]:
-    """variants.csv's variants, in order ([] when there is none), each id a name (io.check_name) whose folder lies
-    inside `<output-dir>/variants/` (a symbolic link leading elsewhere is refused too): a row never makes a run read
-    another run's files."""
+    """variants.csv's variants, in order ([] when there is none); a row never makes a run read another run's files
+    (its folder, links followed, lies inside `<output-dir>/variants/`)."""
     from ragstudy.io import check_name
 
     output_dir = Path(output_dir)
@@ -1041,11 +1040,13 @@ def read_variants(output_dir: str | Path) -> list[Variant]:
 def recorded_variant(folder: str | Path) -> Variant | None:
     """The variant a variant folder's own config.json records (run_variant writes its variants.csv row there), or
     None when the folder records none (a folder made by hand: nothing to check it against)."""
-    path = Path(folder) / CONFIG_NAME
-    if not path.is_file():
-        return None
-    row = read_config(folder).raw.get("variant")
-    return Variant.from_row(row, f"{path}: variant") if isinstance(row, dict) else None
+    row = _recorded(folder, "variant")
+    return Variant.from_row(row, f"{Path(folder) / CONFIG_NAME}: variant") if isinstance(row, dict) else None
+
+
+def _recorded(folder: str | Path, key: str) -> Any:
+    """`key` of the config.json in `folder`; None without one (and no warning, unlike read_config)."""
+    return read_config(folder).raw.get(key) if (Path(folder) / CONFIG_NAME).is_file() else None
 
 
 def check_variant_records(output_dir: str | Path, variants: Sequence[Variant], skip: Iterable[str] = ()) -> None:
@@ -1072,12 +1073,8 @@ def check_variant_records(output_dir: str | Path, variants: Sequence[Variant], s
 def recorded_documents(folder: str | Path) -> dict[str, str] | None:
     """The documents a run's config.json records: PDF file name -> content sha256 (`documents_sha256`, the hashes
     the chunk caches are keyed by), or None when it records none."""
-    if not (Path(folder) / CONFIG_NAME).is_file():
-        return None
-    hashes = read_config(folder).raw.get("documents_sha256")
-    if not isinstance(hashes, dict):
-        return None
-    return {Path(str(name)).name: str(sha) for name, sha in hashes.items()}
+    hashes = _recorded(folder, "documents_sha256")
+    return {Path(str(name)).name: str(sha) for name, sha in hashes.items()} if isinstance(hashes, dict) else None
 
 
 def documents_difference(first: tuple[str, dict[str, str]], second: tuple[str, dict[str, str]]) -> str:
