@@ -163,15 +163,20 @@ def _text(value: Text) -> str:
 
 
 class CheckedValue(argparse.Action):
-    """Stores the value after `check`; a bad one stops the parser (exit 2) naming the flag as the user wrote it."""
+    """Stores the value after the setting's own check, then (for choices not listed in --help) membership of its
+    choices; a bad one stops the parser (exit 2) naming the flag as the user wrote it."""
 
-    def __init__(self, *args: Any, check: Callable[[Any], str | None], **kwargs: Any) -> None:
+    def __init__(self, *args: Any, setting: Setting, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.check = check
+        self.setting = setting
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
-        problem = self.check(values)
+        item = self.setting
+        problem = item.check(values) if item.check is not None else None
+        choices = None if item.list_choices else item.choice_values()
+        if problem is None and choices is not None and values not in choices:
+            problem = f"must be one of {', '.join(choices)}"
         if problem:
             parser.error(f"{option_string} {values}: {problem}")
         setattr(namespace, self.dest, values)
@@ -227,18 +232,6 @@ def _help_for_parser(item: Setting) -> str | _Deferred:
     return _Deferred(make) if callable(item.help) or callable(item.default_doc) else make()
 
 
-def _checker(item: Setting) -> Callable[[Any], str | None]:
-    """The setting's own check, then (for choices not listed in --help) membership of its choices."""
-    def check(value: Any) -> str | None:
-        problem = item.check(value) if item.check is not None else None
-        choices = None if item.list_choices else item.choice_values()
-        if problem is None and choices is not None and value not in choices:
-            problem = f"must be one of {', '.join(choices)}"
-        return problem
-
-    return check
-
-
 def _group(parser: argparse.ArgumentParser, title: str):
     if not title:
         return parser
@@ -260,7 +253,7 @@ def add_arguments(parser: argparse.ArgumentParser, settings: Iterable[Setting], 
             if item.kind == "append":
                 kwargs["action"] = "append"
             elif item.check is not None or (item.kind == "value" and not item.list_choices):
-                kwargs.update(action=CheckedValue, check=_checker(item))
+                kwargs.update(action=CheckedValue, setting=item)
             if item.type is not str and item.kind != "list":
                 kwargs["type"] = item.type
             if item.choices is not None and item.kind == "value" and item.list_choices and not item.several:
