@@ -226,10 +226,8 @@ class _DeferredChoices(Sequence):
 
 
 def _help_for_parser(item: Setting) -> str | _Deferred:
-    def make() -> str:
-        return item.help_text().replace("%", "%%")
-
-    return _Deferred(make) if callable(item.help) or callable(item.default_doc) else make()
+    text = _Deferred(lambda: item.help_text().replace("%", "%%"))
+    return text if callable(item.help) or callable(item.default_doc) else str(text)
 
 
 def _group(parser: argparse.ArgumentParser, title: str):
