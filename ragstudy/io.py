@@ -12,6 +12,8 @@ import os
 import re
 import secrets
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -218,8 +220,12 @@ def lock_folder(folder: Path, lock_name: str, what: str, flag: str) -> None:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        holder = _lock_holder(fd)
+        try:  # the pid the holder wrote (a lock of an older run has none)
+            pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        except OSError:
+            pid = ""
         os.close(fd)
+        holder = f" (pid {pid})" if pid.isdigit() else ""
         raise StudyInputError(f"{folder}: another run is using this {what}{holder}. Wait for it to finish, or give "
                               f"this run its own {flag}.") from None
     try:  # the holder's pid, for the message a second run gets (the lock itself is the flock, not this text)
@@ -258,37 +264,21 @@ def worker_folder(folder: Path, lock_name: str) -> Path:
     return slots[-1]
 
 
-class build_lock:
+@contextmanager
+def build_lock(path: Path) -> Iterator[None]:
     """`with build_lock(path):` holds an exclusive lock (flock on `.<name>.lock` beside `path`) while a cache entry
     is checked and built, so that concurrent processes build it once: the others wait, then find it built. The
     kernel drops the lock if the holder dies."""
+    import fcntl
 
-    def __init__(self, path: Path) -> None:
-        path = Path(path)
-        self.key = path.with_name(f".{path.name}.lock")
-        self.fd: int | None = None
-
-    def __enter__(self) -> "build_lock":
-        import fcntl
-
-        self.key.parent.mkdir(parents=True, exist_ok=True)
-        self.fd = os.open(self.key, os.O_CREAT | os.O_RDWR, 0o644)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.fd is not None:
-            os.close(self.fd)  # closing the descriptor drops the flock
-            self.fd = None
-
-
-def _lock_holder(fd: int) -> str:
-    """The text ' (pid N)' from a lock file whose holder wrote its pid N, else '' (a lock of an older run)."""
+    key = Path(path).with_name(f".{Path(path).name}.lock")
+    key.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(key, os.O_CREAT | os.O_RDWR, 0o644)
     try:
-        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-    except OSError:
-        return ""
-    return f" (pid {text})" if text.isdigit() else ""
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor drops the flock
 
 
 def release_folder(folder: Path, lock_name: str) -> None:

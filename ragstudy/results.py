@@ -54,10 +54,9 @@ def read_questions(path: str | Path, limit: int | None = None) -> list[str]:
     first_line: dict[str, int] = {}
     repeats: list[tuple[int, int, str]] = []  # (line, the earlier line it repeats, the question)
     for value, line in zip(questions, table.lines):  # a repeated row is answered and scored twice: say so
-        key = " ".join(value.split()).casefold()
-        if key in first_line:
-            repeats.append((line, first_line[key], value))
-        first_line.setdefault(key, line)
+        earlier = first_line.setdefault(normalize_ws(value).casefold(), line)
+        if earlier != line:
+            repeats.append((line, earlier, value))
     if len(repeats) == 1:
         line, earlier, value = repeats[0]
         logger.warning("%s line %d repeats the question of line %d (%r): it is answered and scored twice; delete "
@@ -72,9 +71,8 @@ def read_questions(path: str | Path, limit: int | None = None) -> list[str]:
 
 
 def warn_long_questions(path: str | Path, limit: int | None, count, max_tokens: int, model: str) -> list[int]:
-    """Warn once about the questions of `path` (the first `limit` rows) that are longer than the `max_tokens` the
-    embedding model reads (`count(text)`: its token count), naming the first few rows and the limit: the model cuts
-    the rest of such a question from its query vector, silently. Returns their 0-based indices."""
+    """Warn once about the questions (the first `limit` rows) longer than the `max_tokens` the embedding model reads
+    (`count(text)`: its token count), which it cuts silently; returns their 0-based indices."""
     table = read_text_csv(path, QUESTION_COLUMN, "a CSV with a 'questions' column (pass --questions FILE)")
     values = table.values[:limit] if limit else table.values
     long = [(i, n) for i, n in ((i, count(text)) for i, text in enumerate(values)) if n > max_tokens]
@@ -295,13 +293,10 @@ def dataset_files(results_dir: str | Path, stale: str = "warn", record: "RunReco
 def find_datasets(results_dir: str | Path, prefer: str = "json", stale: str = "error") -> dict[str, Path]:
     """Dataset files present in `results_dir`, keyed by strategy name, in registry order (JSON or CSV). Files left
     by an earlier run are an error (`stale="error"`, for scoring) or a warning (`"warn"`)."""
-    found: dict[str, Path] = {}
-    for spec in registry.specs():
-        json_path, csv_path = dataset_paths(results_dir, spec)
-        order = (json_path, csv_path) if prefer == "json" else (csv_path, json_path)
-        path = next((p for p in order if p.is_file()), None)
-        if path is not None:
-            found[spec.name] = path
+    step = 1 if prefer == "json" else -1  # dataset_paths: (JSON, CSV)
+    first = {spec.name: next((p for p in dataset_paths(results_dir, spec)[::step] if p.is_file()), None)
+             for spec in registry.specs()}
+    found = {name: path for name, path in first.items() if path is not None}
     check_stale_datasets(Path(results_dir), list(found.values()), stale)
     return found
 
@@ -311,9 +306,8 @@ STALE_SLACK_SECONDS = 2.0  # config.json's date has whole seconds; file times ma
 
 def stale_datasets(results_dir: Path, paths: Sequence[Path], record: "RunRecord | None" = None
                    ) -> list[tuple[Path, str]]:
-    """Dataset files among `paths` that the run config.json describes did not write: a strategy it did not run,
-    a run that answered nothing (retrieval-only, chunks-only), or a file older than the run's start. Without a
-    readable config.json (e.g. the paper's own files) nothing can be told and nothing is returned."""
+    """Dataset files among `paths` that the run config.json describes did not write, each with why; [] without a
+    config.json (e.g. the paper's own files)."""
     from datetime import datetime
 
     path = Path(results_dir) / CONFIG_NAME
@@ -484,25 +478,15 @@ def oracle_answers(path: Path, questions_path: Path | None) -> list[str]:
 
 # ----------------------------------------------------------------------------------------------- chunk exports
 
-def chunks_table(chunked: Iterable[ChunkedDocument]) -> list[dict]:
-    """Rows of `chunks_<strategy>.csv`: doc_id, contents, path, start_end_idx, metadata (JSON)."""
-    rows = []
-    for item in chunked:
-        for chunk in item.chunks:
-            meta = {"page_start": chunk.page_start, "page_end": chunk.page_end, "strategy": chunk.strategy,
-                    "source_sha256": item.source.sha256, **chunk.extra}
-            rows.append({
-                "doc_id": chunk.doc_id, "contents": chunk.contents, "path": chunk.path,
-                "start_end_idx": json.dumps([chunk.start, chunk.end]),
-                "metadata": json.dumps(meta, ensure_ascii=False),
-            })
-    return rows
-
-
 def write_chunks(chunked: Sequence[ChunkedDocument], strategy: str, output_dir: Path) -> tuple[Path, Path]:
     """Write `chunks_<strategy>.csv` and `sources_<strategy>.jsonl` (the texts start_end_idx points into)."""
     csv_path, sources_path = Path(output_dir) / f"chunks_{strategy}.csv", Path(output_dir) / f"sources_{strategy}.jsonl"
-    _write_csv(csv_path, chunks_table(chunked), CHUNK_COLUMNS)
+    _write_csv(csv_path, [{
+        "doc_id": chunk.doc_id, "contents": chunk.contents, "path": chunk.path,
+        "start_end_idx": json.dumps([chunk.start, chunk.end]),
+        "metadata": json.dumps({"page_start": chunk.page_start, "page_end": chunk.page_end, "strategy": chunk.strategy,
+                                "source_sha256": item.source.sha256, **chunk.extra}, ensure_ascii=False),
+    } for item in chunked for chunk in item.chunks], CHUNK_COLUMNS)
     atomic_write_text(sources_path, "".join(
         json.dumps(item.source.to_record(), ensure_ascii=False) + "\n" for item in chunked))
     return csv_path, sources_path
@@ -901,10 +885,9 @@ def read_table(folder: str | Path, table: Table):
     a readable CSV or lacks a column is an error naming it and the command that writes it."""
     import pandas as pd
 
-    candidates = [table.path(folder)] + ([table.path(Path(folder) / table.subdir)] if table.subdir else [])
-    if table.formerly:
-        candidates.append(Path(folder) / table.formerly[0])
-    path = next((p for p in candidates if p.is_file()), None)
+    candidates = (table.path(folder), table.subdir and table.path(Path(folder) / table.subdir),
+                  table.formerly and Path(folder) / table.formerly[0])
+    path = next((p for p in candidates if p and p.is_file()), None)
     if path is None:
         return None
     writer = table.writer.replace("RESULTS", str(folder))
@@ -984,10 +967,8 @@ class Run:
         return read_table(self.path, table)
 
     def variants(self) -> list[Variant]:
-        """The variants of a retrieval-only run's grid (variants.csv), in order, read once per handle; [] for a folder
-        without one (`check_layout` refuses a folder an earlier version wrote). The one finder of variant folders;
-        each is checked against its own record and documents, so a hand-edited or mixed folder is never scored
-        under labels that did not make it."""
+        """The variants of a retrieval-only run's grid (variants.csv), in order, read and checked once per handle; the
+        one finder of variant folders, so a hand-edited or mixed folder is never scored under wrong labels."""
         if self._variants is None:
             found = read_variants(self.path)
             if not found:
@@ -1029,9 +1010,8 @@ def variant_folder(output_dir: str | Path, variant_id: str) -> Path:
 
 
 def read_variants(output_dir: str | Path) -> list[Variant]:
-    """variants.csv's variants, in order ([] when there is none), each id a name (io.check_name) whose folder lies
-    inside `<output-dir>/variants/` (a symbolic link leading elsewhere is refused too): a row never makes a run read
-    another run's files."""
+    """variants.csv's variants, in order ([] when there is none); a row never makes a run read another run's files
+    (its folder, links followed, lies inside `<output-dir>/variants/`)."""
     from ragstudy.io import check_name
 
     output_dir = Path(output_dir)
@@ -1060,16 +1040,17 @@ def read_variants(output_dir: str | Path) -> list[Variant]:
 def recorded_variant(folder: str | Path) -> Variant | None:
     """The variant a variant folder's own config.json records (run_variant writes its variants.csv row there), or
     None when the folder records none (a folder made by hand: nothing to check it against)."""
-    path = Path(folder) / CONFIG_NAME
-    if not path.is_file():
-        return None
-    row = read_config(folder).raw.get("variant")
-    return Variant.from_row(row, f"{path}: variant") if isinstance(row, dict) else None
+    row = _recorded(folder, "variant")
+    return Variant.from_row(row, f"{Path(folder) / CONFIG_NAME}: variant") if isinstance(row, dict) else None
+
+
+def _recorded(folder: str | Path, key: str) -> Any:
+    """`key` of the config.json in `folder`; None without one (and no warning, unlike read_config)."""
+    return read_config(folder).raw.get(key) if (Path(folder) / CONFIG_NAME).is_file() else None
 
 
 def check_variant_records(output_dir: str | Path, variants: Sequence[Variant], skip: Iterable[str] = ()) -> None:
-    """Every value a variants.csv row claims (id, strategy, parameters, every axis) is the one its variant's own run
-    recorded (recorded_variant): a hand-edited variants.csv would put one variant's scores under another's label.
+    """Every value a variants.csv row claims is the one its variant's own run recorded (recorded_variant).
     `variants`: every row of the file, `skip`: ids not checked (a run about to write those variants again)."""
     path, skip = VARIANTS.path(output_dir), set(skip)
     for number, variant in enumerate(variants, start=2):
@@ -1092,12 +1073,8 @@ def check_variant_records(output_dir: str | Path, variants: Sequence[Variant], s
 def recorded_documents(folder: str | Path) -> dict[str, str] | None:
     """The documents a run's config.json records: PDF file name -> content sha256 (`documents_sha256`, the hashes
     the chunk caches are keyed by), or None when it records none."""
-    if not (Path(folder) / CONFIG_NAME).is_file():
-        return None
-    hashes = read_config(folder).raw.get("documents_sha256")
-    if not isinstance(hashes, dict):
-        return None
-    return {Path(str(name)).name: str(sha) for name, sha in hashes.items()}
+    hashes = _recorded(folder, "documents_sha256")
+    return {Path(str(name)).name: str(sha) for name, sha in hashes.items()} if isinstance(hashes, dict) else None
 
 
 def documents_difference(first: tuple[str, dict[str, str]], second: tuple[str, dict[str, str]]) -> str:
@@ -1108,18 +1085,16 @@ def documents_difference(first: tuple[str, dict[str, str]], second: tuple[str, d
         return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
     (one, ours), (two, theirs) = first, second
-    edited = [name for name in set(ours) & set(theirs) if ours[name] != theirs[name]]
-    parts = [f"{few(set(ours) - set(theirs))} only in {one}'s" if set(ours) - set(theirs) else "",
-             f"{few(set(theirs) - set(ours))} only in {two}'s" if set(theirs) - set(ours) else "",
-             f"{few(edited)} edited between them (other content, same name)" if edited else ""]
-    return (f"{one} over {len(ours)} PDF(s), {two} over {len(theirs)}: "
-            + "; ".join(part for part in parts if part))
+    parts = ((set(ours) - set(theirs), f"only in {one}'s"), (set(theirs) - set(ours), f"only in {two}'s"),
+             ({name for name in set(ours) & set(theirs) if ours[name] != theirs[name]},
+              "edited between them (other content, same name)"))
+    return f"{one} over {len(ours)} PDF(s), {two} over {len(theirs)}: " + "; ".join(
+        f"{few(names)} {what}" for names, what in parts if names)
 
 
 def check_variant_documents(output_dir: str | Path, variants: Sequence[Variant]) -> None:
-    """The variants of one results folder were run over the same documents (recorded_documents: the PDFs' names and
-    content hashes): a StudyInputError naming two variants and how their documents differ otherwise (fixed-size over
-    two PDFs would be compared with newline over one). Variants that record no documents are not checked."""
+    """The variants of one results folder were run over the same documents (recorded_documents), else a
+    StudyInputError; variants that record no documents are not checked."""
     seen: dict[str, tuple[str, dict[str, str]]] = {}
     for variant in variants:
         documents = recorded_documents(variant_folder(output_dir, variant.id))
@@ -1136,9 +1111,8 @@ def check_variant_documents(output_dir: str | Path, variants: Sequence[Variant])
 
 
 def check_layout(folder: str | Path) -> None:
-    """A StudyInputError, in one line, for a folder an earlier version wrote with one subfolder per retriever
-    (`<out>/<retriever>/`), per text layer (`<out>/text-layer-<layer>/`) or per sweep configuration
-    (`<out>/sweep/<id>/`): the rankings are cached, so re-running into a fresh folder is quick."""
+    """Refuse a folder an earlier version wrote, with one subfolder per retriever, text layer or sweep configuration
+    (without a variants.csv)."""
     folder = Path(folder)
     config = folder / CONFIG_NAME
     recorded = ""
@@ -1170,9 +1144,8 @@ def open_run(path: str | Path) -> Run:
 # ---------------------------------------------------------------------------------------------- the folder lock
 
 def check_output_location(output: str | Path, documents: str | Path | None, flag: str = "--output-dir") -> None:
-    """A StudyInputError when results would be written where they do not belong: the filesystem root, the home
-    folder, or in or around the --documents folder. Symbolic links are followed, so another spelling of the same
-    folder is caught too."""
+    """Refuse to write results where they do not belong; links are followed, so another spelling of the same folder
+    is caught too."""
     where = Path(output).expanduser().resolve()
     fix = f"Pass a folder of its own, e.g. {flag} results-mine"
     if where == Path(where.anchor):

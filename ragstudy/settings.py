@@ -51,9 +51,7 @@ class Setting:
     @property
     def option(self) -> str | None:
         """The command-line flag (``--output-dir``), or None when the setting has none."""
-        if self.flag is None:
-            return None
-        return self.flag or "--" + self.name.replace("_", "-")
+        return None if self.flag is None else self.flag or "--" + self.name.replace("_", "-")
 
     def choice_values(self) -> tuple[str, ...] | None:
         values = self.choices() if self.choices is not None else None
@@ -63,14 +61,11 @@ class Setting:
         """The default as help shows it: `default_doc`, else the value (None for a switch or a mapping)."""
         if self.default_doc is not None:
             return _text(self.default_doc)
-        if self.kind in ("switch", "mapping"):
-            return None
-        return format_value(self.default)
+        return None if self.kind in ("switch", "mapping") else format_value(self.default)
 
     def help_text(self) -> str:
         """The help with its default appended: "folder of PDFs (default: Documents)"."""
-        default = self.default_text()
-        text = _text(self.help)
+        default, text = self.default_text(), _text(self.help)
         return f"{text} (default: {default})" if default is not None else text
 
     def type_name(self) -> str:
@@ -95,13 +90,9 @@ def setting(default: Any = MISSING, help: Text = "", **facts: Any) -> Any:
 
 def declared(cls: type) -> tuple[Setting, ...]:
     """The settings `cls` declares on its fields with `setting(...)`, in field order."""
-    result = []
-    for item in dataclasses.fields(cls):
-        facts = item.metadata.get(_METADATA_KEY)
-        if facts is not None:
-            default = None if item.default is MISSING else item.default
-            result.append(Setting(name=item.name, default=default, **facts))
-    return tuple(result)
+    return tuple(Setting(name=item.name, default=None if item.default is MISSING else item.default,
+                         **item.metadata[_METADATA_KEY])
+                 for item in dataclasses.fields(cls) if _METADATA_KEY in item.metadata)
 
 
 def record(name: str, settings: Iterable[Setting]) -> type:
@@ -172,15 +163,20 @@ def _text(value: Text) -> str:
 
 
 class CheckedValue(argparse.Action):
-    """Stores the value after `check`; a bad one stops the parser (exit 2) naming the flag as the user wrote it."""
+    """Stores the value after the setting's own check, then (for choices not listed in --help) membership of its
+    choices; a bad one stops the parser (exit 2) naming the flag as the user wrote it."""
 
-    def __init__(self, *args: Any, check: Callable[[Any], str | None], **kwargs: Any) -> None:
+    def __init__(self, *args: Any, setting: Setting, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.check = check
+        self.setting = setting
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
-        problem = self.check(values)
+        item = self.setting
+        problem = item.check(values) if item.check is not None else None
+        choices = None if item.list_choices else item.choice_values()
+        if problem is None and choices is not None and values not in choices:
+            problem = f"must be one of {', '.join(choices)}"
         if problem:
             parser.error(f"{option_string} {values}: {problem}")
         setattr(namespace, self.dest, values)
@@ -230,31 +226,15 @@ class _DeferredChoices(Sequence):
 
 
 def _help_for_parser(item: Setting) -> str | _Deferred:
-    def make() -> str:
-        return item.help_text().replace("%", "%%")
-
-    return _Deferred(make) if callable(item.help) or callable(item.default_doc) else make()
-
-
-def _checker(item: Setting) -> Callable[[Any], str | None]:
-    """The setting's own check, then (for choices not listed in --help) membership of its choices."""
-    def check(value: Any) -> str | None:
-        problem = item.check(value) if item.check is not None else None
-        choices = None if item.list_choices else item.choice_values()
-        if problem is None and choices is not None and value not in choices:
-            problem = f"must be one of {', '.join(choices)}"
-        return problem
-
-    return check
+    text = _Deferred(lambda: item.help_text().replace("%", "%%"))
+    return text if callable(item.help) or callable(item.default_doc) else str(text)
 
 
 def _group(parser: argparse.ArgumentParser, title: str):
     if not title:
         return parser
-    for group in parser._action_groups:  # reuse a group the caller (or an earlier call) made
-        if group.title == title:
-            return group
-    return parser.add_argument_group(title)
+    made = [group for group in parser._action_groups if group.title == title]  # by the caller or an earlier call
+    return made[0] if made else parser.add_argument_group(title)
 
 
 def add_arguments(parser: argparse.ArgumentParser, settings: Iterable[Setting], *, defer: bool = False) -> None:
@@ -271,7 +251,7 @@ def add_arguments(parser: argparse.ArgumentParser, settings: Iterable[Setting], 
             if item.kind == "append":
                 kwargs["action"] = "append"
             elif item.check is not None or (item.kind == "value" and not item.list_choices):
-                kwargs.update(action=CheckedValue, check=_checker(item))
+                kwargs.update(action=CheckedValue, setting=item)
             if item.type is not str and item.kind != "list":
                 kwargs["type"] = item.type
             if item.choices is not None and item.kind == "value" and item.list_choices and not item.several:

@@ -30,10 +30,8 @@ def write_instructions(sheet, lines: Sequence[str], width: int = 110) -> None:
 
 
 def open_workbook(path: str | Path, what: str, made_by: str, **options: Any):
-    """The openpyxl workbook at `path`, or one StudyInputError naming the file and the fix (never openpyxl's
-    InvalidFileException or zipfile's BadZipFile): a workbook saved as .xls or .csv (another format), a file that is
-    not a zip archive or is cut short (a copy interrupted, a disk full), or one that lacks the xlsx parts.
-    `what` names the workbook ("review workbook"), `made_by` the command that writes it."""
+    """The openpyxl workbook at `path`, or one StudyInputError naming the file and the fix (never openpyxl's or
+    zipfile's own error); `what` names the workbook ("review workbook"), `made_by` the command that writes it."""
     import zipfile
 
     from openpyxl import load_workbook

@@ -29,9 +29,8 @@ def build_parser(leave_out: tuple[str, ...] = ()) -> argparse.ArgumentParser:
     settings without a flag here (`ragstudy answer` leaves out the other modes', ragstudy.config.MODE_SETTINGS)."""
     from ragstudy.config import add_study_arguments
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     allow_abbrev=False)
-    return add_study_arguments(parser, leave_out)
+    return add_study_arguments(argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False), leave_out)
 
 
 @dataclass(frozen=True)
@@ -52,9 +51,8 @@ class ChainRun:
 
 
 def run_chain(config: "StudyConfig") -> ChainRun:
-    """The run `config` names: the answering chain (Dataset files), a retrieval-only run (rankings, no LLM) or a
-    chunks-only export, into config.output_dir; each embedding model is checked first (a bad one stops the run
-    before anything is written)."""
+    """The run `config` names (answering, retrieval-only or chunks-only) into config.output_dir; a bad embedding
+    model stops it before anything is written."""
     from ragstudy.answering import llm_axis
     from ragstudy.pipeline import run_study
     from ragstudy.ranking import run_retrieval

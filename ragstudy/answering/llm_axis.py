@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ragstudy.errors import StudyInputError
+from ragstudy.grid.axes import get
 
 GROUPS_DIR = "groups"
 
@@ -17,15 +18,11 @@ GROUPS_DIR = "groups"
 def llm_specs(config: Any) -> tuple[str, ...]:
     """The LLMs of a run (`--llm a,b`: the values of the declared `llm` axis), in the order given, duplicates
     dropped."""
-    from ragstudy.grid.axes import get
-
     return get("llm").values(config, "--llm")
 
 
 def group_id(spec: str) -> str:
     """The folder name of one LLM's answers: the `llm` axis's short form (axes.llm_id)."""
-    from ragstudy.grid.axes import get
-
     return get("llm").short(spec)
 
 
