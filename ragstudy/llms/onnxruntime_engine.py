@@ -129,7 +129,7 @@ class _Worker:
             try:
                 reply = json.loads(line)
             except ValueError:  # a library's own message on stdout: not a reply
-                reply = {}
+                continue
             reply = reply if isinstance(reply, dict) else {}
         if "tokens" in reply:
             return [int(token) for token in reply["tokens"]]
@@ -164,13 +164,12 @@ def answer_workers(threads: int, folder: Path | None = None) -> int:
     return workers
 
 
-def import_onnx_genai():
+def import_onnx_genai() -> None:
     try:
-        import onnxruntime_genai
+        import onnxruntime_genai  # noqa: F401
     except ImportError as exc:
         raise StudyInputError(f"the onnxruntime LLM engine needs onnxruntime-genai ({exc}): pip install "
                               f"{ONNX_GENAI_PIN}, or pass --llm-engine torch") from None
-    return onnxruntime_genai
 
 
 def onnx_model_folder(model_path: str) -> Path:

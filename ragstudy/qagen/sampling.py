@@ -107,18 +107,13 @@ def _mask(text: str) -> str:
     return _SPACES.sub(" ", _DIGITS.sub("#", text)).strip().casefold()
 
 
-def _is_toc_line(line: str) -> bool:
-    line = line.strip()
-    return bool(line) and bool(_TOC_LINE.search(line) or _INDEX_LINE.match(line))
-
-
 _NUMBER_LINE = re.compile(r"^[\divxlc.]+$", re.IGNORECASE)  # a page or section number on a line of its own
 
 
 def _toc_share(lines: Sequence[str]) -> float:
     """Share of TOC/index lines among the lines that are not bare numbers (entries often put those apart)."""
-    lines = [line for line in lines if line.strip() and not _NUMBER_LINE.match(line.strip())]
-    return sum(_is_toc_line(line) for line in lines) / len(lines) if lines else 0.0
+    lines = [line.strip() for line in lines if line.strip() and not _NUMBER_LINE.match(line.strip())]
+    return sum(bool(_TOC_LINE.search(line) or _INDEX_LINE.match(line)) for line in lines) / len(lines) if lines else 0.0
 
 
 def letter_ratio(text: str) -> float:
@@ -209,7 +204,7 @@ class DocumentPassages:
 
     def available(self) -> int:
         """Passages that can be drawn without two sharing a block (an upper bound for the sample)."""
-        return sum(1 for block in self.blocks if block.kind == "body")
+        return self.counts()["body"]
 
 
 def eligible_passages(document: PdfDocument) -> DocumentPassages:
