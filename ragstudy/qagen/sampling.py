@@ -11,6 +11,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
 
 import numpy as np
@@ -125,14 +126,9 @@ def split_blocks(document: PdfDocument) -> list[Block]:
     """Every block of the document's text layer, classified (docs/make-qa.md)."""
     layer = document.text_layer
     text = layer.text
-    raw: list[tuple[int, int, int]] = []
-    position = 0
-    while position <= len(text):
-        end = text.find(BLOCK_SEPARATOR, position)
-        end = len(text) if end < 0 else end
-        if end > position:
-            raw.append((position, end, layer.page_of(position)))
-        position = end + len(BLOCK_SEPARATOR)
+    pieces = text.split(BLOCK_SEPARATOR)
+    starts = accumulate((len(piece) + len(BLOCK_SEPARATOR) for piece in pieces), initial=0)
+    raw = [(start, start + len(piece), layer.page_of(start)) for start, piece in zip(starts, pieces) if piece]
     pages_of_mask: dict[str, set[int]] = {}
     for start, end, page in raw:
         pages_of_mask.setdefault(_mask(text[start:end]), set()).add(page)
