@@ -1,10 +1,6 @@
-"""LLM engines: what answers the study's prompts (config `llm_engine`), over one answer cache.
-
-One module per member, each one `register_engine(...)` call: `torch` (transformers, the paper's), `onnxruntime`
-(ONNX Runtime GenAI) and `server` (OpenAI-compatible chat-completions servers). The answer cache and the caching
-base they share are in `cache.py`; in-process engines are run by `in_process.CachedGenerator`, which keys answers by
-prompt, model, dtype, device, parameters and the engine. An engine from outside the repository registers the same
-way (ragstudy.plugins, docs/architecture-plugins.md).
+"""LLM engines: what answers the study's prompts (config `llm_engine`), over one answer cache: one module per member
+(`torch`, the paper's; `onnxruntime`; `server`), each one `register_engine(...)` call. The family's layout, the cache
+keys and how an engine from outside the repository registers: docs/architecture-plugins.md (LLM engines).
 """
 
 from __future__ import annotations

@@ -44,12 +44,16 @@ class AnswerCache:
     def _load(self) -> None:
         with open(self.path, "rb") as handle:
             for number, line in enumerate(handle, 1):
-                record = _answer_record(line)
-                if record is None:
+                try:
+                    record = json.loads(line)
+                except ValueError:  # also UnicodeDecodeError
+                    record = None
+                if isinstance(record, dict) and isinstance(record.get("key"), str) \
+                        and isinstance(record.get("answer"), str):
+                    self._answers[record["key"]] = record["answer"]
+                else:
                     logger.warning("%s:%d: not an answer record %s; ignored, that answer is generated again",
                                    self.path, number, excerpt(line, 60))
-                else:
-                    self._answers[record[0]] = record[1]
 
     def __contains__(self, key: str) -> bool:
         return key in self._answers
@@ -82,17 +86,6 @@ class AnswerCache:
         self._answers[key] = answer
 
 
-def _answer_record(line: bytes) -> tuple[str, str] | None:
-    try:
-        record = json.loads(line)
-    except ValueError:  # also UnicodeDecodeError
-        return None
-    if not isinstance(record, dict) or not isinstance(record.get("key"), str) \
-            or not isinstance(record.get("answer"), str):
-        return None
-    return record["key"], record["answer"]
-
-
 def clean_answer(text: str) -> str:
     """Strip whitespace and the U+FFFD left when max_new_tokens cuts a multi-byte character in half."""
     return text.strip().rstrip("\ufffd").rstrip()
@@ -102,10 +95,6 @@ class CachingGeneratorBase:
     """Cache bookkeeping shared by the in-process and server generators. Subclasses define `key` and
     `_generate_missing`, which must call `done(index, answer)` as soon as each answer exists, so it is cached before
     the next one is awaited. `batch_size` None means the generator's own; backends that do not batch ignore it."""
-
-    params: GenerationParams
-    cache: AnswerCache
-    model_label: str
 
     def __init__(self, model_label: str, params: GenerationParams, cache: AnswerCache) -> None:
         self.model_label, self.params, self.cache = model_label, params, cache

@@ -1,13 +1,10 @@
 """onnxruntime: the same weights exported once to ONNX Runtime GenAI (fp32, KV cache; CPU only), greedy, one prompt
-at a time. It answers the lite profile's prompts 2.1x faster per CPU second than torch one at a time and 1.5x its
-batches of 8, with the same answers (benchmarks/lite_study.py), so it is the default for the lite profile's own
-SmolLM2 when onnxruntime-genai is installed.
-
-Several prompts are answered side by side in worker processes, one per `threads` cores, each with its own copy of
-the model. Processes, not threads: GenAI's Python binding holds the GIL while it generates."""
+at a time in each of several worker processes; why it is the lite profile's default and why processes, not threads:
+docs/scale.md (Answers at scale)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -117,11 +114,9 @@ class _Worker:
         self.stdout = self.process.stdout
 
     def send(self, ids: Sequence[int], max_new_tokens: int) -> None:
-        try:
+        with contextlib.suppress(OSError):  # it has exited: receive() says why
             self.process.stdin.write(json.dumps({"ids": list(ids), "max_new_tokens": max_new_tokens}) + "\n")
             self.process.stdin.flush()
-        except OSError:  # it has exited: receive() says why
-            pass
 
     def receive(self) -> list[int]:
         reply: dict = {}
@@ -129,7 +124,7 @@ class _Worker:
             try:
                 reply = json.loads(line)
             except ValueError:  # a library's own message on stdout: not a reply
-                reply = {}
+                continue
             reply = reply if isinstance(reply, dict) else {}
         if "tokens" in reply:
             return [int(token) for token in reply["tokens"]]
@@ -164,13 +159,12 @@ def answer_workers(threads: int, folder: Path | None = None) -> int:
     return workers
 
 
-def import_onnx_genai():
+def import_onnx_genai() -> None:
     try:
-        import onnxruntime_genai
+        import onnxruntime_genai  # noqa: F401
     except ImportError as exc:
         raise StudyInputError(f"the onnxruntime LLM engine needs onnxruntime-genai ({exc}): pip install "
                               f"{ONNX_GENAI_PIN}, or pass --llm-engine torch") from None
-    return onnxruntime_genai
 
 
 def onnx_model_folder(model_path: str) -> Path:

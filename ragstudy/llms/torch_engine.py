@@ -53,19 +53,13 @@ class ChatModel(ChatTemplate):
                                          attention_mask=attention_mask.to(self.device),
                                          max_new_tokens=params.max_new_tokens, do_sample=params.do_sample,
                                          temperature=None, top_p=None, top_k=None, pad_token_id=self.pad_token_id)
-        stops = self._stop_ids()
-        answers = []
-        for row in output[:, width:].tolist():
-            # a row that finished early is filled with padding: cut at its first stop token, as generate() does
-            cut = next((i + 1 for i, token in enumerate(row) if token in stops), len(row))
-            answers.append(clean_answer(self.tokenizer.decode(row[:cut], skip_special_tokens=True)))
-        return answers
-
-    def _stop_ids(self) -> set[int]:
         eos = self.model.generation_config.eos_token_id
-        if eos is None:
-            eos = self.tokenizer.eos_token_id
-        return set(eos if isinstance(eos, (list, tuple)) else [eos]) - {None}
+        eos = self.tokenizer.eos_token_id if eos is None else eos
+        stops = set(eos if isinstance(eos, (list, tuple)) else [eos]) - {None}
+        rows = output[:, width:].tolist()
+        # a row that finished early is filled with padding: cut at its first stop token, as generate() does
+        cuts = [next((i + 1 for i, token in enumerate(row) if token in stops), len(row)) for row in rows]
+        return [clean_answer(self.tokenizer.decode(r[:c], skip_special_tokens=True)) for r, c in zip(rows, cuts)]
 
 
 SPEC = register_engine("torch", lambda path, device, dtype, threads: ChatModel(path, device, dtype), batches=True,

@@ -14,7 +14,9 @@ See docs/make-qa.md.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ragstudy.io import tell
 from ragstudy.qagen.filters import Thresholds
@@ -22,34 +24,31 @@ from ragstudy.results import Written, written_by
 
 DEFAULTS = Thresholds()
 NONE_KEPT = 3
-# the study's settings make-qa takes, by name (their flags: --documents, --profile, --llm, --device, --dtype,
-# --threads, --llm-server, --llm-server-model, --concurrency, --llm-timeout, --llm-engine)
+# the study's settings make-qa takes, by name (flags as the study's: llm_servers is --llm-server)
 STUDY_FLAGS = ("documents", "profile", "llm", "device", "dtype", "threads", "llm_servers", "llm_server_model",
                "concurrency", "llm_timeout", "llm_engine")
 DEFAULT_DOCUMENTS = "Documents"
 
 
-def share(text: str) -> float:
-    """A flag's value as a share from 0 to 1 (a filter threshold): outside the range a filter would be silently off
-    (a copy threshold of 5 drops nothing, an answer support of -1 keeps everything), so the parser refuses it."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number; give a share from 0 to 1, e.g. 0.5") from None
-    if not 0.0 <= value <= 1.0:  # NaN too
-        raise argparse.ArgumentTypeError(f"{text} is outside 0..1; give a share from 0 to 1, e.g. 0.5")
-    return value
+def _number(convert: Callable[[str], Any], kind: str, fits: Callable[[Any], bool], outside: str,
+            hint: str) -> Callable[[str], Any]:
+    """An argparse type: the value read by `convert`, refused unless it `fits` (a filter threshold outside 0..1
+    would be silently off: a copy threshold of 5 drops nothing, an answer support of -1 keeps everything)."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {kind}; {hint}") from None
+        if not fits(value):  # NaN too
+            raise argparse.ArgumentTypeError(f"{text} {outside}; {hint}")
+        return value
+
+    return parse
 
 
-def count(text: str) -> int:
-    """A flag's value as a whole number of 1 or more (questions, candidates, tokens)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; give 1 or more, e.g. 20") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is less than 1; give 1 or more, e.g. 20")
-    return value
+share = _number(float, "a number", lambda v: 0.0 <= v <= 1.0, "is outside 0..1", "give a share from 0 to 1, e.g. 0.5")
+count = _number(int, "a whole number", lambda v: v >= 1, "is less than 1", "give 1 or more, e.g. 20")
 
 
 def build_parser() -> argparse.ArgumentParser:

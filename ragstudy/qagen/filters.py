@@ -137,11 +137,8 @@ def word_ngrams(text: str, n: int) -> set[tuple[str, ...]]:
 
 def instruction_ngrams(n: int) -> set[tuple[str, ...]]:
     """Word n-grams of the prompts' own instructions (the templates without their placeholders)."""
-    found: set[tuple[str, ...]] = set()
-    for template in (FROM_EVIDENCE, SINGLE, SPANNING):
-        for piece in re.split(r"\{[a-z_]+\}", template):
-            found |= word_ngrams(piece, n)
-    return found
+    return {gram for template in (FROM_EVIDENCE, SINGLE, SPANNING) for piece in re.split(r"\{[a-z_]+\}", template)
+            for gram in word_ngrams(piece, n)}
 
 
 def numbers_missing(answer: str, evidence: str) -> list[str]:
@@ -170,11 +167,9 @@ def locate_in_passage(evidence: str, passage: Passage) -> Located | None:
     start = int(hay.offsets[at])
     end = int(hay.offsets[at + len(needle) - 1]) + 1
     source_start, source_end = passage.source_span(start, end)
-    boundary = "none"
-    if len(passage.spans) == 2:
-        cut = passage.spans[0][1] - passage.spans[0][0]
-        if start < cut < end:
-            boundary = "page" if passage.kind == "page" else "paragraph"
+    cut = passage.spans[0][1] - passage.spans[0][0]  # the joining newline of a two-part passage
+    across = len(passage.spans) == 2 and start < cut < end
+    boundary = ("page" if passage.kind == "page" else "paragraph") if across else "none"
     return Located(start, end, source_start, source_end, passage.text[start:end], boundary, passage.pdf)
 
 
@@ -235,7 +230,7 @@ class CandidateFilter:
 
     def round_trip(self, checked: Checked, reply: str) -> None:
         """Record the round trip of a candidate that passed `check`: the model, asked the candidate's question with
-        only its evidence (prompt.round_trip_prompt), replied `reply`; it must give back the drafted answer."""
+        only its evidence (prompt.ROUND_TRIP), replied `reply`; it must give back the drafted answer."""
         checked.reply = reply
         answer, replied = terms(checked.generated.answer, self.analyzer), terms(reply, self.analyzer)
         # either way round: a reply that is part of a longer drafted answer gives it back as well as one that holds it
@@ -279,7 +274,6 @@ class CandidateFilter:
 
 
 def unfit_generator(model: str) -> str | None:
-    """The model name when it is one of UNFIT_GENERATORS, else None."""
     lowered = model.casefold()
     return model if any(name.casefold() in lowered for name in UNFIT_GENERATORS) else None
 

@@ -224,7 +224,7 @@ def read_workbook(path: Path, candidates: dict[str, dict]) -> Review:
     if not rows or tuple(str(c or "") for c in rows[0][:len(HEADERS)]) != HEADERS:
         raise StudyInputError(f"{path}: sheet {SHEET!r} does not have make-qa's columns ({', '.join(HEADERS)}); "
                               "do not move or rename columns")
-    items, accepted, edited, rejected, overridden = [], 0, 0, 0, 0
+    items, edited, rejected, overridden = [], 0, 0, 0
     for number, row in enumerate(rows[1:], start=2):
         cells = {h: ("" if v is None else str(v)) for h, v in zip(HEADERS, row)}
         if not any(cells.values()):
@@ -251,13 +251,12 @@ def read_workbook(path: Path, candidates: dict[str, dict]) -> Review:
                                   "normalisation); copy it from the passage or set Decisione to rifiuta")
         changed = (question != normalize_ws(record["question"]) or answer != normalize_ws(record["answer"])
                    or located.text != (record.get("evidence_located") or ""))
-        accepted += 1
         edited += bool(changed or decision == "modifica")
         overridden += not record["kept"]
         items.append(Item(record["id"], question, answer, located.text, record["pdf"],
                           _page(passage, located.passage_start), located.boundary, located.source_start,
                           located.source_end, passage.kind))
-    return Review(tuple(items), accepted, edited, rejected, overridden)
+    return Review(tuple(items), len(items), edited, rejected, overridden)
 
 
 def _page(passage: Passage, position: int) -> int:

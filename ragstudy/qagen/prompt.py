@@ -70,11 +70,6 @@ def prompt_hash(evidence_by: str = "code") -> str:
     return sha256_text(stable_json({**templates, "round_trip": ROUND_TRIP}))[:16]
 
 
-def round_trip_prompt(question: str, evidence: str) -> str:
-    """The draft's question asked with only its evidence (ROUND_TRIP)."""
-    return ROUND_TRIP.format(evidence=evidence, question=question)
-
-
 def build_evidence_prompt(passage: Passage, evidence: str) -> str:
     """The prompt that shows only the code-chosen evidence of a passage (FROM_EVIDENCE)."""
     return FROM_EVIDENCE.format(pdf=passage.pdf, evidence=evidence)
@@ -153,12 +148,9 @@ def _fields(value: object, evidence: str | None = None) -> Generated | None:
     if not isinstance(value, dict):
         return None
     lowered = {str(k).strip().casefold(): v for k, v in value.items()}
-    out = {} if evidence is None else {"evidence": evidence}
-    for field, names in KEYS.items():
-        if field in out:
-            continue
-        found = next((lowered[n] for n in names if n in lowered), None)
-        if not isinstance(found, str) or not found.strip():
-            return None
-        out[field] = found.strip()
-    return Generated(**out)
+    given = {} if evidence is None else {"evidence": evidence}
+    found = {field: next((lowered[n] for n in names if n in lowered), None)
+             for field, names in KEYS.items() if field not in given}
+    if not all(isinstance(text, str) and text.strip() for text in found.values()):
+        return None
+    return Generated(**{field: text.strip() for field, text in found.items()}, **given)

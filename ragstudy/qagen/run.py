@@ -6,10 +6,12 @@ review workbook; and read a reviewed workbook back.
 from __future__ import annotations
 
 import logging
+import operator
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
+from itertools import accumulate, islice
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +22,8 @@ from ragstudy.qagen import outputs
 from ragstudy.qagen.choose import choose_evidence
 from ragstudy.qagen.filters import (FILTERS, CandidateFilter, Checked, Thresholds, overlap_distribution, share_in,
                                     terms, unfit_generator)
-from ragstudy.qagen.prompt import (EVIDENCE_BY, ROUND_TRIP_TOKENS, build_evidence_prompt, build_prompt, prompt_hash,
-                                   prompt_version, round_trip_prompt)
+from ragstudy.qagen.prompt import (EVIDENCE_BY, ROUND_TRIP, ROUND_TRIP_TOKENS, build_evidence_prompt, build_prompt,
+                                   prompt_hash, prompt_version)
 from ragstudy.qagen.sampling import Passage, Sample, sample_passages
 from ragstudy.text.textlayer import PdfDocument, load_documents
 
@@ -118,12 +120,9 @@ def drafts_of(passages: Sequence[Passage], evidence_by: str, thresholds: Thresho
     from ragstudy.text.sentences import ItalianSentenceSplitter
 
     splitter = ItalianSentenceSplitter()
-    out = []
-    for passage in passages:
-        span = choose_evidence(passage, thresholds.min_evidence, thresholds.max_evidence, splitter)
-        evidence = passage.text[span[0]:span[1]] if span else None
-        out.append(Draft(passage, evidence, build_evidence_prompt(passage, evidence) if evidence else None))
-    return out
+    spans = [choose_evidence(p, thresholds.min_evidence, thresholds.max_evidence, splitter) for p in passages]
+    evidence = [p.text[span[0]:span[1]] if span else None for p, span in zip(passages, spans)]
+    return [Draft(p, e, build_evidence_prompt(p, e) if e else None) for p, e in zip(passages, evidence)]
 
 
 STORED_MAX_CHARS = 10_000  # a text of a candidate as candidates.jsonl and review.xlsx keep it (Excel: 32,767 a cell)
@@ -220,7 +219,7 @@ def round_trip(generator, params, filt: CandidateFilter, passed: Sequence[Checke
     if not passed or not getattr(generator, "answers_questions", True):
         return
     short = replace(params, max_new_tokens=ROUND_TRIP_TOKENS) if params is not None else None
-    replies = generator.generate_many([round_trip_prompt(c.generated.question, c.located.text)
+    replies = generator.generate_many([ROUND_TRIP.format(evidence=c.located.text, question=c.generated.question)
                                        for c in passed], short)
     for checked, reply in zip(passed, replies):
         filt.round_trip(checked, reply)
@@ -230,12 +229,8 @@ def filter_cascade(records: Sequence[dict]) -> list[tuple[str, int, int, int]]:
     """Per filter, in FILTERS order: (name, candidates it dropped first, candidates failing it at all, left after)."""
     first = Counter(r["reasons"][0] for r in records if r["reasons"])
     anyof = Counter(reason for r in records for reason in r["reasons"])
-    left = len(records)
-    out = []
-    for name in FILTERS:
-        left -= first.get(name, 0)
-        out.append((name, first.get(name, 0), anyof.get(name, 0), left))
-    return out
+    left = accumulate((first[name] for name in FILTERS), operator.sub, initial=len(records))
+    return [(name, first[name], anyof[name], after) for name, after in zip(FILTERS, islice(left, 1, None))]
 
 
 def make_qa(settings: QaSettings, generator, model: str, backend: str,
@@ -272,8 +267,7 @@ def make_qa(settings: QaSettings, generator, model: str, backend: str,
                "generator": {"model": model, "backend": backend, "evidence_by": settings.evidence_by,
                              "prompt_hash": prompt_hash(settings.evidence_by),
                              "prompt_version": prompt_version(settings.evidence_by), "seed": settings.seed,
-                             "greedy": True,
-                             "max_new_tokens": settings.max_new_tokens, "unfit": bool(unfit)},
+                             "greedy": True, "max_new_tokens": settings.max_new_tokens, "unfit": bool(unfit)},
                "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                "counts": {"passages_sampled": len(sample.passages), "candidates": len(records), "kept": len(items),
                           "workbook_rows": rows,
@@ -433,11 +427,10 @@ def report_markdown(settings: QaSettings, sample: Sample, records: Sequence[dict
               "numbers, toc = table-of-contents and index lines, low-text = mostly non-letters, short = headings "
               "and labels):\n", _table(["pdf", *kinds, "passages sampled", "asked", "kept"], rows)]
     span_sampled = sum(p.spans_boundary for p in sample.passages)
-    kinds_asked = Counter(r["passage"]["kind"] for r in records)
-    boundary_kept = Counter(i.boundary for i in items)
-    lines.append(f"Passages sampled: {len(sample.passages)}, {span_sampled} ({span_sampled / max(1, len(sample.passages)):.0%}) "
-                 f"crossing a break; asked: {dict(kinds_asked)}. Kept items by where their evidence lies: "
-                 f"{dict(boundary_kept) or 'none'}.\n")
+    lines.append(f"Passages sampled: {len(sample.passages)}, {span_sampled} "
+                 f"({span_sampled / max(1, len(sample.passages)):.0%}) crossing a break; asked: "
+                 f"{dict(Counter(r['passage']['kind'] for r in records))}. Kept items by where their evidence lies: "
+                 f"{dict(Counter(i.boundary for i in items)) or 'none'}.\n")
     lines += ["## Filters\n", f"{len(records)} drafts (one per passage tried), filtered in this order; `left` is how "
               "many drafts were still kept after each filter.\n"]
     described = t.describe(unfit or "")
@@ -459,9 +452,8 @@ def report_markdown(settings: QaSettings, sample: Sample, records: Sequence[dict
               "Snowball stems) that occur in its evidence. High overlap means the question copies the evidence, which "
               f"favours lexical retrievers (BM25); candidates above {t.copy_threshold:.2f} are dropped.\n"]
     parsed = [r["question_overlap"] for r in records if r.get("question_overlap") is not None]
-    kept_overlap = [r["question_overlap"] for r in records if r["kept"]]
     dists = [("generated, every parsed candidate", overlap_distribution(parsed)),
-             ("generated, kept", overlap_distribution(kept_overlap))]
+             ("generated, kept", overlap_distribution([r["question_overlap"] for r in records if r["kept"]]))]
     for questions, evidence in reference:
         try:
             dists.append((f"human-written: {evidence}", overlap_distribution(reference_overlaps(questions, evidence))))

@@ -11,6 +11,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
 
 import numpy as np
@@ -107,18 +108,13 @@ def _mask(text: str) -> str:
     return _SPACES.sub(" ", _DIGITS.sub("#", text)).strip().casefold()
 
 
-def _is_toc_line(line: str) -> bool:
-    line = line.strip()
-    return bool(line) and bool(_TOC_LINE.search(line) or _INDEX_LINE.match(line))
-
-
 _NUMBER_LINE = re.compile(r"^[\divxlc.]+$", re.IGNORECASE)  # a page or section number on a line of its own
 
 
 def _toc_share(lines: Sequence[str]) -> float:
     """Share of TOC/index lines among the lines that are not bare numbers (entries often put those apart)."""
-    lines = [line for line in lines if line.strip() and not _NUMBER_LINE.match(line.strip())]
-    return sum(_is_toc_line(line) for line in lines) / len(lines) if lines else 0.0
+    lines = [line.strip() for line in lines if line.strip() and not _NUMBER_LINE.match(line.strip())]
+    return sum(bool(_TOC_LINE.search(line) or _INDEX_LINE.match(line)) for line in lines) / len(lines) if lines else 0.0
 
 
 def letter_ratio(text: str) -> float:
@@ -130,14 +126,9 @@ def split_blocks(document: PdfDocument) -> list[Block]:
     """Every block of the document's text layer, classified (docs/make-qa.md)."""
     layer = document.text_layer
     text = layer.text
-    raw: list[tuple[int, int, int]] = []
-    position = 0
-    while position <= len(text):
-        end = text.find(BLOCK_SEPARATOR, position)
-        end = len(text) if end < 0 else end
-        if end > position:
-            raw.append((position, end, layer.page_of(position)))
-        position = end + len(BLOCK_SEPARATOR)
+    pieces = text.split(BLOCK_SEPARATOR)
+    starts = accumulate((len(piece) + len(BLOCK_SEPARATOR) for piece in pieces), initial=0)
+    raw = [(start, start + len(piece), layer.page_of(start)) for start, piece in zip(starts, pieces) if piece]
     pages_of_mask: dict[str, set[int]] = {}
     for start, end, page in raw:
         pages_of_mask.setdefault(_mask(text[start:end]), set()).add(page)
@@ -209,7 +200,7 @@ class DocumentPassages:
 
     def available(self) -> int:
         """Passages that can be drawn without two sharing a block (an upper bound for the sample)."""
-        return sum(1 for block in self.blocks if block.kind == "body")
+        return self.counts()["body"]
 
 
 def eligible_passages(document: PdfDocument) -> DocumentPassages:
