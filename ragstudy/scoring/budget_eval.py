@@ -189,20 +189,7 @@ def evaluate_folder(results_dir: Path, evidence: Mapping, budgets: Sequence[int]
     """Per-question rows of every strategy (the retrieval_per_question.csv columns plus `context_units`, the
     context size in the budget's unit) and each strategy's StrategyEvaluation; `oracle` (one answer per question)
     adds the oracle overlap."""
-    import pandas as pd
-
-    terms = analyzer = None
-    if oracle is not None:
-        from ragstudy.lexical import ItalianAnalyzer
-        from ragstudy.scoring.oracle_overlap import oracle_terms
-
-        analyzer = ItalianAnalyzer()
-        terms = oracle_terms(oracle, analyzer)
-    evaluations = [evaluate_strategy(results_dir, s, evidence, budgets, measure, terms, analyzer)
-                   for s in strategies]
-    frame = pd.DataFrame([row for e in evaluations for row in e.rows],
-                         columns=[*per_question_columns(), "context_units"])
-    return frame, evaluations
+    return evaluate_members({s: results_dir for s in strategies}, evidence, budgets, measure, oracle)
 
 
 def evaluate_members(members: Mapping[str, Path], evidence: Mapping, budgets: Sequence[int], measure: Measure,
@@ -212,13 +199,18 @@ def evaluate_members(members: Mapping[str, Path], evidence: Mapping, budgets: Se
     `members`' order: the per-question rows of every name and their StrategyEvaluations."""
     import pandas as pd
 
-    parts = []
-    for name, folder in members.items():
-        frame, evaluations = evaluate_folder(folder, evidence, budgets, measure, [strategy_of(name)], oracle)
-        parts.append((frame.assign(strategy=name), [replace(e, strategy=name) for e in evaluations]))
-    frame = pd.concat([f for f, _ in parts], ignore_index=True) if parts else evaluate_folder(
-        Path("."), evidence, budgets, measure, [], oracle)[0]
-    return frame, [e for _, each in parts for e in each]
+    terms = analyzer = None
+    if oracle is not None:
+        from ragstudy.lexical import ItalianAnalyzer
+        from ragstudy.scoring.oracle_overlap import oracle_terms
+
+        analyzer = ItalianAnalyzer()
+        terms = oracle_terms(oracle, analyzer)
+    evaluations = [replace(evaluate_strategy(folder, strategy_of(name), evidence, budgets, measure, terms, analyzer),
+                           strategy=name) for name, folder in members.items()]
+    frame = pd.DataFrame([{**row, "strategy": e.strategy} for e in evaluations for row in e.rows],
+                         columns=[*per_question_columns(), "context_units"])
+    return frame, evaluations
 
 
 def per_question_columns() -> list[str]:
