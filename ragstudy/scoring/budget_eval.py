@@ -79,13 +79,10 @@ class StrategyEvaluation:
                 "not at equal budgets there (a retriever must rank parents until the largest budget is overfilled)")
 
     def notes(self) -> list[str]:
-        """The evidence note (when evidence was given) and the oracle-overlap note (when an oracle was)."""
-        found = [self.note()] if self.evidence_given else []
-        if self.ran_out:
-            found.append(self.ran_out_note())
-        if self.oracle is not None:
-            found.append(self.oracle.note(self.strategy, self.oracle_scored, self.no_oracle))
-        return found
+        """The evidence note (with evidence), the ran-out warning, the oracle-overlap note (with an oracle)."""
+        oracle = (self.oracle.note(self.strategy, self.oracle_scored, self.no_oracle)
+                  if self.oracle is not None else None)
+        return [n for n in (self.note() if self.evidence_given else None, self.ran_out_note(), oracle) if n]
 
 
 def _reading_order(chunk_rows: Sequence[Mapping]) -> dict[str, int]:
@@ -222,13 +219,9 @@ def per_question_columns() -> list[str]:
 def budget_means(frame, labels: Sequence[str], metrics: Sequence[str] | None = None) -> dict[str, float]:
     """`<metric>@<budget>` -> mean over the questions of `frame` (one strategy's per-question rows); NaN where no
     question was scored. `metrics`: the compared budget metrics by default."""
-    means = {}
-    for label in labels:
-        part = frame[frame["budget"] == label]
-        for metric in metrics or budget_metrics.names(compared_only=True):
-            column = budget_metrics.get(metric).column
-            means[f"{metric}@{label}"] = float(part[column].mean()) if len(part) else float("nan")
-    return means
+    parts = {label: frame[frame["budget"] == label] for label in labels}
+    return {f"{metric}@{label}": float(part[budget_metrics.get(metric).column].mean()) if len(part) else float("nan")
+            for label, part in parts.items() for metric in metrics or budget_metrics.names(compared_only=True)}
 
 
 def summarize(frame, display: Mapping[str, str], n_resamples: int, seed: int, confidence: float):

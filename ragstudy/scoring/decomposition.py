@@ -84,11 +84,10 @@ def _effect(low: float, high: float) -> str:
     return "it helps" if low > 0 else "it hurts" if high < 0 else "no clear effect, the CI spans 0"
 
 
-def sentences(frame, unit: str = "chars", metric_words: str | None = None) -> list[str]:
+def sentences(frame, unit: str = "chars") -> list[str]:
     """The decomposition in plain words, one sentence per budget (frame: to_frame's columns, or the CSV; the
-    metric named as the verdict names it unless `metric_words` is given)."""
-    if metric_words is None:
-        metric_words = budget_metrics.get(str(frame["metric"].iloc[0]) if len(frame) else budget_metrics.HIT).words
+    metric named as the verdict names it)."""
+    metric_words = budget_metrics.get(str(frame["metric"].iloc[0]) if len(frame) else budget_metrics.HIT).words
     lines = []
     for label, part in frame.groupby("budget", sort=False):
         rows = {r.part: r for r in part.itertuples()}
