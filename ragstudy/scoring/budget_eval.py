@@ -233,9 +233,7 @@ def summarize(frame, display: Mapping[str, str], n_resamples: int, seed: int, co
     ci = CiSettings(n_resamples, seed, confidence).columns()  # recorded in every row
     records = []
     for (strategy, budget), part in frame.groupby(["strategy", "budget"], sort=False):
-        for metric in budget_metrics.metrics():
-            if metric.column not in part:
-                continue
+        for metric in (m for m in budget_metrics.metrics() if m.column in part):
             values = part[metric.column].dropna().astype(float).to_numpy()  # evidence or oracle missing: not scored
             if not len(values):
                 continue
