@@ -18,7 +18,7 @@ from typing import Any, Callable
 from ragstudy.errors import StudyInputError
 from ragstudy.scoring import budget_metrics
 from ragstudy.scoring.budgets import CHARS, Measure, llm_measure, pack_all
-from ragstudy.scoring.evidence import SourceIndex
+from ragstudy.scoring.evidence import QuestionEvidence, SourceIndex
 from ragstudy.scoring.stats import HOLM_COLUMN, CiSettings, bootstrap_ci, compare_paired, holm
 
 logger = logging.getLogger(__name__)
@@ -94,13 +94,12 @@ def _reading_order(chunk_rows: Sequence[Mapping]) -> dict[str, int]:
             for position, row in enumerate(sorted(rows, key=lambda r: tuple(r["start_end_idx"])))}
 
 
-def evaluate_strategy(results_dir: Path, strategy: str, evidence: Mapping, budgets: Sequence[int],
-                      measure: Measure = CHARS, oracle: Any = None, analyzer: Any = None) -> StrategyEvaluation:
-    """Score every ranked question of `strategy` at every budget with every budget metric
-    (ragstudy.scoring.budget_metrics): each question's ranking is packed once per budget. `evidence` maps question_index
-    to ragstudy.scoring.evidence.QuestionEvidence (load_evidence_file); `oracle` is an OracleTerms
-    (ragstudy.scoring.oracle_overlap) or None. A question with neither evidence nor oracle terms is left out; the
-    metrics whose input a question lacks are NaN in its rows."""
+def evaluate_strategy(results_dir: Path, strategy: str, evidence: Mapping[int, QuestionEvidence],
+                      budgets: Sequence[int], measure: Measure = CHARS, oracle: Any = None,
+                      analyzer: Any = None) -> StrategyEvaluation:
+    """Score every ranked question of `strategy` at every budget with every budget metric, packing its ranking once
+    per budget; `oracle`: ragstudy.scoring.oracle_overlap.OracleTerms. A question with neither evidence nor oracle
+    terms is left out; the metrics whose input a question lacks are NaN in its rows."""
     from ragstudy.results import read_chunks, read_retrieval, retrieval_path
 
     rankings = read_retrieval(retrieval_path(results_dir, strategy))

@@ -275,9 +275,8 @@ def check_evidence_pdfs(evidence: Mapping[int, QuestionEvidence], pdf_names: Ite
     of the evidence metrics: ragstudy.scoring.budget_eval), after one warning naming the evidence file, those questions
     and the PDFs. When that is every question with evidence, an EvidenceError: nothing could be scored."""
     names = {Path(name).name for name in pdf_names}
-    outside = {index: sorted({t.document for t in item.texts if t.document and t.document not in names})
-               for index, item in sorted(evidence.items())}
-    outside = {index: pdfs for index, pdfs in outside.items() if pdfs}
+    outside = {index: pdfs for index, item in sorted(evidence.items())
+               if (pdfs := sorted({t.document for t in item.texts if t.document and t.document not in names}))}
     if not outside:
         return []
     pdfs = ", ".join(sorted({pdf for found in outside.values() for pdf in found}))
