@@ -18,7 +18,7 @@ from typing import Any, Callable
 from ragstudy.errors import StudyInputError
 from ragstudy.scoring import budget_metrics
 from ragstudy.scoring.budgets import CHARS, Measure, llm_measure, pack_all
-from ragstudy.scoring.evidence import SourceIndex
+from ragstudy.scoring.evidence import QuestionEvidence, SourceIndex
 from ragstudy.scoring.stats import HOLM_COLUMN, CiSettings, bootstrap_ci, compare_paired, holm
 
 logger = logging.getLogger(__name__)
@@ -79,13 +79,10 @@ class StrategyEvaluation:
                 "not at equal budgets there (a retriever must rank parents until the largest budget is overfilled)")
 
     def notes(self) -> list[str]:
-        """The evidence note (when evidence was given) and the oracle-overlap note (when an oracle was)."""
-        found = [self.note()] if self.evidence_given else []
-        if self.ran_out:
-            found.append(self.ran_out_note())
-        if self.oracle is not None:
-            found.append(self.oracle.note(self.strategy, self.oracle_scored, self.no_oracle))
-        return found
+        """The evidence note (with evidence), the ran-out warning, the oracle-overlap note (with an oracle)."""
+        oracle = (self.oracle.note(self.strategy, self.oracle_scored, self.no_oracle)
+                  if self.oracle is not None else None)
+        return [n for n in (self.note() if self.evidence_given else None, self.ran_out_note(), oracle) if n]
 
 
 def _reading_order(chunk_rows: Sequence[Mapping]) -> dict[str, int]:
@@ -97,13 +94,12 @@ def _reading_order(chunk_rows: Sequence[Mapping]) -> dict[str, int]:
             for position, row in enumerate(sorted(rows, key=lambda r: tuple(r["start_end_idx"])))}
 
 
-def evaluate_strategy(results_dir: Path, strategy: str, evidence: Mapping, budgets: Sequence[int],
-                      measure: Measure = CHARS, oracle: Any = None, analyzer: Any = None) -> StrategyEvaluation:
-    """Score every ranked question of `strategy` at every budget with every budget metric
-    (ragstudy.scoring.budget_metrics): each question's ranking is packed once per budget. `evidence` maps question_index
-    to ragstudy.scoring.evidence.QuestionEvidence (load_evidence_file); `oracle` is an OracleTerms
-    (ragstudy.scoring.oracle_overlap) or None. A question with neither evidence nor oracle terms is left out; the
-    metrics whose input a question lacks are NaN in its rows."""
+def evaluate_strategy(results_dir: Path, strategy: str, evidence: Mapping[int, QuestionEvidence],
+                      budgets: Sequence[int], measure: Measure = CHARS, oracle: Any = None,
+                      analyzer: Any = None) -> StrategyEvaluation:
+    """Score every ranked question of `strategy` at every budget with every budget metric, packing its ranking once
+    per budget; `oracle`: ragstudy.scoring.oracle_overlap.OracleTerms. A question with neither evidence nor oracle
+    terms is left out; the metrics whose input a question lacks are NaN in its rows."""
     from ragstudy.results import read_chunks, read_retrieval, retrieval_path
 
     rankings = read_retrieval(retrieval_path(results_dir, strategy))
@@ -189,20 +185,7 @@ def evaluate_folder(results_dir: Path, evidence: Mapping, budgets: Sequence[int]
     """Per-question rows of every strategy (the retrieval_per_question.csv columns plus `context_units`, the
     context size in the budget's unit) and each strategy's StrategyEvaluation; `oracle` (one answer per question)
     adds the oracle overlap."""
-    import pandas as pd
-
-    terms = analyzer = None
-    if oracle is not None:
-        from ragstudy.lexical import ItalianAnalyzer
-        from ragstudy.scoring.oracle_overlap import oracle_terms
-
-        analyzer = ItalianAnalyzer()
-        terms = oracle_terms(oracle, analyzer)
-    evaluations = [evaluate_strategy(results_dir, s, evidence, budgets, measure, terms, analyzer)
-                   for s in strategies]
-    frame = pd.DataFrame([row for e in evaluations for row in e.rows],
-                         columns=[*per_question_columns(), "context_units"])
-    return frame, evaluations
+    return evaluate_members({s: results_dir for s in strategies}, evidence, budgets, measure, oracle)
 
 
 def evaluate_members(members: Mapping[str, Path], evidence: Mapping, budgets: Sequence[int], measure: Measure,
@@ -212,13 +195,18 @@ def evaluate_members(members: Mapping[str, Path], evidence: Mapping, budgets: Se
     `members`' order: the per-question rows of every name and their StrategyEvaluations."""
     import pandas as pd
 
-    parts = []
-    for name, folder in members.items():
-        frame, evaluations = evaluate_folder(folder, evidence, budgets, measure, [strategy_of(name)], oracle)
-        parts.append((frame.assign(strategy=name), [replace(e, strategy=name) for e in evaluations]))
-    frame = pd.concat([f for f, _ in parts], ignore_index=True) if parts else evaluate_folder(
-        Path("."), evidence, budgets, measure, [], oracle)[0]
-    return frame, [e for _, each in parts for e in each]
+    terms = analyzer = None
+    if oracle is not None:
+        from ragstudy.lexical import ItalianAnalyzer
+        from ragstudy.scoring.oracle_overlap import oracle_terms
+
+        analyzer = ItalianAnalyzer()
+        terms = oracle_terms(oracle, analyzer)
+    evaluations = [replace(evaluate_strategy(folder, strategy_of(name), evidence, budgets, measure, terms, analyzer),
+                           strategy=name) for name, folder in members.items()]
+    frame = pd.DataFrame([{**row, "strategy": e.strategy} for e in evaluations for row in e.rows],
+                         columns=[*per_question_columns(), "context_units"])
+    return frame, evaluations
 
 
 def per_question_columns() -> list[str]:
@@ -230,13 +218,9 @@ def per_question_columns() -> list[str]:
 def budget_means(frame, labels: Sequence[str], metrics: Sequence[str] | None = None) -> dict[str, float]:
     """`<metric>@<budget>` -> mean over the questions of `frame` (one strategy's per-question rows); NaN where no
     question was scored. `metrics`: the compared budget metrics by default."""
-    means = {}
-    for label in labels:
-        part = frame[frame["budget"] == label]
-        for metric in metrics or budget_metrics.names(compared_only=True):
-            column = budget_metrics.get(metric).column
-            means[f"{metric}@{label}"] = float(part[column].mean()) if len(part) else float("nan")
-    return means
+    parts = {label: frame[frame["budget"] == label] for label in labels}
+    return {f"{metric}@{label}": float(part[budget_metrics.get(metric).column].mean()) if len(part) else float("nan")
+            for label, part in parts.items() for metric in metrics or budget_metrics.names(compared_only=True)}
 
 
 def summarize(frame, display: Mapping[str, str], n_resamples: int, seed: int, confidence: float):
@@ -248,9 +232,7 @@ def summarize(frame, display: Mapping[str, str], n_resamples: int, seed: int, co
     ci = CiSettings(n_resamples, seed, confidence).columns()  # recorded in every row
     records = []
     for (strategy, budget), part in frame.groupby(["strategy", "budget"], sort=False):
-        for metric in budget_metrics.metrics():
-            if metric.column not in part:
-                continue
+        for metric in (m for m in budget_metrics.metrics() if m.column in part):
             values = part[metric.column].dropna().astype(float).to_numpy()  # evidence or oracle missing: not scored
             if not len(values):
                 continue

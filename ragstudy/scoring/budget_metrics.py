@@ -137,20 +137,13 @@ def contiguous_hit(evidence: LocatedEvidence, parents: Sequence[ContextParent]) 
     if evidence.unlocated or not evidence.spans:
         return 0.0
     total = score_spans(evidence.spans, [], 1).evidence_chars
-    by_source: dict[str, list[ContextParent]] = {}
-    for parent in parents:
-        by_source.setdefault(parent.span[0], []).append(parent)
-    for placed in by_source.values():
-        placed.sort(key=lambda p: p.position)
-        runs: list[list[ContextParent]] = []
-        for parent in placed:
-            if runs and parent.position <= runs[-1][-1].position + 1:
-                runs[-1].append(parent)
-            else:
-                runs.append([parent])
-        if any(score_spans(evidence.spans, [p.span for p in run], 1).intersection == total for run in runs):
-            return 1.0
-    return 0.0
+    runs: list[list[ContextParent]] = []  # parents of one source, adjacent in its reading order
+    for p in sorted(parents, key=lambda p: (p.span[0], p.position)):
+        if runs and p.span[0] == runs[-1][-1].span[0] and p.position <= runs[-1][-1].position + 1:
+            runs[-1].append(p)
+        else:
+            runs.append([p])
+    return float(any(score_spans(evidence.spans, [p.span for p in run], 1).intersection == total for run in runs))
 
 
 @register_budget_metric(HIT_CONTIGUOUS, needs="evidence", higher_is_better=True, words="contiguous hit rate",

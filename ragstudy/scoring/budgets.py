@@ -87,20 +87,18 @@ def pack_budget(ranked: Sequence[RetrievedParent], budget: int, measure: Measure
     if budget <= 0:
         raise ValueError(f"budget must be positive, got {budget}")
     parents: list[RetrievedParent] = []
-    texts: list[str] = []
     used = 0
     for parent in sorted(ranked, key=lambda p: p.rank):
         size = measure.length(parent.contents)
         if used + size <= budget:
             parents.append(parent)
-            texts.append(parent.contents)
             used += size
             continue
         if not parents:
             text = measure.cut(parent.contents, budget)
             return PackedContext(str(budget), (parent,), (text,), measure.length(text), cut=True)
         break
-    return PackedContext(str(budget), tuple(parents), tuple(texts), used)
+    return PackedContext(str(budget), tuple(parents), tuple(p.contents for p in parents), used)
 
 
 def pack_paper_k(ranked: Sequence[RetrievedParent], measure: Measure = CHARS) -> PackedContext:

@@ -49,14 +49,12 @@ def decompose(raw, clean, labels: Sequence[str], metric: str = budget_metrics.HI
     column = budget_metrics.get(metric).column
     out: list[Part] = []
     for label in labels:
-        series = {"paragraph": _values(raw, SEGMENTED, label, column), "raw": _values(raw, BASELINE, label, column),
-                  "clean": _values(clean, BASELINE, label, column)}
-        if any(s is None for s in series.values()):
+        series = (_values(raw, SEGMENTED, label, column), _values(raw, BASELINE, label, column),
+                  _values(clean, BASELINE, label, column))
+        common = sorted(set.intersection(*(set(s.index) for s in series)))
+        if len(common) < 2:  # also where a strategy was not scored at this budget
             continue
-        common = sorted(set.intersection(*(set(s.index) for s in series.values())))
-        if len(common) < 2:
-            continue
-        p, r, c = (series[name].loc[common].to_numpy(float) for name in ("paragraph", "raw", "clean"))
+        p, r, c = (s.loc[common].to_numpy(float) for s in series)
         for part, (a, b) in (("total", (p, r)), ("cleaning", (c, r)), ("segmentation", (p, c))):
             result = compare_paired(a, b, n_resamples, seed, confidence)
             out.append(Part(label, metric, part, result.n, result.mean_diff, result.ci_low, result.ci_high,
@@ -66,8 +64,6 @@ def decompose(raw, clean, labels: Sequence[str], metric: str = budget_metrics.HI
 
 def _values(frame, strategy: str, label: str, column: str):
     part = frame[(frame["strategy"] == strategy) & (frame["budget"].astype(str) == label)]
-    if part.empty:
-        return None
     return part.set_index("question_index")[column].dropna()
 
 
@@ -84,11 +80,10 @@ def _effect(low: float, high: float) -> str:
     return "it helps" if low > 0 else "it hurts" if high < 0 else "no clear effect, the CI spans 0"
 
 
-def sentences(frame, unit: str = "chars", metric_words: str | None = None) -> list[str]:
+def sentences(frame, unit: str = "chars") -> list[str]:
     """The decomposition in plain words, one sentence per budget (frame: to_frame's columns, or the CSV; the
-    metric named as the verdict names it unless `metric_words` is given)."""
-    if metric_words is None:
-        metric_words = budget_metrics.get(str(frame["metric"].iloc[0]) if len(frame) else budget_metrics.HIT).words
+    metric named as the verdict names it)."""
+    metric_words = budget_metrics.get(str(frame["metric"].iloc[0]) if len(frame) else budget_metrics.HIT).words
     lines = []
     for label, part in frame.groupby("budget", sort=False):
         rows = {r.part: r for r in part.itertuples()}

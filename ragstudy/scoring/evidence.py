@@ -59,14 +59,8 @@ class SpanScores:
 
 def intersection_length(a: Iterable[tuple[int, int]], b: Iterable[tuple[int, int]]) -> int:
     """Characters in both unions of [start, end) intervals."""
-    pieces = []
     b = list(b)
-    for s1, e1 in a:
-        for s2, e2 in b:
-            s, e = max(s1, s2), min(e1, e2)
-            if e > s:
-                pieces.append((s, e))
-    return merged_length(pieces)
+    return merged_length((max(s1, s2), min(e1, e2)) for s1, e1 in a for s2, e2 in b if min(e1, e2) > max(s1, s2))
 
 
 def score_spans(evidence: Sequence[Span], retrieved: Sequence[Span], retrieved_chars: int,
@@ -145,14 +139,8 @@ class NormalizedText:
 
     @classmethod
     def of(cls, raw: str) -> "NormalizedText":
-        chars: list[str] = []
-        offsets: list[int] = []
-        for i, ch in enumerate(raw):
-            folded = _fold_char(ch)
-            if folded:
-                chars.append(folded)
-                offsets.extend([i] * len(folded))
-        return cls("".join(chars), np.asarray(offsets, dtype=np.int64))
+        folded = [_fold_char(ch) for ch in raw]
+        return cls("".join(folded), np.asarray([i for i, f in enumerate(folded) for _ in f], dtype=np.int64))
 
     def span(self, start: int, end: int) -> tuple[int, int]:
         """Normalised interval of the original [start, end)."""
@@ -287,9 +275,8 @@ def check_evidence_pdfs(evidence: Mapping[int, QuestionEvidence], pdf_names: Ite
     of the evidence metrics: ragstudy.scoring.budget_eval), after one warning naming the evidence file, those questions
     and the PDFs. When that is every question with evidence, an EvidenceError: nothing could be scored."""
     names = {Path(name).name for name in pdf_names}
-    outside = {index: sorted({t.document for t in item.texts if t.document and t.document not in names})
-               for index, item in sorted(evidence.items())}
-    outside = {index: pdfs for index, pdfs in outside.items() if pdfs}
+    outside = {index: pdfs for index, item in sorted(evidence.items())
+               if (pdfs := sorted({t.document for t in item.texts if t.document and t.document not in names}))}
     if not outside:
         return []
     pdfs = ", ".join(sorted({pdf for found in outside.values() for pdf in found}))

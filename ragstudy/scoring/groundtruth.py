@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -55,13 +56,8 @@ class GroundTruth:
 
     def body_offsets(self) -> dict[int, int]:
         """Start offset in `body_text` of every body block, keyed by its index in `blocks`."""
-        offsets: dict[int, int] = {}
-        pos = 0
-        for i, b in enumerate(self.blocks):
-            if b.kind not in DROPPED_KINDS:
-                offsets[i] = pos
-                pos += len(b.text) + len(BODY_BLOCK_SEP)
-        return offsets
+        body = [i for i, b in enumerate(self.blocks) if b.kind not in DROPPED_KINDS]
+        return dict(zip(body, accumulate((len(self.blocks[i].text) + len(BODY_BLOCK_SEP) for i in body), initial=0)))
 
 
 @dataclass(frozen=True)
@@ -117,8 +113,7 @@ def load_groundtruth(path: str | Path) -> GroundTruth:
              f"must be a PDF file name, got {document!r}")
     _require(isinstance(page_count, int) and page_count > 0, path, "page_count", f"must be > 0, got {page_count!r}")
     _require(isinstance(blocks, list) and blocks, path, "blocks", "must be a non-empty list")
-    parsed = tuple(_parse_block(b, path, i, page_count) for i, b in enumerate(blocks))
-    return GroundTruth(document, page_count, parsed)
+    return GroundTruth(document, page_count, tuple(_parse_block(b, path, i, page_count) for i, b in enumerate(blocks)))
 
 
 def load_groundtruth_dir(folder: str | Path) -> dict[str, GroundTruth]:

@@ -47,14 +47,8 @@ class OracleTerms:
 def oracle_terms(oracle: Sequence[str], analyzer: ItalianAnalyzer) -> OracleTerms:
     """Each answerable oracle answer's content terms (the paper's unanswerable phrase and answers without a
     content term have none, and are counted)."""
-    terms, unanswerable, no_terms = {}, set(), set()
-    for index, answer in enumerate(oracle):
-        if is_unanswerable(answer):
-            unanswerable.add(index)
-            continue
-        found = frozenset(analyzer.tokens(answer))  # distinct content terms: stemmed, no stopwords
-        if found:
-            terms[index] = found
-        else:
-            no_terms.add(index)
-    return OracleTerms(terms, frozenset(unanswerable), frozenset(no_terms), len(oracle))
+    unanswerable = frozenset(i for i, answer in enumerate(oracle) if is_unanswerable(answer))
+    found = {i: frozenset(analyzer.tokens(answer))  # distinct content terms: stemmed, no stopwords
+             for i, answer in enumerate(oracle) if i not in unanswerable}
+    return OracleTerms({i: t for i, t in found.items() if t}, unanswerable,
+                       frozenset(i for i, t in found.items() if not t), len(oracle))

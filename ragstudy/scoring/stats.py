@@ -33,10 +33,8 @@ def _check(n_resamples: int, confidence: float) -> None:
 
 def bootstrap_distribution(n: int, statistic: Callable[[np.ndarray], np.ndarray], n_resamples: int,
                            seed: int) -> np.ndarray:
-    """``statistic`` evaluated on ``n_resamples`` resamples (with replacement) of the indices 0..n-1.
-
-    ``statistic`` receives a (block, n) integer index matrix and returns one value per row.
-    """
+    """``statistic`` evaluated on ``n_resamples`` resamples (with replacement) of the indices 0..n-1: it receives
+    a (block, n) integer index matrix and returns one value per row."""
     rng = np.random.default_rng(seed)
     out = np.empty(n_resamples, dtype=float)
     for start in range(0, n_resamples, _BLOCK):
@@ -74,10 +72,8 @@ def bootstrap_ci(values: Sequence[float] | np.ndarray, n_resamples: int = 10_000
 
 def bootstrap_statistic_ci(n: int, statistic: Callable[[np.ndarray], float], n_resamples: int = 10_000,
                            seed: int = 0, confidence: float = 0.95) -> tuple[float, float, float]:
-    """Like :func:`bootstrap_ci` for a statistic of a whole resample (e.g. corpus BLEU).
-
-    ``statistic(indices)`` gets one 1-D index array and returns a float; the point estimate uses 0..n-1.
-    """
+    """Like :func:`bootstrap_ci` for a statistic of a whole resample (e.g. corpus BLEU): ``statistic(indices)``
+    gets one 1-D index array and returns a float; the point estimate uses 0..n-1."""
     _check(n_resamples, confidence)
     if n < 1:
         raise ValueError("n must be >= 1")
@@ -100,11 +96,9 @@ class PairedComparison:
 
 def paired_bootstrap(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, n_resamples: int = 10_000,
                      seed: int = 0, confidence: float = 0.95) -> tuple[float, float, float, float]:
-    """Paired bootstrap of the mean difference ``a - b``: ``(mean_diff, low, high, p)``.
-
-    p is two-sided, from the bootstrap distribution shifted to the null (mean difference 0):
-    the share of resampled differences at least as far from the observed one as the observed one is from 0.
-    """
+    """Paired bootstrap of the mean difference ``a - b``: ``(mean_diff, low, high, p)``. p is two-sided, from the
+    bootstrap distribution shifted to the null (mean difference 0): the share of resampled differences at least as
+    far from the observed one as the observed one is from 0."""
     _check(n_resamples, confidence)
     d = _paired(a, b)
     dist = _mean_distribution(d, n_resamples, seed)
@@ -127,10 +121,8 @@ def two_sample_bootstrap(a: Sequence[float] | np.ndarray, b: Sequence[float] | n
 
 
 def wilcoxon_p(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:
-    """Two-sided Wilcoxon signed-rank p-value of ``a - b`` (scipy; exact for small n without ties).
-
-    All-zero differences give p = 1 (scipy would refuse them).
-    """
+    """Two-sided Wilcoxon signed-rank p-value of ``a - b`` (scipy; exact for small n without ties); all-zero
+    differences give p = 1 (scipy would refuse them)."""
     from scipy.stats import wilcoxon
 
     d = _paired(a, b)

@@ -17,8 +17,7 @@ from ragstudy.scoring.verdict import BudgetVerdict, Verdict, VerdictDifference, 
 
 
 def _outcome(d: VerdictDifference | None) -> str:
-    """How one reference − other difference reads: 'higher' / 'lower' (significant), 'not significant', or
-    'not compared' (absent, or too few questions)."""
+    """How one reference − other difference reads (significant: 'higher' / 'lower')."""
     if d is None or not d.compared:
         return "not compared"
     if not d.significant:
