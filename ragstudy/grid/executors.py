@@ -1,15 +1,12 @@
 """Run a grid's variants: in this process (the default), in N worker processes on this machine, or as Ray tasks.
 
-A `Task` is one variant: a module-level function `fn(spec, output_dir, inputs)` that writes the variant's files into
-`output_dir`, reading the files or folders named in `inputs`. `run_tasks` runs those not done yet (`pending`: no
-`variant.done.json` under the task's key) with an `Executor` and returns one `Outcome` per task, in task order; a
-failure is one task's, and the files land the same whatever ran them (a Ray worker's are shipped back, their paths
-made the driver's: `translate`). docs/scale.md, "Running a grid's variants in parallel", gives the rules every
-executor keeps: the done marker, failures, `session`, the one progress bar, the caches under concurrent writers.
+The rules every executor keeps (the done marker, failures, `session`, the one progress bar, the files landing the
+same whatever ran them): docs/scale.md, "Running a grid's variants in parallel".
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -230,14 +227,10 @@ def _worker_main(conn: Any, cores: tuple[int, ...] = ()) -> None:
         os.sched_setaffinity(0, cores)  # the ONNX backends run one thread per core of the affinity mask
     _setup_worker()
     try:
-        while True:
-            try:
-                task = conn.recv()
-            except EOFError:
-                return
-            if task is None:
-                return
+        for task in iter(conn.recv, None):
             conn.send((task.id, *_call(task)))
+    except EOFError:  # the driver went away
+        return
     except KeyboardInterrupt:  # Ctrl-C reaches the whole process group: the driver reports it, once
         exit_process(INTERRUPTED)
 
@@ -319,11 +312,8 @@ class _Pool:
                 if not busy:
                     continue
                 ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy])
-                for worker in busy:
-                    if worker.conn not in ready and worker.process.sentinel not in ready:
-                        continue
-                    outcome = _collect(worker)
-                    if outcome is None:
+                for worker in [w for w in busy if w.conn in ready or w.process.sentinel in ready]:
+                    if (outcome := _collect(worker)) is None:
                         continue
                     yield outcome
                     if not worker.process.is_alive():
@@ -381,17 +371,15 @@ def _collect(worker: _Worker) -> Outcome | None:
     assert task is not None
     message = None
     if worker.conn.poll():
-        try:
+        with suppress(EOFError, OSError):
             message = worker.conn.recv()
-        except (EOFError, OSError):
-            message = None
     if message is None:
         worker.process.join(5)
         if worker.process.is_alive():
             return None  # the pipe woke us up spuriously; the task is still running
-        worker.task = None
-        return _failure(task.id, _death(worker.process.exitcode))
     worker.task = None
+    if message is None:
+        return _failure(task.id, _death(worker.process.exitcode))
     return _finished(task, *message[1:], where=" in its worker process")
 
 
@@ -587,17 +575,12 @@ def translate(files: dict[str, bytes], paths: dict[str, str]) -> dict[str, bytes
     longest first, so a folder's path never cuts into a longer one."""
     pairs = [(old.encode(), new.encode()) for old, new in sorted(paths.items(), key=lambda kv: -len(kv[0]))
              if old != new]
-    out = {}
+    out = dict(files)
     for rel, data in files.items():
-        if pairs and b"\0" not in data:
-            try:
-                data.decode("utf-8")
-            except UnicodeDecodeError:
-                pass
-            else:
-                for old, new in pairs:
-                    data = data.replace(old, new)
-        out[rel] = data
+        with suppress(UnicodeDecodeError):
+            if pairs and b"\0" not in data:
+                data.decode("utf-8")  # text files only: a binary one raises
+                out[rel] = functools.reduce(lambda text, pair: text.replace(*pair), pairs, data)
     return out
 
 
