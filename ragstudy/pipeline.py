@@ -349,8 +349,7 @@ def run_study(config: StudyConfig) -> list[StrategyReport]:
 def _run_strategies(config: StudyConfig, documents: Sequence[PdfDocument], questions: Sequence[str],
                     output_dir: Path, embedding: Callable[[], Any], answered_by: dict | None = None
                     ) -> list[StrategyReport]:
-    """Each strategy chunked, indexed and answered; each file recorded in run_identity.json, the Dataset files with
-    `answered_by` (the model that answered, as config.json records it)."""
+    """Each strategy chunked, indexed and answered; `answered_by`: the model that answered, as config.json has it."""
     from ragstudy.stores.knowledge_base import KnowledgeBase
 
     generator = None

@@ -54,8 +54,7 @@ def entries_of(config: Any, sweep: Any = None) -> list[Entry]:
 
 
 def entry_variants(entry: Entry) -> list[Variant]:
-    """The distinct variants of one entry: the product of its axes' values in their declared order, each axis
-    n/a where the variant does not depend on it (`Axis.applies`)."""
+    """The distinct variants of one entry, in its axes' order, each axis n/a where the variant does not depend on it."""
     params = tuple(sorted(entry.params.items()))
     made = []
     grid = axes.grid_axes()
