@@ -118,9 +118,8 @@ def read_strict_csv(path: str | Path, columns: Sequence[str], what: str) -> Stri
     header = [h.strip() for h in header]
     for column in columns:
         if column not in header:
-            hint = ""
-            if len(header) == 1 and any(d in header[0] for d in _DELIMITERS if d != delimiter):
-                hint = " The header looks separated by another character; use commas, semicolons or tabs."
+            hint = (" The header looks separated by another character; use commas, semicolons or tabs."
+                    if len(header) == 1 and any(d in header[0] for d in _DELIMITERS if d != delimiter) else "")
             fix = (f"Rename the column holding the values to '{column}'." if len(columns) == 1
                    else f"Expected {what}.")
             raise StudyInputError(f"{path}: no '{column}' column (found: {', '.join(header)}). {fix}{hint}")

@@ -298,5 +298,4 @@ def check_rankings(folder: str | Path, rankings: dict[str, dict[int, list]], que
 
 
 def _few(values: Sequence[int]) -> str:
-    shown = ", ".join(map(str, values[:5]))
-    return shown + (f" and {len(values) - 5} more" if len(values) > 5 else "")
+    return ", ".join(map(str, values[:5])) + (f" and {len(values) - 5} more" if len(values) > 5 else "")
