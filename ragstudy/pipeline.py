@@ -1,8 +1,7 @@
 """The study: chunk every PDF with each strategy, index it, answer every question, write the paper's Dataset files.
 
-Chunks go through one cache for every run (`chunk_cached`: JSON under a hash of the strategy, its parameters, the PDF
-bytes, the embedding model and the chunking code; a file that does not parse is treated as absent, a warning names
-it, and replaced): the answering chain, retrieval-only runs and sweeps chunk a strategy once."""
+Chunks go through one cache that every run shares (`chunk_cached`, keyed by `chunk_cache_path`): the answering chain,
+retrieval-only runs and sweeps chunk a strategy once."""
 
 from __future__ import annotations
 
@@ -320,11 +319,9 @@ def check_question_lengths(config: StudyConfig) -> list[int]:
     if config.chunks_only or (config.retrieval_only and not any(
             retrievers.get(name).vectors for name in axes.get("retriever").values(config))):
         return []
-    reader = config.embedder.query_reader()
-    if reader is None:
+    if (reader := config.embedder.query_reader()) is None:  # else (count, limit)
         return []
-    count, limit = reader
-    return warn_long_questions(config.questions, config.limit, count, limit, config.profile.embedding)
+    return warn_long_questions(config.questions, config.limit, *reader, config.profile.embedding)
 
 
 def run_study(config: StudyConfig) -> list[StrategyReport]:
@@ -352,8 +349,7 @@ def run_study(config: StudyConfig) -> list[StrategyReport]:
 def _run_strategies(config: StudyConfig, documents: Sequence[PdfDocument], questions: Sequence[str],
                     output_dir: Path, embedding: Callable[[], Any], answered_by: dict | None = None
                     ) -> list[StrategyReport]:
-    """Each strategy chunked, indexed and answered; each file recorded in run_identity.json, the Dataset files with
-    `answered_by` (the model that answered, as config.json records it)."""
+    """Each strategy chunked, indexed and answered; `answered_by`: the model that answered, as config.json has it."""
     from ragstudy.stores.knowledge_base import KnowledgeBase
 
     generator = None

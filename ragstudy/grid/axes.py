@@ -213,9 +213,5 @@ def canonical(config: Any, named: Callable[[str], str]) -> Any:
 def one_each(config: Any) -> dict[str, str]:
     """The settings a run that compares no axis changes: each axis's setting whose list is not just its pick ->
     that pick (`ragstudy study`'s answering run: the dense chain, the first text layer and embedding model)."""
-    out = {}
-    for axis in grid_axes():
-        values = axis.values(config) if axis.field is not None else ()
-        if values and values != (axis.pick(values),):
-            out[axis.setting] = axis.pick(values)
-    return out
+    given = [(axis, axis.values(config)) for axis in grid_axes() if axis.field is not None]
+    return {axis.setting: axis.pick(values) for axis, values in given if values and values != (axis.pick(values),)}

@@ -1,10 +1,7 @@
 """Embed ahead: before a grid's variants run, every distinct text they will embed is embedded once per embedder.
 
-The driver plans the batches (`plan`: each distinct strategy chunked once, each pending variant with vectors cut into
-the texts its retriever embeds, each distinct text kept once per embedder, then the questions) and `run` hands them
-to the grid's executor (`embed_batch`); the variants then find their vectors in the vector cache. The batches are
-exactly those an in-process run gives the model, so the vectors are the same to the bit (docs/scale.md, "Embedding
-ahead").
+`plan` makes the batches, `run` hands them to the grid's executor (`embed_batch`), and the variants then find their
+vectors in the vector cache, the same to the bit: docs/scale.md, "Embedding ahead".
 """
 
 from __future__ import annotations
@@ -125,10 +122,7 @@ def embed_batch(batch: EmbedBatch, output_dir: Path, inputs: dict[str, Path]) ->
     """One batch into the vector cache (a task), through shared_embedding; writes how many texts the model ran."""
     embedding = shared_embedding(batch.config)()
     before = getattr(embedding, "texts_embedded", 0)
-    if batch.queries:
-        embedding.embed_queries(list(batch.texts))
-    else:
-        embedding.embed_documents(list(batch.texts))
+    (embedding.embed_queries if batch.queries else embedding.embed_documents)(list(batch.texts))
     output_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_json(output_dir / REPORT, {"texts": len(batch.texts),
                                             "embedded": getattr(embedding, "texts_embedded", before) - before},

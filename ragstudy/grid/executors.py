@@ -1,15 +1,12 @@
 """Run a grid's variants: in this process (the default), in N worker processes on this machine, or as Ray tasks.
 
-A `Task` is one variant: a module-level function `fn(spec, output_dir, inputs)` that writes the variant's files into
-`output_dir`, reading the files or folders named in `inputs`. `run_tasks` runs those not done yet (`pending`: no
-`variant.done.json` under the task's key) with an `Executor` and returns one `Outcome` per task, in task order; a
-failure is one task's, and the files land the same whatever ran them (a Ray worker's are shipped back, their paths
-made the driver's: `translate`). docs/scale.md, "Running a grid's variants in parallel", gives the rules every
-executor keeps: the done marker, failures, `session`, the one progress bar, the caches under concurrent writers.
+The rules every executor keeps (the done marker, failures, `session`, the one progress bar, the files landing the
+same whatever ran them): docs/scale.md, "Running a grid's variants in parallel".
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -230,14 +227,10 @@ def _worker_main(conn: Any, cores: tuple[int, ...] = ()) -> None:
         os.sched_setaffinity(0, cores)  # the ONNX backends run one thread per core of the affinity mask
     _setup_worker()
     try:
-        while True:
-            try:
-                task = conn.recv()
-            except EOFError:
-                return
-            if task is None:
-                return
+        for task in iter(conn.recv, None):
             conn.send((task.id, *_call(task)))
+    except EOFError:  # the driver went away
+        return
     except KeyboardInterrupt:  # Ctrl-C reaches the whole process group: the driver reports it, once
         exit_process(INTERRUPTED)
 
@@ -251,8 +244,7 @@ class _Worker:
 
 
 def core_share(slot: int, workers: int, cores: Sequence[int]) -> tuple[int, ...]:
-    """The cores worker `slot` of `workers` runs on: an equal share of `cores` (one core each when there are more
-    workers than cores), so N workers do not each start one thread per core of the machine."""
+    """Worker `slot`'s equal share of `cores`, so that N workers do not each start one thread per core."""
     if not cores:
         return ()
     if workers >= len(cores):
@@ -303,8 +295,8 @@ class _Pool:
         queue = deque(tasks)
         try:
             while queue or any(w.task for w in self.workers):
-                while queue and len(self.workers) < self.executor.workers:
-                    self.workers.append(self._start())
+                if queue:
+                    self.prestart()  # again where a worker died
                 for worker in self.workers:
                     if worker.task is None and queue:
                         task = queue.popleft()
@@ -319,11 +311,8 @@ class _Pool:
                 if not busy:
                     continue
                 ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy])
-                for worker in busy:
-                    if worker.conn not in ready and worker.process.sentinel not in ready:
-                        continue
-                    outcome = _collect(worker)
-                    if outcome is None:
+                for worker in [w for w in busy if w.conn in ready or w.process.sentinel in ready]:
+                    if (outcome := _collect(worker)) is None:
                         continue
                     yield outcome
                     if not worker.process.is_alive():
@@ -366,13 +355,8 @@ def session(executor: Executor) -> Iterator[None]:
 
 def _run_workers(tasks: Sequence[Task], executor: Executor) -> Iterator[Outcome]:
     """The tasks on the session's worker processes (`session`), or on processes started for this call only."""
-    shared = _SESSIONS.get(executor)
-    pool = shared or _Pool(executor)
-    try:
-        yield from pool.run(tasks)
-    finally:
-        if shared is None:
-            pool.close()
+    with session(executor):
+        yield from _SESSIONS[executor].run(tasks)
 
 
 def _collect(worker: _Worker) -> Outcome | None:
@@ -381,17 +365,15 @@ def _collect(worker: _Worker) -> Outcome | None:
     assert task is not None
     message = None
     if worker.conn.poll():
-        try:
+        with suppress(EOFError, OSError):
             message = worker.conn.recv()
-        except (EOFError, OSError):
-            message = None
     if message is None:
         worker.process.join(5)
         if worker.process.is_alive():
             return None  # the pipe woke us up spuriously; the task is still running
-        worker.task = None
-        return _failure(task.id, _death(worker.process.exitcode))
     worker.task = None
+    if message is None:
+        return _failure(task.id, _death(worker.process.exitcode))
     return _finished(task, *message[1:], where=" in its worker process")
 
 
@@ -501,27 +483,18 @@ def _check_speaks_ray(address: str, target: str, client: bool = False, timeout: 
         except grpc.FutureTimeoutError:
             answer = f"no gRPC handshake within {timeout:.0f} s"
         except grpc.RpcError as exc:
-            code = exc.code()
+            code, details = exc.code(), exc.details() or ""
             if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
                 return  # a GCS with token authentication: Ray itself sends the token
-            answer = _probe_answer(code, exc.details() or "", timeout)
+            last = " ".join(details.split()).rsplit(": ", 1)[-1][:160]
+            answer = {grpc.StatusCode.DEADLINE_EXCEEDED: f"no gRPC answer within {timeout:.0f} s",
+                      grpc.StatusCode.UNIMPLEMENTED: "a gRPC server without Ray's GCS service"}.get(
+                code, f"not gRPC ({last})" if "HTTP/2" in details else f"{code.name.lower()} ({last})")
     what = ("Ray Client server (ray://host:10001)" if client
             else "Ray head node's GCS (`ray start --head --port`, 6379 by default)")
     raise StudyInputError(f"--ray {address}: {target} accepts connections but is not a {what}: {answer}. Give the "
                           "address `ray status` on the head node prints (not the dashboard's port, 8265), or leave "
                           "the address out to start a local Ray")
-
-
-def _probe_answer(code: Any, details: str, timeout: float) -> str:
-    """What a listener that is not Ray's answered the gRPC probe, in a few words."""
-    import grpc
-
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return f"no gRPC answer within {timeout:.0f} s"
-    if code == grpc.StatusCode.UNIMPLEMENTED:
-        return "a gRPC server without Ray's GCS service"
-    last = " ".join(details.split()).rsplit(": ", 1)[-1][:160]
-    return f"not gRPC ({last})" if "HTTP/2" in details else f"{code.name.lower()} ({last})"
 
 
 def _local_env() -> dict[str, str]:
@@ -538,6 +511,14 @@ def pack(path: Path) -> dict[str, bytes]:
     if path.is_file():
         return {path.name: path.read_bytes()}
     return {p.relative_to(path).as_posix(): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def unpack(files: dict[str, bytes], folder: Path) -> None:
+    """Write `pack`'s files under `folder` (made even when there are none)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for rel, data in files.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_bytes(data)
 
 
 def _pack_inputs(inputs: dict[str, Path]) -> tuple[str, dict[str, tuple[str, bool, dict[str, bytes]]]]:
@@ -567,11 +548,7 @@ def materialise(key: str, packed: dict[str, tuple[str, bool, dict[str, bytes]]],
         try:
             tmp.mkdir(parents=True)
             for name, (basename, is_folder, files) in packed.items():
-                place = tmp / name / basename if is_folder else tmp / name  # a file's one entry is its name
-                place.mkdir(parents=True, exist_ok=True)
-                for rel, data in files.items():
-                    (place / rel).parent.mkdir(parents=True, exist_ok=True)
-                    (place / rel).write_bytes(data)
+                unpack(files, tmp / name / basename if is_folder else tmp / name)  # a file's one entry is its name
             try:
                 tmp.rename(base)
             except OSError:  # another worker on this machine finished first: use its folder
@@ -587,17 +564,12 @@ def translate(files: dict[str, bytes], paths: dict[str, str]) -> dict[str, bytes
     longest first, so a folder's path never cuts into a longer one."""
     pairs = [(old.encode(), new.encode()) for old, new in sorted(paths.items(), key=lambda kv: -len(kv[0]))
              if old != new]
-    out = {}
+    out = dict(files)
     for rel, data in files.items():
-        if pairs and b"\0" not in data:
-            try:
-                data.decode("utf-8")
-            except UnicodeDecodeError:
-                pass
-            else:
-                for old, new in pairs:
-                    data = data.replace(old, new)
-        out[rel] = data
+        with suppress(UnicodeDecodeError):
+            if pairs and b"\0" not in data:
+                data.decode("utf-8")  # text files only: a binary one raises
+                out[rel] = functools.reduce(lambda text, pair: text.replace(*pair), pairs, data)
     return out
 
 
@@ -622,11 +594,7 @@ def land(files: dict[str, bytes], output_dir: Path, task: Task) -> None:
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = output_dir.with_name(f".{output_dir.name}.{secrets.token_hex(4)}.partial")
     try:
-        for rel, data in files.items():
-            target = tmp / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-        tmp.mkdir(parents=True, exist_ok=True)
+        unpack(files, tmp)
         _mark_done(tmp, task)
         old = None
         if output_dir.exists():
@@ -654,8 +622,7 @@ RAY_RETRIES = 2  # a task whose worker or node died (a node lost from the cluste
 
 
 def _run_ray(tasks: Sequence[Task], executor: Executor) -> Iterator[Outcome]:
-    """Ray tasks, one CPU each. A task whose worker process or node dies is run again by Ray (RAY_RETRIES times, on
-    any node); a task that raises is not. Inputs shared by several tasks are put in the object store once."""
+    """Ray tasks, one CPU each; inputs shared by several tasks go into the object store once."""
     with _ray_session(executor) as ray:
         remote = ray.remote(num_cpus=1, max_retries=RAY_RETRIES, retry_exceptions=False)(_ray_task)
         refs: dict[tuple, tuple[str, Any]] = {}

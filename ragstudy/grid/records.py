@@ -9,7 +9,7 @@ import io
 import json
 import logging
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -18,8 +18,7 @@ from ragstudy.io import read_user_text
 
 logger = logging.getLogger(__name__)
 
-_DELIMITERS = (",", ";", "\t")
-_DELIMITER_NAMES = {",": "comma", ";": "semicolon", "\t": "tab"}
+_DELIMITERS = {",": "comma", ";": "semicolon", "\t": "tab"}  # the separators a header may use -> their names
 
 
 def normalize_ws(text: str) -> str:
@@ -58,9 +57,9 @@ def _delimiter(header: str, path: Path) -> str:
     found = [d for d in _DELIMITERS if d in unquoted]
     if len(found) > 1:
         raise StudyInputError(f"{path} line 1: the header mixes separators "
-                              f"({', '.join(_DELIMITER_NAMES[d] for d in found)}); use one (comma, semicolon or tab)")
+                              f"({', '.join(_DELIMITERS[d] for d in found)}); use one (comma, semicolon or tab)")
     if found and found[0] != ",":
-        logger.info("%s: read as %s-separated (from its header)", path, _DELIMITER_NAMES[found[0]])
+        logger.info("%s: read as %s-separated (from its header)", path, _DELIMITERS[found[0]])
     return found[0] if found else ","
 
 
@@ -81,7 +80,7 @@ class StrictCsv:
 def _comma_hint(row: list[str], header: list[str], column: str, delimiter: str) -> str:
     """How to quote the cell that holds an unquoted separator: the cell only, never the whole row. The split
     cell is taken to be `column`'s (the other cells are short codes in this project's files)."""
-    sep = _DELIMITER_NAMES[delimiter]
+    sep = _DELIMITERS[delimiter]
     extra = len(row) - len(header)
     position = header.index(column) if column in header else len(header) - 1
     cell = delimiter.join(row[position:position + extra + 1]).strip()
@@ -119,9 +118,8 @@ def read_strict_csv(path: str | Path, columns: Sequence[str], what: str) -> Stri
     header = [h.strip() for h in header]
     for column in columns:
         if column not in header:
-            hint = ""
-            if len(header) == 1 and any(d in header[0] for d in _DELIMITERS if d != delimiter):
-                hint = " The header looks separated by another character; use commas, semicolons or tabs."
+            hint = (" The header looks separated by another character; use commas, semicolons or tabs."
+                    if len(header) == 1 and any(d in header[0] for d in _DELIMITERS if d != delimiter) else "")
             fix = (f"Rename the column holding the values to '{column}'." if len(columns) == 1
                    else f"Expected {what}.")
             raise StudyInputError(f"{path}: no '{column}' column (found: {', '.join(header)}). {fix}{hint}")
@@ -146,15 +144,13 @@ def read_text_csv(path: str | Path, column: str, what: str = "") -> TextTable:
     """The cells of `column` of a UTF-8 CSV, strictly (`read_strict_csv`); an empty cell is an error too."""
     table = read_strict_csv(path, (column,), what or f"a CSV with a '{column}' column")
     position = table.header.index(column)
-    values = []
-    for row, line in zip(table.rows, table.lines):
-        value = row[position].strip()
-        if not value:
-            raise StudyInputError(f"{table.path} line {line}: empty '{column}' cell; fill it in or delete the row")
-        values.append(value)
+    values = tuple(row[position].strip() for row in table.rows)
+    empty = next((line for value, line in zip(values, table.lines) if not value), None)
+    if empty is not None:
+        raise StudyInputError(f"{table.path} line {empty}: empty '{column}' cell; fill it in or delete the row")
     if not values:
         raise StudyInputError(f"{table.path}: no rows under the header '{column}'")
-    return TextTable(table.path, column, tuple(values), table.lines)
+    return TextTable(table.path, column, values, table.lines)
 
 
 # ------------------------------------------------------------------------------------------------ records
@@ -179,10 +175,7 @@ class DatasetRow:
     strategy: str
 
     def to_record(self) -> dict[str, Any]:
-        return {"question_index": self.question_index, "question": self.question, "answer": self.answer,
-                "contexts": list(self.contexts),
-                "sources": [vars(s).copy() for s in self.sources] if self.sources is not None else [],
-                "strategy": self.strategy}
+        return {**asdict(self), "contexts": list(self.contexts), "sources": [asdict(s) for s in self.sources or ()]}
 
 
 @dataclass(frozen=True)
@@ -245,12 +238,10 @@ class RetrievedParent:
 
     @classmethod
     def from_dict(cls, row: dict[str, Any]) -> "RetrievedParent":
-        return cls(question_index=int(row["question_index"]), rank=int(row["rank"]), doc_id=str(row["doc_id"]),
-                   path=str(row["path"]), page_start=int(row["page_start"]), page_end=int(row["page_end"]),
-                   score=float(row["score"]), in_k=str(row["in_k"]).strip().lower() in ("1", "true"),
-                   contents=str(row["contents"]))
+        return cls(**{f.name: _FROM_CELL[f.type](row[f.name]) for f in fields(cls)})  # f.type: the annotation's text
 
 
+_FROM_CELL = {"int": int, "float": float, "str": str, "bool": lambda cell: str(cell).strip().lower() in ("1", "true")}
 NOT_APPLICABLE = "n/a"  # an axis a variant does not depend on (bm25 embeds nothing; paragraph reads no text layer)
 VARIANT_KEYS = ("id", "strategy", "params")  # variants.csv: these, then one column per axis (ragstudy.grid.axes)
 

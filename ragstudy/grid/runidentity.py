@@ -236,10 +236,8 @@ def check_config(folder: str | Path, run_config: Any = None) -> None:
     for name, entry in sorted(recorded.items(), key=lambda item: (item[0].startswith(("chunks_", "sources_")),
                                                                   item[0])):  # results files first
         run = entry["run"]
-        said: dict[str, tuple[Any, Any]] = {}
-        for key in ("retriever", "embedding_backend", "budget_unit"):
-            if key in run and key in run_config and run_config[key] != run[key]:
-                said[key] = (run_config[key], run[key])
+        said = {key: (run_config[key], run[key]) for key in ("retriever", "embedding_backend", "budget_unit")
+                if key in run and key in run_config and run_config[key] != run[key]}
         if "retrieval_only" in run_config and "mode" in run:
             mode = "retrieval-only" if run_config["retrieval_only"] else "answers"
             if mode != run["mode"]:
@@ -300,5 +298,4 @@ def check_rankings(folder: str | Path, rankings: dict[str, dict[int, list]], que
 
 
 def _few(values: Sequence[int]) -> str:
-    shown = ", ".join(map(str, values[:5]))
-    return shown + (f" and {len(values) - 5} more" if len(values) > 5 else "")
+    return ", ".join(map(str, values[:5])) + (f" and {len(values) - 5} more" if len(values) > 5 else "")

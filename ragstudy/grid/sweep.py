@@ -28,11 +28,6 @@ from ragstudy.scoring.budgets import budget_labels
 logger = logging.getLogger(__name__)
 
 
-def sweep_metrics() -> tuple[str, ...]:
-    """The budget metrics averaged per configuration and budget: every compared one (outside ones included)."""
-    return budget_metrics.names(compared_only=True)
-
-
 @dataclass(frozen=True)
 class SweepConfig:
     """One configuration of a sweep file; ragstudy.grid.variants.expand turns it into the run's variants."""
@@ -183,6 +178,7 @@ def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None
     grid = run_retrieval(config, sweep, executor)  # one variant per configuration (and per listed run axis)
     measure = llm_measure(config)
     labels = budget_labels(config.budgets)
+    compared = budget_metrics.names(compared_only=True)  # averaged per configuration and budget (outside ones too)
     rows: list[dict[str, Any]] = []
     for item in grid.variants:
         folder, run = grid.folders[item.id], grid.runs[item.id]
@@ -192,9 +188,9 @@ def run_sweep(config, sweep_file: str | Path, evidence: str | Path | None = None
                      "chunks": run.chunks, "chars_mean": run.chars_mean, "chars_cv": run.chars_cv,
                      "index_seconds": run.index_seconds, "embedded": grid.embedded_for(item.id),
                      "reused": run.reused - grid.ahead.by_variant.get(item.id, 0),
-                     **dict(item.values), **budget_means(frame, labels, sweep_metrics())})
+                     **dict(item.values), **budget_means(frame, labels, compared)})
         logger.info("%s: %s", item.id, "; ".join(e.note() for e in evaluations))
-    metrics = [f"{metric}@{label}" for label in labels for metric in sweep_metrics()]
+    metrics = [f"{metric}@{label}" for label in labels for metric in compared]
     summary = pd.DataFrame(rows, columns=[*SWEEP_FIXED_COLUMNS, *axes.names(), *metrics])
     write_table(grid.output_dir, SWEEP_SUMMARY, summary)
     best = best_configs(summary, labels)
@@ -210,7 +206,7 @@ def best_configs(summary, labels: list[str]):
 
     records = []
     for label in labels:
-        for metric in sweep_metrics():
+        for metric in budget_metrics.names(compared_only=True):
             column = f"{metric}@{label}"
             values = summary[column]
             if values.notna().any():

@@ -54,8 +54,7 @@ def entries_of(config: Any, sweep: Any = None) -> list[Entry]:
 
 
 def entry_variants(entry: Entry) -> list[Variant]:
-    """The distinct variants of one entry: the product of its axes' values in their declared order, each axis
-    n/a where the variant does not depend on it (`Axis.applies`)."""
+    """The distinct variants of one entry, in its axes' order, each axis n/a where the variant does not depend on it."""
     params = tuple(sorted(entry.params.items()))
     made = []
     grid = axes.grid_axes()
@@ -93,14 +92,10 @@ def unique_ids(variants: list[Variant], given: Set[str] = frozenset()) -> list[V
         raise StudyInputError(f"sweep id {met[0].id!r} is also the id of another configuration of the grid (given, or "
                               "made from its strategy, parameters and axes; case aside): it would be renamed. Give "
                               "one of them another `id:`")
-    out = []
-    for v in variants:
-        if counts[v.id.casefold()] > 1:
-            key = sha256_text(*(str(x) for x in (v.strategy, v.params, *v.context())))
-            v = replace(v, id=f"{v.id}-{key[:6]}")
-        out.append(v)
-    ids = [v.id for v in out]
-    twice = sorted({i for i in ids if ids.count(i) > 1})
+    out = [v if counts[v.id.casefold()] == 1 else
+           replace(v, id=f"{v.id}-{sha256_text(*(str(x) for x in (v.strategy, v.params, *v.context())))[:6]}")
+           for v in variants]
+    twice = sorted(i for i, n in Counter(v.id for v in out).items() if n > 1)
     if twice:
         raise StudyInputError(f"variant ids {twice} appear twice; give each sweep entry its own `id:`")
     return out
@@ -214,10 +209,9 @@ def groups(variants: Sequence[Variant], folder_of: Mapping[str, Path]) -> list[G
     out = []
     for ids, group_keys in merged.items():
         members = [next(v for v in variants if v.id == i) for i in ids]
-        context = {axis: (group_keys[0][n] if len({k[n] for k in group_keys}) == 1 else NOT_APPLICABLE)
+        context = {axis: group_keys[0][n] if len({k[n] for k in group_keys}) == 1
+                   and any(m.value(axis) != NOT_APPLICABLE for m in members) else NOT_APPLICABLE
                    for n, axis in enumerate(names)}
-        context = {axis: value if any(m.value(axis) != NOT_APPLICABLE for m in members) else NOT_APPLICABLE
-                   for axis, value in context.items()}
         swept = len({m.strategy for m in members}) < len(members)  # a sweep: one strategy under several settings
         out.append(Group(context, {m.id if swept else m.strategy: folder_of[m.id] for m in members}, tuple(members),
                          strategies={m.id: m.strategy for m in members} if swept else {}))
