@@ -95,7 +95,7 @@ from ragstudy.retrievers.dense import ChromaDense
 class KilledOnce(ChromaDense):
     def rank(self, question, question_index, largest, measure):
         trigger = Path(os.environ["GRID_KILL_TRIGGER"])
-        if self.inputs.strategy == os.environ["GRID_KILL_STRATEGY"] and question_index == 1 and trigger.exists():
+        if self.inputs.stage.strategy == os.environ["GRID_KILL_STRATEGY"] and question_index == 1 and trigger.exists():
             trigger.unlink()
             os.kill(os.getpid(), signal.SIGKILL)
         return super().rank(question, question_index, largest, measure)
