@@ -100,12 +100,10 @@ class ExactWindows:
         matrix = np.asarray(vectors, dtype=np.float32) if len(ids) else np.zeros((0, 0), dtype=np.float32)
         if matrix.ndim != 2 or matrix.shape[0] != len(ids):
             raise ValueError(f"ExactWindows: {len(ids)} ids but vectors of shape {matrix.shape}")
-        if tie_order is None:
-            order = np.empty(len(ids), dtype=np.int64)
-            order[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
-        else:
-            order = np.asarray(tie_order, dtype=np.int64)
-        return cls(tuple(ids), matrix, order)
+        if tie_order is None:  # the ids are unique (child ids)
+            place = {cid: i for i, cid in enumerate(sorted(ids))}
+            tie_order = [place[cid] for cid in ids]
+        return cls(tuple(ids), matrix, np.asarray(tie_order, dtype=np.int64))
 
     def distances(self, vector: Sequence[float]) -> Any:
         """Each window's squared L2 distance to `vector` (float64, in `ids` order)."""
@@ -150,10 +148,7 @@ def stable_retriever_class():
         def _get_relevant_documents(self, query: str, *, run_manager=None):
             k = self.search_kwargs.get("k", 4)
             vector = self.vectorstore.embeddings.embed_query(query)
-            ids: list[str] = []
-            for cid, _ in islice(self.windows.nearest(vector), k):
-                if self.parent_of[cid] not in ids:
-                    ids.append(self.parent_of[cid])
+            ids = list(dict.fromkeys(self.parent_of[cid] for cid, _ in islice(self.windows.nearest(vector), k)))
             return [doc for doc in self.docstore.mget(ids) if doc is not None]
 
     return StableParentDocumentRetriever
@@ -424,7 +419,12 @@ class KnowledgeBase:
         self._parent_of = {cid: child.metadata["doc_id"] for cid, child in zip(child_ids, children)}
         stored.update(self._stored_vectors(vectorstore, [child_ids[i] for i in missing + replaced],
                                            f"reading the vectors of collection {name}"))
-        self.windows = self._exact_windows(child_ids, stored, name)
+        absent = [cid for cid in child_ids if cid not in stored]
+        if absent:
+            raise StoreError(f"{self._where}: collection {name} lacks {len(absent)} of its {len(child_ids)} child "
+                             f"windows after indexing (first: {absent[0]}); delete that collection and re-run: "
+                             f"{REBUILD_DB}")
+        self.windows = ExactWindows.of(child_ids, [stored[cid] for cid in child_ids])
         self.vectorstore, self.docstore = vectorstore, docstore
         retriever = stable_retriever_class()(vectorstore=vectorstore, docstore=docstore, child_splitter=splitter,
                                             search_kwargs={"k": self.params.k}, windows=self.windows,
@@ -476,15 +476,6 @@ class KnowledgeBase:
                 vectors.update(zip(got["ids"], got["embeddings"]))
         return vectors
 
-    def _exact_windows(self, child_ids: Sequence[str], stored: dict[str, Any], name: str) -> ExactWindows:
-        """The exact search over the collection's vectors of `child_ids` (every one must be stored)."""
-        absent = [cid for cid in child_ids if cid not in stored]
-        if absent:
-            raise StoreError(f"{self._where}: collection {name} lacks {len(absent)} of its {len(child_ids)} child "
-                             f"windows after indexing (first: {absent[0]}); delete that collection and re-run: "
-                             f"{REBUILD_DB}")
-        return ExactWindows.of(list(child_ids), [stored[cid] for cid in child_ids])
-
     def rank(self, query: str, depth: int) -> list[RankedParent]:
         """The `depth` best parents for `query` (fewer if the collection has fewer): the first of ranked_parents."""
         if depth <= 0:
@@ -497,13 +488,8 @@ class KnowledgeBase:
         if self.windows is None or self.docstore is None:
             raise RuntimeError("KnowledgeBase.rank needs build(chunked) first")
         seen: set[str] = set()
-        number = 0
         for cid, distance in self.windows.nearest(vector):
             parent = self._parent_of[cid]
-            if parent in seen:
-                continue
-            seen.add(parent)
-            doc = self.docstore.mget([parent])[0]
-            if doc is not None:
-                number += 1
-                yield RankedParent(document=doc, score=float(distance), rank=number)
+            if parent not in seen:  # _build stores every parent of a window: mget never answers None here
+                seen.add(parent)
+                yield RankedParent(document=self.docstore.mget([parent])[0], score=float(distance), rank=len(seen))
