@@ -183,9 +183,7 @@ def to_retrieved(question_index: int, ranked: Sequence[UnitRanked], parents: Map
     from ragstudy.grid.records import RetrievedParent
 
     return [RetrievedParent(question_index=question_index, rank=item.rank, doc_id=item.parent,
-                            path=parents[item.parent].path, page_start=parents[item.parent].page_start,
-                            page_end=parents[item.parent].page_end, score=0.0 - float(item.score),
-                            in_k=item.parent in in_k, contents=parents[item.parent].contents)
+                            score=0.0 - float(item.score), in_k=item.parent in in_k, **asdict(parents[item.parent]))
             for item in ranked]
 
 

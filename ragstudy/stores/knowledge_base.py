@@ -404,8 +404,7 @@ class KnowledgeBase:
         check = getattr(self.embedding, "check", None)  # vectorcheck.VectorCheck: a backend whose vectors changed
         if stored and check is not None:  # size under this model name is named before Chroma refuses them
             check.expect(len(stored[min(stored)]), f"the Chroma collection {name} in {self.location}")
-        counted = hasattr(self.embedding, "texts_embedded")
-        before = self.embedding.texts_embedded if counted else 0
+        before = getattr(self.embedding, "texts_embedded", 0)
         replaced = self._replace_damaged(vectorstore, children, child_ids, stored, name)
         with tqdm(total=len(missing), desc=f"Embedding {self.spec.name}", unit="window", disable=not missing) as bar:
             for start in range(0, len(missing), ADD_BATCH):
@@ -413,7 +412,7 @@ class KnowledgeBase:
                 with self._store(f"adding child windows to collection {name}"):
                     vectorstore.add_documents([children[i] for i in batch], ids=[child_ids[i] for i in batch])
                 bar.update(len(batch))
-        embedded = self.embedding.texts_embedded - before if counted else len(missing)
+        embedded = getattr(self.embedding, "texts_embedded", before + len(missing)) - before
         stats = IndexStats(collection=name, parents=len(parents), children=len(children), embedded=embedded,
                            reused=len(children) - embedded, added=len(missing), replaced=len(replaced))
         self._parent_of = {cid: child.metadata["doc_id"] for cid, child in zip(child_ids, children)}

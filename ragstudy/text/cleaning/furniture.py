@@ -206,9 +206,7 @@ def _pattern_rows(pages: list[PageLines], keeps: list[list[int]], band: str, con
     if len(rows) < 3:
         return []
     # Page numbers: a candidate is one when its offset to the physical page recurs on >= 3 pages.
-    offsets: Counter = Counter()
-    for row in rows:
-        offsets.update({n - (row.page + 1) for n in row.numbers})
+    offsets = Counter(offset for row in rows for offset in {n - (row.page + 1) for n in row.numbers})
     good = {off for off, n in offsets.items() if n >= 3}
     numbered = {row.page for row in rows if any(n - (row.page + 1) in good for n in row.numbers)}
     # Styles: (font, size) of the rows' text lines, at a position shared across pages.
