@@ -182,8 +182,7 @@ def rank_one(ranker: Any, member: Any, question: str, index: int, largest: int, 
 
 
 def checked_rows(rows: Any, known: set[str], retriever: str, index: int, strategy: str) -> list:
-    """A retriever's rows for question `index`, or a StudyInputError naming it and the question: every row a
-    RetrievedParent of this question, of a parent of the strategy, with a finite score."""
+    """A retriever's rows for question `index`, or a StudyInputError naming it, the question and the bad row."""
     where = f"retriever {retriever!r}, question {index} ({strategy})"
     fix = "fix the retriever's rank, or rank with another --retriever"
     for row in rows:

@@ -16,7 +16,7 @@ cache's are written again first (docs/troubleshooting.md).
 from __future__ import annotations
 
 import logging
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -259,10 +259,9 @@ def check_chroma_server(url: str, timeout: float = 5.0) -> None:
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         raise StudyInputError(f"Chroma server {url} is not reachable ({reason}). {start}") from None
-    try:
+    answer = None
+    with suppress(ValueError):
         answer = json.loads(body)
-    except ValueError:
-        answer = None
     if not isinstance(answer, dict) or "nanosecond heartbeat" not in answer:
         raise StudyInputError(f"Chroma server {url}: GET {heartbeat} answered {excerpt(body)}, not a Chroma "
                               f"heartbeat; is it a Chroma server? {start}")

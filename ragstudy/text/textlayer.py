@@ -167,8 +167,7 @@ def list_pdfs(folder: Path) -> list[Path]:
             count = sum(1 for found in entry.rglob("*") if found.suffix.lower() == ".pdf" and found.is_file())
             if count:
                 nested.append(f"{entry.name}/ ({count} PDF{'s' if count != 1 else ''})")
-            continue
-        if entry.suffix.lower() == ".pdf":
+        elif entry.suffix.lower() == ".pdf":
             pdfs.append(entry)
         else:
             logger.warning("%s: not a .pdf file, skipped", entry)
