@@ -334,8 +334,7 @@ class KnowledgeBase:
             else chroma_folder(db_dir, spec)
         if self.chroma_server:
             parse_chroma_server(self.chroma_server)
-        self.vectorstore = None
-        self.docstore = None
+        self.vectorstore = self.docstore = None  # Chroma and the parents' InMemoryStore, after build
         self._parent_of: dict[str, str] = {}  # child id -> parent id, for rank
         self.windows: ExactWindows | None = None  # the child windows' vectors as the collection stores them
 
