@@ -78,8 +78,7 @@ def chunk_length_stats(chunked) -> tuple[int, float, float]:
 
 def _ranking_cache_path(collection: str, params, questions: Sequence[str], largest: int, measure: Measure,
                         retriever: str = "dense", lexical_key: str | None = None) -> Path:
-    """Where the rankings of (collection: a hash of the parents, child windows and embedding model; retriever, its
-    index key, k, questions, largest budget and its unit, ranking code) live."""
+    """The rankings' cache file (`collection`: a hash of the parents, child windows and embedding model)."""
     from ragstudy import lexical, retrievers
     from ragstudy.io import cache_dir, sha256_text, stable_json
     from ragstudy.retrievers.dense import INITIAL_DEPTH

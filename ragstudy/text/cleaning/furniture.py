@@ -127,11 +127,8 @@ def _roman_value(text: str) -> int | None:
     text = text.lower()
     if not text or any(c not in _ROMAN for c in text):
         return None
-    total = 0
-    for i, c in enumerate(text):
-        value = _ROMAN[c]
-        total += -value if i + 1 < len(text) and _ROMAN[text[i + 1]] > value else value
-    return total
+    values = [_ROMAN[c] for c in text]  # a value before a larger one is subtracted ("iv": 4)
+    return sum(-value if value < after else value for value, after in zip(values, [*values[1:], 0]))
 
 
 def _page_number_value(text: str) -> int | None:
