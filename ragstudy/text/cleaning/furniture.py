@@ -209,12 +209,9 @@ def _pattern_rows(pages: list[PageLines], keeps: list[list[int]], band: str, con
     # Styles: (font, size) of the rows' text lines, at a position shared across pages.
     members: dict[tuple[str, float], list[tuple[_EdgeRow, float, str]]] = defaultdict(list)
     for row in rows:
-        page = pages[row.page]
-        for i in row.lines:
-            line = page.lines[i]
+        for line in (pages[row.page].lines[i] for i in row.lines):
             if PAGE_NUMBER.match(line.text) is None:
-                key = (line.font, round(line.size * 2) / 2)
-                members[key].append((row, _centre(line), furniture_key(line.text)))
+                members[(line.font, round(line.size * 2) / 2)].append((row, _centre(line), furniture_key(line.text)))
     need = max(3, math.ceil(config.head_min_frac * len(pages)))
     outermost = _outermost_centres(pages, keeps, band)
     heads: dict[int, _EdgeRow] = {}
