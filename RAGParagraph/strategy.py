@@ -57,8 +57,7 @@ class ParagraphChunker:
     config: ParagraphParams
 
     def chunk(self, document: PdfDocument, strategy: str) -> ChunkedDocument:
-        with document.open() as pdf:
-            paragraphs = segment_pdf(pdf, self.config)
+        paragraphs = segment_pdf(document.path, self.config)  # opened and closed there
         source, spans = paragraphs_to_source(document, paragraphs)
         chunked = build_chunks(source, spans, strategy, pages=[(p.page_start, p.page_end) for p in paragraphs])
         chunks = tuple(replace(c, extra=self._metadata(p)) for c, p in zip(chunked.chunks, paragraphs))

@@ -12,13 +12,15 @@ import logging
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import lru_cache
+from itertools import accumulate
 from pathlib import Path
 
 import numpy as np
 
 from ragstudy.errors import StudyInputError
+from ragstudy.io import sha256_text, stable_json
 
 logger = logging.getLogger(__name__)
 
@@ -67,8 +69,6 @@ class ItalianAnalyzer:
     stopwords_path: str = str(STOPWORDS_IT)
 
     def settings(self) -> dict:
-        from ragstudy.io import sha256_text
-
         words = sorted(self.stopwords()) if self.remove_stopwords else []
         return {"analyzer": "italian-v1", "stem": "snowball-italian" if self.stem else None,
                 "stopwords": len(words), "stopwords_hash": sha256_text("\n".join(words))[:16]}
@@ -102,7 +102,9 @@ class LexicalIndex:
         self.analyzer = analyzer or ItalianAnalyzer()
         self.settings = settings
         self.size = len(units)
-        self.key = index_key(units, self.analyzer, settings)
+        # content hash of what determines the index: the units in order, the analyzer, the BM25 settings
+        self.key = sha256_text(stable_json({"units": sha256_text(*units), "analyzer": self.analyzer.settings(),
+                                            "bm25": asdict(settings)}))
         self.vocab: dict[str, int] = {}
         ids = [[self.vocab.setdefault(t, len(self.vocab)) for t in self.analyzer.tokens(u)] for u in units]
         self._bm25 = bm25s.BM25(k1=settings.k1, b=settings.b, method=settings.method)
@@ -125,16 +127,6 @@ class LexicalIndex:
         scores = self.scores(query)
         order = np.lexsort((np.arange(self.size), -scores))
         return [(int(i), float(scores[i])) for i in order]
-
-
-def index_key(units: Sequence[str], analyzer: ItalianAnalyzer, settings: BM25Settings) -> str:
-    """Content hash of what determines a BM25 index: the units in order, the analyzer, the BM25 settings."""
-    from dataclasses import asdict
-
-    from ragstudy.io import sha256_text, stable_json
-
-    return sha256_text(stable_json({"units": sha256_text(*units), "analyzer": analyzer.settings(),
-                                    "bm25": asdict(settings)}))
 
 
 @dataclass(frozen=True)
@@ -162,12 +154,8 @@ def parents_by_best_unit(ranking: Iterable[tuple[int, float]], unit_parent: Sequ
 def fill_depth(ranked: Sequence[UnitRanked], lengths: Mapping[str, int], largest: int) -> list[UnitRanked]:
     """The shortest prefix of `ranked` whose parents overfill `largest` (the whole list if they cannot), as dense
     keeps: every budget up to `largest` is then packed from the prefix alone."""
-    total = 0
-    for i, item in enumerate(ranked):
-        total += lengths[item.parent]
-        if total > largest:
-            return list(ranked[:i + 1])
-    return list(ranked)
+    totals = accumulate(lengths[item.parent] for item in ranked)
+    return list(ranked[:next((i + 1 for i, total in enumerate(totals) if total > largest), len(ranked))])
 
 
 @dataclass
@@ -195,9 +183,7 @@ def to_retrieved(question_index: int, ranked: Sequence[UnitRanked], parents: Map
     from ragstudy.grid.records import RetrievedParent
 
     return [RetrievedParent(question_index=question_index, rank=item.rank, doc_id=item.parent,
-                            path=parents[item.parent].path, page_start=parents[item.parent].page_start,
-                            page_end=parents[item.parent].page_end, score=0.0 - float(item.score),
-                            in_k=item.parent in in_k, contents=parents[item.parent].contents)
+                            score=0.0 - float(item.score), in_k=item.parent in in_k, **asdict(parents[item.parent]))
             for item in ranked]
 
 

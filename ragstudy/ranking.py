@@ -78,8 +78,7 @@ def chunk_length_stats(chunked) -> tuple[int, float, float]:
 
 def _ranking_cache_path(collection: str, params, questions: Sequence[str], largest: int, measure: Measure,
                         retriever: str = "dense", lexical_key: str | None = None) -> Path:
-    """Where the rankings of (collection: a hash of the parents, child windows and embedding model; retriever, its
-    index key, k, questions, largest budget and its unit, ranking code) live."""
+    """The rankings' cache file (`collection`: a hash of the parents, child windows and embedding model)."""
     from ragstudy import lexical, retrievers
     from ragstudy.io import cache_dir, sha256_text, stable_json
     from ragstudy.retrievers.dense import INITIAL_DEPTH
@@ -128,14 +127,13 @@ def retrieve_strategy(stage: StageSettings, documents, questions: Sequence[str],
     from ragstudy.stores.knowledge_base import collection_name
 
     strategy, params, largest = stage.strategy, stage.params, stage.largest
-    spec = registry.get(strategy)
     member = retrievers.get(stage.retriever)
     started = time.perf_counter()
     clock = stage_clock()
     chunked = chunk_cached(stage, documents, embedding)
     stages = {"chunk": stage_since(clock)}
     outputs = [str(p) for p in write_chunks(chunked, strategy, output_dir)]
-    collection = collection_name(spec, params, chunked, stage.embedder.model_id())
+    collection = collection_name(registry.get(strategy), params, chunked, stage.embedder.model_id())
     ranker = member.make(retrievers.RetrievalInputs(stage, chunked, embedding))
     cache = _ranking_cache_path(collection, params, questions, largest, measure, member.name, ranker.cache_key())
     cached = _read_rankings(cache, "units", len(questions))
@@ -183,8 +181,7 @@ def rank_one(ranker: Any, member: Any, question: str, index: int, largest: int, 
 
 
 def checked_rows(rows: Any, known: set[str], retriever: str, index: int, strategy: str) -> list:
-    """A retriever's rows for question `index`, or a StudyInputError naming it and the question: every row a
-    RetrievedParent of this question, of a parent of the strategy, with a finite score."""
+    """A retriever's rows for question `index`, or a StudyInputError naming it, the question and the bad row."""
     where = f"retriever {retriever!r}, question {index} ({strategy})"
     fix = "fix the retriever's rank, or rank with another --retriever"
     for row in rows:
@@ -214,6 +211,7 @@ def run_variant(spec: VariantSpec, output_dir: Path, inputs: dict[str, Path]) ->
     variant_run.json), from `inputs` only: an executor runs it here, in a worker or as a Ray task."""
     from ragstudy.grid import runidentity
     from ragstudy.io import atomic_write_json
+    from ragstudy.stores.knowledge_base import chroma_clients_closed
 
     config = spec.config
     output_dir = Path(output_dir)
@@ -223,8 +221,6 @@ def run_variant(spec: VariantSpec, output_dir: Path, inputs: dict[str, Path]) ->
     write_config(output_dir, config, {**json.loads(spec.facts), "model_labels": model_labels(config),
                                       "variant": spec.variant.to_row()})
     strategy = spec.variant.strategy
-    from ragstudy.stores.knowledge_base import chroma_clients_closed
-
     try:
         with chroma_clients_closed():
             run = retrieve_strategy(StageSettings.of(config, strategy), documents, questions,
@@ -367,7 +363,10 @@ def _run_grid(config: StudyConfig, grid: Sequence[Variant], documents, questions
               executor: Executor | None) -> GridRun:
     """run_retrieval's work once the output folder is locked: one executors.Task per variant, keyed by what
     determines its files (runidentity.variant_key), so that a finished variant is skipped only under the same key."""
-    from ragstudy.grid import runidentity
+    import pandas as pd
+
+    from ragstudy.grid import embedahead, runidentity
+    from ragstudy.grid.executors import session
     from ragstudy.grid.variants import variant_config as config_of
     from ragstudy.results import VARIANTS, check_layout, variant_folder, write_table
 
@@ -379,8 +378,6 @@ def _run_grid(config: StudyConfig, grid: Sequence[Variant], documents, questions
         runidentity.check_output_folder(folders[v.id], configs[v.id], questions)
     facts = run_facts(config, documents)
     write_config(output_dir, config, facts)
-    import pandas as pd
-
     write_table(output_dir, VARIANTS, pd.DataFrame([v.to_row() for v in listed]))
     facts_json = json.dumps(facts, ensure_ascii=False, default=str)
     inputs = {"documents": Path(config.documents), "questions": Path(config.questions)}
@@ -390,8 +387,6 @@ def _run_grid(config: StudyConfig, grid: Sequence[Variant], documents, questions
              for v in grid]
     todo = {task.id for task in pending(tasks)}
     executor = capped(executor or config.executor(), len(todo))  # never more worker processes than variants to run
-    from ragstudy.grid import embedahead
-    from ragstudy.grid.executors import session
 
     def not_cached(strategy: str) -> bool:  # the slow bulk step (markdown's PDF conversion) of a variant to compute
         return any(v.strategy == strategy and v.id in todo and

@@ -34,8 +34,7 @@ class ChromaDense:
         return IndexReport(stats.children, stats.embedded, stats.reused)
 
     def rank(self, question: str, question_index: int, largest: int, measure: Any) -> list[Any]:
-        """Parents in rank order, deep enough that the largest budget is overfilled (or every parent is ranked),
-        with `in_k` set from the chain's own retriever."""
+        """Parents in rank order, deep enough that the largest budget is overfilled (or every parent is ranked)."""
         from ragstudy.grid.records import RetrievedParent
 
         kb = self.kb

@@ -21,10 +21,8 @@ RULE = "parent-minmax-convex-0.5-v1"  # names the rule in cache keys; change it 
 def best_per_parent(ranking: Iterable[tuple[int, float]], unit_parent: Sequence[str]) -> dict[str, float]:
     """Each parent's best unit score from (unit position, score) pairs (higher is better)."""
     best: dict[str, float] = {}
-    for unit, score in ranking:
-        parent = unit_parent[unit]
-        if parent not in best or score > best[parent]:
-            best[parent] = score
+    for unit, score in ranking:  # a tie keeps the score first seen
+        best[unit_parent[unit]] = max(best.get(unit_parent[unit], score), score)
     return best
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -146,10 +147,8 @@ def usable_folder(folder: Path, what: str, whole: Callable[[Path], Any] | None =
         except Exception as exc:  # noqa: BLE001 - any failure to load the files means the folder is not whole
             problem = f"no manifest, and it does not load ({type(exc).__name__}: {str(exc)[:120]})"
         else:
-            try:
+            with suppress(OSError):  # a read-only cache: use the folder, verify it again next time
                 record_folder(folder, adopted=True)
-            except OSError:  # a read-only cache: use the folder, verify it again next time
-                pass
             return True
     set_aside_damaged(folder, what, problem)
     return False

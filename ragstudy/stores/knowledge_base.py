@@ -16,7 +16,7 @@ cache's are written again first (docs/troubleshooting.md).
 from __future__ import annotations
 
 import logging
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -100,12 +100,10 @@ class ExactWindows:
         matrix = np.asarray(vectors, dtype=np.float32) if len(ids) else np.zeros((0, 0), dtype=np.float32)
         if matrix.ndim != 2 or matrix.shape[0] != len(ids):
             raise ValueError(f"ExactWindows: {len(ids)} ids but vectors of shape {matrix.shape}")
-        if tie_order is None:
-            order = np.empty(len(ids), dtype=np.int64)
-            order[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
-        else:
-            order = np.asarray(tie_order, dtype=np.int64)
-        return cls(tuple(ids), matrix, order)
+        if tie_order is None:  # the ids are unique (child ids)
+            place = {cid: i for i, cid in enumerate(sorted(ids))}
+            tie_order = [place[cid] for cid in ids]
+        return cls(tuple(ids), matrix, np.asarray(tie_order, dtype=np.int64))
 
     def distances(self, vector: Sequence[float]) -> Any:
         """Each window's squared L2 distance to `vector` (float64, in `ids` order)."""
@@ -150,10 +148,7 @@ def stable_retriever_class():
         def _get_relevant_documents(self, query: str, *, run_manager=None):
             k = self.search_kwargs.get("k", 4)
             vector = self.vectorstore.embeddings.embed_query(query)
-            ids: list[str] = []
-            for cid, _ in islice(self.windows.nearest(vector), k):
-                if self.parent_of[cid] not in ids:
-                    ids.append(self.parent_of[cid])
+            ids = list(dict.fromkeys(self.parent_of[cid] for cid, _ in islice(self.windows.nearest(vector), k)))
             return [doc for doc in self.docstore.mget(ids) if doc is not None]
 
     return StableParentDocumentRetriever
@@ -264,10 +259,9 @@ def check_chroma_server(url: str, timeout: float = 5.0) -> None:
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         raise StudyInputError(f"Chroma server {url} is not reachable ({reason}). {start}") from None
-    try:
+    answer = None
+    with suppress(ValueError):
         answer = json.loads(body)
-    except ValueError:
-        answer = None
     if not isinstance(answer, dict) or "nanosecond heartbeat" not in answer:
         raise StudyInputError(f"Chroma server {url}: GET {heartbeat} answered {excerpt(body)}, not a Chroma "
                               f"heartbeat; is it a Chroma server? {start}")
@@ -340,8 +334,7 @@ class KnowledgeBase:
             else chroma_folder(db_dir, spec)
         if self.chroma_server:
             parse_chroma_server(self.chroma_server)
-        self.vectorstore = None
-        self.docstore = None
+        self.vectorstore = self.docstore = None  # Chroma and the parents' InMemoryStore, after build
         self._parent_of: dict[str, str] = {}  # child id -> parent id, for rank
         self.windows: ExactWindows | None = None  # the child windows' vectors as the collection stores them
 
@@ -409,8 +402,7 @@ class KnowledgeBase:
         check = getattr(self.embedding, "check", None)  # vectorcheck.VectorCheck: a backend whose vectors changed
         if stored and check is not None:  # size under this model name is named before Chroma refuses them
             check.expect(len(stored[min(stored)]), f"the Chroma collection {name} in {self.location}")
-        counted = hasattr(self.embedding, "texts_embedded")
-        before = self.embedding.texts_embedded if counted else 0
+        before = getattr(self.embedding, "texts_embedded", 0)
         replaced = self._replace_damaged(vectorstore, children, child_ids, stored, name)
         with tqdm(total=len(missing), desc=f"Embedding {self.spec.name}", unit="window", disable=not missing) as bar:
             for start in range(0, len(missing), ADD_BATCH):
@@ -418,13 +410,18 @@ class KnowledgeBase:
                 with self._store(f"adding child windows to collection {name}"):
                     vectorstore.add_documents([children[i] for i in batch], ids=[child_ids[i] for i in batch])
                 bar.update(len(batch))
-        embedded = self.embedding.texts_embedded - before if counted else len(missing)
+        embedded = getattr(self.embedding, "texts_embedded", before + len(missing)) - before
         stats = IndexStats(collection=name, parents=len(parents), children=len(children), embedded=embedded,
                            reused=len(children) - embedded, added=len(missing), replaced=len(replaced))
         self._parent_of = {cid: child.metadata["doc_id"] for cid, child in zip(child_ids, children)}
         stored.update(self._stored_vectors(vectorstore, [child_ids[i] for i in missing + replaced],
                                            f"reading the vectors of collection {name}"))
-        self.windows = self._exact_windows(child_ids, stored, name)
+        absent = [cid for cid in child_ids if cid not in stored]
+        if absent:
+            raise StoreError(f"{self._where}: collection {name} lacks {len(absent)} of its {len(child_ids)} child "
+                             f"windows after indexing (first: {absent[0]}); delete that collection and re-run: "
+                             f"{REBUILD_DB}")
+        self.windows = ExactWindows.of(child_ids, [stored[cid] for cid in child_ids])
         self.vectorstore, self.docstore = vectorstore, docstore
         retriever = stable_retriever_class()(vectorstore=vectorstore, docstore=docstore, child_splitter=splitter,
                                             search_kwargs={"k": self.params.k}, windows=self.windows,
@@ -476,15 +473,6 @@ class KnowledgeBase:
                 vectors.update(zip(got["ids"], got["embeddings"]))
         return vectors
 
-    def _exact_windows(self, child_ids: Sequence[str], stored: dict[str, Any], name: str) -> ExactWindows:
-        """The exact search over the collection's vectors of `child_ids` (every one must be stored)."""
-        absent = [cid for cid in child_ids if cid not in stored]
-        if absent:
-            raise StoreError(f"{self._where}: collection {name} lacks {len(absent)} of its {len(child_ids)} child "
-                             f"windows after indexing (first: {absent[0]}); delete that collection and re-run: "
-                             f"{REBUILD_DB}")
-        return ExactWindows.of(list(child_ids), [stored[cid] for cid in child_ids])
-
     def rank(self, query: str, depth: int) -> list[RankedParent]:
         """The `depth` best parents for `query` (fewer if the collection has fewer): the first of ranked_parents."""
         if depth <= 0:
@@ -497,13 +485,8 @@ class KnowledgeBase:
         if self.windows is None or self.docstore is None:
             raise RuntimeError("KnowledgeBase.rank needs build(chunked) first")
         seen: set[str] = set()
-        number = 0
         for cid, distance in self.windows.nearest(vector):
             parent = self._parent_of[cid]
-            if parent in seen:
-                continue
-            seen.add(parent)
-            doc = self.docstore.mget([parent])[0]
-            if doc is not None:
-                number += 1
-                yield RankedParent(document=doc, score=float(distance), rank=number)
+            if parent not in seen:  # _build stores every parent of a window: mget never answers None here
+                seen.add(parent)
+                yield RankedParent(document=self.docstore.mget([parent])[0], score=float(distance), rank=len(seen))

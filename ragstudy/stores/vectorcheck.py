@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -120,10 +121,9 @@ class VectorCheck:
     def screen(self, found: dict[str, Sequence[float]]) -> list[str]:
         """Keys of `found` (cached vectors) that are unusable; a warning names how many, once a call."""
         keys = list(found)
-        try:
+        matrix = None  # stays None for vectors of several sizes: they are checked one at a time
+        with suppress(ValueError):
             matrix = np.asarray([found[key] for key in keys], dtype=np.float32)
-        except ValueError:  # vectors of several sizes: one at a time
-            matrix = None
         if matrix is None or matrix.ndim != 2 or (self.expected is not None and matrix.shape[1] != self.expected[0]):
             bad = [key for key in keys if not self.usable(found[key])]
         else:  # usable() for every row at once (8,000 cached vectors of 384: 0.3 s one at a time)

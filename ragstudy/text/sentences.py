@@ -82,17 +82,11 @@ class ItalianSentenceSplitter:
 
     def spans(self, text: str) -> list[Span]:
         """Character spans of the sentences of `text`, in order, stripped of surrounding whitespace."""
-        raw: list[Span] = []
-        block_start = 0
-        for match in [*_BLOCK_BREAK.finditer(text), None]:
-            block_end = match.start() if match else len(text)
-            block = text[block_start:block_end]
-            for start, end in self._tokenizer.span_tokenize(block):
-                span = strip_span(text, block_start + start, block_start + end)
-                if span:
-                    raw.append(span)
-            if match:
-                block_start = match.end()
+        breaks = list(_BLOCK_BREAK.finditer(text))
+        blocks = zip([0, *(m.end() for m in breaks)], [*(m.start() for m in breaks), len(text)])
+        raw = [span for block_start, block_end in blocks
+               for start, end in self._tokenizer.span_tokenize(text[block_start:block_end])
+               if (span := strip_span(text, block_start + start, block_start + end))]
         return _glue(text, raw)
 
 

@@ -70,11 +70,6 @@ class PdfDocument:
     page_count: int
     text_layer: SourceText
 
-    def open(self):  # -> pymupdf.Document
-        import pymupdf
-
-        return pymupdf.open(self.path)
-
 
 def with_text_layer(document: PdfDocument, layer: str) -> PdfDocument:
     """`document` with its `text_layer` replaced by the chosen one (TEXT_LAYERS); raw is the document itself."""
@@ -98,14 +93,9 @@ def clean_text_layer(path: str, sha256: str) -> SourceText:
 
 
 def _page_text(page) -> str:
-    blocks = []
-    for block in page.get_text("blocks"):
-        if block[6] != 0:  # image block
-            continue
-        text = compose_latex_accents(_BLANK_LINES.sub("\n", block[4]).strip())  # LaTeX's '`e' -> 'è'
-        if text:
-            blocks.append(text)
-    return BLOCK_SEPARATOR.join(blocks)
+    texts = (compose_latex_accents(_BLANK_LINES.sub("\n", block[4]).strip())  # LaTeX's '`e' -> 'è'
+             for block in page.get_text("blocks") if block[6] == 0)  # block type 1: an image
+    return BLOCK_SEPARATOR.join(text for text in texts if text)
 
 
 def read_pdf(path: Path) -> PdfDocument:
@@ -177,8 +167,7 @@ def list_pdfs(folder: Path) -> list[Path]:
             count = sum(1 for found in entry.rglob("*") if found.suffix.lower() == ".pdf" and found.is_file())
             if count:
                 nested.append(f"{entry.name}/ ({count} PDF{'s' if count != 1 else ''})")
-            continue
-        if entry.suffix.lower() == ".pdf":
+        elif entry.suffix.lower() == ".pdf":
             pdfs.append(entry)
         else:
             logger.warning("%s: not a .pdf file, skipped", entry)

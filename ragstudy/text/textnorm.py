@@ -54,10 +54,8 @@ def is_line_end_hyphen(left: str, right: str) -> bool:
 
 def join_lines(left: str, right: str) -> str:
     """Join two wrapped lines, removing a line-end hyphen when a lowercase word continues after it."""
-    if not left:
-        return right
-    if not right:
-        return left
+    if not left or not right:
+        return left or right
     if is_line_end_hyphen(left, right):
         return left[:-1] + right
     return left + " " + right
@@ -108,8 +106,7 @@ def compose_latex_accents(text: str) -> str:
         letter = _composed(base, _PREFIX_ACCENTS[accent])
         if letter is None:
             continue
-        out.append(text[pos:start])
-        out.append(letter)
+        out.extend((text[pos:start], letter))
         pos = start + 2
     out.append(text[pos:])
     return "".join(out)

@@ -127,11 +127,8 @@ def _roman_value(text: str) -> int | None:
     text = text.lower()
     if not text or any(c not in _ROMAN for c in text):
         return None
-    total = 0
-    for i, c in enumerate(text):
-        value = _ROMAN[c]
-        total += -value if i + 1 < len(text) and _ROMAN[text[i + 1]] > value else value
-    return total
+    values = [_ROMAN[c] for c in text]  # a value before a larger one is subtracted ("iv": 4)
+    return sum(-value if value < after else value for value, after in zip(values, [*values[1:], 0]))
 
 
 def _page_number_value(text: str) -> int | None:
@@ -206,20 +203,15 @@ def _pattern_rows(pages: list[PageLines], keeps: list[list[int]], band: str, con
     if len(rows) < 3:
         return []
     # Page numbers: a candidate is one when its offset to the physical page recurs on >= 3 pages.
-    offsets: Counter = Counter()
-    for row in rows:
-        offsets.update({n - (row.page + 1) for n in row.numbers})
+    offsets = Counter(offset for row in rows for offset in {n - (row.page + 1) for n in row.numbers})
     good = {off for off, n in offsets.items() if n >= 3}
     numbered = {row.page for row in rows if any(n - (row.page + 1) in good for n in row.numbers)}
     # Styles: (font, size) of the rows' text lines, at a position shared across pages.
     members: dict[tuple[str, float], list[tuple[_EdgeRow, float, str]]] = defaultdict(list)
     for row in rows:
-        page = pages[row.page]
-        for i in row.lines:
-            line = page.lines[i]
+        for line in (pages[row.page].lines[i] for i in row.lines):
             if PAGE_NUMBER.match(line.text) is None:
-                key = (line.font, round(line.size * 2) / 2)
-                members[key].append((row, _centre(line), furniture_key(line.text)))
+                members[(line.font, round(line.size * 2) / 2)].append((row, _centre(line), furniture_key(line.text)))
     need = max(3, math.ceil(config.head_min_frac * len(pages)))
     outermost = _outermost_centres(pages, keeps, band)
     heads: dict[int, _EdgeRow] = {}

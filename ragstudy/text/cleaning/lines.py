@@ -57,12 +57,9 @@ def is_bullet_glyph(text: str) -> bool:
 
 def starts_item(text: str) -> bool:
     """True when a line opens a list item: a bullet glyph followed by a space, or an enumerator."""
-    if not text:
-        return False
-    if text[0] in BULLET_CHARS and text[0] not in "-*·" and (len(text) == 1 or text[1] == " "):
-        return True
-    if text[0] in "-*" and len(text) > 1 and text[1] == " ":
-        return True
+    first, second = text[:1], text[1:2]
+    if first in BULLET_CHARS and first != "·" and (second == " " or (not second and first not in "-*")):
+        return True  # a bullet and a space, or a bullet alone that is not a hyphen or an asterisk
     return ENUMERATOR.match(text) is not None
 
 
