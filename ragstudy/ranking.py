@@ -184,6 +184,11 @@ def checked_rows(rows: Any, known: set[str], retriever: str, index: int, strateg
     """A retriever's rows for question `index`, or a StudyInputError naming it, the question and the bad row."""
     where = f"retriever {retriever!r}, question {index} ({strategy})"
     fix = "fix the retriever's rank, or rank with another --retriever"
+    try:
+        rows = list(rows)  # once: a generator read by the checks would leave no rows to return
+    except TypeError:
+        raise StudyInputError(f"{where}: rank returned {repr(rows)[:80]}, not a list of RetrievedParent; {fix}"
+                              ) from None
     for row in rows:
         if not isinstance(row, RetrievedParent) or row.question_index != index:
             raise StudyInputError(f"{where}: rank returned {str(row)[:80]!r}, not a RetrievedParent of this "
@@ -193,7 +198,7 @@ def checked_rows(rows: Any, known: set[str], retriever: str, index: int, strateg
                                   f"{len(known)} parents; {fix}")
         if not math.isfinite(float(row.score)):
             raise StudyInputError(f"{where}: rank scored parent {row.doc_id} {row.score}, not a finite number; {fix}")
-    return list(rows)
+    return rows
 
 
 @dataclass(frozen=True)

@@ -167,3 +167,17 @@ def test_offline_data_reads_the_stopwords_through_the_core_parser():
     words = read_debian_italian_stopwords()
     assert "più" in words and words[0] == "ad"
     assert {fold(w) for w in words} == italian_stopwords()
+
+
+def test_a_retrievers_rows_may_come_as_a_generator_and_a_non_iterable_is_one_line():
+    """rank may return any iterable of RetrievedParent: a generator's rows are checked and kept, not consumed by the
+    checks; something that is no iterable is one line naming the retriever and the question."""
+    from ragstudy.errors import StudyInputError
+    from ragstudy.grid.records import RetrievedParent
+    from ragstudy.ranking import checked_rows
+
+    rows = [RetrievedParent(3, rank, f"p{rank}", "a.pdf", 1, 1, 0.5, True, "testo") for rank in (1, 2)]
+    assert checked_rows((row for row in rows), {"p1", "p2"}, "mine", 3, "newline") == rows
+    with pytest.raises(StudyInputError, match=r"retriever 'mine', question 3 \(newline\): rank returned None, not a "
+                                              r"list of RetrievedParent"):
+        checked_rows(None, {"p1"}, "mine", 3, "newline")
