@@ -17,8 +17,10 @@ import io
 import json
 import logging
 import os
+import re
 import tokenize
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable, Protocol, Sequence
@@ -27,7 +29,7 @@ from ragstudy import registry
 from ragstudy.errors import StudyInputError
 from ragstudy.grid.records import (NOT_APPLICABLE, VARIANT_KEYS, AnsweringModel, DatasetRow, RetrievedParent, Source,
                                    Variant, normalize_ws, read_csv_text, read_text_csv, short)
-from ragstudy.io import atomic_write_json, atomic_write_text, lock_folder, release_folder
+from ragstudy.io import atomic_write_json, atomic_write_text, check_name, lock_folder, release_folder, sha256_file
 from ragstudy.scoring import budget_metrics
 from ragstudy.scoring.stats import CI_COLUMNS, HOLM_COLUMN
 from ragstudy.text.chunks import ChunkedDocument
@@ -308,8 +310,6 @@ def stale_datasets(results_dir: Path, paths: Sequence[Path], record: "RunRecord 
                    ) -> list[tuple[Path, str]]:
     """Dataset files among `paths` that the run config.json describes did not write, each with why; [] without a
     config.json (e.g. the paper's own files)."""
-    from datetime import datetime
-
     path = Path(results_dir) / CONFIG_NAME
     if not path.is_file():
         return []
@@ -423,8 +423,6 @@ def run_questions(results_dir: str | Path, questions: str | Path | None = None, 
     the one config.json names; (None, None), with a warning, when neither names one (a hand-made folder). A file
     whose sha256 differs from config.json's `questions_sha256` would make scores silently wrong: an error unless
     `allow_mismatch` (then a warning). `record`: the folder's config.json already read (a Run's)."""
-    from ragstudy.io import sha256_file
-
     record = record or read_config(results_dir)
     path = Path(questions) if questions else record.questions_path
     named = record.raw.get("questions_resolved") or record.raw.get("questions")
@@ -720,8 +718,6 @@ class Output:
     def matches(self, path: str | Path) -> bool:
         """True when `path` (relative to the folder written into) is one of this output's files: a placeholder
         stands for any name, and the file lies in `subdir` when it has one."""
-        import re
-
         path = Path(path)
         if self.subdir and not path.parent.as_posix().endswith(self.subdir):
             return False
@@ -1012,8 +1008,6 @@ def variant_folder(output_dir: str | Path, variant_id: str) -> Path:
 def read_variants(output_dir: str | Path) -> list[Variant]:
     """variants.csv's variants, in order ([] when there is none); a row never makes a run read another run's files
     (its folder, links followed, lies inside `<output-dir>/variants/`)."""
-    from ragstudy.io import check_name
-
     output_dir = Path(output_dir)
     frame = read_table(output_dir, VARIANTS)
     if frame is None:
@@ -1114,13 +1108,10 @@ def check_layout(folder: str | Path) -> None:
     """Refuse a folder an earlier version wrote, with one subfolder per retriever, text layer or sweep configuration
     (without a variants.csv)."""
     folder = Path(folder)
-    config = folder / CONFIG_NAME
-    recorded = ""
-    if config.is_file():
-        try:
-            recorded = str(json.loads(config.read_text(encoding="utf-8")).get("retriever") or "")
-        except (ValueError, AttributeError):
-            recorded = ""
+    try:
+        recorded = str(_recorded(folder, "retriever") or "")
+    except ValueError:  # a damaged config.json (StudyInputError is one) records no retriever
+        recorded = ""
     old = ([p.name for p in sorted(folder.glob("text-layer-*")) if p.is_dir()]
            + [name for name in recorded.split(",") if "," in recorded and (folder / name).is_dir()]
            + (["sweep"] if (folder / "sweep").is_dir() else []))

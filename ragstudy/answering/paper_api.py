@@ -10,11 +10,8 @@ from ragstudy.pipeline import build_retriever
 
 
 class MyKnowledgeBase:
-    """`MyKnowledgeBase(pdf_folder, strategy).initiate_document_injetion_pipeline()` -> a ParentDocumentRetriever.
-
-    `strategy` is a registry name (`paragraph`, `fixed-size`, `newline`, …; default: the paper's paragraph
-    strategy). Uses the study's defaults for the profile picked by the machine (or `profile`).
-    """
+    """A ParentDocumentRetriever of one registry strategy (`paragraph`, `fixed-size`, `newline`, …; default: the
+    paper's), with the study's defaults for the profile picked by the machine (or `profile`)."""
 
     def __init__(self, pdf_source_folder_path: str, strategy: str = "paragraph", profile: str | None = None,
                  db_dir: str | None = None) -> None:
