@@ -132,8 +132,7 @@ def _write_csv(path: Path, rows: list[dict], columns: Sequence[str]) -> None:
 
 
 def _read_text_rows(path: Path, columns: Sequence[str], missing: str) -> list[dict]:
-    """The rows of a CSV export, every cell as text; `missing` (naming `{missing}`) says what a file without one of
-    `columns` is not."""
+    """A CSV export's rows, each cell as text; `missing` (naming `{missing}`) words a file lacking `columns`."""
     import pandas as pd
 
     frame = pd.read_csv(path, keep_default_na=False, dtype=str)
@@ -1105,8 +1104,7 @@ def check_variant_documents(output_dir: str | Path, variants: Sequence[Variant])
 
 
 def check_layout(folder: str | Path) -> None:
-    """Refuse a folder an earlier version wrote, with one subfolder per retriever, text layer or sweep configuration
-    (without a variants.csv)."""
+    """Refuse a folder an earlier version wrote: one subfolder per retriever, text layer or sweep, no variants.csv."""
     folder = Path(folder)
     try:
         recorded = str(_recorded(folder, "retriever") or "")
@@ -1135,8 +1133,7 @@ def open_run(path: str | Path) -> Run:
 # ---------------------------------------------------------------------------------------------- the folder lock
 
 def check_output_location(output: str | Path, documents: str | Path | None, flag: str = "--output-dir") -> None:
-    """Refuse to write results where they do not belong; links are followed, so another spelling of the same folder
-    is caught too."""
+    """Refuse to write results where they do not belong (links followed: another spelling of a folder is caught)."""
     where = Path(output).expanduser().resolve()
     fix = f"Pass a folder of its own, e.g. {flag} results-mine"
     if where == Path(where.anchor):

@@ -71,8 +71,7 @@ def run_chain(config: "StudyConfig") -> ChainRun:
 
 
 def run_llm_groups(config: "StudyConfig") -> list:
-    """The LLM axis (ragstudy.answering.llm_axis): answer with each LLM into its group folder, every LLM checked before
-    the first answers."""
+    """The LLM axis (ragstudy.answering.llm_axis): each LLM answers into its group folder, all checked first."""
     import pandas as pd
 
     from ragstudy import results

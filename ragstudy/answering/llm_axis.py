@@ -16,8 +16,7 @@ GROUPS_DIR = "groups"
 
 
 def llm_specs(config: Any) -> tuple[str, ...]:
-    """The LLMs of a run (`--llm a,b`: the values of the declared `llm` axis), in the order given, duplicates
-    dropped."""
+    """The LLMs of a run (`--llm a,b`: the declared `llm` axis's values), in the order given, duplicates dropped."""
     return get("llm").values(config, "--llm")
 
 
