@@ -32,8 +32,6 @@ def split_values(value: Any, where: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Axis:
-    """One axis of the grid."""
-
     name: str
     word: str  # in sentences: "checked across retrievers"
     field: str | None  # where a run config lists its values (its setting: the last part); None: sweep files only
