@@ -49,6 +49,10 @@ class AheadReport:
     seconds: float = 0.0
     by_variant: Mapping[str, int] = field(default_factory=dict)
 
+    @property
+    def embedded(self) -> int:
+        return self.passages_embedded + self.questions_embedded
+
 
 def embedder_key(config: Any) -> str:
     """What tells two variants' embedders apart: the model's id (its label and variant) and the settings that choose
