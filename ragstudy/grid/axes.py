@@ -32,8 +32,6 @@ def split_values(value: Any, where: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Axis:
-    """One axis of the grid."""
-
     name: str
     word: str  # in sentences: "checked across retrievers"
     field: str | None  # where a run config lists its values (its setting: the last part); None: sweep files only
@@ -48,7 +46,6 @@ class Axis:
 
     @property
     def setting(self) -> str | None:
-        """The setting (flag, config key) that lists the run's values."""
         return self.field.rsplit(".", 1)[-1] if self.field else None
 
     def values(self, config: Any, where: str | None = None) -> tuple[str, ...]:
@@ -66,7 +63,6 @@ class Axis:
         return self.parse(value, f"{where}: {self.name}")[0]
 
     def set(self, config: Any, strategy: str, value: str) -> Any:
-        """`config` with this axis's one value (a variant's run config)."""
         if self.assign is not None:
             return self.assign(config, strategy, value)
         return _replaced(config, self.field.split("."), value)
@@ -153,7 +149,6 @@ COMPARED_BY = {RETRIEVAL: "`ragstudy retrieve` and `ragstudy study` (its retriev
 
 
 def safe(text: Any, strip: bool = True) -> str:
-    """`text` as part of an id or a folder name."""
     made = _UNSAFE.sub("-", str(text))
     return made.strip("-") if strip else made
 

@@ -87,7 +87,6 @@ def is_done(task: Task) -> bool:
 
 
 def pending(tasks: Sequence[Task]) -> list[Task]:
-    """The tasks still to compute: those whose folder has no completion marker under their key."""
     return [task for task in tasks if not is_done(task)]
 
 
@@ -320,9 +319,8 @@ class _Pool:
                         self.workers.remove(worker)
         finally:  # stopped early (Ctrl-C, an error in the driver): the workers still running a task go
             running = [w for w in self.workers if w.task is not None]
-            if running:
-                _stop(running)
-                self.workers = [w for w in self.workers if w not in running]
+            _stop(running)
+            self.workers = [w for w in self.workers if w not in running]
 
     def close(self) -> None:
         _stop(self.workers)
@@ -415,12 +413,11 @@ def _ray_session(executor: Executor) -> Iterator[Any]:
         return
     if executor.address:
         _check_reachable(executor.address)
+    options = ({"address": executor.address} if executor.address else
+               {"num_cpus": executor.workers if executor.workers > 1 else None, "include_dashboard": False,
+                "runtime_env": {"env_vars": _local_env()}})
     try:
-        if executor.address:
-            ray.init(address=executor.address, logging_level=logging.WARNING)
-        else:
-            ray.init(num_cpus=executor.workers if executor.workers > 1 else None, include_dashboard=False,
-                     logging_level=logging.WARNING, runtime_env={"env_vars": _local_env()})
+        ray.init(**options, logging_level=logging.WARNING)
     except Exception as exc:  # ConnectionError, RuntimeError, ValueError...: Ray raises several kinds
         reason = " ".join(str(exc).split())[:300] or type(exc).__name__
         if executor.address:
@@ -444,10 +441,9 @@ def _check_reachable(address: str, timeout: float = 5.0) -> None:
     from urllib.parse import urlsplit
 
     parts = urlsplit(address if "://" in address else f"tcp://{address}")
-    try:
+    host = port = None
+    with suppress(ValueError):  # a port that is not a number: left to Ray
         host, port = parts.hostname, parts.port
-    except ValueError:
-        host, port = None, None
     if not host or not port:
         return
     try:
@@ -596,13 +592,11 @@ def land(files: dict[str, bytes], output_dir: Path, task: Task) -> None:
     try:
         unpack(files, tmp)
         _mark_done(tmp, task)
-        old = None
+        old = output_dir.with_name(f".{output_dir.name}.{secrets.token_hex(4)}.old")  # a fresh name: never there
         if output_dir.exists():
-            old = output_dir.with_name(f".{output_dir.name}.{secrets.token_hex(4)}.old")
             output_dir.rename(old)
         tmp.rename(output_dir)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

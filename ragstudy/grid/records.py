@@ -73,7 +73,6 @@ class StrictCsv:
     lines: tuple[int, ...]
 
     def records(self) -> list[tuple[int, dict[str, str]]]:
-        """(line, {column: cell}) per row."""
         return [(line, dict(zip(self.header, row))) for row, line in zip(self.rows, self.lines)]
 
 

@@ -131,8 +131,6 @@ def _grid_entry(entry: Any, where: str) -> list[SweepConfig]:
 
 @dataclass(frozen=True)
 class SweepResult:
-    """What a sweep wrote: the summary and best-configuration tables and where they are."""
-
     summary: Any  # pandas DataFrame, the sweep_summary.csv table
     best: Any  # pandas DataFrame, the sweep_best.csv table
     labels: tuple[str, ...]  # budget labels in table order

@@ -133,7 +133,6 @@ class Group:
     strategies: Mapping[str, str] = field(default_factory=dict)
 
     def strategy_of(self, name: str) -> str:
-        """The strategy a compared name stands for (a strategy stands for itself)."""
         return self.strategies.get(name, name)
 
     def unshared(self) -> set[str]:
