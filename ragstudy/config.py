@@ -23,6 +23,7 @@ from ragstudy.io import TORCH_THREADS_DOC, decode_user_text, read_user_text, tor
 from ragstudy.models import WHEEL_E5SMALL, WHEEL_QWEN05
 from ragstudy.registry import StrategyParams
 from ragstudy.settings import VERBOSE, Setting, add_arguments, declared, setting
+from ragstudy.text.textlayer import TEXT_LAYERS
 
 # The study's prompt, verbatim (sent as one user message through the model's chat template).
 PAPER_PROMPT = (
@@ -129,12 +130,6 @@ PROFILES: dict[str, ModelProfile] = {
 }
 
 
-def text_layer_names() -> tuple[str, ...]:
-    from ragstudy.text.textlayer import TEXT_LAYERS
-
-    return TEXT_LAYERS
-
-
 @dataclass(frozen=True)
 class StudyConfig:
     """The resolved settings of one run. Each field with `setting(...)` is a setting: its flag and YAML key, help,
@@ -223,7 +218,7 @@ class StudyConfig:
         "raw", "text the text-layer strategies chunk: raw (the paper's PyMuPDF text) or clean (the paragraph "
         "strategy's cleaning: no running heads, page numbers or TOC pages, sentences joined across page breaks, "
         "hyphenation undone; docs/text-layer.md); raw,clean in a retrieval-only run ranks both, for the "
-        "cleaning/segmentation split", group=G_RETRIEVAL, choices=lambda: text_layer_names(), several=True)
+        "cleaning/segmentation split", group=G_RETRIEVAL, choices=lambda: TEXT_LAYERS, several=True)
     # How the grid's variants run (ragstudy.grid.executors, StudyConfig.executor): neither set, one after another in
     # this process; the files are the same whichever runs them (BENCHMARKS.md, "Executors")
     workers: int | None = setting(
@@ -266,9 +261,8 @@ class StudyConfig:
         config = cls(profile=model, strategies=names, strategy_params=params, origins=origins, **values)
         config = axes.canonical(config, lambda key: where.get(key) or option_of(key))  # "a,b" or a YAML list
         config.validate(where)
-        unused = unused_settings(config, given)
-        if unused and warn_unused:
-            warn_unused_settings(config, unused, where)
+        if warn_unused:
+            warn_unused_settings(config, given, where)
         return config
 
     def validate(self, where: dict[str, str] | None = None) -> None:
@@ -490,9 +484,12 @@ def config_from_args(args: argparse.Namespace, warn_unused: bool = True) -> "Stu
     return StudyConfig.resolve(set_params=set_params, warn_unused=warn_unused, **flags)
 
 
-def warn_unused_settings(config: StudyConfig, unused: list[str], where: dict[str, str]) -> None:
-    """One warning naming the given settings that have no effect on this run (unused_settings): the LLM's in a run
-    that loads none, the executor's in a run without a grid of variants."""
+def warn_unused_settings(config: StudyConfig, given: Collection[str], where: dict[str, str]) -> None:
+    """One warning naming the settings among `given` (names set by a flag or a config file key) that have no effect
+    on this run, by their declarations (`Setting.applies`), in declaration order: the LLM's in a run that loads none,
+    the executor's in a run without a grid of variants."""
+    unused = [item.name for item in study_settings()
+              if item.name in given and item.applies is not None and not item.applies(config)]
     grid = [key for key in unused if key in EXECUTOR_SETTINGS]
     kind = "chunks-only" if config.chunks_only else "retrieval-only" if config.retrieval_only else "answering"
     for keys, why, fix in (([k for k in unused if k not in grid], "which loads no LLM", "`ragstudy answer`"),
@@ -504,14 +501,6 @@ def warn_unused_settings(config: StudyConfig, unused: list[str], where: dict[str
             logger.warning("%s %s no effect on %s %s run, %s (config.json records %s all the same); drop %s, or "
                            "give %s to %s", ", ".join(shown), has, "an" if kind[0] in "aeiou" else "a", kind, why,
                            them, them, them, fix)
-
-
-def unused_settings(config: StudyConfig, given: Any) -> list[str]:
-    """The settings among `given` (names set by a flag or a config file key) that have no effect on this run, by
-    their declarations (`Setting.applies`), in declaration order."""
-    given = set(given)
-    return [item.name for item in study_settings()
-            if item.name in given and item.applies is not None and not item.applies(config)]
 
 
 def _check_file_choices(file_values: dict[str, Any], config_file: str | None) -> None:

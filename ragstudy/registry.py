@@ -112,8 +112,10 @@ class StrategySpec:
 
 
 def _load_strategy_folders() -> None:
-    for package in strategy_folders():
-        guarded_import(package, None)
+    """Import the repository's top-level `RAG*` folders that are Python packages."""
+    for path in sorted(PROJECT_ROOT.iterdir()):
+        if path.is_dir() and path.name.startswith(STRATEGY_FOLDER_PREFIX) and (path / "__init__.py").is_file():
+            guarded_import(path.name, None)
 
 
 def _same_strategy(old: StrategySpec, new: StrategySpec) -> bool:
@@ -185,12 +187,6 @@ def register_strategy(name: str, chunker: Callable[[Any, ChunkerContext], Chunke
         order=order, source_kind=source_kind, parent_type=parent_type, description=description, paper=paper,
         needs_tokenizer=needs_tokenizer, needs_embedding=needs_embedding,
         prefetch=_WithParentRecord(name, parent_type, prefetch) if prefetch is not None else None))
-
-
-def strategy_folders() -> list[str]:
-    """Top-level `RAG*` folders of the repository that are Python packages."""
-    return sorted(p.name for p in PROJECT_ROOT.iterdir()
-                  if p.is_dir() and p.name.startswith(STRATEGY_FOLDER_PREFIX) and (p / "__init__.py").is_file())
 
 
 def paper_strategies() -> list[str]:

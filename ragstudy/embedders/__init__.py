@@ -114,9 +114,9 @@ class Embedder(ABC):
     def _origin(self) -> str:
         return self.config.origins.get("embedding", "config")
 
-    def _not_loaded(self, exc: OSError) -> StudyInputError:
-        return StudyInputError(f"embedding model {self.config.profile.embedding!r} (set by {self._origin()}) could "
-                               f"not be loaded: {exc}")
+    def _not_loaded(self, exc: OSError, what: str = "embedding model") -> StudyInputError:
+        return StudyInputError(f"{what} {self.config.profile.embedding!r} (set by {self._origin()}) could not be "
+                               f"loaded: {exc}")
 
     def load(self) -> "CustomEmbedding":
         """The study's embedding model with its persistent vector cache (`<project cache>/vectors`); every vector is
@@ -179,8 +179,7 @@ class Embedder(ABC):
         try:
             return AutoTokenizer.from_pretrained(self.model_path())
         except OSError as exc:
-            raise StudyInputError(f"tokenizer of the embedding model {self.config.profile.embedding!r} (set by "
-                                  f"{self._origin()}) could not be loaded: {exc}") from exc
+            raise self._not_loaded(exc, "tokenizer of the embedding model") from exc
 
     def query_reader(self) -> tuple[Callable[[str], int], int] | None:
         """(count, limit) of a local model: `count(text)` is how many tokens it makes of a text (special tokens

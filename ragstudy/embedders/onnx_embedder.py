@@ -26,7 +26,8 @@ logger = logging.getLogger(__name__)
 # quantized -> the variant the vectors are cached and collected under (onnx, onnx-int8); bump the int8 suffix when
 # the quantization recipe changes, or runs would reuse the old recipe's vectors from the cache and from Chroma
 VARIANT_OF = {False: "onnx", True: "onnx-int8-r2"}
-EXPORT_RECIPE = "pooled-normalised-v1/int8-matmul-per-channel-ffn-out-fp32"  # part of the export's cache key: change it when the graph changes
+# part of the export's cache key: change it when the graph changes
+EXPORT_RECIPE = "pooled-normalised-v1/int8-matmul-per-channel-ffn-out-fp32"
 ONNX_OPSET = 17
 
 
@@ -223,8 +224,8 @@ def _export_fp32(folder: Path, out: Path) -> None:
         warnings.simplefilter("ignore", category=torch.jit.TracerWarning)
         warnings.filterwarnings("ignore", message="Exporting aten::index operator")
         torch.onnx.export(Pooled(), tuple(sample[n] for n in names), str(out / "model.onnx"), input_names=names,
-                          output_names=["sentence_embedding"], dynamic_axes={**axes, "sentence_embedding": {0: "batch"}},
-                          opset_version=ONNX_OPSET, dynamo=False)
+                          output_names=["sentence_embedding"], opset_version=ONNX_OPSET, dynamo=False,
+                          dynamic_axes={**axes, "sentence_embedding": {0: "batch"}})
 
 
 class OnnxEncoder:
