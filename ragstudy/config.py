@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 from collections.abc import Collection
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
@@ -57,8 +58,6 @@ def _profiles_help() -> str:
 def _paragraph_modes() -> tuple[str, ...] | None:
     """The paragraph segmenter's modes: the MODES its parameter record's module (or a base record's) declares;
     None (any value, checked by --set) when no paragraph strategy is registered."""
-    import sys
-
     try:
         parent = registry.get("paragraph").parent_type
     except StudyInputError:

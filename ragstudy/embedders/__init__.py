@@ -8,8 +8,11 @@ The hooks and the built-in members' choices: docs/architecture-plugins.md, "Embe
 
 from __future__ import annotations
 
+import contextlib
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ragstudy.errors import StudyInputError
@@ -186,10 +189,6 @@ class Embedder(ABC):
         included) and `limit` how many it reads (sentence_bert_config.json's max_seq_length, else its tokenizer's
         model_max_length); the model cuts the rest. None where that is not known here: a model without a tokenizer
         transformers loads, a hub id (its files are not read before the model loads)."""
-        import contextlib
-        import json
-        from pathlib import Path
-
         if self.lacks_tokenizer() is not None:
             return None
         folder = Path(self.model_path())

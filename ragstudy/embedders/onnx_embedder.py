@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import shutil
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -216,8 +217,6 @@ def _export_fp32(folder: Path, out: Path) -> None:
     sample = tokenizer(["una frase di prova", "e un'altra frase un po' più lunga della prima"], padding=True,
                        return_tensors="pt")
     axes = {n: {0: "batch", 1: "tokens"} for n in names}
-    import warnings
-
     # the tracer's warnings (Python booleans of traced shapes, advanced indexing in opset 17) concern graphs with
     # inputs of other shapes than the dynamic axes cover; the export is checked against torch by the tests
     with torch.no_grad(), warnings.catch_warnings():
