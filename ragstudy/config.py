@@ -574,7 +574,7 @@ def _resolve_strategies(strategies: str | None, set_params: list[str], file_valu
                                  if chosen else "default: every registered strategy")
     else:
         origins["strategies"] = "--strategies" if strategies is not None else "config file"
-    names = registry.parse_strategies(chosen, "--strategies" if strategies is not None
+    names = registry.parse_strategies(chosen, where="--strategies" if strategies is not None
                                       else f"`strategies:` in {config_file}")
     file_params = file_values.pop("strategy_params", {}) or {}
     if not isinstance(file_params, dict):

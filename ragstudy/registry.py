@@ -8,6 +8,7 @@ strategy here (docs/strategies.md, "Adding a strategy"). `STRATEGIES` is a ragst
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Literal, Sequence
@@ -137,6 +138,7 @@ unregister = STRATEGIES.unregister  # tests register throwaway strategies
 available = STRATEGIES.names  # in registered order, the paper's three first
 specs = STRATEGIES.members
 get = STRATEGIES.get
+parse_strategies = functools.partial(STRATEGIES.parse, where="--strategies")  # "a,b", a list, all (or None): names
 
 
 def default_dataset_name(folder: str, name: str) -> str:
@@ -196,9 +198,3 @@ def paper_strategies() -> list[str]:
 
 def by_dataset_name(stem: str) -> StrategySpec | None:
     return STRATEGIES.find(lambda spec: spec.dataset_name == stem)
-
-
-def parse_strategies(value: str | list | tuple | None, where: str = "--strategies") -> tuple[str, ...]:
-    """`"paragraph,fixed-size"` (or a list) -> validated names; None or "all" -> every registered strategy. An
-    empty value is an error naming `where` (the flag or the file's key), never "all"."""
-    return STRATEGIES.parse(value, where)

@@ -45,7 +45,6 @@ class Embedder(ABC):
         self.config = config
 
     def bound(self, config: Any) -> "Embedder":
-        """This backend for one run's config."""
         return type(self)(config)
 
     def __reduce__(self) -> tuple[Callable[[str, Any], "Embedder"], tuple[str, Any]]:
