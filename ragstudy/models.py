@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ragstudy.errors import StudyInputError
 from ragstudy.io import build_lock, cache_dir
+from ragstudy.stores.cachefile import FOLDER_MANIFEST, record_folder, usable_folder, weights_read_back
 
 logger = logging.getLogger(__name__)
 
@@ -219,8 +220,6 @@ def wheel_llm_folder(model: WheelLLM) -> str:
     """Convert the model's GGUF -> a plain transformers folder once (atomic: build in a temp folder, then rename)."""
     target = cache_dir() / "models" / model.title
     with build_lock(target):  # concurrent workers convert it once: the others wait, then find it built
-        from ragstudy.stores.cachefile import record_folder, usable_folder, weights_read_back
-
         # a damaged one is set aside and converted again; one from before manifests is kept if it reads back whole
         if usable_folder(target, f"converted {model.title} model folder",
                          lambda folder: weights_read_back(folder, "config.json", "tokenizer.json")):
@@ -282,8 +281,6 @@ def check_llm_model(config) -> None:
     the cache) not the pinned GGUF. Hub ids are not checked here (loading them reports a clear error), nor is the
     converted folder (wheel_llm_folder verifies it where it is loaded): a run whose answers are all cached hashes
     neither it nor the parts."""
-    from ragstudy.stores.cachefile import FOLDER_MANIFEST
-
     spec, origin = config.profile.llm, config.origins.get("llm", "config")
     if (model := wheel_llm(spec)) is not None:
         files = part_files(model)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ragstudy.errors import StudyInputError
+from ragstudy.io import cache_dir, cpu_cores
 from ragstudy.plugins import Registry, members_of
 
 if TYPE_CHECKING:
@@ -88,8 +89,6 @@ class Embedder(ABC):
 
     def threads(self) -> int:
         """`embedding_threads`, else the backend's rule (one per core, or `threads` as torch)."""
-        from ragstudy.io import cpu_cores
-
         if self.config.embedding_threads:
             return self.config.embedding_threads
         return cpu_cores() if self.thread_per_core else self.config.resolved_threads()
@@ -102,7 +101,6 @@ class Embedder(ABC):
         """The VectorCheck every vector passes before it is cached or indexed."""
         from customembedding import CACHE_FILE
 
-        from ragstudy.io import cache_dir
         from ragstudy.stores.vectorcheck import VectorCheck
 
         return VectorCheck(self.source(), cache_dir() / "vectors" / CACHE_FILE)
@@ -153,7 +151,6 @@ class Embedder(ABC):
         the persistent vector cache and `check` (default: vector_check())."""
         from customembedding import CustomEmbedding
 
-        from ragstudy.io import cache_dir
         from ragstudy.stores.cachefile import vector_cache_damaged
 
         return CustomEmbedding(model, encoder, model_id=self.label(), cache_dir=cache_dir() / "vectors",

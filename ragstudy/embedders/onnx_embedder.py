@@ -21,6 +21,8 @@ import numpy as np
 
 from ragstudy.embedders import Embedder, register_embedder
 from ragstudy.errors import store_error
+from ragstudy.io import build_lock, cache_dir, set_aside
+from ragstudy.stores.cachefile import FOLDER_MANIFEST, manifest_of, record, recorded_files, set_aside_damaged, verify
 
 logger = logging.getLogger(__name__)
 
@@ -47,10 +49,8 @@ def model_folder(model: str) -> Path:
 
 def files_hash(folder: Path) -> str:
     """sha256 over the relative paths and bytes of every file in a model folder (what the export depends on)."""
-    # the project cache's manifest of a rebuilt folder is not the model
-    from ragstudy.stores.cachefile import FOLDER_MANIFEST
-
     digest = hashlib.sha256(EXPORT_RECIPE.encode())
+    # the project cache's manifest of a rebuilt folder is not the model
     for path in sorted(p for p in folder.rglob("*") if p.is_file() and ".onnx" not in p.name
                        and p.name != FOLDER_MANIFEST):
         digest.update(str(path.relative_to(folder)).encode() + b"\0")
@@ -85,8 +85,6 @@ def pooling_of(folder: Path) -> tuple[str, str, int, bool]:
 def export_onnx(folder: Path, target: Path, quantize: bool) -> Path:
     """`model.onnx` (float32, pooled and normalised) in `target`, and `model-int8.onnx` when `quantize`; each is
     built once, atomically (a temporary folder renamed into place)."""
-    from ragstudy.io import build_lock
-
     name = "model-int8.onnx" if quantize else "model.onnx"
     with build_lock(target / name):  # concurrent workers export once: the others wait, then find it built
         if (target / name).is_file() and _usable_export(target / name, quantize):
@@ -116,8 +114,6 @@ def _build_onnx(folder: Path, tmp: Path, target: Path, name: str, fp32: Path | N
     else:
         logger.info("exporting %s to ONNX in %s (once)", folder, target)
         _export_fp32(folder, tmp)
-    from ragstudy.stores.cachefile import manifest_of, record
-
     record(manifest_of(tmp / name), list(tmp.iterdir()), recipe=EXPORT_RECIPE, quantized=quantize)
     target.mkdir(parents=True, exist_ok=True)
     for path in sorted(tmp.iterdir(), key=lambda p: (p.suffix == ".onnx", p.suffix == ".json")):
@@ -131,16 +127,12 @@ def _usable_export(path: Path, quantize: bool) -> bool:
     """True when the export `path` matches the manifest recorded when it was built. One without a manifest (built
     before manifests were recorded) is adopted when its graph parses and is of the right precision. Anything else
     (truncated, another model copied over it) is set aside with a warning, to be exported again."""
-    from ragstudy.stores.cachefile import manifest_of, record, recorded_files, set_aside_damaged, verify
-
     manifest = manifest_of(path)
     problem = verify(manifest) if manifest.is_file() else _graph_problem(path, quantize)
     if problem is None:
         if not manifest.is_file():
             record(manifest, _graph_files(path), recipe=EXPORT_RECIPE, quantized=quantize)
         return True
-    from ragstudy.io import set_aside
-
     others = [f for f in recorded_files(manifest) if f.exists() and f != path]
     set_aside_damaged(path, "ONNX model cache", problem)
     for file in [*others, manifest]:
@@ -286,7 +278,5 @@ class OnnxEmbedder(Embedder):
         return VARIANT_OF[self.quantize]
 
     def make_encoder(self, path: str) -> OnnxEncoder:
-        from ragstudy.io import cache_dir
-
         return OnnxEncoder(path, cache_dir() / "onnx", quantize=self.quantize, threads=self.threads(),
                            batch_size=self.config.embedding_batch_size)
