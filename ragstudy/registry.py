@@ -8,6 +8,7 @@ strategy here (docs/strategies.md, "Adding a strategy"). `STRATEGIES` is a ragst
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Literal, Sequence
@@ -112,8 +113,10 @@ class StrategySpec:
 
 
 def _load_strategy_folders() -> None:
-    for package in strategy_folders():
-        guarded_import(package, None)
+    """Import the repository's top-level `RAG*` folders that are Python packages."""
+    for path in sorted(PROJECT_ROOT.iterdir()):
+        if path.is_dir() and path.name.startswith(STRATEGY_FOLDER_PREFIX) and (path / "__init__.py").is_file():
+            guarded_import(path.name, None)
 
 
 def _same_strategy(old: StrategySpec, new: StrategySpec) -> bool:
@@ -135,6 +138,7 @@ unregister = STRATEGIES.unregister  # tests register throwaway strategies
 available = STRATEGIES.names  # in registered order, the paper's three first
 specs = STRATEGIES.members
 get = STRATEGIES.get
+parse_strategies = functools.partial(STRATEGIES.parse, where="--strategies")  # "a,b", a list, all (or None): names
 
 
 def default_dataset_name(folder: str, name: str) -> str:
@@ -187,12 +191,6 @@ def register_strategy(name: str, chunker: Callable[[Any, ChunkerContext], Chunke
         prefetch=_WithParentRecord(name, parent_type, prefetch) if prefetch is not None else None))
 
 
-def strategy_folders() -> list[str]:
-    """Top-level `RAG*` folders of the repository that are Python packages."""
-    return sorted(p.name for p in PROJECT_ROOT.iterdir()
-                  if p.is_dir() and p.name.startswith(STRATEGY_FOLDER_PREFIX) and (p / "__init__.py").is_file())
-
-
 def paper_strategies() -> list[str]:
     """The paper's strategies (registered with paper=True) in registered order."""
     return [spec.name for spec in STRATEGIES.members() if spec.paper]
@@ -200,9 +198,3 @@ def paper_strategies() -> list[str]:
 
 def by_dataset_name(stem: str) -> StrategySpec | None:
     return STRATEGIES.find(lambda spec: spec.dataset_name == stem)
-
-
-def parse_strategies(value: str | list | tuple | None, where: str = "--strategies") -> tuple[str, ...]:
-    """`"paragraph,fixed-size"` (or a list) -> validated names; None or "all" -> every registered strategy. An
-    empty value is an error naming `where` (the flag or the file's key), never "all"."""
-    return STRATEGIES.parse(value, where)

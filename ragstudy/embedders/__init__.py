@@ -8,11 +8,15 @@ The hooks and the built-in members' choices: docs/architecture-plugins.md, "Embe
 
 from __future__ import annotations
 
+import contextlib
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ragstudy.errors import StudyInputError
+from ragstudy.io import cache_dir, cpu_cores
 from ragstudy.plugins import Registry, members_of
 
 if TYPE_CHECKING:
@@ -42,7 +46,6 @@ class Embedder(ABC):
         self.config = config
 
     def bound(self, config: Any) -> "Embedder":
-        """This backend for one run's config."""
         return type(self)(config)
 
     def __reduce__(self) -> tuple[Callable[[str, Any], "Embedder"], tuple[str, Any]]:
@@ -86,8 +89,6 @@ class Embedder(ABC):
 
     def threads(self) -> int:
         """`embedding_threads`, else the backend's rule (one per core, or `threads` as torch)."""
-        from ragstudy.io import cpu_cores
-
         if self.config.embedding_threads:
             return self.config.embedding_threads
         return cpu_cores() if self.thread_per_core else self.config.resolved_threads()
@@ -100,7 +101,6 @@ class Embedder(ABC):
         """The VectorCheck every vector passes before it is cached or indexed."""
         from customembedding import CACHE_FILE
 
-        from ragstudy.io import cache_dir
         from ragstudy.stores.vectorcheck import VectorCheck
 
         return VectorCheck(self.source(), cache_dir() / "vectors" / CACHE_FILE)
@@ -114,9 +114,9 @@ class Embedder(ABC):
     def _origin(self) -> str:
         return self.config.origins.get("embedding", "config")
 
-    def _not_loaded(self, exc: OSError) -> StudyInputError:
-        return StudyInputError(f"embedding model {self.config.profile.embedding!r} (set by {self._origin()}) could "
-                               f"not be loaded: {exc}")
+    def _not_loaded(self, exc: OSError, what: str = "embedding model") -> StudyInputError:
+        return StudyInputError(f"{what} {self.config.profile.embedding!r} (set by {self._origin()}) could not be "
+                               f"loaded: {exc}")
 
     def load(self) -> "CustomEmbedding":
         """The study's embedding model with its persistent vector cache (`<project cache>/vectors`); every vector is
@@ -151,7 +151,6 @@ class Embedder(ABC):
         the persistent vector cache and `check` (default: vector_check())."""
         from customembedding import CustomEmbedding
 
-        from ragstudy.io import cache_dir
         from ragstudy.stores.cachefile import vector_cache_damaged
 
         return CustomEmbedding(model, encoder, model_id=self.label(), cache_dir=cache_dir() / "vectors",
@@ -179,18 +178,13 @@ class Embedder(ABC):
         try:
             return AutoTokenizer.from_pretrained(self.model_path())
         except OSError as exc:
-            raise StudyInputError(f"tokenizer of the embedding model {self.config.profile.embedding!r} (set by "
-                                  f"{self._origin()}) could not be loaded: {exc}") from exc
+            raise self._not_loaded(exc, "tokenizer of the embedding model") from exc
 
     def query_reader(self) -> tuple[Callable[[str], int], int] | None:
         """(count, limit) of a local model: `count(text)` is how many tokens it makes of a text (special tokens
         included) and `limit` how many it reads (sentence_bert_config.json's max_seq_length, else its tokenizer's
         model_max_length); the model cuts the rest. None where that is not known here: a model without a tokenizer
         transformers loads, a hub id (its files are not read before the model loads)."""
-        import contextlib
-        import json
-        from pathlib import Path
-
         if self.lacks_tokenizer() is not None:
             return None
         folder = Path(self.model_path())

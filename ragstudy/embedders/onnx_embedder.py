@@ -14,19 +14,23 @@ import json
 import logging
 import os
 import shutil
+import warnings
 from pathlib import Path
 
 import numpy as np
 
 from ragstudy.embedders import Embedder, register_embedder
 from ragstudy.errors import store_error
+from ragstudy.io import build_lock, cache_dir, set_aside
+from ragstudy.stores.cachefile import FOLDER_MANIFEST, manifest_of, record, recorded_files, set_aside_damaged, verify
 
 logger = logging.getLogger(__name__)
 
 # quantized -> the variant the vectors are cached and collected under (onnx, onnx-int8); bump the int8 suffix when
 # the quantization recipe changes, or runs would reuse the old recipe's vectors from the cache and from Chroma
 VARIANT_OF = {False: "onnx", True: "onnx-int8-r2"}
-EXPORT_RECIPE = "pooled-normalised-v1/int8-matmul-per-channel-ffn-out-fp32"  # part of the export's cache key: change it when the graph changes
+# part of the export's cache key: change it when the graph changes
+EXPORT_RECIPE = "pooled-normalised-v1/int8-matmul-per-channel-ffn-out-fp32"
 ONNX_OPSET = 17
 
 
@@ -45,10 +49,8 @@ def model_folder(model: str) -> Path:
 
 def files_hash(folder: Path) -> str:
     """sha256 over the relative paths and bytes of every file in a model folder (what the export depends on)."""
-    # the project cache's manifest of a rebuilt folder is not the model
-    from ragstudy.stores.cachefile import FOLDER_MANIFEST
-
     digest = hashlib.sha256(EXPORT_RECIPE.encode())
+    # the project cache's manifest of a rebuilt folder is not the model
     for path in sorted(p for p in folder.rglob("*") if p.is_file() and ".onnx" not in p.name
                        and p.name != FOLDER_MANIFEST):
         digest.update(str(path.relative_to(folder)).encode() + b"\0")
@@ -83,8 +85,6 @@ def pooling_of(folder: Path) -> tuple[str, str, int, bool]:
 def export_onnx(folder: Path, target: Path, quantize: bool) -> Path:
     """`model.onnx` (float32, pooled and normalised) in `target`, and `model-int8.onnx` when `quantize`; each is
     built once, atomically (a temporary folder renamed into place)."""
-    from ragstudy.io import build_lock
-
     name = "model-int8.onnx" if quantize else "model.onnx"
     with build_lock(target / name):  # concurrent workers export once: the others wait, then find it built
         if (target / name).is_file() and _usable_export(target / name, quantize):
@@ -114,8 +114,6 @@ def _build_onnx(folder: Path, tmp: Path, target: Path, name: str, fp32: Path | N
     else:
         logger.info("exporting %s to ONNX in %s (once)", folder, target)
         _export_fp32(folder, tmp)
-    from ragstudy.stores.cachefile import manifest_of, record
-
     record(manifest_of(tmp / name), list(tmp.iterdir()), recipe=EXPORT_RECIPE, quantized=quantize)
     target.mkdir(parents=True, exist_ok=True)
     for path in sorted(tmp.iterdir(), key=lambda p: (p.suffix == ".onnx", p.suffix == ".json")):
@@ -129,16 +127,12 @@ def _usable_export(path: Path, quantize: bool) -> bool:
     """True when the export `path` matches the manifest recorded when it was built. One without a manifest (built
     before manifests were recorded) is adopted when its graph parses and is of the right precision. Anything else
     (truncated, another model copied over it) is set aside with a warning, to be exported again."""
-    from ragstudy.stores.cachefile import manifest_of, record, recorded_files, set_aside_damaged, verify
-
     manifest = manifest_of(path)
     problem = verify(manifest) if manifest.is_file() else _graph_problem(path, quantize)
     if problem is None:
         if not manifest.is_file():
             record(manifest, _graph_files(path), recipe=EXPORT_RECIPE, quantized=quantize)
         return True
-    from ragstudy.io import set_aside
-
     others = [f for f in recorded_files(manifest) if f.exists() and f != path]
     set_aside_damaged(path, "ONNX model cache", problem)
     for file in [*others, manifest]:
@@ -215,16 +209,14 @@ def _export_fp32(folder: Path, out: Path) -> None:
     sample = tokenizer(["una frase di prova", "e un'altra frase un po' più lunga della prima"], padding=True,
                        return_tensors="pt")
     axes = {n: {0: "batch", 1: "tokens"} for n in names}
-    import warnings
-
     # the tracer's warnings (Python booleans of traced shapes, advanced indexing in opset 17) concern graphs with
     # inputs of other shapes than the dynamic axes cover; the export is checked against torch by the tests
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", category=torch.jit.TracerWarning)
         warnings.filterwarnings("ignore", message="Exporting aten::index operator")
         torch.onnx.export(Pooled(), tuple(sample[n] for n in names), str(out / "model.onnx"), input_names=names,
-                          output_names=["sentence_embedding"], dynamic_axes={**axes, "sentence_embedding": {0: "batch"}},
-                          opset_version=ONNX_OPSET, dynamo=False)
+                          output_names=["sentence_embedding"], opset_version=ONNX_OPSET, dynamo=False,
+                          dynamic_axes={**axes, "sentence_embedding": {0: "batch"}})
 
 
 class OnnxEncoder:
@@ -286,7 +278,5 @@ class OnnxEmbedder(Embedder):
         return VARIANT_OF[self.quantize]
 
     def make_encoder(self, path: str) -> OnnxEncoder:
-        from ragstudy.io import cache_dir
-
         return OnnxEncoder(path, cache_dir() / "onnx", quantize=self.quantize, threads=self.threads(),
                            batch_size=self.config.embedding_batch_size)

