@@ -336,8 +336,8 @@ def test_ranked_parents_search_the_windows_once_however_deep_they_are_read(built
     kb = built_newline[0]
     vector = kb.embedding.embed_query(QUERIES[1])
     searches: list[int] = []
-    distances = ExactWindows.distances
-    monkeypatch.setattr(ExactWindows, "distances", lambda self, v: searches.append(1) or distances(self, v))
+    nearest_rows = ExactWindows.nearest_rows
+    monkeypatch.setattr(ExactWindows, "nearest_rows", lambda self, v: searches.append(1) or nearest_rows(self, v))
     parents = kb.ranked_parents(vector)
     read = list(islice(parents, 1)) + list(islice(parents, 2)) + list(islice(parents, 4))
     assert len(searches) == 1

@@ -114,13 +114,9 @@ class CachingGeneratorBase:
     def __call__(self, prompt: str, params: GenerationParams | None = None) -> str:
         return self.generate_many([prompt], params)[0]
 
-    def generate_many(self, prompts: Sequence[str], params: GenerationParams | None = None,
-                      desc: str = "") -> list[str]:
+    def generate_many(self, prompts: Sequence[str], params: GenerationParams | None = None, desc: str = "",
+                      batch_size: int | None = None) -> list[str]:
         """Answers in input order: cached ones from the cache, the rest generated and cached one by one."""
-        return self._answer(prompts, params, desc, None)
-
-    def _answer(self, prompts: Sequence[str], params: GenerationParams | None, desc: str,
-                batch_size: int | None) -> list[str]:
         from tqdm.auto import tqdm
 
         params = params or self.params

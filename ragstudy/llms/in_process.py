@@ -70,7 +70,7 @@ class CachedGenerator(CachingGeneratorBase):
 
     def __call__(self, prompt: str, params: GenerationParams | None = None) -> str:
         """One prompt, generated alone (the paper's way, under its cache key) whatever `batch_size` is."""
-        return self._answer([prompt], params, "", 1)[0]
+        return self.generate_many([prompt], params, batch_size=1)[0]
 
     def model(self) -> Any:
         if self._model is None:

@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -201,17 +201,15 @@ class ServerGenerator(CachingGeneratorBase):
         The workers are daemon threads: on an error or Ctrl-C the run stops at once (in-flight requests are
         abandoned, not waited for), and answers that arrived before are cached first."""
         self.check()
-        todo: queue.SimpleQueue = queue.SimpleQueue()
-        for item in enumerate(prompts):
-            todo.put(item)
+        todo = deque(enumerate(prompts))  # popleft is atomic: the workers share it without a lock
         results: queue.SimpleQueue = queue.SimpleQueue()
         stop = threading.Event()
 
         def work() -> None:
             while not stop.is_set():
                 try:
-                    position, prompt = todo.get_nowait()
-                except queue.Empty:
+                    position, prompt = todo.popleft()
+                except IndexError:
                     return
                 try:
                     results.put((position, self.complete(prompt, params), None))

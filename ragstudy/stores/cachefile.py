@@ -101,18 +101,14 @@ def verify(manifest: Path) -> str | None:
     return None
 
 
-def set_aside_sqlite(path: Path, what: str, reason: str) -> Path:
-    """Set aside a SQLite file SQLite cannot read, with its -wal and -shm files (they belong to it)."""
+def vector_cache_damaged(path: Path, exc: Exception) -> None:
+    """customembedding.VectorCache's `on_damaged`: set the SQLite file SQLite cannot read aside with its -wal and
+    -shm files (they belong to it); its vectors are embedded again."""
     for suffix in ("-wal", "-shm"):
         companion = path.with_name(path.name + suffix)
         if companion.exists():
             companion.replace(path.with_name(f"{path.name}.corrupt{suffix}"))
-    return set_aside_damaged(path, what, reason)
-
-
-def vector_cache_damaged(path: Path, exc: Exception) -> None:
-    """customembedding.VectorCache's `on_damaged`: set the file aside; its vectors are embedded again."""
-    set_aside_sqlite(path, "vector cache", f"{exc}; its vectors are embedded again")
+    set_aside_damaged(path, "vector cache", f"{exc}; its vectors are embedded again")
 
 
 FOLDER_MANIFEST = "ragstudy-files.json"  # in a built model folder: its files' sizes and sha256, recorded when built

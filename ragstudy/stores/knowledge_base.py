@@ -105,27 +105,20 @@ class ExactWindows:
             tie_order = [place[cid] for cid in ids]
         return cls(tuple(ids), matrix, np.asarray(tie_order, dtype=np.int64))
 
-    def distances(self, vector: Sequence[float]) -> Any:
-        """Each window's squared L2 distance to `vector` (float64, in `ids` order)."""
-        import numpy as np
-
-        query = np.asarray(vector, dtype=np.float64)
-        if not self.ids:
-            return np.empty(0, dtype=np.float64)
-        if query.shape != (self.matrix.shape[1],):
-            raise StudyInputError(f"the query vector has {query.size} dimensions, the collection's windows "
-                                  f"{self.matrix.shape[1]}: rank with the embedding model that indexed them")
-        out = np.empty(len(self.ids), dtype=np.float64)
-        for start in range(0, len(self.ids), SEARCH_BLOCK):
-            diff = self.matrix[start:start + SEARCH_BLOCK].astype(np.float64) - query
-            out[start:start + SEARCH_BLOCK] = np.einsum("ij,ij->i", diff, diff)
-        return out
-
     def nearest_rows(self, vector: Sequence[float]) -> Iterator[tuple[int, float]]:
         """(row, distance) of every window, best first; ties to TIE_DECIMALS in `id_order`."""
         import numpy as np
 
-        distances = self.distances(vector)
+        query = np.asarray(vector, dtype=np.float64)
+        if not self.ids:
+            return
+        if query.shape != (self.matrix.shape[1],):
+            raise StudyInputError(f"the query vector has {query.size} dimensions, the collection's windows "
+                                  f"{self.matrix.shape[1]}: rank with the embedding model that indexed them")
+        distances = np.empty(len(self.ids), dtype=np.float64)
+        for start in range(0, len(self.ids), SEARCH_BLOCK):
+            diff = self.matrix[start:start + SEARCH_BLOCK].astype(np.float64) - query
+            distances[start:start + SEARCH_BLOCK] = np.einsum("ij,ij->i", diff, diff)
         for row in np.lexsort((self.id_order, np.round(distances, TIE_DECIMALS))):
             yield int(row), float(distances[row])
 
@@ -183,6 +176,7 @@ def _open_chroma_folder(path: Path):
     import chromadb
     from chromadb.config import Settings
 
+    prepare_db_dir(path)
     client = chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
     _OPEN_CLIENTS.append(client)
     return client
@@ -211,7 +205,6 @@ def _chroma_client(path: Path):
     from chromadb.api.shared_system_client import SharedSystemClient
     from chromadb.errors import ChromaError
 
-    prepare_db_dir(path)
     try:
         return _open_chroma_folder(path)
     except ChromaError as exc:
@@ -221,7 +214,6 @@ def _chroma_client(path: Path):
         release_folder(path, DB_LOCK)
         aside = set_aside(path)
         logger.warning("Chroma folder %s could not be read (%s): set aside as %s and rebuilt", path, exc, aside)
-        prepare_db_dir(path)
         return _open_chroma_folder(path)
 
 

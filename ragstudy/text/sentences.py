@@ -106,9 +106,8 @@ def split_oversize(text: str, span: Span, limit: int) -> list[Span]:
             continue
         words = _glue(text, [(line[0] + m.start(), line[0] + m.end())
                              for m in _WORD.finditer(text[line[0]:line[1]])], keep_enumerators=True)
-        for word_start, word_end in words:
-            for cut in range(word_start, word_end, limit):
-                units.append((cut, min(cut + limit, word_end)))
+        units.extend((cut, min(cut + limit, word_end)) for word_start, word_end in words
+                     for cut in range(word_start, word_end, limit))
     return pack(units, limit)
 
 

@@ -69,11 +69,6 @@ def furniture_key(text: str) -> str:
     return _SPACES.sub(" ", _DIGITS.sub("#", text.lower())).strip()
 
 
-def _substantial(key: str) -> bool:
-    # A key needs some substance: a lone bullet or dash near the page edge repeats without being furniture.
-    return sum(c.isalnum() or c == "#" for c in key) >= 2
-
-
 def repeated_band_keys(pages: list[PageLines], header_band: float, footer_band: float, min_frac: float) -> set:
     """Keys of band lines that recur, in either band (journals print on page 1 at the top what later pages carry in
     the footer), on max(2, min_frac of the pages) pages, or are the outermost text of max(2, 10 %) of them."""
@@ -99,7 +94,8 @@ def repeated_band_keys(pages: list[PageLines], header_band: float, footer_band: 
     need_edge = max(2, math.ceil(0.1 * len(pages)))
     keys = {key for key, n in counts.items() if n >= need}
     keys |= {key for key, n in edge_counts.items() if n >= need_edge}
-    return {key for key in keys if _substantial(key)}
+    # a key needs some substance: a lone bullet or dash near the page edge repeats without being furniture
+    return {key for key in keys if sum(c.isalnum() or c == "#" for c in key) >= 2}
 
 
 def furniture_mask(pages: list[PageLines], header_band: float, footer_band: float, min_frac: float) -> list[list[bool]]:
@@ -131,11 +127,6 @@ def _roman_value(text: str) -> int | None:
     return sum(-value if value < after else value for value, after in zip(values, [*values[1:], 0]))
 
 
-def _page_number_value(text: str) -> int | None:
-    found = _FIRST_NUMBER.search(text)
-    return int(found.group()) if found else _roman_value(text.split()[-1])
-
-
 def _row_numbers(lines: list[Line]) -> list[int]:
     """Page-number candidates of a row (lines sorted by x): a number-only line at either end of the row, at
     least a font size away from the row's text (a section number sits next to its title, a page number at
@@ -150,7 +141,8 @@ def _row_numbers(lines: list[Line]) -> list[int]:
             continue
         neighbour = lines[inner] if 0 <= inner < len(lines) and inner != pos else None
         gap = float("inf") if neighbour is None else max(neighbour.x0 - line.x1, line.x0 - neighbour.x1)
-        value = _page_number_value(line.text)
+        found = _FIRST_NUMBER.search(line.text)
+        value = int(found.group()) if found else _roman_value(line.text.split()[-1])
         if value is not None and gap >= line.size:
             out.append(value)
     return sorted(set(out))
