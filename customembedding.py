@@ -101,8 +101,9 @@ class VectorCache:
     """
 
     def __init__(self, folder: str | Path, on_damaged: Callable[[Path, Exception], None] | None = None) -> None:
-        """`on_damaged(path, error)` sets aside a file SQLite cannot read (ragstudy.stores.cachefile.vector_cache_damaged),
-        and the cache starts empty (its vectors are embedded again); without it, such a file raises."""
+        """`on_damaged(path, error)` sets aside a file SQLite cannot read
+        (ragstudy.stores.cachefile.vector_cache_damaged), and the cache starts empty (its vectors are embedded again);
+        without it, such a file raises."""
         self.path = Path(folder) / CACHE_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
