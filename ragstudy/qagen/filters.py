@@ -10,6 +10,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ragstudy.lexical import ItalianAnalyzer
 from ragstudy.qagen.prompt import FROM_EVIDENCE, SINGLE, SPANNING, Generated, parse_generation
 from ragstudy.qagen.sampling import Passage
@@ -280,8 +282,6 @@ def unfit_generator(model: str) -> str | None:
 
 def overlap_distribution(values: Sequence[float]) -> dict[str, float]:
     """min, quartiles, 90th percentile and max of a list of overlaps (empty: {})."""
-    import numpy as np
-
     if not values:
         return {}
     q = np.percentile(np.asarray(values, dtype=float), [0, 25, 50, 75, 90, 100])

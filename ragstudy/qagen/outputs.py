@@ -19,7 +19,7 @@ from ragstudy.grid.records import normalize_ws
 from ragstudy.io import atomic_save, atomic_write_text, sha256_file
 from ragstudy.qagen.filters import locate_in_passage
 from ragstudy.qagen.sampling import Passage
-from ragstudy.workbook import set_text, write_instructions
+from ragstudy.workbook import open_workbook, set_text, write_instructions
 
 logger = logging.getLogger(__name__)
 
@@ -211,8 +211,6 @@ class Review:
 
 def read_workbook(path: Path, candidates: dict[str, dict]) -> Review:
     """The reviewed workbook -> the accepted items, in workbook order. Errors name the workbook cell and the fix."""
-    from ragstudy.workbook import open_workbook
-
     path = Path(path)
     if not path.is_file():
         raise StudyInputError(f"{path}: review workbook not found")

@@ -25,6 +25,10 @@ from ragstudy.qagen.filters import (FILTERS, CandidateFilter, Checked, Threshold
 from ragstudy.qagen.prompt import (EVIDENCE_BY, ROUND_TRIP, ROUND_TRIP_TOKENS, build_evidence_prompt, build_prompt,
                                    prompt_hash, prompt_version)
 from ragstudy.qagen.sampling import Passage, Sample, sample_passages
+from ragstudy.results import read_questions
+from ragstudy.scoring.evidence import BUNDLED_EVIDENCE, BUNDLED_QUESTIONS, load_evidence_file
+from ragstudy.scoring.stats import derangement, paired_bootstrap
+from ragstudy.text.sentences import ItalianSentenceSplitter
 from ragstudy.text.textlayer import PdfDocument, load_documents
 
 logger = logging.getLogger(__name__)
@@ -117,8 +121,6 @@ class Draft:
 def drafts_of(passages: Sequence[Passage], evidence_by: str, thresholds: Thresholds) -> list[Draft]:
     if evidence_by == "model":
         return [Draft(p, None, build_prompt(p)) for p in passages]
-    from ragstudy.text.sentences import ItalianSentenceSplitter
-
     splitter = ItalianSentenceSplitter()
     spans = [choose_evidence(p, thresholds.min_evidence, thresholds.max_evidence, splitter) for p in passages]
     evidence = [p.text[span[0]:span[1]] if span else None for p, span in zip(passages, spans)]
@@ -314,17 +316,12 @@ def read_review(out: Path, workbook: Path | None = None) -> outputs.Review:
 
 def bundled_reference() -> list[tuple[Path, Path]]:
     """The repository's own hand-written set (Questions.csv + sample/evidence.json), when present."""
-    from ragstudy.scoring.evidence import BUNDLED_EVIDENCE, BUNDLED_QUESTIONS
-
     pair = (BUNDLED_QUESTIONS, BUNDLED_EVIDENCE)
     return [pair] if all(p.is_file() for p in pair) else []
 
 
 def reference_overlaps(questions: Path, evidence: Path) -> list[float]:
     """Question <-> evidence overlap (share of question content terms in the evidence) of a human-written set."""
-    from ragstudy.results import read_questions
-    from ragstudy.scoring.evidence import load_evidence_file
-
     analyzer = ItalianAnalyzer()
     texts = read_questions(questions)
     found = load_evidence_file(evidence, texts, questions)
@@ -353,8 +350,6 @@ class Grounding:
 def grounding_against_floor(records: Sequence[dict], seed: int, n_resamples: int = 2000) -> list[Grounding]:
     """For every parsed candidate: the share of its question's (answer's) content terms found in its own passage,
     against the same share in another candidate's passage; empty when fewer than 2 candidates parsed."""
-    from ragstudy.scoring.stats import derangement, paired_bootstrap
-
     parsed = [r for r in records if r.get("question") and r.get("answer")]
     if len(parsed) < 2:
         return []
