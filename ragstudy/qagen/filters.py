@@ -100,10 +100,9 @@ class Thresholds:
 
 @dataclass(frozen=True)
 class Located:
-    """Where the evidence lies: [start, end) of the passage text, of the text layer, the verbatim text, boundary."""
+    """Where the evidence lies: its start in the passage text, [start, end) in the text layer, its text, boundary."""
 
     passage_start: int
-    passage_end: int
     source_start: int
     source_end: int
     text: str
@@ -172,7 +171,7 @@ def locate_in_passage(evidence: str, passage: Passage) -> Located | None:
     cut = passage.spans[0][1] - passage.spans[0][0]  # the joining newline of a two-part passage
     across = len(passage.spans) == 2 and start < cut < end
     boundary = ("page" if passage.kind == "page" else "paragraph") if across else "none"
-    return Located(start, end, source_start, source_end, passage.text[start:end], boundary, passage.pdf)
+    return Located(start, source_start, source_end, passage.text[start:end], boundary, passage.pdf)
 
 
 class CandidateFilter:

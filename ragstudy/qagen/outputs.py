@@ -40,7 +40,6 @@ WIDTHS = (6, 12, 40, 34, 52, 22, 7, 10, 26, 70, 10)
 class Item:
     """One question of a written set."""
 
-    candidate: str  # the candidate's id (a hash) in candidates.jsonl
     question: str
     answer: str
     evidence: str
@@ -251,9 +250,8 @@ def read_workbook(path: Path, candidates: dict[str, dict]) -> Review:
                    or located.text != (record.get("evidence_located") or ""))
         edited += bool(changed or decision == "modifica")
         overridden += not record["kept"]
-        items.append(Item(record["id"], question, answer, located.text, record["pdf"],
-                          _page(passage, located.passage_start), located.boundary, located.source_start,
-                          located.source_end, passage.kind))
+        items.append(Item(question, answer, located.text, record["pdf"], _page(passage, located.passage_start),
+                          located.boundary, located.source_start, located.source_end, passage.kind))
     return Review(tuple(items), len(items), edited, rejected, overridden)
 
 

@@ -63,12 +63,10 @@ class QaSettings:
 
 @dataclass
 class QaResult:
-    out: Path
     kept: int
     candidates: int
     generated: int
     cached: int
-    model: str
     unfit: bool
     cascade: list[tuple[str, int, int, int]] = field(default_factory=list)  # filter_cascade of the candidates
 
@@ -157,8 +155,8 @@ def candidate_record(passage: Passage, raw: str, checked: Checked, model: str, e
 def item_of(record: dict) -> outputs.Item:
     passage = record["passage"]
     start, end = record["source_start_end"]
-    return outputs.Item(record["id"], record["question"], record["answer"], record["evidence_located"],
-                        record["pdf"], record["page"], record["boundary"], start, end, passage["kind"])
+    return outputs.Item(record["question"], record["answer"], record["evidence_located"], record["pdf"], record["page"],
+                        record["boundary"], start, end, passage["kind"])
 
 
 def draft_and_filter(drafts: Sequence[Draft], generator, params, filt: CandidateFilter, n: int, model: str,
@@ -280,7 +278,7 @@ def make_qa(settings: QaSettings, generator, model: str, backend: str,
     report = report_markdown(settings, sample, records, items, model, backend, unfit,
                              bundled_reference() if settings.reference is None else settings.reference, cascade)
     atomic_write_text(out / outputs.REPORT, report, "output file")
-    return QaResult(out, len(items), len(records), generator.generated, generator.cached, model, bool(unfit), cascade)
+    return QaResult(len(items), len(records), generator.generated, generator.cached, bool(unfit), cascade)
 
 
 def read_review(out: Path, workbook: Path | None = None) -> outputs.Review:
