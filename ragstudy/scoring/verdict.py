@@ -33,7 +33,6 @@ def budget_label(budget: str, unit: str) -> str:
 
 
 def _range(low: int, high: int) -> str:
-    """'49', or '40–49' when the fewest and the most questions scored differ."""
     return f"{low}" if low == high else f"{low}–{high}"
 
 
