@@ -275,8 +275,10 @@ def make_qa(settings: QaSettings, generator, model: str, backend: str,
                                       for name, first, failed, left in cascade}},
                "questions_sha256": sha256_file(out / outputs.QUESTIONS) if items else None, "review": None}
     atomic_write_json(out / outputs.SIDECAR, sidecar, "output file")
-    report = report_markdown(settings, sample, records, items, model, backend, unfit,
-                             bundled_reference() if settings.reference is None else settings.reference, cascade)
+    reference = settings.reference
+    if reference is None:  # the repository's own hand-written set (Questions.csv + sample/evidence.json), if present
+        reference = [pair for pair in [(BUNDLED_QUESTIONS, BUNDLED_EVIDENCE)] if all(p.is_file() for p in pair)]
+    report = report_markdown(settings, sample, records, items, model, backend, unfit, reference, cascade)
     atomic_write_text(out / outputs.REPORT, report, "output file")
     return QaResult(len(items), len(records), generator.generated, generator.cached, bool(unfit), cascade)
 
@@ -311,12 +313,6 @@ def read_review(out: Path, workbook: Path | None = None) -> outputs.Review:
 
 
 # ------------------------------------------------------------------------------------------------ the report
-
-def bundled_reference() -> list[tuple[Path, Path]]:
-    """The repository's own hand-written set (Questions.csv + sample/evidence.json), when present."""
-    pair = (BUNDLED_QUESTIONS, BUNDLED_EVIDENCE)
-    return [pair] if all(p.is_file() for p in pair) else []
-
 
 def reference_overlaps(questions: Path, evidence: Path) -> list[float]:
     """Question <-> evidence overlap (share of question content terms in the evidence) of a human-written set."""
