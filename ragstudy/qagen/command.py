@@ -18,9 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ragstudy.errors import StudyInputError
 from ragstudy.io import tell
 from ragstudy.qagen.filters import Thresholds
-from ragstudy.results import Written, written_by
+from ragstudy.results import QA_REPORT, Written, written_by
 
 DEFAULTS = Thresholds()
 NONE_KEPT = 3
@@ -97,8 +98,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _references(given: list[str] | None) -> list[tuple[Path, Path]] | None:
     """--reference values as (questions, evidence) pairs; None (the bundled sample) when none is given."""
-    from ragstudy.errors import StudyInputError
-
     if not given:
         return None
     pairs = []
@@ -143,7 +142,6 @@ def make_qa_set(args: argparse.Namespace) -> Written:
     """`ragstudy make-qa`: draft the question set (or read its review back) into --out; what it wrote, with exit code
     NONE_KEPT when no candidate passed the filters."""
     from ragstudy.qagen.run import QaSettings, make_qa, read_review
-    from ragstudy.results import QA_REPORT
 
     out = Path(args.out)
     if args.read_review is not None:

@@ -10,6 +10,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ragstudy.lexical import ItalianAnalyzer
 from ragstudy.qagen.prompt import FROM_EVIDENCE, SINGLE, SPANNING, Generated, parse_generation
 from ragstudy.qagen.sampling import Passage
@@ -98,10 +100,9 @@ class Thresholds:
 
 @dataclass(frozen=True)
 class Located:
-    """Where the evidence lies: [start, end) of the passage text, of the text layer, the verbatim text, boundary."""
+    """Where the evidence lies: its start in the passage text, [start, end) in the text layer, its text, boundary."""
 
     passage_start: int
-    passage_end: int
     source_start: int
     source_end: int
     text: str
@@ -170,7 +171,7 @@ def locate_in_passage(evidence: str, passage: Passage) -> Located | None:
     cut = passage.spans[0][1] - passage.spans[0][0]  # the joining newline of a two-part passage
     across = len(passage.spans) == 2 and start < cut < end
     boundary = ("page" if passage.kind == "page" else "paragraph") if across else "none"
-    return Located(start, end, source_start, source_end, passage.text[start:end], boundary, passage.pdf)
+    return Located(start, source_start, source_end, passage.text[start:end], boundary, passage.pdf)
 
 
 class CandidateFilter:
@@ -280,8 +281,6 @@ def unfit_generator(model: str) -> str | None:
 
 def overlap_distribution(values: Sequence[float]) -> dict[str, float]:
     """min, quartiles, 90th percentile and max of a list of overlaps (empty: {})."""
-    import numpy as np
-
     if not values:
         return {}
     q = np.percentile(np.asarray(values, dtype=float), [0, 25, 50, 75, 90, 100])

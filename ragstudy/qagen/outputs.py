@@ -19,7 +19,7 @@ from ragstudy.grid.records import normalize_ws
 from ragstudy.io import atomic_save, atomic_write_text, sha256_file
 from ragstudy.qagen.filters import locate_in_passage
 from ragstudy.qagen.sampling import Passage
-from ragstudy.workbook import set_text, write_instructions
+from ragstudy.workbook import open_workbook, set_text, write_instructions
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,6 @@ WIDTHS = (6, 12, 40, 34, 52, 22, 7, 10, 26, 70, 10)
 class Item:
     """One question of a written set."""
 
-    candidate: str  # the candidate's id (a hash) in candidates.jsonl
     question: str
     answer: str
     evidence: str
@@ -211,8 +210,6 @@ class Review:
 
 def read_workbook(path: Path, candidates: dict[str, dict]) -> Review:
     """The reviewed workbook -> the accepted items, in workbook order. Errors name the workbook cell and the fix."""
-    from ragstudy.workbook import open_workbook
-
     path = Path(path)
     if not path.is_file():
         raise StudyInputError(f"{path}: review workbook not found")
@@ -253,9 +250,8 @@ def read_workbook(path: Path, candidates: dict[str, dict]) -> Review:
                    or located.text != (record.get("evidence_located") or ""))
         edited += bool(changed or decision == "modifica")
         overridden += not record["kept"]
-        items.append(Item(record["id"], question, answer, located.text, record["pdf"],
-                          _page(passage, located.passage_start), located.boundary, located.source_start,
-                          located.source_end, passage.kind))
+        items.append(Item(question, answer, located.text, record["pdf"], _page(passage, located.passage_start),
+                          located.boundary, located.source_start, located.source_end, passage.kind))
     return Review(tuple(items), len(items), edited, rejected, overridden)
 
 

@@ -25,6 +25,10 @@ from ragstudy.qagen.filters import (FILTERS, CandidateFilter, Checked, Threshold
 from ragstudy.qagen.prompt import (EVIDENCE_BY, ROUND_TRIP, ROUND_TRIP_TOKENS, build_evidence_prompt, build_prompt,
                                    prompt_hash, prompt_version)
 from ragstudy.qagen.sampling import Passage, Sample, sample_passages
+from ragstudy.results import read_questions
+from ragstudy.scoring.evidence import BUNDLED_EVIDENCE, BUNDLED_QUESTIONS, load_evidence_file
+from ragstudy.scoring.stats import derangement, paired_bootstrap
+from ragstudy.text.sentences import ItalianSentenceSplitter
 from ragstudy.text.textlayer import PdfDocument, load_documents
 
 logger = logging.getLogger(__name__)
@@ -59,12 +63,10 @@ class QaSettings:
 
 @dataclass
 class QaResult:
-    out: Path
     kept: int
     candidates: int
     generated: int
     cached: int
-    model: str
     unfit: bool
     cascade: list[tuple[str, int, int, int]] = field(default_factory=list)  # filter_cascade of the candidates
 
@@ -117,8 +119,6 @@ class Draft:
 def drafts_of(passages: Sequence[Passage], evidence_by: str, thresholds: Thresholds) -> list[Draft]:
     if evidence_by == "model":
         return [Draft(p, None, build_prompt(p)) for p in passages]
-    from ragstudy.text.sentences import ItalianSentenceSplitter
-
     splitter = ItalianSentenceSplitter()
     spans = [choose_evidence(p, thresholds.min_evidence, thresholds.max_evidence, splitter) for p in passages]
     evidence = [p.text[span[0]:span[1]] if span else None for p, span in zip(passages, spans)]
@@ -155,8 +155,8 @@ def candidate_record(passage: Passage, raw: str, checked: Checked, model: str, e
 def item_of(record: dict) -> outputs.Item:
     passage = record["passage"]
     start, end = record["source_start_end"]
-    return outputs.Item(record["id"], record["question"], record["answer"], record["evidence_located"],
-                        record["pdf"], record["page"], record["boundary"], start, end, passage["kind"])
+    return outputs.Item(record["question"], record["answer"], record["evidence_located"], record["pdf"], record["page"],
+                        record["boundary"], start, end, passage["kind"])
 
 
 def draft_and_filter(drafts: Sequence[Draft], generator, params, filt: CandidateFilter, n: int, model: str,
@@ -275,10 +275,12 @@ def make_qa(settings: QaSettings, generator, model: str, backend: str,
                                       for name, first, failed, left in cascade}},
                "questions_sha256": sha256_file(out / outputs.QUESTIONS) if items else None, "review": None}
     atomic_write_json(out / outputs.SIDECAR, sidecar, "output file")
-    report = report_markdown(settings, sample, records, items, model, backend, unfit,
-                             bundled_reference() if settings.reference is None else settings.reference, cascade)
+    reference = settings.reference
+    if reference is None:  # the repository's own hand-written set (Questions.csv + sample/evidence.json), if present
+        reference = [pair for pair in [(BUNDLED_QUESTIONS, BUNDLED_EVIDENCE)] if all(p.is_file() for p in pair)]
+    report = report_markdown(settings, sample, records, items, model, backend, unfit, reference, cascade)
     atomic_write_text(out / outputs.REPORT, report, "output file")
-    return QaResult(out, len(items), len(records), generator.generated, generator.cached, model, bool(unfit), cascade)
+    return QaResult(len(items), len(records), generator.generated, generator.cached, bool(unfit), cascade)
 
 
 def read_review(out: Path, workbook: Path | None = None) -> outputs.Review:
@@ -312,19 +314,8 @@ def read_review(out: Path, workbook: Path | None = None) -> outputs.Review:
 
 # ------------------------------------------------------------------------------------------------ the report
 
-def bundled_reference() -> list[tuple[Path, Path]]:
-    """The repository's own hand-written set (Questions.csv + sample/evidence.json), when present."""
-    from ragstudy.scoring.evidence import BUNDLED_EVIDENCE, BUNDLED_QUESTIONS
-
-    pair = (BUNDLED_QUESTIONS, BUNDLED_EVIDENCE)
-    return [pair] if all(p.is_file() for p in pair) else []
-
-
 def reference_overlaps(questions: Path, evidence: Path) -> list[float]:
     """Question <-> evidence overlap (share of question content terms in the evidence) of a human-written set."""
-    from ragstudy.results import read_questions
-    from ragstudy.scoring.evidence import load_evidence_file
-
     analyzer = ItalianAnalyzer()
     texts = read_questions(questions)
     found = load_evidence_file(evidence, texts, questions)
@@ -353,8 +344,6 @@ class Grounding:
 def grounding_against_floor(records: Sequence[dict], seed: int, n_resamples: int = 2000) -> list[Grounding]:
     """For every parsed candidate: the share of its question's (answer's) content terms found in its own passage,
     against the same share in another candidate's passage; empty when fewer than 2 candidates parsed."""
-    from ragstudy.scoring.stats import derangement, paired_bootstrap
-
     parsed = [r for r in records if r.get("question") and r.get("answer")]
     if len(parsed) < 2:
         return []

@@ -173,16 +173,13 @@ def _window(text: str, start: int, end: int, limit: int, rng: np.random.Generato
     return first, (cut if cut > first else stop)
 
 
-def _tail(text: str, start: int, end: int, limit: int) -> tuple[int, int]:
+def _part(text: str, start: int, end: int, limit: int, tail: bool) -> tuple[int, int]:
+    """The end (`tail`) or the start of text[start:end], at most `limit` characters, cut at a line end if any."""
     if end - start <= limit:
         return start, end
-    cut = text.find("\n", end - limit, end)
-    return (cut + 1 if 0 <= cut < end - 1 else end - limit), end
-
-
-def _head(text: str, start: int, end: int, limit: int) -> tuple[int, int]:
-    if end - start <= limit:
-        return start, end
+    if tail:
+        cut = text.find("\n", end - limit, end)
+        return (cut + 1 if 0 <= cut < end - 1 else end - limit), end
     cut = text.rfind("\n", start, start + limit)
     return start, (cut if cut > start else start + limit)
 
@@ -222,8 +219,7 @@ def make_passage(found: DocumentPassages, kind: str, indices: tuple[int, ...], r
     if kind == "block":
         spans = (_window(text, blocks[0].start, blocks[0].end, MAX_PASSAGE_CHARS, rng),)
     else:
-        spans = (_tail(text, blocks[0].start, blocks[0].end, MAX_SPAN_PART_CHARS),
-                 _head(text, blocks[1].start, blocks[1].end, MAX_SPAN_PART_CHARS))
+        spans = tuple(_part(text, b.start, b.end, MAX_SPAN_PART_CHARS, tail) for b, tail in zip(blocks, (True, False)))
     pages = tuple(sorted({found.document.text_layer.page_of(s) for s, _ in spans}))
     return Passage(found.document.path, kind, spans, pages, "\n".join(text[s:e] for s, e in spans))
 
@@ -296,15 +292,15 @@ def sample_passages(documents: Sequence[PdfDocument], n: int, seed: int, span_sh
         if not f.available():
             logger.warning("%s: no body text block to ask about (%s); the document gets no question",
                            f.document.path, ", ".join(f"{k} {v}" for k, v in sorted(f.counts().items())))
-    available = sum(f.available() for f in found)
+    caps = [f.available() for f in found]
+    available = sum(caps)
     if required > available:
-        per = ", ".join(f"{Path(f.document.path).name} {f.available()}" for f in found)
+        per = ", ".join(f"{Path(f.document.path).name} {cap}" for f, cap in zip(found, caps))
         raise StudyInputError(f"--n {required} is more than the {available} passages the documents offer ({per}); "
                               f"pass --n {available} or less, or add documents")
     if n > available:
         logger.info("%d passages asked for, the documents offer %d: all of them are drawn", n, available)
         n = available
-    caps = [f.available() for f in found]
     shares = allocate(n, [math.sqrt(c) for c in caps], caps)
     per_document: list[list[Passage]] = []
     for index, (f, share) in enumerate(zip(found, shares)):

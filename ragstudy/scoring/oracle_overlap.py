@@ -1,9 +1,6 @@
-"""A retrieval score that needs no hand-written evidence: how much of the oracle answer the packed context contains.
-
-oracle overlap = |terms(answer) ∩ terms(context)| / |terms(answer)|, terms being the distinct index terms of
-`ragstudy.lexical.ItalianAnalyzer`; one of the budget metrics (ragstudy.scoring.budget_metrics). It rewards contexts
-that mention the answer's words, not contexts that state the answer: check its agreement with an evidence-based hit
-before trusting it (benchmarks/oracle_agreement.py). More: docs/retrieval.md ("Oracle overlap").
+"""A retrieval score that needs no hand-written evidence: how much of the oracle answer the packed context contains
+(one of the budget metrics). Its definition and why to check it against the evidence hit: docs/retrieval.md ("Oracle
+overlap").
 """
 
 from __future__ import annotations

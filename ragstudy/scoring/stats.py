@@ -1,8 +1,6 @@
 """Seeded statistics of the core: bootstrap confidence intervals, paired comparisons (bootstrap and Wilcoxon) and
 Holm's multiple-comparison correction, used by budget evaluation (ragstudy.scoring.budget_eval) and the Postprocessing
-scripts.
-
-All resampling uses ``numpy.random.default_rng(seed)``: the same inputs and seed give the same numbers.
+scripts. All resampling is seeded (docs/metrics.md, "Confidence level, resamples and seed").
 """
 
 from __future__ import annotations

@@ -32,6 +32,10 @@ def budget_label(budget: str, unit: str) -> str:
     return "own k" if budget == PAPER_K_LABEL else f"{int(budget):,} {unit}"
 
 
+def _range(low: int, high: int) -> str:
+    return f"{low}" if low == high else f"{low}–{high}"
+
+
 def estimate(mean: float, low: float, high: float, signed: bool = False) -> str:
     """'0.733 [0.600, 0.867]' ('+0.133 [...]' when `signed`), minus signs typeset."""
     return f"{mean:{'+' if signed else ''}.3f} [{low:.3f}, {high:.3f}]".replace("-", "−")
@@ -147,8 +151,6 @@ class Verdict:
 
     def budget_line(self, b: BudgetVerdict) -> str:
         """One budget in words: n, the best strategy, then what the reference's differences support."""
-        low, high = b.n_range
-        n = f"n = {low}" if low == high else f"n = {low}–{high}"
         if len(b.best) == 1:
             s = b.best[0]
             best = f"best {self.metric_words} {s.display}, {estimate(s.mean, s.ci_low, s.ci_high)}."
@@ -157,7 +159,7 @@ class Verdict:
             best = (f"best {self.metric_words} {b.best[0].mean:.3f}, tied between {', '.join(names[:-1])} and "
                     f"{names[-1]}.")
         caveat = "; contexts of different sizes, not an equal budget" if b.budget == PAPER_K_LABEL else ""
-        line = f"At {budget_words(b.budget, self.unit)} ({n} questions scored{caveat}): {best}"
+        line = f"At {budget_words(b.budget, self.unit)} (n = {_range(*b.n_range)} questions scored{caveat}): {best}"
         return " ".join([line, *self._reference_sentences(b)]) if self.reference_present else line
 
     def _signed(self, d: VerdictDifference) -> str:
@@ -199,7 +201,6 @@ class Verdict:
         return parts
 
     def lines(self) -> list[str]:
-        """The header, then one line per budget."""
         return [self.header(), *(self.budget_line(b) for b in self.budgets)]
 
     def markdown(self) -> str:
@@ -225,7 +226,7 @@ class Verdict:
     def _n_range(self) -> str:
         """'49' or '40–49': the fewest and most questions scored, over every budget ('' without budgets)."""
         n = [n for b in self.budgets for n in b.n_range]
-        return f"{min(n)}" + (f"–{max(n)}" if max(n) != min(n) else "") if n else ""
+        return _range(min(n), max(n)) if n else ""
 
     def also_on(self) -> str:
         """The headline of a second verdict (the contiguous hit rate after the hit rate), as one sentence."""
@@ -334,10 +335,9 @@ class Verdict:
                    *(f"{self.reference_display} − {display}" for _, display in others)]
         rows = []
         for b in self.budgets:
-            low, high = b.n_range
             best = b.best[0]
             cells = [VerdictCell(budget_label(b.budget, self.unit)),
-                     VerdictCell(str(low) if low == high else f"{low}–{high}", float(high)),
+                     VerdictCell(_range(*b.n_range), float(b.n_range[1])),
                      VerdictCell(f"{' = '.join(s.display for s in b.best)} "
                                  f"{estimate(best.mean, best.ci_low, best.ci_high)}", best.mean,
                                  (best.ci_low, best.ci_high))]
