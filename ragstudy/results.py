@@ -1106,10 +1106,13 @@ def check_variant_documents(output_dir: str | Path, variants: Sequence[Variant])
 def check_layout(folder: str | Path) -> None:
     """Refuse a folder an earlier version wrote: one subfolder per retriever, text layer or sweep, no variants.csv."""
     folder = Path(folder)
-    try:
-        recorded = str(_recorded(folder, "retriever") or "")
-    except ValueError:  # a damaged config.json (StudyInputError is one) records no retriever
-        recorded = ""
+    config = folder / CONFIG_NAME
+    recorded = ""
+    if config.is_file():
+        try:
+            recorded = str(json.loads(config.read_text(encoding="utf-8")).get("retriever") or "")
+        except (ValueError, AttributeError):
+            recorded = ""
     old = ([p.name for p in sorted(folder.glob("text-layer-*")) if p.is_dir()]
            + [name for name in recorded.split(",") if "," in recorded and (folder / name).is_dir()]
            + (["sweep"] if (folder / "sweep").is_dir() else []))
