@@ -181,3 +181,16 @@ def test_a_retrievers_rows_may_come_as_a_generator_and_a_non_iterable_is_one_lin
     with pytest.raises(StudyInputError, match=r"retriever 'mine', question 3 \(newline\): rank returned None, not a "
                                               r"list of RetrievedParent"):
         checked_rows(None, {"p1"}, "mine", 3, "newline")
+
+
+def test_a_member_written_against_the_earlier_fields_still_reads_strategy_and_params():
+    """RetrievalInputs carries the per-strategy record (`stage`); `strategy` and `params` still answer, for one
+    release, as they did when they were fields of their own."""
+    from ragstudy import retrievers
+    from ragstudy.config import StudyConfig
+    from ragstudy.pipeline import StageSettings
+
+    config = StudyConfig.resolve(profile="lite", strategies="fixed-size", retrieval_only=True, warn_unused=False,
+                                 set_params=["fixed-size.k=2"])
+    inputs = retrievers.RetrievalInputs(StageSettings.of(config, "fixed-size"), [], lambda: None)
+    assert inputs.strategy == "fixed-size" and inputs.params.k == 2 and inputs.params is inputs.stage.params

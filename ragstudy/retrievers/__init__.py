@@ -25,6 +25,14 @@ class RetrievalInputs:
     chunked: Sequence[Any]  # chunks.ChunkedDocument
     embedding: Callable[[], Any]  # the study's embedding model, loaded on the first call (pipeline.lazy_embedding)
 
+    @property
+    def strategy(self) -> str:  # the earlier field, for members written against it (one release)
+        return self.stage.strategy
+
+    @property
+    def params(self) -> Any:  # the earlier field: the strategy's StrategyParams (one release)
+        return self.stage.params
+
 
 @dataclass(frozen=True)
 class IndexReport:
