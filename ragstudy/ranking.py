@@ -17,6 +17,7 @@ import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any, Callable, Sequence
 
 from ragstudy.config import StudyConfig
@@ -165,10 +166,12 @@ def retrieve_strategy(stage: StageSettings, documents, questions: Sequence[str],
 
 def rank_one(ranker: Any, member: Any, question: str, index: int, largest: int, measure: Measure, strategy: str
              ) -> list:
-    """One question's ranking; a retriever from outside the repository (a plug-in) that raises is one StudyInputError
-    naming it, the question and the fix (a built-in member's errors keep their own handling)."""
+    """One question's ranking, as a list (any iterable `rank` returns is read here); a retriever from outside the
+    repository (a plug-in) that raises is one StudyInputError naming it, the question and the fix (a built-in
+    member's errors keep their own handling)."""
     try:
-        return ranker.rank(question, index, largest, measure)
+        rows = ranker.rank(question, index, largest, measure)
+        return list(rows) if isinstance(rows, Iterable) else rows  # a generator runs here, inside the try
     except StudyInputError:
         raise
     except Exception as exc:
@@ -184,11 +187,8 @@ def checked_rows(rows: Any, known: set[str], retriever: str, index: int, strateg
     """A retriever's rows for question `index`, or a StudyInputError naming it, the question and the bad row."""
     where = f"retriever {retriever!r}, question {index} ({strategy})"
     fix = "fix the retriever's rank, or rank with another --retriever"
-    try:
-        rows = list(rows)  # once: a generator read by the checks would leave no rows to return
-    except TypeError:
-        raise StudyInputError(f"{where}: rank returned {repr(rows)[:80]}, not a list of RetrievedParent; {fix}"
-                              ) from None
+    if not isinstance(rows, list):  # rank_one made any iterable a list
+        raise StudyInputError(f"{where}: rank returned {repr(rows)[:80]}, not a list of RetrievedParent; {fix}")
     for row in rows:
         if not isinstance(row, RetrievedParent) or row.question_index != index:
             raise StudyInputError(f"{where}: rank returned {str(row)[:80]!r}, not a RetrievedParent of this "

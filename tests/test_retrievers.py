@@ -170,17 +170,35 @@ def test_offline_data_reads_the_stopwords_through_the_core_parser():
 
 
 def test_a_retrievers_rows_may_come_as_a_generator_and_a_non_iterable_is_one_line():
-    """rank may return any iterable of RetrievedParent: a generator's rows are checked and kept, not consumed by the
-    checks; something that is no iterable is one line naming the retriever and the question."""
+    """rank may return any iterable of RetrievedParent: a generator's rows are read inside rank_one (so a plug-in's
+    error raised while it runs is still one line naming it), checked and kept; something that is no iterable is one
+    line naming the retriever and the question."""
+    from types import SimpleNamespace
+
     from ragstudy.errors import StudyInputError
     from ragstudy.grid.records import RetrievedParent
-    from ragstudy.ranking import checked_rows
+    from ragstudy.ranking import checked_rows, rank_one
 
     rows = [RetrievedParent(3, rank, f"p{rank}", "a.pdf", 1, 1, 0.5, True, "testo") for rank in (1, 2)]
-    assert checked_rows((row for row in rows), {"p1", "p2"}, "mine", 3, "newline") == rows
+
+    def failing():
+        yield rows[0]
+        raise ValueError("index gone")
+
+    member = SimpleNamespace(name="mine", make=SimpleNamespace(__module__="myplugin"))
+
+    def ranked(result):
+        ranker = SimpleNamespace(rank=lambda *args: result)
+        return checked_rows(rank_one(ranker, member, "q", 3, 500, None, "newline"), {"p1", "p2"}, "mine", 3,
+                            "newline")
+
+    assert ranked(row for row in rows) == rows
+    with pytest.raises(StudyInputError, match=r"retriever 'mine' \(module myplugin\) failed on question 3 "
+                                              r"\(newline\): ValueError: index gone"):
+        ranked(failing())
     with pytest.raises(StudyInputError, match=r"retriever 'mine', question 3 \(newline\): rank returned None, not a "
                                               r"list of RetrievedParent"):
-        checked_rows(None, {"p1"}, "mine", 3, "newline")
+        ranked(None)
 
 
 def test_a_member_written_against_the_earlier_fields_still_reads_strategy_and_params():
