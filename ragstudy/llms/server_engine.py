@@ -97,11 +97,13 @@ def completion_text(body: str) -> str | None:
     return content if isinstance(content, str) else None
 
 
-def check_servers(urls: Sequence[str], model: str) -> None:
-    """Fail before any work when a server is down or does not serve `model` (config validation made sure a model
-    is named)."""
+def check_servers(urls: Sequence[str], model: str | None) -> None:
+    """Fail before any work when a server is down or does not serve `model` (also for a ServerGenerator made
+    without a StudyConfig, whose validation names a model)."""
     if not urls:
         raise StudyInputError("no LLM server given (--llm-server URL)")
+    if not model:
+        raise StudyInputError("--llm-server needs --llm-server-model NAME (the model name the server serves)")
     for url in urls:
         names = served_models(url)
         if model not in names:
