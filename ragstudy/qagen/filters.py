@@ -45,13 +45,13 @@ FILTERS: dict[str, str] = {
     "question_off_evidence": "none of the question's content words is in the evidence (a question about something "
                              "else; 3 of the 45 bundled hand-written questions, 0 of the 36 of ../shared/qa)",
     "question_copies_evidence": "more than {copy_threshold:.0%} of the question's content words are in the evidence",
-    "answer_not_recovered": "asked its own question with only the evidence, the model's reply and the drafted answer "
-                            "share under {recovered:.0%} of the content words of either (the question does not ask "
-                            "for that answer: a garbled or off-target question)",
     "evidence_reused": "its evidence overlaps the evidence of an earlier kept item (no two items on the same "
                        "evidence)",
     "near_duplicate": "the question's content words overlap an earlier kept question's by {duplicate_threshold:.0%} "
                       "or more (Jaccard)",
+    "answer_not_recovered": "asked its own question with only the evidence, the model's reply and the drafted answer "
+                            "share under {recovered:.0%} of the content words of either (the question does not ask "
+                            "for that answer: a garbled or off-target question)",
     "unfit_generator": "the generator is a plumbing-only model ({unfit}): its items are never counted as valid",
 }
 
