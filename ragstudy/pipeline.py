@@ -230,8 +230,9 @@ def build_retriever(config: StudyConfig, strategy: str):
     from ragstudy.stores.knowledge_base import KnowledgeBase
 
     embedding = lazy_embedding(config.embedder, config.resolved_threads())
-    chunked = chunk_cached(StageSettings.of(config, strategy), load_documents(Path(config.documents)), embedding)
-    return KnowledgeBase.of_stage(StageSettings.of(config, strategy), embedding()).build(chunked)
+    stage = StageSettings.of(config, strategy)
+    chunked = chunk_cached(stage, load_documents(Path(config.documents)), embedding)
+    return KnowledgeBase.of_stage(stage, embedding()).build(chunked)
 
 
 def build_prompt(template: str, context: str, query: str) -> str:
@@ -355,12 +356,13 @@ def _run_strategies(config: StudyConfig, documents: Sequence[PdfDocument], quest
     generator = None
     reports = []
     for strategy in config.strategies:
-        chunked = chunk_cached(StageSettings.of(config, strategy), documents, embedding)
+        stage = StageSettings.of(config, strategy)  # resolved once, for chunking and the index
+        chunked = chunk_cached(stage, documents, embedding)
         report = StrategyReport(strategy, len(documents), sum(len(c.chunks) for c in chunked))
         report.outputs += [str(p) for p in write_chunks(chunked, strategy, output_dir)]
         if not config.chunks_only:
             generator = generator or make_generator(config)
-            retriever, stats = KnowledgeBase.of_stage(StageSettings.of(config, strategy), embedding()).build(chunked)
+            retriever, stats = KnowledgeBase.of_stage(stage, embedding()).build(chunked)
             report.embedded, report.reused = stats.embedded, stats.reused
             before = (generator.generated, generator.cached)
             rows = answer_questions(retriever, generator, questions, config.prompt_template, strategy)
