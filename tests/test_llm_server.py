@@ -78,3 +78,10 @@ def test_the_study_config_points_at_the_server(smollm2_server, tmp_path) -> None
     wrong = StudyConfig.resolve(profile="lite", strategies="newline", llm_servers=url, llm_server_model="nope")
     with pytest.raises(StudyInputError, match=f"{url} does not serve model 'nope'"):
         check_generator(wrong)
+
+
+def test_a_server_generator_without_a_model_name_is_one_line_before_any_request() -> None:
+    """check_servers refuses a missing model name itself (a ServerGenerator can be made without a StudyConfig,
+    whose validation would have named one), before asking any server."""
+    with pytest.raises(StudyInputError, match="--llm-server needs --llm-server-model NAME"):
+        check_servers(["http://127.0.0.1:9/v1"], None)
